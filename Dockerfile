@@ -1,0 +1,21 @@
+# syntax=docker/dockerfile:1
+# Build: docker build -t taskgate .
+# Run:   docker run --rm -p 8080:8080 taskgate serve --upstream http://host.docker.internal:3000/mcp
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=docker
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/taskgate ./cmd/taskgate
+
+# Static binary on a minimal base: no shell, no package manager, runs as
+# the unprivileged "nonroot" user (uid 65532).
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/taskgate /taskgate
+USER nonroot:nonroot
+ENV TASKGATE_LISTEN=0.0.0.0:8080
+EXPOSE 8080
+ENTRYPOINT ["/taskgate"]
+CMD ["serve"]

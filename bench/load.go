@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// target is one endpoint under load.
+type target struct {
+	name string
+	url  string
+}
+
+// result is what one load of one target measured.
+type result struct {
+	requests int
+	errors   int
+	elapsed  time.Duration
+	lat      []time.Duration
+}
+
+func (r result) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.lat)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+func (r *result) merge(o result) {
+	r.requests += o.requests
+	r.errors += o.errors
+	r.elapsed += o.elapsed
+	r.lat = append(r.lat, o.lat...)
+}
+
+// request is one HTTP request a load sends. body is a format with one %d,
+// filled with a fresh JSON-RPC id per send: a session refuses concurrent
+// requests that reuse an id.
+type request struct {
+	body   string
+	header http.Header
+}
+
+var nextID atomic.Int64
+
+func newClient(conc int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2, DisableCompression: true}}
+}
+
+// send posts req to url and drains the answer; a non-2xx status is an error.
+func send(ctx context.Context, c *http.Client, url string, req request) error {
+	body := fmt.Appendf(nil, req.body, nextID.Add(1))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range req.header {
+		hr.Header[k] = v
+	}
+	resp, err := c.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// load runs conc clients against url for d (and at most maxReqs requests
+// when maxReqs > 0), recording every latency.
+func load(ctx context.Context, c *http.Client, url string, req request, conc int, d time.Duration, maxReqs int) result {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var mu sync.Mutex
+	var total result
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < conc; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r result
+			for ctx.Err() == nil && (maxReqs <= 0 || r.requests+r.errors < maxReqs/conc) {
+				t0 := time.Now()
+				err := send(ctx, c, url, req)
+				if ctx.Err() != nil {
+					break // cut by the deadline: not a sample
+				}
+				if err != nil {
+					r.errors++
+					continue
+				}
+				r.requests++
+				r.lat = append(r.lat, time.Since(t0))
+			}
+			mu.Lock()
+			total.requests += r.requests
+			total.errors += r.errors
+			total.lat = append(total.lat, r.lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	total.elapsed = time.Since(start)
+	return total
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskgate/taskgate/gateway"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "serve",
+		Usage:        "serve MCP at --listen in front of the --upstream MCP server",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: env("listen"),
+				Usage: "address to serve on (host:port)"},
+			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
+				Usage: "URL of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (required)"},
+			&cli.StringFlag{Name: "path", Value: gateway.DefaultPath, EnvVars: env("path"),
+				Usage: "HTTP path of the MCP endpoint"},
+			&cli.StringFlag{Name: "max-body", Value: "4MiB", EnvVars: env("max-body"),
+				Usage: "largest POST body accepted; larger ones get HTTP 413"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
+				Usage: "how long open requests may run after SIGTERM before they are cut"},
+			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"),
+				Usage: "json or console"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
+				Usage: "debug, info, warn or error"},
+		},
+		Action: serve,
+	}
+}
+
+func serve(c *cli.Context) error {
+	log, err := newLogger(c.String("log-format"), c.String("log-level"), c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	if c.String("upstream") == "" {
+		return errors.New("missing --upstream: give the URL of the MCP server to front, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
+	}
+	up, err := upstream.New(c.String("upstream"), upstream.Options{})
+	if err != nil {
+		return fmt.Errorf("invalid --upstream: %v", err)
+	}
+	maxBody, err := sizeFlag(c, "max-body")
+	if err != nil {
+		return err
+	}
+	path := c.String("path")
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("invalid --path %q: it must start with /", path)
+	}
+	h, err := gateway.New(gateway.Config{
+		Upstream: up,
+		Path:     path,
+		MaxBody:  maxBody,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return fmt.Errorf("cannot listen on --listen %s: %v", c.String("listen"), cause(err))
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          nil,
+	}
+	log.Info().Str("listen", ln.Addr().String()).Str("upstream", up.URL()).Str("path", path).
+		Str("version", buildVersion()).Msg("taskgate serving")
+
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("server stopped: %v", err)
+	case <-ctx.Done():
+	}
+	log.Info().Msg("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Streams still open past the timeout are cut; that is the contract.
+		log.Warn().Err(err).Msg("shutdown timed out; open streams were closed")
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// newLogger builds the process logger. JSON is the default so logs can be
+// shipped as they are; console is for people at a terminal.
+func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
+	}
+	switch format {
+	case "json":
+	case "console":
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	default:
+		return zerolog.Logger{}, fmt.Errorf("invalid --log-format %q: want json or console", format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// cause strips the operation prefix from a net error, leaving e.g.
+// "address already in use".
+func cause(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		var se *os.SyscallError
+		if errors.As(oe.Err, &se) {
+			return se.Err.Error()
+		}
+		return oe.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,14 @@
+// Package e2e holds taskgate's end-to-end tests: they build the real
+// taskgate binary, start it in front of real upstream MCP servers
+// (internal/testupstream), and drive it with real clients — the go-sdk
+// client in-process and the TypeScript SDK client under node (js/).
+//
+// Run them with
+//
+//	go test -race ./e2e/
+//	go test ./e2e/ -run Transcript -update   # rewrite testdata/*.golden.json
+//
+// TASKGATE_E2E_BIN=/path/to/taskgate skips the build and tests that binary.
+// The TypeScript client needs node and npm on PATH; the tests run `npm ci`
+// in js/ themselves when js/node_modules is missing.
+package e2e

@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// Handler is the gateway's http.Handler. It is safe for concurrent use.
+type Handler struct {
+	cfg Config
+	up  *upstream.Client
+	log zerolog.Logger
+}
+
+// New returns a Handler for cfg.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Upstream == nil {
+		return nil, errors.New("gateway: Config.Upstream is required")
+	}
+	c := cfg.withDefaults()
+	return &Handler{cfg: c, up: c.Upstream, log: c.Logger}, nil
+}
+
+// ServeHTTP routes /healthz, /readyz and the MCP endpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case h.cfg.Path:
+		h.serveMCP(w, r)
+	case "/healthz":
+		h.serveHealth(w, r)
+	case "/readyz":
+		h.serveReady(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		h.servePost(w, r)
+		return
+	}
+	// GET (the session's SSE stream), DELETE (end of session) and anything
+	// else (OPTIONS for CORS, say) are the upstream's to answer.
+	var body io.Reader
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
+	}
+	resp, err := h.up.Forward(r.Context(), r.Method, r.Header, body)
+	if err != nil {
+		h.failHTTP(w, r, err)
+		return
+	}
+	h.relay(w, r, resp)
+}
+
+// servePost reads and checks one POSTed JSON-RPC body, then routes it.
+func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeRPCError(w, nil, newRPCErr(http.StatusUnsupportedMediaType, codeInvalidRequest,
+			fmt.Sprintf("Content-Type must be application/json, not %q", ct)))
+		return
+	}
+	body, err := h.readBody(r)
+	if err != nil {
+		writeRPCError(w, nil, rpcError(err))
+		return
+	}
+	msg, perr := parseMessage(body)
+	if perr != nil {
+		h.log.Debug().Str("op", "parse").Int("code", perr.Code).Msg(perr.Message)
+		writeRPCError(w, nil, perr)
+		return
+	}
+	h.route(w, r, msg)
+}
+
+// route sends each message to whoever handles its method. Everything the
+// gateway does not handle itself is relayed unchanged.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
+	h.forward(w, r, msg)
+}
+
+// forward relays msg to the upstream and its answer back.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) {
+	resp, err := h.up.Forward(r.Context(), http.MethodPost, r.Header, bytes.NewReader(msg.raw))
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away; nobody to answer
+		}
+		e := rpcError(err)
+		h.log.Warn().Str("op", "forward").Str("method", msg.method()).Msg(e.Message)
+		if msg.kind != kindRequest {
+			// Nothing to answer with a JSON-RPC response; say it in HTTP.
+			e.status = http.StatusBadGateway
+		}
+		writeRPCError(w, msg.ID, e)
+		return
+	}
+	h.relay(w, r, resp)
+}
+
+// readBody reads the POSTed body up to MaxBody.
+func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+	limit := h.cfg.MaxBody
+	tooLarge := newRPCErr(http.StatusRequestEntityTooLarge, codeInvalidRequest,
+		"request body exceeds the gateway's limit of "+strconv.FormatInt(limit, 10)+" bytes")
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	var buf []byte
+	if r.ContentLength > 0 {
+		buf = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, newRPCErr(http.StatusBadRequest, codeParseError, "Parse error: the request body ended early")
+		}
+		return buf, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, newRPCErr(http.StatusBadRequest, codeParseError, "Parse error: the request body could not be read")
+	}
+	if int64(len(buf)) > limit {
+		return nil, tooLarge
+	}
+	return buf, nil
+}
+
+// failHTTP answers a non-POST request whose upstream round trip failed.
+func (h *Handler) failHTTP(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	e := rpcError(err)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		e.status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, upstream.ErrUnreachable):
+		e.status = http.StatusBadGateway
+	}
+	h.log.Warn().Str("op", "forward").Str("http_method", r.Method).Msg(e.Message)
+	writeRPCError(w, nil, e)
+}
+
+func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true // the common case, without parsing
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}

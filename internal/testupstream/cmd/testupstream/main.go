@@ -1,0 +1,69 @@
+// Command testupstream runs the test MCP server (see package testupstream) as
+// a process, for humans and for the benchmark program.
+//
+//	testupstream --listen 127.0.0.1:8081 [--stateless] [--json]
+//
+// MCP Streamable HTTP is served at /mcp.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "testupstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "127.0.0.1:8081", "address to listen on")
+	stateless := flag.Bool("stateless", false, "serve a modern 2026-07-28 stateless server instead of a session server")
+	jsonResp := flag.Bool("json", false, "answer POSTs with application/json instead of SSE")
+	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
+	flag.Parse()
+
+	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp}
+	if *verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", testupstream.Handler(opts))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	// The resolved address on stderr lets a parent that passed port 0 find us.
+	fmt.Fprintf(os.Stderr, "testupstream: serving http://%s/mcp (stateless=%t json=%t)\n", ln.Addr(), *stateless, *jsonResp)
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package testupstream
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Implementation is the serverInfo the upstream reports.
+var Implementation = mcp.Implementation{Name: "testupstream", Version: "1.0.0"}
+
+// Options configures the upstream. The zero value is a stateful (legacy
+// session) server answering with SSE streams.
+type Options struct {
+	// Stateless makes a modern 2026-07-28 sessionless server: no
+	// Mcp-Session-Id, GET and DELETE answer 405, and tools ask for client
+	// input with an "input_required" result instead of a server→client request.
+	// Unset: a stateful server (2025-11-25 and older, sessions).
+	Stateless bool
+	// JSONResponse answers POSTs with application/json instead of
+	// text/event-stream. Unset: SSE. Note that with JSON responses the
+	// server cannot send progress notifications or legacy server→client
+	// requests on the call's response.
+	JSONResponse bool
+	// Recorder, if set, records every tool call's start, end and cancellation.
+	Recorder *Recorder
+	// Logger receives the SDK's server logs. Unset: discarded.
+	Logger *slog.Logger
+	// SessionTimeout closes idle sessions after this long. Unset: never.
+	SessionTimeout time.Duration
+}
+
+// NewServer returns the MCP server with all tools registered. Most callers
+// want [Handler].
+func NewServer(opts Options) *mcp.Server {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	impl := Implementation
+	s := mcp.NewServer(&impl, &mcp.ServerOptions{
+		Logger: logger,
+		// No logging capability: the tools never log, and an empty
+		// capability set keeps initialize results minimal and stable.
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	addTools(s, opts.Recorder)
+	return s
+}
+
+// Handler returns the Streamable HTTP handler of a fresh upstream. It serves
+// MCP on every path; mount it where you like (the testupstream command uses
+// /mcp).
+//
+// Localhost DNS-rebinding protection stays on: a faithful proxy forwards with
+// the upstream's own Host, so it never trips it.
+func Handler(opts Options) http.Handler {
+	s := NewServer(opts)
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
+		Stateless:      opts.Stateless,
+		JSONResponse:   opts.JSONResponse,
+		Logger:         opts.Logger,
+		SessionTimeout: opts.SessionTimeout,
+		// For 2026-07-28 requests the POST is the whole request: a client (or
+		// gateway) that goes away cancels the tool, which the Recorder sees.
+		PropagateRequestCancellation: true,
+	})
+}

@@ -1,0 +1,188 @@
+package testupstream_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// connect starts an upstream with opts and connects a go-sdk client that
+// answers elicitation with name "Ada", samples "echo: <prompt>" and has two
+// roots. progress counts progress notifications.
+func connect(t *testing.T, opts testupstream.Options, version string, progress *atomic.Int32) *mcp.ClientSession {
+	t.Helper()
+	srv := httptest.NewServer(testupstream.Handler(opts))
+	t.Cleanup(srv.Close)
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "unit", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			prompt := req.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "echo: " + prompt}}, nil
+		},
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
+			if progress != nil {
+				progress.Add(1)
+			}
+		},
+	})
+	client.AddRoots(&mcp.Root{URI: "file:///a"}, &mcp.Root{URI: "file:///b"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatalf("call %s: %v", params.Name, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("call %s: %d content blocks, want 1", params.Name, len(res.Content))
+	}
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+}
+
+func TestTools(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    testupstream.Options
+		version string // "" = the SDK default (2026-07-28, with legacy fallback)
+		wantVer string
+	}{
+		{"stateful legacy", testupstream.Options{}, "2025-11-25", "2025-11-25"},
+		{"stateful default falls back", testupstream.Options{}, "", "2025-11-25"},
+		{"stateful json legacy", testupstream.Options{JSONResponse: true}, "2025-11-25", "2025-11-25"},
+		{"stateless modern", testupstream.Options{Stateless: true}, "", "2026-07-28"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var progress atomic.Int32
+			cs := connect(t, tc.opts, tc.version, &progress)
+			if got := cs.InitializeResult().ProtocolVersion; got != tc.wantVer {
+				t.Errorf("protocol version = %s, want %s", got, tc.wantVer)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range tools.Tools {
+				names = append(names, tl.Name)
+			}
+			if got, want := strings.Join(names, ","), "echo,elicit,fail,progress,roots,rpcerror,sample,slow"; got != want {
+				t.Errorf("tools = %s, want %s", got, want)
+			}
+
+			for _, c := range []struct {
+				params  *mcp.CallToolParams
+				want    string
+				isError bool
+			}{
+				{&mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}, "hi", false},
+				{&mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"seconds": 0.05, "text": "x"}}, "slept 0.05 s: x", false},
+				{&mcp.CallToolParams{Name: "elicit"}, "Hello, Ada!", false},
+				{&mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"prompt": "p"}}, "echo: p", false},
+				{&mcp.CallToolParams{Name: "roots"}, "file:///a,file:///b", false},
+				{&mcp.CallToolParams{Name: "fail"}, testupstream.FailText, true},
+			} {
+				got, isErr := callText(t, cs, c.params)
+				if got != c.want || isErr != c.isError {
+					t.Errorf("%s = %q (isError %t), want %q (isError %t)", c.params.Name, got, isErr, c.want, c.isError)
+				}
+			}
+
+			p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": 4}}
+			p.SetProgressToken("tok")
+			if got, _ := callText(t, cs, p); got != "done 4" {
+				t.Errorf("progress = %q, want %q", got, "done 4")
+			}
+			wantProgress := int32(4)
+			if tc.opts.JSONResponse {
+				// A JSON response cannot carry them; the SDK sends them on the
+				// standalone GET stream instead, racing with the result.
+				wantProgress = 0
+			}
+			// The client handles notifications asynchronously: they may land
+			// just after the result.
+			for deadline := time.Now().Add(2 * time.Second); progress.Load() < wantProgress && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := progress.Load(); got != wantProgress && !tc.opts.JSONResponse {
+				t.Errorf("progress notifications = %d, want %d", got, wantProgress)
+			}
+
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "rpcerror"})
+			var werr *jsonrpc.Error
+			if !errors.As(err, &werr) || werr.Code != testupstream.RPCErrorCode || werr.Message != testupstream.RPCErrorMessage {
+				t.Errorf("rpcerror: err = %v, want JSON-RPC error %d %q", err, testupstream.RPCErrorCode, testupstream.RPCErrorMessage)
+			}
+		})
+	}
+}
+
+// TestSlowCancellationRecorded pins that a cancelled call is visible to the
+// Recorder, which later gateway tests rely on.
+func TestSlowCancellationRecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    testupstream.Options
+		version string
+	}{
+		{"stateful legacy", testupstream.Options{}, "2025-11-25"},
+		{"stateless modern", testupstream.Options{Stateless: true}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &testupstream.Recorder{}
+			tc.opts.Recorder = rec
+			cs := connect(t, tc.opts, tc.version, nil)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			callCtx, cancelCall := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"seconds": 30}})
+				errc <- err
+			}()
+			if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+				t.Fatal(err)
+			}
+			cancelCall()
+			if err := <-errc; err == nil {
+				t.Fatal("cancelled call returned no error")
+			}
+			if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
+				t.Fatal(err)
+			}
+			if n := rec.Count("slow", testupstream.Completed); n != 0 {
+				t.Errorf("slow completed %d times after cancellation", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs taskgate's whole test suite on a fresh Debian machine with Go and
+# Node/npm: installs what the tests need, then `go test -race ./...`
+# (unit tests, the real-redis-server suites and the e2e tests of the built
+# binary driven by the go-sdk and TypeScript SDK clients).
+#
+# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestName).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# The store and e2e suites start their own redis-server on a free port;
+# they never use one already running.
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "test.sh: installing redis-server (apt-get)" >&2
+  need_root apt-get update -qq
+  need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+
+# The TypeScript SDK client used by the e2e tests, from package-lock.json.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "test.sh: node and npm are required for the e2e tests" >&2
+  exit 1
+fi
+(cd e2e/js && npm ci --no-audit --no-fund --loglevel=error)
+
+go vet ./...
+go test -race -count=1 -timeout 30m "$@" ./...

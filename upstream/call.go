@@ -1,0 +1,314 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Session is what every request on one upstream MCP session carries.
+// The zero value is a sessionless (stateless) upstream.
+type Session struct {
+	// ID is the upstream's Mcp-Session-Id; empty for a stateless upstream.
+	ID string
+	// ProtocolVersion is sent as MCP-Protocol-Version when set.
+	ProtocolVersion string
+	// Header holds further headers sent on every request, typically the
+	// client's Authorization. It is not modified.
+	Header http.Header
+}
+
+// CallOptions receive what the upstream sends while it works on a call.
+// Both callbacks run on the goroutine reading the response stream, in
+// stream order; they must not block for long. A server→client request is
+// answered later, from any goroutine, with Client.Respond.
+type CallOptions struct {
+	// OnRequest receives server→client requests (elicitation/create,
+	// sampling/createMessage, roots/list, ping). Nil means such requests
+	// are answered with a -32601 error at once, so the upstream does not
+	// wait forever.
+	OnRequest func(*jsonrpc.Request)
+	// OnNotification receives notifications (progress, logging, ...).
+	// Nil means they are dropped.
+	OnNotification func(*jsonrpc.Request)
+}
+
+var (
+	// ErrSessionNotFound: the upstream answered 404 to a request carrying a
+	// session id, so the session is gone and must be initialized again
+	// (Streamable HTTP, "Session Management").
+	ErrSessionNotFound = errors.New("upstream session not found")
+	// ErrNoResponse: the upstream closed the stream without answering.
+	ErrNoResponse = errors.New("upstream closed the stream without a response")
+)
+
+// StatusError is an HTTP error status from the upstream that carried no
+// JSON-RPC answer.
+type StatusError struct {
+	URL    string
+	Status int
+	Body   string // at most 512 bytes of it, for the message
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("upstream %s answered HTTP %d", e.URL, e.Status)
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// ProtocolError means the upstream's bytes are not valid MCP.
+type ProtocolError struct {
+	URL string
+	Err error
+}
+
+func (e *ProtocolError) Error() string {
+	return fmt.Sprintf("upstream %s sent an invalid message: %v", e.URL, e.Err)
+}
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// Call sends req (which must have an ID) on session s and returns the
+// upstream's response, which may carry a JSON-RPC error in Response.Error.
+// A Go error means no response was had: the upstream was unreachable
+// (ErrUnreachable), the session is gone (ErrSessionNotFound), the stream
+// broke (ErrNoResponse), ctx ended, or the bytes were not MCP.
+//
+// Cancelling ctx aborts the HTTP request. To also tell the upstream to stop
+// working, send Cancel: MCP says a dropped connection is not a cancellation.
+func (c *Client) Call(ctx context.Context, s *Session, req *jsonrpc.Request, opts CallOptions) (*jsonrpc.Response, error) {
+	r, _, err := c.call(ctx, s, req, opts)
+	return r, err
+}
+
+// call is Call that also returns the HTTP response headers.
+func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opts CallOptions) (*jsonrpc.Response, http.Header, error) {
+	if !req.ID.IsValid() {
+		return nil, nil, fmt.Errorf("upstream: call %s: request has no id", req.Method)
+	}
+	body, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream: encode %s: %w", req.Method, err)
+	}
+	resp, err := c.post(ctx, s, req.Method, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if err := c.checkStatus(resp, s); err != nil {
+		if r := c.errorAnswer(err, req.ID); r != nil {
+			return r, resp.Header, nil
+		}
+		return nil, resp.Header, err
+	}
+	var r *jsonrpc.Response
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch ct {
+	case "text/event-stream":
+		r, err = c.readStream(ctx, s, resp.Body, req.ID, opts)
+	case "application/json":
+		var data []byte
+		data, err = io.ReadAll(io.LimitReader(resp.Body, maxEventBytes+1))
+		switch {
+		case err != nil:
+			err = c.broken(ctx, err)
+		case len(data) > maxEventBytes:
+			err = &ProtocolError{URL: c.URL(), Err: fmt.Errorf("response larger than %d bytes", maxEventBytes)}
+		default:
+			r, err = c.decodeResponse(data, req.ID)
+		}
+	default:
+		err = &ProtocolError{URL: c.URL(), Err: fmt.Errorf("unexpected Content-Type %q for a request", resp.Header.Get("Content-Type"))}
+	}
+	return r, resp.Header, err
+}
+
+// readStream consumes an SSE response until the response to id arrives.
+func (c *Client) readStream(ctx context.Context, s *Session, body io.Reader, id jsonrpc.ID, opts CallOptions) (*jsonrpc.Response, error) {
+	sr := newSSEReader(body)
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			if err == io.EOF {
+				return nil, c.broken(ctx, ErrNoResponse)
+			}
+			return nil, c.broken(ctx, err)
+		}
+		msg, err := jsonrpc.DecodeMessage(ev.Data)
+		if err != nil {
+			return nil, &ProtocolError{URL: c.URL(), Err: err}
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			if m.ID == id {
+				return m, nil
+			}
+			// A response to some other request on a shared stream: not ours.
+		case *jsonrpc.Request:
+			switch {
+			case m.ID.IsValid() && opts.OnRequest != nil:
+				opts.OnRequest(m)
+			case m.ID.IsValid():
+				c.refuse(ctx, s, m)
+			case opts.OnNotification != nil:
+				opts.OnNotification(m)
+			}
+		}
+	}
+}
+
+// refuse answers a server→client request nobody handles, so the upstream
+// does not wait for an answer that will never come.
+func (c *Client) refuse(ctx context.Context, s *Session, m *jsonrpc.Request) {
+	_ = c.Respond(ctx, s, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+		Code: jsonrpc.CodeMethodNotFound, Message: "method " + m.Method + " is not supported by this client"}})
+}
+
+// broken explains a stream that ended early: the caller's own cancellation
+// is returned as such; anything else is the upstream's doing.
+func (c *Client) broken(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, ErrNoResponse) {
+		return fmt.Errorf("upstream %s: %w", c.URL(), err)
+	}
+	return fmt.Errorf("upstream %s: %w: %v", c.URL(), ErrNoResponse, err)
+}
+
+func (c *Client) decodeResponse(data []byte, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return nil, &ProtocolError{URL: c.URL(), Err: err}
+	}
+	r, ok := msg.(*jsonrpc.Response)
+	if !ok || r.ID != id {
+		return nil, &ProtocolError{URL: c.URL(), Err: fmt.Errorf("the JSON body is not the response to request %v", id.Raw())}
+	}
+	return r, nil
+}
+
+// errorAnswer returns the JSON-RPC error response an HTTP error status
+// carried, if it carried one for this id (stateless servers answer a bad
+// request with HTTP 400 and a JSON-RPC error body).
+func (c *Client) errorAnswer(err error, id jsonrpc.ID) *jsonrpc.Response {
+	var se *statusBodyError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	r, derr := c.decodeResponse(se.body, id)
+	if derr != nil || r.Error == nil {
+		return nil
+	}
+	return r
+}
+
+// statusBodyError keeps the body of an error status for errorAnswer.
+type statusBodyError struct {
+	*StatusError
+	body []byte
+}
+
+func (e *statusBodyError) Unwrap() error { return e.StatusError }
+
+// checkStatus turns a non-2xx status into an error.
+func (c *Client) checkStatus(resp *http.Response, s *Session) error {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	if resp.StatusCode == http.StatusNotFound && s != nil && s.ID != "" {
+		return fmt.Errorf("upstream %s: %w (session %s)", c.URL(), ErrSessionNotFound, s.ID)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	short := body
+	if len(short) > 512 {
+		short = short[:512]
+	}
+	return &statusBodyError{StatusError: &StatusError{URL: c.URL(), Status: resp.StatusCode, Body: string(bytes.TrimSpace(short))}, body: body}
+}
+
+// post sends one JSON-RPC message.
+func (c *Client) post(ctx context.Context, s *Session, method string, body []byte) (*http.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	if s != nil {
+		for k, vv := range s.Header {
+			h[k] = vv
+		}
+		if s.ID != "" {
+			h.Set("Mcp-Session-Id", s.ID)
+		}
+		if s.ProtocolVersion != "" {
+			h.Set("MCP-Protocol-Version", s.ProtocolVersion)
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	if method != "" {
+		h.Set("Mcp-Method", method)
+	}
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return nil, c.unreachable(err)
+	}
+	return resp, nil
+}
+
+// Respond posts the answer to a server→client request on session s.
+func (c *Client) Respond(ctx context.Context, s *Session, r *jsonrpc.Response) error {
+	body, err := jsonrpc.EncodeMessage(r)
+	if err != nil {
+		return fmt.Errorf("upstream: encode response: %w", err)
+	}
+	return c.send(ctx, s, "", body)
+}
+
+// Notify posts a notification on session s.
+func (c *Client) Notify(ctx context.Context, s *Session, method string, params any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("upstream: encode %s: %w", method, err)
+	}
+	body, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: raw})
+	if err != nil {
+		return fmt.Errorf("upstream: encode %s: %w", method, err)
+	}
+	return c.send(ctx, s, method, body)
+}
+
+// Cancel tells the upstream to stop working on request id
+// (notifications/cancelled, MCP "Cancellation"). The caller should also
+// cancel the context of the Call, which aborts the HTTP request.
+func (c *Client) Cancel(ctx context.Context, s *Session, id jsonrpc.ID, reason string) error {
+	params := map[string]any{"requestId": id.Raw()}
+	if reason != "" {
+		params["reason"] = reason
+	}
+	return c.Notify(ctx, s, "notifications/cancelled", params)
+}
+
+// send posts a notification or response, which the upstream accepts with
+// 202 (or any 2xx) and no body we need.
+func (c *Client) send(ctx context.Context, s *Session, method string, body []byte) error {
+	resp, err := c.post(ctx, s, method, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := c.checkStatus(resp, s); err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}

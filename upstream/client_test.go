@@ -1,0 +1,248 @@
+package upstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+func start(t *testing.T, opts testupstream.Options) *upstream.Client {
+	t.Helper()
+	srv := httptest.NewServer(testupstream.Handler(opts))
+	t.Cleanup(srv.Close)
+	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// initParams are the client capabilities a gateway declares upstream so the
+// server may ask for input.
+var initParams = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}},"sampling":{},"roots":{}},"clientInfo":{"name":"taskgate-test","version":"0"}}`)
+
+func open(t *testing.T, c *upstream.Client) *upstream.Session {
+	t.Helper()
+	ctx := context.Background()
+	s, res, err := c.Initialize(ctx, nil, initParams)
+	if err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	if s.ID == "" || res.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("session %q version %q", s.ID, res.ProtocolVersion)
+	}
+	t.Cleanup(func() { _ = c.CloseSession(context.Background(), s) })
+	return s
+}
+
+func id(v any) jsonrpc.ID {
+	if n, ok := v.(int); ok {
+		v = float64(n) // MakeID takes JSON's decoded form
+	}
+	i, err := jsonrpc.MakeID(v)
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+func toolCall(reqID any, name string, args string, meta string) *jsonrpc.Request {
+	p := `{"name":"` + name + `","arguments":` + args
+	if meta != "" {
+		p += `,"_meta":` + meta
+	}
+	return &jsonrpc.Request{ID: id(reqID), Method: "tools/call", Params: json.RawMessage(p + "}")}
+}
+
+// text returns the first text content of a CallToolResult.
+func text(t *testing.T, r *jsonrpc.Response) (string, bool) {
+	t.Helper()
+	if r.Error != nil {
+		t.Fatalf("JSON-RPC error: %v", r.Error)
+	}
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+		IsError bool                    `json:"isError"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("bad result %s: %v", r.Result, err)
+	}
+	return res.Content[0].Text, res.IsError
+}
+
+func TestCall(t *testing.T) {
+	for _, jsonResp := range []bool{false, true} {
+		name := "sse"
+		if jsonResp {
+			name = "json"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := start(t, testupstream.Options{JSONResponse: jsonResp})
+			s := open(t, c)
+			ctx := context.Background()
+			r, err := c.Call(ctx, s, toolCall(1, "echo", `{"text":"hi there"}`, ""), upstream.CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := text(t, r); got != "hi there" {
+				t.Errorf("echo = %q", got)
+			}
+			r, err = c.Call(ctx, s, toolCall("two", "fail", `{}`, ""), upstream.CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, isErr := text(t, r); !isErr || got != testupstream.FailText {
+				t.Errorf("fail = %q isError=%v", got, isErr)
+			}
+			r, err = c.Call(ctx, s, toolCall(3, "rpcerror", `{}`, ""), upstream.CallOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var we *jsonrpc.Error
+			if !errors.As(r.Error, &we) || we.Code != testupstream.RPCErrorCode {
+				t.Errorf("rpcerror: got %v, want code %d", r.Error, testupstream.RPCErrorCode)
+			}
+		})
+	}
+}
+
+func TestCallRelaysServerRequests(t *testing.T) {
+	c := start(t, testupstream.Options{})
+	s := open(t, c)
+	ctx := context.Background()
+	var asked atomic.Int32
+	r, err := c.Call(ctx, s, toolCall(7, "elicit", `{}`, ""), upstream.CallOptions{
+		OnRequest: func(req *jsonrpc.Request) {
+			if req.Method != "elicitation/create" {
+				t.Errorf("server request %s, want elicitation/create", req.Method)
+			}
+			asked.Add(1)
+			// Answer from another goroutine, as the worker will.
+			go func() {
+				err := c.Respond(ctx, s, &jsonrpc.Response{ID: req.ID,
+					Result: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)})
+				if err != nil {
+					t.Errorf("respond: %v", err)
+				}
+			}()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := text(t, r); got != "Hello, Ada!" || asked.Load() != 1 {
+		t.Errorf("elicit = %q after %d requests", got, asked.Load())
+	}
+}
+
+func TestCallRelaysNotifications(t *testing.T) {
+	c := start(t, testupstream.Options{})
+	s := open(t, c)
+	var progress atomic.Int32
+	r, err := c.Call(context.Background(), s, toolCall(8, "progress", `{"steps":4}`, `{"progressToken":"p1"}`), upstream.CallOptions{
+		OnNotification: func(n *jsonrpc.Request) {
+			if n.Method == "notifications/progress" {
+				progress.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := text(t, r); !strings.Contains(got, "4") || progress.Load() != 4 {
+		t.Errorf("progress = %q with %d notifications, want 4", got, progress.Load())
+	}
+}
+
+func TestUnhandledServerRequestIsRefused(t *testing.T) {
+	c := start(t, testupstream.Options{})
+	s := open(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// With no OnRequest the client answers -32601 so the tool does not wait
+	// forever; the tool turns that into some answer, and the call ends.
+	if _, err := c.Call(ctx, s, toolCall(9, "elicit", `{}`, ""), upstream.CallOptions{}); err != nil {
+		t.Fatalf("call did not end cleanly: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	c := start(t, testupstream.Options{Recorder: rec})
+	s := open(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, s, toolCall(10, "slow", `{"seconds":30}`, ""), upstream.CallOptions{})
+		done <- err
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if err := rec.WaitFor(wctx, "slow", testupstream.Called, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(wctx, s, id(10), "test says stop"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	// Either the abort wins (context.Canceled) or the upstream's answer to
+	// the cancelled call was already on its way; nothing else.
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("call error = %v, want context.Canceled or none", err)
+	}
+	if err := rec.WaitFor(wctx, "slow", testupstream.Cancelled, 1); err != nil {
+		t.Errorf("upstream did not see the cancellation: %v", err)
+	}
+}
+
+func TestSessionNotFound(t *testing.T) {
+	c := start(t, testupstream.Options{})
+	s := &upstream.Session{ID: "no-such-session", ProtocolVersion: "2025-11-25"}
+	_, err := c.Call(context.Background(), s, toolCall(1, "echo", `{"text":"x"}`, ""), upstream.CallOptions{})
+	if !errors.Is(err, upstream.ErrSessionNotFound) {
+		t.Fatalf("err = %v, want ErrSessionNotFound", err)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	c, err := upstream.New(url, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Call(context.Background(), &upstream.Session{}, toolCall(1, "echo", `{}`, ""), upstream.CallOptions{})
+	var ue *upstream.UnreachableError
+	if !errors.Is(err, upstream.ErrUnreachable) || !errors.As(err, &ue) {
+		t.Fatalf("err = %v, want an UnreachableError", err)
+	}
+	if want := "upstream " + url + " is unreachable: connection refused"; err.Error() != want {
+		t.Errorf("message = %q, want %q", err.Error(), want)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, bad := range []string{"", "ftp://x/mcp", "http://", "::nope", "localhost:3000/mcp"} {
+		if _, err := upstream.ParseURL(bad); err == nil {
+			t.Errorf("ParseURL(%q) accepted a bad URL", bad)
+		}
+	}
+	if _, err := upstream.ParseURL("https://mcp.example.com/mcp"); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,65 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+)
+
+// ErrUnreachable is matched (errors.Is) by every error that means no HTTP
+// response came back from the upstream: refused, reset, timed out, DNS,
+// TLS. The concrete error is an *UnreachableError naming the upstream.
+var ErrUnreachable = errors.New("upstream unreachable")
+
+// UnreachableError says which upstream could not be reached and why, in
+// words an operator can act on.
+type UnreachableError struct {
+	URL    string
+	Reason string // "connection refused", "timed out", ...
+	Err    error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("upstream %s is unreachable: %s", e.URL, e.Reason)
+}
+
+func (e *UnreachableError) Unwrap() []error { return []error{ErrUnreachable, e.Err} }
+
+// unreachable wraps a transport error. A cancelled context is returned as
+// is: the caller went away, the upstream did nothing wrong.
+func (c *Client) unreachable(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &UnreachableError{URL: c.url.String(), Reason: reason(err), Err: err}
+}
+
+// reason turns a transport error into a short phrase.
+func reason(err error) string {
+	var dnsErr *net.DNSError
+	var tlsErr *tls.RecordHeaderError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return "connection reset"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timed out"
+	case errors.As(err, &dnsErr):
+		return "cannot resolve host " + dnsErr.Name
+	case errors.As(err, &tlsErr), errors.As(err, &certErr):
+		return "TLS handshake failed: " + err.Error()
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "no route to host"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out"
+	}
+	return err.Error()
+}
