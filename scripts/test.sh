@@ -11,12 +11,8 @@ cd "$(dirname "$0")/.."
 need_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # The store and e2e suites start their own redis-server on a free port;
-# they never use one already running.
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "test.sh: installing redis-server (apt-get)" >&2
-  need_root apt-get update -qq
-  need_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-fi
+# they never use one already running. Installed with apt-get when missing.
+bash internal/redistest/install-redis.sh >/dev/null
 
 # The TypeScript SDK client used by the e2e tests, from package-lock.json.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

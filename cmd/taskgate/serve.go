@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 		Name:         "serve",
 		Usage:        "serve MCP at --listen in front of the --upstream MCP server",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: env("listen"),
 				Usage: "address to serve on (host:port)"},
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
@@ -40,7 +40,7 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		},
+		}, storeFlags()...),
 		Action: serve,
 	}
 }
@@ -65,8 +65,14 @@ func serve(c *cli.Context) error {
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("invalid --path %q: it must start with /", path)
 	}
+	store, err := openStore(c, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	h, err := gateway.New(gateway.Config{
 		Upstream: up,
+		Store:    store,
 		Path:     path,
 		MaxBody:  maxBody,
 		Logger:   log,

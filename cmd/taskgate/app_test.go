@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+)
+
+func TestFlagErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	up := "--upstream=http://127.0.0.1:1/mcp"
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "missing --upstream"},
+		{[]string{"serve", "--upstream", "ftp://x/mcp"}, "invalid --upstream"},
+		{[]string{"serve", "--upstream", "http:///mcp"}, "has no host"},
+		{[]string{"serve", up, "--default-ttl", "soon"}, `invalid --default-ttl "soon": want a duration`},
+		{[]string{"serve", up, "--max-body", "lots"}, `invalid --max-body "lots"`},
+		{[]string{"serve", up, "--log-level", "loud"}, "invalid --log-level"},
+		{[]string{"serve", up, "--log-format", "xml"}, "invalid --log-format"},
+		{[]string{"serve", up, "--path", "mcp"}, "must start with /"},
+		{[]string{"serve", up, "--default-ttl", "48h"}, "longer than --max-ttl"},
+		{[]string{"serve", up, "--redis-url", "nope://x"}, "invalid --redis-url"},
+		{[]string{"serve", up, "--listen", busy.Addr().String()}, "address already in use"},
+		{[]string{"serve", "--bogus"}, "unknown flag --bogus"},
+	}
+	for _, tt := range tests {
+		var out, errOut bytes.Buffer
+		err := run(append([]string{"taskgate"}, tt.args...), &out, &errOut)
+		if err == nil {
+			t.Errorf("%v: no error", tt.args)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %q, want one line containing %q", tt.args, err, tt.want)
+		}
+		if strings.Contains(out.String()+errOut.String(), "USAGE") {
+			t.Errorf("%v: printed the help text", tt.args)
+		}
+	}
+}
+
+func TestEnvVarSetsFlag(t *testing.T) {
+	t.Setenv("TASKGATE_UPSTREAM", "ftp://from-env/mcp")
+	err := run([]string{"taskgate", "serve"}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "ftp://from-env/mcp") {
+		t.Fatalf("TASKGATE_UPSTREAM not read: %v", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"taskgate", "version"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "taskgate ") {
+		t.Errorf("version printed %q", out.String())
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	good := map[string]int64{"4194304": 4 << 20, "4MiB": 4 << 20, "512KiB": 512 << 10, "1GB": 1e9, "10kb": 10e3, " 7 B ": 7}
+	for in, want := range good {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0", "-1", "4XB", "MiB", "99999999999GiB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+func storeFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
+			Usage: "Redis shared by all replicas: redis://host:6379/0, rediss://…, redis+cluster://h1:p,h2:p, redis+sentinel://s1:26379,s2:26379/master. Unset: an embedded in-memory store (single replica, lost on exit)"},
+		&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
+			Usage: "task lifetime when the client asks for none"},
+		&cli.DurationFlag{Name: "max-ttl", Value: taskstore.DefaultMaxTTL, EnvVars: env("max-ttl"),
+			Usage: "longest task lifetime granted; longer requests are clamped"},
+		&cli.DurationFlag{Name: "poll-interval", Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
+			Usage: "pollInterval suggested to clients"},
+		&cli.IntFlag{Name: "max-tasks-per-owner", Value: taskstore.DefaultMaxTasksPerOwner, EnvVars: env("max-tasks-per-owner"),
+			Usage: "live (non-terminal) tasks one owner may have; negative means no limit"},
+		&cli.StringFlag{Name: "max-result-bytes", Value: "8MiB", EnvVars: env("max-result-bytes"),
+			Usage: "largest tool result a task stores; a larger one fails the task with a clear error"},
+	}
+}
+
+// openedStore is the task store and what must be closed after it.
+type openedStore struct {
+	*taskstore.Store
+	closers []func() error
+}
+
+func (o *openedStore) Close() {
+	_ = o.Store.Close()
+	for i := len(o.closers) - 1; i >= 0; i-- {
+		_ = o.closers[i]()
+	}
+}
+
+// openStore connects to --redis-url, or starts the embedded store.
+func openStore(c *cli.Context, log zerolog.Logger) (*openedStore, error) {
+	for _, name := range []string{"default-ttl", "max-ttl", "poll-interval"} {
+		if c.Duration(name) <= 0 {
+			return nil, fmt.Errorf("invalid --%s %s: it must be positive", name, c.Duration(name))
+		}
+	}
+	if c.Duration("default-ttl") > c.Duration("max-ttl") {
+		return nil, fmt.Errorf("--default-ttl %s is longer than --max-ttl %s", c.Duration("default-ttl"), c.Duration("max-ttl"))
+	}
+	maxResult, err := sizeFlag(c, "max-result-bytes")
+	if err != nil {
+		return nil, err
+	}
+	if maxResult > 512<<20 {
+		return nil, fmt.Errorf("invalid --max-result-bytes %s: Redis values are limited to 512MiB", c.String("max-result-bytes"))
+	}
+	opts := taskstore.Options{
+		DefaultTTL:       c.Duration("default-ttl"),
+		MaxTTL:           c.Duration("max-ttl"),
+		PollInterval:     c.Duration("poll-interval"),
+		MaxTasksPerOwner: c.Int("max-tasks-per-owner"),
+		MaxResultBytes:   int(maxResult),
+		Logger:           log,
+	}
+	redis.SetLogger(redisLogger{log})
+	out := &openedStore{}
+	var rdb redis.UniversalClient
+	if url := c.String("redis-url"); url != "" {
+		ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
+		defer cancel()
+		rdb, err = taskstore.Dial(ctx, url)
+		if errors.Is(err, taskstore.ErrUnavailable) {
+			return nil, fmt.Errorf("cannot reach Redis at --redis-url %s: %s", taskstore.RedactURL(url), lastCause(err))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("invalid --redis-url: %s", strings.TrimPrefix(err.Error(), "taskstore: "))
+		}
+		out.closers = append(out.closers, rdb.Close)
+	} else {
+		emb, err := taskstore.OpenEmbedded(log)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start the embedded store: %v", err)
+		}
+		out.closers = append(out.closers, emb.Close) // closes its client too
+		rdb = emb.Client()
+	}
+	out.Store = taskstore.New(rdb, opts)
+	return out, nil
+}
+
+// lastCause is the innermost reason in an error chain's text, e.g.
+// "connection refused".
+func lastCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
+}
+
+// redisLogger sends go-redis' internal messages (pool dial failures,
+// reconnects) to our log at debug: the store reports what matters itself.
+type redisLogger struct{ log zerolog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Str("op", "redis").Msgf(format, v...)
+}

@@ -1,0 +1,103 @@
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// StartCluster starts a Redis Cluster of n masters (no replicas) on free
+// loopback ports, assigns the 16384 slots evenly, and waits until every node
+// reports cluster_state:ok. It returns the nodes' addresses.
+func StartCluster(t testing.TB, n int) []string {
+	t.Helper()
+	nodes := make([]*Server, n)
+	addrs := make([]string, n)
+	for i := range nodes {
+		nodes[i] = newServer(t, []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000",
+		})
+		addrs[i] = nodes[i].Addr
+	}
+	per := 16384 / n
+	for i, a := range addrs {
+		lo, hi := i*per, (i+1)*per-1
+		if i == n-1 {
+			hi = 16383
+		}
+		mustDo(t, a, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
+	}
+	for _, a := range addrs[1:] {
+		host, port, _ := net.SplitHostPort(a)
+		mustDo(t, addrs[0], "CLUSTER", "MEET", host, port)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, a := range addrs {
+		for {
+			info, err := do(a, "CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: cluster did not become ok: %v %s", err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return addrs
+}
+
+func mustDo(t testing.TB, addr string, args ...string) {
+	t.Helper()
+	if _, err := do(addr, args...); err != nil {
+		t.Fatalf("redistest: %s %v: %v", addr, args, err)
+	}
+}
+
+// do sends one command in RESP and returns a simple or bulk string reply.
+func do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", fmt.Errorf("%s", line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, _ := strconv.Atoi(line[1:])
+		if n < 0 {
+			return "", nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return line, nil
+}

@@ -1,0 +1,85 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/redistest"
+)
+
+// TestCluster runs the main paths against a real 3-master Redis Cluster
+// through a URL of the redis+cluster:// form: every script must stay in one
+// slot, the leases index lives in another, and PUBLISH inside scripts must
+// reach the shared pub/sub connection wherever it sits.
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	addrs := redistest.StartCluster(t, 3)
+	o, err := ParseURL("redis+cluster://" + addrs[0] + "," + addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewUniversalClient(o)
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("client is %T", rdb)
+	}
+	defer rdb.Close()
+	s := New(rdb, Options{ResyncInterval: time.Minute, LeaseGrace: 10 * time.Millisecond})
+	defer s.Close()
+
+	owners := []string{"alice", "bob", "carol", "dave"} // spread over slots
+	for _, owner := range owners {
+		task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Lease: &LeaseRequest{Holder: "r1", Duration: time.Millisecond}})
+		if err != nil {
+			t.Fatalf("%s: Create: %v", owner, err)
+		}
+		if _, err := s.Get(ctx, owner, task.ID); err != nil {
+			t.Fatalf("%s: Get: %v", owner, err)
+		}
+		if list, _, err := s.List(ctx, owner, "", 10); err != nil || len(list) != 1 {
+			t.Fatalf("%s: List: %v, %v", owner, list, err)
+		}
+		if err := s.AddInputRequests(ctx, owner, task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""); err != nil {
+			t.Fatalf("%s: AddInputRequests: %v", owner, err)
+		}
+		if n, err := s.AnswerInputs(ctx, owner, task.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)}); err != nil || n != 1 {
+			t.Fatalf("%s: AnswerInputs: %d, %v", owner, n, err)
+		}
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.WaitFor(ctx, owner, task.ID, IsTerminal)
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		if err := s.Complete(ctx, owner, task.ID, json.RawMessage(`{}`)); err != nil {
+			t.Fatalf("%s: Complete: %v", owner, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: WaitFor: %v", owner, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: waiter not woken in cluster", owner)
+		}
+	}
+
+	// A leased, non-terminal task is found by recovery across slots.
+	task, err := s.Create(ctx, NewTask{Owner: "erin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(ctx, "erin", task.ID, "r1", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	exp, err := s.ListExpiredLeases(ctx, 100)
+	if err != nil || len(exp) != 1 || exp[0].ID != task.ID {
+		t.Fatalf("ListExpiredLeases = %+v, %v", exp, err)
+	}
+}

@@ -1,0 +1,92 @@
+// Package taskstore keeps taskgate's tasks in Redis, so any gateway replica
+// can answer any request about any task and a restart loses nothing. It is
+// the only package that talks to Redis.
+//
+// # Model
+//
+// A task (Task) is one Redis hash: identity and owner, tool, flavour, the
+// status of the state machine of tasks-2025-11-25 "Task Status Lifecycle"
+// (working <-> input_required -> completed | failed | cancelled, terminal
+// states sticky), timestamps, ttl and pollInterval, the outcome (JSON-RPC
+// result and/or error), outstanding input requests and the responses
+// received for them, latest progress, the cancel flag, the worker lease, and
+// what the worker needs to resume talking to the upstream.
+//
+// Every change is one Lua script (scripts.go), atomic, one round trip: it
+// checks owner, expiry and state, writes, and publishes an event on the
+// task's channel. "Now" comes from Options.Clock, never from the script.
+// Scripts return small integer codes that codeErr turns into the Err*
+// sentinels. Get is a single HGETALL.
+//
+// # Keys
+//
+// All keys start with Options.Prefix (default "tg") and carry the owner's
+// hash tag, {o} = first 32 hex digits of SHA-256(owner):
+//
+//	tg:{o}:t:<id>        HASH  the task (fields: task.go)
+//	tg:{o}:t:<id>:gone   STR   tombstone: exists until ttl + ExpiredWindow
+//	tg:{o}:created       ZSET  id -> createdAt ms                 (List)
+//	tg:{o}:active        ZSET  non-terminal id -> expiry ms       (MaxTasksPerOwner)
+//	tg:leases            ZSET  "<id>|<owner>" -> lease deadline ms (recovery hint)
+//	tg:{o}:t:<id>:ev     pub/sub channel of the task     (events.go)
+//
+// The task hash and tombstone get PEXPIRE ttl at creation ("after a task's
+// ttl lifetime has elapsed, receivers MAY delete the task"); nothing renews
+// it. The owner's index keys live MaxTTL past the owner's last Create. Expiry is
+// also checked against Options.Clock in every script and in Get, so every
+// backend agrees even before Redis deletes the key. A missing task with a
+// tombstone is ErrExpired, without one ErrNotFound. A tombstone costs about
+// 100 bytes for ExpiredWindow (default 1h) past its task.
+//
+// # Cluster
+//
+// The hash tag is the owner, not the task id. So a task's keys and its
+// owner's indexes share one slot, and Create (cap check + record + indexes),
+// the terminal transitions (which free a cap slot) and List's index read
+// are each atomic and single-slot, with no cross-slot bookkeeping that a
+// crash could leave half done. Owner isolation also falls out of the key
+// layout: another owner's Get builds another key. Every method takes the
+// owner, which the gateway always has (DESIGN.md invariant 3).
+//
+// The cost: all of one owner's tasks live on one shard. That is bounded by
+// MaxTasksPerOwner live tasks per owner, but a deployment whose traffic is
+// one single credential gets no spread from Cluster.
+//
+// The exception is the global leases index, which recovery scans across
+// owners: it sits in its own slot, is written in the same pipeline as the
+// lease scripts (not atomically), and is only a hint that ListExpiredLeases
+// checks against the task hashes (lease.go). Classic PUBLISH, used inside
+// the scripts, reaches every Cluster node, so the one pub/sub connection of
+// a Store may sit on any node.
+//
+// # Redis URL
+//
+// ParseURL and Dial take the --redis-url forms:
+//
+//	redis://[user:pass@]host[:port][/db][?opt=…]                 standalone
+//	rediss://…                                                     standalone over TLS
+//	redis+cluster://[user:pass@]h1:port[,h2:port…][?opt=…]        Cluster (seed nodes)
+//	rediss+cluster://…                                             Cluster over TLS
+//	redis+sentinel://[user:pass@]s1:26379[,s2:26379…]/master[/db][?opt=…]
+//	rediss+sentinel://…                                            Sentinel over TLS
+//
+// user:pass are for the Redis servers; sentinels' own credentials go in the
+// sentinel_username and sentinel_password options. Other options are
+// go-redis' (dial_timeout=1s, read_timeout, write_timeout, pool_size,
+// max_retries, protocol, client_name, skip_verify, …). Unless the URL says
+// otherwise, timeouts are short (dial 1s, read/write 2s) and a command is
+// retried once, so calls fail fast with ErrUnavailable when Redis is down.
+//
+// Reads go to the primary (no replica reads), so a task is visible to every
+// gateway replica as soon as Create returns.
+//
+// # Embedded
+//
+// Without --redis-url, OpenEmbedded runs miniredis in process, with a clock
+// that follows real time so ttls expire, and the same Store on it.
+//
+// # Signals
+//
+// Every script publishes "<kind>:<status>" on the task's channel. Waiters
+// never depend on a message: see events.go and Store.WaitFor.
+package taskstore

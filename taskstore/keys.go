@@ -1,0 +1,76 @@
+package taskstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// keys builds every Redis key and channel name the store uses; no other code
+// (and no Lua script) builds one. The hash tag is the owner's digest, so a
+// task's keys and its owner's indexes share one Cluster slot and every script
+// touches a single slot (see doc.go, "Cluster").
+type keys struct {
+	prefix string
+}
+
+// ownerTag is the hash-tag content for an owner: 32 hex digits of
+// SHA-256(owner). Hashing keeps arbitrary owner strings (which may contain
+// '{' or '}') out of key names and gives every owner the same key length.
+func ownerTag(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:16])
+}
+
+// ownerBase is "<prefix>:{<ownerTag>}".
+func (k keys) ownerBase(owner string) string {
+	var b strings.Builder
+	b.Grow(len(k.prefix) + 35)
+	b.WriteString(k.prefix)
+	b.WriteString(":{")
+	b.WriteString(ownerTag(owner))
+	b.WriteString("}")
+	return b.String()
+}
+
+// task is the task hash: <prefix>:{<owner>}:t:<id>.
+func (k keys) task(owner, id string) string { return k.ownerBase(owner) + ":t:" + id }
+
+// gone is the tombstone left after a task expires, so Get can say ErrExpired
+// rather than ErrNotFound: <prefix>:{<owner>}:t:<id>:gone.
+func (k keys) gone(owner, id string) string { return k.task(owner, id) + ":gone" }
+
+// channel is the task's pub/sub channel: <prefix>:{<owner>}:t:<id>:ev.
+func (k keys) channel(owner, id string) string { return k.task(owner, id) + ":ev" }
+
+// created is the owner's ZSET of task ids scored by creation time (unix ms),
+// for List: <prefix>:{<owner>}:created.
+func (k keys) created(owner string) string { return k.ownerBase(owner) + ":created" }
+
+// active is the owner's ZSET of non-terminal task ids scored by expiry time
+// (unix ms), for the MaxTasksPerOwner cap; expired ids are reaped by score:
+// <prefix>:{<owner>}:active.
+func (k keys) active(owner string) string { return k.ownerBase(owner) + ":active" }
+
+// leases is the global ZSET of leased tasks scored by a lower bound of their
+// lease deadline (unix ms), members "<id>|<owner>": <prefix>:leases. It is in
+// its own slot and is only a hint; the task hash is the truth (see lease.go).
+func (k keys) leases() string { return k.prefix + ":leases" }
+
+// taskKeys returns the keys of a task's own state, in the order the
+// transition scripts expect: KEYS[1] task, KEYS[2] active.
+func (k keys) taskKeys(owner, id string) []string {
+	base := k.ownerBase(owner)
+	return []string{base + ":t:" + id, base + ":active"}
+}
+
+// leaseMember is the member of the leases ZSET for one task. The id has a
+// fixed length, so the owner (arbitrary text) goes last.
+func leaseMember(owner, id string) string { return id + "|" + owner }
+
+func splitLeaseMember(m string) (owner, id string, ok bool) {
+	if len(m) < 37 || m[36] != '|' {
+		return "", "", false
+	}
+	return m[37:], m[:36], true
+}

@@ -1,0 +1,193 @@
+package taskstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Leases say which replica runs a task's upstream call (DESIGN.md invariant
+// 4), as asynq's lease set does. The truth is in the task hash
+// (lease_holder, lease_until); the scripts change it atomically with the
+// state checks.
+//
+// Recovery needs to find leases across all owners, so there is one global
+// index, the leases ZSET (member "<id>|<owner>", score a deadline). It lives
+// in its own Cluster slot, so no script can update it together with a task;
+// it is therefore only a hint, kept cheap:
+//   - Create with a lease adds the entry in the same pipeline as its script
+//     (one round trip on a single node); Claim adds it after its script
+//     succeeded;
+//   - Extend and Release do not touch it; the score is a lower bound of the
+//     deadline;
+//   - ListExpiredLeases checks every candidate against its hash, drops
+//     entries of tasks that are gone, terminal or released, re-scores
+//     extended ones, and returns only leases that really expired.
+//
+// Recovery loop of a replica: ListExpiredLeases, then for each entry Claim
+// it (which succeeds only while it is still expired) and Fail it with a
+// clear message (or resume it), then Release.
+
+// Claim gives the lease of the task to holder for d. It succeeds when nobody
+// holds it, when holder already does, or when the current holder's deadline
+// plus Options.LeaseGrace has passed. Otherwise ErrLeaseHeld; a terminal
+// task: ErrTerminal.
+func (s *Store) Claim(ctx context.Context, owner, id, holder string, d time.Duration) error {
+	err := s.claim(ctx, owner, id, holder, d)
+	if err != nil {
+		return fmt.Errorf("taskstore: claim %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) claim(ctx context.Context, owner, id, holder string, d time.Duration) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	if holder == "" {
+		return fmt.Errorf("empty lease holder")
+	}
+	now := s.opt.Clock()
+	until := now.Add(d).UnixMilli()
+	vals, err := s.run(ctx, claimCmd, []string{s.k.task(owner, id)},
+		owner, now.UnixMilli(), holder, until, ms(s.opt.LeaseGrace))
+	if err != nil {
+		return err
+	}
+	if err := s.replyErr(ctx, owner, id, vals); err != nil {
+		return err
+	}
+	// Index only a successful claim: a failed one must not push the entry
+	// of a live holder past its real deadline (the score is a lower bound).
+	// A second round trip, since the index is in another Cluster slot.
+	m := redis.Z{Score: float64(until), Member: leaseMember(owner, id)}
+	return classify(ctx, s.rdb.ZAdd(ctx, s.k.leases(), m).Err())
+}
+
+// Extend moves the deadline of holder's lease to now+d. ErrLeaseLost when
+// holder no longer holds it (taken over, or released); ErrTerminal when the
+// task ended meanwhile (e.g. cancelled): either way the worker should stop.
+func (s *Store) Extend(ctx context.Context, owner, id, holder string, d time.Duration) error {
+	err := ErrNotFound
+	if validID(id) {
+		now := s.opt.Clock()
+		var vals []interface{}
+		vals, err = s.run(ctx, extendCmd, []string{s.k.task(owner, id)},
+			owner, now.UnixMilli(), holder, now.Add(d).UnixMilli())
+		if err == nil {
+			err = s.replyErr(ctx, owner, id, vals)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("taskstore: extend lease %s: %w", id, err)
+	}
+	return nil
+}
+
+// Release gives holder's lease up. ErrLeaseLost when holder does not hold it.
+func (s *Store) Release(ctx context.Context, owner, id, holder string) error {
+	err := ErrNotFound
+	if validID(id) {
+		var vals []interface{}
+		vals, err = s.run(ctx, releaseCmd, []string{s.k.task(owner, id)}, owner, holder)
+		if err == nil {
+			err = s.replyErr(ctx, owner, id, vals)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("taskstore: release lease %s: %w", id, err)
+	}
+	return nil
+}
+
+// ExpiredLease is a non-terminal task whose worker lease expired: its
+// replica is presumed dead.
+type ExpiredLease struct {
+	Owner  string
+	ID     string
+	Holder string
+	// Deadline is the lease's deadline as stored (not counting the grace).
+	Deadline time.Time
+}
+
+// ListExpiredLeases returns up to limit non-terminal tasks whose lease
+// deadline plus Options.LeaseGrace has passed, oldest first, and tidies the
+// leases index on the way. Three round trips: read the index, read the
+// candidates' hashes, fix the index.
+func (s *Store) ListExpiredLeases(ctx context.Context, limit int) ([]ExpiredLease, error) {
+	out, err := s.listExpiredLeases(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("taskstore: list expired leases: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLease, error) {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	now := s.opt.Clock()
+	cutoff := now.Add(-s.opt.LeaseGrace).UnixMilli()
+	members, err := s.rdb.ZRangeByScore(ctx, s.k.leases(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(cutoff, 10), Count: int64(limit),
+	}).Result()
+	if err != nil || len(members) == 0 {
+		return nil, classify(ctx, err)
+	}
+
+	type cand struct {
+		owner, id string
+		cmd       *redis.SliceCmd
+	}
+	cands := make([]cand, 0, len(members))
+	var drop []interface{}
+	pipe := s.rdb.Pipeline()
+	for _, m := range members {
+		owner, id, ok := splitLeaseMember(m)
+		if !ok {
+			drop = append(drop, m)
+			continue
+		}
+		cands = append(cands, cand{owner, id, pipe.HMGet(ctx, s.k.task(owner, id),
+			fOwner, fStatus, fCreated, fTTL, fLeaseHolder, fLeaseUntil)})
+	}
+	if len(cands) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return nil, classify(ctx, err)
+		}
+	}
+
+	var out []ExpiredLease
+	rescore := map[string]float64{}
+	for _, c := range cands {
+		member := leaseMember(c.owner, c.id)
+		v := c.cmd.Val()
+		str := func(i int) string { s, _ := v[i].(string); return s }
+		num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
+		switch {
+		case len(v) < 6 || str(0) != c.owner, // gone (expired) or not ours
+			Status(str(1)).Terminal(),
+			num(2)+num(3) <= now.UnixMilli(), // expired by the clock
+			str(4) == "":                     // released
+			drop = append(drop, member)
+		case num(5) > cutoff: // extended since it was indexed
+			rescore[member] = float64(num(5))
+		default:
+			out = append(out, ExpiredLease{Owner: c.owner, ID: c.id, Holder: str(4), Deadline: fromMS(num(5))})
+		}
+	}
+	if len(drop) > 0 || len(rescore) > 0 {
+		args := []interface{}{cutoff, len(drop)}
+		args = append(args, drop...)
+		for m, score := range rescore {
+			args = append(args, m, score)
+		}
+		if _, err := s.run(ctx, tidyLeasesCmd, []string{s.k.leases()}, args...); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,132 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestLease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t, func(o *Options) { o.LeaseGrace = time.Second })
+		task := mustCreate(t, s, "o")
+		key := s.k.task("o", task.ID)
+		member := leaseMember("o", task.ID)
+		leaseUntil := func() string { return e.hash(key)["lease_until"] }
+		msAt := func(d time.Duration) string { return strconv.FormatInt(e.clock.Now().Add(d).UnixMilli(), 10) }
+
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r1", 10*time.Second), nil)
+		if h := e.hash(key); h["lease_holder"] != "r1" || h["lease_until"] != msAt(10*time.Second) {
+			t.Fatalf("raw after claim = %v", h)
+		}
+		if sc, err := e.rdb.ZScore(ctx, s.k.leases(), member).Result(); err != nil || strconv.FormatInt(int64(sc), 10) != msAt(10*time.Second) {
+			t.Fatalf("leases index = %v, %v", sc, err)
+		}
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r2", 10*time.Second), ErrLeaseHeld)
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r1", 10*time.Second), nil) // re-claim by the holder
+		wantErr(t, s.Extend(ctx, "o", task.ID, "r2", 10*time.Second), ErrLeaseLost)
+		wantErr(t, s.Release(ctx, "o", task.ID, "r2"), ErrLeaseLost)
+
+		// Extended leases are not reported, and the index catches up.
+		e.clock.Advance(8 * time.Second)
+		wantErr(t, s.Extend(ctx, "o", task.ID, "r1", 10*time.Second), nil)
+		if leaseUntil() != msAt(10*time.Second) {
+			t.Fatalf("lease_until = %s", leaseUntil())
+		}
+		e.clock.Advance(5 * time.Second) // index score (t+10s) < now-grace (t+12s) < deadline (t+18s)
+		exp, err := s.ListExpiredLeases(ctx, 10)
+		if err != nil || len(exp) != 0 {
+			t.Fatalf("ListExpiredLeases = %v, %v", exp, err)
+		}
+		if sc := e.rdb.ZScore(ctx, s.k.leases(), member).Val(); strconv.FormatInt(int64(sc), 10) != leaseUntil() {
+			t.Errorf("index not re-scored: %v, lease_until %s", sc, leaseUntil())
+		}
+
+		// Within the grace the lease is still held.
+		e.clock.Advance(5500 * time.Millisecond) // deadline + 0.5s
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r2", 10*time.Second), ErrLeaseHeld)
+		if exp, _ := s.ListExpiredLeases(ctx, 10); len(exp) != 0 {
+			t.Fatalf("reported within grace: %v", exp)
+		}
+
+		// Past deadline + grace: reported, and another replica takes it over.
+		e.clock.Advance(time.Second)
+		exp, err = s.ListExpiredLeases(ctx, 10)
+		if err != nil || len(exp) != 1 || exp[0].ID != task.ID || exp[0].Owner != "o" || exp[0].Holder != "r1" {
+			t.Fatalf("ListExpiredLeases = %+v, %v", exp, err)
+		}
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r2", 10*time.Second), nil)
+		wantErr(t, s.Extend(ctx, "o", task.ID, "r1", 10*time.Second), ErrLeaseLost)
+		wantErr(t, s.Release(ctx, "o", task.ID, "r1"), ErrLeaseLost)
+		if h := e.hash(key); h["lease_holder"] != "r2" {
+			t.Fatalf("holder = %s", h["lease_holder"])
+		}
+
+		// The new holder fails it and releases: the index forgets it.
+		wantErr(t, s.Fail(ctx, "o", task.ID, Outcome{Message: "worker replica lost"}), nil)
+		wantErr(t, s.Extend(ctx, "o", task.ID, "r2", 10*time.Second), ErrTerminal)
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r3", 10*time.Second), ErrTerminal)
+		wantErr(t, s.Release(ctx, "o", task.ID, "r2"), nil)
+		if h := e.hash(key); h["lease_holder"] != "" || h["lease_until"] != "" {
+			t.Errorf("raw after release = %v", h)
+		}
+		e.clock.Advance(time.Minute)
+		if exp, err := s.ListExpiredLeases(ctx, 10); err != nil || len(exp) != 0 {
+			t.Fatalf("ListExpiredLeases after release = %v, %v", exp, err)
+		}
+		if n := e.rdb.ZCard(ctx, s.k.leases()).Val(); n != 0 {
+			t.Errorf("leases index keeps %d entries", n)
+		}
+	})
+}
+
+func TestLeaseFromCreateAndRecovery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		var dead []string
+		for i := 0; i < 3; i++ {
+			task, err := s.Create(ctx, NewTask{Owner: "o" + strconv.Itoa(i), Lease: &LeaseRequest{Holder: "dead-replica", Duration: 30 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead = append(dead, task.ID)
+		}
+		alive, err := s.Create(ctx, NewTask{Owner: "o0", Lease: &LeaseRequest{Holder: "live-replica", Duration: 30 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, err := s.Create(ctx, NewTask{Owner: "o1", Lease: &LeaseRequest{Holder: "live-replica", Duration: 30 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, s.Complete(ctx, "o1", done.ID, json.RawMessage(`{}`)), nil)
+
+		e.clock.Advance(20 * time.Second)
+		wantErr(t, s.Extend(ctx, "o0", alive.ID, "live-replica", 30*time.Second), nil)
+		e.clock.Advance(20 * time.Second)
+
+		// Recovery as the gateway does it: list, claim, fail, release.
+		exp, err := s.ListExpiredLeases(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(exp) != len(dead) {
+			t.Fatalf("expired = %+v, want the %d dead ones", exp, len(dead))
+		}
+		for _, l := range exp {
+			wantErr(t, s.Claim(ctx, l.Owner, l.ID, "recoverer", 10*time.Second), nil)
+			wantErr(t, s.Fail(ctx, l.Owner, l.ID, Outcome{Message: "the gateway replica running this task stopped"}), nil)
+			wantErr(t, s.Release(ctx, l.Owner, l.ID, "recoverer"), nil)
+		}
+		for i, id := range dead {
+			got, err := s.Get(ctx, "o"+strconv.Itoa(i), id)
+			if err != nil || got.Status != StatusFailed {
+				t.Errorf("dead task %d = %+v, %v", i, got, err)
+			}
+		}
+		if got, _ := s.Get(ctx, "o0", alive.ID); got.Status != StatusWorking || got.Lease.Holder != "live-replica" {
+			t.Errorf("live task = %+v", got)
+		}
+	})
+}

@@ -1,0 +1,348 @@
+package taskstore
+
+import "github.com/redis/go-redis/v9"
+
+// One Lua script per state change, modelled on asynq's internal/rdb:
+//   - every key arrives through KEYS (built by keys.go); scripts build none;
+//   - "now" arrives in ARGV from the Store's clock; scripts never read time;
+//   - the first element of every reply is a code (errors.go, codeErr);
+//   - a script that changes what a waiter cares about PUBLISHes on the task's
+//     channel (events.go) in the same atomic step, payload "<kind>:<status>".
+//
+// The field names below are the f* constants of task.go.
+
+// luaPrologue loads and checks the task every per-task script starts with.
+// It needs KEYS[1] = task hash, ARGV[1] = owner, ARGV[2] = now (unix ms), and
+// leaves `status` set. A task of another owner is "not found"; a task whose
+// ttl has elapsed by the caller's clock is "expired" even if Redis has not
+// deleted it yet, so every backend and clock agrees on expiry.
+const luaPrologue = `
+local t = redis.call('HMGET', KEYS[1], 'owner', 'status', 'created', 'ttl')
+if not t[1] or t[1] ~= ARGV[1] then return {1} end
+if tonumber(t[3]) + tonumber(t[4]) <= tonumber(ARGV[2]) then return {2} end
+local status = t[2]
+local function terminal(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end
+`
+
+// createCmd creates a task and indexes it under its owner. Before the cap
+// check it drops the owner's expired ids from the active index, so the cap
+// counts only live tasks, and trims the created index of ids older than
+// MaxTTL (surely expired). The owner's index keys live MaxTTL past the
+// owner's last Create, so an owner who goes away leaves nothing behind.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>       task hash
+// KEYS[2] -> <prefix>:{<owner>}:t:<id>:gone  tombstone
+// KEYS[3] -> <prefix>:{<owner>}:created      ZSET id -> created ms
+// KEYS[4] -> <prefix>:{<owner>}:active       ZSET non-terminal id -> expiry ms
+// ARGV[1] -> task id
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> ttl ms
+// ARGV[4] -> max ttl ms
+// ARGV[5] -> max non-terminal tasks for the owner, -1 for no limit
+// ARGV[6] -> tombstone window ms after expiry, 0 for none
+// ARGV[7..] -> field, value pairs of the task hash
+//
+// Returns {0} created, {5} owner at the cap, {6} id exists.
+var createCmd = redis.NewScript(`
+local now = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[3])
+local maxttl = tonumber(ARGV[4])
+if redis.call('EXISTS', KEYS[1]) == 1 then return {6} end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local max = tonumber(ARGV[5])
+if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('PEXPIRE', KEYS[1], ttl)
+local window = tonumber(ARGV[6])
+if window > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl + window) end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - maxttl)
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[3], maxttl)
+redis.call('PEXPIRE', KEYS[4], maxttl)
+return {0}
+`)
+
+// transitionCmd moves a task along the state machine (tasks-2025-11-25
+// "Task Status Lifecycle"): working <-> input_required, either -> completed,
+// failed or cancelled. Terminal states are sticky; a self-transition is
+// rejected. The status message is replaced (cleared when empty): a message
+// describes the state it was written for.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// KEYS[2] -> <prefix>:{<owner>}:active      ZSET non-terminal id -> expiry ms
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> task id
+// ARGV[4] -> channel
+// ARGV[5] -> new status (validated by the caller)
+// ARGV[6] -> status message, empty for none
+//
+// Returns {0, old status}, {1} not found, {2} expired, {3, status} terminal,
+// {4, status} self-transition.
+var transitionCmd = redis.NewScript(luaPrologue + `
+local to = ARGV[5]
+if terminal(status) then return {3, status} end
+if status == to then return {4, status} end
+redis.call('HSET', KEYS[1], 'status', to, 'updated', ARGV[2])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
+if terminal(to) then redis.call('ZREM', KEYS[2], ARGV[3]) end
+redis.call('PUBLISH', ARGV[4], 'status:' .. to)
+return {0, status}
+`)
+
+// finishCmd ends a task with its outcome: completed or failed, with the
+// JSON-RPC result and/or error. A second terminal write is rejected, so a
+// result arriving after a cancel leaves the task cancelled (tasks-2025-11-25
+// "Task Cancellation" 3).
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// KEYS[2] -> <prefix>:{<owner>}:active      ZSET non-terminal id -> expiry ms
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> task id
+// ARGV[4] -> channel
+// ARGV[5] -> 'completed' or 'failed'
+// ARGV[6] -> status message, empty for none
+// ARGV[7] -> result JSON, empty for none
+// ARGV[8] -> error JSON, empty for none
+//
+// Returns {0, old status}, {1}, {2}, {3, status}.
+var finishCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+local to = ARGV[5]
+local set = {'status', to, 'updated', ARGV[2]}
+if ARGV[6] ~= '' then table.insert(set, 'message'); table.insert(set, ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
+if ARGV[7] ~= '' then table.insert(set, 'result'); table.insert(set, ARGV[7]) end
+if ARGV[8] ~= '' then table.insert(set, 'error'); table.insert(set, ARGV[8]) end
+redis.call('HSET', KEYS[1], unpack(set))
+redis.call('ZREM', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'status:' .. to)
+return {0, status}
+`)
+
+// cancelCmd records a cancellation request and moves the task to cancelled
+// at once: the legacy tasks/cancel must answer with the cancelled task
+// ("Task Cancellation" 2), and the modern ack is allowed to be that strong.
+// The worker learns from the event (kind "cancel") and stops the call.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// KEYS[2] -> <prefix>:{<owner>}:active      ZSET non-terminal id -> expiry ms
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> task id
+// ARGV[4] -> channel
+// ARGV[5] -> status message, empty for none
+//
+// Returns {0, field, value, …} (the task after the change), {1}, {2},
+// {3, status}.
+var cancelCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+redis.call('HSET', KEYS[1], 'status', 'cancelled', 'updated', ARGV[2], 'cancel', '1')
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5]) else redis.call('HDEL', KEYS[1], 'message') end
+redis.call('ZREM', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], 'cancel:cancelled')
+local r = redis.call('HGETALL', KEYS[1])
+table.insert(r, 1, 0)
+return r
+`)
+
+// addInputsCmd records new outstanding input requests and sets the task
+// input_required. Either every key is new for the task's lifetime and all are
+// written, or nothing is (SEP-2663: keys are unique over a task's lifetime).
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> channel
+// ARGV[4] -> status message, empty for none
+// ARGV[5..] -> key, request JSON pairs
+//
+// Returns {0, old status}, {1}, {2}, {3, status}, {9, reused key}.
+var addInputsCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+for i = 5, #ARGV, 2 do
+  if redis.call('HEXISTS', KEYS[1], 'used:' .. ARGV[i]) == 1 then return {9, ARGV[i]} end
+end
+local n = 0
+for i = 5, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 1], 'used:' .. ARGV[i], '1')
+  n = n + 1
+end
+redis.call('HINCRBY', KEYS[1], 'pending', n)
+redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated', ARGV[2])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[4]) else redis.call('HDEL', KEYS[1], 'message') end
+redis.call('PUBLISH', ARGV[3], 'status:input_required')
+return {0, status}
+`)
+
+// answerInputsCmd durably records responses to outstanding input requests.
+// Keys that are not outstanding (never issued, already answered) are ignored;
+// a partial set is fine (SEP-2663 tasks/update). When the last outstanding
+// request is answered an input_required task goes back to working.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> channel
+// ARGV[4..] -> key, response JSON pairs
+//
+// Returns {0, accepted count, status after}, {1}, {2}, {3, status}.
+var answerInputsCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+local n = 0
+for i = 4, #ARGV, 2 do
+  if redis.call('HDEL', KEYS[1], 'in:' .. ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[1], 're:' .. ARGV[i], ARGV[i + 1])
+    n = n + 1
+  end
+end
+if n == 0 then return {0, 0, status} end
+local left = redis.call('HINCRBY', KEYS[1], 'pending', -n)
+if left <= 0 and status == 'input_required' then
+  status = 'working'
+  redis.call('HSET', KEYS[1], 'status', status, 'updated', ARGV[2])
+  redis.call('HDEL', KEYS[1], 'message')
+end
+redis.call('PUBLISH', ARGV[3], 'inputs:' .. status)
+return {0, n, status}
+`)
+
+// takeResponsesCmd hands the recorded input responses to the worker and
+// forgets them; their keys stay used.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+//
+// Returns {0, status, key, response, …}, {1}, {2}.
+var takeResponsesCmd = redis.NewScript(luaPrologue + `
+local all = redis.call('HGETALL', KEYS[1])
+local r = {0, status}
+for i = 1, #all, 2 do
+  local f = all[i]
+  if string.sub(f, 1, 3) == 're:' then
+    redis.call('HDEL', KEYS[1], f)
+    r[#r + 1] = string.sub(f, 4)
+    r[#r + 1] = all[i + 1]
+  end
+end
+return r
+`)
+
+// progressCmd stores the latest progress of a running task and tells
+// listeners. Progress stops at terminal (tasks-2025-11-25 "Progress").
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> channel
+// ARGV[4] -> progress JSON
+// ARGV[5] -> status message, empty to keep the current one
+//
+// Returns {0}, {1}, {2}, {3, status}.
+var progressCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+redis.call('HSET', KEYS[1], 'progress', ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5], 'updated', ARGV[2]) end
+redis.call('PUBLISH', ARGV[3], 'progress:' .. status)
+return {0}
+`)
+
+// upstreamCmd stores what the worker needs to resume talking to the upstream.
+// An empty value deletes the field.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3..] -> field, value pairs (up_* fields only)
+//
+// Returns {0}, {1}, {2}.
+var upstreamCmd = redis.NewScript(luaPrologue + `
+for i = 3, #ARGV, 2 do
+  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+return {0}
+`)
+
+// claimCmd takes a task's lease: when nobody holds it, when the holder
+// already holds it, or when the holder's deadline plus the clock-skew grace
+// has passed (recovery of a dead replica's task).
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> holder (replica id)
+// ARGV[4] -> new deadline, unix ms
+// ARGV[5] -> grace ms
+//
+// Returns {0, previous holder or empty}, {1}, {2}, {3, status}, {7, holder}.
+var claimCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+local l = redis.call('HMGET', KEYS[1], 'lease_holder', 'lease_until')
+local prev = l[1] or ''
+if prev ~= '' and prev ~= ARGV[3] and tonumber(l[2] or 0) + tonumber(ARGV[5]) > tonumber(ARGV[2]) then
+  return {7, prev}
+end
+redis.call('HSET', KEYS[1], 'lease_holder', ARGV[3], 'lease_until', ARGV[4])
+return {0, prev}
+`)
+
+// extendCmd pushes the deadline of a lease the holder still holds. A lease
+// that passed its deadline but was not taken over can still be extended.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> holder
+// ARGV[4] -> new deadline, unix ms
+//
+// Returns {0}, {1}, {2}, {3, status}, {8}.
+var extendCmd = redis.NewScript(luaPrologue + `
+if redis.call('HGET', KEYS[1], 'lease_holder') ~= ARGV[3] then return {8} end
+if terminal(status) then return {3, status} end
+redis.call('HSET', KEYS[1], 'lease_until', ARGV[4])
+return {0}
+`)
+
+// releaseCmd gives a lease up. It works on terminal and expired tasks too:
+// releasing is how a worker says it is done.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> holder
+//
+// Returns {0}, {1}, {8}.
+var releaseCmd = redis.NewScript(`
+local t = redis.call('HMGET', KEYS[1], 'owner', 'lease_holder')
+if not t[1] or t[1] ~= ARGV[1] then return {1} end
+if t[2] ~= ARGV[2] then return {8} end
+redis.call('HDEL', KEYS[1], 'lease_holder', 'lease_until')
+return {0}
+`)
+
+// tidyLeasesCmd fixes entries of the leases index that ListExpiredLeases
+// found stale. It re-checks each score so that it never undoes a Claim that
+// happened after the task hashes were read: an entry is dropped only while
+// its score is still at or below the cutoff, and re-scored only upwards.
+//
+// KEYS[1] -> <prefix>:leases
+// ARGV[1] -> cutoff, unix ms (now - grace)
+// ARGV[2] -> n, the number of members to drop
+// ARGV[3 .. 2+n] -> members to drop
+// ARGV[3+n ..] -> member, new score pairs
+//
+// Returns {0}.
+var tidyLeasesCmd = redis.NewScript(`
+local cutoff = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+for i = 3, 2 + n do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s and tonumber(s) <= cutoff then redis.call('ZREM', KEYS[1], ARGV[i]) end
+end
+for i = 3 + n, #ARGV, 2 do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s and tonumber(s) < tonumber(ARGV[i + 1]) then redis.call('ZADD', KEYS[1], ARGV[i + 1], ARGV[i]) end
+end
+return {0}
+`)

@@ -1,0 +1,229 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status is a task's status, spelled exactly as on the wire
+// (tasks-2025-11-25 "Task Status"; SEP-2663 Task.status).
+type Status string
+
+const (
+	StatusWorking       Status = "working"
+	StatusInputRequired Status = "input_required"
+	StatusCompleted     Status = "completed"
+	StatusFailed        Status = "failed"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Statuses lists every status, non-terminal first.
+var Statuses = []Status{StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled}
+
+// Terminal reports whether s is completed, failed or cancelled. Terminal
+// states never change ("Task Status Lifecycle").
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusWorking, StatusInputRequired, StatusCompleted, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Flavour says which protocol the client that created a task speaks; the
+// gateway answers tasks/* in that shape.
+type Flavour string
+
+const (
+	// FlavourLegacy is the 2025-11-25 tasks utility (sessions, tasks/result).
+	FlavourLegacy Flavour = "legacy"
+	// FlavourModern is the SEP-2663 io.modelcontextprotocol/tasks extension.
+	FlavourModern Flavour = "modern"
+)
+
+// InputRequest is one outstanding server-to-client request of a task: an
+// elicitation/create, sampling/createMessage, roots/list… that the upstream
+// asked for. Its key in Task.InputRequests is unique for the task's lifetime
+// (SEP-2663 "Input Requests").
+type InputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Lease says which replica runs a task's upstream call, and until when.
+// The zero Lease means nobody holds it.
+type Lease struct {
+	Holder   string
+	Deadline time.Time
+}
+
+// Upstream is what a worker needs to resume talking to the upstream server
+// about a task. Every field is optional and opaque to the store.
+type Upstream struct {
+	// RequestID is the JSON-RPC id of the tools/call sent upstream.
+	RequestID json.RawMessage
+	// SessionID is the upstream Mcp-Session-Id (legacy upstreams).
+	SessionID string
+	// RequestState is the MRTR requestState of the last input_required
+	// round (modern upstreams); it goes back with the retried call.
+	RequestState string
+	// Params are the tools/call params as sent upstream, for MRTR retries.
+	Params json.RawMessage
+}
+
+// Task is one task record as stored.
+type Task struct {
+	ID      string
+	Owner   string
+	Tool    string
+	Flavour Flavour
+
+	Status        Status
+	StatusMessage string
+	CreatedAt     time.Time
+	LastUpdatedAt time.Time
+	// TTL is counted from CreatedAt; the task's keys expire then.
+	TTL          time.Duration
+	PollInterval time.Duration
+
+	// Result is the JSON-RPC result of the underlying request (a
+	// CallToolResult, possibly with isError), once there is one.
+	Result json.RawMessage
+	// Error is the JSON-RPC error object of the underlying request, if it
+	// ended in one.
+	Error json.RawMessage
+
+	// InputRequests are the outstanding (unanswered) input requests. The
+	// gateway shows them only while Status is input_required.
+	InputRequests map[string]InputRequest
+	// InputResponses are answers recorded by AnswerInputs that the worker has
+	// not taken yet (TakeInputResponses).
+	InputResponses map[string]json.RawMessage
+
+	// Progress is the latest progress notification params, verbatim.
+	Progress        json.RawMessage
+	CancelRequested bool
+	Lease           Lease
+	Upstream        Upstream
+}
+
+// ExpiresAt is when the task's keys expire: TTL after creation.
+func (t *Task) ExpiresAt() time.Time { return t.CreatedAt.Add(t.TTL) }
+
+// Hash field names of the task record (key taskKey). Input requests live in
+// the same hash under prefixed fields so that Get is one HGETALL:
+//
+//	in:<key>   outstanding request, JSON {method, params}
+//	re:<key>   response recorded by AnswerInputs, not yet taken by the worker
+//	used:<key> "1" for every key ever issued, for lifetime uniqueness
+const (
+	fID           = "id"
+	fOwner        = "owner"
+	fTool         = "tool"
+	fFlavour      = "flavour"
+	fStatus       = "status"
+	fMessage      = "message"
+	fCreated      = "created"  // unix ms
+	fUpdated      = "updated"  // unix ms
+	fTTL          = "ttl"      // ms
+	fPoll         = "poll"     // ms
+	fResult       = "result"   // raw JSON
+	fError        = "error"    // raw JSON
+	fProgress     = "progress" // raw JSON
+	fCancel       = "cancel"   // "1" once cancellation was requested
+	fPending      = "pending"  // number of in:* fields
+	fLeaseHolder  = "lease_holder"
+	fLeaseUntil   = "lease_until" // unix ms
+	fUpRequestID  = "up_request_id"
+	fUpSession    = "up_session"
+	fUpState      = "up_state"
+	fUpParams     = "up_params"
+	prefixIn      = "in:"
+	prefixResp    = "re:"
+	prefixUsedKey = "used:"
+)
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// decodeTask turns the fields of a task hash into a Task. It returns false
+// when the hash is empty or lacks the fields every task has.
+func decodeTask(m map[string]string) (*Task, bool) {
+	if len(m) == 0 || m[fID] == "" || m[fStatus] == "" {
+		return nil, false
+	}
+	num := func(f string) int64 {
+		n, _ := strconv.ParseInt(m[f], 10, 64)
+		return n
+	}
+	raw := func(f string) json.RawMessage {
+		if v, ok := m[f]; ok && v != "" {
+			return json.RawMessage(v)
+		}
+		return nil
+	}
+	t := &Task{
+		ID:              m[fID],
+		Owner:           m[fOwner],
+		Tool:            m[fTool],
+		Flavour:         Flavour(m[fFlavour]),
+		Status:          Status(m[fStatus]),
+		StatusMessage:   m[fMessage],
+		CreatedAt:       fromMS(num(fCreated)),
+		LastUpdatedAt:   fromMS(num(fUpdated)),
+		TTL:             time.Duration(num(fTTL)) * time.Millisecond,
+		PollInterval:    time.Duration(num(fPoll)) * time.Millisecond,
+		Result:          raw(fResult),
+		Error:           raw(fError),
+		Progress:        raw(fProgress),
+		CancelRequested: m[fCancel] == "1",
+		Upstream: Upstream{
+			RequestID:    raw(fUpRequestID),
+			SessionID:    m[fUpSession],
+			RequestState: m[fUpState],
+			Params:       raw(fUpParams),
+		},
+	}
+	if h := m[fLeaseHolder]; h != "" {
+		t.Lease = Lease{Holder: h, Deadline: fromMS(num(fLeaseUntil))}
+	}
+	for f, v := range m {
+		switch {
+		case strings.HasPrefix(f, prefixIn):
+			var r InputRequest
+			if json.Unmarshal([]byte(v), &r) != nil {
+				continue // only this package writes these fields
+			}
+			if t.InputRequests == nil {
+				t.InputRequests = map[string]InputRequest{}
+			}
+			t.InputRequests[f[len(prefixIn):]] = r
+		case strings.HasPrefix(f, prefixResp):
+			if t.InputResponses == nil {
+				t.InputResponses = map[string]json.RawMessage{}
+			}
+			t.InputResponses[f[len(prefixResp):]] = json.RawMessage(v)
+		}
+	}
+	return t, true
+}
+
+// decodePairs turns a flat [field, value, field, value…] reply (HGETALL
+// inside a script) into a map.
+func decodePairs(vals []interface{}) map[string]string {
+	m := make(map[string]string, len(vals)/2)
+	for i := 0; i+1 < len(vals); i += 2 {
+		k, _ := vals[i].(string)
+		v, _ := vals[i+1].(string)
+		m[k] = v
+	}
+	return m
+}
