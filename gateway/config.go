@@ -1,10 +1,14 @@
 package gateway
 
 import (
-	"context"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -15,21 +19,31 @@ const DefaultMaxBody = 4 << 20
 // DefaultPath is where MCP is served when Config.Path is empty.
 const DefaultPath = "/mcp"
 
-// Store is what the gateway needs of the task store. It grows with the
-// task features; today it only answers readiness.
-type Store interface {
-	// Ping reports whether the store is reachable.
-	Ping(ctx context.Context) error
-}
+// Defaults for the worker's lease (DESIGN.md invariant 4).
+const (
+	DefaultLease      = 15 * time.Second
+	DefaultLeaseRenew = 5 * time.Second
+)
 
 // Config configures a Handler. Only Upstream is required; every other field
 // says what happens when it is unset.
 type Config struct {
 	// Upstream is the client of the fronted MCP server. Required.
 	Upstream *upstream.Client
-	// Store holds task state. Nil means no store, and /readyz checks only
-	// the upstream.
-	Store Store
+	// Store holds task state, shared by every replica. Required for tasks;
+	// nil means a plain pass-through proxy (no tasks), and /readyz checks
+	// only the upstream.
+	Store *taskstore.Store
+	// Rules decide which tools may or must run as tasks (--task,
+	// --task-required, --sync). Nil: every tool as the upstream declares.
+	Rules policy.Rules
+	// ReplicaID names this replica in leases and logs. Empty means a
+	// random id per process.
+	ReplicaID string
+	// Lease is how long a worker's claim on a task lasts without renewal;
+	// LeaseRenew how often it is renewed. Zero means DefaultLease and
+	// DefaultLeaseRenew.
+	Lease, LeaseRenew time.Duration
 	// Path is where MCP is served. Empty means DefaultPath.
 	Path string
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
@@ -47,6 +61,15 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = uuid.NewString()[:8]
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.LeaseRenew <= 0 || cfg.LeaseRenew >= cfg.Lease {
+		cfg.LeaseRenew = cfg.Lease / 3
 	}
 	return cfg
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -45,6 +46,18 @@ func rpcError(err error) *rpcErr {
 	switch {
 	case errors.As(err, &re):
 		return re
+	case errors.Is(err, taskstore.ErrNotFound):
+		// Another owner's task is "not found" too, never a hint it exists
+		// (DESIGN.md invariant 3).
+		return newRPCErr(http.StatusOK, codeInvalidParams, "Failed to retrieve task: Task not found")
+	case errors.Is(err, taskstore.ErrExpired):
+		return newRPCErr(http.StatusOK, codeInvalidParams, "Failed to retrieve task: Task has expired")
+	case errors.Is(err, taskstore.ErrBadCursor):
+		return newRPCErr(http.StatusOK, codeInvalidParams, "Invalid cursor: use a nextCursor from an earlier tasks/list")
+	case errors.Is(err, taskstore.ErrTooMany):
+		return newRPCErr(http.StatusOK, codeInternalError, "too many live tasks for this client: wait for some to finish, or cancel them")
+	case errors.Is(err, taskstore.ErrUnavailable):
+		return newRPCErr(http.StatusOK, codeInternalError, "task store unavailable: the gateway cannot reach Redis")
 	case errors.As(err, &ue):
 		// The request was fine; the hop behind us failed. HTTP 200 so the
 		// client's call fails with this message while its session lives on.

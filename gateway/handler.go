@@ -11,14 +11,21 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
 // Handler is the gateway's http.Handler. It is safe for concurrent use.
+// Close it to stop the workers it started.
 type Handler struct {
-	cfg Config
-	up  *upstream.Client
-	log zerolog.Logger
+	cfg   Config
+	up    *upstream.Client
+	log   zerolog.Logger
+	store *taskstore.Store // nil: no tasks
+
+	sessions *sessionCache // what each client session negotiated (session.go)
+	tools    *toolCatalog  // the upstream's own taskSupport per tool (session.go)
+	workers  *workers      // upstream calls held for tasks (worker.go)
 }
 
 // New returns a Handler for cfg.
@@ -27,7 +34,18 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: Config.Upstream is required")
 	}
 	c := cfg.withDefaults()
-	return &Handler{cfg: c, up: c.Upstream, log: c.Logger}, nil
+	h := &Handler{cfg: c, up: c.Upstream, log: c.Logger, store: c.Store}
+	h.sessions = newSessionCache()
+	h.tools = newToolCatalog()
+	h.workers = newWorkers()
+	return h, nil
+}
+
+// Close stops every worker this Handler started (their tasks are failed
+// with a message saying the gateway stopped) and waits for them.
+func (h *Handler) Close() error {
+	h.workers.stop()
+	return nil
 }
 
 // ServeHTTP routes /healthz, /readyz and the MCP endpoint.
@@ -55,10 +73,19 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
 	}
-	resp, err := h.up.Forward(r.Context(), r.Method, r.Header, body)
+	resp, err := h.up.Forward(r.Context(), r.Method, h.upstreamHeader(r), body)
 	if err != nil {
 		h.failHTTP(w, r, err)
 		return
+	}
+	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
+		h.forgetSession(r) // the upstream ended the session, or had already (session.go)
+	}
+	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && isStream(resp) {
+		if s := h.session(r); s.legacyTasks() {
+			h.relayMerged(w, r, resp, s.ID)
+			return
+		}
 	}
 	h.relay(w, r, resp)
 }
@@ -87,12 +114,40 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 // route sends each message to whoever handles its method. Everything the
 // gateway does not handle itself is relayed unchanged.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
+	if h.store == nil {
+		h.forward(w, r, msg)
+		return
+	}
+	switch msg.kind {
+	case kindRequest:
+		switch msg.method() {
+		case "initialize":
+			h.serveInitialize(w, r, msg)
+			return
+		case "tools/list":
+			h.serveToolsList(w, r, msg)
+			return
+		case "tools/call":
+			h.serveToolsCall(w, r, msg)
+			return
+		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+			if s := h.session(r); s.legacyTasks() {
+				h.serveLegacyTasks(w, r, msg, s)
+				return
+			}
+		}
+	case kindResponse:
+		if isInputID(msg.ID) {
+			h.serveInputResponse(w, r, msg)
+			return
+		}
+	}
 	h.forward(w, r, msg)
 }
 
 // forward relays msg to the upstream and its answer back.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) {
-	resp, err := h.up.Forward(r.Context(), http.MethodPost, r.Header, bytes.NewReader(msg.raw))
+	resp, err := h.up.Forward(r.Context(), http.MethodPost, h.upstreamHeader(r), bytes.NewReader(msg.raw))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client went away; nobody to answer

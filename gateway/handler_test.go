@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -352,14 +356,16 @@ func TestHealthAndReady(t *testing.T) {
 	}
 }
 
-type failingStore struct{}
-
-func (failingStore) Ping(context.Context) error { return io.ErrUnexpectedEOF }
-
 func TestReadyReflectsStore(t *testing.T) {
 	up := httptest.NewServer(http.NotFoundHandler())
 	defer up.Close()
-	gw := newGateway(t, up.URL, func(c *Config) { c.Store = failingStore{} })
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	store := taskstore.New(rdb, taskstore.Options{})
+	defer store.Close()
+	mr.Close() // Redis goes away
+	gw := newGateway(t, up.URL, func(c *Config) { c.Store = store })
 	resp, err := http.Get(strings.TrimSuffix(gw, "/mcp") + "/readyz")
 	if err != nil {
 		t.Fatal(err)

@@ -41,6 +41,9 @@ const (
 	// EventResync is not published by anyone: the watch (re)subscribed after
 	// a connection loss, so messages may have been missed. Re-read the task.
 	EventResync EventKind = "resync"
+	// EventMessage carries a message for a client session in Data
+	// (PublishSession); it is not about a task's state.
+	EventMessage EventKind = "msg"
 )
 
 // Event is one change notice. Status is the status after the change (empty
@@ -48,6 +51,8 @@ const (
 type Event struct {
 	Kind   EventKind
 	Status Status
+	// Data is the message of an EventMessage.
+	Data string
 }
 
 // ErrClosed is returned by Watch and WaitFor once the Store is closed.
@@ -415,5 +420,8 @@ func send(w *Watch, ev Event) {
 
 func parseEvent(payload string) Event {
 	kind, status, _ := strings.Cut(payload, ":")
+	if kind == string(EventMessage) {
+		return Event{Kind: EventMessage, Data: status}
+	}
 	return Event{Kind: EventKind(kind), Status: Status(status)}
 }

@@ -40,10 +40,10 @@ func TestWatchEvents(t *testing.T) {
 		}
 
 		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""), nil)
-		if ev := nextEvent(t, w, time.Second); ev != (Event{EventStatus, StatusInputRequired}) {
+		if ev := nextEvent(t, w, time.Second); ev != (Event{Kind: EventStatus, Status: StatusInputRequired}) {
 			t.Errorf("after add: %+v", ev)
 		}
-		if ev := nextEvent(t, other, time.Second); ev != (Event{EventStatus, StatusInputRequired}) {
+		if ev := nextEvent(t, other, time.Second); ev != (Event{Kind: EventStatus, Status: StatusInputRequired}) {
 			t.Errorf("second watch after add: %+v", ev)
 		}
 		other.Close()
@@ -55,17 +55,17 @@ func TestWatchEvents(t *testing.T) {
 		if _, err := s.AnswerInputs(ctx, "o", task.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if ev := nextEvent(t, w, time.Second); ev != (Event{EventInputs, StatusWorking}) {
+		if ev := nextEvent(t, w, time.Second); ev != (Event{Kind: EventInputs, Status: StatusWorking}) {
 			t.Errorf("after answer: %+v", ev)
 		}
 		wantErr(t, s.SetProgress(ctx, "o", task.ID, json.RawMessage(`{"progress":1}`), ""), nil)
-		if ev := nextEvent(t, w, time.Second); ev != (Event{EventProgress, StatusWorking}) {
+		if ev := nextEvent(t, w, time.Second); ev != (Event{Kind: EventProgress, Status: StatusWorking}) {
 			t.Errorf("after progress: %+v", ev)
 		}
 		if _, err := s.RequestCancel(ctx, "o", task.ID, ""); err != nil {
 			t.Fatal(err)
 		}
-		if ev := nextEvent(t, w, time.Second); ev != (Event{EventCancel, StatusCancelled}) {
+		if ev := nextEvent(t, w, time.Second); ev != (Event{Kind: EventCancel, Status: StatusCancelled}) {
 			t.Errorf("after cancel: %+v", ev)
 		}
 
@@ -266,6 +266,70 @@ func TestManyWaitersOneConnection(t *testing.T) {
 				t.Fatalf("channels still subscribed: %v", e.rdb.PubSubChannels(ctx, "*").Val())
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
+
+func TestSessionMessages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		st := e.store(t)
+		w, err := st.WatchSession(ctx, "sess-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		other, err := st.WatchSession(ctx, "sess-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		msg := `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"status":"working: yes"}}`
+		if err := st.PublishSession(ctx, "sess-1", []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-w.C:
+			if ev.Kind != EventMessage || ev.Data != msg {
+				t.Fatalf("got %+v %q", ev, ev.Data)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("session message not delivered")
+		}
+		select {
+		case ev := <-other.C:
+			t.Fatalf("another session heard it: %+v", ev)
+		case <-time.After(50 * time.Millisecond):
+		}
+	})
+}
+
+func TestResultStreamMark(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		st := e.store(t)
+		if open, err := st.ResultStreamOpen(ctx, "o", "t1"); err != nil || open {
+			t.Fatalf("fresh: open=%v err=%v", open, err)
+		}
+		if err := st.MarkResultStream(ctx, "o", "t1", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if open, _ := st.ResultStreamOpen(ctx, "o", "t1"); !open {
+			t.Fatal("mark not seen")
+		}
+		if open, _ := st.ResultStreamOpen(ctx, "other-owner", "t1"); open {
+			t.Fatal("mark seen by another owner")
+		}
+		if err := st.ClearResultStream(ctx, "o", "t1"); err != nil {
+			t.Fatal(err)
+		}
+		if open, _ := st.ResultStreamOpen(ctx, "o", "t1"); open {
+			t.Fatal("mark survived Clear")
+		}
+		_ = st.MarkResultStream(ctx, "o", "t1", 100*time.Millisecond)
+		e.elapse(300 * time.Millisecond)
+		if open, _ := st.ResultStreamOpen(ctx, "o", "t1"); open {
+			t.Fatal("mark did not expire")
 		}
 	})
 }

@@ -40,7 +40,7 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, storeFlags()...),
+		}, append(storeFlags(), ruleFlags()...)...),
 		Action: serve,
 	}
 }
@@ -65,6 +65,10 @@ func serve(c *cli.Context) error {
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("invalid --path %q: it must start with /", path)
 	}
+	rules, err := taskRules(c)
+	if err != nil {
+		return err
+	}
 	store, err := openStore(c, log)
 	if err != nil {
 		return err
@@ -72,7 +76,8 @@ func serve(c *cli.Context) error {
 	defer store.Close()
 	h, err := gateway.New(gateway.Config{
 		Upstream: up,
-		Store:    store,
+		Store:    store.Store,
+		Rules:    rules,
 		Path:     path,
 		MaxBody:  maxBody,
 		Logger:   log,
@@ -111,6 +116,9 @@ func serve(c *cli.Context) error {
 		_ = srv.Close()
 	}
 	<-errc
+	// Workers stop after the listener: tasks still held are failed with a
+	// message saying this replica stopped.
+	_ = h.Close()
 	return nil
 }
 

@@ -31,6 +31,30 @@ type Options struct {
 	Logger *slog.Logger
 	// SessionTimeout closes idle sessions after this long. Unset: never.
 	SessionTimeout time.Duration
+	// ProtocolVersion is the newest protocol version this upstream speaks,
+	// e.g. "2025-06-18" to emulate an older server: initialize negotiates at
+	// most this version, and a request whose MCP-Protocol-Version header is
+	// newer gets HTTP 400, as from a server that does not know it. Unset:
+	// every version the go-sdk supports.
+	ProtocolVersion string
+}
+
+// protocolVersions is the go-sdk's supported versions (newest first) up to
+// and including newest; nil (all of them) when newest is empty.
+func protocolVersions(newest string) []string {
+	if newest == "" {
+		return nil
+	}
+	var vs []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= newest { // versions are dates: string order is age order
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		panic("testupstream: no supported protocol version is as old as " + newest)
+	}
+	return vs
 }
 
 // NewServer returns the MCP server with all tools registered. Most callers
@@ -45,7 +69,8 @@ func NewServer(opts Options) *mcp.Server {
 		Logger: logger,
 		// No logging capability: the tools never log, and an empty
 		// capability set keeps initialize results minimal and stable.
-		Capabilities: &mcp.ServerCapabilities{},
+		Capabilities:              &mcp.ServerCapabilities{},
+		SupportedProtocolVersions: protocolVersions(opts.ProtocolVersion),
 	})
 	addTools(s, opts.Recorder)
 	return s

@@ -186,3 +186,13 @@ func TestSlowCancellationRecorded(t *testing.T) {
 		})
 	}
 }
+
+func TestProtocolVersionCapsNegotiation(t *testing.T) {
+	cs := connect(t, testupstream.Options{ProtocolVersion: "2025-06-18"}, "2025-11-25", nil)
+	if got := cs.InitializeResult().ProtocolVersion; got != "2025-06-18" {
+		t.Fatalf("negotiated %q, want 2025-06-18", got)
+	}
+	if text, _ := callText(t, cs, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "old"}}); text != "old" {
+		t.Errorf("echo = %q", text)
+	}
+}

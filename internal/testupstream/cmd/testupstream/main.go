@@ -1,7 +1,7 @@
 // Command testupstream runs the test MCP server (see package testupstream) as
 // a process, for humans and for the benchmark program.
 //
-//	testupstream --listen 127.0.0.1:8081 [--stateless] [--json]
+//	testupstream --listen 127.0.0.1:8081 [--stateless] [--json] [--protocol-version 2025-06-18]
 //
 // MCP Streamable HTTP is served at /mcp.
 package main
@@ -33,10 +33,11 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to listen on")
 	stateless := flag.Bool("stateless", false, "serve a modern 2026-07-28 stateless server instead of a session server")
 	jsonResp := flag.Bool("json", false, "answer POSTs with application/json instead of SSE")
+	version := flag.String("protocol-version", "", "newest protocol version to speak, e.g. 2025-06-18 to emulate an older server (default: all the go-sdk knows)")
 	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
 	flag.Parse()
 
-	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp}
+	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// Input requests reach a 2025-11-25 client as server→client requests on its
+// tasks/result stream, with a request id the gateway mints:
+//
+//	"taskgate-input:<taskId>:<key>"
+//
+// The client answers with a POSTed JSON-RPC response carrying that id, to
+// any replica. The id names the task and the input key, so the answer is
+// recorded in the store (owner-checked) and reaches the worker, wherever it
+// runs, as an "inputs" event (DESIGN.md invariant 6).
+const inputIDPrefix = "taskgate-input:"
+
+func inputID(taskID, key string) json.RawMessage {
+	b, _ := json.Marshal(inputIDPrefix + taskID + ":" + key)
+	return b
+}
+
+// isInputID reports whether a response id is one the gateway minted.
+func isInputID(id json.RawMessage) bool {
+	return len(id) > len(inputIDPrefix)+1 && id[0] == '"' && strings.HasPrefix(string(id[1:]), inputIDPrefix)
+}
+
+func parseInputID(id json.RawMessage) (taskID, key string, ok bool) {
+	var s string
+	if json.Unmarshal(id, &s) != nil {
+		return "", "", false
+	}
+	rest, found := strings.CutPrefix(s, inputIDPrefix)
+	if !found {
+		return "", "", false
+	}
+	taskID, key, ok = strings.Cut(rest, ":")
+	return taskID, key, ok && taskID != "" && key != ""
+}
+
+// inputAnswer is what is stored for an input request: the client's
+// JSON-RPC result or error, which the worker hands back upstream.
+type inputAnswer struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
+}
+
+// serveInputResponse records a client's answer to an input request. It is
+// acknowledged with 202 once durably recorded. Answers to unknown or
+// already answered keys are ignored, as are duplicates.
+func (h *Handler) serveInputResponse(w http.ResponseWriter, r *http.Request, msg *message) {
+	taskID, key, ok := parseInputID(msg.ID)
+	if !ok {
+		writeRPCError(w, nil, newRPCErr(http.StatusBadRequest, codeInvalidRequest, "response id is not one the gateway issued"))
+		return
+	}
+	answer, _ := json.Marshal(inputAnswer{Result: msg.Result, Error: msg.Error})
+	owner := ownerOf(r)
+	n, err := h.store.AnswerInputs(r.Context(), owner, taskID, map[string]json.RawMessage{key: answer})
+	if err != nil {
+		e := h.taskError(err, "answer", taskID)
+		if e.Code != codeInternalError {
+			e.status = http.StatusNotFound // a response has no id to answer with an error
+		} else {
+			e.status = http.StatusServiceUnavailable
+		}
+		writeRPCError(w, nil, e)
+		return
+	}
+	h.log.Debug().Str("op", "answer").Str("task_id", taskID).Str("key", key).Int("accepted", n).Msg("input response recorded")
+	w.WriteHeader(http.StatusAccepted)
+}

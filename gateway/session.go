@@ -1,0 +1,268 @@
+package gateway
+
+// What each client session negotiated, known to every replica.
+//
+// A session the gateway serves tasks for is recorded at initialize
+// (initialize.go) in the store, before the client learns its id, so any
+// replica can look it up: the in-process cache first, then Redis. Other
+// sessions (older clients) are pure pass-through and never touch Redis
+// beyond one lookup per replica, which is cached as "not ours".
+//
+// Entries are immutable after initialize. Each replica re-checks an entry
+// with Redis at most every sessionRecheck: that renews the record's TTL
+// (so a session in use never expires) and notices a session another
+// replica saw deleted.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+const (
+	// legacyVersion is the protocol version whose tasks (tasks-2025-11-25)
+	// the gateway serves itself.
+	legacyVersion = "2025-11-25"
+	// sessionTTL is how long an idle session's record lives in Redis.
+	// Every use renews it (at most every sessionRecheck per replica).
+	sessionTTL = 24 * time.Hour
+	// sessionRecheck is how often a replica re-checks a cached session with
+	// Redis: renewing its TTL, or re-reading an unknown one.
+	sessionRecheck = 10 * time.Minute
+	// sessionCacheSize bounds the in-process cache: it holds at most twice
+	// this many sessions (two generations), a few MB.
+	sessionCacheSize = 1 << 14
+	// storeTimeout bounds store calls made outside a client's request.
+	storeTimeout = 2 * time.Second
+)
+
+// sessionInfo is what the gateway remembers of one client session. It is
+// immutable once built.
+type sessionInfo struct {
+	ID              string          // Mcp-Session-Id (the upstream's, passed through)
+	ClientVersion   string          // the version presented to the client
+	UpstreamVersion string          // the version the upstream chose
+	ClientCaps      json.RawMessage // the client's initialize capabilities
+
+	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
+}
+
+func newSessionInfo(id, clientVersion, upstreamVersion string, caps json.RawMessage) *sessionInfo {
+	return &sessionInfo{ID: id, ClientVersion: clientVersion, UpstreamVersion: upstreamVersion,
+		ClientCaps: caps, upstreamVersionHeader: []string{upstreamVersion}}
+}
+
+// legacyTasks reports whether the session speaks 2025-11-25 tasks, which
+// the gateway then serves itself. Safe on nil.
+func (s *sessionInfo) legacyTasks() bool { return s != nil && s.ClientVersion == legacyVersion }
+
+// sessionEntry is one cached lookup. A nil info caches "Redis has no such
+// session": a session is recorded before its id reaches the client, so an
+// id Redis does not know is not one the gateway serves.
+type sessionEntry struct {
+	info    *sessionInfo
+	checked atomic.Int64 // unix nanoseconds of the last look at Redis
+}
+
+func newSessionEntry(info *sessionInfo, now time.Time) *sessionEntry {
+	e := &sessionEntry{info: info}
+	e.checked.Store(now.UnixNano())
+	return e
+}
+
+// claimRecheck reports whether the caller should re-check the entry with
+// Redis now; of concurrent callers, one gets true.
+func (e *sessionEntry) claimRecheck(now time.Time) bool {
+	last := e.checked.Load()
+	if now.UnixNano()-last < int64(sessionRecheck) {
+		return false
+	}
+	return e.checked.CompareAndSwap(last, now.UnixNano())
+}
+
+// sessionCache is a bounded map of session id to entry: two generations,
+// the older dropped whole when the newer fills up, and an entry found in
+// the older moved to the newer. So recently used sessions stay, and memory
+// stays under 2×size entries without per-entry bookkeeping.
+type sessionCache struct {
+	mu       sync.RWMutex
+	cur, old map[string]*sessionEntry
+	size     int
+}
+
+func newSessionCache() *sessionCache { return newSessionCacheSize(sessionCacheSize) }
+
+func newSessionCacheSize(size int) *sessionCache {
+	return &sessionCache{cur: make(map[string]*sessionEntry), size: size}
+}
+
+func (c *sessionCache) get(id string) *sessionEntry {
+	c.mu.RLock()
+	e := c.cur[id]
+	if e == nil && c.old != nil {
+		e = c.old[id]
+		c.mu.RUnlock()
+		if e != nil {
+			c.mu.Lock()
+			if _, ok := c.old[id]; ok { // still there: promote it
+				delete(c.old, id)
+				c.putLocked(id, e)
+			}
+			c.mu.Unlock()
+		}
+		return e
+	}
+	c.mu.RUnlock()
+	return e
+}
+
+func (c *sessionCache) put(id string, e *sessionEntry) {
+	c.mu.Lock()
+	if c.old != nil {
+		delete(c.old, id)
+	}
+	c.putLocked(id, e)
+	c.mu.Unlock()
+}
+
+func (c *sessionCache) putLocked(id string, e *sessionEntry) {
+	if _, ok := c.cur[id]; !ok && len(c.cur) >= c.size {
+		c.old, c.cur = c.cur, make(map[string]*sessionEntry, c.size)
+	}
+	c.cur[id] = e
+}
+
+func (c *sessionCache) delete(id string) {
+	c.mu.Lock()
+	delete(c.cur, id)
+	if c.old != nil {
+		delete(c.old, id)
+	}
+	c.mu.Unlock()
+}
+
+// count is the number of cached entries (for tests).
+func (c *sessionCache) count() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.cur) + len(c.old)
+}
+
+// session returns what the request's Mcp-Session-Id negotiated, or nil when
+// the gateway serves nothing for the session (or cannot tell now: Redis
+// unreachable on a cache miss, logged).
+func (h *Handler) session(r *http.Request) *sessionInfo {
+	if h.store == nil {
+		return nil
+	}
+	v := r.Header["Mcp-Session-Id"]
+	if len(v) == 0 || v[0] == "" {
+		return nil
+	}
+	return h.lookupSession(r.Context(), v[0])
+}
+
+// lookupSession is session by id: the cache, else the store.
+func (h *Handler) lookupSession(ctx context.Context, id string) *sessionInfo {
+	now := time.Now()
+	e := h.sessions.get(id)
+	if e != nil && !e.claimRecheck(now) {
+		return e.info
+	}
+	if e != nil && e.info != nil {
+		// Renew the record's TTL; a record gone means the session was
+		// deleted through another replica (or expired).
+		ok, err := h.store.TouchSession(ctx, id, sessionTTL)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				h.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
+			}
+			return e.info
+		case !ok:
+			h.sessions.put(id, newSessionEntry(nil, now))
+			return nil
+		}
+		return e.info
+	}
+	rec, err := h.store.GetSession(ctx, id)
+	switch {
+	case errors.Is(err, taskstore.ErrNoSession):
+		h.sessions.put(id, newSessionEntry(nil, now))
+		return nil
+	case err != nil:
+		if ctx.Err() == nil {
+			h.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving it as pass-through")
+		}
+		if e != nil {
+			return e.info
+		}
+		return nil
+	}
+	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
+	h.sessions.put(id, newSessionEntry(info, now))
+	return info
+}
+
+// recordSession stores s in Redis, then in the cache. Until it returns nil
+// the client must not learn the session id.
+func (h *Handler) recordSession(ctx context.Context, s *sessionInfo) error {
+	err := h.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
+		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps}, sessionTTL)
+	if err != nil {
+		return err
+	}
+	h.sessions.put(s.ID, newSessionEntry(s, time.Now()))
+	return nil
+}
+
+// forgetSession drops the record of r's session after the upstream ended
+// it (a successful DELETE, or 404: already gone).
+func (h *Handler) forgetSession(r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if h.store == nil || id == "" {
+		return
+	}
+	e := h.sessions.get(id)
+	h.sessions.delete(id)
+	if e != nil && e.info == nil {
+		return // known not to be recorded
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	defer cancel()
+	if err := h.store.DeleteSession(ctx, id); err != nil {
+		// The record expires on its own after sessionTTL.
+		h.log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
+	}
+}
+
+// upstreamHeader is the header to forward r with: MCP-Protocol-Version
+// rewritten to the upstream's version for a session presented as
+// 2025-11-25 in front of an older upstream. On the hot path: without a
+// 2025-11-25 header it returns r.Header at once, and a cached session that
+// needs nothing costs one map lookup, no allocation.
+func (h *Handler) upstreamHeader(r *http.Request) http.Header {
+	if h.store == nil {
+		return r.Header
+	}
+	v := r.Header["Mcp-Protocol-Version"]
+	if len(v) != 1 || v[0] != legacyVersion {
+		return r.Header
+	}
+	s := h.session(r)
+	if s == nil || s.UpstreamVersion == s.ClientVersion {
+		return r.Header
+	}
+	out := make(http.Header, len(r.Header))
+	for k, vv := range r.Header {
+		out[k] = vv
+	}
+	out["Mcp-Protocol-Version"] = s.upstreamVersionHeader
+	return out
+}

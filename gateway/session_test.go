@@ -1,0 +1,626 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// spy sits in front of an upstream handler and records what reaches it.
+type spy struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen []spied
+}
+
+type spied struct {
+	httpMethod, rpcMethod, version string
+	body                           []byte
+}
+
+func (s *spy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &m)
+	s.mu.Lock()
+	s.seen = append(s.seen, spied{r.Method, m.Method, r.Header.Get("Mcp-Protocol-Version"), body})
+	s.mu.Unlock()
+	s.next.ServeHTTP(w, r)
+}
+
+func (s *spy) requests() []spied {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]spied(nil), s.seen...)
+}
+
+// replicas are gateway Handlers sharing one miniredis, in front of one upstream.
+type replicas struct {
+	hs    []*Handler
+	urls  []string
+	mr    *miniredis.Miniredis
+	store *taskstore.Store // a store of its own on the same Redis, for assertions
+}
+
+func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *replicas {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	newStore := func() *taskstore.Store {
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+		s := taskstore.New(rdb, taskstore.Options{})
+		t.Cleanup(func() { rdb.Close() })
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	rp := &replicas{mr: mr, store: newStore()}
+	for i := 0; i < n; i++ {
+		up, err := upstream.New(upstreamURL, upstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(Config{Upstream: up, Store: newStore(), Rules: rs, ReplicaID: fmt.Sprintf("r%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(func() { h.Close() })
+		t.Cleanup(srv.Close)
+		rp.hs = append(rp.hs, h)
+		rp.urls = append(rp.urls, srv.URL+"/mcp")
+	}
+	return rp
+}
+
+// rawPost sends one JSON-RPC message with the given session and version
+// headers ("" leaves one out).
+func rawPost(t *testing.T, url, sid, version, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	if version != "" {
+		req.Header.Set("MCP-Protocol-Version", version)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// reply reads the one JSON-RPC response of a JSON or SSE answer.
+func reply(t *testing.T, resp *http.Response) rpcReply {
+	t.Helper()
+	var out rpcReply
+	readMessages(t, resp, func(m rpcReply) bool {
+		if m.Method != "" {
+			return true
+		}
+		out = m
+		return false
+	})
+	return out
+}
+
+// capture records the raw bodies of the answers to initialize requests.
+type capture struct {
+	mu    sync.Mutex
+	inits []*bytes.Buffer
+}
+
+func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
+	var isInit bool
+	if req.Body != nil {
+		b, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		isInit = bytes.Contains(b, []byte(`"method":"initialize"`))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || !isInit {
+		return resp, err
+	}
+	buf := &bytes.Buffer{}
+	c.mu.Lock()
+	c.inits = append(c.inits, buf)
+	c.mu.Unlock()
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{&lockedTee{r: resp.Body, w: buf, mu: &c.mu}, resp.Body}
+	return resp, nil
+}
+
+type lockedTee struct {
+	r  io.Reader
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedTee) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	l.mu.Lock()
+	l.w.Write(p[:n])
+	l.mu.Unlock()
+	return n, err
+}
+
+func (c *capture) initAnswer(t *testing.T) rpcReply {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.inits) != 1 {
+		t.Fatalf("%d initialize answers captured, want 1", len(c.inits))
+	}
+	raw := c.inits[0].String()
+	if i := strings.Index(raw, "data: "); i >= 0 { // SSE: the data line
+		raw = strings.TrimSpace(strings.SplitN(raw[i+len("data: "):], "\n", 2)[0])
+	}
+	var m rpcReply
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		t.Fatalf("initialize answer %q: %v", raw, err)
+	}
+	return m
+}
+
+// connectSDK connects a go-sdk client asking for version through url.
+func connectSDK(t *testing.T, url, version string) (*mcp.ClientSession, *capture) {
+	t.Helper()
+	cap := &capture{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: cap}},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, cap
+}
+
+func echo(t *testing.T, cs *mcp.ClientSession, text string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != text || res.IsError {
+		t.Fatalf("echo = %q (isError %v), want %q", got, res.IsError, text)
+	}
+}
+
+func TestInitializeAddsTasksCapability(t *testing.T) {
+	for _, jsonResp := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sse", true: "json"}[jsonResp], func(t *testing.T) {
+			up := &spy{next: testupstream.Handler(testupstream.Options{JSONResponse: jsonResp})}
+			upSrv := httptest.NewServer(up)
+			t.Cleanup(upSrv.Close)
+			rp := newReplicas(t, upSrv.URL+"/mcp", 1, nil)
+
+			cs, cap := connectSDK(t, rp.urls[0], "2025-11-25")
+			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+				t.Fatalf("protocolVersion = %q", v)
+			}
+			init := cap.initAnswer(t)
+			var res struct {
+				ProtocolVersion string                     `json:"protocolVersion"`
+				Capabilities    map[string]json.RawMessage `json:"capabilities"`
+				ServerInfo      struct{ Name string }      `json:"serverInfo"`
+			}
+			if err := json.Unmarshal(init.Result, &res); err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Capabilities["tasks"]) != string(tasksCapability) || res.ServerInfo.Name != testupstream.Implementation.Name {
+				t.Errorf("initialize result = %s", init.Result)
+			}
+			echo(t, cs, "through")
+
+			// Recorded, with the client's capabilities.
+			rec, err := rp.store.GetSession(context.Background(), cs.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.ClientVersion != "2025-11-25" || rec.UpstreamVersion != "2025-11-25" || !strings.Contains(string(rec.ClientCapabilities), "elicitation") {
+				t.Errorf("record = %+v caps %s", rec, rec.ClientCapabilities)
+			}
+		})
+	}
+}
+
+func TestInitializeStripsClientTasksCapability(t *testing.T) {
+	up := &spy{next: testupstream.Handler(testupstream.Options{JSONResponse: true})}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, nil)
+
+	resp := rawPost(t, rp.urls[0], "", "2025-11-25", `{"jsonrpc":"2.0","id":"i-1","method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":{"tasks":{"list":{},"requests":{"elicitation":{"create":{}}}},"elicitation":{"form":{}},"x-custom":{"k":1}},`+
+		`"clientInfo":{"name":"raw","version":"0"},"x-param":true}}`)
+	r := reply(t, resp)
+	if r.Error != nil || resp.Header.Get("Mcp-Session-Id") == "" || string(r.ID) != `"i-1"` {
+		t.Fatalf("initialize: %+v %s", r.Error, r.Result)
+	}
+	got := up.requests()[0]
+	if got.rpcMethod != "initialize" || got.version != "" {
+		t.Errorf("upstream got %s with MCP-Protocol-Version %q, want initialize without the header", got.rpcMethod, got.version)
+	}
+	var sent struct {
+		Params struct {
+			Capabilities map[string]json.RawMessage `json:"capabilities"`
+			XParam       bool                       `json:"x-param"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(got.body, &sent)
+	caps := sent.Params.Capabilities
+	if _, ok := caps["tasks"]; ok || caps["elicitation"] == nil || string(caps["x-custom"]) != `{"k":1}` || !sent.Params.XParam {
+		t.Errorf("upstream initialize body = %s", got.body)
+	}
+	// The record keeps what the client declared.
+	rec, err := rp.store.GetSession(context.Background(), resp.Header.Get("Mcp-Session-Id"))
+	if err != nil || !strings.Contains(string(rec.ClientCapabilities), `"tasks"`) {
+		t.Errorf("record = %+v, %v", rec, err)
+	}
+}
+
+func TestOlderUpstreamGainsTasks(t *testing.T) {
+	up := &spy{next: testupstream.Handler(testupstream.Options{ProtocolVersion: "2025-06-18"})}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	rp := newReplicas(t, upSrv.URL+"/mcp", 2, nil)
+
+	cs, cap := connectSDK(t, rp.urls[0], "2025-11-25")
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("client sees protocolVersion %q, want 2025-11-25", v)
+	}
+	if !strings.Contains(string(cap.initAnswer(t).Result), `"tasks":`) {
+		t.Error("no tasks capability")
+	}
+	echo(t, cs, "old server")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	sid := cs.ID()
+	rec, err := rp.store.GetSession(ctx, sid)
+	if err != nil || rec.ClientVersion != "2025-11-25" || rec.UpstreamVersion != "2025-06-18" {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+
+	// Replica B never saw the session: it learns it from Redis, serves its
+	// tasks/* and speaks 2025-06-18 upstream.
+	r := reply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via B"}}}`))
+	if r.Error != nil || !strings.Contains(string(r.Result), "via B") {
+		t.Fatalf("tools/call on B: %+v %s", r.Error, r.Result)
+	}
+	r = reply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":6,"method":"tasks/list","params":{}}`))
+	if r.Error != nil || !strings.Contains(string(r.Result), `"tasks"`) {
+		t.Fatalf("tasks/list on B: %+v %s", r.Error, r.Result)
+	}
+
+	if err := cs.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	var posts, deletes int
+	for _, s := range up.requests() {
+		if s.rpcMethod == "initialize" {
+			continue
+		}
+		if s.version != "2025-06-18" {
+			t.Errorf("upstream got %s %s with MCP-Protocol-Version %q, want 2025-06-18", s.httpMethod, s.rpcMethod, s.version)
+		}
+		switch s.httpMethod {
+		case http.MethodPost:
+			posts++
+		case http.MethodDelete:
+			deletes++
+		}
+	}
+	if posts < 4 || deletes != 1 {
+		t.Errorf("upstream saw %d POSTs and %d DELETEs after initialize", posts, deletes)
+	}
+
+	// The DELETE (through A) forgot the session on A and in Redis.
+	if _, err := rp.store.GetSession(ctx, sid); !errors.Is(err, taskstore.ErrNoSession) {
+		t.Errorf("record after DELETE: %v", err)
+	}
+	if e := rp.hs[0].sessions.get(sid); e != nil {
+		t.Errorf("A still caches the session: %+v", e.info)
+	}
+	// B notices at its next re-check.
+	e := rp.hs[1].sessions.get(sid)
+	if e == nil || e.info == nil {
+		t.Fatal("B did not cache the session")
+	}
+	e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
+	if s := rp.hs[1].lookupSession(ctx, sid); s != nil {
+		t.Errorf("B still knows the deleted session: %+v", s)
+	}
+}
+
+func TestInitializeOlderClientUntouched(t *testing.T) {
+	upSrv := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: true}))
+	t.Cleanup(upSrv.Close)
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, rules(t, "*", policy.Task))
+
+	cs, cap := connectSDK(t, rp.urls[0], "2025-06-18")
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-06-18" {
+		t.Fatalf("protocolVersion = %q", v)
+	}
+	if strings.Contains(string(cap.initAnswer(t).Result), `"tasks"`) {
+		t.Errorf("tasks capability offered to a 2025-06-18 client: %s", cap.initAnswer(t).Result)
+	}
+	echo(t, cs, "plain")
+	if keys := rp.mr.Keys(); len(keys) != 0 {
+		t.Errorf("Redis keys for a pass-through session: %v", keys)
+	}
+	// tools/list is relayed byte for byte.
+	direct := reply(t, rawPost(t, upSrv.URL, cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	via := reply(t, rawPost(t, rp.urls[0], cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	if string(direct.Result) != string(via.Result) || strings.Contains(string(via.Result), "taskSupport") {
+		t.Errorf("tools/list changed for a pass-through session:\n%s\n%s", direct.Result, via.Result)
+	}
+}
+
+func TestInitializeStoreDown(t *testing.T) {
+	up := &spy{next: testupstream.Handler(testupstream.Options{})}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, nil)
+	rp.mr.Close()
+
+	resp := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	r := reply(t, resp)
+	if r.Error == nil || r.Error.Code != codeInternalError || !strings.HasPrefix(r.Error.Message, "task store unavailable") || string(r.ID) != "1" {
+		t.Fatalf("initialize with Redis down: %+v %s", r.Error, r.Result)
+	}
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
+		t.Errorf("the client learned session %q that no replica knows", sid)
+	}
+	// The upstream session nobody can use was closed.
+	var deleted bool
+	for _, s := range up.requests() {
+		deleted = deleted || (s.httpMethod == http.MethodDelete && s.version == "2025-11-25")
+	}
+	if !deleted {
+		t.Error("the orphaned upstream session was not closed")
+	}
+}
+
+// fakeToolsUpstream answers initialize (session "fake-1", version v) and a
+// two-page tools/list whose tools exercise every rule, as JSON or SSE (with
+// a notification before the response).
+func fakeToolsUpstream(t *testing.T, v string, sse bool) *httptest.Server {
+	pages := map[string]string{
+		"": `{"tools":[` +
+			`{"name":"opt_a","inputSchema":{"type":"object"},"x-extra":{"k":1}},` +
+			`{"name":"sync_b","execution":{"taskSupport":"optional","other":1}},` +
+			`{"name":"sync_c","execution":{"taskSupport":"required"}},` +
+			`{"name":"req_d","execution":{"taskSupport":"optional"}},` +
+			`{"name":"plain_e","x-first":0,"execution":{"taskSupport":"optional"}},` +
+			`{"name":"plain_f","description":"d"}` +
+			`],"nextCursor":"p2","x-result":[1]}`,
+		"p2": `{"tools":[{"name":"opt_g","execution":{}}],"_meta":{"m":1}}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Cursor string `json:"cursor"`
+			} `json:"params"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		var result string
+		switch m.Method {
+		case "initialize":
+			result = `{"protocolVersion":"` + v + `","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`
+		case "tools/list":
+			result = pages[m.Params.Cursor]
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", "fake-1")
+		msg := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":` + result + `}`
+		if !sse {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, msg)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"hi\"}}\n\n")
+		io.WriteString(w, "event: message\nid: 42\ndata: "+msg+"\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestToolsListRewrite(t *testing.T) {
+	rs := rules(t, "sync_*", policy.Sync, "req_*", policy.TaskRequired, "opt_*", policy.Task)
+	for _, sse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "sse"}[sse], func(t *testing.T) {
+			upSrv := fakeToolsUpstream(t, "2025-11-25", sse)
+			rp := newReplicas(t, upSrv.URL, 2, rs)
+			c := &mcpClient{t: t, urls: rp.urls[:1]}
+			init := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+			if r := reply(t, init); !strings.Contains(string(r.Result), `"tasks"`) {
+				t.Fatalf("initialize: %+v %s", r.Error, r.Result)
+			}
+			c.sid = init.Header.Get("Mcp-Session-Id")
+
+			resp := c.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+			if sse {
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if !strings.HasPrefix(string(raw), "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"") ||
+					!strings.Contains(string(raw), "event: message\nid: 42\ndata: ") {
+					t.Errorf("SSE framing not kept:\n%s", raw)
+				}
+				resp = &http.Response{Header: resp.Header, Body: io.NopCloser(bytes.NewReader(raw))}
+			}
+			r := reply(t, resp)
+			var page struct {
+				Tools      []json.RawMessage `json:"tools"`
+				NextCursor string            `json:"nextCursor"`
+				XResult    json.RawMessage   `json:"x-result"`
+			}
+			if err := json.Unmarshal(r.Result, &page); err != nil || len(page.Tools) != 6 {
+				t.Fatalf("tools/list: %s %v", r.Result, err)
+			}
+			if page.NextCursor != "p2" || string(page.XResult) != "[1]" {
+				t.Errorf("result fields lost: %s", r.Result)
+			}
+			want := []string{
+				`{"execution":{"taskSupport":"optional"},"inputSchema":{"type":"object"},"name":"opt_a","x-extra":{"k":1}}`,
+				`{"execution":{"other":1},"name":"sync_b"}`,
+				`{"name":"sync_c"}`,
+				`{"execution":{"taskSupport":"required"},"name":"req_d"}`,
+				`{"name":"plain_e","x-first":0,"execution":{"taskSupport":"optional"}}`, // untouched, key order and all
+				`{"name":"plain_f","description":"d"}`,
+			}
+			for i, w := range want {
+				if string(page.Tools[i]) != w {
+					t.Errorf("tool %d = %s\nwant %s", i, page.Tools[i], w)
+				}
+			}
+
+			r = c.call("tools/list", map[string]any{"cursor": "p2"})
+			if string(r.Result) != `{"_meta":{"m":1},"tools":[{"execution":{"taskSupport":"optional"},"name":"opt_g"}]}` {
+				t.Errorf("page 2 = %s", r.Result)
+			}
+
+			// The catalogue holds what the upstream declared, for every replica.
+			for tool, want := range map[string]string{"opt_a": "", "sync_b": "optional", "sync_c": "required",
+				"req_d": "optional", "plain_e": "optional", "plain_f": "", "opt_g": ""} {
+				if got := rp.mr.HGet("tg:tools", tool); got != want {
+					t.Errorf("catalogue %s = %q, want %q", tool, got, want)
+				}
+				if got := rp.hs[1].upstreamTaskSupport(context.Background(), tool); string(got) != want {
+					t.Errorf("replica B: upstreamTaskSupport(%s) = %q, want %q", tool, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestToolsListOlderUpstream(t *testing.T) {
+	// A 2025-06-18 upstream knows no execution.taskSupport; the rules add it.
+	upSrv := httptest.NewServer(testupstream.Handler(testupstream.Options{ProtocolVersion: "2025-06-18"}))
+	t.Cleanup(upSrv.Close)
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, rules(t, "slow", policy.TaskRequired, "e*", policy.Task))
+	c := &mcpClient{t: t, urls: rp.urls}
+	c.initialize()
+	r := c.call("tools/list", map[string]any{})
+	var res struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil || len(res.Tools) == 0 {
+		t.Fatalf("tools/list: %+v %s", r.Error, r.Result)
+	}
+	want := map[string]string{"slow": "required", "echo": "optional", "elicit": "optional"}
+	for _, tool := range res.Tools {
+		got := ""
+		if tool.Execution != nil {
+			got = tool.Execution.TaskSupport
+		}
+		if got != want[tool.Name] {
+			t.Errorf("%s: taskSupport %q, want %q", tool.Name, got, want[tool.Name])
+		}
+	}
+}
+
+func TestSessionCacheBounded(t *testing.T) {
+	c := newSessionCacheSize(4)
+	now := time.Now()
+	keep := newSessionEntry(newSessionInfo("keep", legacyVersion, legacyVersion, nil), now)
+	c.put("keep", keep)
+	for i := 0; i < 40; i++ {
+		c.put(fmt.Sprint(i), newSessionEntry(nil, now))
+		if c.get("keep") != keep { // in use: promoted, so it survives
+			t.Fatalf("recently used entry evicted after %d puts", i)
+		}
+		if n := c.count(); n > 8 {
+			t.Fatalf("cache holds %d entries, bound is 8", n)
+		}
+	}
+	if c.get("0") != nil {
+		t.Error("oldest unused entry survived")
+	}
+	c.delete("keep")
+	if c.get("keep") != nil {
+		t.Error("deleted entry still there")
+	}
+}
+
+func TestUpstreamHeaderHotPath(t *testing.T) {
+	rp := newReplicas(t, "http://127.0.0.1:1/mcp", 1, nil)
+	h := rp.hs[0]
+	now := time.Now()
+	h.sessions.put("same", newSessionEntry(newSessionInfo("same", legacyVersion, legacyVersion, nil), now))
+	h.sessions.put("older", newSessionEntry(newSessionInfo("older", legacyVersion, "2025-06-18", nil), now))
+	req := func(sid, version string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Mcp-Session-Id", sid)
+		r.Header.Set("MCP-Protocol-Version", version)
+		r.Header.Set("Authorization", "Bearer x")
+		return r
+	}
+	for _, r := range []*http.Request{req("same", legacyVersion), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
+		if n := testing.AllocsPerRun(100, func() {
+			if got := h.upstreamHeader(r); &got == nil {
+				t.Fatal("nil")
+			}
+		}); n != 0 {
+			t.Errorf("upstreamHeader(%s, %s) allocates %v times", r.Header.Get("Mcp-Session-Id"), r.Header.Get("MCP-Protocol-Version"), n)
+		}
+	}
+	r := req("older", legacyVersion)
+	got := h.upstreamHeader(r)
+	if got.Get("MCP-Protocol-Version") != "2025-06-18" || got.Get("Authorization") != "Bearer x" || got.Get("Mcp-Session-Id") != "older" {
+		t.Errorf("rewritten header = %v", got)
+	}
+	if r.Header.Get("MCP-Protocol-Version") != legacyVersion {
+		t.Error("the client's header was modified")
+	}
+}

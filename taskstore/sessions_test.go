@@ -1,0 +1,107 @@
+package taskstore
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestSessions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		key := s.k.session("sess-{1}")
+		if want := "tg:session:" + ownerTag("sess-{1}"); key != want {
+			t.Fatalf("key = %q, want %q", key, want)
+		}
+		_, err := s.GetSession(ctx, "sess-{1}")
+		wantErr(t, err, ErrNoSession)
+
+		in := Session{ID: "sess-{1}", ClientVersion: "2025-11-25", UpstreamVersion: "2025-06-18",
+			ClientCapabilities: json.RawMessage(`{"elicitation":{"form":{}}}`)}
+		wantErr(t, s.PutSession(ctx, in, 24*time.Hour), nil)
+
+		// Raw state.
+		want := map[string]string{"id": "sess-{1}", "cv": "2025-11-25", "uv": "2025-06-18",
+			"caps": `{"elicitation":{"form":{}}}`, "created": strconv.FormatInt(e.clock.Now().UnixMilli(), 10)}
+		h := e.hash(key)
+		for f, v := range want {
+			if h[f] != v {
+				t.Errorf("field %s = %q, want %q", f, h[f], v)
+			}
+		}
+		if len(h) != len(want) {
+			t.Errorf("hash has %d fields, want %d: %v", len(h), len(want), h)
+		}
+		if pttl := e.rdb.PTTL(ctx, key).Val(); pttl <= 23*time.Hour || pttl > 24*time.Hour {
+			t.Errorf("PTTL = %v, want about 24h", pttl)
+		}
+
+		got, err := s.GetSession(ctx, "sess-{1}")
+		wantErr(t, err, nil)
+		if got.ID != in.ID || got.ClientVersion != in.ClientVersion || got.UpstreamVersion != in.UpstreamVersion ||
+			string(got.ClientCapabilities) != string(in.ClientCapabilities) || !got.CreatedAt.Equal(e.clock.Now()) {
+			t.Errorf("GetSession = %+v, want %+v", got, in)
+		}
+
+		// Touch renews; a missing record is not created.
+		e.rdb.PExpire(ctx, key, time.Minute)
+		ok, err := s.TouchSession(ctx, "sess-{1}", 24*time.Hour)
+		if err != nil || !ok {
+			t.Fatalf("TouchSession = %v, %v", ok, err)
+		}
+		if pttl := e.rdb.PTTL(ctx, key).Val(); pttl <= 23*time.Hour {
+			t.Errorf("PTTL after touch = %v", pttl)
+		}
+		ok, err = s.TouchSession(ctx, "nope", time.Hour)
+		if err != nil || ok || e.exists(s.k.session("nope")) {
+			t.Errorf("TouchSession(missing) = %v, %v", ok, err)
+		}
+
+		// Expiry and deletion.
+		wantErr(t, s.PutSession(ctx, Session{ID: "short", ClientVersion: "2025-11-25", UpstreamVersion: "2025-11-25"}, time.Second), nil)
+		e.elapse(1100 * time.Millisecond)
+		_, err = s.GetSession(ctx, "short")
+		wantErr(t, err, ErrNoSession)
+
+		wantErr(t, s.DeleteSession(ctx, "sess-{1}"), nil)
+		_, err = s.GetSession(ctx, "sess-{1}")
+		wantErr(t, err, ErrNoSession)
+		wantErr(t, s.DeleteSession(ctx, "sess-{1}"), nil)
+	})
+}
+
+func TestToolCatalogue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		if _, ok, err := s.ToolTaskSupport(ctx, "slow"); ok || err != nil {
+			t.Fatalf("empty catalogue: ok=%v err=%v", ok, err)
+		}
+		wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"slow": "optional", "echo": ""}), nil)
+		wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"slow": "required"}), nil)
+		wantErr(t, s.SetToolTaskSupport(ctx, nil), nil)
+		if h := e.hash("tg:tools"); len(h) != 2 || h["slow"] != "required" || h["echo"] != "" {
+			t.Errorf("raw catalogue = %v", h)
+		}
+		for tool, want := range map[string]string{"slow": "required", "echo": ""} {
+			if got, ok, err := s.ToolTaskSupport(ctx, tool); got != want || !ok || err != nil {
+				t.Errorf("ToolTaskSupport(%s) = %q, %v, %v", tool, got, ok, err)
+			}
+		}
+	})
+}
+
+func TestSessionsUnavailable(t *testing.T) {
+	e := openMiniredis(t)
+	s := e.store(t)
+	e.mini.Close()
+	wantErr(t, s.PutSession(ctx, Session{ID: "x", ClientVersion: "2025-11-25"}, time.Hour), ErrUnavailable)
+	_, err := s.GetSession(ctx, "x")
+	wantErr(t, err, ErrUnavailable)
+	_, err = s.TouchSession(ctx, "x", time.Hour)
+	wantErr(t, err, ErrUnavailable)
+	wantErr(t, s.DeleteSession(ctx, "x"), ErrUnavailable)
+	wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"a": ""}), ErrUnavailable)
+	_, _, err = s.ToolTaskSupport(ctx, "a")
+	wantErr(t, err, ErrUnavailable)
+}
