@@ -1,7 +1,8 @@
 // Package e2e holds taskgate's end-to-end tests: they build the real
 // taskgate binary, start it in front of real upstream MCP servers
 // (internal/testupstream), and drive it with real clients — the go-sdk
-// client in-process and the TypeScript SDK client under node (js/).
+// client in-process and the TypeScript SDK client under node (js/:
+// client.mjs for plain MCP, tasks.mjs for 2025-11-25 tasks).
 //
 // Run them with
 //

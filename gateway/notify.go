@@ -37,17 +37,20 @@ func (h *Handler) notifyStatus(ctx context.Context, t *taskstore.Task) {
 	_ = h.store.PublishSession(ctx, t.Upstream.SessionID, msg)
 }
 
-// relayProgress sends a progress notification to the session's GET stream
-// unless a tasks/result stream for the task carries it.
+// relayProgress sends a progress notification, with related-task _meta, to
+// the task's open tasks/result streams (on whichever replica), or to the
+// session's GET stream when none is open. Each notification is its own
+// message, so none is merged away and the order is the upstream's.
 func (h *Handler) relayProgress(ctx context.Context, j *job, params json.RawMessage) {
-	if j.task.Flavour != taskstore.FlavourLegacy || j.sess.ID == "" {
-		return
-	}
-	if open, err := h.store.ResultStreamOpen(ctx, j.owner, j.task.ID); err != nil || open {
+	if j.task.Flavour != taskstore.FlavourLegacy {
 		return
 	}
 	msg, _ := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: "notifications/progress",
 		Params: withMeta(params, relatedTaskKey, relatedTask(j.task.ID))})
+	if open, err := h.store.ResultStreamOpen(ctx, j.owner, j.task.ID); err == nil && open || j.sess.ID == "" {
+		_ = h.store.PublishTask(ctx, j.owner, j.task.ID, msg)
+		return
+	}
 	_ = h.store.PublishSession(ctx, j.sess.ID, msg)
 }
 

@@ -45,9 +45,16 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 	_ = h.store.MarkResultStream(ctx, owner, id, markTTL)
 	defer func() { _ = h.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
 	sent := map[string]bool{} // input keys delivered on this stream
-	var lastProgress string
+	seenTerminal := false     // the terminal status event has been read
 	for {
 		if t.Status.Terminal() {
+			if !seenTerminal {
+				// Pub/sub keeps publish order: messages the worker sent
+				// before the outcome are still queued ahead of its event.
+				if relayUntilTerminal(ctx, watch, sse) != nil {
+					return
+				}
+			}
 			h.logRetrieved(t, owner)
 			_ = sse.send(finalResponse(msg.ID, t))
 			return
@@ -64,14 +71,32 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 			}
 			sent[key] = true
 		}
-		if p := string(t.Progress); p != "" && p != lastProgress {
-			lastProgress = p
-			if err := sse.send(progressNotification(t)); err != nil {
+		// Wait for a change; relay the task's messages (progress) as they
+		// come, in order, before re-reading its state.
+		reread := false
+		for !reread {
+			select {
+			case <-ctx.Done():
 				return
+			case ev, ok := <-watch.C:
+				if !ok {
+					return
+				}
+				if ev.Kind == taskstore.EventProgress {
+					continue // the progress itself follows as a message
+				}
+				if ev.Kind != taskstore.EventMessage {
+					seenTerminal = ev.Kind == taskstore.EventStatus && ev.Status.Terminal()
+					reread = true
+					break
+				}
+				if err := sse.sendRaw(ev.Data); err != nil {
+					return
+				}
+			case <-resync.C:
+				_ = h.store.MarkResultStream(ctx, owner, id, markTTL)
+				reread = true
 			}
-		}
-		if !waitChange(ctx, watch, resync.C, func() { _ = h.store.MarkResultStream(ctx, owner, id, markTTL) }) {
-			return
 		}
 		next, err := h.store.Get(ctx, owner, id)
 		switch {
@@ -90,17 +115,31 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 	}
 }
 
-// waitChange blocks until the task may have changed: an event, the resync
-// timer, or the end of ctx (false).
-func waitChange(ctx context.Context, w *taskstore.Watch, resync <-chan time.Time, onTick func()) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case _, ok := <-w.C:
-		return ok
-	case <-resync:
-		onTick()
-		return true
+// terminalGrace bounds how long a tasks/result stream that found its task
+// terminal waits for the messages published before the outcome.
+const terminalGrace = 250 * time.Millisecond
+
+// relayUntilTerminal relays queued task messages until the terminal status
+// event arrives, or terminalGrace passes (the event was lost).
+func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *sseWriter) error {
+	grace := time.NewTimer(terminalGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-grace.C:
+			return nil
+		case ev, ok := <-w.C:
+			switch {
+			case !ok, ev.Kind == taskstore.EventStatus && ev.Status.Terminal():
+				return nil
+			case ev.Kind == taskstore.EventMessage:
+				if err := sse.sendRaw(ev.Data); err != nil {
+					return err
+				}
+			}
+		}
 	}
 }
 
@@ -114,14 +153,6 @@ func (h *Handler) resyncInterval() time.Duration {
 func (h *Handler) logRetrieved(t *taskstore.Task, owner string) {
 	h.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
-}
-
-// progressNotification relays the task's latest upstream progress with
-// related-task _meta ("Task Progress Notifications": the progressToken of
-// the original request stays valid for the task's lifetime).
-func progressNotification(t *taskstore.Task) rpcRequest {
-	return rpcRequest{JSONRPC: "2.0", Method: "notifications/progress",
-		Params: withMeta(t.Progress, relatedTaskKey, relatedTask(t.ID))}
 }
 
 func sortedInputKeys(m map[string]taskstore.InputRequest) []string {
@@ -151,16 +182,21 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 }
 
 func (s *sseWriter) send(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.sendRaw(string(data))
+}
+
+// sendRaw writes one event whose data is the JSON message data.
+func (s *sseWriter) sendRaw(data string) error {
 	if !s.started {
 		s.started = true
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		s.w.WriteHeader(http.StatusOK)
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
 	}
 	buf := make([]byte, 0, len(data)+24)
 	buf = append(buf, "event: message\ndata: "...)

@@ -504,3 +504,41 @@ func TestLegacyProgressOnGetStream(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressOnResultStream: progress goes on the open tasks/result
+// stream, ahead of the result. (The race where the last progress, sent just
+// before the result, was lost does not reproduce in-process; the e2e
+// TestTasksTypeScript lifecycle runs catch it.)
+func TestProgressOnResultStream(t *testing.T) {
+	cl := newCluster(t, 2, rules(t, "*", policy.Task))
+	c := &mcpClient{t: t, urls: cl.urls}
+	c.initialize()
+	for round := 0; round < 5; round++ {
+		task := c.startTask("progress", map[string]any{"steps": 4, "delayMs": 20}, map[string]any{"progressToken": "tok"})
+		progress := 0
+		var final rpcReply
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		readMessages(t, c.do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result",
+			"params": map[string]any{"taskId": task.TaskID}}), func(m rpcReply) bool {
+			switch {
+			case m.Method == "notifications/progress":
+				progress++
+				return true
+			case string(m.ID) == `"res"`:
+				final = m
+				return false
+			}
+			return true
+		})
+		cancel()
+		if text, _, _ := resultText(t, final.Result); text != "done 4" {
+			t.Fatalf("round %d: result %q", round, text)
+		}
+		// The stream opened right after creation, so at most the first
+		// step or two may have gone to the GET stream instead; the last
+		// ones must be here.
+		if progress < 3 {
+			t.Errorf("round %d: %d progress notifications on the tasks/result stream", round, progress)
+		}
+	}
+}

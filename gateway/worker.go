@@ -126,6 +126,15 @@ func (h *Handler) work(j *job) {
 	for {
 		select {
 		case res := <-done:
+			// Notifications the upstream sent before its answer come first.
+			for drained := false; !drained; {
+				select {
+				case n := <-notes:
+					h.handleNotification(storeCtx, j, n)
+				default:
+					drained = true
+				}
+			}
 			if !waitingSince.IsZero() {
 				inputWait += time.Since(waitingSince)
 			}
@@ -155,11 +164,7 @@ func (h *Handler) work(j *job) {
 			h.notifyStatusByID(storeCtx, j)
 
 		case n := <-notes:
-			if n.Method == "notifications/progress" {
-				if err := h.store.SetProgress(storeCtx, j.owner, t.ID, n.Params, progressMessage(n.Params)); err == nil {
-					h.relayProgress(storeCtx, j, n.Params)
-				}
-			}
+			h.handleNotification(storeCtx, j, n)
 
 		case ev, ok := <-watch.C:
 			if !ok {
@@ -190,6 +195,18 @@ func (h *Handler) work(j *job) {
 				abort(taskstore.ErrLeaseLost)
 			}
 		}
+	}
+}
+
+// handleNotification records upstream progress on the task (latest
+// progress, statusMessage) and relays it to the client. Other upstream
+// notifications during a task are not relayed.
+func (h *Handler) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
+	if n.Method != "notifications/progress" {
+		return
+	}
+	if err := h.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
+		h.relayProgress(ctx, j, n.Params)
 	}
 }
 

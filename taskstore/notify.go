@@ -79,3 +79,14 @@ func (s *Store) ResultStreamOpen(ctx context.Context, owner, id string) (bool, e
 	}
 	return n == 1, nil
 }
+
+// PublishTask sends msg (a JSON-RPC notification about the task, such as
+// progress) to the task's watchers as an EventMessage, in order after the
+// task's earlier events. Best effort, like all pub/sub.
+func (s *Store) PublishTask(ctx context.Context, owner, id string, msg []byte) error {
+	err := s.rdb.Publish(ctx, s.k.channel(owner, id), string(EventMessage)+":"+string(msg)).Err()
+	if err != nil {
+		return fmt.Errorf("taskstore: publish to task %s: %w", id, classify(ctx, err))
+	}
+	return nil
+}
