@@ -50,7 +50,22 @@ func (r *result) merge(o result) {
 type request struct {
 	body   string
 	header http.Header
+	// bodies, when set, replace body: client i of a load sends bodies[i%len].
+	bodies []string
+	// want, when set, must occur in every answer's body, or the send is an
+	// error (JSON-RPC errors come with HTTP 200).
+	want []byte
 }
+
+// forClient is the request client i of a load sends.
+func (r request) forClient(i int) request {
+	if len(r.bodies) > 0 {
+		r.body = r.bodies[i%len(r.bodies)]
+	}
+	return r
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 var nextID atomic.Int64
 
@@ -73,8 +88,20 @@ func send(ctx context.Context, c *http.Client, url string, req request) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return err
+	if req.want == nil {
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+	} else {
+		buf := bufPool.Get().(*bytes.Buffer)
+		defer bufPool.Put(buf)
+		buf.Reset()
+		if _, err := buf.ReadFrom(resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode/100 == 2 && !bytes.Contains(buf.Bytes(), req.want) {
+			return fmt.Errorf("answer without %q: %.300s", req.want, buf.Bytes())
+		}
 	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
@@ -95,6 +122,7 @@ func load(ctx context.Context, c *http.Client, url string, req request, conc int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			req := req.forClient(i)
 			var r result
 			for ctx.Err() == nil && (maxReqs <= 0 || r.requests+r.errors < maxReqs/conc) {
 				t0 := time.Now()
@@ -104,6 +132,7 @@ func load(ctx context.Context, c *http.Client, url string, req request, conc int
 				}
 				if err != nil {
 					r.errors++
+					noteError(err)
 					continue
 				}
 				r.requests++
@@ -119,4 +148,12 @@ func load(ctx context.Context, c *http.Client, url string, req request, conc int
 	wg.Wait()
 	total.elapsed = time.Since(start)
 	return total
+}
+
+// firstErr is the first error any load met, for the report.
+var firstErr atomic.Pointer[string]
+
+func noteError(err error) {
+	msg := err.Error()
+	firstErr.CompareAndSwap(nil, &msg)
 }

@@ -3,6 +3,7 @@
 //
 //	go run ./bench                 # pass-through: direct vs httputil vs taskgate
 //	go run ./bench -duration 10s -rounds 5 -concurrency 32
+//	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -10,6 +11,13 @@
 // the "httputil" role), and taskgate in pass-through. Every process it
 // starts is stopped by PID when it ends. Load is bounded by -duration and
 // -rounds; rounds interleave the targets so drift hits all three alike.
+//
+// -mode tasks (tasks.go) measures MCP Tasks through taskgate on a real
+// redis-server it starts on a free port: CreateTaskResult latency,
+// tasks/get throughput against pass-through tools/call, and the same
+// tasks/get load against a native TypeScript SDK server with the SDK's
+// InMemoryTaskStore (bench/js/server.mjs; npm ci runs there when
+// node_modules is missing).
 package main
 
 import (
@@ -39,11 +47,17 @@ func main() {
 }
 
 type options struct {
+	mode        string
 	duration    time.Duration
 	rounds      int
 	concurrency int
 	latencyReqs int
 	out         string
+	createReqs  int
+	tasks       int
+	verbose     bool
+	toolsList   bool
+	set         map[string]bool // flags given on the command line
 }
 
 func run() error {
@@ -51,16 +65,30 @@ func run() error {
 	listen := flag.String("listen", "", "internal: address for -role")
 	target := flag.String("target", "", "internal: upstream for -role")
 	var o options
+	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough or tasks")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients in the throughput phase")
 	flag.IntVar(&o.latencyReqs, "latency-requests", 3000, "sequential requests per target per round in the latency phase")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
+	flag.IntVar(&o.createReqs, "create-requests", 1000, "tasks mode: task-augmented calls per target per round in the CreateTaskResult latency phase (each starts an upstream call)")
+	flag.BoolVar(&o.toolsList, "tools-list", false, "tasks mode: call tools/list once on each session before measuring, as many clients do (fills taskgate's tool catalogue)")
+	flag.BoolVar(&o.verbose, "v", false, "tasks mode: print each phase to stderr as it starts (to attach a profiler)")
+	flag.IntVar(&o.tasks, "tasks", 8, "tasks mode: completed tasks the tasks/get load polls, spread over the clients")
 	flag.Parse()
+	o.set = map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if *role == "httputil" {
 		return serveHTTPUtil(*listen, *target)
 	}
-	return passthrough(o)
+	switch o.mode {
+	case "passthrough":
+		return passthrough(o)
+	case "tasks":
+		return tasksBench(o)
+	default:
+		return fmt.Errorf("unknown -mode %q: want passthrough or tasks", o.mode)
+	}
 }
 
 // serveHTTPUtil is the baseline: the standard library's reverse proxy with
@@ -85,7 +113,13 @@ func serveHTTPUtil(listen, target string) error {
 type procs []*exec.Cmd
 
 func (ps *procs) start(name string, args ...string) error {
+	return ps.startIn("", name, args...)
+}
+
+// startIn starts name in directory dir ("" for this one).
+func (ps *procs) startIn(dir, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
 	cmd.Stdout = io.Discard
 	cmd.Stderr = os.Stderr
 	// If this program dies, the kernel stops what it started.
@@ -97,11 +131,13 @@ func (ps *procs) start(name string, args ...string) error {
 	return nil
 }
 
-func (ps procs) stopAll() {
-	for _, c := range ps {
+// stopAll takes a pointer: "defer ps.stopAll()" must see the processes
+// started after the defer statement.
+func (ps *procs) stopAll() {
+	for _, c := range *ps {
 		_ = c.Process.Signal(syscall.SIGTERM)
 	}
-	for _, c := range ps {
+	for _, c := range *ps {
 		done := make(chan struct{})
 		go func() { _ = c.Wait(); close(done) }()
 		select {

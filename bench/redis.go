@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// redisServer is a throwaway redis-server this run started: on a free
+// loopback port (never 6379), without persistence, stopped by its PID.
+type redisServer struct {
+	addr   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// startRedis starts redis-server with its working files in dir.
+func startRedis(dir string) (*redisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found in PATH (apt-get install -y redis-server)")
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		if port == "6379" {
+			continue
+		}
+		s, err := tryRedis(bin, dir, port)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func tryRedis(bin, dir, port string) (*redisServer, error) {
+	logPath := filepath.Join(dir, "redis-"+port+".log")
+	cmd := exec.Command(bin,
+		"--port", port,
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--dir", dir,
+		"--logfile", logPath,
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", port), cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("redis-server on port %s exited: %s", port, tail(logPath))
+		default:
+		}
+		if redisPing(s.addr) {
+			return s, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.stop()
+	return nil, fmt.Errorf("redis-server on port %s did not answer PING: %s", port, tail(logPath))
+}
+
+// stop stops the server by its PID: SIGTERM, then SIGKILL after 5s.
+func (s *redisServer) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+func redisPing(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// redisInfo returns one field of INFO (e.g. "used_memory_human"), or "".
+func redisInfo(addr, field string) string {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("INFO\r\n")); err != nil {
+		return ""
+	}
+	rd := bufio.NewReader(c)
+	head, err := rd.ReadString('\n')
+	if err != nil || !strings.HasPrefix(head, "$") {
+		return ""
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(head[1:]))
+	if err != nil {
+		return ""
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(buf), "\r\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
