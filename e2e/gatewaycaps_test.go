@@ -14,6 +14,10 @@ var gatewayTasksCapability = map[string]any{
 	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
 }
 
+// tasksExtensionID is the SEP-2663 extension the gateway declares at
+// server/discover.
+const tasksExtensionID = "io.modelcontextprotocol/tasks"
+
 // withoutTasksCapability removes the gateway's tasks capability from every
 // "capabilities" object in the JSON document raw, and checks that it was
 // there exactly `want` times with exactly the expected value, so the
@@ -34,6 +38,19 @@ func withoutTasksCapability(t *testing.T, raw []byte, want int) []byte {
 			}
 		case map[string]any:
 			if caps, ok := v["capabilities"].(map[string]any); ok {
+				// 2026-07-28 (SEP-2663): the extension, at server/discover.
+				if ext, ok := caps["extensions"].(map[string]any); ok {
+					if val, ok := ext[tasksExtensionID]; ok {
+						if !reflect.DeepEqual(val, map[string]any{}) {
+							t.Errorf("extensions[%s] = %v, want {}", tasksExtensionID, val)
+						}
+						delete(ext, tasksExtensionID)
+						if len(ext) == 0 {
+							delete(caps, "extensions")
+						}
+						found++
+					}
+				}
 				if tasks, ok := caps["tasks"]; ok {
 					if !reflect.DeepEqual(tasks, gatewayTasksCapability) {
 						t.Errorf("capabilities.tasks = %v, want %v", tasks, gatewayTasksCapability)

@@ -57,16 +57,22 @@ func TestTranscript(t *testing.T) {
 			transcripts := map[string][]byte{}
 			for _, via := range vias {
 				t.Run(via, func(t *testing.T) {
-					transcripts[via] = recordTranscript(t, endpoint(t, via, sc.upstream), sc)
+					transcripts[via] = recordTranscript(t, endpoint(t, via, sc.upstream), sc.via(via))
 				})
+			}
+			if sc.via("gateway").wantVersion != sc.wantVersion {
+				// Through the gateway this client speaks another protocol
+				// version than directly, by design: a different conversation,
+				// exercised and checked above, but not comparable.
+				delete(transcripts, "gateway")
 			}
 			direct, gateway := transcripts["direct"], transcripts["gateway"]
 			if gateway != nil {
 				// The gateway's one intended difference: a session that
 				// negotiated 2025-11-25 is offered tasks.
 				want := 0
-				if sc.wantVersion == "2025-11-25" {
-					want = 1
+				if sc.wantVersion == "2025-11-25" || sc.wantVersion >= "2026-07-28" {
+					want = 1 // capabilities.tasks, or the tasks extension at discover
 				}
 				gateway = withoutTasksCapability(t, gateway, want)
 			}

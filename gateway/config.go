@@ -37,6 +37,9 @@ type Config struct {
 	// Rules decide which tools may or must run as tasks (--task,
 	// --task-required, --sync). Nil: every tool as the upstream declares.
 	Rules policy.Rules
+	// HybridWait is how long an "auto" tools/call of a modern client runs
+	// before it becomes a task. Zero means DefaultHybridWait.
+	HybridWait time.Duration
 	// ReplicaID names this replica in leases and logs. Empty means a
 	// random id per process.
 	ReplicaID string

@@ -26,6 +26,7 @@ type Handler struct {
 	sessions *sessionCache // what each client session negotiated (session.go)
 	tools    *toolCatalog  // the upstream's own taskSupport per tool (session.go)
 	workers  *workers      // upstream calls held for tasks (worker.go)
+	modern   modernFront   // the 2026-07-28 front: upstream era, held sessions (discover.go)
 }
 
 // New returns a Handler for cfg.
@@ -38,6 +39,9 @@ func New(cfg Config) (*Handler, error) {
 	h.sessions = newSessionCache()
 	h.tools = newToolCatalog()
 	h.workers = newWorkers()
+	if h.store != nil {
+		h.startRecoverer()
+	}
 	return h, nil
 }
 
@@ -116,6 +120,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
 	if h.store == nil {
 		h.forward(w, r, msg)
+		return
+	}
+	if isModern(r, msg) {
+		h.serveModern(w, r, msg)
 		return
 	}
 	switch msg.kind {

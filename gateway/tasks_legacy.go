@@ -7,6 +7,7 @@ package gateway
 // works on any replica.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,42 +75,48 @@ func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *me
 		writeRPCError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
-	h.startTask(w, r, msg, taskstore.FlavourLegacy, p.Name, ttl, params, sess)
+	j := &job{
+		owner:      ownerOf(r),
+		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		clientCaps: s.ClientCaps,
+	}
+	if err := h.createTask(r.Context(), j, taskstore.FlavourLegacy, p.Name, ttl); err != nil {
+		writeRPCError(w, msg.ID, rpcError(err))
+		return
+	}
+	h.workers.start(h, j)
+	writeResult(w, msg.ID, map[string]any{"task": toLegacyTask(j.task)})
 }
 
-// startTask creates the task durably, starts the worker that holds the
-// upstream call, and only then answers CreateTaskResult (DESIGN.md
+// newUpstreamID mints the id of a request the gateway sends upstream on
+// its own behalf: never one a client could also use on the session.
+func newUpstreamID() jsonrpc.ID {
+	id, _ := jsonrpc.MakeID("taskgate-" + uuid.NewString())
+	return id
+}
+
+// createTask stores j's task durably, leased to this replica; the caller
+// starts the worker and only then answers CreateTaskResult (DESIGN.md
 // invariant 1: a tasks/get on any replica finds it).
-func (h *Handler) startTask(w http.ResponseWriter, r *http.Request, msg *message, flavour taskstore.Flavour,
-	tool string, ttl time.Duration, params json.RawMessage, sess *upstream.Session) {
-	owner := ownerOf(r)
-	upID := "taskgate-" + uuid.NewString()
-	rawUpID, _ := json.Marshal(upID)
-	t, err := h.store.Create(r.Context(), taskstore.NewTask{
-		Owner:    owner,
+func (h *Handler) createTask(ctx context.Context, j *job, flavour taskstore.Flavour, tool string, ttl time.Duration) error {
+	rawID, _ := json.Marshal(j.req.ID.Raw())
+	t, err := h.store.Create(ctx, taskstore.NewTask{
+		Owner:    j.owner,
 		Tool:     tool,
 		Flavour:  flavour,
 		TTL:      ttl,
-		Upstream: taskstore.Upstream{RequestID: rawUpID, SessionID: sess.ID},
+		Upstream: taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
 		Lease:    &taskstore.LeaseRequest{Holder: h.cfg.ReplicaID, Duration: h.cfg.Lease},
 	})
 	if err != nil {
-		e := rpcError(err)
-		h.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", shortOwner(owner)).Err(err).Msg(e.Message)
-		writeRPCError(w, msg.ID, e)
-		return
+		h.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", shortOwner(j.owner)).Err(err).Msg(rpcError(err).Message)
+		return err
 	}
-	id, _ := jsonrpc.MakeID(upID)
-	h.workers.start(h, &job{
-		task:  t,
-		owner: owner,
-		sess:  sess,
-		req:   &jsonrpc.Request{ID: id, Method: "tools/call", Params: params},
-	})
-	h.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(owner)).
+	j.task = t
+	h.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(j.owner)).
 		Str("replica", h.cfg.ReplicaID).Str("flavour", string(flavour)).Msg("task created")
-	writeResult(w, msg.ID, map[string]any{"task": toLegacyTask(t)})
+	return nil
 }
 
 // forwardedAuth is the part of the client's headers a worker sends on its

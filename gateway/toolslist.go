@@ -28,6 +28,10 @@ const (
 	// catalogFresh is how long a replica trusts its own copy of a tool's
 	// declaration before reading the store again.
 	catalogFresh = 5 * time.Minute
+	// catalogMissFresh is how long a replica trusts "the store has no
+	// declaration for this tool": short, so a tools/list seen by another
+	// replica is picked up soon.
+	catalogMissFresh = 30 * time.Second
 	// catalogMaxTools bounds the in-process catalogue.
 	catalogMaxTools = 10000
 )
@@ -146,6 +150,12 @@ func (c *toolCatalog) get(tool string, now time.Time) (ts policy.TaskSupport, ok
 	return e.ts, ok, ok && now.Sub(e.at) <= catalogFresh
 }
 
+// setUntil records ts for tool as read at `at` (so it stays fresh until
+// at+catalogFresh).
+func (c *toolCatalog) setUntil(tool string, ts policy.TaskSupport, at time.Time) {
+	c.set(map[string]policy.TaskSupport{tool: ts}, at)
+}
+
 func (c *toolCatalog) set(entries map[string]policy.TaskSupport, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,13 +199,18 @@ func (h *Handler) upstreamTaskSupport(ctx context.Context, tool string) policy.T
 	}
 	v, ok, err := h.store.ToolTaskSupport(ctx, tool)
 	if err != nil {
-		h.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
+		if ctx.Err() == nil {
+			h.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
+		}
 		return local // stale or absent, the best there is
 	}
 	if !ok {
 		if known {
 			return local
 		}
+		// Remember "not declared" too, briefly: without it every call of a
+		// tool nobody listed yet costs a Redis read.
+		h.tools.setUntil(tool, policy.TaskSupportAbsent, now.Add(catalogMissFresh-catalogFresh))
 		return policy.TaskSupportAbsent
 	}
 	ts := policy.TaskSupport(v)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
@@ -55,6 +56,25 @@ type job struct {
 	owner string
 	sess  *upstream.Session
 	req   *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
+	// call is the upstream call when it started before the task existed
+	// (hybrid); nil means the worker starts req.
+	call *call
+	// first is a server→client request taken off call before the task
+	// existed; it becomes the task's first input request.
+	first *jsonrpc.Request
+	// clientCaps are the client's declared capabilities: an input request
+	// it cannot answer is refused upstream, never shown to it.
+	clientCaps json.RawMessage
+	// modern is set for a task of a 2026-07-28 client.
+	modern *modernJob
+}
+
+// modernJob is what a task of a 2026-07-28 client needs besides job.
+type modernJob struct {
+	target *modernTarget
+	// params are the tools/call params as sent upstream, the base of every
+	// MRTR retry.
+	params json.RawMessage
 }
 
 func (ws *workers) start(h *Handler, j *job) {
@@ -73,134 +93,358 @@ type callResult struct {
 	err  error
 }
 
-func (h *Handler) work(j *job) {
-	t := j.task
-	log := h.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(j.owner)).
-		Str("replica", h.cfg.ReplicaID).Logger()
-	ctx, cancel := context.WithDeadlineCause(h.workers.ctx, t.ExpiresAt(), errors.New("the task's ttl ran out"))
-	defer cancel()
-	// The store's own calls use a context that outlives a cancelled call,
-	// so the outcome can still be written.
-	storeCtx := context.WithoutCancel(ctx)
+// call is one upstream request in flight. Its goroutine belongs to the
+// Handler's workers; abort ends it.
+type call struct {
+	requests chan *jsonrpc.Request // server→client requests (legacy upstream)
+	notes    chan *jsonrpc.Request // notifications
+	done     chan callResult
+	ctx      context.Context
+	abort    context.CancelCauseFunc
+}
 
-	watch, err := h.store.Watch(ctx, j.owner, t.ID)
-	if err != nil {
-		h.finish(storeCtx, j, log, callResult{err: err}, time.Now())
-		return
+// startCall sends req on sess in a goroutine owned by the workers.
+func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request) *call {
+	ctx, abort := context.WithCancelCause(parent)
+	c := &call{
+		requests: make(chan *jsonrpc.Request, 8),
+		notes:    make(chan *jsonrpc.Request, 32),
+		done:     make(chan callResult, 1),
+		ctx:      ctx,
+		abort:    abort,
 	}
-	defer watch.Close()
-
-	callCtx, abort := context.WithCancelCause(ctx)
-	defer abort(nil)
-	requests := make(chan *jsonrpc.Request, 8)
-	notes := make(chan *jsonrpc.Request, 32)
-	done := make(chan callResult, 1)
-	start := time.Now()
+	h.workers.wg.Add(1)
 	go func() {
-		resp, err := h.up.Call(callCtx, j.sess, j.req, upstream.CallOptions{
+		defer h.workers.wg.Done()
+		resp, err := h.up.Call(ctx, sess, req, upstream.CallOptions{
 			OnRequest: func(m *jsonrpc.Request) {
 				select {
-				case requests <- m:
-				case <-callCtx.Done():
+				case c.requests <- m:
+				case <-ctx.Done():
 				}
 			},
 			OnNotification: func(n *jsonrpc.Request) {
 				select {
-				case notes <- n:
+				case c.notes <- n:
 				default: // progress is best effort; never stall the stream
 				}
 			},
 		})
-		done <- callResult{resp, err}
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // say why we aborted, not just "context canceled"
+		}
+		c.done <- callResult{resp, err}
 	}()
+	return c
+}
 
+// taskRun is one worker's state.
+type taskRun struct {
+	h     *Handler
+	j     *job
+	log   zerolog.Logger
+	ctx   context.Context // the worker's: ends at the task's expiry or shutdown
+	store context.Context // for store writes: outlives a cancelled ctx
+	call  *call           // in flight; nil between MRTR rounds
+	reqID jsonrpc.ID      // the id of the upstream request in flight
+
+	keys         int                        // input keys minted so far
+	pending      map[string]jsonrpc.ID      // legacy upstream: key → its request id
+	mrtr         map[string]string          // modern upstream: key → its inputRequests key
+	mrtrAnswers  map[string]json.RawMessage // modern upstream: its key → the client's result
+	requestState string
+
+	start        time.Time
+	waitingSince time.Time
+	inputWait    time.Duration
+}
+
+func (h *Handler) work(j *job) {
+	t := j.task
+	ctx, cancel := context.WithDeadlineCause(h.workers.ctx, t.ExpiresAt(), errors.New("the task's ttl ran out"))
+	defer cancel()
+	run := &taskRun{
+		h: h, j: j, ctx: ctx, store: context.WithoutCancel(ctx), start: time.Now(),
+		log: h.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(j.owner)).
+			Str("replica", h.cfg.ReplicaID).Logger(),
+		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
+	}
+	watch, err := h.store.Watch(ctx, j.owner, t.ID)
+	if err != nil {
+		if j.call != nil {
+			j.call.abort(err)
+		}
+		h.finish(run.store, j, run.log, callResult{err: err}, run.start)
+		return
+	}
+	defer watch.Close()
+	run.call, run.reqID = j.call, j.req.ID
+	if run.call == nil {
+		run.call = h.startCall(ctx, j.sess, j.req)
+	}
+	defer func() {
+		if run.call != nil {
+			run.call.abort(nil)
+		}
+	}()
+	if j.first != nil {
+		run.inputRequest(j.first)
+	}
+	run.loop(watch)
+}
+
+func (run *taskRun) loop(watch *taskstore.Watch) {
+	h, j := run.h, run.j
 	renew := time.NewTicker(h.cfg.LeaseRenew)
 	defer renew.Stop()
 	resync := time.NewTicker(h.resyncInterval())
 	defer resync.Stop()
-	pending := map[string]jsonrpc.ID{} // input key → the upstream's request id
-	keys := 0
-	var waitingSince time.Time
-	var inputWait time.Duration
-
 	for {
+		var done <-chan callResult
+		var requests, notes <-chan *jsonrpc.Request
+		if run.call != nil {
+			done, requests, notes = run.call.done, run.call.requests, run.call.notes
+		}
 		select {
 		case res := <-done:
 			// Notifications the upstream sent before its answer come first.
 			for drained := false; !drained; {
 				select {
 				case n := <-notes:
-					h.handleNotification(storeCtx, j, n)
+					h.handleNotification(run.store, j, n)
 				default:
 					drained = true
 				}
 			}
-			if !waitingSince.IsZero() {
-				inputWait += time.Since(waitingSince)
+			run.call = nil
+			if run.mrtrRound(res) {
+				continue
 			}
-			if cause := context.Cause(callCtx); res.err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-				res.err = cause
-			}
-			h.finish(storeCtx, j, log.With().Dur("input_wait", inputWait).Logger(), res, start)
+			run.stopWaiting()
+			h.finish(run.store, j, run.log.With().Dur("input_wait", run.inputWait).Logger(), res, run.start)
 			return
 
 		case m := <-requests:
-			keys++
-			key := strconv.Itoa(keys)
-			in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
-			if err := h.store.AddInputRequests(storeCtx, j.owner, t.ID, in, "waiting for the client to answer "+m.Method); err != nil {
-				// Terminal meanwhile (cancelled) or the store is down: the
-				// upstream must not wait for an answer that cannot come.
-				_ = h.up.Respond(storeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
-					Code: codeInternalError, Message: "taskgate could not relay " + m.Method + " to the client"}})
-				log.Warn().Str("op", "input_required").Err(err).Msg("input request not relayed")
-				continue
+			run.inputRequest(m)
+
+		case <-run.ctx.Done():
+			// Expiry or shutdown: a call started before the task existed
+			// (hybrid) does not hang off this context, so end it here.
+			if run.call != nil {
+				run.call.abort(context.Cause(run.ctx))
+				res := <-run.call.done
+				run.call = nil
+				h.finish(run.store, j, run.log, res, run.start)
 			}
-			pending[key] = m.ID
-			if waitingSince.IsZero() {
-				waitingSince = time.Now()
-			}
-			log.Info().Str("op", "input_required").Str("method", m.Method).Str("key", key).Msg("task needs input")
-			h.notifyStatusByID(storeCtx, j)
+			return
 
 		case n := <-notes:
-			h.handleNotification(storeCtx, j, n)
+			h.handleNotification(run.store, j, n)
 
 		case ev, ok := <-watch.C:
 			if !ok {
-				abort(errStopping)
-				continue
+				run.abort(errStopping)
+				return
 			}
-			if ev.Kind == taskstore.EventStatus || ev.Kind == taskstore.EventProgress {
+			if ev.Kind == taskstore.EventStatus || ev.Kind == taskstore.EventProgress || ev.Kind == taskstore.EventMessage {
 				continue // our own writes
 			}
-			if h.deliverAnswers(storeCtx, j, pending, abort, log) && len(pending) == 0 && !waitingSince.IsZero() {
-				inputWait += time.Since(waitingSince)
-				waitingSince = time.Time{}
+			if run.deliverAnswers() {
+				return
 			}
 
 		case <-resync.C:
-			if h.deliverAnswers(storeCtx, j, pending, abort, log) && len(pending) == 0 && !waitingSince.IsZero() {
-				inputWait += time.Since(waitingSince)
-				waitingSince = time.Time{}
+			if run.deliverAnswers() {
+				return
 			}
 
 		case <-renew.C:
-			err := h.store.Extend(storeCtx, j.owner, t.ID, h.cfg.ReplicaID, h.cfg.Lease)
+			err := h.store.Extend(run.store, j.owner, j.task.ID, h.cfg.ReplicaID, h.cfg.Lease)
 			switch {
 			case errors.Is(err, taskstore.ErrTerminal):
-				h.cancelUpstream(storeCtx, j, abort) // cancelled; the event may have been lost
+				if run.cancelled() { // the cancel event may have been lost
+					return
+				}
 			case errors.Is(err, taskstore.ErrLeaseLost):
-				log.Warn().Str("op", "lease").Msg("lease lost to another replica; aborting the upstream call")
-				abort(taskstore.ErrLeaseLost)
+				run.log.Warn().Str("op", "lease").Msg("lease lost to another replica; aborting the upstream call")
+				run.abort(taskstore.ErrLeaseLost)
+				return
 			}
 		}
 	}
 }
 
+// abort ends the call in flight, if any, with cause.
+func (run *taskRun) abort(cause error) {
+	if run.call != nil {
+		run.call.abort(cause)
+		<-run.call.done
+		run.call = nil
+	}
+}
+
+func (run *taskRun) mintKey() string {
+	run.keys++
+	return strconv.Itoa(run.keys)
+}
+
+func (run *taskRun) stopWaiting() {
+	if !run.waitingSince.IsZero() {
+		run.inputWait += time.Since(run.waitingSince)
+		run.waitingSince = time.Time{}
+	}
+}
+
+// inputRequest turns a legacy upstream's server→client request into an
+// input request of the task (input_required), or refuses it upstream when
+// the client did not declare the capability to answer it.
+func (run *taskRun) inputRequest(m *jsonrpc.Request) {
+	h, j := run.h, run.j
+	if !clientCan(j.clientCaps, m.Method) {
+		_ = h.up.Respond(run.store, j.sess, refusal(m))
+		run.log.Info().Str("op", "refused").Str("method", m.Method).Msg("the client did not declare the capability; refused upstream")
+		return
+	}
+	key := run.mintKey()
+	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
+	if err := h.store.AddInputRequests(run.store, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method); err != nil {
+		// Terminal meanwhile (cancelled) or the store is down: the
+		// upstream must not wait for an answer that cannot come.
+		_ = h.up.Respond(run.store, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+			Code: codeInternalError, Message: "taskgate could not relay " + m.Method + " to the client"}})
+		run.log.Warn().Str("op", "input_required").Err(err).Msg("input request not relayed")
+		return
+	}
+	run.pending[key] = m.ID
+	if run.waitingSince.IsZero() {
+		run.waitingSince = time.Now()
+	}
+	run.log.Info().Str("op", "input_required").Str("method", m.Method).Str("key", key).Msg("task needs input")
+	h.notifyStatusByID(run.store, j)
+}
+
+// refusal answers an input request the client cannot serve: a declined
+// elicitation, else a method-not-found error.
+func refusal(m *jsonrpc.Request) *jsonrpc.Response {
+	if m.Method == "elicitation/create" {
+		return &jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{"action":"decline"}`)}
+	}
+	return &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: codeMethodNotFound,
+		Message: "the client did not declare the capability for " + m.Method}}
+}
+
+// clientCan reports whether capabilities caps let the client answer method.
+// Unknown capabilities (nil) allow everything: the client then sees the
+// request and may refuse it itself.
+func clientCan(caps json.RawMessage, method string) bool {
+	if len(caps) == 0 {
+		return true
+	}
+	var c map[string]json.RawMessage
+	if json.Unmarshal(caps, &c) != nil {
+		return true
+	}
+	switch method {
+	case "elicitation/create":
+		return c["elicitation"] != nil
+	case "sampling/createMessage":
+		return c["sampling"] != nil
+	case "roots/list":
+		return c["roots"] != nil
+	}
+	return true
+}
+
+// mrtrRound handles a modern upstream's input_required result (SEP-2322
+// multi round-trip requests): its inputRequests become the task's, under
+// keys the gateway mints, and once all are answered the call is retried
+// with inputResponses and the same requestState. It reports whether res
+// was such a round (and the task goes on).
+func (run *taskRun) mrtrRound(res callResult) bool {
+	j := run.j
+	if j.modern == nil || !j.modern.target.Modern || res.err != nil || res.resp == nil || res.resp.Error != nil {
+		return false
+	}
+	var ir struct {
+		ResultType    string                            `json:"resultType"`
+		InputRequests map[string]taskstore.InputRequest `json:"inputRequests"`
+		RequestState  *string                           `json:"requestState"`
+	}
+	if json.Unmarshal(res.resp.Result, &ir) != nil || ir.ResultType != "input_required" {
+		return false
+	}
+	run.requestState = ""
+	if ir.RequestState != nil {
+		run.requestState = *ir.RequestState
+	}
+	toStore := map[string]taskstore.InputRequest{}
+	for _, uk := range sortedInputKeys(ir.InputRequests) {
+		in := ir.InputRequests[uk]
+		if !clientCan(j.clientCaps, in.Method) {
+			if in.Method == "elicitation/create" {
+				run.mrtrAnswers[uk] = json.RawMessage(`{"action":"decline"}`)
+				continue
+			}
+			run.fail("the upstream asked for " + in.Method + ", which the client did not declare it can answer")
+			return true
+		}
+		key := run.mintKey()
+		toStore[key] = in
+		run.mrtr[key] = uk
+	}
+	if len(toStore) > 0 {
+		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
+		if err := run.h.store.AddInputRequests(run.store, j.owner, j.task.ID, toStore, msg); err != nil {
+			run.fail("could not record the upstream's input requests: " + err.Error())
+			return true
+		}
+		if run.waitingSince.IsZero() {
+			run.waitingSince = time.Now()
+		}
+		run.log.Info().Str("op", "input_required").Int("requests", len(toStore)).Msg("task needs input")
+	}
+	if len(run.mrtr) == 0 {
+		run.retry()
+	}
+	return true
+}
+
+// retry sends the tools/call again with the answers collected so far and
+// the requestState of the last round.
+func (run *taskRun) retry() {
+	j := run.j
+	var p map[string]json.RawMessage
+	_ = json.Unmarshal(j.modern.params, &p)
+	if p == nil {
+		p = map[string]json.RawMessage{}
+	}
+	p["inputResponses"] = mustJSON(run.mrtrAnswers)
+	if run.requestState != "" {
+		p["requestState"] = mustJSON(run.requestState)
+	} else {
+		delete(p, "requestState")
+	}
+	run.mrtrAnswers = map[string]json.RawMessage{}
+	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
+	run.stopWaiting()
+	run.call = run.h.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mustJSON(p)})
+}
+
+// fail ends the task as failed with a gateway-side reason.
+func (run *taskRun) fail(msg string) {
+	run.abort(errors.New(msg))
+	e, _ := json.Marshal(map[string]any{"code": codeInternalError, "message": msg})
+	_ = run.h.retryStore(run.store, func() error {
+		return run.h.store.Fail(run.store, run.j.owner, run.j.task.ID, taskstore.Outcome{Error: e, Message: msg})
+	})
+	run.h.release(run.store, run.j)
+	run.log.Warn().Str("op", "failed").Msg(msg)
+}
+
 // handleNotification records upstream progress on the task (latest
-// progress, statusMessage) and relays it to the client. Other upstream
-// notifications during a task are not relayed.
+// progress, statusMessage) and relays it to a legacy client. Other upstream
+// notifications during a task are not relayed; neither is progress for a
+// modern client, which sees it as the statusMessage (SEP-2663).
 func (h *Handler) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
 	if n.Method != "notifications/progress" {
 		return
@@ -210,28 +454,35 @@ func (h *Handler) handleNotification(ctx context.Context, j *job, n *jsonrpc.Req
 	}
 }
 
-// deliverAnswers takes the client's recorded answers and posts them to the
-// upstream with the upstream's own request ids. A cancelled task aborts
-// the call instead. It reports whether any answer was delivered.
-func (h *Handler) deliverAnswers(ctx context.Context, j *job, pending map[string]jsonrpc.ID,
-	abort context.CancelCauseFunc, log zerolog.Logger) bool {
-	answers, status, err := h.store.TakeInputResponses(ctx, j.owner, j.task.ID)
+// deliverAnswers takes the client's recorded answers and hands them to the
+// upstream: a POSTed response with the upstream's own request id (legacy
+// upstream), or, once a round is fully answered, a retried call (modern
+// upstream). It reports whether the worker is done (the task was
+// cancelled).
+func (run *taskRun) deliverAnswers() (done bool) {
+	h, j := run.h, run.j
+	answers, status, err := h.store.TakeInputResponses(run.store, j.owner, j.task.ID)
 	if err != nil {
 		return false // store briefly down: the resync timer tries again
 	}
 	if status == taskstore.StatusCancelled {
-		h.cancelUpstream(ctx, j, abort)
-		return false
+		return run.cancelled()
 	}
 	delivered := false
 	for key, raw := range answers {
-		upID, ok := pending[key]
+		var a inputAnswer
+		_ = json.Unmarshal(raw, &a)
+		if uk, ok := run.mrtr[key]; ok {
+			delete(run.mrtr, key)
+			run.mrtrAnswers[uk] = a.Result
+			delivered = true
+			continue
+		}
+		upID, ok := run.pending[key]
 		if !ok {
 			continue
 		}
-		delete(pending, key)
-		var a inputAnswer
-		_ = json.Unmarshal(raw, &a)
+		delete(run.pending, key)
 		resp := &jsonrpc.Response{ID: upID, Result: a.Result}
 		if len(a.Error) > 0 {
 			var we jsonrpc.Error
@@ -240,25 +491,39 @@ func (h *Handler) deliverAnswers(ctx context.Context, j *job, pending map[string
 			}
 			resp = &jsonrpc.Response{ID: upID, Error: &we}
 		}
-		if err := h.up.Respond(ctx, j.sess, resp); err != nil {
-			log.Warn().Str("op", "answer").Str("key", key).Err(err).Msg("could not deliver the client's answer upstream")
+		if err := h.up.Respond(run.store, j.sess, resp); err != nil {
+			run.log.Warn().Str("op", "answer").Str("key", key).Err(err).Msg("could not deliver the client's answer upstream")
 			continue
 		}
 		delivered = true
 	}
-	if delivered {
-		h.notifyStatusByID(ctx, j)
+	if len(run.pending) == 0 && len(run.mrtr) == 0 {
+		run.stopWaiting()
 	}
-	return delivered
+	if delivered && run.call == nil && len(run.mrtr) == 0 && j.modern != nil {
+		run.retry()
+	}
+	if delivered {
+		h.notifyStatusByID(run.store, j)
+	}
+	return false
 }
 
-// cancelUpstream tells the upstream to stop (MCP "Cancellation") and
-// aborts the HTTP request. The task is already cancelled in the store.
-func (h *Handler) cancelUpstream(ctx context.Context, j *job, abort context.CancelCauseFunc) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_ = h.up.Cancel(cctx, j.sess, j.req.ID, "the task was cancelled")
-	abort(errTaskCancelled)
+// cancelled stops the work of a task cancelled in the store: a legacy
+// (session) upstream is told with notifications/cancelled (MCP
+// "Cancellation"); the HTTP request is aborted either way, which is how a
+// stateless upstream learns it. It reports true: the worker is done.
+func (run *taskRun) cancelled() bool {
+	h, j := run.h, run.j
+	if run.call != nil && j.sess.ID != "" {
+		cctx, cancel := context.WithTimeout(run.store, 5*time.Second)
+		_ = h.up.Cancel(cctx, j.sess, run.reqID, "the task was cancelled")
+		cancel()
+	}
+	run.abort(errTaskCancelled)
+	h.release(run.store, j)
+	run.log.Info().Str("op", "cancelled").Dur("duration", time.Since(run.start)).Msg("upstream call aborted: task cancelled")
+	return true
 }
 
 var errTaskCancelled = errors.New("the task was cancelled")
@@ -272,7 +537,6 @@ func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	status := taskstore.StatusCompleted
 	switch {
 	case errors.Is(res.err, errTaskCancelled):
-		log.Info().Str("op", "cancelled").Dur("duration", time.Since(start)).Msg("upstream call aborted: task cancelled")
 		h.release(ctx, j)
 		return
 	case errors.Is(res.err, taskstore.ErrLeaseLost):

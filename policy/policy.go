@@ -1,11 +1,14 @@
 package policy
 
 import (
-	"fmt"
-	"path"
+	"strconv"
+	"strings"
+	"time"
 )
 
-// Mode is what a rule asks for a tool.
+// Mode is what a rule asks for a tool. What each mode means to each kind of
+// client is the table in DESIGN.md ("How a tools/call is decided"); Decide
+// implements it.
 type Mode int
 
 const (
@@ -17,6 +20,13 @@ const (
 	TaskRequired
 	// Sync: never a task.
 	Sync
+	// Auto: what a tool that matches no rule gets (the upstream's
+	// taskSupport, made "optional" by learned latency, for 2025-11-25
+	// clients; a hybrid call for modern clients), but stops the search so
+	// that later rules do not apply, and lets a rules-file rule set ttl,
+	// pollInterval and hybridWait. As a Decision's mode: start the call and
+	// wait up to Decision.HybridWait before turning it into a task.
+	Auto
 )
 
 func (m Mode) String() string {
@@ -27,64 +37,87 @@ func (m Mode) String() string {
 		return "task-required"
 	case Sync:
 		return "sync"
+	case Auto:
+		return "auto"
 	}
 	return "none"
 }
 
-// Rule maps tool names matching Glob to a Mode. Glob uses path.Match
-// syntax: * matches any run of characters (tool names have no slashes
-// that matter here, so * also crosses "/"), ? one character, [a-z] a class.
+// ParseMode reads a mode as String writes it.
+func ParseMode(s string) (Mode, bool) {
+	for _, m := range []Mode{Task, TaskRequired, Sync, Auto} {
+		if s == m.String() {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
+// Rule maps tools to a Mode. A tool matches when its name matches Glob and
+// its annotations match When. Glob uses path.Match syntax, except that *
+// and ? also match "/" (tool names such as "github/create_issue" are one
+// name, not a path): * matches any run of characters, ? one character,
+// [a-z] a class.
 type Rule struct {
 	Glob string
 	Mode Mode
+	// When restricts the rule to tools with these annotation values; a nil
+	// field matches any value (see Annotations.Match).
+	When Annotations
+	// TTL, PollInterval and HybridWait override what the task gets; zero
+	// means the rule does not set them (see Decision).
+	TTL, PollInterval, HybridWait time.Duration
+	// Source says where the rule came from, for decision reasons:
+	// "--task" for a flag, "rules.json:12" for a rules-file line. NewRule
+	// sets the flag form.
+	Source string
 }
 
 // Rules are checked in order; the first match wins.
 type Rules []Rule
 
-// NewRule checks glob's syntax.
+// NewRule checks glob's syntax. The rule's Source is the flag that sets
+// mode ("--task", "--task-required", "--sync").
 func NewRule(glob string, mode Mode) (Rule, error) {
-	if glob == "" {
-		return Rule{}, fmt.Errorf("empty tool glob")
+	if err := checkGlob(glob); err != nil {
+		return Rule{}, err
 	}
-	if _, err := path.Match(glob, ""); err != nil {
-		return Rule{}, fmt.Errorf("bad tool glob %q: %v", glob, err)
-	}
-	return Rule{Glob: glob, Mode: mode}, nil
+	return Rule{Glob: glob, Mode: mode, Source: "--" + mode.String()}, nil
 }
 
-// Match returns the first rule matching tool and its index, or ok=false.
+// Match returns the first rule matching a tool known only by name (its
+// annotations taken as absent, i.e. the spec's defaults) and its index, or
+// ok=false.
 func (rs Rules) Match(tool string) (r Rule, index int, ok bool) {
-	for i, r := range rs {
-		if match(r.Glob, tool) {
-			return r, i, true
+	return rs.MatchTool(Tool{Name: tool})
+}
+
+// MatchTool returns the first rule matching tool and its index, or ok=false.
+func (rs Rules) MatchTool(tool Tool) (r Rule, index int, ok bool) {
+	for i := range rs {
+		if rs[i].When.Match(tool.Annotations) && match(rs[i].Glob, tool.Name) {
+			return rs[i], i, true
 		}
 	}
 	return Rule{}, -1, false
 }
 
-// match is path.Match, except that * also matches "/" (tool names such as
-// "github/create_issue" are one name, not a path).
-func match(glob, name string) bool {
-	if ok, _ := path.Match(glob, name); ok {
-		return true
+// describe names rule i for a decision's reason: "rule 3: deploy_*
+// readOnlyHint=false (rules.json:12)".
+func (r *Rule) describe(i int) string {
+	var b strings.Builder
+	b.Grow(32 + len(r.Glob) + len(r.Source))
+	b.WriteString("rule ")
+	b.WriteString(strconv.Itoa(i + 1))
+	b.WriteString(": ")
+	b.WriteString(r.Glob)
+	r.When.appendConditions(&b)
+	if r.Source != "" {
+		b.WriteString(" (")
+		b.WriteString(r.Source)
+		b.WriteByte(')')
 	}
-	// Retry with "/" hidden from path.Match's segment rule.
-	const sep = "\x00"
-	ok, _ := path.Match(replaceSlash(glob, sep), replaceSlash(name, sep))
-	return ok
-}
-
-func replaceSlash(s, with string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			out = append(out, with...)
-		} else {
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
+	return b.String()
 }
 
 // TaskSupport is a tool's execution.taskSupport in a 2025-11-25 tools/list
@@ -107,19 +140,9 @@ func (ts TaskSupport) AllowsTask() bool {
 // Legacy is the execution.taskSupport a 2025-11-25 client is shown for
 // tool, given the rules and what the upstream itself declared:
 // --task → optional, --task-required → required, --sync → absent, and
-// no rule → the upstream's own value.
+// no rule → the upstream's own value. It is Decide for a 2025-11-25 client
+// and a tool whose latency is unknown.
 func Legacy(rules Rules, tool string, upstream TaskSupport) (TaskSupport, string) {
-	r, i, ok := rules.Match(tool)
-	if !ok {
-		return upstream, "no rule: as the upstream declared"
-	}
-	reason := fmt.Sprintf("rule %d: --%s %s", i+1, r.Mode, r.Glob)
-	switch r.Mode {
-	case Task:
-		return TaskSupportOptional, reason
-	case TaskRequired:
-		return TaskSupportRequired, reason
-	default:
-		return TaskSupportAbsent, reason
-	}
+	d := Decide(&Config{Rules: rules}, Tool{Name: tool}, FlavourLegacy, upstream, Stats{})
+	return d.TaskSupport, d.Reason
 }

@@ -256,7 +256,12 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	if method != "" {
+		// Standard request headers (streamable-http-2026-07-28): required by
+		// modern servers, ignored by older ones.
 		h.Set("Mcp-Method", method)
+		if name, ok := nameOf(method, body); ok {
+			h.Set("Mcp-Name", HeaderValue(name))
+		}
 	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {

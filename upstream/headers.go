@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 )
@@ -51,4 +53,56 @@ func namedIn(connection []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// HeaderValue encodes s for an Mcp-Name or Mcp-Param-* header: as is when
+// it is plain printable ASCII without leading or trailing space, else as
+// =?base64?…?= (streamable-http-2026-07-28 "Value Encoding"). A value that
+// itself looks like the sentinel is encoded too, so it round-trips.
+func HeaderValue(s string) string {
+	if needsBase64(s) {
+		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+	}
+	return s
+}
+
+func needsBase64(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == ' ' || s[0] == '\t' || s[len(s)-1] == ' ' || s[len(s)-1] == '\t' {
+		return true
+	}
+	if strings.HasPrefix(s, "=?base64?") {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return true
+		}
+	}
+	return false
+}
+
+// nameOf returns the params.name (or params.uri) of a tools/call,
+// prompts/get or resources/read body, for the Mcp-Name header.
+func nameOf(method string, body []byte) (string, bool) {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read":
+	default:
+		return "", false
+	}
+	var m struct {
+		Params struct {
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return "", false
+	}
+	if method == "resources/read" {
+		return m.Params.URI, m.Params.URI != ""
+	}
+	return m.Params.Name, m.Params.Name != ""
 }

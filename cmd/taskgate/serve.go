@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskgate/taskgate/gateway"
+	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -40,7 +41,7 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, append(storeFlags(), ruleFlags()...)...),
+		}, append(append(storeFlags(), ruleFlags()...), policyFlags()...)...),
 		Action: serve,
 	}
 }
@@ -69,6 +70,19 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	pol, err := newPolicySource(c, rules)
+	if err != nil {
+		return err
+	}
+	policyFile, err := pol.read()
+	if err != nil {
+		return err
+	}
+	policyCfg, err := pol.build(policyFile)
+	if err != nil {
+		return err
+	}
+	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log)
 	if err != nil {
 		return err
@@ -77,10 +91,13 @@ func serve(c *cli.Context) error {
 	h, err := gateway.New(gateway.Config{
 		Upstream: up,
 		Store:    store.Store,
-		Rules:    rules,
-		Path:     path,
-		MaxBody:  maxBody,
-		Logger:   log,
+		Rules:    policyCfg.Rules,
+		// Until the gateway reads policy.Current (Decide per call), the
+		// flags and the rules file as read at startup apply.
+		HybridWait: policyCfg.HybridWait,
+		Path:       path,
+		MaxBody:    maxBody,
+		Logger:     log,
 	})
 	if err != nil {
 		return err
@@ -100,6 +117,18 @@ func serve(c *cli.Context) error {
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if pol.file != "" {
+		// Only with a rules file: without one, SIGHUP keeps its default
+		// meaning (a closed terminal stops the gateway).
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		rl := &policyReloader{src: pol, cur: current, log: log, last: policyFile}
+		rctx, rstop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); rl.run(rctx, hup, policyCheckEvery) }()
+		defer func() { rstop(); <-done }()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
