@@ -52,6 +52,9 @@ type request struct {
 	header http.Header
 	// bodies, when set, replace body: client i of a load sends bodies[i%len].
 	bodies []string
+	// headers, when set, replace header the same way (e.g. an Mcp-Name
+	// that must match the body's taskId).
+	headers []http.Header
 	// want, when set, must occur in every answer's body, or the send is an
 	// error (JSON-RPC errors come with HTTP 200).
 	want []byte
@@ -61,6 +64,9 @@ type request struct {
 func (r request) forClient(i int) request {
 	if len(r.bodies) > 0 {
 		r.body = r.bodies[i%len(r.bodies)]
+	}
+	if len(r.headers) > 0 {
+		r.header = r.headers[i%len(r.headers)]
 	}
 	return r
 }

@@ -4,6 +4,7 @@
 //	go run ./bench                 # pass-through: direct vs httputil vs taskgate
 //	go run ./bench -duration 10s -rounds 5 -concurrency 32
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
+//	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -18,6 +19,12 @@
 // tasks/get load against a native TypeScript SDK server with the SDK's
 // InMemoryTaskStore (bench/js/server.mjs; npm ci runs there when
 // node_modules is missing).
+//
+// -mode modern (modern.go) measures the 2026-07-28 flavour against a
+// stateless upstream on a real redis-server: a fast tool called "auto"
+// (tasks extension declared, no rule) vs passed through vs direct,
+// tasks/get throughput, tasks/update ack latency, and the Redis commands
+// each of these sends (counted with the slow log, redis_count.go).
 package main
 
 import (
@@ -55,6 +62,8 @@ type options struct {
 	out         string
 	createReqs  int
 	tasks       int
+	updateReqs  int
+	countReqs   int
 	verbose     bool
 	toolsList   bool
 	set         map[string]bool // flags given on the command line
@@ -65,7 +74,7 @@ func run() error {
 	listen := flag.String("listen", "", "internal: address for -role")
 	target := flag.String("target", "", "internal: upstream for -role")
 	var o options
-	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough or tasks")
+	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough, tasks or modern")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients in the throughput phase")
@@ -73,8 +82,10 @@ func run() error {
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
 	flag.IntVar(&o.createReqs, "create-requests", 1000, "tasks mode: task-augmented calls per target per round in the CreateTaskResult latency phase (each starts an upstream call)")
 	flag.BoolVar(&o.toolsList, "tools-list", false, "tasks mode: call tools/list once on each session before measuring, as many clients do (fills taskgate's tool catalogue)")
-	flag.BoolVar(&o.verbose, "v", false, "tasks mode: print each phase to stderr as it starts (to attach a profiler)")
-	flag.IntVar(&o.tasks, "tasks", 8, "tasks mode: completed tasks the tasks/get load polls, spread over the clients")
+	flag.BoolVar(&o.verbose, "v", false, "tasks and modern modes: print each phase to stderr as it starts (to attach a profiler)")
+	flag.IntVar(&o.tasks, "tasks", 8, "tasks and modern modes: completed tasks the tasks/get load polls, spread over the clients")
+	flag.IntVar(&o.updateReqs, "update-requests", 50, "modern mode: answering tasks/update per round, each on a fresh elicit task in input_required")
+	flag.IntVar(&o.countReqs, "count-requests", 1000, "modern mode: sequential calls per batch whose Redis commands are counted")
 	flag.Parse()
 	o.set = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -86,8 +97,10 @@ func run() error {
 		return passthrough(o)
 	case "tasks":
 		return tasksBench(o)
+	case "modern":
+		return modernBench(o)
 	default:
-		return fmt.Errorf("unknown -mode %q: want passthrough or tasks", o.mode)
+		return fmt.Errorf("unknown -mode %q: want passthrough, tasks or modern", o.mode)
 	}
 }
 

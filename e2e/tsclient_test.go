@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,15 +132,31 @@ func checkTSOutcome(t *testing.T, out tsOutcome) {
 	}
 }
 
+// jsPackages are the packages js/ needs; a node_modules without one of them
+// (installed before it was added) is installed again.
+var jsPackages = []string{"sdk", "client", "ext-tasks"}
+
+// jsMu serializes ensureJS: two npm ci in one directory at once break each
+// other.
+var jsMu sync.Mutex
+
 // ensureJS finds node and npm and installs js/node_modules from the lock
-// file if it is missing. It returns node's path.
+// file if it is missing or lacks one of jsPackages. It returns node's path.
 func ensureJS(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("the TypeScript client test needs node (>= 20) on PATH: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join("js", "node_modules", "@modelcontextprotocol", "sdk")); err == nil {
+	jsMu.Lock()
+	defer jsMu.Unlock()
+	missing := false
+	for _, p := range jsPackages {
+		if _, err := os.Stat(filepath.Join("js", "node_modules", "@modelcontextprotocol", p, "package.json")); err != nil {
+			missing = true
+		}
+	}
+	if !missing {
 		return node
 	}
 	npm, err := exec.LookPath("npm")

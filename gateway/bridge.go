@@ -21,6 +21,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -62,6 +63,7 @@ func (h *Handler) forwardLegacyToolCall(w http.ResponseWriter, r *http.Request, 
 				first:      m,
 				clientCaps: mr.ClientCaps,
 				modern:     &modernJob{target: target, params: req.Params},
+				learn:      msg.learn,
 			}, sse)
 			return
 		case res := <-c.done:
@@ -83,6 +85,9 @@ func (h *Handler) forwardLegacyToolCall(w http.ResponseWriter, r *http.Request, 
 				target = t2
 				c = h.startCall(h.workers.ctx, target.Session, req)
 				continue
+			}
+			if res.err == nil {
+				h.observe(msg.learn, time.Since(c.started))
 			}
 			if res.err != nil {
 				e := modernRPCError(res.err)
@@ -118,7 +123,7 @@ func (h *Handler) bridge(w http.ResponseWriter, r *http.Request, msg *message, m
 	ctx := r.Context()
 	var p toolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := h.createTask(context.WithoutCancel(ctx), j, taskstore.FlavourModern, p.Name, anonymousTTL); err != nil {
+	if err := h.createTask(context.WithoutCancel(ctx), j, taskstore.FlavourModern, p.Name, anonymousTTL, 0); err != nil {
 		j.call.abort(err)
 		h.modernFailure(w, r, msg, err)
 		return

@@ -34,12 +34,26 @@ type Config struct {
 	// nil means a plain pass-through proxy (no tasks), and /readyz checks
 	// only the upstream.
 	Store *taskstore.Store
+	// Policy decides every tools/call and what 2025-11-25 clients see in
+	// tools/list (policy.Decide). It is read per call, so a Config stored
+	// in it (a reload) applies from the next call on; tasks already created
+	// keep what they got. Nil: a fixed policy of Rules and HybridWait, with
+	// the policy package's defaults for the rest (auto-after 2s).
+	Policy *policy.Current
 	// Rules decide which tools may or must run as tasks (--task,
-	// --task-required, --sync). Nil: every tool as the upstream declares.
+	// --task-required, --sync); used only when Policy is nil. Nil: every
+	// tool as the upstream declares, or as its learned latency says.
 	Rules policy.Rules
 	// HybridWait is how long an "auto" tools/call of a modern client runs
-	// before it becomes a task. Zero means DefaultHybridWait.
+	// before it becomes a task; used only when Policy is nil. Zero means
+	// DefaultHybridWait.
 	HybridWait time.Duration
+	// LatencySync is how often this replica publishes the tool latencies
+	// it learned to the store and merges in the other replicas' (the first
+	// merge happens in New, so a replica starts warm). Zero means
+	// DefaultLatencySync; negative: never, latencies stay per replica.
+	// Without a Store nothing is learned.
+	LatencySync time.Duration
 	// ReplicaID names this replica in leases and logs. Empty means a
 	// random id per process.
 	ReplicaID string
@@ -73,6 +87,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.LeaseRenew <= 0 || cfg.LeaseRenew >= cfg.Lease {
 		cfg.LeaseRenew = cfg.Lease / 3
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = policy.NewCurrent(&policy.Config{Rules: cfg.Rules, HybridWait: cfg.HybridWait})
+	}
+	if cfg.LatencySync == 0 {
+		cfg.LatencySync = DefaultLatencySync
 	}
 	return cfg
 }

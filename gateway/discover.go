@@ -408,6 +408,7 @@ func isModernError(body []byte) bool {
 // the message sent by the new era, once; era is the one the caller used
 // (nil: do not probe again).
 func (h *Handler) forwardToModern(w http.ResponseWriter, r *http.Request, msg *message, mr *modernReq, era *upstreamEra) {
+	start := time.Now()
 	resp, contradicted, err := h.postModern(r, withoutTasksExtension(msg, mr))
 	if err != nil {
 		if msg.kind == kindNotification && r.Context().Err() == nil {
@@ -433,7 +434,24 @@ func (h *Handler) forwardToModern(w http.ResponseWriter, r *http.Request, msg *m
 		}
 		return
 	}
-	h.relay(w, r, resp)
+	switch {
+	case msg.learn != "":
+		h.relayCall(w, r, resp, msg.learn, start)
+	case msg.method() == "tools/list" && h.store != nil && rewritable(resp):
+		// Read whole, to learn the tools' declarations (toolslist.go).
+		a, err := readAnswer(resp, msg.ID)
+		if err != nil {
+			if r.Context().Err() == nil {
+				h.modernFailure(w, r, msg, err)
+			}
+			return
+		}
+		defer a.close()
+		h.learnToolsList(r.Context(), a.result)
+		a.write(w, r, h, nil)
+	default:
+		h.relay(w, r, resp)
+	}
 }
 
 // withoutTasksExtension returns msg's body with the tasks extension taken

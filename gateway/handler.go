@@ -8,9 +8,11 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -24,9 +26,13 @@ type Handler struct {
 	store *taskstore.Store // nil: no tasks
 
 	sessions *sessionCache // what each client session negotiated (session.go)
-	tools    *toolCatalog  // the upstream's own taskSupport per tool (session.go)
+	tools    *toolCatalog  // what the upstream declared per tool (toolslist.go)
 	workers  *workers      // upstream calls held for tasks (worker.go)
 	modern   modernFront   // the 2026-07-28 front: upstream era, held sessions (discover.go)
+
+	policy  *policy.Current   // the rules in force (decide.go)
+	lat     *policy.Latencies // learned tool latencies (latency.go)
+	latSync *latencySync      // shares lat with the other replicas; nil without a store
 }
 
 // New returns a Handler for cfg.
@@ -35,20 +41,28 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: Config.Upstream is required")
 	}
 	c := cfg.withDefaults()
-	h := &Handler{cfg: c, up: c.Upstream, log: c.Logger, store: c.Store}
+	h := &Handler{cfg: c, up: c.Upstream, log: c.Logger, store: c.Store, policy: c.Policy}
 	h.sessions = newSessionCache()
 	h.tools = newToolCatalog()
 	h.workers = newWorkers()
+	h.lat = policy.NewLatencies(0)
 	if h.store != nil {
 		h.startRecoverer()
+		if c.LatencySync > 0 {
+			h.latSync = h.startLatencySync() // merges once first: a warm start
+		}
 	}
 	return h, nil
 }
 
 // Close stops every worker this Handler started (their tasks are failed
-// with a message saying the gateway stopped) and waits for them.
+// with a message saying the gateway stopped) and waits for them, then
+// publishes the latencies this replica learned one last time.
 func (h *Handler) Close() error {
 	h.workers.stop()
+	if h.latSync != nil {
+		h.latSync.stop()
+	}
 	return nil
 }
 
@@ -153,8 +167,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
 	h.forward(w, r, msg)
 }
 
-// forward relays msg to the upstream and its answer back.
+// forward relays msg to the upstream and its answer back. For a
+// tools/call whose latency is learned (msg.learn), the time from sending
+// to the end of the answer is recorded (latency.go).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) {
+	start := time.Now()
 	resp, err := h.up.Forward(r.Context(), http.MethodPost, h.upstreamHeader(r), bytes.NewReader(msg.raw))
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -169,7 +186,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) 
 		writeRPCError(w, msg.ID, e)
 		return
 	}
-	h.relay(w, r, resp)
+	if msg.learn == "" {
+		h.relay(w, r, resp)
+		return
+	}
+	h.relayCall(w, r, resp, msg.learn, start)
 }
 
 // readBody reads the POSTed body up to MaxBody.

@@ -350,6 +350,9 @@ func (h *Handler) forwardToLegacy(w http.ResponseWriter, r *http.Request, msg *m
 		h.modernFailure(w, r, msg, err)
 		return
 	}
+	if method == "tools/list" && resp.Error == nil {
+		h.learnToolsList(ctx, resp.Result)
+	}
 	out, status := modernResponse(msg.ID, method, resp)
 	if sse.started {
 		_ = sse.sendRaw(string(out))

@@ -29,6 +29,9 @@ type message struct {
 	Error  json.RawMessage `json:"error"`
 	// Version is checked against "2.0".
 	Version string `json:"jsonrpc"`
+	// learn names the tool whose latency a forwarded tools/call teaches;
+	// empty for every other message (latency.go).
+	learn string
 }
 
 // method returns the method name, or "" for a response or batch.

@@ -60,9 +60,14 @@ func (h *Handler) recoverOnce(ctx context.Context) int {
 			continue
 		}
 		n++
-		h.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", shortOwner(l.Owner)).
-			Str("replica", h.cfg.ReplicaID).Str("dead_replica", l.Holder).Msg("task failed: its replica stopped")
-		if t, err := h.store.Get(ctx, l.Owner, l.ID); err == nil {
+		ev := h.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", shortOwner(l.Owner)).
+			Str("replica", h.cfg.ReplicaID).Str("dead_replica", l.Holder)
+		t, err := h.store.Get(ctx, l.Owner, l.ID)
+		if err == nil {
+			ev = ev.Str("tool", t.Tool).Dur("duration", time.Since(t.CreatedAt))
+		}
+		ev.Msg("task failed: its replica stopped")
+		if err == nil {
 			h.notifyStatus(ctx, t)
 		}
 	}

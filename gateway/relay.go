@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"io"
 	"mime"
 	"net/http"
@@ -21,6 +22,77 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // buffered. When the client goes away, the write fails and closing the
 // upstream body aborts the upstream request.
 func (h *Handler) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+	h.relayBody(w, r, resp, nil)
+}
+
+// relayCall is relay for a forwarded tools/call: once the answer is
+// relayed, the call's latency since start is recorded for tool
+// (latency.go), unless the answer was not a 200, the stream broke off
+// before the JSON-RPC response, or the answer asked for the user's input
+// (an elicitation or sampling request of a legacy upstream, an MRTR
+// input_required result), whose time cannot be told apart from the tool's.
+func (h *Handler) relayCall(w http.ResponseWriter, r *http.Request, resp *http.Response, tool string, start time.Time) {
+	var seen relaySeen
+	h.relayBody(w, r, resp, &seen)
+	if (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
+		h.observe(tool, seen.end.Sub(start))
+	}
+}
+
+// relaySeen is what a relay saw of the body it copied. Allocation-free.
+type relaySeen struct {
+	complete bool      // the body was read to its end and written whole
+	answered bool      // a chunk that looks like a JSON-RPC response was written
+	input    bool      // it holds a request for the user's input
+	end      time.Time // when the last chunk was written, or the body ended
+}
+
+// inputMarkers betray a request for the user's input in an answer's bytes;
+// answerMarkers a JSON-RPC response. A marker split across two reads goes
+// unseen; that costs one sample's accuracy, never a wrong answer.
+var (
+	inputMarkers  = [][]byte{[]byte(`"elicitation/create"`), []byte(`"sampling/createMessage"`), []byte(`"input_required"`)}
+	answerMarkers = [][]byte{[]byte(`"result"`), []byte(`"error"`)}
+)
+
+// wrote notes chunk p, just written to the client.
+func (s *relaySeen) wrote(p []byte) {
+	if s == nil {
+		return
+	}
+	s.end = time.Now()
+	if !s.input && containsAny(p, inputMarkers) {
+		s.input = true
+	}
+	// A client that stops reading once it has its response may close the
+	// connection before the upstream's end of stream reaches us: the
+	// response itself is what counts.
+	if !s.answered && containsAny(p, answerMarkers) {
+		s.answered = true
+	}
+}
+
+// ended notes the end of the body: err is the read error that ended it.
+func (s *relaySeen) ended(err error) {
+	if s == nil {
+		return
+	}
+	if s.complete = err == io.EOF; s.complete {
+		s.end = time.Now()
+	}
+}
+
+func containsAny(p []byte, markers [][]byte) bool {
+	for _, m := range markers {
+		if bytes.Contains(p, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// relayBody is relay; seen, when not nil, is told what the body held.
+func (h *Handler) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *relaySeen) {
 	defer resp.Body.Close()
 	stream := copyResponseHeader(w, resp)
 	if resp.ContentLength >= 0 && !stream && bodyAllowed(r.Method, resp.StatusCode) {
@@ -31,16 +103,32 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
-	if !stream {
-		_, _ = io.CopyBuffer(writerOnly{w}, resp.Body, buf)
-		return
-	}
 	flusher, _ := w.(http.Flusher)
-	if flusher == nil {
+	switch {
+	case stream && flusher != nil:
+		h.relayStream(w, flusher, resp.Body, buf, seen)
+	case seen != nil:
+		copySeen(w, resp.Body, buf, seen)
+	default:
 		_, _ = io.CopyBuffer(writerOnly{w}, resp.Body, buf)
-		return
 	}
-	h.relayStream(w, flusher, resp.Body, buf)
+}
+
+// copySeen copies body to w through buf, telling seen what passes.
+func copySeen(w io.Writer, body io.Reader, buf []byte, seen *relaySeen) {
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			seen.wrote(buf[:n])
+		}
+		if err != nil {
+			seen.ended(err)
+			return
+		}
+	}
 }
 
 // headerWait is how long a stream's headers may wait for its first event
@@ -58,8 +146,9 @@ type chunk struct {
 // POST's stream right after its response event) go out in the same write:
 // a JSON-RPC answer costs one write to the client instead of three
 // (headers, event, end of stream). The headers are flushed on their own
-// only when the first event takes longer than headerWait.
-func (h *Handler) relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte) {
+// only when the first event takes longer than headerWait. seen (may be
+// nil) is told what was written and how the body ended.
+func (h *Handler) relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *relaySeen) {
 	chunks := make(chan chunk, 1)
 	free := make(chan []byte, 1) // the buffer the reader may fill next
 	spare := copyBufs.Get().(*[]byte)
@@ -113,8 +202,10 @@ func (h *Handler) relayStream(w http.ResponseWriter, f http.Flusher, body io.Rea
 				if _, err := w.Write(c.p); err != nil {
 					return
 				}
+				seen.wrote(c.p)
 			}
 			if c.err != nil {
+				seen.ended(c.err)
 				return // the handler's return writes what is left, at once
 			}
 			free <- c.p[:cap(c.p)]

@@ -36,6 +36,15 @@ type toolsCallParams struct {
 func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *message) {
 	s := h.session(r)
 	if !s.legacyTasks() {
+		// An older client: no tasks, but the call still teaches latency.
+		var p struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
+			if _, listed := h.toolInfo(r.Context(), p.Name); listed {
+				msg.learn = p.Name
+			}
+		}
 		h.forward(w, r, msg)
 		return
 	}
@@ -44,8 +53,8 @@ func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *me
 		writeRPCError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	ts, reason := policy.Legacy(h.cfg.Rules, p.Name, h.upstreamTaskSupport(r.Context(), p.Name))
-	h.log.Debug().Str("op", "decide").Str("tool", p.Name).Str("task_support", string(ts)).Bool("task_requested", p.Task != nil).Msg(reason)
+	d, learn := h.decide(r.Context(), p.Name, policy.FlavourLegacy)
+	ts := d.TaskSupport
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
@@ -54,6 +63,7 @@ func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *me
 				fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
 			return
 		}
+		msg.learn = learn
 		h.forward(w, r, msg)
 		return
 	}
@@ -80,8 +90,9 @@ func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *me
 		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
+		learn:      learn,
 	}
-	if err := h.createTask(r.Context(), j, taskstore.FlavourLegacy, p.Name, ttl); err != nil {
+	if err := h.createTask(r.Context(), j, taskstore.FlavourLegacy, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
 		writeRPCError(w, msg.ID, rpcError(err))
 		return
 	}
@@ -98,16 +109,18 @@ func newUpstreamID() jsonrpc.ID {
 
 // createTask stores j's task durably, leased to this replica; the caller
 // starts the worker and only then answers CreateTaskResult (DESIGN.md
-// invariant 1: a tasks/get on any replica finds it).
-func (h *Handler) createTask(ctx context.Context, j *job, flavour taskstore.Flavour, tool string, ttl time.Duration) error {
+// invariant 1: a tasks/get on any replica finds it). ttl and poll zero
+// mean the store's defaults.
+func (h *Handler) createTask(ctx context.Context, j *job, flavour taskstore.Flavour, tool string, ttl, poll time.Duration) error {
 	rawID, _ := json.Marshal(j.req.ID.Raw())
 	t, err := h.store.Create(ctx, taskstore.NewTask{
-		Owner:    j.owner,
-		Tool:     tool,
-		Flavour:  flavour,
-		TTL:      ttl,
-		Upstream: taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
-		Lease:    &taskstore.LeaseRequest{Holder: h.cfg.ReplicaID, Duration: h.cfg.Lease},
+		Owner:        j.owner,
+		Tool:         tool,
+		Flavour:      flavour,
+		TTL:          ttl,
+		PollInterval: poll,
+		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
+		Lease:        &taskstore.LeaseRequest{Holder: h.cfg.ReplicaID, Duration: h.cfg.Lease},
 	})
 	if err != nil {
 		h.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", shortOwner(j.owner)).Err(err).Msg(rpcError(err).Message)
@@ -115,7 +128,8 @@ func (h *Handler) createTask(ctx context.Context, j *job, flavour taskstore.Flav
 	}
 	j.task = t
 	h.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(j.owner)).
-		Str("replica", h.cfg.ReplicaID).Str("flavour", string(flavour)).Msg("task created")
+		Str("replica", h.cfg.ReplicaID).Str("flavour", string(flavour)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
+		Msg("task created")
 	return nil
 }
 

@@ -9,6 +9,7 @@ package gateway
 // 2025-11-25 flavour uses; only the wire shapes differ.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,9 @@ func toModernTask(t *taskstore.Task, resultType string, detailed bool) modernTas
 	}
 	switch t.Status {
 	case taskstore.StatusCompleted:
-		mt.Result = t.Result
+		// A legacy upstream's result lacks resultType, which 2026-07-28
+		// requires on every result (schema-2026-07-28.ts Result).
+		mt.Result = modernResult("tools/call", t.Result)
 	case taskstore.StatusFailed:
 		mt.Error = t.Error
 		if len(mt.Error) == 0 {
@@ -102,23 +105,25 @@ const (
 	modeRefuse // required task, client without the extension: -32021
 )
 
-func (h *Handler) decideModern(tool string, mr *modernReq) (modernMode, string) {
-	rule, i, ok := h.cfg.Rules.Match(tool)
-	reason := "no rule"
-	if ok {
-		reason = fmt.Sprintf("rule %d: --%s %s", i+1, rule.Mode, rule.Glob)
+// decideModern decides a modern client's tools/call (policy.Decide, via
+// decide) and maps the decision to what the gateway does; the Decision
+// carries the hybrid wait, ttl and pollInterval, learn the name the call's
+// latency is recorded under.
+func (h *Handler) decideModern(ctx context.Context, tool string, mr *modernReq) (mode modernMode, d policy.Decision, learn string) {
+	flavour := policy.FlavourModern
+	if !mr.Tasks {
+		flavour = policy.FlavourModernNoExt
 	}
-	switch {
-	case ok && rule.Mode == policy.Sync:
-		return modeSync, reason
-	case ok && rule.Mode == policy.TaskRequired && !mr.Tasks:
-		return modeRefuse, reason + ", client without the tasks extension"
-	case !mr.Tasks:
-		return modeSync, reason + ", client without the tasks extension"
-	case ok:
-		return modeTask, reason
+	d, learn = h.decide(ctx, tool, flavour)
+	switch d.Mode {
+	case policy.Task:
+		return modeTask, d, learn
+	case policy.Auto:
+		return modeAuto, d, learn
+	case policy.TaskRequired: // only without the extension: with it, Decide says Task
+		return modeRefuse, d, learn
 	}
-	return modeAuto, reason + ": auto"
+	return modeSync, d, learn
 }
 
 // serveModernToolsCall decides a modern tools/call: forwarded, a task, or
@@ -133,10 +138,10 @@ func (h *Handler) serveModernToolsCall(w http.ResponseWriter, r *http.Request, m
 		h.continueBridge(w, r, msg, mr, id, responses)
 		return
 	}
-	mode, reason := h.decideModern(p.Name, mr)
-	h.log.Debug().Str("op", "decide").Str("tool", p.Name).Int("mode", int(mode)).Msg(reason)
+	mode, d, learn := h.decideModern(r.Context(), p.Name, mr)
 	switch mode {
 	case modeSync:
+		msg.learn = learn
 		h.forwardModern(w, r, msg, mr)
 		return
 	case modeRefuse:
@@ -163,18 +168,21 @@ func (h *Handler) serveModernToolsCall(w http.ResponseWriter, r *http.Request, m
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
 		clientCaps: mr.ClientCaps,
 		modern:     &modernJob{target: target, params: upParams},
+		learn:      learn,
 	}
 	if mode == modeTask {
-		h.startModernTask(w, r, msg, j, p.Name)
+		h.startModernTask(w, r, msg, j, p.Name, d)
 		return
 	}
-	h.hybrid(w, r, msg, j, p.Name)
+	h.hybrid(w, r, msg, j, p.Name, d)
 }
 
-// startModernTask creates the task, starts its worker and answers the flat
-// CreateTaskResult, only once the task is durable ("Task Creation").
-func (h *Handler) startModernTask(w http.ResponseWriter, r *http.Request, msg *message, j *job, tool string) {
-	if err := h.createTask(context.WithoutCancel(r.Context()), j, taskstore.FlavourModern, tool, h.defaultTTL(j.owner)); err != nil {
+// startModernTask creates the task, with the ttl and pollInterval of d,
+// starts its worker and answers the flat CreateTaskResult, only once the
+// task is durable ("Task Creation").
+func (h *Handler) startModernTask(w http.ResponseWriter, r *http.Request, msg *message, j *job, tool string, d policy.Decision) {
+	ttl := taskTTL(d, h.defaultTTL(j.owner), j.owner)
+	if err := h.createTask(context.WithoutCancel(r.Context()), j, taskstore.FlavourModern, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil {
 			j.call.abort(err)
 		}
@@ -194,40 +202,52 @@ func (h *Handler) defaultTTL(owner string) time.Duration {
 	return 0
 }
 
-// hybrid starts the upstream call and waits up to the hybrid budget. An
-// answer in time goes back as it is, with no task and no store write; so
-// does an MRTR input_required round (SEP-2663: MRTR rounds SHOULD resolve
-// before the task exists; the client's retry is decided afresh). A call
-// still running, or a legacy upstream asking for input, becomes a task.
-func (h *Handler) hybrid(w http.ResponseWriter, r *http.Request, msg *message, j *job, tool string) {
+// hybrid starts the upstream call and waits up to the hybrid budget
+// (d.HybridWait). An answer in time goes back as it is, with no task and
+// no store write, and teaches the tool's latency; so does an MRTR
+// input_required round, which teaches nothing (SEP-2663: MRTR rounds SHOULD
+// resolve before the task exists; the client's retry is decided afresh). A
+// call still running, or a legacy upstream asking for input, becomes a task.
+func (h *Handler) hybrid(w http.ResponseWriter, r *http.Request, msg *message, j *job, tool string, d policy.Decision) {
+	wait := d.HybridWait
+	if wait <= 0 {
+		wait = DefaultHybridWait
+	}
 	c := h.startCall(h.workers.ctx, j.sess, j.req)
-	timer := time.NewTimer(h.hybridWait())
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case res := <-c.done:
+		if res.err == nil && !isInputRequired(res.resp) {
+			h.observe(j.learn, time.Since(c.started))
+		}
 		h.writeCallResult(w, msg, res)
 	case m := <-c.requests:
 		j.call, j.first = c, m
-		h.startModernTask(w, r, msg, j, tool)
+		h.startModernTask(w, r, msg, j, tool, d)
 	case <-timer.C:
 		j.call = c
-		h.startModernTask(w, r, msg, j, tool)
+		h.startModernTask(w, r, msg, j, tool, d)
 	case <-r.Context().Done():
 		c.abort(errors.New("the client went away"))
 		<-c.done
 	}
 }
 
-func (h *Handler) hybridWait() time.Duration {
-	if h.cfg.HybridWait > 0 {
-		return h.cfg.HybridWait
+// isInputRequired reports whether resp is an MRTR input_required result.
+func isInputRequired(resp *jsonrpc.Response) bool {
+	if resp == nil || resp.Error != nil || !bytes.Contains(resp.Result, []byte(`"input_required"`)) {
+		return false
 	}
-	return DefaultHybridWait
+	var r struct {
+		ResultType string `json:"resultType"`
+	}
+	return json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "input_required"
 }
 
 // writeCallResult answers a modern tools/call with the upstream's own
 // answer: its result (marked resultType "complete" if the upstream, being
-// legacy, did not say), or its JSON-RPC error.
+// legacy, did not say: modernResult), or its JSON-RPC error.
 func (h *Handler) writeCallResult(w http.ResponseWriter, msg *message, res callResult) {
 	switch {
 	case res.err != nil:
@@ -242,21 +262,8 @@ func (h *Handler) writeCallResult(w http.ResponseWriter, msg *message, res callR
 		}
 		writeJSON(w, status, rpcResponse{JSONRPC: "2.0", ID: msg.ID, Error: mustJSON(res.resp.Error)})
 	default:
-		writeResult(w, msg.ID, withResultType(res.resp.Result))
+		writeResult(w, msg.ID, modernResult("tools/call", res.resp.Result))
 	}
-}
-
-// withResultType adds resultType "complete" to a result that has none.
-func withResultType(result json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(result, &m) != nil || m == nil {
-		return result
-	}
-	if _, ok := m["resultType"]; ok {
-		return result
-	}
-	m["resultType"] = json.RawMessage(`"complete"`)
-	return mustJSON(m)
 }
 
 // serveModernTasks answers tasks/get, tasks/update and tasks/cancel, and

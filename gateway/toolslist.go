@@ -1,20 +1,24 @@
 package gateway
 
 // tools/list for 2025-11-25 sessions: each tool's execution.taskSupport is
-// what the rules make of it ("Tool-Level Negotiation",
-// ../shared/spec/tasks-2025-11-25.mdx; policy.Legacy):
+// what the policy makes of it ("Tool-Level Negotiation",
+// ../shared/spec/tasks-2025-11-25.mdx; policy.Decide for FlavourLegacy):
 //
-//	--task GLOB           "optional"
-//	--task-required GLOB  "required"
-//	--sync GLOB           absent (execution dropped when nothing else is in it)
-//	no rule               as the upstream declared
+//	task rule             "optional"
+//	task-required rule    "required"
+//	sync rule             absent (execution dropped when nothing else is in it)
+//	no rule, auto rule    as the upstream declared, "optional" once the
+//	                      tool's learned p95 exceeds --auto-after
 //
 // Only tools whose value changes are re-encoded; every other byte of the
 // answer (nextCursor, unknown fields of the result and of each tool) is
-// kept. What the upstream itself declared goes into the tool catalogue,
-// which a tools/call on any replica reads (upstreamTaskSupport).
+// kept. What the upstream itself declared (taskSupport and annotations)
+// goes into the tool catalogue, which a tools/call on any replica reads
+// (toolInfo), so annotation rules match there too. A 2026-07-28 client's
+// tools/list teaches the catalogue the same way (learnToolsList).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 const (
@@ -50,7 +55,14 @@ func (h *Handler) serveToolsList(w http.ResponseWriter, r *http.Request, msg *me
 		a.write(w, r, h, nil)
 		return
 	}
-	result, declared, err := rewriteTools(h.cfg.Rules, a.result)
+	cfg := h.policy.Load()
+	result, declared, err := rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
+		d := policy.Decide(cfg, decl.tool(name), policy.FlavourLegacy, decl.ts, h.lat.Stats(name))
+		if d.TaskSupport != decl.ts {
+			h.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
+		}
+		return d.TaskSupport
+	})
 	if err != nil {
 		h.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
 		a.write(w, r, h, nil)
@@ -66,9 +78,40 @@ func (h *Handler) serveToolsList(w http.ResponseWriter, r *http.Request, msg *me
 	a.write(w, r, h, out)
 }
 
-// rewriteTools applies the rules to a tools/list result. It returns the new
-// result (nil when nothing changed) and what the upstream declared per tool.
-func rewriteTools(rules policy.Rules, result json.RawMessage) (json.RawMessage, map[string]policy.TaskSupport, error) {
+// learnToolsList records what a tools/list result (of either era) declares
+// in the tool catalogue.
+func (h *Handler) learnToolsList(ctx context.Context, result json.RawMessage) {
+	if h.store == nil || len(result) == 0 {
+		return
+	}
+	_, declared, err := rewriteTools(result, nil)
+	if err != nil {
+		h.log.Debug().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result")
+		return
+	}
+	h.tools.learn(ctx, h, declared)
+}
+
+// toolDecl is what the upstream declared for one tool in tools/list.
+type toolDecl struct {
+	ts  policy.TaskSupport
+	ann json.RawMessage // the annotations object verbatim, nil when absent
+}
+
+// tool is the policy's view of the tool called name.
+func (d toolDecl) tool(name string) policy.Tool {
+	t := policy.Tool{Name: name}
+	if len(d.ann) > 0 {
+		_ = json.Unmarshal(d.ann, &t.Annotations) // bad hints count as absent
+	}
+	return t
+}
+
+// rewriteTools reads a tools/list result and, with want (nil: read only),
+// sets each tool's execution.taskSupport to want's answer. It returns the
+// new result (nil when nothing changed) and what the upstream declared
+// per tool.
+func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) policy.TaskSupport) (json.RawMessage, map[string]toolDecl, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(result, &res); err != nil {
 		return nil, nil, err
@@ -77,7 +120,7 @@ func rewriteTools(rules policy.Rules, result json.RawMessage) (json.RawMessage, 
 	if err := json.Unmarshal(res["tools"], &tools); err != nil {
 		return nil, nil, err
 	}
-	declared := make(map[string]policy.TaskSupport, len(tools))
+	declared := make(map[string]toolDecl, len(tools))
 	changed := false
 	for i, raw := range tools {
 		var tool map[string]json.RawMessage
@@ -90,20 +133,26 @@ func rewriteTools(rules policy.Rules, result json.RawMessage) (json.RawMessage, 
 		}
 		var exec map[string]json.RawMessage
 		_ = json.Unmarshal(tool["execution"], &exec)
-		var up policy.TaskSupport
-		_ = json.Unmarshal(exec["taskSupport"], &up)
-		declared[name] = up
-		want, _ := policy.Legacy(rules, name, up)
-		if want == up {
+		var decl toolDecl
+		_ = json.Unmarshal(exec["taskSupport"], &decl.ts)
+		if ann := bytes.TrimSpace(tool["annotations"]); len(ann) > 0 && ann[0] == '{' {
+			decl.ann = ann
+		}
+		declared[name] = decl
+		if want == nil {
 			continue
 		}
-		if want == policy.TaskSupportAbsent {
+		ts := want(name, decl)
+		if ts == decl.ts {
+			continue
+		}
+		if ts == policy.TaskSupportAbsent {
 			delete(exec, "taskSupport")
 		} else {
 			if exec == nil {
 				exec = make(map[string]json.RawMessage, 1)
 			}
-			exec["taskSupport"], _ = json.Marshal(want)
+			exec["taskSupport"], _ = json.Marshal(ts)
 		}
 		if len(exec) == 0 {
 			delete(tool, "execution")
@@ -135,85 +184,95 @@ type toolCatalog struct {
 }
 
 type catalogEntry struct {
-	ts policy.TaskSupport
-	at time.Time // when this replica wrote or read it
+	decl   toolDecl
+	listed bool      // the upstream listed the tool (else: "not in the store", remembered briefly)
+	at     time.Time // when this replica wrote or read it
 }
 
 func newToolCatalog() *toolCatalog { return &toolCatalog{m: make(map[string]catalogEntry)} }
 
-// get returns the local value for tool, and whether there is one and
+// get returns the local entry for tool, and whether there is one and
 // whether it is fresh.
-func (c *toolCatalog) get(tool string, now time.Time) (ts policy.TaskSupport, ok, fresh bool) {
+func (c *toolCatalog) get(tool string, now time.Time) (e catalogEntry, ok, fresh bool) {
 	c.mu.RLock()
-	e, ok := c.m[tool]
+	e, ok = c.m[tool]
 	c.mu.RUnlock()
-	return e.ts, ok, ok && now.Sub(e.at) <= catalogFresh
+	return e, ok, ok && now.Sub(e.at) <= catalogFresh
 }
 
-// setUntil records ts for tool as read at `at` (so it stays fresh until
-// at+catalogFresh).
-func (c *toolCatalog) setUntil(tool string, ts policy.TaskSupport, at time.Time) {
-	c.set(map[string]policy.TaskSupport{tool: ts}, at)
-}
-
-func (c *toolCatalog) set(entries map[string]policy.TaskSupport, now time.Time) {
+func (c *toolCatalog) set(tool string, e catalogEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for tool, ts := range entries {
-		if _, ok := c.m[tool]; !ok && len(c.m) >= catalogMaxTools {
-			c.m = make(map[string]catalogEntry) // start over rather than grow
-		}
-		c.m[tool] = catalogEntry{ts: ts, at: now}
+	c.setLocked(tool, e)
+}
+
+func (c *toolCatalog) setLocked(tool string, e catalogEntry) {
+	if _, ok := c.m[tool]; !ok && len(c.m) >= catalogMaxTools {
+		c.m = make(map[string]catalogEntry) // start over rather than grow
 	}
+	c.m[tool] = e
 }
 
 // learn records what a tools/list said, writing to the store only the tools
 // whose declaration this replica did not already know.
-func (c *toolCatalog) learn(ctx context.Context, h *Handler, declared map[string]policy.TaskSupport) {
+func (c *toolCatalog) learn(ctx context.Context, h *Handler, declared map[string]toolDecl) {
 	now := time.Now()
-	changed := make(map[string]string)
+	changed := make(map[string]taskstore.ToolInfo)
 	c.mu.RLock()
-	for tool, ts := range declared {
-		if e, ok := c.m[tool]; !ok || e.ts != ts || now.Sub(e.at) > catalogFresh {
-			changed[tool] = string(ts)
+	for tool, d := range declared {
+		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != d.ts || !bytes.Equal(e.decl.ann, d.ann) || now.Sub(e.at) > catalogFresh {
+			changed[tool] = taskstore.ToolInfo{TaskSupport: string(d.ts), Annotations: d.ann}
 		}
 	}
 	c.mu.RUnlock()
 	if len(changed) > 0 {
-		if err := h.store.SetToolTaskSupport(ctx, changed); err != nil {
+		if err := h.store.SetTools(ctx, changed); err != nil {
 			// Not fatal: this answer is right; other replicas learn later.
 			h.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot record the tool catalogue")
 			return
 		}
 	}
-	c.set(declared, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tool, d := range declared {
+		c.setLocked(tool, catalogEntry{decl: d, listed: true, at: now})
+	}
+}
+
+// toolInfo is what the upstream declared for tool (the zero toolDecl when
+// nothing or unknown), and whether it listed the tool at all: only listed
+// tools have their latency learned. This replica's copy is trusted for
+// catalogFresh, else the store is read.
+func (h *Handler) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
+	now := time.Now()
+	local, known, fresh := h.tools.get(tool, now)
+	if fresh || h.store == nil {
+		return local.decl, local.listed
+	}
+	info, ok, err := h.store.Tool(ctx, tool)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
+		}
+		return local.decl, local.listed // stale or absent, the best there is
+	}
+	if !ok {
+		if known {
+			return local.decl, local.listed
+		}
+		// Remember "not listed" too, briefly: without it every call of a
+		// tool nobody listed yet costs a Redis read.
+		h.tools.set(tool, catalogEntry{at: now.Add(catalogMissFresh - catalogFresh)})
+		return toolDecl{}, false
+	}
+	d := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations}
+	h.tools.set(tool, catalogEntry{decl: d, listed: true, at: now})
+	return d, true
 }
 
 // upstreamTaskSupport is the execution.taskSupport the upstream itself
 // declared for tool ("" when absent or unknown).
 func (h *Handler) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
-	now := time.Now()
-	local, known, fresh := h.tools.get(tool, now)
-	if fresh || h.store == nil {
-		return local
-	}
-	v, ok, err := h.store.ToolTaskSupport(ctx, tool)
-	if err != nil {
-		if ctx.Err() == nil {
-			h.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
-		}
-		return local // stale or absent, the best there is
-	}
-	if !ok {
-		if known {
-			return local
-		}
-		// Remember "not declared" too, briefly: without it every call of a
-		// tool nobody listed yet costs a Redis read.
-		h.tools.setUntil(tool, policy.TaskSupportAbsent, now.Add(catalogMissFresh-catalogFresh))
-		return policy.TaskSupportAbsent
-	}
-	ts := policy.TaskSupport(v)
-	h.tools.set(map[string]policy.TaskSupport{tool: ts}, now)
-	return ts
+	d, _ := h.toolInfo(ctx, tool)
+	return d.ts
 }

@@ -67,6 +67,9 @@ type job struct {
 	clientCaps json.RawMessage
 	// modern is set for a task of a 2026-07-28 client.
 	modern *modernJob
+	// learn is the tool name the call's latency is recorded under; empty:
+	// not learned (latency.go).
+	learn string
 }
 
 // modernJob is what a task of a 2026-07-28 client needs besides job.
@@ -101,6 +104,7 @@ type call struct {
 	done     chan callResult
 	ctx      context.Context
 	abort    context.CancelCauseFunc
+	started  time.Time // when the request was sent
 }
 
 // startCall sends req on sess in a goroutine owned by the workers.
@@ -112,6 +116,7 @@ func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req 
 		done:     make(chan callResult, 1),
 		ctx:      ctx,
 		abort:    abort,
+		started:  time.Now(),
 	}
 	h.workers.wg.Add(1)
 	go func() {
@@ -154,7 +159,7 @@ type taskRun struct {
 	mrtrAnswers  map[string]json.RawMessage // modern upstream: its key → the client's result
 	requestState string
 
-	start        time.Time
+	start        time.Time // when the upstream call started (before the task, for a hybrid call)
 	waitingSince time.Time
 	inputWait    time.Duration
 }
@@ -182,6 +187,7 @@ func (h *Handler) work(j *job) {
 	if run.call == nil {
 		run.call = h.startCall(ctx, j.sess, j.req)
 	}
+	run.start = run.call.started
 	defer func() {
 		if run.call != nil {
 			run.call.abort(nil)
@@ -221,6 +227,9 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 				continue
 			}
 			run.stopWaiting()
+			if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
+				h.observe(j.learn, time.Since(run.start)-run.inputWait)
+			}
 			h.finish(run.store, j, run.log.With().Dur("input_wait", run.inputWait).Logger(), res, run.start)
 			return
 

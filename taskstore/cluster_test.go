@@ -82,4 +82,15 @@ func TestCluster(t *testing.T) {
 	if err != nil || len(exp) != 1 || exp[0].ID != task.ID {
 		t.Fatalf("ListExpiredLeases = %+v, %v", exp, err)
 	}
+
+	// Latencies: each replica's hash in its own slot, the index in another.
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if err := s.PublishLatencies(ctx, r, map[string][]byte{"slow": []byte(r)}, time.Minute); err != nil {
+			t.Fatalf("PublishLatencies %s: %v", r, err)
+		}
+	}
+	lat, err := s.LoadLatencies(ctx, "r1", time.Minute)
+	if err != nil || len(lat) != 2 || string(lat["r3"]["slow"]) != "r3" {
+		t.Fatalf("LoadLatencies = %q, %v", lat, err)
+	}
 }

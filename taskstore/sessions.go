@@ -4,7 +4,8 @@ package taskstore
 // upstream's initialize and tools/list answers and every replica must know.
 //
 //	<prefix>:session:<sha>   HASH  id, cv, uv, caps, created; PEXPIRE ttl (TouchSession renews)
-//	<prefix>:tools           HASH  tool name -> execution.taskSupport the upstream declared ("" = none)
+//	<prefix>:tools           HASH  tool name -> execution.taskSupport the upstream declared ("" = none),
+//	                               or {"taskSupport":…,"annotations":{…}} for a tool with annotations
 //
 // <sha> is 32 hex digits of SHA-256(session id): session ids are the
 // upstream's (any visible ASCII, of any length), so hashing keeps braces out
@@ -121,15 +122,55 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// SetToolTaskSupport records, per tool name, the execution.taskSupport the
-// upstream declared ("" when it declared none). Other tools are kept.
-func (s *Store) SetToolTaskSupport(ctx context.Context, declared map[string]string) error {
-	if len(declared) == 0 {
+// ToolInfo is what the catalogue holds about one tool, as the upstream
+// declared it in tools/list.
+type ToolInfo struct {
+	// TaskSupport is execution.taskSupport, "" when absent.
+	TaskSupport string
+	// Annotations is the tool's annotations object verbatim, nil when absent.
+	Annotations json.RawMessage
+}
+
+// encodeTool is a catalogue value: the bare taskSupport when the tool has
+// no annotations (so the common case stays readable in redis-cli), else
+// {"taskSupport":…,"annotations":…}. A taskSupport never starts with "{".
+func encodeTool(t ToolInfo) string {
+	if len(t.Annotations) == 0 {
+		return t.TaskSupport
+	}
+	b, err := json.Marshal(struct {
+		TaskSupport string          `json:"taskSupport"`
+		Annotations json.RawMessage `json:"annotations"`
+	}{t.TaskSupport, t.Annotations})
+	if err != nil { // annotations that are not JSON: keep what matters most
+		return t.TaskSupport
+	}
+	return string(b)
+}
+
+func decodeTool(v string) ToolInfo {
+	if len(v) == 0 || v[0] != '{' {
+		return ToolInfo{TaskSupport: v}
+	}
+	var t struct {
+		TaskSupport string          `json:"taskSupport"`
+		Annotations json.RawMessage `json:"annotations"`
+	}
+	if json.Unmarshal([]byte(v), &t) != nil {
+		return ToolInfo{}
+	}
+	return ToolInfo{TaskSupport: t.TaskSupport, Annotations: t.Annotations}
+}
+
+// SetTools records what the upstream declared per tool. Other tools are
+// kept.
+func (s *Store) SetTools(ctx context.Context, tools map[string]ToolInfo) error {
+	if len(tools) == 0 {
 		return nil
 	}
-	args := make([]interface{}, 0, 2*len(declared))
-	for tool, ts := range declared {
-		args = append(args, tool, ts)
+	args := make([]interface{}, 0, 2*len(tools))
+	for name, t := range tools {
+		args = append(args, name, encodeTool(t))
 	}
 	if err := s.rdb.HSet(ctx, s.k.tools(), args...).Err(); err != nil {
 		return fmt.Errorf("taskstore: set tool catalogue: %w", classify(ctx, err))
@@ -137,15 +178,33 @@ func (s *Store) SetToolTaskSupport(ctx context.Context, declared map[string]stri
 	return nil
 }
 
-// ToolTaskSupport returns the execution.taskSupport recorded for tool, and
-// whether the tool is in the catalogue at all.
-func (s *Store) ToolTaskSupport(ctx context.Context, tool string) (string, bool, error) {
+// Tool returns what the catalogue holds about tool, and whether the tool
+// is in it at all.
+func (s *Store) Tool(ctx context.Context, tool string) (ToolInfo, bool, error) {
 	v, err := s.rdb.HGet(ctx, s.k.tools(), tool).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return "", false, nil
+		return ToolInfo{}, false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("taskstore: tool %q: %w", tool, classify(ctx, err))
+		return ToolInfo{}, false, fmt.Errorf("taskstore: tool %q: %w", tool, classify(ctx, err))
 	}
-	return v, true, nil
+	return decodeTool(v), true, nil
+}
+
+// SetToolTaskSupport records, per tool name, the execution.taskSupport the
+// upstream declared ("" when it declared none), without annotations.
+// Other tools are kept.
+func (s *Store) SetToolTaskSupport(ctx context.Context, declared map[string]string) error {
+	tools := make(map[string]ToolInfo, len(declared))
+	for name, ts := range declared {
+		tools[name] = ToolInfo{TaskSupport: ts}
+	}
+	return s.SetTools(ctx, tools)
+}
+
+// ToolTaskSupport returns the execution.taskSupport recorded for tool, and
+// whether the tool is in the catalogue at all.
+func (s *Store) ToolTaskSupport(ctx context.Context, tool string) (string, bool, error) {
+	t, ok, err := s.Tool(ctx, tool)
+	return t.TaskSupport, ok, err
 }

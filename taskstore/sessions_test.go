@@ -88,6 +88,22 @@ func TestToolCatalogue(t *testing.T) {
 				t.Errorf("ToolTaskSupport(%s) = %q, %v, %v", tool, got, ok, err)
 			}
 		}
+
+		// Annotations ride along; a tool without them keeps the bare form.
+		ann := json.RawMessage(`{"readOnlyHint":true}`)
+		wantErr(t, s.SetTools(ctx, map[string]ToolInfo{"read": {TaskSupport: "optional", Annotations: ann}, "plain": {}}), nil)
+		if h := e.hash("tg:tools"); h["read"] != `{"taskSupport":"optional","annotations":{"readOnlyHint":true}}` || h["plain"] != "" {
+			t.Errorf("raw catalogue = %v", h)
+		}
+		if got, ok, err := s.Tool(ctx, "read"); !ok || err != nil || got.TaskSupport != "optional" || string(got.Annotations) != string(ann) {
+			t.Errorf("Tool(read) = %+v, %v, %v", got, ok, err)
+		}
+		if got, ok, err := s.ToolTaskSupport(ctx, "read"); got != "optional" || !ok || err != nil {
+			t.Errorf("ToolTaskSupport(read) = %q, %v, %v", got, ok, err)
+		}
+		if got, ok, err := s.Tool(ctx, "slow"); !ok || err != nil || got.TaskSupport != "required" || got.Annotations != nil {
+			t.Errorf("Tool(slow) = %+v, %v, %v", got, ok, err)
+		}
 	})
 }
 

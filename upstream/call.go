@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -114,6 +115,9 @@ func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opt
 	switch ct {
 	case "text/event-stream":
 		r, err = c.readStream(ctx, s, resp.Body, req.ID, opts)
+		if err == nil {
+			drainStream(resp.Body)
+		}
 	case "application/json":
 		var data []byte
 		data, err = io.ReadAll(io.LimitReader(resp.Body, maxEventBytes+1))
@@ -316,4 +320,22 @@ func (c *Client) send(ctx context.Context, s *Session, method string, body []byt
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return nil
+}
+
+// Draining limits: the rest of a stream after its response is normally just
+// its end, already on the wire.
+const (
+	drainBytes = 64 << 10
+	drainWait  = 50 * time.Millisecond
+)
+
+// drainStream reads what is left of a response stream once its response
+// arrived, so the connection goes back to the pool: Go closes a connection
+// whose body was closed before its end, and a new TCP connection per call
+// costs more than the call. A server that keeps the stream open after the
+// response (Streamable HTTP says it SHOULD close it) is cut after drainWait.
+func drainStream(body io.ReadCloser) {
+	t := time.AfterFunc(drainWait, func() { body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainBytes))
+	t.Stop()
 }

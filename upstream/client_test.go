@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -244,5 +245,39 @@ func TestParseURL(t *testing.T) {
 	}
 	if _, err := upstream.ParseURL("https://mcp.example.com/mcp"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestCallReusesConnections pins a fix: Call used to close an SSE body
+// right after the response event, before the stream's end, so Go dropped
+// the connection and every call dialled anew.
+func TestCallReusesConnections(t *testing.T) {
+	var dials atomic.Int32
+	srv := httptest.NewUnstartedServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &upstream.Session{ProtocolVersion: "2026-07-28"}
+	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	before := dials.Load()
+	for i := 0; i < 20; i++ {
+		r, err := c.Call(context.Background(), s, toolCall(100+i, "echo", `{"text":"x"}`, meta), upstream.CallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := text(t, r); got != "x" {
+			t.Fatalf("echo = %q", got)
+		}
+	}
+	if n := dials.Load() - before; n > 1 {
+		t.Errorf("20 sequential calls opened %d new connections, want at most 1", n)
 	}
 }

@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		OnUsageError:    usageError,
 		Commands: []*cli.Command{
 			serveCommand(),
+			toolsCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
@@ -64,7 +65,7 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 	if m := badValue.FindStringSubmatch(msg); m != nil {
 		want := "a valid value"
 		switch m[2] {
-		case "shutdown-timeout", "default-ttl", "max-ttl", "poll-interval", "auto-after", "hybrid-wait", "drain-timeout":
+		case "shutdown-timeout", "default-ttl", "max-ttl", "poll-interval", "auto-after", "hybrid-wait", "drain-timeout", "latency-sync", "timeout":
 			want = "a duration such as 500ms, 30s or 2m"
 		}
 		return fmt.Errorf("invalid --%s %q: want %s", m[2], m[1], want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/taskgate/taskgate/gateway"
 	"github.com/taskgate/taskgate/policy"
 )
 
@@ -24,6 +25,12 @@ func policyFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "hybrid-wait", Value: policy.DefaultHybridWait, EnvVars: env("hybrid-wait"),
 			Usage: "how long a 2026-07-28 client's call of a no-rule tool is held before it becomes a task"},
 	}
+}
+
+// latencySyncFlag sets how often replicas share learned latencies.
+func latencySyncFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "latency-sync", Value: gateway.DefaultLatencySync, EnvVars: env("latency-sync"),
+		Usage: "how often this replica shares the tool latencies it learned through Redis (and reads the other replicas')"}
 }
 
 // policySource builds policy Configs: the rule flags and the durations,

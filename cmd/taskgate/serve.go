@@ -41,7 +41,7 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, append(append(storeFlags(), ruleFlags()...), policyFlags()...)...),
+		}, append(append(append(storeFlags(), ruleFlags()...), policyFlags()...), latencySyncFlag())...),
 		Action: serve,
 	}
 }
@@ -82,6 +82,9 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Duration("latency-sync") <= 0 {
+		return fmt.Errorf("invalid --latency-sync %s: it must be positive", c.Duration("latency-sync"))
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log)
 	if err != nil {
@@ -89,15 +92,13 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	h, err := gateway.New(gateway.Config{
-		Upstream: up,
-		Store:    store.Store,
-		Rules:    policyCfg.Rules,
-		// Until the gateway reads policy.Current (Decide per call), the
-		// flags and the rules file as read at startup apply.
-		HybridWait: policyCfg.HybridWait,
-		Path:       path,
-		MaxBody:    maxBody,
-		Logger:     log,
+		Upstream:    up,
+		Store:       store.Store,
+		Policy:      current, // the reloader below swaps it on SIGHUP or a changed --policy file
+		LatencySync: c.Duration("latency-sync"),
+		Path:        path,
+		MaxBody:     maxBody,
+		Logger:      log,
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,11 @@
 //	fail      {}                 → CallToolResult{isError:true} "tool failed: deliberate failure"
 //	rpcerror  {code}             → a JSON-RPC error (default code RPCErrorCode)
 //
+// With [Options.Elicit2], one more:
+//
+//	elicit2   {}                 → two form elicitations at once, "name" and "color"
+//	                               → "Hello, <name>! You like <color>."
+//
 // The server speaks the era it is configured for: stateful (legacy sessions,
 // 2025-11-25 and older; server→client requests on the tools/call SSE stream)
 // or [Options.Stateless] (modern 2026-07-28, where input is asked for with a

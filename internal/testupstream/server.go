@@ -31,6 +31,10 @@ type Options struct {
 	Logger *slog.Logger
 	// SessionTimeout closes idle sessions after this long. Unset: never.
 	SessionTimeout time.Duration
+	// Elicit2 also registers the elicit2 tool, which asks two questions at
+	// once. It is off by default so that the tool list every other test and
+	// golden transcript pins stays as it is.
+	Elicit2 bool
 	// ProtocolVersion is the newest protocol version this upstream speaks,
 	// e.g. "2025-06-18" to emulate an older server: initialize negotiates at
 	// most this version, and a request whose MCP-Protocol-Version header is
@@ -73,6 +77,9 @@ func NewServer(opts Options) *mcp.Server {
 		SupportedProtocolVersions: protocolVersions(opts.ProtocolVersion),
 	})
 	addTools(s, opts.Recorder)
+	if opts.Elicit2 {
+		add(s, opts.Recorder, &mcp.Tool{Name: "elicit2", Description: "Asks for a name and a colour at once (two elicitations)."}, elicit2)
+	}
 	return s
 }
 

@@ -3,8 +3,11 @@ package testupstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -195,4 +198,131 @@ func TestProtocolVersionCapsNegotiation(t *testing.T) {
 	if text, _ := callText(t, cs, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "old"}}); text != "old" {
 		t.Errorf("echo = %q", text)
 	}
+}
+
+// TestElicit2 pins the elicit2 tool: a legacy client gets both questions as
+// two elicitation/create requests outstanding at the same time; a modern
+// client gets one input_required round with both, another round with just
+// the one its retry left out, and the answers in the text once it has both.
+func TestElicit2(t *testing.T) {
+	t.Run("stateful legacy: two concurrent elicitations", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Elicit2: true}))
+		t.Cleanup(srv.Close)
+		both := make(chan struct{})
+		var once sync.Once
+		var mu sync.Mutex
+		seen := map[string]int{}
+		client := mcp.NewClient(&mcp.Implementation{Name: "unit", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				mu.Lock()
+				seen[req.Params.Message]++
+				if len(seen) == 2 {
+					once.Do(func() { close(both) })
+				}
+				mu.Unlock()
+				// Answer only once both questions are outstanding: a tool
+				// that asked them one after the other would never get here.
+				select {
+				case <-both:
+				case <-time.After(5 * time.Second):
+					return nil, errors.New("the other question never came while this one was open")
+				}
+				switch req.Params.Message {
+				case testupstream.Elicit2Questions["name"]:
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+				case testupstream.Elicit2Questions["color"]:
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"color": "teal"}}, nil
+				}
+				return nil, fmt.Errorf("unexpected question %q", req.Params.Message)
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		got, isErr := callText(t, cs, &mcp.CallToolParams{Name: "elicit2"})
+		if want := testupstream.Elicit2Text("Ada", "teal"); got != want || isErr {
+			t.Errorf("elicit2 = %q (isError %t), want %q", got, isErr, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) != 2 || seen[testupstream.Elicit2Questions["name"]] != 1 || seen[testupstream.Elicit2Questions["color"]] != 1 {
+			t.Errorf("questions asked: %v, want each once", seen)
+		}
+	})
+
+	t.Run("stateless modern: one round with both", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Elicit2: true}))
+		t.Cleanup(srv.Close)
+		client := mcp.NewClient(&mcp.Implementation{Name: "unit", Version: "1"}, &mcp.ClientOptions{
+			MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, errors.New("unused") },
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		keysOf := func(m mcp.InputRequestMap) string {
+			var ks []string
+			for k, v := range m {
+				ep, ok := v.(*mcp.ElicitParams)
+				if !ok || ep.Message != testupstream.Elicit2Questions[k] {
+					t.Errorf("input request %s = %#v, want the elicitation %q", k, v, testupstream.Elicit2Questions[k])
+				}
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			return strings.Join(ks, ",")
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.NeedsInput() || keysOf(res.InputRequests) != "color,name" || res.RequestState == "" {
+			t.Fatalf("first round: needs input %t, requests %v, state %q; want both questions at once", res.NeedsInput(), res.InputRequests, res.RequestState)
+		}
+		state := res.RequestState
+		name := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Lin"}}
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit2", RequestState: state,
+			InputResponses: mcp.InputResponseMap{"name": name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.NeedsInput() || keysOf(res.InputRequests) != "color" {
+			t.Fatalf("retry with one answer: needs input %t, requests %v; want just the colour", res.NeedsInput(), res.InputRequests)
+		}
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit2", RequestState: res.RequestState,
+			InputResponses: mcp.InputResponseMap{"name": name, "color": &mcp.ElicitResult{Action: "decline"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NeedsInput() || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != testupstream.Elicit2Text("Lin", "(decline)") {
+			t.Errorf("retry with both answers = %+v, want %q", res.Content, testupstream.Elicit2Text("Lin", "(decline)"))
+		}
+	})
+
+	t.Run("off by default", func(t *testing.T) {
+		t.Parallel()
+		cs := connect(t, testupstream.Options{}, "2025-11-25", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range tools.Tools {
+			if tl.Name == "elicit2" {
+				t.Error("elicit2 listed without Options.Elicit2")
+			}
+		}
+	})
 }

@@ -257,3 +257,96 @@ func ask(ctx context.Context, req *mcp.CallToolRequest, key string, ir mcp.Input
 	}
 	return resp, nil, nil
 }
+
+// colorSchema is the second form the elicit2 tool asks for.
+var colorSchema = json.RawMessage(`{"type":"object","properties":{"color":{"type":"string","description":"Your favourite colour"}},"required":["color"]}`)
+
+// Elicit2Questions are the messages of elicit2's two elicitations, by the
+// key it asks them under (a modern client's inputRequests keys).
+var Elicit2Questions = map[string]string{
+	"name":  "What is your name?",
+	"color": "What is your favourite colour?",
+}
+
+// Elicit2Text is elicit2's result for the two answers.
+func Elicit2Text(name, color string) string {
+	return fmt.Sprintf("Hello, %s! You like %s.", name, color)
+}
+
+// elicit2 asks two questions at once: a legacy client gets two concurrent
+// elicitation/create requests on the call's stream, a modern client one
+// input_required round with both in inputRequests (and, if it answers only
+// one, another round with the one still missing).
+func elicit2(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, error) {
+	asks := map[string]mcp.InputRequest{
+		"name":  &mcp.ElicitParams{Mode: "form", Message: Elicit2Questions["name"], RequestedSchema: nameSchema},
+		"color": &mcp.ElicitParams{Mode: "form", Message: Elicit2Questions["color"], RequestedSchema: colorSchema},
+	}
+	resps, pending, err := askAll(ctx, req, asks)
+	if pending != nil || err != nil {
+		return pending, err
+	}
+	answer := func(key string) string {
+		er, ok := resps[key].(*mcp.ElicitResult)
+		switch {
+		case !ok:
+			return "(no answer)"
+		case er.Action != "accept":
+			return "(" + er.Action + ")"
+		}
+		v, _ := er.Content[key].(string)
+		return v
+	}
+	return text(Elicit2Text(answer("name"), answer("color"))), nil
+}
+
+// askAll is ask for several inputs at once: a modern client gets one
+// input_required round with every input its retry did not carry yet; a
+// legacy client gets one server→client request per input, all sent
+// concurrently, and askAll waits for every answer.
+func askAll(ctx context.Context, req *mcp.CallToolRequest, asks map[string]mcp.InputRequest) (map[string]mcp.InputResponse, *mcp.CallToolResult, error) {
+	got := map[string]mcp.InputResponse{}
+	missing := mcp.InputRequestMap{}
+	for key, ir := range asks {
+		if r, ok := req.Params.InputResponses[key]; ok {
+			got[key] = r
+		} else {
+			missing[key] = ir
+		}
+	}
+	if len(missing) == 0 {
+		return got, nil, nil
+	}
+	if ip := req.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= modernVersion {
+		return nil, &mcp.CallToolResult{InputRequests: missing, RequestState: "testupstream:" + req.Params.Name}, nil
+	}
+	type answer struct {
+		key  string
+		resp mcp.InputResponse
+		err  error
+	}
+	answers := make(chan answer, len(missing))
+	for key, ir := range missing {
+		go func() {
+			p, ok := ir.(*mcp.ElicitParams)
+			if !ok {
+				answers <- answer{key: key, err: errors.New("unsupported input request")}
+				return
+			}
+			r, err := req.Session.Elicit(ctx, p)
+			answers <- answer{key, r, err}
+		}()
+	}
+	var firstErr error
+	for range missing {
+		a := <-answers
+		if a.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("%s: %s: %w", req.Params.Name, a.key, a.err)
+		}
+		got[a.key] = a.resp
+	}
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return got, nil, nil
+}

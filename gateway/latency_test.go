@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// waitLearned waits until h has n observations of tool: a call's latency
+// is recorded just after its answer is relayed, so the client may see the
+// answer first.
+func waitLearned(t *testing.T, h *Handler, tool string, n int) policy.Stats {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		st := h.lat.Stats(tool)
+		if st.Count == n {
+			return st
+		}
+		if st.Count > n || time.Now().After(deadline) {
+			t.Fatalf("%s: %d observations (%+v), want %d", tool, st.Count, st, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testUpstream(t *testing.T, stateless bool) string {
+	t.Helper()
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
+	t.Cleanup(up.Close)
+	return up.URL + "/mcp"
+}
+
+// learnedPolicy is a policy that promotes a tool at a p95 above 100ms.
+func learnedPolicy(c *Config) {
+	c.Policy = policy.NewCurrent(&policy.Config{AutoAfter: 100 * time.Millisecond, HybridWait: time.Second})
+}
+
+// TestLatencyThresholdFlipsDecisions: a tool no rule matches, whose
+// upstream latency grows from 50ms, is promoted within a few calls once its
+// p95 passes --auto-after: 2025-11-25 clients see taskSupport "optional" on
+// the next tools/list and may call it as a task; a modern client's call is
+// held only about twice its p50 before it becomes a task, which suggests
+// pollInterval p50/4 (at least 250ms).
+func TestLatencyThresholdFlipsDecisions(t *testing.T) {
+	f := newFleet(t, testUpstream(t, false))
+	h := f.add(learnedPolicy)
+	legacy := &mcpClient{t: t, urls: f.urls}
+	legacy.initialize()
+	modern := &modernClient{t: t, urls: f.urls}
+
+	// Never seen: auto for modern clients (direct within --hybrid-wait),
+	// unchanged (no taskSupport) for legacy ones.
+	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
+		t.Fatalf("slow before any call: taskSupport %q", ts)
+	}
+	if rt := resultType(t, modern.call("tools/call", slowArgs(0.05))); rt != "complete" {
+		t.Fatalf("first modern call of slow (50ms): resultType %q, want complete", rt)
+	}
+	if st := h.lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
+		t.Fatalf("after one hybrid call: %+v", st)
+	}
+	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
+		t.Fatalf("slow at 50ms: taskSupport %q", ts)
+	}
+
+	// Growing latency, through plain 2025-11-25 calls (sync pass-through).
+	calls := 0
+	for secs := 0.05; legacyTaskSupport(t, legacy)["slow"] != "optional"; secs *= 1.5 {
+		if calls++; calls > 6 {
+			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.lat.Stats("slow"))
+		}
+		if r := legacy.call("tools/call", slowArgs(secs)); r.Error != nil {
+			t.Fatalf("sync call: %+v", r.Error)
+		}
+	}
+	st := h.lat.Stats("slow")
+	t.Logf("promoted after %d sync calls: %+v", calls, st)
+
+	// Legacy clients may now ask for a task.
+	task := legacy.startTask("slow", map[string]any{"seconds": 0.05}, nil)
+	legacy.waitStatus(task.TaskID, "completed")
+
+	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
+	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
+	st = h.lat.Stats("slow") // the worker learned before it completed the task
+	d := decodeDetailed(t, modern.call("tools/call", slowArgs(0.6)))
+	if d.ResultType != "task" {
+		t.Fatalf("modern call of the promoted tool: %+v", d)
+	}
+	if want := min(max(st.P50/4, policy.MinPollInterval), policy.MaxPollInterval); *d.PollIntervalMs != want.Milliseconds() {
+		t.Errorf("pollIntervalMs = %d, want %d (p50 %v)", *d.PollIntervalMs, want.Milliseconds(), st.P50)
+	}
+	modern.waitTask(d.TaskID, "completed")
+	// Every path taught the tool: 1 hybrid + the sync calls + 2 tasks.
+	waitLearned(t, h, "slow", 1+calls+2)
+}
+
+// TestLatencyInputWaitExcluded: the time a task waits for the client's
+// answer is not the tool's latency.
+func TestLatencyInputWaitExcluded(t *testing.T) {
+	eras(t, func(t *testing.T, stateless bool) {
+		f := newFleet(t, testUpstream(t, stateless))
+		h := f.add(func(c *Config) { c.Rules = rules(t, "elicit", policy.Task) })
+		c := &modernClient{t: t, urls: f.urls}
+		c.call("tools/list", nil)
+		task := c.toolTask("elicit", map[string]any{})
+		d := c.waitTask(task.TaskID, "input_required")
+		time.Sleep(600 * time.Millisecond) // the user thinks
+		for key := range d.InputRequests {
+			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
+		}
+		c.waitTask(task.TaskID, "completed")
+		st := waitLearned(t, h, "elicit", 1)
+		if st.P95 > 300*time.Millisecond {
+			t.Errorf("elicit learned %+v: the 600ms input wait was counted", st)
+		}
+	})
+}
+
+// TestLatencyOnlyListedTools: a name the upstream never listed (a typo, a
+// client probing) teaches nothing, so it cannot crowd the bounded table.
+func TestLatencyOnlyListedTools(t *testing.T) {
+	f := newFleet(t, testUpstream(t, false))
+	h := f.add(nil)
+	legacy := &mcpClient{t: t, urls: f.urls}
+	legacy.initialize()
+	legacy.call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
+	legacy.call("tools/call", slowArgs(0))
+	if st := h.lat.Stats("no_such_tool"); st.Count != 0 {
+		t.Errorf("unlisted tool learned: %+v", st)
+	}
+	if st := h.lat.Stats("slow"); st.Count != 0 {
+		t.Errorf("slow learned before anyone listed it: %+v", st)
+	}
+	legacyTaskSupport(t, legacy)
+	legacy.call("tools/call", slowArgs(0))
+	waitLearned(t, h, "slow", 1)
+}
+
+// TestLatencySharedBetweenReplicas: what one replica learns reaches
+// another at its next merge, and a replica started later starts warm.
+func TestLatencySharedBetweenReplicas(t *testing.T) {
+	f := newFleet(t, testUpstream(t, false))
+	share := func(c *Config) { learnedPolicy(c); c.LatencySync = 50 * time.Millisecond }
+	a := f.add(share)
+	b := f.add(share)
+	la := &mcpClient{t: t, urls: f.urls[:1]}
+	la.initialize()
+	legacyTaskSupport(t, la)
+	for i := 0; i < 3; i++ {
+		la.call("tools/call", slowArgs(0.25))
+	}
+	waitLearned(t, a, "slow", 3)
+
+	// B has not served slow, yet decides with A's knowledge after a merge.
+	lb := &mcpClient{t: t, urls: f.urls[1:2]}
+	lb.initialize()
+	deadline := time.Now().Add(5 * time.Second)
+	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.lat.Stats("slow").Count != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica B never learned all of slow: %+v", b.lat.Stats("slow"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := b.lat.Stats("slow"); st.P50 < 200*time.Millisecond {
+		t.Errorf("replica B's view of slow: %+v", st)
+	}
+
+	// A replica started now knows slow before it serves anything.
+	c := f.add(func(c *Config) { learnedPolicy(c); c.LatencySync = time.Hour })
+	if st := c.lat.Stats("slow"); st.Count != 3 {
+		t.Errorf("new replica C is not warm: %+v", st)
+	}
+	// Its own observations are not published twice: A's 3 stay 3.
+	if st := a.lat.Stats("slow"); st.Count != 3 {
+		t.Errorf("replica A now counts %+v", st)
+	}
+}
+
+// TestLatencyLearningAddsNoRedisCommand: learning is in memory; sharing is
+// on a timer. A call costs no Redis command once the tool's catalogue
+// entry and the session are cached: sync pass-through, a modern hybrid
+// call that answers in time, and a modern sync call.
+func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
+	eras(t, func(t *testing.T, stateless bool) {
+		f := newFleet(t, testUpstream(t, stateless))
+		h := f.add(func(c *Config) {
+			c.Rules = rules(t, "progress", policy.Sync)
+			c.LatencySync = time.Hour // no merge during the test
+			c.Lease = time.Hour       // nor a recovery sweep
+		})
+		modern := &modernClient{t: t, urls: f.urls}
+		modern.call("tools/list", nil)
+		var legacy *mcpClient
+		if !stateless {
+			legacy = &mcpClient{t: t, urls: f.urls}
+			legacy.initialize()
+			legacyTaskSupport(t, legacy)
+		}
+		round := func() {
+			if legacy != nil {
+				legacy.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
+			}
+			modern.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
+			modern.call("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 1}})
+		}
+		round() // warm: era, held session, catalogue entries
+		before, learned := f.cmds[0].Load(), h.lat.Stats("echo").Count+h.lat.Stats("progress").Count
+		const rounds = 20
+		for i := 0; i < rounds; i++ {
+			round()
+		}
+		perRound := 2
+		if legacy != nil {
+			perRound = 3
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for h.lat.Stats("echo").Count+h.lat.Stats("progress").Count-learned != rounds*perRound {
+			if time.Now().After(deadline) {
+				t.Fatalf("learned %d calls, want %d", h.lat.Stats("echo").Count+h.lat.Stats("progress").Count-learned, rounds*perRound)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if n := f.cmds[0].Load() - before; n != 0 {
+			t.Errorf("%d Redis commands for %d calls, want 0", n, rounds*perRound)
+		}
+		t.Logf("%d calls, %d Redis commands", rounds*perRound, f.cmds[0].Load()-before)
+	})
+}
+
+// TestRelayCallSkipsInputRounds: a forwarded call whose answer asked the
+// user for input teaches nothing; one that answered does.
+func TestRelayCallSkipsInputRounds(t *testing.T) {
+	up, err := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for _, tt := range []struct {
+		name, ct, body string
+		learned        int
+	}{
+		{"result", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, 1},
+		{"sse result", "text/event-stream", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n", 1},
+		{"elicitation", "text/event-stream", "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"elicitation/create\",\"params\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n", 0},
+		{"mrtr round", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{}}}`, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := "t-" + strings.ReplaceAll(tt.name, " ", "-")
+			resp := upstreamResp(tt.ct, tt.body)
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			h.relayCall(rec, req, resp, tool, time.Now().Add(-time.Second))
+			if rec.Body.String() != tt.body {
+				t.Errorf("relayed %q", rec.Body.String())
+			}
+			if got := h.lat.Stats(tool).Count; got != tt.learned {
+				t.Errorf("learned %d observations, want %d", got, tt.learned)
+			}
+		})
+	}
+}
+
+// TestLatencyObserveAllocationFree: what the sync forward adds to a call,
+// noting the chunks relayed and recording the latency, allocates nothing.
+func TestLatencyObserveAllocationFree(t *testing.T) {
+	h := &Handler{lat: policy.NewLatencies(0)}
+	h.observe("echo", time.Millisecond) // the tool's entry
+	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
+	allocs := testing.AllocsPerRun(100, func() {
+		var seen relaySeen
+		seen.wrote(chunk)
+		seen.ended(io.EOF)
+		if seen.complete && seen.answered && !seen.input {
+			h.observe("echo", seen.end.Sub(seen.end.Add(-time.Millisecond)))
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per call", allocs)
+	}
+}
