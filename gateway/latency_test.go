@@ -213,23 +213,29 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 			modern.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
 			modern.call("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 1}})
 		}
-		round() // warm: era, held session, catalogue entries
-		before, learned := f.cmds[0].Load(), h.lat.Stats("echo").Count+h.lat.Stats("progress").Count
-		const rounds = 20
-		for i := 0; i < rounds; i++ {
-			round()
-		}
 		perRound := 2
 		if legacy != nil {
 			perRound = 3
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for h.lat.Stats("echo").Count+h.lat.Stats("progress").Count-learned != rounds*perRound {
-			if time.Now().After(deadline) {
-				t.Fatalf("learned %d calls, want %d", h.lat.Stats("echo").Count+h.lat.Stats("progress").Count-learned, rounds*perRound)
+		learned := func() int { return h.lat.Stats("echo").Count + h.lat.Stats("progress").Count }
+		waitTotal := func(n int) {
+			t.Helper()
+			deadline := time.Now().Add(2 * time.Second)
+			for learned() != n {
+				if time.Now().After(deadline) {
+					t.Fatalf("learned %d calls, want %d", learned(), n)
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
 		}
+		round() // warm: era, held session, catalogue entries
+		waitTotal(perRound)
+		before := f.cmds[0].Load()
+		const rounds = 20
+		for i := 0; i < rounds; i++ {
+			round()
+		}
+		waitTotal((rounds + 1) * perRound)
 		if n := f.cmds[0].Load() - before; n != 0 {
 			t.Errorf("%d Redis commands for %d calls, want 0", n, rounds*perRound)
 		}

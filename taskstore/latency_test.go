@@ -10,7 +10,7 @@ import (
 func TestLatencies(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
-		const keep = 2 * time.Second
+		const keep = 600 * time.Millisecond
 		if got, err := s.LoadLatencies(ctx, "", keep); err != nil || len(got) != 0 {
 			t.Fatalf("empty: %v, %v", got, err)
 		}

@@ -30,6 +30,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--redis-url", "nope://x"}, "invalid --redis-url"},
 		{[]string{"serve", up, "--listen", busy.Addr().String()}, "address already in use"},
 		{[]string{"serve", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"serve", up, "--latency-sync", "0s"}, "invalid --latency-sync 0s"},
+		{[]string{"serve", up, "--latency-sync", "often"}, `invalid --latency-sync "often": want a duration`},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
