@@ -161,6 +161,24 @@ func (ps *procs) stopAll() {
 	}
 }
 
+// buildAll builds taskgate and the test upstream from this checkout into a
+// fresh directory; cleanup removes it.
+func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", "taskgate-bench-")
+	if err != nil {
+		return "", "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if taskgate, err = build(dir, "./cmd/taskgate"); err == nil {
+		testupstream, err = build(dir, "./internal/testupstream/cmd/testupstream")
+	}
+	if err != nil {
+		cleanup()
+		return "", "", "", nil, err
+	}
+	return dir, taskgate, testupstream, cleanup, nil
+}
+
 // build compiles pkg into dir and returns the binary's path.
 func build(dir, pkg string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))

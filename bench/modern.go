@@ -257,19 +257,11 @@ func modernBench(o options) error {
 	load0 := loadAvg()
 	t0 := time.Now()
 
-	dir, err := os.MkdirTemp("", "taskgate-bench-")
+	dir, tg, tu, cleanup, err := buildAll()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	tg, err := build(dir, "./cmd/taskgate")
-	if err != nil {
-		return err
-	}
-	tu, err := build(dir, "./internal/testupstream/cmd/testupstream")
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	rs, err := startRedis(dir)
 	if err != nil {
 		return err

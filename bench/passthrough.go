@@ -16,19 +16,11 @@ import (
 func passthrough(o options) error {
 	ctx, stop := interruptible()
 	defer stop()
-	dir, err := os.MkdirTemp("", "taskgate-bench-")
+	_, tg, tu, cleanup, err := buildAll()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	tg, err := build(dir, "./cmd/taskgate")
-	if err != nil {
-		return err
-	}
-	tu, err := build(dir, "./internal/testupstream/cmd/testupstream")
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -13,13 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // cluster is N gateway replicas on one Redis, in front of one upstream.
@@ -33,28 +28,11 @@ func newCluster(t *testing.T, replicas int, rules policy.Rules) *cluster {
 	rec := &testupstream.Recorder{}
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
 	t.Cleanup(up.Close)
-	mr := miniredis.RunT(t)
-	c := &cluster{rec: rec}
+	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
-		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Upstream: client, Store: store, Rules: rules, ReplicaID: fmt.Sprintf("r%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		// Stop order: HTTP first, then workers, then the store.
-		t.Cleanup(func() { rdb.Close() })
-		t.Cleanup(func() { store.Close() })
-		t.Cleanup(func() { h.Close() })
-		t.Cleanup(srv.Close)
-		c.urls = append(c.urls, srv.URL+"/mcp")
+		f.add(func(c *Config) { c.Rules = rules })
 	}
-	return c
+	return &cluster{urls: f.urls, rec: rec}
 }
 
 func rules(t *testing.T, specs ...any) policy.Rules {

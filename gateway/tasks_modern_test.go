@@ -12,12 +12,9 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // modernCluster is N replicas on one Redis in front of one upstream of the
@@ -33,27 +30,11 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 	rec := &testupstream.Recorder{}
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rec}))
 	t.Cleanup(up.Close)
-	mr := miniredis.RunT(t)
-	c := &modernCluster{rec: rec, mr: mr}
+	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
-		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Upstream: client, Store: store, Rules: rules, HybridWait: hybrid, ReplicaID: fmt.Sprintf("m%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(func() { rdb.Close() })
-		t.Cleanup(func() { store.Close() })
-		t.Cleanup(func() { h.Close() })
-		t.Cleanup(srv.Close)
-		c.urls = append(c.urls, srv.URL+"/mcp")
+		f.add(func(c *Config) { c.Rules, c.HybridWait = rules, hybrid })
 	}
-	return c
+	return &modernCluster{urls: f.urls, rec: rec, mr: f.mr}
 }
 
 // modernClient speaks 2026-07-28: no session, _meta and headers on every
