@@ -39,7 +39,11 @@ func (h *Handler) forwardLegacyToolCall(w http.ResponseWriter, r *http.Request, 
 	target *modernTarget, req *jsonrpc.Request) {
 	ctx := r.Context()
 	owner := ownerOf(r)
-	c := h.startCall(h.workers.ctx, target.Session, req)
+	if e := h.admit(); e != nil {
+		writeModernError(w, msg.ID, e)
+		return
+	}
+	c := h.startCall(h.workers.ctx, target.Session, req, true) // the slot admit reserved
 	sse := newSSEWriter(w)
 	relay := func(n *jsonrpc.Request) {
 		if n.Method == "notifications/progress" { // request-scoped: may go on the response stream
@@ -83,7 +87,7 @@ func (h *Handler) forwardLegacyToolCall(w http.ResponseWriter, r *http.Request, 
 					return
 				}
 				target = t2
-				c = h.startCall(h.workers.ctx, target.Session, req)
+				c = h.startCall(h.workers.ctx, target.Session, req, false) // the first call ended
 				continue
 			}
 			if res.err == nil {

@@ -63,6 +63,10 @@ type Config struct {
 	Lease, LeaseRenew time.Duration
 	// Path is where MCP is served. Empty means DefaultPath.
 	Path string
+	// MaxInflight caps the upstream calls this replica holds for tasks,
+	// hybrid and bridged calls at once; past it, a tools/call that would
+	// hold one more gets -32603 and no task. Zero or negative: no limit.
+	MaxInflight int
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
 	// Zero means DefaultMaxBody.
 	MaxBody int64

@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -33,6 +35,8 @@ type Handler struct {
 	policy  *policy.Current   // the rules in force (decide.go)
 	lat     *policy.Latencies // learned tool latencies (latency.go)
 	latSync *latencySync      // shares lat with the other replicas; nil without a store
+
+	draining atomic.Bool // Drain was called: not ready, no new held calls
 }
 
 // New returns a Handler for cfg.
@@ -44,7 +48,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: c, up: c.Upstream, log: c.Logger, store: c.Store, policy: c.Policy}
 	h.sessions = newSessionCache()
 	h.tools = newToolCatalog()
-	h.workers = newWorkers()
+	h.workers = newWorkers(c.MaxInflight)
 	h.lat = policy.NewLatencies(0)
 	if h.store != nil {
 		h.startRecoverer()
@@ -62,6 +66,42 @@ func (h *Handler) Close() error {
 	h.workers.stop()
 	if h.latSync != nil {
 		h.latSync.stop()
+	}
+	return nil
+}
+
+// Drain begins a graceful shutdown: /readyz answers 503 "draining", and a
+// tools/call that would create a task or hold an upstream call is refused
+// with -32603 (requests relayed as they are still pass). It then waits
+// until no upstream call is held and no worker runs, or ctx ends (its
+// error is returned). Call Close afterwards: it fails what remains.
+func (h *Handler) Drain(ctx context.Context) error {
+	if !h.draining.Swap(true) {
+		h.log.Info().Str("op", "drain").Int("inflight", h.workers.inflight()).Msg("draining: new tasks are refused")
+	}
+	return h.workers.idle(ctx)
+}
+
+// errDraining refuses, while draining, a tools/call that would hold an
+// upstream call; no task is created.
+var errDraining = newRPCErr(http.StatusOK, codeInternalError, "this gateway replica is shutting down; retry on another replica")
+
+// admit reserves an in-flight slot for a new held upstream call (a task,
+// a hybrid or bridged call), or says why not. The caller hands the slot to
+// startCall (held=true) or to a job (job.slot), or gives it back with
+// workers.unreserve.
+func (h *Handler) admit() *rpcErr {
+	if h.draining.Load() {
+		return errDraining
+	}
+	if !h.workers.reserve() {
+		h.log.Warn().Str("op", "admit").Int("limit", h.workers.limit).Msg("max-inflight reached: tools/call refused")
+		return newRPCErr(http.StatusOK, codeInternalError,
+			fmt.Sprintf("too many upstream calls in flight on this replica (limit %d); retry later", h.workers.limit))
+	}
+	if h.draining.Load() { // Drain began meanwhile
+		h.workers.unreserve()
+		return errDraining
 	}
 	return nil
 }

@@ -19,10 +19,15 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveReady answers readiness: the upstream accepts connections and the
-// task store answers. 503 lists what is not ready.
+// task store answers. 503 lists what is not ready; a draining replica
+// (Drain) is not ready.
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
+	if h.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "checks": map[string]string{"gateway": "draining"}})
+		return
+	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
 	if err := dialUpstream(ctx, h.up.URL()); err != nil {

@@ -85,14 +85,20 @@ func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *me
 		writeRPCError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "tools/call params must be an object"))
 		return
 	}
+	if e := h.admit(); e != nil {
+		writeRPCError(w, msg.ID, e)
+		return
+	}
 	j := &job{
 		owner:      ownerOf(r),
 		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
 		learn:      learn,
+		slot:       true,
 	}
 	if err := h.createTask(r.Context(), j, taskstore.FlavourLegacy, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
+		h.workers.unreserve()
 		writeRPCError(w, msg.ID, rpcError(err))
 		return
 	}

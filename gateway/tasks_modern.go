@@ -161,6 +161,10 @@ func (h *Handler) serveModernToolsCall(w http.ResponseWriter, r *http.Request, m
 		writeModernError(w, msg.ID, rpcError(err))
 		return
 	}
+	if e := h.admit(); e != nil {
+		writeModernError(w, msg.ID, e)
+		return
+	}
 	upParams := h.upstreamCallParams(params, target)
 	j := &job{
 		owner:      owner,
@@ -171,6 +175,7 @@ func (h *Handler) serveModernToolsCall(w http.ResponseWriter, r *http.Request, m
 		learn:      learn,
 	}
 	if mode == modeTask {
+		j.slot = true
 		h.startModernTask(w, r, msg, j, p.Name, d)
 		return
 	}
@@ -185,6 +190,9 @@ func (h *Handler) startModernTask(w http.ResponseWriter, r *http.Request, msg *m
 	if err := h.createTask(context.WithoutCancel(r.Context()), j, taskstore.FlavourModern, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil {
 			j.call.abort(err)
+		}
+		if j.slot {
+			h.workers.unreserve()
 		}
 		writeModernError(w, msg.ID, rpcError(err))
 		return
@@ -213,7 +221,7 @@ func (h *Handler) hybrid(w http.ResponseWriter, r *http.Request, msg *message, j
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	c := h.startCall(h.workers.ctx, j.sess, j.req)
+	c := h.startCall(h.workers.ctx, j.sess, j.req, true) // the slot admit reserved
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {

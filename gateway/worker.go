@@ -37,11 +37,65 @@ type workers struct {
 	ctx    context.Context // parent of every worker; cancelled by stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	limit   int // most upstream calls held at once (Config.MaxInflight); 0: no limit
+	mu      sync.Mutex
+	calls   int           // upstream calls held, plus slots reserved for calls about to start
+	jobs    int           // worker goroutines running
+	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 }
 
-func newWorkers() *workers {
+func newWorkers(limit int) *workers {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &workers{ctx: ctx, cancel: cancel}
+	return &workers{ctx: ctx, cancel: cancel, limit: max(limit, 0), changed: make(chan struct{})}
+}
+
+// reserve takes a slot for an upstream call about to start, unless limit
+// calls are held already. The slot is handed to startCall (held=true), or
+// given back with unreserve.
+func (ws *workers) reserve() bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.limit > 0 && ws.calls >= ws.limit {
+		return false
+	}
+	ws.calls++
+	return true
+}
+
+// unreserve gives back a slot from reserve (or ends a held call).
+func (ws *workers) unreserve() { ws.drop(&ws.calls) }
+
+func (ws *workers) drop(n *int) {
+	ws.mu.Lock()
+	*n--
+	close(ws.changed)
+	ws.changed = make(chan struct{})
+	ws.mu.Unlock()
+}
+
+// inflight is how many upstream calls are held (or reserved).
+func (ws *workers) inflight() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.calls
+}
+
+// idle waits until no upstream call is held and no worker runs, or ctx ends.
+func (ws *workers) idle(ctx context.Context) error {
+	for {
+		ws.mu.Lock()
+		busy, changed := ws.calls+ws.jobs, ws.changed
+		ws.mu.Unlock()
+		if busy == 0 {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // stop cancels every worker and waits for them to record their outcome.
@@ -70,6 +124,9 @@ type job struct {
 	// learn is the tool name the call's latency is recorded under; empty:
 	// not learned (latency.go).
 	learn string
+	// slot: a reserved in-flight slot (workers.reserve) the worker's first
+	// call takes over; only when call is nil.
+	slot bool
 }
 
 // modernJob is what a task of a 2026-07-28 client needs besides job.
@@ -81,9 +138,13 @@ type modernJob struct {
 }
 
 func (ws *workers) start(h *Handler, j *job) {
+	ws.mu.Lock()
+	ws.jobs++
+	ws.mu.Unlock()
 	ws.wg.Add(1)
 	go func() {
 		defer ws.wg.Done()
+		defer ws.drop(&ws.jobs)
 		h.work(j)
 	}()
 }
@@ -107,8 +168,13 @@ type call struct {
 	started  time.Time // when the request was sent
 }
 
-// startCall sends req on sess in a goroutine owned by the workers.
-func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request) *call {
+// startCall sends req on sess in a goroutine owned by the workers. It is
+// the one place upstream calls are held, and counted (--max-inflight):
+// held says the caller reserved the call's slot already (workers.reserve);
+// otherwise the call is counted without a limit check (a running task's
+// next MRTR round, a retry on a reopened session). The slot is given back
+// when the call's goroutine ends.
+func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, held bool) *call {
 	ctx, abort := context.WithCancelCause(parent)
 	c := &call{
 		requests: make(chan *jsonrpc.Request, 8),
@@ -118,9 +184,15 @@ func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req 
 		abort:    abort,
 		started:  time.Now(),
 	}
+	if !held {
+		h.workers.mu.Lock()
+		h.workers.calls++
+		h.workers.mu.Unlock()
+	}
 	h.workers.wg.Add(1)
 	go func() {
 		defer h.workers.wg.Done()
+		defer h.workers.unreserve()
 		resp, err := h.up.Call(ctx, sess, req, upstream.CallOptions{
 			OnRequest: func(m *jsonrpc.Request) {
 				select {
@@ -179,13 +251,16 @@ func (h *Handler) work(j *job) {
 		if j.call != nil {
 			j.call.abort(err)
 		}
+		if j.slot {
+			h.workers.unreserve()
+		}
 		h.finish(run.store, j, run.log, callResult{err: err}, run.start)
 		return
 	}
 	defer watch.Close()
 	run.call, run.reqID = j.call, j.req.ID
 	if run.call == nil {
-		run.call = h.startCall(ctx, j.sess, j.req)
+		run.call = h.startCall(ctx, j.sess, j.req, j.slot)
 	}
 	run.start = run.call.started
 	defer func() {
@@ -436,7 +511,7 @@ func (run *taskRun) retry() {
 	run.mrtrAnswers = map[string]json.RawMessage{}
 	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
 	run.stopWaiting()
-	run.call = run.h.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mustJSON(p)})
+	run.call = run.h.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mustJSON(p)}, false)
 }
 
 // fail ends the task as failed with a gateway-side reason.

@@ -111,6 +111,9 @@ func TestCreateTTLAndPollInterval(t *testing.T) {
 			if task.TTL != c.wantTTL || task.PollInterval != c.wantPoll {
 				t.Errorf("ttl %v poll %v: got ttl %v poll %v", c.ttl, c.poll, task.TTL, task.PollInterval)
 			}
+			if c.wantTTL < time.Second {
+				continue // the key may already have expired, as it should
+			}
 			if h := e.hash(s.k.task("o", task.ID)); h["ttl"] != strconv.FormatInt(c.wantTTL.Milliseconds(), 10) {
 				t.Errorf("raw ttl = %s", h["ttl"])
 			}

@@ -32,6 +32,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"serve", up, "--latency-sync", "0s"}, "invalid --latency-sync 0s"},
 		{[]string{"serve", up, "--latency-sync", "often"}, `invalid --latency-sync "often": want a duration`},
+		{[]string{"serve", up, "--drain-timeout", "-1s"}, "invalid --drain-timeout -1s"},
+		{[]string{"serve", up, "--drain-timeout", "later"}, `invalid --drain-timeout "later": want a duration`},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer

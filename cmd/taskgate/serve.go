@@ -36,7 +36,11 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-body", Value: "4MiB", EnvVars: env("max-body"),
 				Usage: "largest POST body accepted; larger ones get HTTP 413"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
-				Usage: "how long open requests may run after SIGTERM before they are cut"},
+				Usage: "after draining (--drain-timeout), how long open requests may run before they are cut"},
+			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"),
+				Usage: "after SIGTERM, how long held upstream calls may finish before their tasks are failed"},
+			&cli.IntFlag{Name: "max-inflight", Value: 1000, EnvVars: env("max-inflight"),
+				Usage: "most upstream calls held at once for tasks on this replica; past it new tasks are refused (0: no limit)"},
 			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"),
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
@@ -85,6 +89,9 @@ func serve(c *cli.Context) error {
 	if c.Duration("latency-sync") <= 0 {
 		return fmt.Errorf("invalid --latency-sync %s: it must be positive", c.Duration("latency-sync"))
 	}
+	if c.Duration("drain-timeout") < 0 {
+		return fmt.Errorf("invalid --drain-timeout %s: it must not be negative", c.Duration("drain-timeout"))
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log)
 	if err != nil {
@@ -98,6 +105,7 @@ func serve(c *cli.Context) error {
 		LatencySync: c.Duration("latency-sync"),
 		Path:        path,
 		MaxBody:     maxBody,
+		MaxInflight: c.Int("max-inflight"),
 		Logger:      log,
 	})
 	if err != nil {
@@ -137,7 +145,15 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("server stopped: %v", err)
 	case <-ctx.Done():
 	}
-	log.Info().Msg("shutting down")
+	stop() // a second signal now ends the process at once
+	// Drain while still listening: /readyz says 503 so load balancers move
+	// on, new tasks are refused, held calls may finish.
+	log.Info().Dur("drain_timeout", c.Duration("drain-timeout")).Msg("shutting down: draining")
+	dctx, dcancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
+	if err := h.Drain(dctx); err != nil {
+		log.Warn().Msg("drain timed out; the tasks still held are failed")
+	}
+	dcancel()
 	sctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+)
+
+// drainGateway is one replica with every tool a task candidate.
+func drainGateway(t *testing.T, mod func(*Config)) (*Handler, *mcpClient, string) {
+	t.Helper()
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	h := f.add(func(c *Config) {
+		c.Rules = rules(t, "*", policy.Task)
+		if mod != nil {
+			mod(c)
+		}
+	})
+	c := &mcpClient{t: t, urls: f.urls}
+	c.initialize()
+	return h, c, strings.TrimSuffix(f.urls[0], "/mcp")
+}
+
+func (c *mcpClient) taskCall(tool string, args any) rpcReply {
+	c.t.Helper()
+	return c.call("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 60000}})
+}
+
+func wantRefused(t *testing.T, r rpcReply, want string) {
+	t.Helper()
+	if r.Error == nil || r.Error.Code != codeInternalError || r.Error.Message != want {
+		t.Fatalf("tools/call = %+v %s, want -32603 %q", r.Error, r.Result, want)
+	}
+}
+
+func readyStatus(t *testing.T, base string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Checks map[string]string `json:"checks"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.Checks["gateway"]
+}
+
+func TestDrainLetsHeldTaskFinishAndRefusesNew(t *testing.T) {
+	h, c, base := drainGateway(t, nil)
+	task := c.startTask("slow", map[string]any{"seconds": 0.5, "text": "x"}, nil)
+	done := make(chan error, 1)
+	go func() { done <- h.Drain(context.Background()) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.draining.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if code, why := readyStatus(t, base); code != http.StatusServiceUnavailable || why != "draining" {
+		t.Errorf("/readyz while draining = %d %q, want 503 draining", code, why)
+	}
+	wantRefused(t, c.taskCall("echo", map[string]any{"text": "y"}), "this gateway replica is shutting down; retry on another replica")
+	// Relayed requests still pass while draining.
+	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}}); r.Error != nil {
+		t.Errorf("plain tools/call while draining: %+v", r.Error)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not return after the held call finished")
+	}
+	c.waitStatus(task.TaskID, "completed")
+}
+
+func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
+	h, c, _ := drainGateway(t, nil)
+	task := c.startTask("slow", map[string]any{"seconds": 30, "text": "x"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := h.Drain(ctx); err == nil {
+		t.Fatal("Drain returned nil with a 30 s call held")
+	}
+	h.Close()
+	wt := c.waitStatus(task.TaskID, "failed")
+	if want := "the gateway replica running the task stopped before the upstream answered"; wt.StatusMessage != want {
+		t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, want)
+	}
+	if n := h.workers.inflight(); n != 0 {
+		t.Errorf("%d calls still counted after Close", n)
+	}
+}
+
+func TestMaxInflight(t *testing.T) {
+	h, c, _ := drainGateway(t, func(cfg *Config) { cfg.MaxInflight = 1 })
+	first := c.startTask("slow", map[string]any{"seconds": 0.5, "text": "a"}, nil)
+	wantRefused(t, c.taskCall("slow", map[string]any{"seconds": 0.1, "text": "b"}),
+		"too many upstream calls in flight on this replica (limit 1); retry later")
+	if r := c.call("tasks/list", map[string]any{}); r.Error != nil || strings.Count(string(r.Result), "taskId") != 1 {
+		t.Errorf("tasks/list after the refusal: %+v %s, want only the first task", r.Error, r.Result)
+	}
+	c.waitStatus(first.TaskID, "completed")
+	deadline := time.Now().Add(5 * time.Second)
+	for h.workers.inflight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	third := c.startTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
+	c.waitStatus(third.TaskID, "completed")
+	if err := h.workers.idle(context.Background()); err != nil || h.workers.inflight() != 0 {
+		t.Errorf("after the tasks: inflight %d, %v", h.workers.inflight(), err)
+	}
+}
+
+func TestMaxInflightModernHybrid(t *testing.T) {
+	eras(t, func(t *testing.T, stateless bool) {
+		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		t.Cleanup(up.Close)
+		f := newFleet(t, up.URL+"/mcp")
+		h := f.add(func(c *Config) { c.HybridWait, c.MaxInflight = 100*time.Millisecond, 1 })
+		c := &modernClient{t: t, urls: f.urls}
+		c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "warm"}})
+		task := c.toolTask("slow", map[string]any{"seconds": 0.5, "text": "late"})
+		wantRefused(t, c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
+			"too many upstream calls in flight on this replica (limit 1); retry later")
+		c.waitTask(task.TaskID, "completed")
+		if err := h.workers.idle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "again"}})
+		if text, isErr, _ := resultText(t, r.Result); text != "again" || isErr {
+			t.Fatalf("echo after the task = %q %+v", text, r.Error)
+		}
+		if n := h.workers.inflight(); n != 0 {
+			t.Errorf("%d calls still counted", n)
+		}
+	})
+}
