@@ -5,6 +5,7 @@
 //	go run ./bench -duration 10s -rounds 5 -concurrency 32
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
 //	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
+//	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -64,6 +65,7 @@ type options struct {
 	tasks       int
 	updateReqs  int
 	countReqs   int
+	held        int
 	verbose     bool
 	toolsList   bool
 	set         map[string]bool // flags given on the command line
@@ -74,7 +76,7 @@ func run() error {
 	listen := flag.String("listen", "", "internal: address for -role")
 	target := flag.String("target", "", "internal: upstream for -role")
 	var o options
-	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough, tasks or modern")
+	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough, tasks, modern or scale")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients in the throughput phase")
@@ -83,9 +85,10 @@ func run() error {
 	flag.IntVar(&o.createReqs, "create-requests", 1000, "tasks mode: task-augmented calls per target per round in the CreateTaskResult latency phase (each starts an upstream call)")
 	flag.BoolVar(&o.toolsList, "tools-list", false, "tasks mode: call tools/list once on each session before measuring, as many clients do (fills taskgate's tool catalogue)")
 	flag.BoolVar(&o.verbose, "v", false, "tasks and modern modes: print each phase to stderr as it starts (to attach a profiler)")
-	flag.IntVar(&o.tasks, "tasks", 8, "tasks and modern modes: completed tasks the tasks/get load polls, spread over the clients")
+	flag.IntVar(&o.tasks, "tasks", 8, "tasks, modern and scale modes: completed tasks the tasks/get load polls, spread over the clients")
 	flag.IntVar(&o.updateReqs, "update-requests", 50, "modern mode: answering tasks/update per round, each on a fresh elicit task in input_required")
 	flag.IntVar(&o.countReqs, "count-requests", 1000, "modern mode: sequential calls per batch whose Redis commands are counted")
+	flag.IntVar(&o.held, "held", 10000, "scale mode: concurrent held task calls whose memory is measured")
 	flag.Parse()
 	o.set = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -99,8 +102,10 @@ func run() error {
 		return tasksBench(o)
 	case "modern":
 		return modernBench(o)
+	case "scale":
+		return scaleBench(o)
 	default:
-		return fmt.Errorf("unknown -mode %q: want passthrough, tasks or modern", o.mode)
+		return fmt.Errorf("unknown -mode %q: want passthrough, tasks, modern or scale", o.mode)
 	}
 }
 
