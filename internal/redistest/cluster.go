@@ -2,9 +2,11 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,16 +18,7 @@ import (
 // reports cluster_state:ok. It returns the nodes' addresses.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
-	nodes := make([]*Server, n)
-	addrs := make([]string, n)
-	for i := range nodes {
-		nodes[i] = newServer(t, []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000",
-		})
-		addrs[i] = nodes[i].Addr
-	}
+	addrs := startClusterNodes(t, n)
 	per := 16384 / n
 	for i, a := range addrs {
 		lo, hi := i*per, (i+1)*per-1
@@ -38,6 +31,51 @@ func StartCluster(t testing.TB, n int) []string {
 		host, port, _ := net.SplitHostPort(a)
 		mustDo(t, addrs[0], "CLUSTER", "MEET", host, port)
 	}
+	waitClusterOK(t, addrs)
+	return addrs
+}
+
+// StartClusterCLI is StartCluster the way an operator builds one: n
+// `redis-server --cluster-enabled yes` nodes joined by `redis-cli --cluster
+// create … --cluster-replicas 0`, which assigns the slots. It fails the test
+// when redis-cli is not in PATH; callers that want to skip check first.
+func StartClusterCLI(t testing.TB, n int) []string {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal("redistest: redis-cli not found in PATH; install it with: apt-get install -y redis-server (or redis-tools)")
+	}
+	addrs := startClusterNodes(t, n)
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	waitClusterOK(t, addrs)
+	return addrs
+}
+
+// startClusterNodes starts n empty cluster-enabled redis-servers.
+func startClusterNodes(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = newServer(t, []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "2000",
+		}).Addr
+	}
+	return addrs
+}
+
+// waitClusterOK waits (15 s at most) until every node reports
+// cluster_state:ok and knows all the others.
+func waitClusterOK(t testing.TB, addrs []string) {
+	t.Helper()
+	n := len(addrs)
 	deadline := time.Now().Add(15 * time.Second)
 	for _, a := range addrs {
 		for {
@@ -51,7 +89,6 @@ func StartCluster(t testing.TB, n int) []string {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return addrs
 }
 
 func mustDo(t testing.TB, addr string, args ...string) {
