@@ -118,6 +118,12 @@ func send(ctx context.Context, c *http.Client, url string, req request) error {
 // load runs conc clients against url for d (and at most maxReqs requests
 // when maxReqs > 0), recording every latency.
 func load(ctx context.Context, c *http.Client, url string, req request, conc int, d time.Duration, maxReqs int) result {
+	return loadRR(ctx, c, []string{url}, req, conc, d, maxReqs)
+}
+
+// loadRR is load with client-side round robin over urls: client i sends
+// its k-th request to urls[(i+k)%len(urls)].
+func loadRR(ctx context.Context, c *http.Client, urls []string, req request, conc int, d time.Duration, maxReqs int) result {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var mu sync.Mutex
@@ -130,9 +136,9 @@ func load(ctx context.Context, c *http.Client, url string, req request, conc int
 			defer wg.Done()
 			req := req.forClient(i)
 			var r result
-			for ctx.Err() == nil && (maxReqs <= 0 || r.requests+r.errors < maxReqs/conc) {
+			for k := i; ctx.Err() == nil && (maxReqs <= 0 || r.requests+r.errors < maxReqs/conc); k++ {
 				t0 := time.Now()
-				err := send(ctx, c, url, req)
+				err := send(ctx, c, urls[k%len(urls)], req)
 				if ctx.Err() != nil {
 					break // cut by the deadline: not a sample
 				}

@@ -166,6 +166,18 @@ func (ps *procs) stopAll() {
 	}
 }
 
+// reproduce is the command line that runs mode again with the flags among
+// names that were given on this run's command line.
+func reproduce(o options, mode string, names ...string) string {
+	parts := []string{"go run ./bench -mode " + mode}
+	for _, n := range names {
+		if f := flag.Lookup(n); f != nil && o.set[n] {
+			parts = append(parts, "-"+n+"="+f.Value.String())
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // buildAll builds taskgate and the test upstream from this checkout into a
 // fresh directory; cleanup removes it.
 func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) {

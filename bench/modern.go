@@ -639,25 +639,8 @@ func modernReport(o options, env modernEnv, all []op, lat, thr map[string]*resul
 	if p := firstErr.Load(); p != nil {
 		fmt.Fprintf(&b, "- first error: `%s`\n", strings.ReplaceAll(*p, "`", "'"))
 	}
-	fmt.Fprintf(&b, "\nReproduce: `%s`\n", modernReproduce(o))
+	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "modern", "duration", "rounds", "concurrency", "latency-requests", "tasks", "update-requests", "count-requests"))
 	return b.String()
-}
-
-func modernReproduce(o options) string {
-	parts := []string{"go run ./bench -mode modern"}
-	flag := func(name string, v any) {
-		if o.set[name] {
-			parts = append(parts, fmt.Sprintf("-%s=%v", name, v))
-		}
-	}
-	flag("duration", o.duration)
-	flag("rounds", o.rounds)
-	flag("concurrency", o.concurrency)
-	flag("latency-requests", o.latencyReqs)
-	flag("tasks", o.tasks)
-	flag("update-requests", o.updateReqs)
-	flag("count-requests", o.countReqs)
-	return strings.Join(parts, " ")
 }
 
 // tcpActiveOpens is the machine's TCP ActiveOpens counter (connect()s that

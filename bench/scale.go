@@ -251,47 +251,6 @@ func stopScale(ps *procs, rs *redisServer) {
 	}
 }
 
-// loadRR is load() with client-side round robin over urls: client i sends
-// its k-th request to urls[(i+k)%len(urls)].
-func loadRR(ctx context.Context, c *http.Client, urls []string, req request, conc int, d time.Duration) result {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	var mu sync.Mutex
-	var total result
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < conc; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := req.forClient(i)
-			var r result
-			for k := i; ctx.Err() == nil; k++ {
-				t0 := time.Now()
-				err := send(ctx, c, urls[k%len(urls)], req)
-				if ctx.Err() != nil {
-					break
-				}
-				if err != nil {
-					r.errors++
-					noteError(err)
-					continue
-				}
-				r.requests++
-				r.lat = append(r.lat, time.Since(t0))
-			}
-			mu.Lock()
-			total.requests += r.requests
-			total.errors += r.errors
-			total.lat = append(total.lat, r.lat...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	total.elapsed = time.Since(start)
-	return total
-}
-
 func scaleThroughput(ctx context.Context, o options, dir, tg, tu string) (scaleThr, error) {
 	t := scaleThr{tasks: o.tasks}
 	var ps procs
@@ -327,7 +286,7 @@ func scaleThroughput(ctx context.Context, o options, dir, tg, tu string) (scaleT
 	}
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
 		one := func() { t.one.merge(load(ctx, c, reps[0], get, o.concurrency, o.duration, 0)) }
-		three := func() { t.three.merge(loadRR(ctx, c, reps, get, o.concurrency, o.duration)) }
+		three := func() { t.three.merge(loadRR(ctx, c, reps, get, o.concurrency, o.duration, 0)) }
 		if round%2 == 0 {
 			one()
 			three()
@@ -428,16 +387,7 @@ func scaleReport(o options, m scaleMem, t scaleThr, load0, load1, load2 string, 
 	if p := firstErr.Load(); p != nil {
 		fmt.Fprintf(&b, "- first load error: `%s`\n", strings.ReplaceAll(*p, "`", "'"))
 	}
-	parts := []string{"go run ./bench -mode scale"}
-	for _, f := range []struct {
-		name string
-		v    any
-	}{{"held", o.held}, {"duration", o.duration}, {"rounds", o.rounds}, {"concurrency", o.concurrency}, {"tasks", o.tasks}} {
-		if o.set[f.name] {
-			parts = append(parts, fmt.Sprintf("-%s=%v", f.name, f.v))
-		}
-	}
-	fmt.Fprintf(&b, "\nReproduce: `%s`\n", strings.Join(parts, " "))
+	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "scale", "held", "duration", "rounds", "concurrency", "tasks"))
 	return b.String()
 }
 

@@ -295,7 +295,7 @@ func tasksReport(o options, env tasksEnv, creates, gets, echoes []op, lat, thr m
 	if p := firstErr.Load(); p != nil {
 		fmt.Fprintf(&b, "- first error: `%s`\n", strings.ReplaceAll(*p, "`", "'"))
 	}
-	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o))
+	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "tasks", "duration", "rounds", "concurrency", "latency-requests", "create-requests", "tasks", "tools-list"))
 	return b.String()
 }
 
@@ -304,24 +304,6 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
-}
-
-// reproduce is the command line that runs this benchmark again.
-func reproduce(o options) string {
-	parts := []string{"go run ./bench -mode tasks"}
-	flag := func(name string, v any) {
-		if o.set[name] {
-			parts = append(parts, fmt.Sprintf("-%s=%v", name, v))
-		}
-	}
-	flag("duration", o.duration)
-	flag("rounds", o.rounds)
-	flag("concurrency", o.concurrency)
-	flag("latency-requests", o.latencyReqs)
-	flag("create-requests", o.createReqs)
-	flag("tasks", o.tasks)
-	flag("tools-list", o.toolsList)
-	return strings.Join(parts, " ")
 }
 
 // npmCI installs bench/js's locked dependencies when node_modules lacks them.
