@@ -1,6 +1,8 @@
 // Command bench measures taskgate over loopback against baselines measured
 // in the same run, so the figures are ratios a noisy machine cannot skew.
 //
+//	go run ./bench -mode report    # everything below in one run (~10 min): writes docs/BENCHMARKS.md (report.go)
+//	go run ./bench -mode tasksget  # tasks/get (both flavours) vs the parse-and-GET limit (tasksget.go, parseget.go)
 //	go run ./bench                 # pass-through: direct vs httputil vs taskgate
 //	go run ./bench -duration 10s -rounds 5 -concurrency 32
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
@@ -26,6 +28,14 @@
 // (tasks extension declared, no rule) vs passed through vs direct,
 // tasks/get throughput, tasks/update ack latency, and the Redis commands
 // each of these sends (counted with the slow log, redis_count.go).
+//
+// BENCH_TASKGATE_BIN=/path/to/taskgate measures that build instead of
+// this checkout's (A/B runs of a change).
+//
+// -pprof DIR builds taskgate with -tags benchpprof (net/http/pprof on a
+// loopback port, cmd/taskgate/benchpprof.go) and saves CPU profiles of the
+// tasks/get load and heap/goroutine profiles of the held tasks into DIR:
+// go tool pprof -top DIR/tasksget-modern.cpu.pprof.
 package main
 
 import (
@@ -42,6 +52,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,15 +79,23 @@ type options struct {
 	held        int
 	verbose     bool
 	toolsList   bool
+	pprofDir    string          // write taskgate profiles here (scale and tasksget phases)
+	sections    string          // report mode: which sections, comma-separated
+	holdWindow  time.Duration   // scale mode: how long RSS is watched with the tasks held
+	gcEnv       string          // scale mode: a second memory run with this taskgate environment
 	set         map[string]bool // flags given on the command line
 }
 
 func run() error {
-	role := flag.String("role", "", "internal: run as the httputil baseline proxy")
+	role := flag.String("role", "", "internal: run as the httputil baseline proxy (httputil) or the parse-and-GET baseline server (parseget)")
 	listen := flag.String("listen", "", "internal: address for -role")
-	target := flag.String("target", "", "internal: upstream for -role")
+	target := flag.String("target", "", "internal: upstream for -role httputil, redis-server address for -role parseget")
 	var o options
-	flag.StringVar(&o.mode, "mode", "passthrough", "passthrough, tasks, modern or scale")
+	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), passthrough, tasks, tasksget, modern or scale")
+	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
+	flag.DurationVar(&o.holdWindow, "hold-window", 30*time.Second, "scale mode: how long taskgate's RSS is watched (every second, largest sample kept) once the held tasks are created and RSS settled")
+	flag.StringVar(&o.gcEnv, "gc-env", "", "scale mode: also measure memory per held task with this environment for taskgate (a GC knob such as GOGC=50 or GOMEMLIMIT=256MiB; space-separated); empty: defaults only")
+	flag.StringVar(&o.sections, "sections", "passthrough,tasks,tasksget,modern,scale", "report mode: the sections to run, in this order")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients in the throughput phase")
@@ -92,20 +111,62 @@ func run() error {
 	flag.Parse()
 	o.set = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	if *role == "httputil" {
+	switch *role {
+	case "":
+	case "httputil":
 		return serveHTTPUtil(*listen, *target)
-	}
-	switch o.mode {
-	case "passthrough":
-		return passthrough(o)
-	case "tasks":
-		return tasksBench(o)
-	case "modern":
-		return modernBench(o)
-	case "scale":
-		return scaleBench(o)
+	case "parseget":
+		return serveParseGet(*listen, *target)
 	default:
-		return fmt.Errorf("unknown -mode %q: want passthrough, tasks, modern or scale", o.mode)
+		return fmt.Errorf("unknown -role %q", *role)
+	}
+	if o.pprofDir != "" {
+		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return err
+		}
+		taskgateTags = []string{"-tags", "benchpprof"}
+	}
+	if o.mode == "report" {
+		return reportBench(o)
+	}
+	run, ok := modes[o.mode]
+	if !ok {
+		return fmt.Errorf("unknown -mode %q: want report, passthrough, tasks, tasksget, modern or scale", o.mode)
+	}
+	report, err := run(o)
+	if err != nil {
+		return err
+	}
+	fmt.Print(report)
+	if o.out != "" {
+		return os.WriteFile(o.out, []byte(report), 0o644)
+	}
+	return nil
+}
+
+// modes are the measurements; each returns its Markdown section.
+var modes = map[string]func(options) (string, error){
+	"passthrough": section(passthrough),
+	"tasks":       section(tasksBench),
+	"tasksget":    section(tasksGetBench),
+	"modern":      section(modernBench),
+	"scale":       section(scaleBench),
+}
+
+// emitted is the section the last mode produced (emit).
+var emitted string
+
+// emit is how a mode hands back its Markdown section.
+func emit(report string) error {
+	emitted = report
+	return nil
+}
+
+func section(f func(options) error) func(options) (string, error) {
+	return func(o options) (string, error) {
+		emitted = ""
+		err := f(o)
+		return emitted, err
 	}
 }
 
@@ -136,8 +197,16 @@ func (ps *procs) start(name string, args ...string) error {
 
 // startIn starts name in directory dir ("" for this one).
 func (ps *procs) startIn(dir, name string, args ...string) error {
+	return ps.startEnv(dir, nil, name, args...)
+}
+
+// startEnv starts name in dir with env added to this process's environment.
+func (ps *procs) startEnv(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = os.Stderr
 	// If this program dies, the kernel stops what it started.
@@ -166,13 +235,24 @@ func (ps *procs) stopAll() {
 	}
 }
 
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
 // reproduce is the command line that runs mode again with the flags among
 // names that were given on this run's command line.
 func reproduce(o options, mode string, names ...string) string {
 	parts := []string{"go run ./bench -mode " + mode}
 	for _, n := range names {
 		if f := flag.Lookup(n); f != nil && o.set[n] {
-			parts = append(parts, "-"+n+"="+f.Value.String())
+			v := f.Value.String()
+			if strings.ContainsAny(v, " '\"") {
+				v = strconv.Quote(v)
+			}
+			parts = append(parts, "-"+n+"="+v)
 		}
 	}
 	return strings.Join(parts, " ")
@@ -181,13 +261,21 @@ func reproduce(o options, mode string, names ...string) string {
 // buildAll builds taskgate and the test upstream from this checkout into a
 // fresh directory; cleanup removes it.
 func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) {
+	if prebuilt != nil { // report mode builds once for every section
+		return prebuilt.dir, prebuilt.tg, prebuilt.tu, func() {}, nil
+	}
 	dir, err = os.MkdirTemp("", "taskgate-bench-")
 	if err != nil {
 		return "", "", "", nil, err
 	}
 	cleanup = func() { os.RemoveAll(dir) }
-	if taskgate, err = build(dir, "./cmd/taskgate"); err == nil {
+	if taskgate, err = build(dir, "./cmd/taskgate", taskgateTags...); err == nil {
 		testupstream, err = build(dir, "./internal/testupstream/cmd/testupstream")
+	}
+	if alt := os.Getenv("BENCH_TASKGATE_BIN"); alt != "" && err == nil {
+		// A/B runs: measure another taskgate build (say, of the commit
+		// before a change) with this checkout's bench and upstream.
+		taskgate = alt
 	}
 	if err != nil {
 		cleanup()
@@ -196,10 +284,17 @@ func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) 
 	return dir, taskgate, testupstream, cleanup, nil
 }
 
+// prebuilt, when set, is what buildAll returns instead of building.
+var prebuilt *struct{ dir, tg, tu string }
+
+// taskgateTags are the build flags for taskgate: -pprof adds the
+// benchpprof tag (cmd/taskgate/benchpprof.go).
+var taskgateTags []string
+
 // build compiles pkg into dir and returns the binary's path.
-func build(dir, pkg string) (string, error) {
+func build(dir, pkg string, flags ...string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, pkg)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build %s: %w", pkg, err)

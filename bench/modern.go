@@ -275,9 +275,9 @@ func modernBench(o options) error {
 	if err := ps.start(tu, "--listen", upAddr, "--stateless"); err != nil {
 		return err
 	}
-	if err := ps.start(tg, "serve", "--listen", tgAddr, "--upstream", m.upURL,
-		"--redis-url", "redis://"+rs.addr, "--task", "slow", "--task", "elicit", "--max-tasks-per-owner", "-1",
-		"--log-level", "warn"); err != nil {
+	if err := ps.start(tg, append([]string{"serve", "--listen", tgAddr, "--upstream", m.upURL,
+		"--redis-url", "redis://" + rs.addr, "--task", "slow", "--task", "elicit", "--max-tasks-per-owner", "-1",
+		"--log-level", "warn"}, pollArgs(tg)...)...); err != nil {
 		return err
 	}
 	for _, a := range []string{upAddr, tgAddr} {
@@ -501,11 +501,7 @@ func modernBench(o options) error {
 		redisMem: redisInfo(rs.addr, "used_memory_human"), formats: formats, wall: time.Since(t0),
 	}
 	report := modernReport(o, env, all, lat, thr, counted)
-	fmt.Print(report)
-	if o.out != "" {
-		return os.WriteFile(o.out, []byte(report), 0o644)
-	}
-	return nil
+	return emit(report)
 }
 
 // warm loads every op for a second; each must answer cleanly.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/redistest"
 )
 
 // redisServer is a throwaway redis-server this run started: on a free
@@ -71,7 +73,7 @@ func tryRedis(bin, dir, port string) (*redisServer, error) {
 			return nil, fmt.Errorf("redis-server on port %s exited: %s", port, tail(logPath))
 		default:
 		}
-		if redisPing(s.addr) {
+		if redistest.Ping(s.addr) {
 			return s, nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -89,20 +91,6 @@ func (s *redisServer) stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
-}
-
-func redisPing(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
 // redisInfo returns one field of INFO (e.g. "used_memory_human"), or "".

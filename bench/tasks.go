@@ -92,9 +92,9 @@ func tasksBench(o options) error {
 	if err := ps.start(tu, "--listen", upAddr); err != nil {
 		return err
 	}
-	if err := ps.start(tg, "serve", "--listen", tgAddr, "--upstream", upURL,
-		"--redis-url", "redis://"+rs.addr, "--task", "echo", "--max-tasks-per-owner", "-1",
-		"--log-level", "warn"); err != nil {
+	if err := ps.start(tg, append([]string{"serve", "--listen", tgAddr, "--upstream", upURL,
+		"--redis-url", "redis://" + rs.addr, "--task", "echo", "--max-tasks-per-owner", "-1",
+		"--log-level", "warn"}, pollArgs(tg)...)...); err != nil {
 		return err
 	}
 	if err := ps.startIn(jsDir, node, "server.mjs", jsPort); err != nil {
@@ -236,11 +236,7 @@ func tasksBench(o options) error {
 		formats:  formats,
 	}
 	report := tasksReport(o, env, creates, gets, echoes, lat, thr)
-	fmt.Print(report)
-	if o.out != "" {
-		return os.WriteFile(o.out, []byte(report), 0o644)
-	}
-	return nil
+	return emit(report)
 }
 
 type tasksEnv struct {

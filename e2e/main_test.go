@@ -127,6 +127,12 @@ func tryStartGateway(t *testing.T, upstreamURL string, extraArgs []string) (*gat
 	if err != nil {
 		return nil, err
 	}
+	return startGatewayAt(t, addr, upstreamURL, extraArgs)
+}
+
+// startGatewayAt is tryStartGateway on a given address, e.g. to restart a
+// killed replica where its clients expect it.
+func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) (*gateway, error) {
 	args := append([]string{"serve", "--listen", addr, "--upstream", upstreamURL}, extraArgs...)
 	g := &gateway{
 		URL:    "http://" + addr + "/mcp",

@@ -176,17 +176,28 @@ func (r mReply) String() string {
 // SSE stream up to its end).
 func (c *mClient) send(i int, r *mReq) mReply {
 	c.t.Helper()
+	out, err := c.trySend(i, r)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// trySend is send that returns a transport failure (a replica that is
+// down, a connection cut mid-answer) instead of failing the test; it never
+// touches c.t, so any goroutine may call it.
+func (c *mClient) trySend(i int, r *mReq) (mReply, error) {
 	body, _ := json.Marshal(r.Body)
 	req, _ := http.NewRequest(http.MethodPost, c.urls[i], bytes.NewReader(body))
 	req.Header = r.Header.Clone()
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s to replica %d: %v", r.Method, i, err)
+		return mReply{}, fmt.Errorf("%s to replica %d: %w", r.Method, i, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		c.t.Fatalf("%s to replica %d: reading the answer: %v", r.Method, i, err)
+		return mReply{}, fmt.Errorf("%s to replica %d: reading the answer: %w", r.Method, i, err)
 	}
 	out := mReply{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
 	var raws []json.RawMessage
@@ -209,7 +220,7 @@ func (c *mClient) send(i int, r *mReq) mReply {
 			out.rpcMsg = m
 		}
 	}
-	return out
+	return out, nil
 }
 
 // call sends a well-formed request to replica i.

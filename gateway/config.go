@@ -19,6 +19,15 @@ const DefaultMaxBody = 4 << 20
 // DefaultPath is where MCP is served when Config.Path is empty.
 const DefaultPath = "/mcp"
 
+// DefaultMetricsPath is where the metrics are served when
+// Config.MetricsPath is empty.
+const DefaultMetricsPath = "/metrics"
+
+// DefaultPollLimit is Config.PollLimit's default: ten polls a second per
+// task, ten times the default pollInterval (1 s) and 2.5 times the
+// shortest one the policy suggests (250 ms).
+const DefaultPollLimit = 10.0
+
 // Defaults for the worker's lease (DESIGN.md invariant 4).
 const (
 	DefaultLease      = 15 * time.Second
@@ -67,6 +76,16 @@ type Config struct {
 	// hybrid and bridged calls at once; past it, a tools/call that would
 	// hold one more gets -32603 and no task. Zero or negative: no limit.
 	MaxInflight int
+	// MetricsPath is where the Prometheus metrics are served on this
+	// handler (metrics.go). Empty means DefaultMetricsPath; "-" serves
+	// them nowhere here (Handler.Metrics can serve them on another
+	// listener).
+	MetricsPath string
+	// PollLimit is how many polls (tasks/get, tasks/list) one owner may
+	// send per second for one task on this replica, with bursts of twice
+	// that; faster polls get HTTP 429 (ratelimit.go). Zero means
+	// DefaultPollLimit; negative: no limit.
+	PollLimit float64
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
 	// Zero means DefaultMaxBody.
 	MaxBody int64
@@ -79,6 +98,12 @@ func (c *Config) withDefaults() Config {
 	cfg := *c
 	if cfg.Path == "" {
 		cfg.Path = DefaultPath
+	}
+	if cfg.MetricsPath == "" {
+		cfg.MetricsPath = DefaultMetricsPath
+	}
+	if cfg.PollLimit == 0 {
+		cfg.PollLimit = DefaultPollLimit
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody

@@ -23,12 +23,15 @@ import (
 // fleet is replicas of one gateway on one Redis in front of one upstream,
 // each built with its own Config (mod), for policy and latency tests.
 type fleet struct {
-	t    *testing.T
-	up   string // the upstream's MCP endpoint
-	mr   *miniredis.Miniredis
-	hs   []*Handler
-	urls []string
-	cmds []*atomic.Int64 // Redis commands each replica's store sent
+	t  *testing.T
+	up string // the upstream's MCP endpoint
+	mr *miniredis.Miniredis
+	// redis, when set, makes each replica's Redis client instead of one
+	// on mr (a real redis-server, the production options).
+	redis func() redis.UniversalClient
+	hs    []*Handler
+	urls  []string
+	cmds  []*atomic.Int64 // Redis commands each replica's store sent
 }
 
 func newFleet(t *testing.T, upstreamURL string) *fleet {
@@ -39,7 +42,12 @@ func newFleet(t *testing.T, upstreamURL string) *fleet {
 func (f *fleet) add(mod func(*Config)) *Handler {
 	t := f.t
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
+	var rdb redis.UniversalClient
+	if f.redis != nil {
+		rdb = f.redis()
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
+	}
 	n := &atomic.Int64{}
 	rdb.AddHook(countHook{n})
 	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
@@ -47,7 +55,8 @@ func (f *fleet) add(mod func(*Config)) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.hs))}
+	// Tests poll in tight loops; the poll limit has its own tests.
+	cfg := Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.hs)), PollLimit: -1}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -56,6 +65,8 @@ func (f *fleet) add(mod func(*Config)) *Handler {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
+	// Cleanups run last-registered first: the HTTP server, the Handler
+	// (its workers), the store, the client.
 	t.Cleanup(func() { rdb.Close() })
 	t.Cleanup(func() { store.Close() })
 	t.Cleanup(func() { h.Close() })

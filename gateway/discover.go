@@ -210,7 +210,7 @@ func (h *Handler) serveDiscover(w http.ResponseWriter, r *http.Request, msg *mes
 			h.discoverLegacy(w, r, msg)
 			return
 		}
-		resp, contradicted, err := h.postModern(r, withoutTasksExtension(msg, mr))
+		resp, contradicted, err := h.postModern(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
 		if err != nil {
 			h.modernFailure(w, r, msg, err)
 			return
@@ -409,7 +409,7 @@ func isModernError(body []byte) bool {
 // (nil: do not probe again).
 func (h *Handler) forwardToModern(w http.ResponseWriter, r *http.Request, msg *message, mr *modernReq, era *upstreamEra) {
 	start := time.Now()
-	resp, contradicted, err := h.postModern(r, withoutTasksExtension(msg, mr))
+	resp, contradicted, err := h.postModern(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
 	if err != nil {
 		if msg.kind == kindNotification && r.Context().Err() == nil {
 			w.WriteHeader(http.StatusBadGateway)
@@ -436,7 +436,7 @@ func (h *Handler) forwardToModern(w http.ResponseWriter, r *http.Request, msg *m
 	}
 	switch {
 	case msg.learn != "":
-		h.relayCall(w, r, resp, msg.learn, start)
+		h.relayRequest(w, r, resp, msg, start)
 	case msg.method() == "tools/list" && h.store != nil && rewritable(resp):
 		// Read whole, to learn the tools' declarations (toolslist.go).
 		a, err := readAnswer(resp, msg.ID)
@@ -450,7 +450,7 @@ func (h *Handler) forwardToModern(w http.ResponseWriter, r *http.Request, msg *m
 		h.learnToolsList(r.Context(), a.result)
 		a.write(w, r, h, nil)
 	default:
-		h.relay(w, r, resp)
+		h.relayRequest(w, r, resp, msg, start)
 	}
 }
 

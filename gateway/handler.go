@@ -37,6 +37,13 @@ type Handler struct {
 	latSync *latencySync      // shares lat with the other replicas; nil without a store
 
 	draining atomic.Bool // Drain was called: not ready, no new held calls
+	sweep    sweepState  // the recoverer's view of the store (recoverer.go)
+
+	storeRetry time.Duration // how long retryStore tries (worker.go)
+
+	metrics *metrics     // metrics.go
+	polls   *pollLimiter // ratelimit.go; nil: no limit
+	renders *renderCache // tasks/get answers of terminal tasks (rendercache.go)
 }
 
 // New returns a Handler for cfg.
@@ -50,7 +57,15 @@ func New(cfg Config) (*Handler, error) {
 	h.tools = newToolCatalog()
 	h.workers = newWorkers(c.MaxInflight)
 	h.lat = policy.NewLatencies(0)
+	h.renders = newRenderCache(renderCacheEntries, renderCacheBytes)
+	h.storeRetry = defaultStoreRetry
+	h.metrics = newMetrics(func() float64 { return float64(h.workers.inflight()) })
+	h.up.SetObserver(h.metrics.observeUpstream)
+	if c.PollLimit > 0 {
+		h.polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
+	}
 	if h.store != nil {
+		h.store.AddHook(storeHook{h.metrics})
 		h.startRecoverer()
 		if c.LatencySync > 0 {
 			h.latSync = h.startLatencySync() // merges once first: a warm start
@@ -106,7 +121,11 @@ func (h *Handler) admit() *rpcErr {
 	return nil
 }
 
-// ServeHTTP routes /healthz, /readyz and the MCP endpoint.
+// Metrics serves this Handler's Prometheus metrics, for a listener of
+// their own (Config.MetricsPath "-").
+func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
+
+// ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case h.cfg.Path:
@@ -115,6 +134,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveHealth(w, r)
 	case "/readyz":
 		h.serveReady(w, r)
+	case h.cfg.MetricsPath:
+		h.metrics.handler().ServeHTTP(w, r)
 	default:
 		http.NotFound(w, r)
 	}
@@ -193,8 +214,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
 			h.serveToolsCall(w, r, msg)
 			return
 		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-			if s := h.session(r); s.legacyTasks() {
+			s, err := h.sessionErr(r)
+			if s.legacyTasks() {
 				h.serveLegacyTasks(w, r, msg, s)
+				return
+			}
+			if err != nil {
+				// The session may be one the gateway serves tasks for; only
+				// the store could tell. Not the upstream's to answer.
+				writeRPCError(w, msg.ID, rpcError(err))
 				return
 			}
 		}
@@ -212,7 +240,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
 // to the end of the answer is recorded (latency.go).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) {
 	start := time.Now()
-	resp, err := h.up.Forward(r.Context(), http.MethodPost, h.upstreamHeader(r), bytes.NewReader(msg.raw))
+	resp, err := h.up.Forward(methodCtx(r, msg), http.MethodPost, h.upstreamHeader(r), bytes.NewReader(msg.raw))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client went away; nobody to answer
@@ -226,11 +254,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) 
 		writeRPCError(w, msg.ID, e)
 		return
 	}
-	if msg.learn == "" {
-		h.relay(w, r, resp)
-		return
-	}
-	h.relayCall(w, r, resp, msg.learn, start)
+	h.relayRequest(w, r, resp, msg, start)
 }
 
 // readBody reads the POSTed body up to MaxBody.

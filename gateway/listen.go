@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -66,6 +67,11 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, msg *messa
 			continue
 		}
 		t, err := h.store.Get(ctx, owner, id)
+		if errors.Is(err, taskstore.ErrUnavailable) {
+			// Not "not granted": the client must not conclude the task is gone.
+			writeModernError(w, msg.ID, h.taskError(err, "listen", id))
+			return
+		}
 		if err != nil {
 			continue // not theirs, gone, or unknown: simply not granted
 		}

@@ -32,6 +32,8 @@ type message struct {
 	// learn names the tool whose latency a forwarded tools/call teaches;
 	// empty for every other message (latency.go).
 	learn string
+	// pcache is params decoded once for the modern front (fastpath.go).
+	pcache paramsCache
 }
 
 // method returns the method name, or "" for a response or batch.
@@ -108,6 +110,26 @@ func withID(e *rpcErr, m *message) *rpcErr {
 }
 
 func isNumber(b []byte) bool {
+	if plainInt(b) {
+		return true // the common id, without a decode
+	}
 	var n json.Number
 	return json.Unmarshal(b, &n) == nil
+}
+
+// plainInt reports whether b is -?(0|[1-9][0-9]*): a JSON number, so
+// isNumber's decode would accept it.
+func plainInt(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || (b[0] == '0' && len(b) > 1) {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -99,7 +100,7 @@ func isModern(r *http.Request, msg *message) bool {
 		return false
 	}
 	if bytes.Contains(msg.Params, metaVersionKey) {
-		if _, ok := requestMeta(msg.Params)[metaProtocolVersion]; ok {
+		if _, ok := msg.requestMeta()[metaProtocolVersion]; ok {
 			return true
 		}
 	}
@@ -162,21 +163,16 @@ func (h *Handler) validateModern(r *http.Request, msg *message) (*modernReq, *rp
 	bad := func(code int, text string) (*modernReq, *rpcErr) {
 		return nil, newRPCErr(http.StatusBadRequest, code, text)
 	}
-	var p struct {
-		Meta   map[string]json.RawMessage `json:"_meta"`
-		Name   *string                    `json:"name"`
-		URI    *string                    `json:"uri"`
-		TaskID *string                    `json:"taskId"`
-	}
-	if len(msg.Params) > 0 && !bytes.Equal(msg.Params, []byte("null")) {
-		if err := json.Unmarshal(msg.Params, &p); err != nil {
-			return bad(codeInvalidParams, "Invalid params: params must be an object, with an object _meta and string name, uri, taskId")
-		}
+	// Decoded once per message, shared with isModern and serveModernTasks
+	// (fastpath.go); absent or null params leave p zero.
+	p, err := msg.modernParams()
+	if err != nil {
+		return bad(codeInvalidParams, "Invalid params: params must be an object, with an object _meta and string name, uri, taskId")
 	}
 	header := r.Header.Get("Mcp-Protocol-Version")
 	var version string
 	rawVersion, hasVersion := p.Meta[metaProtocolVersion]
-	if hasVersion && json.Unmarshal(rawVersion, &version) != nil {
+	if hasVersion && !plainString(rawVersion, &version) && json.Unmarshal(rawVersion, &version) != nil {
 		return bad(codeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" must be a string")
 	}
 	notification := msg.kind == kindNotification
@@ -278,6 +274,26 @@ func decodeHeaderValue(v string) (string, bool) {
 // declaresTasks reports whether client capabilities declare the tasks
 // extension (ext-tasks-spec "Capability Negotiation").
 func declaresTasks(caps json.RawMessage) bool {
+	// A client sends the same capabilities on every request: the last
+	// answer is remembered for those exact bytes (a pure function of them).
+	if last := lastCaps.Load(); last != nil && last.caps == string(caps) {
+		return last.tasks
+	}
+	tasks := declaresTasksDecode(caps)
+	if len(caps) <= 4096 {
+		lastCaps.Store(&capsAnswer{caps: string(caps), tasks: tasks})
+	}
+	return tasks
+}
+
+type capsAnswer struct {
+	caps  string
+	tasks bool
+}
+
+var lastCaps atomic.Pointer[capsAnswer]
+
+func declaresTasksDecode(caps json.RawMessage) bool {
 	var c struct {
 		Extensions map[string]json.RawMessage `json:"extensions"`
 	}
@@ -346,4 +362,20 @@ func (h *Handler) forwardModern(w http.ResponseWriter, r *http.Request, msg *mes
 	default:
 		h.forwardToLegacy(w, r, msg, mr)
 	}
+}
+
+// plainString sets *s to the JSON string raw when it is quoted printable
+// ASCII without escapes, which json.Unmarshal would decode to the same
+// bytes, and reports whether it did.
+func plainString(raw json.RawMessage, s *string) bool {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	*s = string(raw[1 : len(raw)-1])
+	return true
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -25,18 +26,34 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	h.relayBody(w, r, resp, nil)
 }
 
-// relayCall is relay for a forwarded tools/call: once the answer is
-// relayed, the call's latency since start is recorded for tool
-// (latency.go), unless the answer was not a 200, the stream broke off
-// before the JSON-RPC response, or the answer asked for the user's input
-// (an elicitation or sampling request of a legacy upstream, an MRTR
-// input_required result), whose time cannot be told apart from the tool's.
-func (h *Handler) relayCall(w http.ResponseWriter, r *http.Request, resp *http.Response, tool string, start time.Time) {
-	var seen relaySeen
+// relayAnswer relays the answer to a client's request. id is the
+// request's id: when the upstream's stream breaks off (not a clean end of
+// stream, which a resumable server may do on purpose) before a JSON-RPC
+// response passed, the client gets a -32603 response for id naming the
+// upstream instead of a stream that just stops, which would leave its
+// request pending. tool, when not empty, names a forwarded tools/call
+// whose latency is learned: once the answer is relayed, the time since
+// start is recorded (latency.go), unless the answer was not a 200, the
+// stream broke off before the JSON-RPC response, or the answer asked for
+// the user's input (an elicitation or sampling request of a legacy
+// upstream, an MRTR input_required result), whose time cannot be told
+// apart from the tool's.
+func (h *Handler) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
+	seen := relaySeen{id: id, upstream: h.up.URL()}
 	h.relayBody(w, r, resp, &seen)
-	if (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
+	if tool != "" && (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
 		h.observe(tool, seen.end.Sub(start))
 	}
+}
+
+// relayRequest relays the answer to msg: a request's through relayAnswer,
+// anything else as it is.
+func (h *Handler) relayRequest(w http.ResponseWriter, r *http.Request, resp *http.Response, msg *message, start time.Time) {
+	if msg.kind != kindRequest {
+		h.relay(w, r, resp)
+		return
+	}
+	h.relayAnswer(w, r, resp, msg.ID, msg.learn, start)
 }
 
 // relaySeen is what a relay saw of the body it copied. Allocation-free.
@@ -45,6 +62,10 @@ type relaySeen struct {
 	answered bool      // a chunk that looks like a JSON-RPC response was written
 	input    bool      // it holds a request for the user's input
 	end      time.Time // when the last chunk was written, or the body ended
+
+	id       json.RawMessage // the request's id, answered if its stream breaks; nil: none
+	upstream string          // the upstream's URL, for that answer
+	tail     [2]byte         // the last two bytes written
 }
 
 // inputMarkers betray a request for the user's input in an answer's bytes;
@@ -61,6 +82,11 @@ func (s *relaySeen) wrote(p []byte) {
 		return
 	}
 	s.end = time.Now()
+	if len(p) >= 2 {
+		s.tail = [2]byte{p[len(p)-2], p[len(p)-1]}
+	} else if len(p) == 1 {
+		s.tail = [2]byte{s.tail[1], p[0]}
+	}
 	if !s.input && containsAny(p, inputMarkers) {
 		s.input = true
 	}
@@ -80,6 +106,28 @@ func (s *relaySeen) ended(err error) {
 	if s.complete = err == io.EOF; s.complete {
 		s.end = time.Now()
 	}
+}
+
+// brokeOff answers the request with a -32603 event when its stream ended
+// with err before the response passed (see relayAnswer).
+func (s *relaySeen) brokeOff(w io.Writer, err error) {
+	if s == nil || s.id == nil || s.answered || err == io.EOF {
+		return
+	}
+	var b bytes.Buffer
+	if s.tail != [2]byte{'\n', '\n'} && s.tail != [2]byte{} {
+		b.WriteString("\n\n") // end whatever event was cut, so ours parses alone
+	}
+	e := newRPCErr(http.StatusOK, codeInternalError, "upstream "+s.upstream+" broke off its answer before responding: "+err.Error())
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *rpcErr         `json:"error"`
+	}{"2.0", s.id, e})
+	b.WriteString("event: message\ndata: ")
+	b.Write(body)
+	b.WriteString("\n\n")
+	_, _ = w.Write(b.Bytes())
 }
 
 func containsAny(p []byte, markers [][]byte) bool {
@@ -206,6 +254,7 @@ func (h *Handler) relayStream(w http.ResponseWriter, f http.Flusher, body io.Rea
 			}
 			if c.err != nil {
 				seen.ended(c.err)
+				seen.brokeOff(w, c.err)
 				return // the handler's return writes what is left, at once
 			}
 			free <- c.p[:cap(c.p)]

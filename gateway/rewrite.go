@@ -275,7 +275,7 @@ func (a *answer) close() { a.resp.Body.Close() }
 // answer the gateway reads whole. On failure it answers the client and
 // returns nil; a response it cannot rewrite it relays and returns nil.
 func (h *Handler) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg *message, header http.Header, body []byte) *answer {
-	resp, err := h.up.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
+	resp, err := h.up.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil

@@ -156,24 +156,35 @@ func (c *sessionCache) count() int {
 
 // session returns what the request's Mcp-Session-Id negotiated, or nil when
 // the gateway serves nothing for the session (or cannot tell now: Redis
-// unreachable on a cache miss, logged).
+// unreachable on a cache miss, logged; see sessionErr).
 func (h *Handler) session(r *http.Request) *sessionInfo {
+	s, _ := h.sessionErr(r)
+	return s
+}
+
+// sessionErr is session, and says when it cannot tell: the session is not
+// in this replica's cache and the store cannot be read (an error wrapping
+// taskstore.ErrUnavailable). The session's plain traffic then passes
+// through as if it were not the gateway's (degraded, not failed); what
+// needs its tasks (tasks/*, a task-augmented tools/call) fails with err.
+func (h *Handler) sessionErr(r *http.Request) (*sessionInfo, error) {
 	if h.store == nil {
-		return nil
+		return nil, nil
 	}
 	v := r.Header["Mcp-Session-Id"]
 	if len(v) == 0 || v[0] == "" {
-		return nil
+		return nil, nil
 	}
 	return h.lookupSession(r.Context(), v[0])
 }
 
-// lookupSession is session by id: the cache, else the store.
-func (h *Handler) lookupSession(ctx context.Context, id string) *sessionInfo {
+// lookupSession is session by id: the cache, else the store. err is set
+// only when neither can tell.
+func (h *Handler) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
 	now := time.Now()
 	e := h.sessions.get(id)
 	if e != nil && !e.claimRecheck(now) {
-		return e.info
+		return e.info, nil
 	}
 	if e != nil && e.info != nil {
 		// Renew the record's TTL; a record gone means the session was
@@ -184,30 +195,30 @@ func (h *Handler) lookupSession(ctx context.Context, id string) *sessionInfo {
 			if ctx.Err() == nil {
 				h.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
 			}
-			return e.info
+			return e.info, nil
 		case !ok:
 			h.sessions.put(id, newSessionEntry(nil, now))
-			return nil
+			return nil, nil
 		}
-		return e.info
+		return e.info, nil
 	}
 	rec, err := h.store.GetSession(ctx, id)
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
 		h.sessions.put(id, newSessionEntry(nil, now))
-		return nil
+		return nil, nil
 	case err != nil:
-		if ctx.Err() == nil {
-			h.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving it as pass-through")
-		}
 		if e != nil {
-			return e.info
+			return e.info, nil // known "not ours"
 		}
-		return nil
+		if ctx.Err() == nil {
+			h.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
+		}
+		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
 	h.sessions.put(id, newSessionEntry(info, now))
-	return info
+	return info, nil
 }
 
 // recordSession stores s in Redis, then in the cache. Until it returns nil

@@ -364,7 +364,7 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 		t.Fatal("B did not cache the session")
 	}
 	e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
-	if s := rp.hs[1].lookupSession(ctx, sid); s != nil {
+	if s, _ := rp.hs[1].lookupSession(ctx, sid); s != nil {
 		t.Errorf("B still knows the deleted session: %+v", s)
 	}
 }

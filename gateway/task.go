@@ -100,6 +100,8 @@ func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
 			writeRPCError(w, id, rpcError(err))
 			return
 		}
+		writeMarshalled(w, id, raw) // fastpath.go: raw needs no second pass
+		return
 	}
 	writeJSON(w, http.StatusOK, rpcResponse{JSONRPC: "2.0", ID: id, Result: raw})
 }

@@ -34,7 +34,16 @@ type toolsCallParams struct {
 
 // serveToolsCall decides a tools/call: plain pass-through, or a task.
 func (h *Handler) serveToolsCall(w http.ResponseWriter, r *http.Request, msg *message) {
-	s := h.session(r)
+	s, serr := h.sessionErr(r)
+	if serr != nil {
+		// This replica cannot look the session up (the store is down): a
+		// plain call passes through; a task-augmented one cannot be served.
+		var p toolsCallParams
+		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
+			writeRPCError(w, msg.ID, rpcError(serr))
+			return
+		}
+	}
 	if !s.legacyTasks() {
 		// An older client: no tasks, but the call still teaches latency.
 		var p struct {
@@ -133,6 +142,7 @@ func (h *Handler) createTask(ctx context.Context, j *job, flavour taskstore.Flav
 		return err
 	}
 	j.task = t
+	h.metrics.taskCreated(tool, flavour)
 	h.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(j.owner)).
 		Str("replica", h.cfg.ReplicaID).Str("flavour", string(flavour)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
 		Msg("task created")
@@ -176,6 +186,9 @@ func (h *Handler) serveLegacyTasks(w http.ResponseWriter, r *http.Request, msg *
 	}
 	owner := ownerOf(r)
 	if msg.method() == "tasks/list" {
+		if !h.pollAllowed(w, msg, owner, "") { // ratelimit.go
+			return
+		}
 		h.listTasks(w, r, msg, owner, p.Cursor)
 		return
 	}
@@ -185,12 +198,16 @@ func (h *Handler) serveLegacyTasks(w http.ResponseWriter, r *http.Request, msg *
 	}
 	switch msg.method() {
 	case "tasks/get":
+		if !h.pollAllowed(w, msg, owner, p.TaskID) {
+			return
+		}
 		t, err := h.store.Get(r.Context(), owner, p.TaskID)
 		if err != nil {
 			writeRPCError(w, msg.ID, h.taskError(err, "get", p.TaskID))
 			return
 		}
-		writeResult(w, msg.ID, toLegacyTask(t))
+		raw, err := h.legacyGetResult(t) // rendercache.go
+		writeRendered(w, msg.ID, raw, err)
 	case "tasks/cancel":
 		h.cancelLegacy(w, r, msg, owner, p.TaskID)
 	case "tasks/result":
@@ -247,6 +264,7 @@ func (h *Handler) cancelLegacy(w http.ResponseWriter, r *http.Request, msg *mess
 		writeRPCError(w, msg.ID, h.taskError(err, "cancel", id))
 		return
 	}
+	h.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
 	h.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
 		Dur("duration", time.Since(t.CreatedAt)).Msg("task cancelled")
 	h.notifyStatus(r.Context(), t)

@@ -291,7 +291,12 @@ func (h *Handler) serveModernTasks(w http.ResponseWriter, r *http.Request, msg *
 		TaskID         string                     `json:"taskId"`
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.TaskID == "" {
+	if mp, err := msg.modernParams(); err == nil && mp.TaskID != nil && len(mp.InputResponses) == 0 {
+		p.TaskID = *mp.TaskID // what decoding params again would give (fastpath.go)
+	} else if err := json.Unmarshal(msg.Params, &p); err != nil {
+		p.TaskID = ""
+	}
+	if p.TaskID == "" {
 		writeModernError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, method+" needs params.taskId"))
 		return
 	}
@@ -299,12 +304,16 @@ func (h *Handler) serveModernTasks(w http.ResponseWriter, r *http.Request, msg *
 	ack := map[string]string{"resultType": "complete"}
 	switch method {
 	case "tasks/get":
+		if !h.pollAllowed(w, msg, owner, p.TaskID) { // ratelimit.go
+			return
+		}
 		t, err := h.store.Get(r.Context(), owner, p.TaskID)
 		if err != nil {
 			writeModernError(w, msg.ID, h.taskError(err, "get", p.TaskID))
 			return
 		}
-		writeResult(w, msg.ID, toModernTask(t, "complete", true))
+		raw, err := h.modernGetResult(t) // rendercache.go
+		writeRendered(w, msg.ID, raw, err)
 	case "tasks/update":
 		if p.InputResponses == nil {
 			writeModernError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "tasks/update needs params.inputResponses"))
@@ -330,6 +339,7 @@ func (h *Handler) serveModernTasks(w http.ResponseWriter, r *http.Request, msg *
 			writeModernError(w, msg.ID, h.taskError(err, "cancel", p.TaskID))
 			return
 		default:
+			h.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
 			h.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
 				Dur("duration", time.Since(t.CreatedAt)).Msg("task cancelled")
 		}

@@ -192,7 +192,6 @@ func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req 
 	h.workers.wg.Add(1)
 	go func() {
 		defer h.workers.wg.Done()
-		defer h.workers.unreserve()
 		resp, err := h.up.Call(ctx, sess, req, upstream.CallOptions{
 			OnRequest: func(m *jsonrpc.Request) {
 				select {
@@ -210,6 +209,10 @@ func (h *Handler) startCall(parent context.Context, sess *upstream.Session, req 
 		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause // say why we aborted, not just "context canceled"
 		}
+		// The call is no longer held once it returned: free its slot before
+		// anyone hears of the result, so that whoever answers the client
+		// (and the client's next call) sees the count already down.
+		h.workers.unreserve()
 		c.done <- callResult{resp, err}
 	}()
 	return c
@@ -234,6 +237,7 @@ type taskRun struct {
 	start        time.Time // when the upstream call started (before the task, for a hybrid call)
 	waitingSince time.Time
 	inputWait    time.Duration
+	live         liveTask // taskgate_tasks_live (metrics.go)
 }
 
 func (h *Handler) work(j *job) {
@@ -245,7 +249,10 @@ func (h *Handler) work(j *job) {
 		log: h.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(j.owner)).
 			Str("replica", h.cfg.ReplicaID).Logger(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
+		live: liveTask{m: h.metrics},
 	}
+	run.live.set(taskstore.StatusWorking)
+	defer run.live.done()
 	watch, err := h.store.Watch(ctx, j.owner, t.ID)
 	if err != nil {
 		if j.call != nil {
@@ -302,6 +309,7 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 				continue
 			}
 			run.stopWaiting()
+			run.observeInputWait()
 			if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
 				h.observe(j.learn, time.Since(run.start)-run.inputWait)
 			}
@@ -350,7 +358,10 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 					return
 				}
 			case errors.Is(err, taskstore.ErrLeaseLost):
+				// Another replica took the task over (this one stalled past
+				// its lease): nobody will collect this call's result.
 				run.log.Warn().Str("op", "lease").Msg("lease lost to another replica; aborting the upstream call")
+				run.cancelUpstream("the gateway replica running the task lost its lease")
 				run.abort(taskstore.ErrLeaseLost)
 				return
 			}
@@ -376,6 +387,24 @@ func (run *taskRun) stopWaiting() {
 	if !run.waitingSince.IsZero() {
 		run.inputWait += time.Since(run.waitingSince)
 		run.waitingSince = time.Time{}
+		run.live.set(taskstore.StatusWorking)
+	}
+}
+
+// startWaiting marks the task waiting for its client's answers.
+func (run *taskRun) startWaiting() {
+	if run.waitingSince.IsZero() {
+		run.waitingSince = time.Now()
+		run.live.set(taskstore.StatusInputRequired)
+	}
+}
+
+// observeInputWait records, once the task ends, how long it waited for
+// input in all (tasks that never asked are not observed).
+func (run *taskRun) observeInputWait() {
+	run.stopWaiting()
+	if run.inputWait > 0 {
+		run.h.metrics.inputWait.WithLabelValues(run.h.metrics.tools.label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
 	}
 }
 
@@ -391,8 +420,13 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 	}
 	key := run.mintKey()
 	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
-	if err := h.store.AddInputRequests(run.store, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method); err != nil {
-		// Terminal meanwhile (cancelled) or the store is down: the
+	// Redis briefly down is waited out (as for the outcome, finish): the
+	// upstream's question must not turn into an error result because
+	// Redis blinked.
+	if err := h.retryStore(run.ctx, func() error {
+		return h.store.AddInputRequests(run.store, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method)
+	}); err != nil {
+		// Terminal meanwhile (cancelled) or the store stayed down: the
 		// upstream must not wait for an answer that cannot come.
 		_ = h.up.Respond(run.store, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
 			Code: codeInternalError, Message: "taskgate could not relay " + m.Method + " to the client"}})
@@ -400,9 +434,7 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 		return
 	}
 	run.pending[key] = m.ID
-	if run.waitingSince.IsZero() {
-		run.waitingSince = time.Now()
-	}
+	run.startWaiting()
 	run.log.Info().Str("op", "input_required").Str("method", m.Method).Str("key", key).Msg("task needs input")
 	h.notifyStatusByID(run.store, j)
 }
@@ -478,13 +510,13 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	}
 	if len(toStore) > 0 {
 		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
-		if err := run.h.store.AddInputRequests(run.store, j.owner, j.task.ID, toStore, msg); err != nil {
+		if err := run.h.retryStore(run.ctx, func() error {
+			return run.h.store.AddInputRequests(run.store, j.owner, j.task.ID, toStore, msg)
+		}); err != nil {
 			run.fail("could not record the upstream's input requests: " + err.Error())
 			return true
 		}
-		if run.waitingSince.IsZero() {
-			run.waitingSince = time.Now()
-		}
+		run.startWaiting()
 		run.log.Info().Str("op", "input_required").Int("requests", len(toStore)).Msg("task needs input")
 	}
 	if len(run.mrtr) == 0 {
@@ -518,10 +550,14 @@ func (run *taskRun) retry() {
 func (run *taskRun) fail(msg string) {
 	run.abort(errors.New(msg))
 	e, _ := json.Marshal(map[string]any{"code": codeInternalError, "message": msg})
-	_ = run.h.retryStore(run.store, func() error {
+	err := run.h.retryStore(run.store, func() error {
 		return run.h.store.Fail(run.store, run.j.owner, run.j.task.ID, taskstore.Outcome{Error: e, Message: msg})
 	})
-	run.h.release(run.store, run.j)
+	if err == nil {
+		run.observeInputWait()
+		run.h.metrics.taskFinished(run.j.task.Tool, taskstore.StatusFailed, run.j.task.CreatedAt)
+	}
+	run.h.settle(run.store, run.j, err)
 	run.log.Warn().Str("op", "failed").Msg(msg)
 }
 
@@ -599,18 +635,28 @@ func (run *taskRun) deliverAnswers() (done bool) {
 // stateless upstream learns it. It reports true: the worker is done.
 func (run *taskRun) cancelled() bool {
 	h, j := run.h, run.j
-	if run.call != nil && j.sess.ID != "" {
-		cctx, cancel := context.WithTimeout(run.store, 5*time.Second)
-		_ = h.up.Cancel(cctx, j.sess, run.reqID, "the task was cancelled")
-		cancel()
-	}
+	run.cancelUpstream("the task was cancelled")
 	run.abort(errTaskCancelled)
+	run.observeInputWait()
 	h.release(run.store, j)
 	run.log.Info().Str("op", "cancelled").Dur("duration", time.Since(run.start)).Msg("upstream call aborted: task cancelled")
 	return true
 }
 
 var errTaskCancelled = errors.New("the task was cancelled")
+
+// cancelUpstream tells a session upstream to stop the call in flight
+// (notifications/cancelled, MCP "Cancellation"): aborting the HTTP request
+// alone is not cancellation there, only disconnection. A stateless
+// upstream learns it from the abort (run.abort), which must follow.
+func (run *taskRun) cancelUpstream(reason string) {
+	if run.call == nil || run.j.sess.ID == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(run.store, 5*time.Second)
+	_ = run.h.up.Cancel(cctx, run.j.sess, run.reqID, reason)
+	cancel()
+}
 
 // finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
 // with isError is a failed task; a JSON-RPC error is failed. A task already
@@ -650,7 +696,7 @@ func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	if errors.Is(err, taskstore.ErrResultTooLarge) {
 		status, err = taskstore.StatusFailed, nil
 	}
-	h.release(ctx, j)
+	h.settle(ctx, j, err)
 	switch {
 	case errors.Is(err, taskstore.ErrTerminal):
 		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
@@ -659,6 +705,7 @@ func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		log.Error().Str("op", string(status)).Err(err).Msg("could not record the task's outcome")
 		return
 	}
+	h.metrics.taskFinished(t.Tool, status, t.CreatedAt)
 	ev := log.Info()
 	if status == taskstore.StatusFailed {
 		ev = log.Warn()
@@ -670,12 +717,17 @@ func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	h.notifyStatusByID(ctx, j)
 }
 
+// defaultStoreRetry is how long retryStore keeps trying: an upstream
+// result waits this long for Redis to come back.
+const defaultStoreRetry = 5 * time.Minute
+
 // retryStore runs op until it succeeds, fails for a reason other than the
-// store being unavailable, or about a minute has passed: an upstream result
+// store being unavailable, h.storeRetry (five minutes) has passed, or the
+// Handler is closing (another replica's recoverer then fails the task): an upstream result
 // is never dropped because Redis blinked (DESIGN.md invariant 5).
 func (h *Handler) retryStore(ctx context.Context, op func() error) error {
 	backoff := 50 * time.Millisecond
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(h.storeRetry)
 	for {
 		err := op()
 		if !errors.Is(err, taskstore.ErrUnavailable) || time.Now().After(deadline) {
@@ -684,10 +736,24 @@ func (h *Handler) retryStore(ctx context.Context, op func() error) error {
 		select {
 		case <-ctx.Done():
 			return err
+		case <-h.workers.ctx.Done():
+			return err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// settle gives the task's lease up once its outcome is written, or moot
+// (err is the write's error). When the store stayed unavailable the lease
+// is kept: it runs out and a recoverer fails the task once Redis is back,
+// instead of the task staying working, with no lease to find, until its
+// ttl.
+func (h *Handler) settle(ctx context.Context, j *job, err error) {
+	if errors.Is(err, taskstore.ErrUnavailable) {
+		return
+	}
+	h.release(ctx, j)
 }
 
 func (h *Handler) release(ctx context.Context, j *job) {

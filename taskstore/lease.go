@@ -109,6 +109,11 @@ type ExpiredLease struct {
 	Owner  string
 	ID     string
 	Holder string
+	// From is the holder an earlier takeover (Claim) took the lease from,
+	// if one did: the replica whose worker ran the task. Holder is then a
+	// replica that claimed it but did not finish its recovery (the write
+	// failing the task was lost to a store outage, or it died too).
+	From string
 	// Deadline is the lease's deadline as stored (not counting the grace).
 	Deadline time.Time
 }
@@ -152,7 +157,7 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 			continue
 		}
 		cands = append(cands, cand{owner, id, pipe.HMGet(ctx, s.k.task(owner, id),
-			fOwner, fStatus, fCreated, fTTL, fLeaseHolder, fLeaseUntil)})
+			fOwner, fStatus, fCreated, fTTL, fLeaseHolder, fLeaseUntil, fLeaseFrom)})
 	}
 	if len(cands) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -168,7 +173,7 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 		str := func(i int) string { s, _ := v[i].(string); return s }
 		num := func(i int) int64 { n, _ := strconv.ParseInt(str(i), 10, 64); return n }
 		switch {
-		case len(v) < 6 || str(0) != c.owner, // gone (expired) or not ours
+		case len(v) < 7 || str(0) != c.owner, // gone (expired) or not ours
 			Status(str(1)).Terminal(),
 			num(2)+num(3) <= now.UnixMilli(), // expired by the clock
 			str(4) == "":                     // released
@@ -176,7 +181,7 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 		case num(5) > cutoff: // extended since it was indexed
 			rescore[member] = float64(num(5))
 		default:
-			out = append(out, ExpiredLease{Owner: c.owner, ID: c.id, Holder: str(4), Deadline: fromMS(num(5))})
+			out = append(out, ExpiredLease{Owner: c.owner, ID: c.id, Holder: str(4), From: str(6), Deadline: fromMS(num(5))})
 		}
 	}
 	if len(drop) > 0 || len(rescore) > 0 {

@@ -59,8 +59,8 @@ func TestLease(t *testing.T) {
 		wantErr(t, s.Claim(ctx, "o", task.ID, "r2", 10*time.Second), nil)
 		wantErr(t, s.Extend(ctx, "o", task.ID, "r1", 10*time.Second), ErrLeaseLost)
 		wantErr(t, s.Release(ctx, "o", task.ID, "r1"), ErrLeaseLost)
-		if h := e.hash(key); h["lease_holder"] != "r2" {
-			t.Fatalf("holder = %s", h["lease_holder"])
+		if h := e.hash(key); h["lease_holder"] != "r2" || h["lease_from"] != "r1" {
+			t.Fatalf("holder = %s, taken from %q; want r2, from r1", h["lease_holder"], h["lease_from"])
 		}
 
 		// The new holder fails it and releases: the index forgets it.
@@ -68,7 +68,7 @@ func TestLease(t *testing.T) {
 		wantErr(t, s.Extend(ctx, "o", task.ID, "r2", 10*time.Second), ErrTerminal)
 		wantErr(t, s.Claim(ctx, "o", task.ID, "r3", 10*time.Second), ErrTerminal)
 		wantErr(t, s.Release(ctx, "o", task.ID, "r2"), nil)
-		if h := e.hash(key); h["lease_holder"] != "" || h["lease_until"] != "" {
+		if h := e.hash(key); h["lease_holder"] != "" || h["lease_until"] != "" || h["lease_from"] != "" {
 			t.Errorf("raw after release = %v", h)
 		}
 		e.clock.Advance(time.Minute)
@@ -127,6 +127,38 @@ func TestLeaseFromCreateAndRecovery(t *testing.T) {
 		}
 		if got, _ := s.Get(ctx, "o0", alive.ID); got.Status != StatusWorking || got.Lease.Holder != "live-replica" {
 			t.Errorf("live task = %+v", got)
+		}
+	})
+}
+
+// TestExpiredLeaseFrom: a takeover records whom it took the lease from,
+// and a later takeover (the first claimer did not finish the recovery)
+// keeps it: ListExpiredLeases reports the replica whose worker ran the
+// task as From, whoever claimed it since (found by e2e TestChaos).
+func TestExpiredLeaseFrom(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t, func(o *Options) { o.LeaseGrace = time.Second })
+		task, err := s.Create(ctx, NewTask{Owner: "o", Lease: &LeaseRequest{Holder: "worker", Duration: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, claimer := range []string{"sweeper-a", "sweeper-b", ""} {
+			e.clock.Advance(4 * time.Second) // past the holder's lease and grace
+			exp, err := s.ListExpiredLeases(ctx, 10)
+			if err != nil || len(exp) != 1 {
+				t.Fatalf("ListExpiredLeases = %+v, %v", exp, err)
+			}
+			wantFrom := "worker"
+			if exp[0].Holder == "worker" {
+				wantFrom = "" // nobody took it over yet
+			}
+			if exp[0].From != wantFrom {
+				t.Errorf("expired lease held by %s: From = %q, want %q", exp[0].Holder, exp[0].From, wantFrom)
+			}
+			if claimer != "" {
+				wantErr(t, s.Claim(ctx, "o", task.ID, claimer, 2*time.Second), nil)
+				wantErr(t, s.Claim(ctx, "o", task.ID, claimer, 2*time.Second), nil) // its own again: no takeover
+			}
 		}
 	})
 }

@@ -42,12 +42,13 @@ local function terminal(s) return s == 'completed' or s == 'failed' or s == 'can
 // ARGV[6] -> tombstone window ms after expiry, 0 for none
 // ARGV[7..] -> field, value pairs of the task hash
 //
-// Returns {0} created, {5} owner at the cap, {6} id exists.
+// Returns {0} created, {5} owner at the cap, {6} id exists (or existed:
+// a tombstone, e.g. abandonCmd's, is there).
 var createCmd = redis.NewScript(`
 local now = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 local maxttl = tonumber(ARGV[4])
-if redis.call('EXISTS', KEYS[1]) == 1 then return {6} end
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then return {6} end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local max = tonumber(ARGV[5])
 if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
@@ -60,6 +61,26 @@ redis.call('ZADD', KEYS[3], now, ARGV[1])
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], maxttl)
 redis.call('PEXPIRE', KEYS[4], maxttl)
+return {0}
+`)
+
+// abandonCmd removes what a Create whose outcome is unknown (Redis went
+// away before its reply came) may have written, and leaves a tombstone so
+// that the write, should it still be executed late, is refused (createCmd
+// checks KEYS[2]). Nobody ever learned the id, so nobody misses the task.
+// The leases index entry, in another slot, is dropped by ListExpiredLeases
+// once the hash is gone.
+//
+// KEYS[1..4] -> as createCmd's
+// ARGV[1] -> task id
+// ARGV[2] -> tombstone lifetime ms
+//
+// Returns {0}.
+var abandonCmd = redis.NewScript(`
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 return {0}
 `)
 
@@ -267,7 +288,10 @@ return {0}
 
 // claimCmd takes a task's lease: when nobody holds it, when the holder
 // already holds it, or when the holder's deadline plus the clock-skew grace
-// has passed (recovery of a dead replica's task).
+// has passed (recovery of a dead replica's task). The first takeover from
+// another holder records that holder in lease_from: the replica whose
+// worker ran the task, which a later takeover (the claimer did not finish
+// the recovery) must still name.
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // ARGV[1] -> owner
@@ -279,12 +303,15 @@ return {0}
 // Returns {0, previous holder or empty}, {1}, {2}, {3, status}, {7, holder}.
 var claimCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
-local l = redis.call('HMGET', KEYS[1], 'lease_holder', 'lease_until')
+local l = redis.call('HMGET', KEYS[1], 'lease_holder', 'lease_until', 'lease_from')
 local prev = l[1] or ''
 if prev ~= '' and prev ~= ARGV[3] and tonumber(l[2] or 0) + tonumber(ARGV[5]) > tonumber(ARGV[2]) then
   return {7, prev}
 end
 redis.call('HSET', KEYS[1], 'lease_holder', ARGV[3], 'lease_until', ARGV[4])
+if prev ~= '' and prev ~= ARGV[3] and not l[3] then
+  redis.call('HSET', KEYS[1], 'lease_from', prev)
+end
 return {0, prev}
 `)
 
@@ -317,7 +344,7 @@ var releaseCmd = redis.NewScript(`
 local t = redis.call('HMGET', KEYS[1], 'owner', 'lease_holder')
 if not t[1] or t[1] ~= ARGV[1] then return {1} end
 if t[2] ~= ARGV[2] then return {8} end
-redis.call('HDEL', KEYS[1], 'lease_holder', 'lease_until')
+redis.call('HDEL', KEYS[1], 'lease_holder', 'lease_until', 'lease_from')
 return {0}
 `)
 

@@ -107,6 +107,7 @@ type Store struct {
 	opt Options
 	k   keys
 	hub *hub
+	ab  abandoner // removals of what failed creates may have written (abandon.go)
 }
 
 // New returns a Store on rdb, which may be a standalone, Sentinel (failover)
@@ -123,8 +124,14 @@ func New(rdb redis.UniversalClient, opt Options) *Store {
 // It does not close the Redis client.
 func (s *Store) Close() error {
 	s.hub.close()
+	s.ab.stop()
 	return nil
 }
+
+// AddHook adds a go-redis hook to the store's client, which sees every
+// command the store sends (the gateway's metrics). The hook stays on the
+// client, which the caller owns: add it once per client.
+func (s *Store) AddHook(h redis.Hook) { s.rdb.AddHook(h) }
 
 // Options returns the options in force, defaults filled in.
 func (s *Store) Options() Options { return s.opt }
@@ -200,6 +207,12 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 	}
 	ks := []string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)}
 	vals, err := s.runWith(ctx, createCmd, ks, args, lease)
+	if err != nil {
+		// Redis went away (or the context ended) before the reply came:
+		// the write may have landed. The caller tells its client the
+		// create failed, so no task must remain: remove it.
+		s.abandon(ks, t.ID)
+	}
 	if err == nil {
 		// codeExists can only mean that go-redis retried our own write
 		// after a network error: the id is fresh and 122 bits random.

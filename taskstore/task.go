@@ -141,6 +141,7 @@ const (
 	fPending      = "pending"  // number of in:* fields
 	fLeaseHolder  = "lease_holder"
 	fLeaseUntil   = "lease_until" // unix ms
+	fLeaseFrom    = "lease_from"  // the holder the first takeover (Claim) took the lease from
 	fUpRequestID  = "up_request_id"
 	fUpSession    = "up_session"
 	fUpState      = "up_state"

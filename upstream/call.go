@@ -267,11 +267,10 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 			h.Set("Mcp-Name", HeaderValue(name))
 		}
 	}
-	resp, err := c.rt.RoundTrip(req)
-	if err != nil {
-		return nil, c.unreachable(err)
+	if method == "" {
+		method = "response"
 	}
-	return resp, nil
+	return c.roundTrip(c.own, req, method)
 }
 
 // Respond posts the answer to a server→client request on session s.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,10 +27,47 @@ type Options struct {
 	TLSConfig *tls.Config
 }
 
+// Observation describes one HTTP exchange with the upstream, for the
+// function given to SetObserver.
+type Observation struct {
+	// Method is the MCP method sent ("response" for the answer to a
+	// server→client request); for Forward, the one named with WithMethod,
+	// else the HTTP method.
+	Method string
+	Took   time.Duration // until the response headers, or the failure
+	Status int           // HTTP status; 0 when Err is set
+	Err    error         // no response (the upstream is unreachable)
+}
+
+type methodKey struct{}
+
+// WithMethod names the MCP method of a request sent with Forward, for the
+// observer.
+func WithMethod(ctx context.Context, method string) context.Context {
+	return context.WithValue(ctx, methodKey{}, method)
+}
+
 // Client talks to one upstream MCP endpoint. It is safe for concurrent use.
 type Client struct {
 	url *url.URL
-	rt  http.RoundTripper
+	rt  http.RoundTripper // Forward's: the standard transport, or Options.Transport
+	// own carries the client's own calls (post, CloseSession): a
+	// connTransport, which holds a call without net/http's two goroutines
+	// per connection; Options.Transport when one was given.
+	own     http.RoundTripper
+	observe atomic.Pointer[func(Observation)]
+}
+
+// SetObserver makes f hear of every HTTP exchange with the upstream once
+// its response headers arrived or it failed (metrics); nil stops it. f is
+// not called when the caller's context ended first (a client that left is
+// not an upstream failure). It must be quick and safe for concurrent use.
+func (c *Client) SetObserver(f func(Observation)) {
+	if f == nil {
+		c.observe.Store(nil)
+		return
+	}
+	c.observe.Store(&f)
 }
 
 // New returns a client of the MCP endpoint at rawURL (http or https).
@@ -38,11 +76,12 @@ func New(rawURL string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := opts.Transport
+	rt, own := opts.Transport, opts.Transport
 	if rt == nil {
 		rt = NewTransport(opts)
+		own = newConnTransport(opts, rt)
 	}
-	return &Client{url: u, rt: rt}, nil
+	return &Client{url: u, rt: rt, own: own}, nil
 }
 
 // ParseURL checks that rawURL names an http(s) endpoint with a host.
@@ -63,30 +102,53 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	return u, nil
 }
 
+// Defaults of Options, shared by both transports.
+const (
+	defaultDialTimeout = 10 * time.Second
+	defaultIdleConns   = 1024
+	idleConnTimeout    = 90 * time.Second
+)
+
+func (o Options) dialTimeout() time.Duration {
+	if o.DialTimeout <= 0 {
+		return defaultDialTimeout
+	}
+	return o.DialTimeout
+}
+
+func (o Options) maxIdlePerHost() int {
+	if o.MaxIdleConnsPerHost <= 0 {
+		return defaultIdleConns
+	}
+	return o.MaxIdleConnsPerHost
+}
+
 // NewTransport returns the pooled transport a Client uses by default.
 // It never times out a response: MCP tool calls may run for many minutes.
 func NewTransport(opts Options) *http.Transport {
-	dial := opts.DialTimeout
-	if dial <= 0 {
-		dial = 10 * time.Second
-	}
-	perHost := opts.MaxIdleConnsPerHost
-	if perHost <= 0 {
-		perHost = 1024
-	}
+	dial, perHost := opts.dialTimeout(), opts.maxIdlePerHost()
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          0, // no global cap; the per-host cap applies
 		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		TLSHandshakeTimeout:   dial,
 		ExpectContinueTimeout: time.Second,
 		TLSClientConfig:       opts.TLSConfig,
 		// Pass-through forwards the client's Accept-Encoding and the
 		// upstream's encoded body untouched; our own calls ask for identity.
 		DisableCompression: true,
+		// Every connection keeps its buffers for life, and a relayed
+		// stream (a client's GET, a long plain call) holds one for as long
+		// as it lasts; the defaults are 4 KiB + 4 KiB. Bodies larger than
+		// a buffer are read and written around it, so small buffers cost
+		// little: a request whose headers and body exceed 2 KiB takes one
+		// more write. (The gateway's own calls, held tasks among them, go
+		// through connTransport, with no goroutines per connection.)
+		ReadBufferSize:  1 << 10,
+		WriteBufferSize: 2 << 10,
 	}
 }
 
@@ -106,11 +168,37 @@ func (c *Client) Forward(ctx context.Context, method string, header http.Header,
 		return nil, err
 	}
 	CopyHeader(req.Header, header)
-	resp, err := c.rt.RoundTrip(req)
-	if err != nil {
-		return nil, c.unreachable(err)
+	name, _ := ctx.Value(methodKey{}).(string)
+	if name == "" {
+		name = method
 	}
-	return resp, nil
+	return c.roundTrip(c.rt, req, name)
+}
+
+// roundTrip sends req with rt, tells the observer, and names an
+// unreachable upstream in the error.
+func (c *Client) roundTrip(rt http.RoundTripper, req *http.Request, method string) (*http.Response, error) {
+	observe := c.observe.Load()
+	if observe == nil {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return nil, c.unreachable(err)
+		}
+		return resp, nil
+	}
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	o := Observation{Method: method, Took: time.Since(start), Err: err}
+	if resp != nil {
+		o.Status = resp.StatusCode
+	}
+	if err != nil {
+		err = c.unreachable(err)
+	}
+	if req.Context().Err() == nil {
+		(*observe)(o)
+	}
+	return resp, err
 }
 
 func (c *Client) newRequest(ctx context.Context, method string, body io.Reader) (*http.Request, error) {

@@ -178,35 +178,6 @@ func TestUnhandledServerRequestIsRefused(t *testing.T) {
 	}
 }
 
-func TestCancel(t *testing.T) {
-	rec := &testupstream.Recorder{}
-	c := start(t, testupstream.Options{Recorder: rec})
-	s := open(t, c)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Call(ctx, s, toolCall(10, "slow", `{"seconds":30}`, ""), upstream.CallOptions{})
-		done <- err
-	}()
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
-	if err := rec.WaitFor(wctx, "slow", testupstream.Called, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Cancel(wctx, s, id(10), "test says stop"); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	// Either the abort wins (context.Canceled) or the upstream's answer to
-	// the cancelled call was already on its way; nothing else.
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("call error = %v, want context.Canceled or none", err)
-	}
-	if err := rec.WaitFor(wctx, "slow", testupstream.Cancelled, 1); err != nil {
-		t.Errorf("upstream did not see the cancellation: %v", err)
-	}
-}
-
 func TestSessionNotFound(t *testing.T) {
 	c := start(t, testupstream.Options{})
 	s := &upstream.Session{ID: "no-such-session", ProtocolVersion: "2025-11-25"}

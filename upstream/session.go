@@ -62,7 +62,7 @@ func (c *Client) CloseSession(ctx context.Context, s *Session) error {
 	if s.ProtocolVersion != "" {
 		req.Header.Set("MCP-Protocol-Version", s.ProtocolVersion)
 	}
-	resp, err := c.rt.RoundTrip(req)
+	resp, err := c.own.RoundTrip(req)
 	if err != nil {
 		return c.unreachable(err)
 	}

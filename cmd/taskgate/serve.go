@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -39,8 +40,16 @@ func serveCommand() *cli.Command {
 				Usage: "after draining (--drain-timeout), how long open requests may run before they are cut"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"),
 				Usage: "after SIGTERM, how long held upstream calls may finish before their tasks are failed"},
+			&cli.Float64Flag{Name: "poll-limit", Value: gateway.DefaultPollLimit, EnvVars: env("poll-limit"),
+				Usage: "most tasks/get (and tasks/list) per second one client may send for one task on this replica, bursts of twice that; faster polls get HTTP 429 with Retry-After (0: no limit)"},
+			&cli.StringFlag{Name: "metrics-listen", EnvVars: env("metrics-listen"),
+				Usage: "serve the Prometheus metrics on this address instead of at /metrics on --listen"},
 			&cli.IntFlag{Name: "max-inflight", Value: 1000, EnvVars: env("max-inflight"),
 				Usage: "most upstream calls held at once for tasks on this replica; past it new tasks are refused (0: no limit)"},
+			&cli.DurationFlag{Name: "lease", Value: gateway.DefaultLease, EnvVars: env("lease"),
+				Usage: "how long a worker's claim on its task lasts unrenewed; when a replica dies, another fails its tasks this long (plus a 2s grace) after its last renewal"},
+			&cli.DurationFlag{Name: "lease-renew", Value: gateway.DefaultLeaseRenew, EnvVars: env("lease-renew"),
+				Usage: "how often a worker renews its lease, and how often each replica sweeps for expired ones; shorter than --lease"},
 			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"),
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
@@ -92,6 +101,15 @@ func serve(c *cli.Context) error {
 	if c.Duration("drain-timeout") < 0 {
 		return fmt.Errorf("invalid --drain-timeout %s: it must not be negative", c.Duration("drain-timeout"))
 	}
+	if v := c.Float64("poll-limit"); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("invalid --poll-limit %v: it must be a number of polls per second, or 0 for no limit", v)
+	}
+	if c.Duration("lease") <= 0 {
+		return fmt.Errorf("invalid --lease %s: it must be positive", c.Duration("lease"))
+	}
+	if r := c.Duration("lease-renew"); r <= 0 || r >= c.Duration("lease") {
+		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log)
 	if err != nil {
@@ -106,6 +124,10 @@ func serve(c *cli.Context) error {
 		Path:        path,
 		MaxBody:     maxBody,
 		MaxInflight: c.Int("max-inflight"),
+		PollLimit:   pollLimit(c.Float64("poll-limit")),
+		MetricsPath: metricsPath(c.String("metrics-listen")),
+		Lease:       c.Duration("lease"),
+		LeaseRenew:  c.Duration("lease-renew"),
 		Logger:      log,
 	})
 	if err != nil {
@@ -114,6 +136,19 @@ func serve(c *cli.Context) error {
 	ln, err := net.Listen("tcp", c.String("listen"))
 	if err != nil {
 		return fmt.Errorf("cannot listen on --listen %s: %v", c.String("listen"), cause(err))
+	}
+	if addr := c.String("metrics-listen"); addr != "" {
+		mln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("cannot listen on --metrics-listen %s: %v", addr, cause(err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle(gateway.DefaultMetricsPath, h.Metrics())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -197,4 +232,22 @@ func cause(err error) string {
 		return oe.Err.Error()
 	}
 	return err.Error()
+}
+
+// pollLimit maps --poll-limit (0: none) to gateway.Config.PollLimit
+// (negative: none; zero would mean the default).
+func pollLimit(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// metricsPath: the metrics stay on the main listener unless
+// --metrics-listen gives them their own.
+func metricsPath(metricsListen string) string {
+	if metricsListen != "" {
+		return "-"
+	}
+	return gateway.DefaultMetricsPath
 }

@@ -1,5 +1,6 @@
 // Package redistest runs a throwaway redis-server for tests: on a free
-// loopback port, without persistence, killed by its PID when the test ends.
+// loopback port, in a temporary data dir, without persistence unless asked
+// (NewWithArgs), killed by its PID when the test ends.
 // It never touches a Redis on the default port 6379.
 //
 // redis-server must be in PATH; CI installs it (apt-get install -y redis-server).
@@ -48,6 +49,14 @@ func New(t testing.TB) *Server {
 	return newServer(t, nil)
 }
 
+// NewWithArgs is New with extra redis-server arguments, which override the
+// defaults (later arguments win). For a server whose data survives Stop and
+// Restart: NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always").
+func NewWithArgs(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return newServer(t, args)
+}
+
 func newServer(t testing.TB, args []string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -84,7 +93,10 @@ func (s *Server) Stop() {
 	s.proc = nil
 }
 
-// Restart stops the server and starts a new, empty one on the same port.
+// Restart kills the server (SIGKILL, no shutdown save) and starts it again
+// on the same port and data dir: empty without persistence (New), and with
+// AOF (NewWithArgs "--appendonly", "yes") reloading every write it
+// acknowledged, as a crashed Redis does (TestRestartKeepsData).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
@@ -98,7 +110,8 @@ func (s *Server) Restart() {
 	s.t.Fatalf("redistest: restart: %v", err)
 }
 
-// Start starts a stopped server again, empty, on the same port.
+// Start starts a stopped server again on the same port and data dir
+// (empty unless it persists; see Restart).
 func (s *Server) Start() { s.Restart() }
 
 func (s *Server) start() error {
@@ -130,7 +143,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on port %d exited: %v: %s", s.port, err, tail(logPath))
 		default:
 		}
-		if ping(s.Addr) {
+		if Ping(s.Addr) {
 			s.proc, s.exited = cmd.Process, exited
 			return nil
 		}
@@ -141,7 +154,8 @@ func (s *Server) start() error {
 	return fmt.Errorf("redis-server on port %d did not answer PING: %s", s.port, tail(logPath))
 }
 
-func ping(addr string) bool {
+// Ping reports whether a Redis at addr answers PING (within about 700 ms).
+func Ping(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false

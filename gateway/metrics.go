@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// Metrics, served in the Prometheus text format on /metrics (or where
+// Config.MetricsPath says). Every figure is this replica's: a task
+// transition is counted once, by the replica that made it (the worker's
+// for completed and failed, the one that took tasks/cancel for cancelled,
+// the sweeping one for a recovered lease), so summing over replicas gives
+// the fleet. The names:
+//
+//	taskgate_tasks_created_total{tool,flavour}
+//	taskgate_tasks_finished_total{tool,status}        completed|failed|cancelled
+//	taskgate_tasks_live{status}                       working|input_required, of the workers on this replica
+//	taskgate_task_duration_seconds{tool,status}       creation → terminal
+//	taskgate_task_input_wait_seconds{tool}            time a task waited for its client's answers
+//	taskgate_upstream_request_duration_seconds{method} until the upstream's response headers
+//	taskgate_upstream_errors_total{method,reason}     unreachable|http_4xx|http_5xx
+//	taskgate_store_command_duration_seconds{command}  one Redis command or pipeline
+//	taskgate_store_errors_total{command}              failed Redis commands (not "no such key")
+//	taskgate_held_calls                               upstream calls held (the --max-inflight count)
+//	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
+//	taskgate_poll_rate_limited_total{method}          polls refused with 429
+//
+// plus the Go runtime's and the process' standard collectors.
+type metrics struct {
+	reg *prometheus.Registry
+
+	created       *prometheus.CounterVec
+	finished      *prometheus.CounterVec
+	live          *prometheus.GaugeVec
+	duration      *prometheus.HistogramVec
+	inputWait     *prometheus.HistogramVec
+	upDuration    *prometheus.HistogramVec
+	upErrors      *prometheus.CounterVec
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	recovered     prometheus.Counter
+	pollLimited   *prometheus.CounterVec
+
+	tools toolLabels
+	http  http.Handler
+}
+
+// taskBuckets span a task's life: 10 ms to an hour.
+var taskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// fastBuckets span one round trip: 100 µs to 10 s.
+var fastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+
+func newMetrics(heldCalls func() float64) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_tasks_created_total", Help: "Tasks created on this replica, per tool and task flavour (2025-11-25 or 2026-07-28).",
+		}, []string{"tool", "flavour"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_tasks_finished_total", Help: "Tasks this replica moved to a terminal status, per tool and status.",
+		}, []string{"tool", "status"}),
+		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "taskgate_tasks_live", Help: "Non-terminal tasks whose worker runs on this replica, by status.",
+		}, []string{"status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "taskgate_task_duration_seconds", Help: "Time from a task's creation to its terminal status, per tool and status.",
+			Buckets: taskBuckets,
+		}, []string{"tool", "status"}),
+		inputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "taskgate_task_input_wait_seconds", Help: "Time a task spent waiting for its client's answers to input requests, per tool (tasks that asked for input).",
+			Buckets: taskBuckets,
+		}, []string{"tool"}),
+		upDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "taskgate_upstream_request_duration_seconds", Help: "Time from sending a request to the upstream to its response headers, per MCP method.",
+			Buckets: fastBuckets,
+		}, []string{"method"}),
+		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_upstream_errors_total", Help: "Upstream requests that failed, per MCP method and reason (unreachable, http_4xx, http_5xx).",
+		}, []string{"method", "reason"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "taskgate_store_command_duration_seconds", Help: "Redis command round trips of the task store, per command (pipeline for a pipeline).",
+			Buckets: fastBuckets,
+		}, []string{"command"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_store_errors_total", Help: "Redis commands of the task store that failed (a missing key is not a failure), per command.",
+		}, []string{"command"}),
+		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskgate_leases_recovered_total", Help: "Tasks of a stopped replica whose expired lease this replica claimed and failed.",
+		}),
+		pollLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_poll_rate_limited_total", Help: "Polls refused with HTTP 429 because they came much faster than the suggested pollInterval, per method.",
+		}, []string{"method"}),
+	}
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
+	}, heldCalls)
+	m.reg.MustRegister(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
+		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, held,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
+	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
+		m.live.WithLabelValues(string(s)) // present at 0 from the start
+	}
+	return m
+}
+
+// handler serves the registry in the Prometheus exposition format.
+func (m *metrics) handler() http.Handler { return m.http }
+
+// taskCreated, taskFinished: the counters and, for a terminal task, its
+// duration.
+func (m *metrics) taskCreated(tool string, flavour taskstore.Flavour) {
+	m.created.WithLabelValues(m.tools.label(tool), string(flavour)).Inc()
+}
+
+func (m *metrics) taskFinished(tool string, status taskstore.Status, created time.Time) {
+	l := m.tools.label(tool)
+	m.finished.WithLabelValues(l, string(status)).Inc()
+	if !created.IsZero() {
+		m.duration.WithLabelValues(l, string(status)).Observe(time.Since(created).Seconds())
+	}
+}
+
+// liveTask tracks one worker's task in taskgate_tasks_live: set moves it
+// to a status, done takes it out. Not safe for concurrent use (one worker).
+type liveTask struct {
+	m      *metrics
+	status taskstore.Status // "" before set and after done
+}
+
+func (l *liveTask) set(s taskstore.Status) {
+	if l.status == s {
+		return
+	}
+	if l.status != "" {
+		l.m.live.WithLabelValues(string(l.status)).Dec()
+	}
+	l.status = s
+	if s != "" {
+		l.m.live.WithLabelValues(string(s)).Inc()
+	}
+}
+
+func (l *liveTask) done() { l.set("") }
+
+// maxToolLabels bounds the tool label's values: tool names come from
+// clients, and a client calling made-up names must not grow the metrics
+// without end. Past the bound, new names count as "other".
+const maxToolLabels = 500
+
+type toolLabels struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+func (t *toolLabels) label(tool string) string {
+	if tool == "" {
+		return "unknown"
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.seen[tool]; ok {
+		return tool
+	}
+	if len(t.seen) >= maxToolLabels {
+		return "other"
+	}
+	if t.seen == nil {
+		t.seen = map[string]struct{}{}
+	}
+	t.seen[tool] = struct{}{}
+	return tool
+}
+
+// knownMethods are the method label values of upstream metrics; any other
+// method (a client may send anything) is "other".
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "subscriptions/listen": true,
+	"tools/list": true, "tools/call": true, "resources/list": true, "resources/read": true,
+	"resources/templates/list": true, "resources/subscribe": true, "resources/unsubscribe": true,
+	"prompts/list": true, "prompts/get": true, "completion/complete": true, "logging/setLevel": true,
+	"tasks/get": true, "tasks/result": true, "tasks/list": true, "tasks/cancel": true, "tasks/update": true,
+	"notification": true, "response": true, "GET": true, "DELETE": true,
+}
+
+func methodLabel(m string) string {
+	if knownMethods[m] {
+		return m
+	}
+	if strings.HasPrefix(m, "notifications/") {
+		return "notification"
+	}
+	return "other"
+}
+
+// methodCtx is r's context naming msg's method for the upstream metrics.
+func methodCtx(r *http.Request, msg *message) context.Context {
+	m := msg.method()
+	if m == "" {
+		m = "response"
+	}
+	return upstream.WithMethod(r.Context(), m)
+}
+
+// observeUpstream is the upstream client's observer (Client.SetObserver).
+func (m *metrics) observeUpstream(o upstream.Observation) {
+	method := methodLabel(o.Method)
+	switch {
+	case o.Err != nil:
+		m.upErrors.WithLabelValues(method, "unreachable").Inc()
+		return
+	case o.Status >= 500:
+		m.upErrors.WithLabelValues(method, "http_5xx").Inc()
+	case o.Status >= 400:
+		m.upErrors.WithLabelValues(method, "http_4xx").Inc()
+	}
+	m.upDuration.WithLabelValues(method).Observe(o.Took.Seconds())
+}
+
+// storeHook measures every Redis command the task store sends.
+type storeHook struct{ m *metrics }
+
+func (storeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s storeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmd)
+		s.observe(cmd.Name(), time.Since(start), err)
+		return err
+	}
+}
+
+func (s storeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		start := time.Now()
+		err := next(ctx, cmds)
+		s.observe("pipeline", time.Since(start), err)
+		return err
+	}
+}
+
+func (s storeHook) observe(name string, took time.Duration, err error) {
+	name = strings.ToLower(name)
+	if err != nil && !errors.Is(err, redis.Nil) && !isScriptMiss(err) {
+		s.m.storeErrors.WithLabelValues(name).Inc()
+		return
+	}
+	s.m.storeDuration.WithLabelValues(name).Observe(took.Seconds())
+}
+
+// isScriptMiss: EVALSHA of a script Redis does not have yet; go-redis'
+// Script.Run retries with EVAL, so it is not a failure.
+func isScriptMiss(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }

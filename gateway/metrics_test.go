@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+)
+
+// scrape GETs base/metrics and parses the exposition.
+func scrape(t *testing.T, mcpURL string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(mcpURL, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: HTTP %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics is not the text exposition format: %v", err)
+	}
+	return fams
+}
+
+// metricValue is the counter, gauge or histogram count of the series of
+// family name whose labels include want; -1 when there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return -1
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for k, v := range want {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == k && l.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue()
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return -1
+}
+
+// waitMetric polls /metrics until name{want} equals v.
+func waitMetric(t *testing.T, url, name string, want map[string]string, v float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := metricValue(scrape(t, url), name, want)
+		if got == v {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v, want %v", name, want, got, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMetricsFollowTasks(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) { c.Rules = rules(t, "*", policy.Task) })
+	url := f.urls[0]
+	c := &modernClient{t: t, urls: f.urls, auth: "Bearer metrics"}
+
+	// Before any task: the families exist, live tasks at 0.
+	fams := scrape(t, url)
+	for _, name := range []string{"taskgate_tasks_live", "taskgate_held_calls", "taskgate_leases_recovered_total", "go_goroutines"} {
+		if fams[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if v := metricValue(fams, "taskgate_tasks_live", map[string]string{"status": "working"}); v != 0 {
+		t.Errorf("live working before any task = %v", v)
+	}
+
+	// A completed task.
+	c.waitTask(c.toolTask("echo", map[string]any{"text": "hi"}).TaskID, "completed")
+	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "echo", "status": "completed"}, 1)
+	fams = scrape(t, url)
+	if v := metricValue(fams, "taskgate_tasks_created_total", map[string]string{"tool": "echo", "flavour": "modern"}); v != 1 {
+		t.Errorf("created{echo,modern} = %v, want 1", v)
+	}
+	if v := metricValue(fams, "taskgate_task_duration_seconds", map[string]string{"tool": "echo", "status": "completed"}); v != 1 {
+		t.Errorf("duration{echo,completed} count = %v, want 1", v)
+	}
+	if v := metricValue(fams, "taskgate_upstream_request_duration_seconds", map[string]string{"method": "tools/call"}); v < 1 {
+		t.Errorf("upstream tools/call observations = %v, want ≥ 1", v)
+	}
+	if v := metricValue(fams, "taskgate_store_command_duration_seconds", map[string]string{"command": "evalsha"}); v < 1 {
+		t.Errorf("store evalsha observations = %v, want ≥ 1", v)
+	}
+
+	// A failed task (JSON-RPC error from the tool).
+	c.waitTask(c.toolTask("rpcerror", map[string]any{}).TaskID, "failed")
+	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "rpcerror", "status": "failed"}, 1)
+
+	// A task waiting for input is live as input_required, then its wait is
+	// observed once answered.
+	task := c.toolTask("elicit", map[string]any{})
+	d := c.waitTask(task.TaskID, "input_required")
+	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "input_required"}, 1)
+	for key := range d.InputRequests {
+		if r := c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+			key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); r.Error != nil {
+			t.Fatal(r.Error.Message)
+		}
+	}
+	c.waitTask(task.TaskID, "completed")
+	waitMetric(t, url, "taskgate_task_input_wait_seconds", map[string]string{"tool": "elicit"}, 1)
+	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "input_required"}, 0)
+
+	// A running task is held and live; cancelling counts it cancelled.
+	slow := c.toolTask("slow", map[string]any{"seconds": 30})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, url, "taskgate_held_calls", nil, 1)
+	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "working"}, 1)
+	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
+		t.Fatal(r.Error.Message)
+	}
+	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "slow", "status": "cancelled"}, 1)
+	waitMetric(t, url, "taskgate_held_calls", nil, 0)
+	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "working"}, 0)
+}
+
+func TestMetricsUpstreamErrorsAndStoreErrors(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(nil)
+	url := f.urls[0]
+	c := &modernClient{t: t, urls: f.urls}
+	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error != nil {
+		t.Fatal(r.Error.Message)
+	}
+	up.Close() // the upstream goes away
+	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error == nil {
+		t.Fatal("a call to a stopped upstream succeeded")
+	}
+	fams := scrape(t, url)
+	if v := metricValue(fams, "taskgate_upstream_errors_total", map[string]string{"reason": "unreachable"}); v < 1 {
+		t.Errorf("upstream unreachable errors = %v, want ≥ 1", v)
+	}
+	f.mr.Close() // and so does Redis
+	if r := c.call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil ||
+		!strings.Contains(r.Error.Message, "task store unavailable") {
+		t.Fatalf("tasks/get with Redis down = %+v", r.Error)
+	}
+	fams = scrape(t, url)
+	if v := metricValue(fams, "taskgate_store_errors_total", map[string]string{"command": "hgetall"}); v < 1 {
+		t.Errorf("store hgetall errors = %v, want ≥ 1", v)
+	}
+}
+
+func TestMetricsToolLabelBounded(t *testing.T) {
+	var l toolLabels
+	for i := 0; i < maxToolLabels; i++ {
+		if got := l.label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
+			t.Fatalf("label %d = %q", i, got)
+		}
+	}
+	if got := l.label("one-too-many"); got != "other" {
+		t.Errorf("past the bound: %q, want other", got)
+	}
+	if got := l.label("t7"); got != "t7" {
+		t.Errorf("a known tool after the bound: %q", got)
+	}
+	if methodLabel("made/up") != "other" || methodLabel("notifications/x") != "notification" || methodLabel("tools/call") != "tools/call" {
+		t.Error("methodLabel does not bound the method label")
+	}
+}
+
+func TestMetricsOnOwnListener(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	h := f.add(func(c *Config) { c.MetricsPath = "-" })
+	resp, err := http.Get(strings.TrimSuffix(f.urls[0], "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/metrics with MetricsPath \"-\": HTTP %d, want 404", resp.StatusCode)
+	}
+	rr := httptest.NewRecorder()
+	h.Metrics().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rr.Code != http.StatusOK || !strings.Contains(rr.Body.String(), "taskgate_held_calls") {
+		t.Errorf("Handler.Metrics: HTTP %d %.200s", rr.Code, rr.Body.String())
+	}
+}

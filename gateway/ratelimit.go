@@ -1,0 +1,132 @@
+package gateway
+
+import (
+	"encoding/json"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The poll rate limit. Both task specs let a server refuse polls that come
+// faster than the pollInterval it suggested (tasks-2025-11-25 "Security
+// Considerations": receivers SHOULD rate-limit task operations;
+// ext-tasks-spec.md: servers MAY rate-limit clients polling more
+// frequently than pollIntervalMs). taskgate counts polls — tasks/get of
+// either flavour and 2025-11-25 tasks/list — per owner and task on each
+// replica, in a token bucket of Config.PollLimit polls a second with bursts
+// of twice that. A poll past it is answered:
+//
+//	HTTP 429 Too Many Requests
+//	Retry-After: <whole seconds, at least 1>
+//	{"jsonrpc":"2.0","id":…,"error":{"code":-32000,"message":"polling too fast: …",
+//	  "data":{"retryAfterMs":<ms until a poll is accepted>}}}
+//
+// so both an HTTP-aware client (status and header) and one that only reads
+// the JSON-RPC error (retryAfterMs) learn when to come back. -32000 is the
+// first of JSON-RPC's implementation-defined server error codes; neither
+// MCP schema assigns a code to rate limiting.
+//
+// The buckets live in this replica's memory: no Redis round trip is added
+// to a poll, and a client spreading its polls over N replicas gets up to N
+// times the limit, which the default (10× the default pollInterval) leaves
+// far from any client that honours pollInterval.
+
+// codeRateLimited is the JSON-RPC error code of a refused poll.
+const codeRateLimited = -32000
+
+// pollShards spreads the buckets over independently locked maps.
+const pollShards = 64
+
+// maxBucketsPerShard bounds memory: past it, a shard drops the buckets
+// that are full again (idle long enough to have refilled).
+const maxBucketsPerShard = 4096
+
+type pollLimiter struct {
+	rate, burst float64 // tokens per second, bucket size
+	seed        maphash.Seed
+	shards      [pollShards]pollShard
+	now         func() time.Time
+}
+
+type pollShard struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time // when tokens was last brought up to date
+}
+
+func newPollLimiter(rate, burst float64) *pollLimiter {
+	l := &pollLimiter{rate: rate, burst: max(burst, 1), seed: maphash.MakeSeed(), now: time.Now}
+	for i := range l.shards {
+		l.shards[i].buckets = map[string]*bucket{}
+	}
+	return l
+}
+
+// allow takes one token from owner's bucket for task, or says how long
+// until one is there.
+func (l *pollLimiter) allow(owner, task string) (ok bool, wait time.Duration) {
+	key := owner + "\x00" + task
+	sh := &l.shards[maphash.String(l.seed, key)%pollShards]
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.buckets[key]
+	if b == nil {
+		if len(sh.buckets) >= maxBucketsPerShard {
+			l.prune(sh, now)
+		}
+		b = &bucket{tokens: l.burst, at: now}
+		sh.buckets[key] = b
+	}
+	if d := now.Sub(b.at).Seconds(); d > 0 {
+		b.tokens = math.Min(l.burst, b.tokens+d*l.rate)
+		b.at = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// prune drops the buckets of sh that have refilled: forgetting them
+// changes nothing. If none has, the shard is cleared; under a flood of
+// distinct keys that costs some accuracy, never memory.
+func (l *pollLimiter) prune(sh *pollShard, now time.Time) {
+	for k, b := range sh.buckets {
+		if b.tokens+now.Sub(b.at).Seconds()*l.rate >= l.burst {
+			delete(sh.buckets, k)
+		}
+	}
+	if len(sh.buckets) >= maxBucketsPerShard {
+		clear(sh.buckets)
+	}
+}
+
+// pollAllowed applies the limit to a poll of task by owner; when refused
+// it writes the 429 answer and reports false.
+func (h *Handler) pollAllowed(w http.ResponseWriter, msg *message, owner, task string) bool {
+	if h.polls == nil {
+		return true
+	}
+	ok, wait := h.polls.allow(owner, task)
+	if ok {
+		return true
+	}
+	h.metrics.pollLimited.WithLabelValues(msg.method()).Inc()
+	ms := max(wait.Milliseconds(), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(max((ms+999)/1000, 1), 10))
+	e := newRPCErr(http.StatusTooManyRequests, codeRateLimited,
+		"polling too fast: "+msg.method()+" for this task is limited to "+
+			strconv.FormatFloat(h.polls.rate, 'f', -1, 64)+" per second; honour the task's pollInterval")
+	e.Data, _ = json.Marshal(map[string]int64{"retryAfterMs": ms})
+	writeRPCError(w, msg.ID, e)
+	return false
+}

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+)
+
+func TestPollLimiterBucket(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newPollLimiter(2, 4) // 2/s, bursts of 4
+	l.now = func() time.Time { return now }
+	for i := 0; i < 4; i++ {
+		if ok, _ := l.allow("o", "t"); !ok {
+			t.Fatalf("poll %d of the burst refused", i+1)
+		}
+	}
+	ok, wait := l.allow("o", "t")
+	if ok || wait != 500*time.Millisecond {
+		t.Fatalf("5th poll: ok=%v wait=%v, want refused, 500ms", ok, wait)
+	}
+	if ok, _ := l.allow("o", "other-task"); !ok {
+		t.Error("another task of the same owner shares the bucket")
+	}
+	if ok, _ := l.allow("someone-else", "t"); !ok {
+		t.Error("another owner shares the bucket")
+	}
+	now = now.Add(499 * time.Millisecond)
+	if ok, _ := l.allow("o", "t"); ok {
+		t.Error("allowed before a token refilled")
+	}
+	now = now.Add(time.Millisecond)
+	if ok, _ := l.allow("o", "t"); !ok {
+		t.Error("refused once a token refilled")
+	}
+	now = now.Add(time.Hour) // refills to the burst, not beyond
+	for i := 0; i < 4; i++ {
+		if ok, _ := l.allow("o", "t"); !ok {
+			t.Fatalf("after an idle hour, poll %d refused", i+1)
+		}
+	}
+	if ok, _ := l.allow("o", "t"); ok {
+		t.Error("the bucket grew past its burst while idle")
+	}
+}
+
+func TestPollLimiterMemoryBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newPollLimiter(1, 2)
+	l.now = func() time.Time { return now }
+	for i := 0; i < pollShards*maxBucketsPerShard*3; i++ {
+		l.allow("o", strconv.Itoa(i))
+	}
+	for i := range l.shards {
+		if n := len(l.shards[i].buckets); n > maxBucketsPerShard {
+			t.Fatalf("shard %d holds %d buckets, bound %d", i, n, maxBucketsPerShard)
+		}
+	}
+}
+
+// TestPollRateLimit: tasks/get much faster than pollInterval gets HTTP 429
+// with Retry-After and retryAfterMs, for both flavours; tasks/list of
+// 2025-11-25 too; the client that waits as told is served again.
+func TestPollRateLimit(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) { c.Rules, c.PollLimit = rules(t, "*", policy.Task), 2 }) // bursts of 4
+	url := f.urls[0]
+
+	type refusal struct {
+		status     int
+		retryAfter string
+		code       int
+		retryMs    int64
+	}
+	// pollUntilRefused polls with poll until it is refused, at most 50 times.
+	pollUntilRefused := func(poll func() (*http.Response, rpcReply)) (int, refusal) {
+		for n := 1; n <= 50; n++ {
+			resp, r := poll()
+			if r.Error == nil {
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("poll %d: HTTP %d with a result", n, resp.StatusCode)
+				}
+				continue
+			}
+			var data struct {
+				RetryAfterMs int64 `json:"retryAfterMs"`
+			}
+			_ = json.Unmarshal(r.Error.Data, &data)
+			return n, refusal{resp.StatusCode, resp.Header.Get("Retry-After"), r.Error.Code, data.RetryAfterMs}
+		}
+		t.Fatal("50 polls in a row were all served")
+		return 0, refusal{}
+	}
+	check := func(what string, n int, got refusal) {
+		t.Helper()
+		if n != 5 {
+			t.Errorf("%s: refused at poll %d, want 5 (a burst of 4)", what, n)
+		}
+		if got.status != http.StatusTooManyRequests || got.code != codeRateLimited || got.retryAfter != "1" ||
+			got.retryMs <= 0 || got.retryMs > 500 {
+			t.Errorf("%s: refusal = %+v, want HTTP 429, Retry-After 1, code %d, 0 < retryAfterMs ≤ 500", what, got, codeRateLimited)
+		}
+	}
+
+	// 2026-07-28.
+	mc := &modernClient{t: t, urls: f.urls, auth: "Bearer poller"}
+	task := mc.toolTask("echo", map[string]any{"text": "x"})
+	modernGet := func(id, auth string) func() (*http.Response, rpcReply) {
+		return func() (*http.Response, rpcReply) {
+			meta := modernMeta()
+			meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+			resp := mpost(t, url, "tasks/get", map[string]any{"taskId": id}, meta, func(h http.Header) { h.Set("Authorization", auth) })
+			return resp, reply(t, resp)
+		}
+	}
+	n, got := pollUntilRefused(modernGet(task.TaskID, "Bearer poller"))
+	check("2026-07-28 tasks/get", n, got)
+	// Another owner polling the same id has its own bucket (and is told
+	// "not found", not rate limited).
+	if resp, r := modernGet(task.TaskID, "Bearer other")(); resp.StatusCode == http.StatusTooManyRequests || r.Error == nil || r.Error.Code != codeInvalidParams {
+		t.Errorf("another owner's first poll: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+	// Waiting as told is enough.
+	time.Sleep(time.Duration(got.retryMs) * time.Millisecond)
+	if resp, r := modernGet(task.TaskID, "Bearer poller")(); r.Error != nil {
+		t.Errorf("after waiting retryAfterMs: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+
+	// 2025-11-25: tasks/get and tasks/list.
+	lc := &mcpClient{t: t, urls: f.urls, auth: "Bearer legacy"}
+	lc.initialize()
+	lt := lc.startTask("echo", map[string]any{"text": "y"}, nil)
+	legacyPoll := func(method string, params any) func() (*http.Response, rpcReply) {
+		return func() (*http.Response, rpcReply) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp := lc.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+			var out rpcReply
+			readMessages(t, resp, func(m rpcReply) bool { out = m; return false })
+			return resp, out
+		}
+	}
+	n, got = pollUntilRefused(legacyPoll("tasks/get", map[string]any{"taskId": lt.TaskID}))
+	check("2025-11-25 tasks/get", n, got)
+	n, got = pollUntilRefused(legacyPoll("tasks/list", map[string]any{}))
+	check("2025-11-25 tasks/list", n, got)
+
+	fams := scrape(t, url)
+	for _, m := range []string{"tasks/get", "tasks/list"} {
+		if v := metricValue(fams, "taskgate_poll_rate_limited_total", map[string]string{"method": m}); v < 1 {
+			t.Errorf("poll_rate_limited_total{%s} = %v, want ≥ 1", m, v)
+		}
+	}
+}
+
+// TestPollLimitOff: a negative limit never refuses.
+func TestPollLimitOff(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) { c.Rules = rules(t, "*", policy.Task) }) // the fixture's PollLimit: -1
+	mc := &modernClient{t: t, urls: f.urls}
+	task := mc.toolTask("echo", map[string]any{"text": "x"})
+	for i := 0; i < 100; i++ {
+		if r := mc.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil {
+			t.Fatalf("poll %d: %+v", i, r.Error)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// TestInputRequestSurvivesStoreBlip: the upstream asks for input just as
+// Redis is briefly unavailable (here: it answers LOADING, as a restarted
+// Redis does while it reloads its AOF). The worker waits it out and the
+// question reaches the client. Found by TestChaos (e2e): the worker gave
+// up at once, so a legacy upstream's elicitation got an error and the task
+// completed with "taskgate could not relay elicitation/create", and a
+// modern upstream's task failed.
+func TestInputRequestSurvivesStoreBlip(t *testing.T) {
+	eras(t, func(t *testing.T, stateless bool) {
+		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		t.Cleanup(up.Close)
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		blip := &failScriptHook{match: "waiting for the client to answer", left: 3}
+		rdb.AddHook(blip)
+		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
+		t.Cleanup(func() { store.Close() })
+		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "elicit", policy.Task), PollLimit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+
+		c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+		task := c.toolTask("elicit", map[string]any{})
+		d := c.waitTask(task.TaskID, "input_required")
+		if n := blip.failed.Load(); n != 3 {
+			t.Fatalf("the store refused %d input-request writes, want 3 (the test's premise)", n)
+		}
+		for key := range d.InputRequests {
+			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
+		}
+		d = c.waitTask(task.TaskID, "completed")
+		if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
+			t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
+		}
+	})
+}
+
+// failScriptHook answers the first left scripts (EVALSHA, EVAL) with an
+// argument starting with match with LOADING, as a restarting Redis does,
+// without sending them.
+type failScriptHook struct {
+	match  string
+	left   int64
+	failed atomic.Int64
+}
+
+func (*failScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *failScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		for _, a := range cmd.Args() {
+			if s, ok := a.(string); ok && strings.HasPrefix(s, f.match) {
+				if f.failed.Load() < f.left {
+					f.failed.Add(1)
+					err := errors.New("LOADING Redis is loading the dataset in memory")
+					cmd.SetErr(err)
+					return err
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
