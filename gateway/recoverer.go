@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -95,9 +97,8 @@ func (h *Handler) recoverOnce(ctx context.Context) int {
 		// Claimed, the task is this replica's: if the write fails (Redis
 		// went away), retry it, or a later sweep would fail the task in
 		// this replica's name instead of the one that stopped.
-		err := h.retryStore(ctx, func() error {
-			return h.store.Fail(ctx, l.Owner, l.ID, taskstore.Outcome{Error: e, Message: msg})
-		})
+		o := taskstore.Outcome{Error: e, Message: msg, WriteID: uuid.NewString()} // retries: see finish
+		err := h.retryStore(ctx, func() error { return h.store.Fail(ctx, l.Owner, l.ID, o) })
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Still unwritten after the retries: keep the claim. Released,
 			// the task would have no lease for any sweep to find and stay

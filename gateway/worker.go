@@ -422,9 +422,12 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
 	// Redis briefly down is waited out (as for the outcome, finish): the
 	// upstream's question must not turn into an error result because
-	// Redis blinked.
+	// Redis blinked. One write id for every attempt: an attempt Redis ran
+	// but whose reply was lost makes the next one a no-op, not a reused
+	// key (found by e2e TestChaos on a slow disk).
+	write := uuid.NewString()
 	if err := h.retryStore(run.ctx, func() error {
-		return h.store.AddInputRequests(run.store, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method)
+		return h.store.AddInputRequests(run.store, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method, write)
 	}); err != nil {
 		// Terminal meanwhile (cancelled) or the store stayed down: the
 		// upstream must not wait for an answer that cannot come.
@@ -510,8 +513,9 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	}
 	if len(toStore) > 0 {
 		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
+		write := uuid.NewString() // as in inputRequest
 		if err := run.h.retryStore(run.ctx, func() error {
-			return run.h.store.AddInputRequests(run.store, j.owner, j.task.ID, toStore, msg)
+			return run.h.store.AddInputRequests(run.store, j.owner, j.task.ID, toStore, msg, write)
 		}); err != nil {
 			run.fail("could not record the upstream's input requests: " + err.Error())
 			return true
@@ -550,8 +554,9 @@ func (run *taskRun) retry() {
 func (run *taskRun) fail(msg string) {
 	run.abort(errors.New(msg))
 	e, _ := json.Marshal(map[string]any{"code": codeInternalError, "message": msg})
+	o := taskstore.Outcome{Error: e, Message: msg, WriteID: uuid.NewString()}
 	err := run.h.retryStore(run.store, func() error {
-		return run.h.store.Fail(run.store, run.j.owner, run.j.task.ID, taskstore.Outcome{Error: e, Message: msg})
+		return run.h.store.Fail(run.store, run.j.owner, run.j.task.ID, o)
 	})
 	if err == nil {
 		run.observeInputWait()
@@ -663,8 +668,11 @@ func (run *taskRun) cancelUpstream(reason string) {
 // terminal (cancelled) stays as it is.
 func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res callResult, start time.Time) {
 	t := j.task
-	var err error
 	status := taskstore.StatusCompleted
+	// One write id for every attempt: an attempt Redis ran but whose reply
+	// was lost (it died before answering) makes the retry a success, not
+	// "already terminal" (taskstore.Outcome.WriteID).
+	o := taskstore.Outcome{WriteID: uuid.NewString()}
 	switch {
 	case errors.Is(res.err, errTaskCancelled):
 		h.release(ctx, j)
@@ -673,26 +681,19 @@ func (h *Handler) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		return // another replica owns the task now
 	case res.err != nil:
 		status = taskstore.StatusFailed
-		msg := failureMessage(res.err)
-		e, _ := json.Marshal(map[string]any{"code": codeInternalError, "message": msg})
-		err = h.retryStore(ctx, func() error {
-			return h.store.Fail(ctx, j.owner, t.ID, taskstore.Outcome{Error: e, Message: msg})
-		})
+		o.Message = failureMessage(res.err)
+		o.Error, _ = json.Marshal(map[string]any{"code": codeInternalError, "message": o.Message})
 	case res.resp.Error != nil:
 		status = taskstore.StatusFailed
-		e, _ := json.Marshal(res.resp.Error)
-		msg := "the tool call failed: " + res.resp.Error.Error()
-		err = h.retryStore(ctx, func() error {
-			return h.store.Fail(ctx, j.owner, t.ID, taskstore.Outcome{Error: e, Message: msg})
-		})
+		o.Error, _ = json.Marshal(res.resp.Error)
+		o.Message = "the tool call failed: " + res.resp.Error.Error()
 	case isErrorResult(res.resp.Result) && t.Flavour == taskstore.FlavourLegacy:
 		status = taskstore.StatusFailed
-		err = h.retryStore(ctx, func() error {
-			return h.store.Fail(ctx, j.owner, t.ID, taskstore.Outcome{Result: res.resp.Result, Message: "the tool reported an error (isError)"})
-		})
+		o.Result, o.Message = res.resp.Result, "the tool reported an error (isError)"
 	default:
-		err = h.retryStore(ctx, func() error { return h.store.Complete(ctx, j.owner, t.ID, res.resp.Result) })
+		o.Result = res.resp.Result
 	}
+	err := h.retryStore(ctx, func() error { return h.store.Finish(ctx, j.owner, t.ID, status, o) })
 	if errors.Is(err, taskstore.ErrResultTooLarge) {
 		status, err = taskstore.StatusFailed, nil
 	}

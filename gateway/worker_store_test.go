@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -67,11 +68,14 @@ func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 
 // failScriptHook answers the first left scripts (EVALSHA, EVAL) with an
 // argument starting with match with LOADING, as a restarting Redis does,
-// without sending them.
+// without sending them. With lostReply it sends them, and Redis runs them,
+// but the caller gets io.EOF instead of the reply, as when Redis dies
+// between running a script and answering.
 type failScriptHook struct {
-	match  string
-	left   int64
-	failed atomic.Int64
+	match     string
+	left      int64
+	lostReply bool
+	failed    atomic.Int64
 }
 
 func (*failScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -85,8 +89,14 @@ func (f *failScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		for _, a := range cmd.Args() {
 			if s, ok := a.(string); ok && strings.HasPrefix(s, f.match) {
 				if f.failed.Load() < f.left {
-					f.failed.Add(1)
 					err := errors.New("LOADING Redis is loading the dataset in memory")
+					if f.lostReply {
+						if ran := next(ctx, cmd); ran != nil {
+							return ran // not run (e.g. NOSCRIPT: go-redis sends EVAL next)
+						}
+						err = io.EOF
+					}
+					f.failed.Add(1)
 					cmd.SetErr(err)
 					return err
 				}
@@ -98,4 +108,63 @@ func (f *failScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// TestStoreWriteReplyLost: Redis runs the worker's write of the upstream's
+// input request, and later of the result, but dies before answering (here:
+// the reply is replaced by io.EOF), so the worker retries writes that
+// already landed. Each retry must count as done: not a reused input
+// request key (the task used to fail with "could not record the upstream's
+// input requests: … key already used"), not "already terminal" (the
+// result was logged as discarded and the task never counted as finished).
+// Found by e2e TestChaos on a machine with a slow disk, where Redis took
+// long enough to fsync its AOF to be killed between a write and its reply.
+func TestStoreWriteReplyLost(t *testing.T) {
+	eras(t, func(t *testing.T, stateless bool) {
+		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		t.Cleanup(up.Close)
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		asked := &failScriptHook{match: "waiting for the client to answer", left: 1, lostReply: true}
+		done := &failScriptHook{match: string(taskstore.StatusCompleted), left: 2, lostReply: true}
+		rdb.AddHook(asked)
+		rdb.AddHook(done)
+		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
+		t.Cleanup(func() { store.Close() })
+		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "elicit", policy.Task), PollLimit: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+
+		c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+		task := c.toolTask("elicit", map[string]any{})
+		d := c.waitTask(task.TaskID, "input_required")
+		if n := asked.failed.Load(); n != 1 {
+			t.Fatalf("%d input-request writes lost their reply, want 1 (the test's premise)", n)
+		}
+		if len(d.InputRequests) != 1 {
+			t.Fatalf("input requests %v, want one", d.InputRequests)
+		}
+		for key := range d.InputRequests {
+			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
+		}
+		d = c.waitTask(task.TaskID, "completed")
+		if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
+			t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
+		}
+		// The worker knows its write landed: the task counts as finished.
+		waitMetric(t, srv.URL+"/mcp", "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
+		if n := done.failed.Load(); n != 2 {
+			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
+		}
+	})
 }

@@ -22,4 +22,17 @@ fi
 (cd e2e/js && npm ci --no-audit --no-fund --loglevel=error)
 
 go vet ./...
-go test -race -count=1 -timeout 30m "$@" ./...
+# go test prints a failing test's log (and the e2e tests the gateways'
+# logs) before its package's FAIL line, so the assertion that failed can be
+# far above the end of a long output. On failure, repeat the failing tests
+# and the lines that located an error at the very end.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+if go test -race -count=1 -timeout 30m "$@" ./... 2>&1 | tee "$out"; then
+  exit 0
+fi
+echo
+echo "=== test.sh: failure summary ==="
+grep -E -- '^[[:space:]]*--- FAIL|^FAIL|^panic:|^[[:space:]]+[A-Za-z0-9_]+\.go:[0-9]+: ' "$out" |
+  grep -v '"level":' | cut -c1-600 | tail -n 80
+exit 1

@@ -88,7 +88,7 @@ func BenchmarkStore(b *testing.B) {
 				reqs[k] = InputRequest{Method: "elicitation/create", Params: json.RawMessage(`{"message":"ok?"}`)}
 				slots = append(slots, slot{task.ID, k})
 			}
-			if err := s.AddInputRequests(ctx, "bench", task.ID, reqs, ""); err != nil {
+			if err := s.AddInputRequests(ctx, "bench", task.ID, reqs, "", ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -225,7 +225,7 @@ func BenchmarkPaired(b *testing.B) {
 				ids = make([]string, n)
 				for i := range ids {
 					ids[i] = mustCreateB(b, s).ID
-					if err := s.AddInputRequests(ctx, "bench", ids[i], map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""); err != nil {
+					if err := s.AddInputRequests(ctx, "bench", ids[i], map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -43,7 +43,7 @@ func TestCluster(t *testing.T) {
 		if list, _, err := s.List(ctx, owner, "", 10); err != nil || len(list) != 1 {
 			t.Fatalf("%s: List: %v, %v", owner, list, err)
 		}
-		if err := s.AddInputRequests(ctx, owner, task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""); err != nil {
+		if err := s.AddInputRequests(ctx, owner, task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""); err != nil {
 			t.Fatalf("%s: AddInputRequests: %v", owner, err)
 		}
 		if n, err := s.AnswerInputs(ctx, owner, task.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)}); err != nil || n != 1 {

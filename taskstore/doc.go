@@ -18,6 +18,15 @@
 // Scripts return small integer codes that codeErr turns into the Err*
 // sentinels. Get is a single HGETALL.
 //
+// A write can land without its caller hearing so: Redis runs the script and
+// dies (or the connection breaks) before the reply arrives, and the caller
+// sees ErrUnavailable. The writes the gateway retries until Redis answers
+// (AddInputRequests, and Finish, Complete and Fail through
+// Outcome.WriteID) carry a write id, stored with what they wrote; a retry
+// that finds its own id reports success and changes nothing, where it would
+// otherwise meet "key already used" or "already terminal". Create has its
+// own answer to a lost reply: the abandoned task is removed (abandon.go).
+//
 // # Keys
 //
 // All keys start with Options.Prefix (default "tg") and carry the owner's

@@ -39,7 +39,7 @@ func TestWatchEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""), nil)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""), nil)
 		if ev := nextEvent(t, w, time.Second); ev != (Event{Kind: EventStatus, Status: StatusInputRequired}) {
 			t.Errorf("after add: %+v", ev)
 		}

@@ -20,22 +20,28 @@ import (
 // to input_required with the given status message. All keys must be new for
 // the task's lifetime, else ErrKeyReused and nothing is written. A terminal
 // task: ErrTerminal.
-func (s *Store) AddInputRequests(ctx context.Context, owner, id string, reqs map[string]InputRequest, message string) error {
-	err := s.addInputRequests(ctx, owner, id, reqs, message)
+//
+// writeID, when not empty, makes the call safe to retry after
+// ErrUnavailable: Redis may have run a write whose reply was lost (it died
+// before answering), and a retry with the same writeID and keys then
+// returns nil and changes nothing. Use one writeID per set of requests
+// (e.g. a fresh UUID), the same for its retries.
+func (s *Store) AddInputRequests(ctx context.Context, owner, id string, reqs map[string]InputRequest, message, writeID string) error {
+	err := s.addInputRequests(ctx, owner, id, reqs, message, writeID)
 	if err != nil {
 		return fmt.Errorf("taskstore: add input requests %s: %w", id, err)
 	}
 	return nil
 }
 
-func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map[string]InputRequest, message string) error {
+func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map[string]InputRequest, message, writeID string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
 	if len(reqs) == 0 {
 		return fmt.Errorf("no input requests")
 	}
-	args := []interface{}{owner, s.nowMS(), s.k.channel(owner, id), message}
+	args := []interface{}{owner, s.nowMS(), s.k.channel(owner, id), message, writeID}
 	for _, key := range sortedKeys(reqs) {
 		if key == "" {
 			return fmt.Errorf("empty input request key")

@@ -14,7 +14,7 @@ func TestInputRequests(t *testing.T) {
 		sample := InputRequest{Method: "sampling/createMessage", Params: json.RawMessage(`{"maxTokens":5}`)}
 
 		// Add sets input_required and stores the requests.
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"a": elicit, "b": sample}, "waiting"), nil)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"a": elicit, "b": sample}, "waiting", ""), nil)
 		h := e.hash(key)
 		if h["status"] != "input_required" || h["pending"] != "2" || h["used:a"] != "1" || h["used:b"] != "1" ||
 			h["in:a"] != `{"method":"elicitation/create","params":{"message":"name?"}}` || h["message"] != "waiting" {
@@ -28,7 +28,7 @@ func TestInputRequests(t *testing.T) {
 
 		// Reusing a key writes nothing, even alongside a new one.
 		before := e.hash(key)
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"c": elicit, "a": elicit}, ""), ErrKeyReused)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"c": elicit, "a": elicit}, "", ""), ErrKeyReused)
 		if after := e.hash(key); !mapsEqual(before, after) {
 			t.Fatalf("rejected add changed the task: %v", after)
 		}
@@ -73,8 +73,8 @@ func TestInputRequests(t *testing.T) {
 		}
 
 		// Keys stay used for the task's lifetime.
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"a": elicit}, ""), ErrKeyReused)
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"c": elicit}, ""), nil)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"a": elicit}, "", ""), ErrKeyReused)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"c": elicit}, "", ""), nil)
 		if h := e.hash(key); h["status"] != "input_required" || h["pending"] != "1" {
 			t.Fatalf("raw after third add = %v", h)
 		}
@@ -83,13 +83,13 @@ func TestInputRequests(t *testing.T) {
 		wantErr(t, s.Complete(ctx, "o", task.ID, json.RawMessage(`{}`)), nil)
 		_, err = s.AnswerInputs(ctx, "o", task.ID, map[string]json.RawMessage{"c": json.RawMessage(`{}`)})
 		wantErr(t, err, ErrTerminal)
-		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"d": elicit}, ""), ErrTerminal)
+		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"d": elicit}, "", ""), ErrTerminal)
 		if _, st, err := s.TakeInputResponses(ctx, "o", task.ID); err != nil || st != StatusCompleted {
 			t.Errorf("Take on terminal = %s, %v", st, err)
 		}
 
 		// Bad input.
-		if err := s.AddInputRequests(ctx, "o", task.ID, nil, ""); err == nil {
+		if err := s.AddInputRequests(ctx, "o", task.ID, nil, "", ""); err == nil {
 			t.Error("empty AddInputRequests accepted")
 		}
 	})

@@ -127,15 +127,22 @@ return {0, status}
 // ARGV[6] -> status message, empty for none
 // ARGV[7] -> result JSON, empty for none
 // ARGV[8] -> error JSON, empty for none
+// ARGV[9] -> write id, empty for none: a task already terminal through a
+//            write with this id answers {0, status} (a retry of a write
+//            that landed, whose reply was lost), anything else {3, status}
 //
 // Returns {0, old status}, {1}, {2}, {3, status}.
 var finishCmd = redis.NewScript(luaPrologue + `
-if terminal(status) then return {3, status} end
+if terminal(status) then
+  if ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'write') == ARGV[9] then return {0, status} end
+  return {3, status}
+end
 local to = ARGV[5]
 local set = {'status', to, 'updated', ARGV[2]}
 if ARGV[6] ~= '' then table.insert(set, 'message'); table.insert(set, ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
 if ARGV[7] ~= '' then table.insert(set, 'result'); table.insert(set, ARGV[7]) end
 if ARGV[8] ~= '' then table.insert(set, 'error'); table.insert(set, ARGV[8]) end
+if ARGV[9] ~= '' then table.insert(set, 'write'); table.insert(set, ARGV[9]) end
 redis.call('HSET', KEYS[1], unpack(set))
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
@@ -171,23 +178,37 @@ return r
 // addInputsCmd records new outstanding input requests and sets the task
 // input_required. Either every key is new for the task's lifetime and all are
 // written, or nothing is (SEP-2663: keys are unique over a task's lifetime).
+// A write id makes a retry safe: when every key was issued by a write with
+// the same id, that write landed (its reply was lost) and nothing changes.
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // ARGV[1] -> owner
 // ARGV[2] -> now, unix ms
 // ARGV[3] -> channel
 // ARGV[4] -> status message, empty for none
-// ARGV[5..] -> key, request JSON pairs
+// ARGV[5] -> write id, empty for none
+// ARGV[6..] -> key, request JSON pairs
 //
 // Returns {0, old status}, {1}, {2}, {3, status}, {9, reused key}.
 var addInputsCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
-for i = 5, #ARGV, 2 do
-  if redis.call('HEXISTS', KEYS[1], 'used:' .. ARGV[i]) == 1 then return {9, ARGV[i]} end
+local replayed = 0
+for i = 6, #ARGV, 2 do
+  local by = redis.call('HGET', KEYS[1], 'used:' .. ARGV[i])
+  if by then
+    if ARGV[5] == '' or by ~= ARGV[5] then return {9, ARGV[i]} end
+    replayed = replayed + 1
+  end
 end
+if replayed > 0 then
+  if replayed * 2 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
+  return {0, status}
+end
+local by = ARGV[5]
+if by == '' then by = '1' end
 local n = 0
-for i = 5, #ARGV, 2 do
-  redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 1], 'used:' .. ARGV[i], '1')
+for i = 6, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 1], 'used:' .. ARGV[i], by)
   n = n + 1
 end
 redis.call('HINCRBY', KEYS[1], 'pending', n)

@@ -350,6 +350,24 @@ type Outcome struct {
 	Error json.RawMessage
 	// Message becomes the statusMessage.
 	Message string
+	// WriteID, when not empty, makes the write safe to retry after
+	// ErrUnavailable: Redis may have run a write whose reply was lost (it
+	// died before answering). A task already terminal through a write with
+	// the same WriteID then returns nil instead of ErrTerminal. Use one
+	// WriteID per outcome (e.g. a fresh UUID), the same for its retries.
+	WriteID string
+}
+
+// Finish makes the task completed or failed (to) with the outcome, as
+// Complete and Fail do.
+func (s *Store) Finish(ctx context.Context, owner, id string, to Status, o Outcome) error {
+	switch to {
+	case StatusCompleted:
+		return s.finish(ctx, "complete", owner, id, to, o)
+	case StatusFailed:
+		return s.finish(ctx, "fail", owner, id, to, o)
+	}
+	return fmt.Errorf("taskstore: finish %s: %w: to %q", id, ErrInvalidTransition, to)
 }
 
 // Complete makes the task completed with result. A task already terminal is
@@ -369,13 +387,13 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 	var tooLarge error
 	if size := len(o.Result) + len(o.Error) + len(o.Message); size > s.opt.MaxResultBytes {
 		tooLarge = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, size, s.opt.MaxResultBytes)
-		to, o = StatusFailed, tooLargeOutcome(size, s.opt.MaxResultBytes)
+		to, o = StatusFailed, tooLargeOutcome(size, s.opt.MaxResultBytes, o.WriteID)
 	}
 	err := ErrNotFound
 	if validID(id) {
 		var vals []interface{}
 		vals, err = s.run(ctx, finishCmd, s.k.taskKeys(owner, id), owner, s.nowMS(), id,
-			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error))
+			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error), o.WriteID)
 		if err == nil {
 			err = s.replyErr(ctx, owner, id, vals)
 		}
@@ -391,10 +409,10 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 
 // tooLargeOutcome is the failure stored instead of an oversized outcome: an
 // internal error (-32603) that says what happened.
-func tooLargeOutcome(size, limit int) Outcome {
+func tooLargeOutcome(size, limit int, writeID string) Outcome {
 	msg := fmt.Sprintf("result of %d bytes exceeds the gateway's limit of %d bytes (--max-result-bytes)", size, limit)
 	e, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
-	return Outcome{Error: e, Message: msg}
+	return Outcome{Error: e, Message: msg, WriteID: writeID}
 }
 
 // RequestCancel records that the owner asked to cancel the task and moves it

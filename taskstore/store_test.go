@@ -328,7 +328,7 @@ func TestOwnerIsolation(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
 		task := mustCreate(t, s, "alice")
-		if err := s.AddInputRequests(ctx, "alice", task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, ""); err != nil {
+		if err := s.AddInputRequests(ctx, "alice", task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""); err != nil {
 			t.Fatal(err)
 		}
 		key := s.k.task("alice", task.ID)

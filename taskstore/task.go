@@ -122,7 +122,9 @@ func (t *Task) ExpiresAt() time.Time { return t.CreatedAt.Add(t.TTL) }
 //
 //	in:<key>   outstanding request, JSON {method, params}
 //	re:<key>   response recorded by AnswerInputs, not yet taken by the worker
-//	used:<key> "1" for every key ever issued, for lifetime uniqueness
+//	used:<key> for every key ever issued, for lifetime uniqueness: the
+//	           write id of the AddInputRequests that issued it, or "1"
+//	write      the write id of the terminal write (Outcome.WriteID)
 const (
 	fID           = "id"
 	fOwner        = "owner"
