@@ -127,11 +127,11 @@ return {0, status}
 // ARGV[6] -> status message, empty for none
 // ARGV[7] -> result JSON, empty for none
 // ARGV[8] -> error JSON, empty for none
-// ARGV[9] -> write id, empty for none: a task already terminal through a
-//            write with this id answers {0, status} (a retry of a write
-//            that landed, whose reply was lost), anything else {3, status}
+// ARGV[9] -> write id, empty for none
 //
-// Returns {0, old status}, {1}, {2}, {3, status}.
+// Returns {0, old status}, {1}, {2}, {3, status}. A task already terminal
+// through a write with this write id answers {0, status}: a retry of a
+// write that landed, whose reply was lost.
 var finishCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then
   if ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'write') == ARGV[9] then return {0, status} end
