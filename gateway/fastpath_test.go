@@ -174,7 +174,10 @@ func TestRenderCacheBytes(t *testing.T) {
 			for pass := 0; pass < 2; pass++ { // cold, then warm
 				got := httptest.NewRecorder()
 				raw, err := f.render(task)
-				writeRendered(got, json.RawMessage(id), raw, err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeMarshalled(got, json.RawMessage(id), raw)
 				if got.Body.String() != want.Body.String() || got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) {
 					t.Errorf("%s %s %s pass %d id %s:\n got %d %v %s\nwant %d %v %s", name, f.name, task.Status, pass, id,
 						got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)

@@ -8,13 +8,15 @@ package gateway
 // (LRU, entries and bytes), and reuses it only when every field the
 // rendering reads is equal to the one it was rendered from: the answer is
 // the very bytes rendering afresh gives (rendercache_test.go), whether or
-// not a terminal task's record could change.
+// not a terminal task's record could change. cachedGet goes one step
+// further for a poll of a terminal task already rendered: it reads only the
+// record's stamp, not the whole record.
 
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -35,8 +37,9 @@ const (
 	renderMaxEntry     = 256 << 10
 )
 
-// renderInputs are the fields of a Task the renderings read.
+// renderInputs are the fields of a Task the renderings read, and its owner.
 type renderInputs struct {
+	owner               string
 	id, status, message string
 	created, updated    time.Time
 	ttl, poll           time.Duration
@@ -44,7 +47,7 @@ type renderInputs struct {
 }
 
 func inputsOf(t *taskstore.Task) renderInputs {
-	return renderInputs{id: t.ID, status: string(t.Status), message: t.StatusMessage,
+	return renderInputs{owner: t.Owner, id: t.ID, status: string(t.Status), message: t.StatusMessage,
 		created: t.CreatedAt, updated: t.LastUpdatedAt, ttl: t.TTL, poll: t.PollInterval,
 		result: t.Result, err: t.Error}
 }
@@ -52,7 +55,7 @@ func inputsOf(t *taskstore.Task) renderInputs {
 // same reports whether t renders as in: equal instants are enough, as the
 // renderings write times in UTC (wireTime).
 func (in *renderInputs) same(t *taskstore.Task) bool {
-	return in.id == t.ID && in.status == string(t.Status) && in.message == t.StatusMessage &&
+	return in.owner == t.Owner && in.id == t.ID && in.status == string(t.Status) && in.message == t.StatusMessage &&
 		in.created.Equal(t.CreatedAt) && in.updated.Equal(t.LastUpdatedAt) &&
 		in.ttl == t.TTL && in.poll == t.PollInterval &&
 		bytes.Equal(in.result, t.Result) && bytes.Equal(in.err, t.Error) &&
@@ -125,10 +128,70 @@ func (c *renderCache) render(f renderFlavour, t *taskstore.Task, render func() (
 	return out, nil
 }
 
+// peek returns the cached rendering of the owner's task id, and what it
+// was rendered from, without judging whether it is still good.
+func (c *renderCache) peek(f renderFlavour, owner, id string) (renderInputs, []byte, bool) {
+	if c == nil {
+		return renderInputs{}, nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[renderKey{f, id}]
+	if !ok {
+		return renderInputs{}, nil, false
+	}
+	e := el.Value.(*renderEntry)
+	if e.in.owner != owner {
+		return renderInputs{}, nil, false
+	}
+	c.lru.MoveToFront(el)
+	return e.in, e.out, true
+}
+
 func (c *renderCache) removeLocked(el *list.Element) {
 	e := c.lru.Remove(el).(*renderEntry)
 	delete(c.entries, e.key)
 	c.bytes -= e.size
+}
+
+// cachedGet answers a tasks/get of a terminal task from its cached
+// rendering after one small read (Store.Stamp: owner, status and
+// lastUpdatedAt, not the result) shows the record is still the one it was
+// rendered from. Terminal states are sticky, so a terminal task with the
+// same stamp is the same task: the answer is the bytes Get and render
+// would give. ok is false when there is no such rendering, the task
+// expired (by the store's clock, as Get judges) or its stamp differs: then
+// the caller reads the whole record. err is the stamp read's failure (the
+// store unavailable), for the caller to answer at once.
+func (h *Handler) cachedGet(ctx context.Context, f renderFlavour, owner, id string) (out []byte, ok bool, err error) {
+	in, out, ok := h.renders.peek(f, owner, id)
+	if !ok || !in.created.Add(in.ttl).After(h.store.Options().Clock()) {
+		return nil, false, nil
+	}
+	st, found, err := h.store.Stamp(ctx, owner, id)
+	if err != nil {
+		return nil, false, err
+	}
+	if !found || string(st.Status) != in.status || !st.LastUpdatedAt.Equal(in.updated) {
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+// getRendered is the marshalled result of a tasks/get (flavour f) of the
+// owner's task id: cachedGet's, else the whole record's rendering.
+func (h *Handler) getRendered(ctx context.Context, f renderFlavour, owner, id string) ([]byte, error) {
+	if raw, ok, err := h.cachedGet(ctx, f, owner, id); ok || err != nil {
+		return raw, err
+	}
+	t, err := h.store.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if f == renderModernGet {
+		return h.modernGetResult(t)
+	}
+	return h.legacyGetResult(t)
 }
 
 // modernGetResult is the marshalled result of a 2026-07-28 tasks/get of t.
@@ -143,14 +206,4 @@ func (h *Handler) legacyGetResult(t *taskstore.Task) ([]byte, error) {
 	return h.renders.render(renderLegacyGet, t, func() ([]byte, error) {
 		return json.Marshal(toLegacyTask(t))
 	})
-}
-
-// writeRendered is writeResult for a result marshalled by one of the
-// above: the same bytes, from the cached rendering.
-func writeRendered(w http.ResponseWriter, id json.RawMessage, raw []byte, err error) {
-	if err != nil {
-		writeRPCError(w, id, rpcError(err))
-		return
-	}
-	writeMarshalled(w, id, raw)
 }

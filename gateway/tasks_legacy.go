@@ -201,13 +201,12 @@ func (h *Handler) serveLegacyTasks(w http.ResponseWriter, r *http.Request, msg *
 		if !h.pollAllowed(w, msg, owner, p.TaskID) {
 			return
 		}
-		t, err := h.store.Get(r.Context(), owner, p.TaskID)
+		raw, err := h.getRendered(r.Context(), renderLegacyGet, owner, p.TaskID) // rendercache.go
 		if err != nil {
 			writeRPCError(w, msg.ID, h.taskError(err, "get", p.TaskID))
 			return
 		}
-		raw, err := h.legacyGetResult(t) // rendercache.go
-		writeRendered(w, msg.ID, raw, err)
+		writeMarshalled(w, msg.ID, raw)
 	case "tasks/cancel":
 		h.cancelLegacy(w, r, msg, owner, p.TaskID)
 	case "tasks/result":

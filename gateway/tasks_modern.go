@@ -307,13 +307,12 @@ func (h *Handler) serveModernTasks(w http.ResponseWriter, r *http.Request, msg *
 		if !h.pollAllowed(w, msg, owner, p.TaskID) { // ratelimit.go
 			return
 		}
-		t, err := h.store.Get(r.Context(), owner, p.TaskID)
+		raw, err := h.getRendered(r.Context(), renderModernGet, owner, p.TaskID) // rendercache.go
 		if err != nil {
 			writeModernError(w, msg.ID, h.taskError(err, "get", p.TaskID))
 			return
 		}
-		raw, err := h.modernGetResult(t) // rendercache.go
-		writeRendered(w, msg.ID, raw, err)
+		writeMarshalled(w, msg.ID, raw)
 	case "tasks/update":
 		if p.InputResponses == nil {
 			writeModernError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "tasks/update needs params.inputResponses"))
