@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http/httptest"
@@ -165,6 +166,73 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		waitMetric(t, srv.URL+"/mcp", "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
 		if n := done.failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
+		}
+	})
+}
+
+// TestWorkerFindsLostEvents: the worker acts on what its watch never heard
+// of. A cancel whose event was lost is found by the next lease renewal
+// (ErrTerminal), which stops the upstream call; answers whose event was
+// lost are read by the resync while the task waits for them. Here the
+// events are lost by writing the task hash directly, without PUBLISH.
+func TestWorkerFindsLostEvents(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
+	t.Cleanup(up.Close)
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 300 * time.Millisecond})
+	t.Cleanup(func() { store.Close() })
+	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "slow", policy.Task, "elicit", policy.Task),
+		PollLimit: -1, LeaseRenew: 200 * time.Millisecond, Lease: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+	keyOf := func(id string) string {
+		for _, k := range mr.Keys() {
+			if strings.HasSuffix(k, ":t:"+id) {
+				return k
+			}
+		}
+		t.Fatalf("no task hash for %s", id)
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	t.Run("cancel", func(t *testing.T) {
+		task := c.toolTask("slow", map[string]any{"seconds": 30.0, "text": "x"})
+		if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+			t.Fatal(err)
+		}
+		mr.HSet(keyOf(task.TaskID), "status", "cancelled", "cancel", "1")
+		if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
+			t.Fatalf("the upstream call of a task cancelled without an event was not stopped: %v", err)
+		}
+	})
+
+	t.Run("answers", func(t *testing.T) {
+		task := c.toolTask("elicit", map[string]any{})
+		d := c.waitTask(task.TaskID, "input_required")
+		key := keyOf(task.TaskID)
+		for k := range d.InputRequests {
+			// What AnswerInputs writes (inputs.go), minus the event.
+			answer, _ := json.Marshal(map[string]any{"result": map[string]any{"action": "accept", "content": map[string]any{"name": "Lost"}}})
+			mr.HDel(key, "in:"+k)
+			mr.HSet(key, "re:"+k, string(answer), "pending", "0", "status", "working")
+		}
+		d = c.waitTask(task.TaskID, "completed")
+		if text, _, _ := resultText(t, d.Result); text != "Hello, Lost!" {
+			t.Errorf("result %q, want Hello, Lost!", text)
 		}
 	})
 }
