@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,13 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // commandCounter counts the commands a Store sends, by name.
@@ -54,32 +50,27 @@ func (c *commandCounter) reset() map[string]int {
 // anew; another owner, an expired task and an unreachable store get what
 // they get without the cache.
 func TestTasksGetTerminalStamp(t *testing.T) {
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
-	t.Cleanup(up.Close)
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
 	cmds := &commandCounter{n: map[string]int{}}
-	rdb.AddHook(cmds)
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	store := taskstore.New(rdb, taskstore.Options{Clock: clock})
-	t.Cleanup(func() { store.Close() })
-	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "echo", policy.Task), PollLimit: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-
-	alice := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}, auth: "Bearer alice"}
+	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Rules: rules(t, "echo", policy.Task)}, cmds)
+	mr := rig.mr
+	alice := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer alice"}
 	task := alice.toolTask("echo", map[string]any{"text": "stamped"})
-	alice.waitTask(task.TaskID, "completed") // rendered and cached
+	alice.waitTask(task.TaskID, "completed")
+	// The worker's last writes and reads (lease release, notification)
+	// would count with the polls' commands: wait until it is gone.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		rig.h.workers.mu.Lock()
+		jobs := rig.h.workers.jobs
+		rig.h.workers.mu.Unlock()
+		if jobs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still running", jobs)
+		}
+	}
 	get := func(c *modernClient) (string, map[string]int) {
 		cmds.reset()
 		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
@@ -96,15 +87,7 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 
 	// The stamp changed (here by hand: a terminal task is never written
 	// again): the record is read and rendered anew.
-	key := ""
-	for _, k := range mr.Keys() {
-		if strings.HasSuffix(k, ":t:"+task.TaskID) {
-			key = k
-		}
-	}
-	if key == "" {
-		t.Fatalf("no task hash for %s among %v", task.TaskID, mr.Keys())
-	}
+	key := rig.taskKey(t, task.TaskID)
 	updated, err := strconv.ParseInt(mr.HGet(key, "updated"), 10, 64)
 	if err != nil {
 		t.Fatal(err)

@@ -29,41 +29,15 @@ import (
 // modern upstream's task failed.
 func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
-		t.Cleanup(up.Close)
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		t.Cleanup(func() { rdb.Close() })
 		blip := &failScriptHook{match: "waiting for the client to answer", left: 3}
-		rdb.AddHook(blip)
-		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
-		t.Cleanup(func() { store.Close() })
-		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "elicit", policy.Task), PollLimit: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-
-		c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
+			Config{Rules: rules(t, "elicit", policy.Task)}, blip).c
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
 		if n := blip.failed.Load(); n != 3 {
 			t.Fatalf("the store refused %d input-request writes, want 3 (the test's premise)", n)
 		}
-		for key := range d.InputRequests {
-			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
-				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
-		}
-		d = c.waitTask(task.TaskID, "completed")
-		if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
-			t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
-		}
+		answerAda(t, c, task.TaskID, d)
 	})
 }
 
@@ -122,30 +96,11 @@ func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // long enough to fsync its AOF to be killed between a write and its reply.
 func TestStoreWriteReplyLost(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
-		t.Cleanup(up.Close)
-		mr := miniredis.RunT(t)
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
-		t.Cleanup(func() { rdb.Close() })
 		asked := &failScriptHook{match: "waiting for the client to answer", left: 1, lostReply: true}
 		done := &failScriptHook{match: string(taskstore.StatusCompleted), left: 2, lostReply: true}
-		rdb.AddHook(asked)
-		rdb.AddHook(done)
-		store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
-		t.Cleanup(func() { store.Close() })
-		client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "elicit", policy.Task), PollLimit: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-
-		c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
+			Config{Rules: rules(t, "elicit", policy.Task)}, asked, done).c
+		url := c.urls[0]
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
 		if n := asked.failed.Load(); n != 1 {
@@ -154,16 +109,9 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		if len(d.InputRequests) != 1 {
 			t.Fatalf("input requests %v, want one", d.InputRequests)
 		}
-		for key := range d.InputRequests {
-			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
-				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
-		}
-		d = c.waitTask(task.TaskID, "completed")
-		if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
-			t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
-		}
+		answerAda(t, c, task.TaskID, d)
 		// The worker knows its write landed: the task counts as finished.
-		waitMetric(t, srv.URL+"/mcp", "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
+		waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
 		if n := done.failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
 		}
@@ -176,36 +124,10 @@ func TestStoreWriteReplyLost(t *testing.T) {
 // lost are read by the resync while the task waits for them. Here the
 // events are lost by writing the task hash directly, without PUBLISH.
 func TestWorkerFindsLostEvents(t *testing.T) {
-	rec := &testupstream.Recorder{}
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
-	t.Cleanup(up.Close)
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 300 * time.Millisecond})
-	t.Cleanup(func() { store.Close() })
-	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{Upstream: client, Store: store, Rules: rules(t, "slow", policy.Task, "elicit", policy.Task),
-		PollLimit: -1, LeaseRenew: 200 * time.Millisecond, Lease: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	c := &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
-	keyOf := func(id string) string {
-		for _, k := range mr.Keys() {
-			if strings.HasSuffix(k, ":t:"+id) {
-				return k
-			}
-		}
-		t.Fatalf("no task hash for %s", id)
-		return ""
-	}
+	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 300 * time.Millisecond},
+		Config{Rules: rules(t, "slow", policy.Task, "elicit", policy.Task), LeaseRenew: 200 * time.Millisecond, Lease: 5 * time.Second})
+	c, rec, mr := rig.c, rig.rec, rig.mr
+	keyOf := func(id string) string { return rig.taskKey(t, id) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -235,4 +157,67 @@ func TestWorkerFindsLostEvents(t *testing.T) {
 			t.Errorf("result %q, want Hello, Lost!", text)
 		}
 	})
+}
+
+// storeRig is one gateway on a miniredis store (its client with the given
+// hooks, go-redis's own retries off) in front of a test upstream.
+type storeRig struct {
+	mr  *miniredis.Miniredis
+	rec *testupstream.Recorder
+	c   *modernClient
+	h   *Handler
+}
+
+func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg Config, hooks ...redis.Hook) *storeRig {
+	t.Helper()
+	rig := &storeRig{rec: &testupstream.Recorder{}}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rig.rec}))
+	t.Cleanup(up.Close)
+	rig.mr = miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rig.mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	for _, hook := range hooks {
+		rdb.AddHook(hook)
+	}
+	store := taskstore.New(rdb, so)
+	t.Cleanup(func() { store.Close() })
+	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstream, cfg.Store, cfg.PollLimit = client, store, -1
+	if rig.h, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rig.h.Close() })
+	srv := httptest.NewServer(rig.h)
+	t.Cleanup(srv.Close)
+	rig.c = &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+	return rig
+}
+
+// taskKey is the Redis key of task id's hash.
+func (rig *storeRig) taskKey(t *testing.T, id string) string {
+	t.Helper()
+	for _, k := range rig.mr.Keys() {
+		if strings.HasSuffix(k, ":t:"+id) {
+			return k
+		}
+	}
+	t.Fatalf("no task hash for %s among %v", id, rig.mr.Keys())
+	return ""
+}
+
+// answerAda answers the elicit tool's question (its task in
+// input_required, d) with "Ada" and checks the greeting it completes with.
+func answerAda(t *testing.T, c *modernClient, id string, d detailed) {
+	t.Helper()
+	for key := range d.InputRequests {
+		c.call("tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{
+			key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
+	}
+	d = c.waitTask(id, "completed")
+	if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
+		t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
+	}
 }
