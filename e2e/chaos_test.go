@@ -171,7 +171,8 @@ func testChaos(t *testing.T, stateless bool) {
 	select {
 	case <-allDone:
 	case <-ctx.Done():
-		t.Fatalf("the client did not finish in time (%d of %d tasks created)", st.created.Load(), chaosTasks)
+		t.Fatalf("the client did not finish in time (%d of %d tasks created; %d requests, %d connection refused, %d cut off, %d store unavailable, %d rate limited); unfinished tasks, as last seen: %s",
+			st.created.Load(), chaosTasks, st.requests.Load(), st.connRefused.Load(), st.cutAll.Load(), st.storeDown.Load(), st.rateLimited.Load(), st.unfinished(10))
 	}
 	runTook := time.Since(start)
 
@@ -476,6 +477,7 @@ type chaosStats struct {
 	leaks        atomic.Int64
 
 	mu       sync.Mutex
+	last     map[int]string     // unfinished tasks: what the client last saw
 	liveOn   [3]map[string]bool // the ids counted in live
 	cutTools map[string]int64
 	probs    []string
@@ -494,6 +496,36 @@ func (s *chaosStats) setLive(replica int, id string, live bool) {
 		s.live[replica].Add(-1)
 		delete(s.liveOn[replica], id)
 	}
+}
+
+// saw notes what the client last saw of task i ("" once it is done).
+func (s *chaosStats) saw(i int, what string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[int]string{}
+	}
+	if what == "" {
+		delete(s.last, i)
+	} else {
+		s.last[i] = what
+	}
+}
+
+// unfinished lists up to n unfinished tasks and what was last seen of them.
+func (s *chaosStats) unfinished(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i, what := range s.last {
+		if len(out) == n {
+			out = append(out, fmt.Sprintf("… %d in all", len(s.last)))
+			break
+		}
+		out = append(out, fmt.Sprintf("task %d: %s", i, what))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }
 
 func (s *chaosStats) liveIDs(replica int) []string {
@@ -613,7 +645,10 @@ func (cc *chaosClient) doAt(ctx context.Context, method string, params map[strin
 // run drives one task: create it, let the other owner probe it, poll it
 // until terminal, answering its input requests.
 func (cc *chaosClient) run(ctx context.Context, tk *chaosTask, other *chaosClient) {
+	cc.st.saw(tk.i, "tools/call "+tk.tool+" sent")
+	defer cc.st.saw(tk.i, "")
 	r, rep, sent, err := cc.doAt(ctx, "tools/call", map[string]any{"name": tk.tool, "arguments": tk.args}, func(kind string) {
+		cc.st.saw(tk.i, "tools/call "+tk.tool+" retried after: "+kind)
 		switch kind {
 		case "cut":
 			cc.st.cutCall(tk.tool)
@@ -658,6 +693,7 @@ func (cc *chaosClient) run(ctx context.Context, tk *chaosTask, other *chaosClien
 			tk.final = got
 			return
 		}
+		cc.st.saw(tk.i, fmt.Sprintf("%s %s %s %q on replica %d after %d polls", tk.tool, tk.id, got.Status, got.StatusMessage, rep, polls))
 		if got.Status == "input_required" {
 			tk.asked = true
 		}

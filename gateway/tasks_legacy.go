@@ -218,7 +218,9 @@ func (h *Handler) serveLegacyTasks(w http.ResponseWriter, r *http.Request, msg *
 // the client's doing.
 func (h *Handler) taskError(err error, op, id string) *rpcErr {
 	e := rpcError(err)
-	if e.Code == codeInternalError {
+	// A request the client gave up on (context.Canceled) is no gateway
+	// fault: nobody reads the answer, and it is not logged.
+	if e.Code == codeInternalError && !errors.Is(err, context.Canceled) {
 		h.log.Warn().Str("op", op).Str("task_id", id).Err(err).Msg(e.Message)
 	}
 	return e

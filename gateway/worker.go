@@ -237,26 +237,40 @@ type taskRun struct {
 	live         liveTask // taskgate_tasks_live (metrics.go)
 	resyncEvery  time.Duration
 	renewedAt    time.Time // the last lease renewal (tick)
+	renewing     bool      // a renewal is under way (renew)
+	renewal      chan error
 	resyncedAt   time.Time // the last resync (tick)
 }
 
-// work runs the job's task to its end, on a goroutine of its own
-// (workers.start). Most held tasks spend their life parked in loop's
-// select, so the frames on that goroutine's stack are kept small: work is
-// the goroutine's first function, without defers; setup (begin), cleanup
-// (end) and every select case's work are functions of their own, not
-// inlined. The garbage collector halves a parked goroutine's stack when
-// what is in use plus 800 bytes (runtime: stackNosplit) is under a quarter
-// of it: parked with about 850 bytes in use, a worker's stack goes from
-// the 8 KiB its setup grew it to down to 4 KiB, 40 MB for 10,000 held
-// tasks (bench -mode scale). It was 2.7 KiB in use before.
+// work runs the job's task to its end (workers.start). Most held tasks
+// spend their life parked in loop's select, and a parked goroutine's stack
+// stays as large as it ever grew until the garbage collector halves it,
+// which it does only while what is in use plus 800 bytes (runtime:
+// stackNosplit) is under a quarter of it. So the deep calls stay off the
+// parked goroutine: begin (the watch's subscription, the call's start)
+// runs on the goroutine work starts on, which then hands the task to a
+// fresh one (park); each select case's work is a function of its own, not
+// inlined; and the lease is renewed by a short-lived goroutine of its own
+// (tick). Parked with about 900 bytes in use, a worker keeps the stack it
+// started with (4 KiB, the runtime's adaptive start) instead of the 8 KiB
+// its setup and go-redis's call chain grew it to: 40 MB for 10,000 held
+// tasks (bench -mode scale).
 func (h *Handler) work(j *job) {
-	if run, watch := h.begin(j); run != nil {
-		run.loop(watch)
-		run.end(watch)
+	run, watch := h.begin(j)
+	if run == nil {
+		h.workers.drop(&h.workers.jobs)
+		h.workers.wg.Done()
+		return
 	}
-	h.workers.drop(&h.workers.jobs)
-	h.workers.wg.Done()
+	go run.park(watch)
+}
+
+// park is the worker's goroutine from begin to the end.
+func (run *taskRun) park(watch *taskstore.Watch) {
+	run.loop(watch)
+	run.end(watch)
+	run.h.workers.drop(&run.h.workers.jobs)
+	run.h.workers.wg.Done()
 }
 
 // begin sets the worker up: its context, logger and metrics, the task's
@@ -270,7 +284,7 @@ func (h *Handler) begin(j *job) (*taskRun, *taskstore.Watch) {
 	run := &taskRun{
 		h: h, j: j, ctx: ctx, cancel: cancel, store: context.WithoutCancel(ctx), start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
-		live: liveTask{m: h.metrics}, resyncEvery: h.resyncInterval(),
+		live: liveTask{m: h.metrics}, resyncEvery: h.resyncInterval(), renewal: make(chan error, 1),
 	}
 	run.live.set(taskstore.StatusWorking)
 	watch, err := h.store.Watch(ctx, j.owner, t.ID)
@@ -355,6 +369,11 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 			if run.tick() {
 				return
 			}
+		case err := <-run.renewal:
+			run.renewing = false
+			if run.renewed(err) {
+				return
+			}
 		}
 	}
 }
@@ -431,11 +450,10 @@ func (run *taskRun) tickEvery() time.Duration {
 //go:noinline
 func (run *taskRun) tick() (done bool) {
 	now, slack := time.Now(), min(run.h.cfg.LeaseRenew, run.resyncEvery)/2
-	if now.Sub(run.renewedAt) >= run.h.cfg.LeaseRenew-slack {
-		run.renewedAt = now
-		if run.renew() {
-			return true
-		}
+	if !run.renewing && now.Sub(run.renewedAt) >= run.h.cfg.LeaseRenew-slack {
+		run.renewedAt, run.renewing = now, true
+		run.h.workers.wg.Add(1)
+		go run.renew()
 	}
 	if run.waiting() && now.Sub(run.resyncedAt) >= run.resyncEvery-slack {
 		run.resyncedAt = now
@@ -447,12 +465,18 @@ func (run *taskRun) tick() (done bool) {
 // waiting reports whether the worker waits for the client's answers.
 func (run *taskRun) waiting() bool { return len(run.pending) > 0 || len(run.mrtr) > 0 }
 
-// renew extends the task's lease.
+// renew extends the task's lease, on a goroutine of its own (see work),
+// and hands the outcome to the worker's loop (renewed). One at a time:
+// renewing is set until the loop has it.
+func (run *taskRun) renew() {
+	defer run.h.workers.wg.Done()
+	run.renewal <- run.h.store.Extend(run.store, run.j.owner, run.j.task.ID, run.h.cfg.ReplicaID, run.h.cfg.Lease)
+}
+
+// renewed acts on a lease renewal's outcome.
 //
 //go:noinline
-func (run *taskRun) renew() (done bool) {
-	h, j := run.h, run.j
-	err := h.store.Extend(run.store, j.owner, j.task.ID, h.cfg.ReplicaID, h.cfg.Lease)
+func (run *taskRun) renewed(err error) (done bool) {
 	switch {
 	case errors.Is(err, taskstore.ErrTerminal):
 		return run.cancelled() // the cancel event may have been lost
