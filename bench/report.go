@@ -148,12 +148,23 @@ Notes that go with the figures:
   no goroutine per connection (the caller reads its answer, a
   context.AfterFunc closes the connection on cancellation): 2 goroutines
   per held task instead of 4, and in A/B runs (BENCH_TASKGATE_BIN) the
-  peak RSS per held task went from 55–56 KiB to 36–38 KiB. What is left:
-  the worker's and the round trip's stacks (8 KiB each, parked too deep to
-  shrink), ~15 KiB of live heap, and the heap growth between collections
-  that lease renewals cause (the gap between the settled and the largest
-  sample). ≤ 32 KiB at the default GOGC needs the worker goroutine gone
-  (lease renewal and event watching done by one per-replica loop).
+  peak RSS per held task went from 55–56 KiB to 36–38 KiB. Then the
+  worker's stack: a parked goroutine keeps the largest stack it ever grew
+  until a collection halves it, which the runtime does only while what is
+  in use plus 800 bytes is under a quarter of it. The worker used to park
+  with 2.7 KiB of frames in use (8 KiB stack, never shrunk); now its setup
+  runs on a goroutine that hands the task to a fresh one, each select
+  case's work is a function of its own, and the lease is renewed on a
+  short-lived goroutine, so the parked worker uses ~900 bytes and keeps
+  its 4 KiB starting stack (measured: stacks 16.5 → 11.4 KiB per held
+  task; peak RSS 33.6–35 → 29.3 KiB per held task in 10 s windows the
+  same day). The worker also builds its logger on first use and has one
+  timer instead of two. What is left: the round trip's stack (8 KiB:
+  parked in the netpoller ~2.3 KiB deep, which no split of our own frames
+  brings under the 1.2 KiB the runtime needs to halve it), ~11 KiB of live
+  heap (1 KiB read buffer, goroutine descriptors, context chain, Redis
+  watch, the job), and the heap growth between collections (the settled
+  versus largest gap).
 - Pass-through is not measurably slower for the smaller buffers: in A/B
   runs the proxy CPU per call, taskgate / httputil, was 0.97–1.21× before
   and 0.93–1.16× after.
@@ -167,17 +178,23 @@ Notes that go with the figures:
   cached (gateway/rendercache.go: bounded LRU, reused only while every
   field it was rendered from is unchanged), all byte for byte as before
   (gateway/fastpath_test.go). CPU per 2026-07-28 tasks/get went from
-  ~1.8× the baseline's to ~1.6×. What is left over the parse-and-GET
-  baseline: the request's own validation (headers, _meta, capabilities),
-  HGETALL and the Task decode instead of one GET, and more garbage; the
-  syscalls (a write to Redis and one to the client per request) are the
-  same for both and dominate here. Reaching 0.9× for 2026-07-28 would take
-  something structural (reading only the fields tasks/get needs).
-- The tasks/get throughput ratios move by ±0.15 between runs on this
-  machine (the 2025-11-25 one was 0.60–0.97× over this session's runs);
-  CPU per request, in the same table, moves far less: taskgate needs
-  ~1.15–1.3× the baseline's CPU per 2025-11-25 tasks/get and ~1.6× per
-  2026-07-28 one, so where the CPU is the limit expect ~0.8× and ~0.6×.
+  ~1.8× the baseline's to ~1.6×. Since then a poll of a terminal task
+  already rendered reads only its stamp (one HMGET of owner, status and
+  lastUpdatedAt: terminal states are sticky, so an equal stamp is the same
+  answer) instead of HGETALL and the Task decode (gateway/rendercache.go,
+  cachedGet): in an A/B run 2026-07-28 went from 0.78× to 0.85× and its
+  CPU per request from 1.40× to 1.28× the baseline's. What is left: the
+  request's own validation (the JSON-RPC envelope and the 2026-07-28
+  params and _meta are decoded with encoding/json, ~15 % of the samples)
+  and net/http; the syscalls are the same for both.
+- The tasks/get throughput ratios move by ±0.1 between runs on this
+  machine; CPU per request, in the same table, moves less: taskgate needs
+  ~1.05–1.2× the baseline's CPU per 2025-11-25 tasks/get and ~1.25–1.3×
+  per 2026-07-28 one.
+- Pass-through moves too: on this VM instance the same day, taskgate /
+  httputil was 1.02× for the first session's build, 0.98× for the second's
+  and 0.95× for this one in back-to-back A/B runs (CPU per call 0.99×,
+  1.06×, 1.10×); an earlier instance measured 1.19×.
 - Latency targets are for an idle machine: a load average above nproc in
   the machine table means other work competed for the CPUs during the run,
   and latencies (CreateTaskResult p50, auto / pass-through p50) suffer

@@ -239,6 +239,7 @@ type taskRun struct {
 	renewedAt    time.Time // the last lease renewal (tick)
 	renewing     bool      // a renewal is under way (renew)
 	renewal      chan error
+	takeID       string    // the take id of the last take that failed (deliverAnswers)
 	resyncedAt   time.Time // the last resync (tick)
 }
 
@@ -708,10 +709,18 @@ func (h *Handler) handleNotification(ctx context.Context, j *job, n *jsonrpc.Req
 // cancelled).
 func (run *taskRun) deliverAnswers() (done bool) {
 	h, j := run.h, run.j
-	answers, status, err := h.store.TakeInputResponses(run.store, j.owner, j.task.ID)
+	// One take id until a take succeeds: a take Redis ran but whose reply
+	// was lost (it died before answering) took the answers out of the
+	// record, and only a take with the same id gets them back (found by
+	// e2e TestChaos: the task waited forever for answers already taken).
+	if run.takeID == "" {
+		run.takeID = "take-" + uuid.NewString()
+	}
+	answers, status, err := h.store.TakeInputResponses(run.store, j.owner, j.task.ID, run.takeID)
 	if err != nil {
 		return false // store briefly down: the resync timer tries again
 	}
+	run.takeID = ""
 	if status == taskstore.StatusCancelled {
 		return run.cancelled()
 	}

@@ -86,20 +86,24 @@ func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // TestStoreWriteReplyLost: Redis runs the worker's write of the upstream's
-// input request, and later of the result, but dies before answering (here:
+// input request, its take of the client's answer, and its write of the
+// result, but dies before answering (here:
 // the reply is replaced by io.EOF), so the worker retries writes that
 // already landed. Each retry must count as done: not a reused input
 // request key (the task used to fail with "could not record the upstream's
 // input requests: … key already used"), not "already terminal" (the
-// result was logged as discarded and the task never counted as finished).
+// result was logged as discarded and the task never counted as finished),
+// and a repeated take must get the answers the lost one took (the task
+// waited for them forever).
 // Found by e2e TestChaos on a machine with a slow disk, where Redis took
 // long enough to fsync its AOF to be killed between a write and its reply.
 func TestStoreWriteReplyLost(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		asked := &failScriptHook{match: "waiting for the client to answer", left: 1, lostReply: true}
+		took := &failScriptHook{match: "take-", left: 1, lostReply: true}
 		done := &failScriptHook{match: string(taskstore.StatusCompleted), left: 2, lostReply: true}
 		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
-			Config{Rules: rules(t, "elicit", policy.Task)}, asked, done).c
+			Config{Rules: rules(t, "elicit", policy.Task)}, asked, took, done).c
 		url := c.urls[0]
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
@@ -114,6 +118,9 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
 		if n := done.failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
+		}
+		if n := took.failed.Load(); n != 1 {
+			t.Fatalf("%d takes of the answers lost their reply, want 1 (the test's premise)", n)
 		}
 	})
 }

@@ -96,19 +96,25 @@ func (s *Store) answerInputs(ctx context.Context, owner, id string, responses ma
 // removes them, so each is handed to the worker once. Their keys stay used.
 // It also returns the task's status, so the worker learns of a cancel in the
 // same round trip. Works on terminal tasks too.
-func (s *Store) TakeInputResponses(ctx context.Context, owner, id string) (map[string]json.RawMessage, Status, error) {
-	resp, st, err := s.takeInputResponses(ctx, owner, id)
+//
+// takeID, when not empty, makes a take safe to repeat after
+// ErrUnavailable: Redis may have run it (the responses are gone from the
+// record) and died before answering. A take with the same takeID returns
+// those responses again, with any recorded since. Use a fresh takeID once
+// a take succeeded, the same one until it does.
+func (s *Store) TakeInputResponses(ctx context.Context, owner, id, takeID string) (map[string]json.RawMessage, Status, error) {
+	resp, st, err := s.takeInputResponses(ctx, owner, id, takeID)
 	if err != nil {
 		return nil, "", fmt.Errorf("taskstore: take input responses %s: %w", id, err)
 	}
 	return resp, st, nil
 }
 
-func (s *Store) takeInputResponses(ctx context.Context, owner, id string) (map[string]json.RawMessage, Status, error) {
+func (s *Store) takeInputResponses(ctx context.Context, owner, id, takeID string) (map[string]json.RawMessage, Status, error) {
 	if !validID(id) {
 		return nil, "", ErrNotFound
 	}
-	vals, err := s.run(ctx, takeResponsesCmd, []string{s.k.task(owner, id)}, owner, s.nowMS())
+	vals, err := s.run(ctx, takeResponsesCmd, []string{s.k.task(owner, id)}, owner, s.nowMS(), takeID)
 	if err != nil {
 		return nil, "", err
 	}

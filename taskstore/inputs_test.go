@@ -52,14 +52,14 @@ func TestInputRequests(t *testing.T) {
 		}
 
 		// The worker takes them once.
-		resp, st, err := s.TakeInputResponses(ctx, "o", task.ID)
+		resp, st, err := s.TakeInputResponses(ctx, "o", task.ID, "")
 		if err != nil || st != StatusInputRequired || len(resp) != 1 || string(resp["a"]) != `{"action":"accept","content":{"name":"x"}}` {
 			t.Fatalf("Take = %v, %s, %v", resp, st, err)
 		}
 		if h := e.hash(key); h["re:a"] != "" || h["used:a"] != "1" {
 			t.Errorf("raw after take = %v", h)
 		}
-		if resp, _, err := s.TakeInputResponses(ctx, "o", task.ID); err != nil || len(resp) != 0 {
+		if resp, _, err := s.TakeInputResponses(ctx, "o", task.ID, ""); err != nil || len(resp) != 0 {
 			t.Errorf("second Take = %v, %v", resp, err)
 		}
 
@@ -84,7 +84,7 @@ func TestInputRequests(t *testing.T) {
 		_, err = s.AnswerInputs(ctx, "o", task.ID, map[string]json.RawMessage{"c": json.RawMessage(`{}`)})
 		wantErr(t, err, ErrTerminal)
 		wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"d": elicit}, "", ""), ErrTerminal)
-		if _, st, err := s.TakeInputResponses(ctx, "o", task.ID); err != nil || st != StatusCompleted {
+		if _, st, err := s.TakeInputResponses(ctx, "o", task.ID, ""); err != nil || st != StatusCompleted {
 			t.Errorf("Take on terminal = %s, %v", st, err)
 		}
 

@@ -251,24 +251,41 @@ return {0, n, status}
 `)
 
 // takeResponsesCmd hands the recorded input responses to the worker and
-// forgets them; their keys stay used.
+// forgets them; their keys stay used. With a take id, a take whose reply
+// was lost (Redis died before answering) can be repeated: the responses a
+// take moves out of re:<key> are kept as tk:<key> under its id, and a take
+// with the same id returns them again (with any recorded since); a take
+// with another id first drops them (the worker had them).
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // ARGV[1] -> owner
 // ARGV[2] -> now, unix ms
+// ARGV[3] -> take id, empty for none
 //
 // Returns {0, status, key, response, …}, {1}, {2}.
 var takeResponsesCmd = redis.NewScript(luaPrologue + `
 local all = redis.call('HGETALL', KEYS[1])
 local r = {0, status}
+local id = ARGV[3]
+local replay = id ~= '' and redis.call('HGET', KEYS[1], 'take') == id
 for i = 1, #all, 2 do
   local f = all[i]
-  if string.sub(f, 1, 3) == 're:' then
+  local p = string.sub(f, 1, 3)
+  if p == 'tk:' then
+    if replay then
+      r[#r + 1] = string.sub(f, 4)
+      r[#r + 1] = all[i + 1]
+    else
+      redis.call('HDEL', KEYS[1], f)
+    end
+  elseif p == 're:' then
     redis.call('HDEL', KEYS[1], f)
+    if id ~= '' then redis.call('HSET', KEYS[1], 'tk:' .. string.sub(f, 4), all[i + 1]) end
     r[#r + 1] = string.sub(f, 4)
     r[#r + 1] = all[i + 1]
   end
 end
+if id ~= '' then redis.call('HSET', KEYS[1], 'take', id) end
 return r
 `)
 

@@ -347,7 +347,7 @@ func TestOwnerIsolation(t *testing.T) {
 			wantErr(t, s.Complete(ctx, "mallory", id, json.RawMessage(`{}`)), ErrNotFound)
 			_, err = s.AnswerInputs(ctx, "mallory", id, map[string]json.RawMessage{"k": json.RawMessage(`{}`)})
 			wantErr(t, err, ErrNotFound)
-			_, _, err = s.TakeInputResponses(ctx, "mallory", id)
+			_, _, err = s.TakeInputResponses(ctx, "mallory", id, "")
 			wantErr(t, err, ErrNotFound)
 			wantErr(t, s.Claim(ctx, "mallory", id, "r", time.Minute), ErrNotFound)
 		}

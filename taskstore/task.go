@@ -125,6 +125,8 @@ func (t *Task) ExpiresAt() time.Time { return t.CreatedAt.Add(t.TTL) }
 //	used:<key> for every key ever issued, for lifetime uniqueness: the
 //	           write id of the AddInputRequests that issued it, or "1"
 //	write      the write id of the terminal write (Outcome.WriteID)
+//	tk:<key>   response handed to the worker by the take with id "take"
+//	           (TakeInputResponses), kept until the next take
 const (
 	fID           = "id"
 	fOwner        = "owner"

@@ -57,6 +57,61 @@ func TestWriteIDReplay(t *testing.T) {
 			}
 		})
 
+		t.Run("take", func(t *testing.T) {
+			task := mustCreate(t, s, "o")
+			key := s.k.task("o", task.ID)
+			wantErr(t, s.AddInputRequests(ctx, "o", task.ID, map[string]InputRequest{"1": elicit, "2": elicit}, "", "w"), nil)
+			answer := func(k, v string) {
+				t.Helper()
+				if n, err := s.AnswerInputs(ctx, "o", task.ID, map[string]json.RawMessage{k: json.RawMessage(v)}); err != nil || n != 1 {
+					t.Fatalf("AnswerInputs %s = %d, %v", k, n, err)
+				}
+			}
+			take := func(id string) map[string]json.RawMessage {
+				t.Helper()
+				got, _, err := s.TakeInputResponses(ctx, "o", task.ID, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			answer("1", `{"a":1}`)
+			// The take's reply is lost: the same take id gets the answers
+			// again, with one recorded since.
+			if got := take("t1"); len(got) != 1 || string(got["1"]) != `{"a":1}` {
+				t.Fatalf("first take = %v", got)
+			}
+			if h := e.hash(key); h["re:1"] != "" || h["tk:1"] != `{"a":1}` || h["take"] != "t1" {
+				t.Fatalf("raw after a take = %v", h)
+			}
+			answer("2", `{"a":2}`)
+			if got := take("t1"); len(got) != 2 || string(got["1"]) != `{"a":1}` || string(got["2"]) != `{"a":2}` {
+				t.Fatalf("take repeated = %v, want both answers", got)
+			}
+			// A new take id: what the last one took is gone.
+			if got := take("t2"); len(got) != 0 {
+				t.Fatalf("take with a new id = %v, want nothing", got)
+			}
+			if h := e.hash(key); h["tk:1"] != "" || h["tk:2"] != "" || h["take"] != "t2" {
+				t.Fatalf("raw after a new take = %v", h)
+			}
+			// Without a take id nothing is kept.
+			task2 := mustCreate(t, s, "o")
+			wantErr(t, s.AddInputRequests(ctx, "o", task2.ID, map[string]InputRequest{"1": elicit}, "", ""), nil)
+			if n, err := s.AnswerInputs(ctx, "o", task2.ID, map[string]json.RawMessage{"1": json.RawMessage(`{}`)}); err != nil || n != 1 {
+				t.Fatal(n, err)
+			}
+			if got, _, err := s.TakeInputResponses(ctx, "o", task2.ID, ""); err != nil || len(got) != 1 {
+				t.Fatalf("take = %v, %v", got, err)
+			}
+			if got, _, err := s.TakeInputResponses(ctx, "o", task2.ID, ""); err != nil || len(got) != 0 {
+				t.Fatalf("second take without an id = %v, %v, want nothing", got, err)
+			}
+			if h := e.hash(s.k.task("o", task2.ID)); h["tk:1"] != "" || h["take"] != "" {
+				t.Fatalf("raw after takes without an id = %v", h)
+			}
+		})
+
 		t.Run("outcome", func(t *testing.T) {
 			for _, to := range []Status{StatusCompleted, StatusFailed} {
 				task := mustCreate(t, s, "o")
