@@ -24,8 +24,11 @@
 // (AddInputRequests, and Finish, Complete and Fail through
 // Outcome.WriteID) carry a write id, stored with what they wrote; a retry
 // that finds its own id reports success and changes nothing, where it would
-// otherwise meet "key already used" or "already terminal". Create has its
-// own answer to a lost reply: the abandoned task is removed (abandon.go).
+// otherwise meet "key already used" or "already terminal".
+// TakeInputResponses, which removes what it returns, takes a take id for
+// the same reason: a repeated take gets back what a lost one removed.
+// Create has its own answer to a lost reply: the abandoned task is removed
+// (abandon.go).
 //
 // # Keys
 //
