@@ -136,7 +136,17 @@ func testChaos(t *testing.T, stateless bool) {
 	// Redis, later in the run.
 	const victim = 1
 	waitFor(ctx, allDone, func() bool { return st.created.Load() >= chaosTasks/5 && st.live[victim].Load() >= 5 })
-	deadID := leaseHolderOf(t, srv.Addr, st.liveIDs(victim))
+	// Its replica id, from the lease of one of its unfinished tasks. On a
+	// slow machine the client sees tasks finish late, and every task it
+	// still counts as live there may have released its lease already:
+	// look again while new ones start.
+	deadID, seen := "", ""
+	for deadline := time.Now().Add(10 * time.Second); deadID == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		deadID, seen = leaseHolderOf(t, srv.Addr, st.liveIDs(victim))
+	}
+	if deadID == "" {
+		t.Fatalf("none of the tasks replica %d holds, as the client sees them, has a lease holder in Redis: %s", victim, seen)
+	}
 	liveAtKill := st.live[victim].Load()
 	if err := gws[victim].cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
 		t.Fatal(err)
@@ -786,26 +796,30 @@ func parallel(ctx context.Context, items []string, n int, f func(string)) {
 }
 
 // leaseHolderOf reads, in Redis, the lease holder of the first of ids that
-// still has one: the replica id of the process running its worker.
-func leaseHolderOf(t *testing.T, addr string, ids []string) string {
+// still has one: the replica id of the process running its worker. "" when
+// none has, with the statuses it saw.
+func leaseHolderOf(t *testing.T, addr string, ids []string) (holder, seen string) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var statuses []string
 	for _, id := range ids {
 		keys, err := rdb.Keys(ctx, "tg:{*}:t:"+id).Result()
 		if err != nil {
 			t.Fatalf("KEYS: %v", err)
 		}
 		for _, k := range keys {
-			if h, _ := rdb.HGet(ctx, k, "lease_holder").Result(); h != "" {
-				return h
+			v, _ := rdb.HMGet(ctx, k, "lease_holder", "status").Result()
+			if h, _ := v[0].(string); h != "" {
+				return h, ""
 			}
+			st, _ := v[1].(string)
+			statuses = append(statuses, id+" "+st)
 		}
 	}
-	t.Fatalf("none of the tasks %v has a lease holder in Redis", ids)
-	return ""
+	return "", fmt.Sprintf("%d tasks: %s", len(ids), strings.Join(statuses, ", "))
 }
 
 // checkStoreTasks reads every task hash in Redis: each must be terminal;
