@@ -287,6 +287,7 @@ func (h *Handler) begin(j *job) (*taskRun, *taskstore.Watch) {
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
 		live: liveTask{m: h.metrics}, resyncEvery: h.resyncInterval(), renewal: make(chan error, 1),
 	}
+	run.renewedAt, run.resyncedAt = run.start, run.start // the lease was taken with the task
 	run.live.set(taskstore.StatusWorking)
 	watch, err := h.store.Watch(ctx, j.owner, t.ID)
 	if err != nil {
@@ -439,7 +440,6 @@ func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
 // tickEvery is the period of the worker's one timer: often enough for the
 // lease renewal (every LeaseRenew) and the resync (every resyncEvery).
 func (run *taskRun) tickEvery() time.Duration {
-	run.renewedAt, run.resyncedAt = time.Now(), time.Now()
 	return max(min(run.h.cfg.LeaseRenew, run.resyncEvery), time.Millisecond)
 }
 
