@@ -258,6 +258,30 @@ func reproduce(o options, mode string, names ...string) string {
 	return strings.Join(parts, " ")
 }
 
+// modeRun is what a measuring mode starts with: Ctrl-C handling, the
+// load average and the time at its start, and the built binaries (dir,
+// taskgate, testupstream). close removes them and ends ctx.
+type modeRun struct {
+	ctx         context.Context
+	load0       string
+	t0          time.Time
+	dir, tg, tu string
+	close       func()
+}
+
+func startModeRun() (*modeRun, error) {
+	ctx, stop := interruptible()
+	r := &modeRun{ctx: ctx, load0: loadAvg(), t0: time.Now()}
+	dir, tg, tu, cleanup, err := buildAll()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	r.dir, r.tg, r.tu = dir, tg, tu
+	r.close = func() { cleanup(); stop() }
+	return r, nil
+}
+
 // buildAll builds taskgate and the test upstream from this checkout into a
 // fresh directory; cleanup removes it.
 func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) {

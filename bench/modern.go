@@ -252,16 +252,12 @@ func modernBench(o options) error {
 	if o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 || o.updateReqs < 1 || o.countReqs < 1 {
 		return errors.New("-tasks, -concurrency, -rounds, -update-requests and -count-requests must be positive")
 	}
-	ctx, stop := interruptible()
-	defer stop()
-	load0 := loadAvg()
-	t0 := time.Now()
-
-	dir, tg, tu, cleanup, err := buildAll()
+	run, err := startModeRun()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer run.close()
+	ctx, load0, t0, dir, tg, tu := run.ctx, run.load0, run.t0, run.dir, run.tg, run.tu
 	rs, err := startRedis(dir)
 	if err != nil {
 		return err

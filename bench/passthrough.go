@@ -14,13 +14,12 @@ import (
 // passthrough measures a small tools/call (the echo tool) sent directly to
 // the upstream, through httputil.ReverseProxy, and through taskgate.
 func passthrough(o options) error {
-	ctx, stop := interruptible()
-	defer stop()
-	_, tg, tu, cleanup, err := buildAll()
+	run, err := startModeRun()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer run.close()
+	ctx, tg, tu := run.ctx, run.tg, run.tu
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -358,15 +358,12 @@ func scaleBench(o options) error {
 	if nofile < uint64(o.held)+1000 {
 		return fmt.Errorf("RLIMIT_NOFILE hard limit %d is too low for -held %d (need about %d)", nofile, o.held, o.held+1000)
 	}
-	ctx, stop := interruptible()
-	defer stop()
-	load0 := loadAvg()
-	t0 := time.Now()
-	dir, tg, tu, cleanup, err := buildAll()
+	run, err := startModeRun()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer run.close()
+	ctx, load0, t0, dir, tg, tu := run.ctx, run.load0, run.t0, run.dir, run.tg, run.tu
 	var mems []scaleMem
 	envs := [][]string{nil}
 	if o.gcEnv != "" {

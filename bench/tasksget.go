@@ -110,15 +110,12 @@ func tasksGetBench(o options) error {
 	if o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 {
 		return errors.New("-tasks, -concurrency and -rounds must be positive")
 	}
-	ctx, stop := interruptible()
-	defer stop()
-	load0 := loadAvg()
-	t0 := time.Now()
-	dir, tg, tu, cleanup, err := buildAll()
+	run, err := startModeRun()
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer run.close()
+	ctx, load0, t0, dir, tg, tu := run.ctx, run.load0, run.t0, run.dir, run.tg, run.tu
 	self, err := os.Executable()
 	if err != nil {
 		return err
