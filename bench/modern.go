@@ -1,7 +1,7 @@
 package main
 
-// -mode modern: issue 5's performance targets for 2026-07-28 clients, in one
-// run, through taskgate on a real redis-server in front of a stateless
+// -mode modern: the performance targets for 2026-07-28 clients, in one run,
+// through taskgate on a real redis-server in front of a stateless
 // (2026-07-28) go-sdk upstream:
 //
 //  1. a fast tool (echo) called "auto" (the client declares the tasks

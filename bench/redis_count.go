@@ -121,14 +121,6 @@ func (t redisTally) topTotal() int {
 	return n
 }
 
-func (t redisTally) scriptTotal() int {
-	n := 0
-	for _, v := range t.inScript {
-		n += v
-	}
-	return n
-}
-
 // readOnly are the commands that change no data. Everything else (PUBLISH
 // included) counts as a write.
 var readOnly = map[string]bool{

@@ -1,6 +1,6 @@
 package main
 
-// -mode scale: issue 7's scale figures, on real processes over loopback:
+// -mode scale: the scale figures, on real processes over loopback:
 //
 //  1. memory per held task: one taskgate (--task slow, --max-inflight
 //     20000) in front of a stateless (2026-07-28) upstream on its own

@@ -21,13 +21,13 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
-// TestChaos (issue 7): three taskgate processes on one redis-server with
-// AOF (appendfsync always), an upstream of one era (see below), and one
-// 2026-07-28 client spreading 500 tasks of mixed tools round robin over
-// the replicas, at most chaosConcurrency at a time. Mid-run one replica
-// is killed with SIGKILL and restarted on the same port; later Redis is
-// killed, left down for longer than the lease plus its grace, and
-// restarted (reloading its AOF). Then:
+// TestChaos: three taskgate processes on one redis-server with AOF
+// (appendfsync always), an upstream of one era (see below), and one
+// 2026-07-28 client spreading 500 tasks of mixed tools round robin over the
+// replicas, at most chaosConcurrency at a time. Mid-run one replica is
+// killed with SIGKILL and restarted on the same port; later Redis is killed,
+// left down for longer than the lease plus its grace, and restarted
+// (reloading its AOF). Then:
 //
 //   - every task the client was given is terminal, and stays so;
 //   - a completed task's result is exactly what the upstream makes of its

@@ -13,12 +13,11 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
-// TestCluster (issue 7): a 3-master Redis Cluster built like an operator
-// would (`redis-server --cluster-enabled yes` ×3, `redis-cli --cluster
-// create`), two taskgate processes with --redis-url redis+cluster://…, and
-// the task flows of both protocol eras across the replicas, for several
-// Authorization headers, so the owners' tasks sit in different slots on
-// different masters.
+// TestCluster: a 3-master Redis Cluster built like an operator would
+// (`redis-server --cluster-enabled yes` ×3, `redis-cli --cluster create`),
+// two taskgate processes with --redis-url redis+cluster://…, and the task
+// flows of both protocol eras across the replicas, for several Authorization
+// headers, so the owners' tasks sit in different slots on different masters.
 func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster and two gateways")

@@ -8,7 +8,8 @@ import (
 
 // gatewayTasksCapability is what the gateway adds to the capabilities of a
 // 2025-11-25 session: the one way its initialize differs from the
-// upstream's (tasks-2025-11-25 "Server Capabilities").
+// upstream's (MCP 2025-11-25, Tasks (utilities/tasks), section "Server
+// Capabilities").
 var gatewayTasksCapability = map[string]any{
 	"list": map[string]any{}, "cancel": map[string]any{},
 	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},

@@ -148,7 +148,7 @@ func (c *mClient) build(method string, params map[string]any) *mReq {
 	case "tools/call":
 		h.Set("Mcp-Name", fmt.Sprint(p["name"]))
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		h.Set("Mcp-Name", fmt.Sprint(p["taskId"])) // ext-tasks "Routing Headers": MUST
+		h.Set("Mcp-Name", fmt.Sprint(p["taskId"])) // SEP-2663 "Routing Headers": MUST
 	}
 	if c.auth != "" {
 		h.Set("Authorization", c.auth)
@@ -469,7 +469,7 @@ func checkInlinedResult(t *testing.T, what string, raw json.RawMessage, text str
 		t.Errorf("%s: result %q (isError %t), want %q (isError %t): %s", what, r.text(), r.IsError, text, isError, raw)
 	}
 	if r.ResultType != "complete" {
-		t.Errorf("%s: the inlined CallToolResult has resultType %q, want \"complete\" (schema-2026-07-28 Result: servers MUST include it): %s",
+		t.Errorf("%s: the inlined CallToolResult has resultType %q, want \"complete\" (MCP 2026-07-28 schema, Result: servers MUST include it): %s",
 			what, r.ResultType, raw)
 	}
 	if _, ok := r.Meta[relatedTaskKey]; ok {

@@ -13,9 +13,9 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
-// MCP Tasks for 2026-07-28 clients (issue 5), end to end: the built
-// taskgate binary in front of a go-sdk upstream of either era, neither with
-// task support, driven by the raw-HTTP client of modern_client_test.go.
+// MCP Tasks for 2026-07-28 clients, end to end: the built taskgate binary in
+// front of a go-sdk upstream of either era, neither with task support,
+// driven by the raw-HTTP client of modern_client_test.go.
 //
 //	TestModernSingleReplica  one gateway (embedded store) per era: what each
 //	                         rule makes of a call, with and without the
@@ -47,8 +47,8 @@ func TestModernSingleReplica(t *testing.T) {
 }
 
 // testModernRules: each rule, with and without the extension declared
-// (DESIGN.md "What each rule means per client"): a task, -32021, or the
-// call answered synchronously.
+// (docs/ARCHITECTURE.md, "How a tools/call is decided": what each rule
+// means per client): a task, -32021, or the call answered synchronously.
 func testModernRules(t *testing.T, d *modernDeployment) {
 	const (
 		sync    = "sync"
@@ -131,7 +131,8 @@ func testModernRules(t *testing.T, d *modernDeployment) {
 }
 
 // checkRequiredTasks: a -32021 error names the tasks extension in
-// data.requiredCapabilities (ext-tasks "Capability Negotiation").
+// data.requiredCapabilities (SEP-2663 (io.modelcontextprotocol/tasks
+// extension), "Capability Negotiation").
 func checkRequiredTasks(t *testing.T, e *tsErr) {
 	t.Helper()
 	var data struct {
@@ -324,10 +325,11 @@ func TestModernTwoReplicas(t *testing.T) {
 	}
 }
 
-// testSpecExampleFlow is ext-tasks-spec "Example Message Flow": a tool that
-// elicits the user's name becomes a task; tasks/get shows input_required
-// with the elicitation in inputRequests, the same again on a second poll;
-// tasks/update answers it; the task completes with "Hello, <name>!".
+// testSpecExampleFlow is SEP-2663 (io.modelcontextprotocol/tasks extension),
+// "Example Message Flow": a tool that elicits the user's name becomes a
+// task; tasks/get shows input_required with the elicitation in
+// inputRequests, the same again on a second poll; tasks/update answers it;
+// the task completes with "Hello, <name>!".
 func testSpecExampleFlow(t *testing.T, d *modernDeployment, modern bool) {
 	c := newMClient(t, d.urls, "Bearer alice", true)
 	before := d.rec.Count("elicit", testupstream.Called)
@@ -442,8 +444,8 @@ func testTwoPartialUpdates(t *testing.T, d *modernDeployment, modern bool) {
 
 // testModernOutcomes: a tool error is a completed task with the isError
 // result; a JSON-RPC error is a failed task with that error inlined
-// (ext-tasks "Task Execution Errors"); unknown and other owners' tasks are
-// -32602.
+// (SEP-2663 (io.modelcontextprotocol/tasks extension), "Task Execution
+// Errors"); unknown and other owners' tasks are -32602.
 func testModernOutcomes(t *testing.T, d *modernDeployment) {
 	c := newMClient(t, d.urls, "Bearer alice", true)
 	fail := c.createTask(replicaA, "fail", map[string]any{})

@@ -13,7 +13,7 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
-// TestRecoveryAfterSIGKILL (issue 7, DESIGN.md invariant 4): two replicas
+// TestRecoveryAfterSIGKILL (docs/ARCHITECTURE.md invariant 4): two replicas
 // on one redis-server with a 2 s lease renewed every 500 ms. Replica A
 // holds tasks of both flavours (slow calls running upstream, a task waiting
 // for input); A is killed with SIGKILL, so nothing of it runs its shutdown.

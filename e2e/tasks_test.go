@@ -16,9 +16,9 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
-// MCP Tasks for 2025-11-25 clients (issue 4), end to end: the TypeScript
-// SDK's experimental tasks client (js/tasks.mjs) in front of taskgate in
-// front of an upstream with no task support at all.
+// MCP Tasks for 2025-11-25 clients, end to end: the TypeScript SDK's
+// experimental tasks client (js/tasks.mjs) in front of taskgate in front of
+// an upstream with no task support at all.
 
 // taskFlags is the rule set every tasks test runs the gateway with: one tool
 // per kind of rule, and a short pollInterval so SDK polling loops are quick.

@@ -28,7 +28,7 @@ const DefaultMetricsPath = "/metrics"
 // shortest one the policy suggests (250 ms).
 const DefaultPollLimit = 10.0
 
-// Defaults for the worker's lease (DESIGN.md invariant 4).
+// Defaults for the worker's lease (docs/ARCHITECTURE.md invariant 4).
 const (
 	DefaultLease      = 15 * time.Second
 	DefaultLeaseRenew = 5 * time.Second
@@ -46,17 +46,10 @@ type Config struct {
 	// Policy decides every tools/call and what 2025-11-25 clients see in
 	// tools/list (policy.Decide). It is read per call, so a Config stored
 	// in it (a reload) applies from the next call on; tasks already created
-	// keep what they got. Nil: a fixed policy of Rules and HybridWait, with
-	// the policy package's defaults for the rest (auto-after 2s).
+	// keep what they got. Nil: no rules, the policy package's defaults
+	// (every tool as the upstream declares it, or as its learned latency
+	// says; auto-after 2s, hybrid wait 1s).
 	Policy *policy.Current
-	// Rules decide which tools may or must run as tasks (--task,
-	// --task-required, --sync); used only when Policy is nil. Nil: every
-	// tool as the upstream declares, or as its learned latency says.
-	Rules policy.Rules
-	// HybridWait is how long an "auto" tools/call of a modern client runs
-	// before it becomes a task; used only when Policy is nil. Zero means
-	// DefaultHybridWait.
-	HybridWait time.Duration
 	// LatencySync is how often this replica publishes the tool latencies
 	// it learned to the store and merges in the other replicas' (the first
 	// merge happens in New, so a replica starts warm). Zero means
@@ -72,9 +65,10 @@ type Config struct {
 	Lease, LeaseRenew time.Duration
 	// Path is where MCP is served. Empty means DefaultPath.
 	Path string
-	// MaxInflight caps the upstream calls this replica holds for tasks,
-	// hybrid and bridged calls at once; past it, a tools/call that would
-	// hold one more gets -32603 and no task. Zero or negative: no limit.
+	// MaxInflight caps the in-flight calls (the upstream calls this
+	// replica's runner holds for tasks, hybrid and bridged calls) at once;
+	// past it, a tools/call that would start one more gets -32603 and no
+	// task. Zero or negative: no limit.
 	MaxInflight int
 	// MetricsPath is where the Prometheus metrics are served on this
 	// handler (metrics.go). Empty means DefaultMetricsPath; "-" serves
@@ -118,7 +112,7 @@ func (c *Config) withDefaults() Config {
 		cfg.LeaseRenew = cfg.Lease / 3
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = policy.NewCurrent(&policy.Config{Rules: cfg.Rules, HybridWait: cfg.HybridWait})
+		cfg.Policy = policy.NewCurrent(&policy.Config{})
 	}
 	if cfg.LatencySync == 0 {
 		cfg.LatencySync = DefaultLatencySync

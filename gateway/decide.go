@@ -1,36 +1,77 @@
 package gateway
 
-// How a tools/call is decided (DESIGN.md): policy.Decide, with the rules in
-// force (Config.Policy, read per call so a reload applies to the next call),
-// the tool as the upstream declared it (the catalogue, toolslist.go), what
-// the client declared, and the tool's learned latency (latency.go). Every
-// decision is logged at debug with its reason, for audit.
+// How a tools/call is decided (docs/ARCHITECTURE.md, "How a tools/call is
+// decided"): policy.Decide, with the rules in force (Config.Policy, read
+// per call so a reload applies to the next call), the tool as the upstream
+// declared it (the catalogue, catalog.go), what the client declared, and
+// the tool's learned latency (latency.go). Every decision is logged at
+// debug with its reason, for audit.
 
 import (
 	"context"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
+// DefaultHybridWait is how long an "auto" tools/call may run before it
+// becomes a task when the policy sets no wait (--hybrid-wait).
+const DefaultHybridWait = time.Second
+
+// anonymousTTL caps the ttl of a task whose owner has no Authorization and
+// no session: its id is then the only bearer, so it should not live long
+// (SEP-2663, "Security Considerations").
+const anonymousTTL = 10 * time.Minute
+
+// decider applies the policy: it owns the rules in force, the tool
+// catalogue and the learned latencies, and shares the latter two with the
+// other replicas through the store.
+type decider struct {
+	policy *policy.Current
+	lat    *policy.Latencies
+	tools  *toolCatalog
+	store  catalogStore // nil: nothing shared, nothing learned across replicas
+	sync   *latencySync // nil until startSync, and without a store
+	log    zerolog.Logger
+}
+
+// catalogStore is what the decider needs of the task store.
+type catalogStore interface {
+	SetTools(ctx context.Context, tools map[string]taskstore.ToolInfo) error
+	Tool(ctx context.Context, tool string) (taskstore.ToolInfo, bool, error)
+	PublishLatencies(ctx context.Context, replica string, hists map[string][]byte, keep time.Duration) error
+	LoadLatencies(ctx context.Context, except string, keep time.Duration) (map[string]map[string][]byte, error)
+}
+
+func newDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *decider {
+	d := &decider{policy: p, lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
+	if store != nil {
+		d.store = store
+	}
+	return d
+}
+
 // decide applies the policy in force to a call of tool by a client of the
-// given flavour. learn is the name to record the call's latency under: the
+// given kind. learn is the name to record the call's latency under: the
 // tool when the upstream listed it, else "" (not learned).
-func (h *Handler) decide(ctx context.Context, tool string, flavour policy.Flavour) (d policy.Decision, learn string) {
-	decl, listed := h.toolInfo(ctx, tool)
-	d = policy.Decide(h.policy.Load(), decl.tool(tool), flavour, decl.ts, h.lat.Stats(tool))
-	if ev := h.log.Debug(); ev.Enabled() {
-		ev.Str("op", "decide").Str("tool", tool).Str("flavour", flavour.String()).Str("mode", d.Mode.String()).
-			Str("task_support", string(d.TaskSupport)).Int("rule", d.Rule)
-		if d.Mode == policy.Auto {
-			ev.Dur("hybrid_wait", d.HybridWait)
+func (d *decider) decide(ctx context.Context, tool string, client policy.Flavour) (dec policy.Decision, learn string) {
+	decl, listed := d.toolInfo(ctx, tool)
+	dec = policy.Decide(d.policy.Load(), decl.tool(tool), client, decl.ts, d.lat.Stats(tool))
+	if ev := d.log.Debug(); ev.Enabled() {
+		ev.Str("op", "decide").Str("tool", tool).Str("client", client.String()).Str("mode", dec.Mode.String()).
+			Str("task_support", string(dec.TaskSupport)).Int("rule", dec.Rule)
+		if dec.Mode == policy.Auto {
+			ev.Dur("hybrid_wait", dec.HybridWait)
 		}
-		ev.Msg(d.Reason)
+		ev.Msg(dec.Reason)
 	}
 	if listed {
 		learn = tool
 	}
-	return d, learn
+	return dec, learn
 }
 
 // taskTTL is the ttl of a task the policy decided on: the rule's, else
@@ -41,7 +82,7 @@ func taskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration
 	if d.TTL > 0 {
 		ttl = d.TTL
 	}
-	if owner == "anonymous" && ttl > anonymousTTL {
+	if owner == anonymousOwner && ttl > anonymousTTL {
 		ttl = anonymousTTL
 	}
 	return ttl

@@ -18,6 +18,8 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // fleet is replicas of one gateway on one Redis in front of one upstream,
@@ -145,7 +147,7 @@ func TestPolicyReloadAppliesToNextCall(t *testing.T) {
 	taskRule := rules(t, "slow", policy.Task)
 	cur := policy.NewCurrent(&policy.Config{Rules: taskRule})
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = cur; c.Rules = rules(t, "slow", policy.Sync) }) // Rules is ignored
+	f.add(func(c *Config) { c.Policy = cur })
 
 	legacy := &mcpClient{t: t, urls: f.urls}
 	legacy.initialize()
@@ -163,7 +165,7 @@ func TestPolicyReloadAppliesToNextCall(t *testing.T) {
 		t.Errorf("slow under a sync rule: taskSupport %q", ts)
 	}
 	r := legacy.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{}})
-	if r.Error == nil || r.Error.Code != codeMethodNotFound {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 		t.Errorf("task on a tool now --sync = %+v", r.Error)
 	}
 	if rt := resultType(t, modern.call("tools/call", slowArgs(0))); rt != "complete" {
@@ -199,7 +201,7 @@ func TestAnnotationRulesAtToolsCall(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, annotatedUpstream(t, stateless))
 		for i := 0; i < 2; i++ {
-			f.add(func(c *Config) { c.Rules = rs })
+			f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
 		}
 		// A modern client lists on replica 0 and calls on replica 1.
 		modern := &modernClient{t: t, urls: f.urls}
@@ -222,7 +224,7 @@ func TestAnnotationRulesAtToolsCall(t *testing.T) {
 			t.Errorf("legacy tools/list taskSupport = %v", ts)
 		}
 		r := legacy.call("tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{}, "task": map[string]any{}})
-		if r.Error == nil || r.Error.Code != codeMethodNotFound {
+		if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 			t.Errorf("task on the read-only tool = %+v", r.Error)
 		}
 	})
@@ -235,7 +237,7 @@ func TestRuleSetsTaskTTLAndPollInterval(t *testing.T) {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	rs := policy.Rules{{Glob: "slow", Mode: policy.Task, TTL: 90 * time.Second, PollInterval: 3 * time.Second, Source: "test"}}
-	f.add(func(c *Config) { c.Rules = rs })
+	f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
 
 	legacy := &mcpClient{t: t, urls: f.urls}
 	legacy.initialize()

@@ -11,6 +11,8 @@ import (
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // drainGateway is one replica with every tool a task candidate.
@@ -20,7 +22,7 @@ func drainGateway(t *testing.T, mod func(*Config)) (*Handler, *mcpClient, string
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	h := f.add(func(c *Config) {
-		c.Rules = rules(t, "*", policy.Task)
+		c.Policy = rulesPolicy(rules(t, "*", policy.Task))
 		if mod != nil {
 			mod(c)
 		}
@@ -37,7 +39,7 @@ func (c *mcpClient) taskCall(tool string, args any) rpcReply {
 
 func wantRefused(t *testing.T, r rpcReply, want string) {
 	t.Helper()
-	if r.Error == nil || r.Error.Code != codeInternalError || r.Error.Message != want {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInternalError || r.Error.Message != want {
 		t.Fatalf("tools/call = %+v %s, want -32603 %q", r.Error, r.Result, want)
 	}
 }
@@ -62,7 +64,7 @@ func TestDrainLetsHeldTaskFinishAndRefusesNew(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Drain(context.Background()) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for !h.draining.Load() && time.Now().Before(deadline) {
+	for !h.runner.draining.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	if code, why := readyStatus(t, base); code != http.StatusServiceUnavailable || why != "draining" {
@@ -97,7 +99,7 @@ func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
 	if want := "the gateway replica running the task stopped before the upstream answered"; wt.StatusMessage != want {
 		t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, want)
 	}
-	if n := h.workers.inflight(); n != 0 {
+	if n := h.runner.inflight(); n != 0 {
 		t.Errorf("%d calls still counted after Close", n)
 	}
 }
@@ -112,13 +114,13 @@ func TestMaxInflight(t *testing.T) {
 	}
 	c.waitStatus(first.TaskID, "completed")
 	deadline := time.Now().Add(5 * time.Second)
-	for h.workers.inflight() != 0 && time.Now().Before(deadline) {
+	for h.runner.inflight() != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	third := c.startTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
 	c.waitStatus(third.TaskID, "completed")
-	if err := h.workers.idle(context.Background()); err != nil || h.workers.inflight() != 0 {
-		t.Errorf("after the tasks: inflight %d, %v", h.workers.inflight(), err)
+	if err := h.runner.idle(context.Background()); err != nil || h.runner.inflight() != 0 {
+		t.Errorf("after the tasks: inflight %d, %v", h.runner.inflight(), err)
 	}
 }
 
@@ -127,21 +129,21 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
 		t.Cleanup(up.Close)
 		f := newFleet(t, up.URL+"/mcp")
-		h := f.add(func(c *Config) { c.HybridWait, c.MaxInflight = 100*time.Millisecond, 1 })
+		h := f.add(func(c *Config) { c.Policy, c.MaxInflight = hybridPolicy(nil, 100*time.Millisecond), 1 })
 		c := &modernClient{t: t, urls: f.urls}
 		c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "warm"}})
 		task := c.toolTask("slow", map[string]any{"seconds": 0.5, "text": "late"})
 		wantRefused(t, c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
 			"too many upstream calls in flight on this replica (limit 1); retry later")
 		c.waitTask(task.TaskID, "completed")
-		if err := h.workers.idle(context.Background()); err != nil {
+		if err := h.runner.idle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "again"}})
 		if text, isErr, _ := resultText(t, r.Result); text != "again" || isErr {
 			t.Fatalf("echo after the task = %q %+v", text, r.Error)
 		}
-		if n := h.workers.inflight(); n != 0 {
+		if n := h.runner.inflight(); n != 0 {
 			t.Errorf("%d calls still counted", n)
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/taskstore"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 var fastpathParams = []string{
@@ -25,8 +27,8 @@ var fastpathParams = []string{
 
 func TestFastpathRequestMeta(t *testing.T) {
 	for _, p := range fastpathParams {
-		m := &message{Params: json.RawMessage(p)}
-		if got, want := m.requestMeta(), requestMeta(m.Params); !reflect.DeepEqual(got, want) {
+		m := &mcpwire.Message{Params: json.RawMessage(p)}
+		if got, want := m.Meta(), mcpwire.Meta(m.Params); !reflect.DeepEqual(got, want) {
 			t.Errorf("params %s: requestMeta %v, want %v", p, got, want)
 		}
 	}
@@ -44,8 +46,8 @@ func TestFastpathValidateDecode(t *testing.T) {
 		if len(p) > 0 && p != "null" {
 			wantErr = json.Unmarshal([]byte(p), &want)
 		}
-		m := &message{Params: json.RawMessage(p)}
-		got, err := m.modernParams()
+		m := &mcpwire.Message{Params: json.RawMessage(p)}
+		got, err := m.RoutingParams()
 		if (err != nil) != (wantErr != nil) {
 			t.Errorf("params %s: error %v, want %v", p, err, wantErr)
 			continue
@@ -56,13 +58,13 @@ func TestFastpathValidateDecode(t *testing.T) {
 		}
 		// The cache follows msg.Params.
 		m.Params = json.RawMessage(`{"taskId":"other"}`)
-		if got, _ := m.modernParams(); got.TaskID == nil || *got.TaskID != "other" {
+		if got, _ := m.RoutingParams(); got.TaskID == nil || *got.TaskID != "other" {
 			t.Errorf("params %s: cache not invalidated", p)
 		}
 	}
 }
 
-// TestFastpathTaskID: serveModernTasks's taskId is the one the full decode gives.
+// TestFastpathTaskID: front2026.tasks's taskId is the one the full decode gives.
 func TestFastpathTaskID(t *testing.T) {
 	for _, p := range fastpathParams {
 		var want struct {
@@ -72,9 +74,9 @@ func TestFastpathTaskID(t *testing.T) {
 		if err := json.Unmarshal([]byte(p), &want); err != nil {
 			want.TaskID = ""
 		}
-		m := &message{Params: json.RawMessage(p)}
+		m := &mcpwire.Message{Params: json.RawMessage(p)}
 		var got string
-		if mp, err := m.modernParams(); err == nil && mp.TaskID != nil && len(mp.InputResponses) == 0 {
+		if mp, err := m.RoutingParams(); err == nil && mp.TaskID != nil && len(mp.InputResponses) == 0 {
 			got = *mp.TaskID
 		} else {
 			got = want.TaskID // the slow path is the reference itself
@@ -88,7 +90,7 @@ func TestFastpathTaskID(t *testing.T) {
 func TestFastpathWriteMarshalled(t *testing.T) {
 	results := []any{
 		map[string]string{"resultType": "complete"},
-		modernTask{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
+		task2026{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
 		nil, []int{1, 2}, "s",
 	}
 	ids := []string{`1`, `-2`, `1.5e3`, `"abc"`, `"a b"`, `"a<b"`, `"\u0041"`, `null`, `"é"`, `"a&b"`}
@@ -99,9 +101,9 @@ func TestFastpathWriteMarshalled(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := httptest.NewRecorder()
-			writeJSON(want, 200, rpcResponse{JSONRPC: "2.0", ID: json.RawMessage(id), Result: raw})
+			mcpwire.WriteJSON(want, 200, mcpwire.Response{JSONRPC: "2.0", ID: json.RawMessage(id), Result: raw})
 			got := httptest.NewRecorder()
-			writeResult(got, json.RawMessage(id), res)
+			mcpwire.WriteResult(got, json.RawMessage(id), res)
 			if got.Body.String() != want.Body.String() || got.Code != want.Code ||
 				!reflect.DeepEqual(got.Header(), want.Header()) {
 				t.Errorf("id %s, result %v:\n got %d %v %s\nwant %d %v %s", id, res, got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
@@ -158,7 +160,7 @@ func renderTasks() []*taskstore.Task {
 // warm, is byte for byte writeResult of the rendering done afresh; a task
 // whose fields changed is rendered again, never served stale.
 func TestRenderCacheBytes(t *testing.T) {
-	h := &Handler{renders: newRenderCache(renderCacheEntries, renderCacheBytes)}
+	h := newRenderCache(renderCacheEntries, renderCacheBytes)
 	check := func(name string, task *taskstore.Task, id string) {
 		t.Helper()
 		for _, f := range []struct {
@@ -166,18 +168,18 @@ func TestRenderCacheBytes(t *testing.T) {
 			want   any
 			render func(*taskstore.Task) ([]byte, error)
 		}{
-			{"modern", toModernTask(task, "complete", true), h.modernGetResult},
-			{"legacy", toLegacyTask(task), h.legacyGetResult},
+			{"modern", toTask2026(task, "complete", true), h.get2026},
+			{"legacy", toTask2025(task), h.get2025},
 		} {
 			want := httptest.NewRecorder()
-			writeResult(want, json.RawMessage(id), f.want)
+			mcpwire.WriteResult(want, json.RawMessage(id), f.want)
 			for pass := 0; pass < 2; pass++ { // cold, then warm
 				got := httptest.NewRecorder()
 				raw, err := f.render(task)
 				if err != nil {
 					t.Fatal(err)
 				}
-				writeMarshalled(got, json.RawMessage(id), raw)
+				mcpwire.WriteMarshalled(got, json.RawMessage(id), raw)
 				if got.Body.String() != want.Body.String() || got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) {
 					t.Errorf("%s %s %s pass %d id %s:\n got %d %v %s\nwant %d %v %s", name, f.name, task.Status, pass, id,
 						got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
@@ -219,7 +221,7 @@ func TestRenderCacheBounds(t *testing.T) {
 		if i%10 == 0 {
 			task.Result = json.RawMessage(`{"text":"` + strings.Repeat("x", 3000) + `"}`)
 		}
-		if _, err := c.render(renderModernGet, &task, func() ([]byte, error) { return json.Marshal(toModernTask(&task, "complete", true)) }); err != nil {
+		if _, err := c.render(render2026Get, &task, func() ([]byte, error) { return json.Marshal(toTask2026(&task, "complete", true)) }); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.entries) > 8 || c.bytes > 4096 || c.lru.Len() != len(c.entries) {
@@ -233,17 +235,17 @@ func TestFastpathScalars(t *testing.T) {
 	for _, b := range []string{`0`, `1`, `-1`, `-0`, `01`, `-01`, `-`, ``, `12345678901234567890123`, `1.5`, `1e3`, `-1e-3`,
 		`0x1`, `1a`, `+1`, ` 1`, `"1"`, `true`, `null`, `--1`, `00`} {
 		var n json.Number
-		if got, want := isNumber([]byte(b)), json.Unmarshal([]byte(b), &n) == nil; got != want {
-			t.Errorf("isNumber(%s) = %v, want %v", b, got, want)
+		if got, want := mcpwire.IsNumber([]byte(b)), json.Unmarshal([]byte(b), &n) == nil; got != want {
+			t.Errorf("mcpwire.IsNumber(%s) = %v, want %v", b, got, want)
 		}
 	}
 	for _, b := range []string{`"2026-07-28"`, `""`, `"a\"b"`, `"a\\b"`, `"\u0041"`, `"é"`, "\"\xff\"", "\"a\tb\"", `"a<b>&"`,
 		`"`, `"x`, `x"`, `5`, `null`, `{}`, "\"\x7f\""} {
 		var got, want string
-		ok := plainString(json.RawMessage(b), &got)
+		ok := mcpwire.PlainString(json.RawMessage(b), &got)
 		werr := json.Unmarshal([]byte(b), &want)
 		if ok && (werr != nil || got != want) {
-			t.Errorf("plainString(%s) = %q, want %q (%v)", b, got, want, werr)
+			t.Errorf("mcpwire.PlainString(%s) = %q, want %q (%v)", b, got, want, werr)
 		}
 	}
 }
@@ -268,15 +270,15 @@ func TestDeclaresTasksMemo(t *testing.T) {
 // afresh against the render cache (a hit, as on every poll but the first).
 func BenchmarkTasksGetRender(b *testing.B) {
 	task := renderTasks()[0]
-	h := &Handler{renders: newRenderCache(renderCacheEntries, renderCacheBytes)}
+	h := newRenderCache(renderCacheEntries, renderCacheBytes)
 	for _, c := range []struct {
 		name   string
 		render func() ([]byte, error)
 	}{
-		{"modern/fresh", func() ([]byte, error) { return json.Marshal(toModernTask(task, "complete", true)) }},
-		{"modern/cached", func() ([]byte, error) { return h.modernGetResult(task) }},
-		{"legacy/fresh", func() ([]byte, error) { return json.Marshal(toLegacyTask(task)) }},
-		{"legacy/cached", func() ([]byte, error) { return h.legacyGetResult(task) }},
+		{"modern/fresh", func() ([]byte, error) { return json.Marshal(toTask2026(task, "complete", true)) }},
+		{"modern/cached", func() ([]byte, error) { return h.get2026(task) }},
+		{"legacy/fresh", func() ([]byte, error) { return json.Marshal(toTask2025(task)) }},
+		{"legacy/cached", func() ([]byte, error) { return h.get2025(task) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -303,7 +305,7 @@ func BenchmarkFastpathScalars(b *testing.B) {
 	})
 	b.Run("id/isNumber", func(b *testing.B) {
 		for b.Loop() {
-			_ = isNumber(id)
+			_ = mcpwire.IsNumber(id)
 		}
 	})
 	b.Run("version/decode", func(b *testing.B) {
@@ -313,7 +315,7 @@ func BenchmarkFastpathScalars(b *testing.B) {
 	})
 	b.Run("version/plainString", func(b *testing.B) {
 		for b.Loop() {
-			_ = plainString(ver, &s)
+			_ = mcpwire.PlainString(ver, &s)
 		}
 	})
 	b.Run("caps/decode", func(b *testing.B) {

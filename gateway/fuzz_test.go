@@ -15,6 +15,8 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 
 	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // FuzzParseMessage: whatever a client POSTs, parsing never panics, and
@@ -35,27 +37,27 @@ func FuzzParseMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		m, e := parseMessage(body)
+		m, e := mcpwire.Parse(body)
 		if (m == nil) == (e == nil) {
-			t.Fatalf("parseMessage(%q) = %v, %v: want exactly one", body, m, e)
+			t.Fatalf("mcpwire.Parse(%q) = %v, %v: want exactly one", body, m, e)
 		}
 		if e != nil {
 			switch e.Code {
-			case codeParseError, codeInvalidRequest:
+			case mcpwire.CodeParseError, mcpwire.CodeInvalidRequest:
 			default:
 				t.Fatalf("unexpected code %d for %q", e.Code, body)
 			}
-			if e.status < 400 || e.status > 499 || e.Message == "" {
+			if e.Status < 400 || e.Status > 499 || e.Message == "" {
 				t.Fatalf("error %+v for %q", e, body)
 			}
 			return
 		}
-		switch m.kind {
-		case kindRequest, kindNotification, kindResponse, kindBatch:
+		switch m.Kind {
+		case mcpwire.KindRequest, mcpwire.KindNotification, mcpwire.KindResponse, mcpwire.KindBatch:
 		default:
-			t.Fatalf("unknown kind %d for %q", m.kind, body)
+			t.Fatalf("unknown kind %d for %q", m.Kind, body)
 		}
-		if m.kind == kindRequest && m.method() == "" {
+		if m.Kind == mcpwire.KindRequest && m.MethodName() == "" {
 			t.Fatalf("request without method from %q", body)
 		}
 	})

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,41 +8,33 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
-// Handler is the gateway's http.Handler. It is safe for concurrent use.
-// Close it to stop the workers it started.
+// Handler is the gateway's http.Handler: it reads and parses each request
+// and routes it to the component that serves it (docs/ARCHITECTURE.md,
+// "Package map"). It owns nothing else. It is safe for concurrent use.
+// Close it to stop the runner's workers.
 type Handler struct {
-	cfg   Config
-	up    *upstream.Client
-	log   zerolog.Logger
-	store *taskstore.Store // nil: no tasks
+	cfg     Config
+	log     zerolog.Logger
+	metrics *metrics
 
-	sessions *sessionCache // what each client session negotiated (session.go)
-	tools    *toolCatalog  // what the upstream declared per tool (toolslist.go)
-	workers  *workers      // upstream calls held for tasks (worker.go)
-	modern   modernFront   // the 2026-07-28 front: upstream era, held sessions (discover.go)
+	// life ends when Close begins: streams the gateway serves itself
+	// (subscriptions/listen) end gracefully.
+	life context.Context
+	end  context.CancelFunc
 
-	policy  *policy.Current   // the rules in force (decide.go)
-	lat     *policy.Latencies // learned tool latencies (latency.go)
-	latSync *latencySync      // shares lat with the other replicas; nil without a store
+	up      *upstreamSide // the era probe, owner sessions, forwarding
+	decider *decider      // policy, tool catalogue, learned latencies
 
-	draining atomic.Bool // Drain was called: not ready, no new held calls
-	sweep    sweepState  // the recoverer's view of the store (recoverer.go)
-
-	storeRetry time.Duration // how long retryStore tries (worker.go)
-
-	metrics *metrics     // metrics.go
-	polls   *pollLimiter // ratelimit.go; nil: no limit
-	renders *renderCache // tasks/get answers of terminal tasks (rendercache.go)
+	// With a store only (nil: a plain pass-through proxy).
+	runner    *runner    // the upstream calls held for tasks
+	front2025 *front2025 // 2025-11-25 clients: sessions and their tasks
+	front2026 *front2026 // 2026-07-28 clients: stateless requests, extension tasks
 }
 
 // New returns a Handler for cfg.
@@ -52,73 +43,66 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: Config.Upstream is required")
 	}
 	c := cfg.withDefaults()
-	h := &Handler{cfg: c, up: c.Upstream, log: c.Logger, store: c.Store, policy: c.Policy}
-	h.sessions = newSessionCache()
-	h.tools = newToolCatalog()
-	h.workers = newWorkers(c.MaxInflight)
-	h.lat = policy.NewLatencies(0)
-	h.renders = newRenderCache(renderCacheEntries, renderCacheBytes)
-	h.storeRetry = defaultStoreRetry
-	h.metrics = newMetrics(func() float64 { return float64(h.workers.inflight()) })
-	h.up.SetObserver(h.metrics.observeUpstream)
-	if c.PollLimit > 0 {
-		h.polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
-	}
-	if h.store != nil {
-		h.store.AddHook(storeHook{h.metrics})
-		h.startRecoverer()
-		if c.LatencySync > 0 {
-			h.latSync = h.startLatencySync() // merges once first: a warm start
+	h := &Handler{cfg: c, log: c.Logger}
+	h.life, h.end = context.WithCancel(context.Background())
+	h.decider = newDecider(c.Policy, c.Store, c.Logger)
+	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.Logger)
+	var inflight func() int
+	h.metrics = newMetrics(func() float64 {
+		if inflight == nil {
+			return 0
 		}
+		return float64(inflight())
+	})
+	c.Upstream.SetObserver(h.metrics.observeUpstream)
+	if c.Store == nil {
+		return h, nil
 	}
+	c.Store.AddHook(storeHook{h.metrics})
+	var polls *pollLimiter
+	if c.PollLimit > 0 {
+		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
+	}
+	renders := newRenderCache(renderCacheEntries, renderCacheBytes)
+	h.front2025 = &front2025{store: c.Store, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
+		polls: polls, renders: renders, sessions: newSessionCache()}
+	h.runner = newRunner(runnerParams{
+		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
+		metrics: h.metrics, log: c.Logger, replica: c.ReplicaID,
+		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
+	})
+	inflight = h.runner.inflight
+	h.front2025.runner = h.runner
+	h.front2026 = &front2026{store: c.Store, up: h.up, decider: h.decider, runner: h.runner, metrics: h.metrics,
+		log: c.Logger, polls: polls, renders: renders, life: h.life}
+	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }
 
-// Close stops every worker this Handler started (their tasks are failed
-// with a message saying the gateway stopped) and waits for them, then
-// publishes the latencies this replica learned one last time.
+// Close stops every worker the runner started (their tasks are failed with
+// a message saying the gateway stopped) and waits for them, then publishes
+// the latencies this replica learned one last time. The shutdown order:
+// streams first (nothing new reaches the runner), then the runner and its
+// recoverer, then the latency sync.
 func (h *Handler) Close() error {
-	h.workers.stop()
-	if h.latSync != nil {
-		h.latSync.stop()
+	h.end()
+	if h.runner != nil {
+		h.runner.stop()
 	}
+	h.decider.stopSync()
 	return nil
 }
 
 // Drain begins a graceful shutdown: /readyz answers 503 "draining", and a
-// tools/call that would create a task or hold an upstream call is refused
-// with -32603 (requests relayed as they are still pass). It then waits
-// until no upstream call is held and no worker runs, or ctx ends (its
+// tools/call that would create a task or start an in-flight call is
+// refused with -32603 (requests relayed as they are still pass). It then
+// waits until no in-flight call and no worker is left, or ctx ends (its
 // error is returned). Call Close afterwards: it fails what remains.
 func (h *Handler) Drain(ctx context.Context) error {
-	if !h.draining.Swap(true) {
-		h.log.Info().Str("op", "drain").Int("inflight", h.workers.inflight()).Msg("draining: new tasks are refused")
+	if h.runner == nil {
+		return nil
 	}
-	return h.workers.idle(ctx)
-}
-
-// errDraining refuses, while draining, a tools/call that would hold an
-// upstream call; no task is created.
-var errDraining = newRPCErr(http.StatusOK, codeInternalError, "this gateway replica is shutting down; retry on another replica")
-
-// admit reserves an in-flight slot for a new held upstream call (a task,
-// a hybrid or bridged call), or says why not. The caller hands the slot to
-// startCall (held=true) or to a job (job.slot), or gives it back with
-// workers.unreserve.
-func (h *Handler) admit() *rpcErr {
-	if h.draining.Load() {
-		return errDraining
-	}
-	if !h.workers.reserve() {
-		h.log.Warn().Str("op", "admit").Int("limit", h.workers.limit).Msg("max-inflight reached: tools/call refused")
-		return newRPCErr(http.StatusOK, codeInternalError,
-			fmt.Sprintf("too many upstream calls in flight on this replica (limit %d); retry later", h.workers.limit))
-	}
-	if h.draining.Load() { // Drain began meanwhile
-		h.workers.unreserve()
-		return errDraining
-	}
-	return nil
+	return h.runner.drain(ctx)
 }
 
 // Metrics serves this Handler's Prometheus metrics, for a listener of
@@ -146,121 +130,72 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.servePost(w, r)
 		return
 	}
-	// GET (the session's SSE stream), DELETE (end of session) and anything
-	// else (OPTIONS for CORS, say) are the upstream's to answer.
+	// GET (a session's SSE stream), DELETE (end of session) and anything
+	// else (OPTIONS for CORS, say) are the upstream's to answer; the
+	// 2025-11-25 front watches the sessions it serves tasks for.
 	var body io.Reader
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
 	}
-	resp, err := h.up.Forward(r.Context(), r.Method, h.upstreamHeader(r), body)
+	header := r.Header
+	if h.front2025 != nil {
+		header = h.front2025.upstreamHeader(r)
+	}
+	resp, err := h.up.client.Forward(r.Context(), r.Method, header, body)
 	if err != nil {
-		h.failHTTP(w, r, err)
+		h.up.failHTTP(w, r, err)
 		return
 	}
-	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
-		h.forgetSession(r) // the upstream ended the session, or had already (session.go)
+	if h.front2025 != nil && h.front2025.streamOrEnd(w, r, resp) {
+		return
 	}
-	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && isStream(resp) {
-		if s := h.session(r); s.legacyTasks() {
-			h.relayMerged(w, r, resp, s.ID)
-			return
-		}
-	}
-	h.relay(w, r, resp)
+	h.up.relay(w, r, resp)
 }
 
 // servePost reads and checks one POSTed JSON-RPC body, then routes it.
 func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeRPCError(w, nil, newRPCErr(http.StatusUnsupportedMediaType, codeInvalidRequest,
+		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusUnsupportedMediaType, mcpwire.CodeInvalidRequest,
 			fmt.Sprintf("Content-Type must be application/json, not %q", ct)))
 		return
 	}
 	body, err := h.readBody(r)
 	if err != nil {
-		writeRPCError(w, nil, rpcError(err))
+		mcpwire.WriteError(w, nil, rpcError(err, era2025))
 		return
 	}
-	msg, perr := parseMessage(body)
+	msg, perr := mcpwire.Parse(body)
 	if perr != nil {
 		h.log.Debug().Str("op", "parse").Int("code", perr.Code).Msg(perr.Message)
-		writeRPCError(w, nil, perr)
+		mcpwire.WriteError(w, nil, perr)
 		return
 	}
 	h.route(w, r, msg)
 }
 
-// route sends each message to whoever handles its method. Everything the
-// gateway does not handle itself is relayed unchanged.
-func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *message) {
-	if h.store == nil {
-		h.forward(w, r, msg)
+// route sends each message to the component that serves it: the
+// 2026-07-28 front for a stateless request, the 2025-11-25 front for the
+// methods of its sessions, and the upstream side (relayed unchanged) for
+// everything else.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	if h.runner == nil {
+		h.up.forward(w, r, msg, r.Header, "")
 		return
 	}
-	if isModern(r, msg) {
-		h.serveModern(w, r, msg)
+	if isStateless(r, msg) {
+		h.front2026.serve(w, r, msg)
 		return
 	}
-	switch msg.kind {
-	case kindRequest:
-		switch msg.method() {
-		case "initialize":
-			h.serveInitialize(w, r, msg)
-			return
-		case "tools/list":
-			h.serveToolsList(w, r, msg)
-			return
-		case "tools/call":
-			h.serveToolsCall(w, r, msg)
-			return
-		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-			s, err := h.sessionErr(r)
-			if s.legacyTasks() {
-				h.serveLegacyTasks(w, r, msg, s)
-				return
-			}
-			if err != nil {
-				// The session may be one the gateway serves tasks for; only
-				// the store could tell. Not the upstream's to answer.
-				writeRPCError(w, msg.ID, rpcError(err))
-				return
-			}
-		}
-	case kindResponse:
-		if isInputID(msg.ID) {
-			h.serveInputResponse(w, r, msg)
-			return
-		}
-	}
-	h.forward(w, r, msg)
-}
-
-// forward relays msg to the upstream and its answer back. For a
-// tools/call whose latency is learned (msg.learn), the time from sending
-// to the end of the answer is recorded (latency.go).
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, msg *message) {
-	start := time.Now()
-	resp, err := h.up.Forward(methodCtx(r, msg), http.MethodPost, h.upstreamHeader(r), bytes.NewReader(msg.raw))
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away; nobody to answer
-		}
-		e := rpcError(err)
-		h.log.Warn().Str("op", "forward").Str("method", msg.method()).Msg(e.Message)
-		if msg.kind != kindRequest {
-			// Nothing to answer with a JSON-RPC response; say it in HTTP.
-			e.status = http.StatusBadGateway
-		}
-		writeRPCError(w, msg.ID, e)
+	if h.front2025.serve(w, r, msg) {
 		return
 	}
-	h.relayRequest(w, r, resp, msg, start)
+	h.up.forward(w, r, msg, h.front2025.upstreamHeader(r), "")
 }
 
 // readBody reads the POSTed body up to MaxBody.
 func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	limit := h.cfg.MaxBody
-	tooLarge := newRPCErr(http.StatusRequestEntityTooLarge, codeInvalidRequest,
+	tooLarge := mcpwire.NewError(http.StatusRequestEntityTooLarge, mcpwire.CodeInvalidRequest,
 		"request body exceeds the gateway's limit of "+strconv.FormatInt(limit, 10)+" bytes")
 	if r.ContentLength > limit {
 		return nil, tooLarge
@@ -269,35 +204,18 @@ func (h *Handler) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > 0 {
 		buf = make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, newRPCErr(http.StatusBadRequest, codeParseError, "Parse error: the request body ended early")
+			return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body ended early")
 		}
 		return buf, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, newRPCErr(http.StatusBadRequest, codeParseError, "Parse error: the request body could not be read")
+		return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body could not be read")
 	}
 	if int64(len(buf)) > limit {
 		return nil, tooLarge
 	}
 	return buf, nil
-}
-
-// failHTTP answers a non-POST request whose upstream round trip failed.
-func (h *Handler) failHTTP(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		return
-	}
-	e := rpcError(err)
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &mbe):
-		e.status = http.StatusRequestEntityTooLarge
-	case errors.Is(err, upstream.ErrUnreachable):
-		e.status = http.StatusBadGateway
-	}
-	h.log.Warn().Str("op", "forward").Str("http_method", r.Method).Msg(e.Message)
-	writeRPCError(w, nil, e)
 }
 
 func isJSON(ct string) bool {

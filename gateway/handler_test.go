@@ -18,6 +18,8 @@ import (
 
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // newGateway starts a gateway in front of upstreamURL and returns its MCP URL.
@@ -221,20 +223,20 @@ func TestBadInput(t *testing.T) {
 		id          string
 		msg         string
 	}{
-		{"not JSON", "application/json", `{"jsonrpc":`, 400, codeParseError, "null", "not valid JSON"},
-		{"empty body", "application/json", ``, 400, codeParseError, "null", "empty"},
-		{"garbage", "application/json", `hello`, 400, codeParseError, "null", "not valid JSON"},
-		{"JSON scalar", "application/json", `42`, 400, codeInvalidRequest, "null", "JSON object"},
-		{"wrong version", "application/json", `{"jsonrpc":"1.0","id":1,"method":"x"}`, 400, codeInvalidRequest, "null", `"2.0"`},
-		{"object id", "application/json", `{"jsonrpc":"2.0","id":{},"method":"x"}`, 400, codeInvalidRequest, "null", "id must be"},
-		{"method not a string", "application/json", `{"jsonrpc":"2.0","id":1,"method":7}`, 400, codeInvalidRequest, "null", "wrong type"},
-		{"empty method", "application/json", `{"jsonrpc":"2.0","id":3,"method":""}`, 400, codeInvalidRequest, "3", "method is empty"},
-		{"scalar params", "application/json", `{"jsonrpc":"2.0","id":"a","method":"x","params":5}`, 400, codeInvalidRequest, `"a"`, "params"},
-		{"neither", "application/json", `{"jsonrpc":"2.0","id":1}`, 400, codeInvalidRequest, "null", "neither"},
-		{"bad batch", "application/json", `[{"jsonrpc":"2.0"`, 400, codeParseError, "null", "not valid JSON"},
-		{"wrong content type", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, codeInvalidRequest, "null", "application/json"},
-		{"no content type", "", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, codeInvalidRequest, "null", "application/json"},
-		{"too large", "application/json", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413, codeInvalidRequest, "null", "1024 bytes"},
+		{"not JSON", "application/json", `{"jsonrpc":`, 400, mcpwire.CodeParseError, "null", "not valid JSON"},
+		{"empty body", "application/json", ``, 400, mcpwire.CodeParseError, "null", "empty"},
+		{"garbage", "application/json", `hello`, 400, mcpwire.CodeParseError, "null", "not valid JSON"},
+		{"JSON scalar", "application/json", `42`, 400, mcpwire.CodeInvalidRequest, "null", "JSON object"},
+		{"wrong version", "application/json", `{"jsonrpc":"1.0","id":1,"method":"x"}`, 400, mcpwire.CodeInvalidRequest, "null", `"2.0"`},
+		{"object id", "application/json", `{"jsonrpc":"2.0","id":{},"method":"x"}`, 400, mcpwire.CodeInvalidRequest, "null", "id must be"},
+		{"method not a string", "application/json", `{"jsonrpc":"2.0","id":1,"method":7}`, 400, mcpwire.CodeInvalidRequest, "null", "wrong type"},
+		{"empty method", "application/json", `{"jsonrpc":"2.0","id":3,"method":""}`, 400, mcpwire.CodeInvalidRequest, "3", "method is empty"},
+		{"scalar params", "application/json", `{"jsonrpc":"2.0","id":"a","method":"x","params":5}`, 400, mcpwire.CodeInvalidRequest, `"a"`, "params"},
+		{"neither", "application/json", `{"jsonrpc":"2.0","id":1}`, 400, mcpwire.CodeInvalidRequest, "null", "neither"},
+		{"bad batch", "application/json", `[{"jsonrpc":"2.0"`, 400, mcpwire.CodeParseError, "null", "not valid JSON"},
+		{"wrong content type", "text/plain", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, mcpwire.CodeInvalidRequest, "null", "application/json"},
+		{"no content type", "", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, mcpwire.CodeInvalidRequest, "null", "application/json"},
+		{"too large", "application/json", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, 413, mcpwire.CodeInvalidRequest, "null", "1024 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,7 +292,7 @@ func TestUpstreamUnreachable(t *testing.T) {
 	t.Run("POST request", func(t *testing.T) {
 		resp := post(t, gw, "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
 		we := decodeError(t, resp)
-		if we.Error.Code != codeInternalError || string(we.ID) != "9" {
+		if we.Error.Code != mcpwire.CodeInternalError || string(we.ID) != "9" {
 			t.Errorf("got code %d id %s, want -32603 for id 9", we.Error.Code, we.ID)
 		}
 		for _, want := range []string{dead, "unreachable", "connection refused"} {

@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // readyTimeout bounds each readiness probe.
@@ -15,7 +16,7 @@ const readyTimeout = 2 * time.Second
 
 // serveHealth answers liveness: the process is up and serving.
 func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	mcpwire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // serveReady answers readiness: the upstream accepts connections and the
@@ -24,14 +25,14 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if h.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "checks": map[string]string{"gateway": "draining"}})
+	if h.runner != nil && h.runner.draining.Load() {
+		mcpwire.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "checks": map[string]string{"gateway": "draining"}})
 		return
 	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
-	if err := dialUpstream(ctx, h.up.URL()); err != nil {
-		checks["upstream"] = "upstream " + h.up.URL() + " is unreachable: " + err.Error()
+	if err := dialUpstream(ctx, h.up.client.URL()); err != nil {
+		checks["upstream"] = "upstream " + h.up.client.URL() + " is unreachable: " + err.Error()
 		ready = false
 	}
 	if h.cfg.Store != nil {
@@ -46,7 +47,7 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 		h.log.Warn().Str("op", "readyz").Interface("checks", checks).Msg("not ready")
 	}
-	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+	mcpwire.WriteJSON(w, status, map[string]any{"ready": ready, "checks": checks})
 }
 
 // dialUpstream opens and closes a TCP connection to the upstream's host.
@@ -71,14 +72,6 @@ func dialUpstream(ctx context.Context, rawURL string) error {
 		return err
 	}
 	return conn.Close()
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

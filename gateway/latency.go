@@ -1,23 +1,23 @@
 package gateway
 
-// Latency learning (DESIGN.md "How a tools/call is decided"): every
+// Latency learning (docs/ARCHITECTURE.md, "How a tools/call is decided"): every
 // upstream tools/call that produced an answer (a result or a JSON-RPC
 // error) teaches the tool's latency, time spent waiting for the user's
 // input left out, at the three places a call ends:
 //
-//	sync forward   forward / forwardToModern: Forward .. end of the relay
+//	sync forward   upstreamSide.forward, forwardToStateless: Forward .. end of the relay
 //	               (a stream that carried an input request is not counted:
 //	               its user's time cannot be told apart)
-//	hybrid         hybrid: the answer came within the budget
-//	task           the worker: start of the call .. its answer − input wait
+//	hybrid         front2026.hybrid: the answer came within the budget
+//	task           the runner's worker: start of the call .. its answer − input wait
 //
 // Only tools the upstream listed are learned (tool names come from
 // clients, and policy.Latencies is bounded). The observations go into
 // policy.Latencies in memory; no Redis command is on a call's path.
 // Replicas share them by periodic merge (latencySync): each publishes its
 // own histograms every LatencySync and reads the others' back
-// (taskstore/latency.go), and New merges once before the Handler serves, so
-// a new replica starts warm.
+// (taskstore/latency.go), and startSync merges once before the Handler
+// serves, so a new replica starts warm.
 
 import (
 	"context"
@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
 )
 
 const (
@@ -44,17 +43,37 @@ const (
 
 // observe records that a call of tool took d; tool "" (not learned) is
 // ignored. Allocation-free once the tool has an entry.
-func (h *Handler) observe(tool string, d time.Duration) {
-	if tool == "" || d < 0 {
+func (d *decider) observe(tool string, took time.Duration) {
+	if tool == "" || took < 0 {
 		return
 	}
-	h.lat.Observe(tool, d)
+	d.lat.Observe(tool, took)
+}
+
+// startSync starts sharing latencies every interval (negative: never)
+// with replica's name, once it has merged what the others published.
+func (d *decider) startSync(every time.Duration, replica string) {
+	if d.store == nil || every < 0 {
+		return
+	}
+	if every == 0 {
+		every = DefaultLatencySync
+	}
+	d.sync = newLatencySync(d, every, replica)
+}
+
+// stopSync stops the sharing, publishing once more.
+func (d *decider) stopSync() {
+	if d.sync != nil {
+		d.sync.stop()
+	}
 }
 
 // latencySync publishes this replica's latencies and merges the others'
 // every interval, until stop.
 type latencySync struct {
-	h         *Handler
+	d         *decider
+	replica   string
 	every     time.Duration
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -62,10 +81,10 @@ type latencySync struct {
 	published bool // something was published: an empty publish must clear it
 }
 
-// startLatencySync merges what the other replicas published (warm start),
-// then keeps sharing every h.cfg.LatencySync in a goroutine stop waits for.
-func (h *Handler) startLatencySync() *latencySync {
-	s := &latencySync{h: h, every: h.cfg.LatencySync, done: make(chan struct{})}
+// newLatencySync merges what the other replicas published (warm start),
+// then keeps sharing every interval in a goroutine stop waits for.
+func newLatencySync(d *decider, every time.Duration, replica string) *latencySync {
+	s := &latencySync{d: d, replica: replica, every: every, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	warm, stop := context.WithTimeout(ctx, latencyWarmTimeout)
@@ -101,7 +120,7 @@ func (s *latencySync) stop() {
 
 // publish writes this replica's own histograms; it reports success.
 func (s *latencySync) publish(ctx context.Context) bool {
-	local := s.h.lat.Local()
+	local := s.d.lat.Local()
 	hists := make(map[string][]byte, len(local))
 	for tool, hist := range local {
 		b, _ := hist.MarshalBinary()
@@ -112,7 +131,7 @@ func (s *latencySync) publish(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	err := s.h.store.PublishLatencies(ctx, s.h.cfg.ReplicaID, hists, LatencyKeep)
+	err := s.d.store.PublishLatencies(ctx, s.replica, hists, LatencyKeep)
 	s.result("publish", err)
 	if err == nil {
 		s.published = true
@@ -124,10 +143,10 @@ func (s *latencySync) publish(ctx context.Context) bool {
 func (s *latencySync) load(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	others, err := FleetLatencies(ctx, s.h.store, s.h.cfg.ReplicaID)
+	others, err := FleetLatencies(ctx, s.d.store, s.replica)
 	s.result("load", err)
 	if err == nil {
-		s.h.lat.SetRemote(others)
+		s.d.lat.SetRemote(others)
 	}
 }
 
@@ -136,18 +155,23 @@ func (s *latencySync) result(op string, err error) {
 	switch {
 	case err == nil && s.failed:
 		s.failed = false
-		s.h.log.Info().Str("op", "latency").Str("replica", s.h.cfg.ReplicaID).Msg("sharing tool latencies again")
+		s.d.log.Info().Str("op", "latency").Str("replica", s.replica).Msg("sharing tool latencies again")
 	case err != nil && !s.failed && !errors.Is(err, context.Canceled):
 		s.failed = true
-		s.h.log.Warn().Str("op", "latency").Str("replica", s.h.cfg.ReplicaID).Err(err).
+		s.d.log.Warn().Str("op", "latency").Str("replica", s.replica).Err(err).
 			Msg("cannot " + op + " tool latencies; deciding on what this replica knows until the store is back")
 	}
+}
+
+// latencyLoader reads what the replicas published (taskstore.Store).
+type latencyLoader interface {
+	LoadLatencies(ctx context.Context, except string, keep time.Duration) (map[string]map[string][]byte, error)
 }
 
 // FleetLatencies reads what the replicas published to store (every one but
 // except; "" for all) within LatencyKeep and merges it per tool. A
 // malformed histogram is skipped.
-func FleetLatencies(ctx context.Context, store *taskstore.Store, except string) (map[string]policy.Histogram, error) {
+func FleetLatencies(ctx context.Context, store latencyLoader, except string) (map[string]policy.Histogram, error) {
 	published, err := store.LoadLatencies(ctx, except, LatencyKeep)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ func waitLearned(t *testing.T, h *Handler, tool string, n int) policy.Stats {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		st := h.lat.Stats(tool)
+		st := h.decider.lat.Stats(tool)
 		if st.Count == n {
 			return st
 		}
@@ -66,7 +66,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	if rt := resultType(t, modern.call("tools/call", slowArgs(0.05))); rt != "complete" {
 		t.Fatalf("first modern call of slow (50ms): resultType %q, want complete", rt)
 	}
-	if st := h.lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
+	if st := h.decider.lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
 		t.Fatalf("after one hybrid call: %+v", st)
 	}
 	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
@@ -77,13 +77,13 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	calls := 0
 	for secs := 0.05; legacyTaskSupport(t, legacy)["slow"] != "optional"; secs *= 1.5 {
 		if calls++; calls > 8 {
-			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.lat.Stats("slow"))
+			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.lat.Stats("slow"))
 		}
 		if r := legacy.call("tools/call", slowArgs(secs)); r.Error != nil {
 			t.Fatalf("sync call: %+v", r.Error)
 		}
 	}
-	st := h.lat.Stats("slow")
+	st := h.decider.lat.Stats("slow")
 	t.Logf("promoted after %d sync calls: %+v", calls, st)
 
 	// Legacy clients may now ask for a task.
@@ -92,7 +92,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 
 	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
 	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
-	st = h.lat.Stats("slow") // the worker learned before it completed the task
+	st = h.decider.lat.Stats("slow") // the worker learned before it completed the task
 	d := decodeDetailed(t, modern.call("tools/call", slowArgs(0.6)))
 	if d.ResultType != "task" {
 		t.Fatalf("modern call of the promoted tool: %+v", d)
@@ -110,7 +110,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 func TestLatencyInputWaitExcluded(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
-		h := f.add(func(c *Config) { c.Rules = rules(t, "elicit", policy.Task) })
+		h := f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "elicit", policy.Task)) })
 		c := &modernClient{t: t, urls: f.urls}
 		c.call("tools/list", nil)
 		task := c.toolTask("elicit", map[string]any{})
@@ -137,10 +137,10 @@ func TestLatencyOnlyListedTools(t *testing.T) {
 	legacy.initialize()
 	legacy.call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
 	legacy.call("tools/call", slowArgs(0))
-	if st := h.lat.Stats("no_such_tool"); st.Count != 0 {
+	if st := h.decider.lat.Stats("no_such_tool"); st.Count != 0 {
 		t.Errorf("unlisted tool learned: %+v", st)
 	}
-	if st := h.lat.Stats("slow"); st.Count != 0 {
+	if st := h.decider.lat.Stats("slow"); st.Count != 0 {
 		t.Errorf("slow learned before anyone listed it: %+v", st)
 	}
 	legacyTaskSupport(t, legacy)
@@ -167,23 +167,23 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 	lb := &mcpClient{t: t, urls: f.urls[1:2]}
 	lb.initialize()
 	deadline := time.Now().Add(5 * time.Second)
-	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.lat.Stats("slow").Count != 3 {
+	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.lat.Stats("slow").Count != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("replica B never learned all of slow: %+v", b.lat.Stats("slow"))
+			t.Fatalf("replica B never learned all of slow: %+v", b.decider.lat.Stats("slow"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := b.lat.Stats("slow"); st.P50 < 200*time.Millisecond {
+	if st := b.decider.lat.Stats("slow"); st.P50 < 200*time.Millisecond {
 		t.Errorf("replica B's view of slow: %+v", st)
 	}
 
 	// A replica started now knows slow before it serves anything.
 	c := f.add(func(c *Config) { learnedPolicy(c); c.LatencySync = time.Hour })
-	if st := c.lat.Stats("slow"); st.Count != 3 {
+	if st := c.decider.lat.Stats("slow"); st.Count != 3 {
 		t.Errorf("new replica C is not warm: %+v", st)
 	}
 	// Its own observations are not published twice: A's 3 stay 3.
-	if st := a.lat.Stats("slow"); st.Count != 3 {
+	if st := a.decider.lat.Stats("slow"); st.Count != 3 {
 		t.Errorf("replica A now counts %+v", st)
 	}
 }
@@ -196,7 +196,7 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
 		h := f.add(func(c *Config) {
-			c.Rules = rules(t, "progress", policy.Sync)
+			c.Policy = rulesPolicy(rules(t, "progress", policy.Sync))
 			c.LatencySync = time.Hour // no merge during the test
 			c.Lease = time.Hour       // nor a recovery sweep
 		})
@@ -219,7 +219,7 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 		if legacy != nil {
 			perRound = 3
 		}
-		learned := func() int { return h.lat.Stats("echo").Count + h.lat.Stats("progress").Count }
+		learned := func() int { return h.decider.lat.Stats("echo").Count + h.decider.lat.Stats("progress").Count }
 		waitTotal := func(n int) {
 			t.Helper()
 			deadline := time.Now().Add(2 * time.Second)
@@ -271,11 +271,11 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 			resp := upstreamResp(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			h.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
+			h.up.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
 			if rec.Body.String() != tt.body {
 				t.Errorf("relayed %q", rec.Body.String())
 			}
-			if got := h.lat.Stats(tool).Count; got != tt.learned {
+			if got := h.decider.lat.Stats(tool).Count; got != tt.learned {
 				t.Errorf("learned %d observations, want %d", got, tt.learned)
 			}
 		})
@@ -285,7 +285,7 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 // TestLatencyObserveAllocationFree: what the sync forward adds to a call,
 // noting the chunks relayed and recording the latency, allocates nothing.
 func TestLatencyObserveAllocationFree(t *testing.T) {
-	h := &Handler{lat: policy.NewLatencies(0)}
+	h := &decider{lat: policy.NewLatencies(0)}
 	h.observe("echo", time.Millisecond) // the tool's entry
 	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
 	allocs := testing.AllocsPerRun(100, func() {

@@ -27,7 +27,7 @@ func TestWorkerThatLosesItsLeaseAbortsTheCall(t *testing.T) {
 			t.Cleanup(up.Close)
 			f := newFleet(t, up.URL+"/mcp")
 			f.add(func(c *Config) {
-				c.Rules = rules(t, "slow", policy.Task)
+				c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
 				c.Lease, c.LeaseRenew = 3*time.Second, 100*time.Millisecond
 			})
 			c := &modernClient{t: t, urls: f.urls, auth: "Bearer lease"}

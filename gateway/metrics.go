@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -207,8 +208,8 @@ func methodLabel(m string) string {
 }
 
 // methodCtx is r's context naming msg's method for the upstream metrics.
-func methodCtx(r *http.Request, msg *message) context.Context {
-	m := msg.method()
+func methodCtx(r *http.Request, msg *mcpwire.Message) context.Context {
+	m := msg.MethodName()
 	if m == "" {
 		m = "response"
 	}

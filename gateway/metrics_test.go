@@ -89,7 +89,7 @@ func TestMetricsFollowTasks(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Rules = rules(t, "*", policy.Task) })
+	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "*", policy.Task)) })
 	url := f.urls[0]
 	c := &modernClient{t: t, urls: f.urls, auth: "Bearer metrics"}
 

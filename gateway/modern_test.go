@@ -19,6 +19,8 @@ import (
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // eraUpstream is a testupstream behind a spy that records every POST, and
@@ -84,7 +86,7 @@ func (u *eraUpstream) posts(m string) []upstreamPost {
 
 func modernMeta() map[string]any {
 	return map[string]any{
-		metaProtocolVersion: modernVersion,
+		metaProtocolVersion: version2026,
 		metaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
 		metaClientCaps:      map[string]any{},
 	}
@@ -106,7 +108,7 @@ func mpost(t *testing.T, url, method string, params, meta map[string]any, edit f
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", modernVersion)
+	req.Header.Set("MCP-Protocol-Version", version2026)
 	req.Header.Set("Mcp-Method", method)
 	if n, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", upstream.HeaderValue(n))
@@ -172,8 +174,8 @@ func TestModernDiscover(t *testing.T) {
 				if d.ResultType != "complete" || d.TTLMs == nil || d.CacheScope == "" {
 					t.Errorf("resultType %q ttlMs %v cacheScope %q: a DiscoverResult needs all three", d.ResultType, d.TTLMs, d.CacheScope)
 				}
-				if !slices.Contains(d.SupportedVersions, modernVersion) || !slices.Contains(d.SupportedVersions, legacyVersion) {
-					t.Errorf("supportedVersions = %v, want %s and %s", d.SupportedVersions, modernVersion, legacyVersion)
+				if !slices.Contains(d.SupportedVersions, version2026) || !slices.Contains(d.SupportedVersions, version2025) {
+					t.Errorf("supportedVersions = %v, want %s and %s", d.SupportedVersions, version2026, version2025)
 				}
 				if string(d.Capabilities.Extensions[tasksExtension]) != "{}" {
 					t.Errorf("extensions = %v, want %s: {}", d.Capabilities.Extensions, tasksExtension)
@@ -225,23 +227,23 @@ func TestModernValidation(t *testing.T) {
 		code   int
 		status int
 	}{
-		{"no _meta, modern header", "tools/list", nil, nil, nil, codeInvalidParams, 400},
-		{"no protocolVersion in _meta", "tools/list", nil, without(metaProtocolVersion), nil, codeInvalidParams, 400},
-		{"no clientCapabilities", "tools/list", nil, without(metaClientCaps), nil, codeInvalidParams, 400},
-		{"clientCapabilities not an object", "tools/list", nil, withMeta(metaClientCaps, "all"), nil, codeInvalidParams, 400},
-		{"clientInfo not an object", "tools/list", nil, withMeta(metaClientInfo, 3), nil, codeInvalidParams, 400},
-		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), codeHeaderMismatch, 400},
-		{"version header disagrees", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), nil, codeHeaderMismatch, 400},
-		{"unsupported version", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), codeUnsupportedVersion, 400},
-		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), codeHeaderMismatch, 400},
-		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), codeHeaderMismatch, 400},
-		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), codeHeaderMismatch, 400},
-		{"Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "slow"), codeHeaderMismatch, 400},
-		{"Base64 Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?c2xvdw==?="), codeHeaderMismatch, 400},
-		{"Mcp-Name bad Base64", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?%%%?="), codeHeaderMismatch, 400},
-		{"Mcp-Name on tasks/get disagrees", "tasks/get", map[string]any{"taskId": "t1"}, modernMeta(), set("Mcp-Name", "t2"), codeHeaderMismatch, 400},
-		{"initialize is legacy only", "initialize", nil, modernMeta(), nil, codeMethodNotFound, 404},
-		{"ping is gone", "ping", nil, modernMeta(), nil, codeMethodNotFound, 404},
+		{"no _meta, modern header", "tools/list", nil, nil, nil, mcpwire.CodeInvalidParams, 400},
+		{"no protocolVersion in _meta", "tools/list", nil, without(metaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
+		{"no clientCapabilities", "tools/list", nil, without(metaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientCapabilities not an object", "tools/list", nil, withMeta(metaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientInfo not an object", "tools/list", nil, withMeta(metaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
+		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
+		{"version header disagrees", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
+		{"unsupported version", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
+		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
+		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "slow"), mcpwire.CodeHeaderMismatch, 400},
+		{"Base64 Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?c2xvdw==?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name bad Base64", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?%%%?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name on tasks/get disagrees", "tasks/get", map[string]any{"taskId": "t1"}, modernMeta(), set("Mcp-Name", "t2"), mcpwire.CodeHeaderMismatch, 400},
+		{"initialize is legacy only", "initialize", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
+		{"ping is gone", "ping", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.posts(tc.method))
@@ -253,13 +255,13 @@ func TestModernValidation(t *testing.T) {
 			if string(r.ID) != "7" {
 				t.Errorf("id = %s, want the request's", r.ID)
 			}
-			if tc.code == codeUnsupportedVersion {
+			if tc.code == mcpwire.CodeUnsupportedVersion {
 				var data struct {
 					Supported []string `json:"supported"`
 					Requested string   `json:"requested"`
 				}
-				if json.Unmarshal(r.Error.Data, &data) != nil || !slices.Contains(data.Supported, modernVersion) || data.Requested != "2099-01-01" {
-					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, modernVersion)
+				if json.Unmarshal(r.Error.Data, &data) != nil || !slices.Contains(data.Supported, version2026) || data.Requested != "2099-01-01" {
+					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, version2026)
 				}
 			}
 			if n := len(up.posts(tc.method)); n != before {
@@ -288,23 +290,23 @@ func TestIsModern(t *testing.T) {
 	meta := `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
 	for _, tc := range []struct {
 		name            string
-		kind            kind
+		kind            mcpwire.Kind
 		method, params  string
 		session, header string
 		want            bool
 	}{
-		{"_meta version", kindRequest, "tools/list", meta, "", "", true},
-		{"_meta version on a session", kindRequest, "tools/list", meta, "s1", "2025-11-25", true},
-		{"_meta version, unknown value", kindRequest, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01"}}`, "", "", true},
-		{"modern header, no _meta", kindRequest, "tools/list", `{}`, "", "2026-07-28", true},
-		{"newer header", kindNotification, "notifications/x", ``, "", "2027-01-01", true},
-		{"modern header on a session", kindRequest, "tools/list", `{}`, "s1", "2026-07-28", false},
-		{"initialize with modern header", kindRequest, "initialize", `{"protocolVersion":"2026-07-28"}`, "", "2026-07-28", false},
-		{"initialize with modern _meta", kindRequest, "initialize", meta, "", "", true},
-		{"legacy header", kindRequest, "tools/list", `{}`, "s1", "2025-11-25", false},
-		{"no header", kindRequest, "tools/list", `{}`, "", "", false},
-		{"key in arguments only", kindRequest, "tools/call", `{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}`, "", "", false},
-		{"response", kindResponse, "", ``, "", "2026-07-28", false},
+		{"_meta version", mcpwire.KindRequest, "tools/list", meta, "", "", true},
+		{"_meta version on a session", mcpwire.KindRequest, "tools/list", meta, "s1", "2025-11-25", true},
+		{"_meta version, unknown value", mcpwire.KindRequest, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01"}}`, "", "", true},
+		{"modern header, no _meta", mcpwire.KindRequest, "tools/list", `{}`, "", "2026-07-28", true},
+		{"newer header", mcpwire.KindNotification, "notifications/x", ``, "", "2027-01-01", true},
+		{"modern header on a session", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2026-07-28", false},
+		{"initialize with modern header", mcpwire.KindRequest, "initialize", `{"protocolVersion":"2026-07-28"}`, "", "2026-07-28", false},
+		{"initialize with modern _meta", mcpwire.KindRequest, "initialize", meta, "", "", true},
+		{"legacy header", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2025-11-25", false},
+		{"no header", mcpwire.KindRequest, "tools/list", `{}`, "", "", false},
+		{"key in arguments only", mcpwire.KindRequest, "tools/call", `{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}`, "", "", false},
+		{"response", mcpwire.KindResponse, "", ``, "", "2026-07-28", false},
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 		if tc.session != "" {
@@ -313,11 +315,11 @@ func TestIsModern(t *testing.T) {
 		if tc.header != "" {
 			r.Header.Set("Mcp-Protocol-Version", tc.header)
 		}
-		m := &message{kind: tc.kind, Params: json.RawMessage(tc.params)}
+		m := &mcpwire.Message{Kind: tc.kind, Params: json.RawMessage(tc.params)}
 		if tc.method != "" {
 			m.Method = &tc.method
 		}
-		if got := isModern(r, m); got != tc.want {
+		if got := isStateless(r, m); got != tc.want {
 			t.Errorf("%s: isModern = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -347,15 +349,14 @@ func TestModernParamsTranslation(t *testing.T) {
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
 		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.y/z":{}}},` +
 		`"io.modelcontextprotocol/logLevel":"info"}}`)
-	h := &Handler{}
-	legacy := h.upstreamCallParams(in, &modernTarget{})
+	legacy := paramsFor(in, &upstreamTarget{})
 	if want := `{"_meta":{"progressToken":"p1"},"arguments":{"text":"x"},"name":"echo"}`; string(legacy) != want {
 		t.Errorf("legacy params = %s\nwant %s", legacy, want)
 	}
-	if got := legacyParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
+	if got := sessionParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
 		t.Errorf("legacy params of _meta only = %s, want {}", got)
 	}
-	modern := h.upstreamCallParams(in, &modernTarget{Modern: true})
+	modern := paramsFor(in, &upstreamTarget{Stateless: true})
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
@@ -363,11 +364,11 @@ func TestModernParamsTranslation(t *testing.T) {
 	if string(p.Meta[metaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[metaProtocolVersion]) != `"2026-07-28"` {
 		t.Errorf("modern params _meta = %v", p.Meta)
 	}
-	if got := modernResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
-		t.Errorf("modernResult(tools/list) = %s", got)
+	if got := statelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
+		t.Errorf("statelessResult(tools/list) = %s", got)
 	}
-	if got := modernResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
-		t.Errorf("modernResult kept resultType? %s", got)
+	if got := statelessResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
+		t.Errorf("statelessResult kept resultType? %s", got)
 	}
 }
 
@@ -407,7 +408,7 @@ func TestModernThroughBothEras(t *testing.T) {
 			}
 			if era.stateless {
 				for _, c := range calls {
-					if c.session != "" || c.version != modernVersion {
+					if c.session != "" || c.version != version2026 {
 						t.Errorf("modern upstream got session %q version %q", c.session, c.version)
 					}
 				}
@@ -422,7 +423,7 @@ func TestModernThroughBothEras(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range calls {
-				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != legacyVersion {
+				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != version2025 {
 					t.Errorf("call on session %q version %q, want the held %q at %q", c.session, c.version, held.SessionID, held.ProtocolVersion)
 				}
 			}
@@ -531,7 +532,7 @@ func TestModernLegacyStreams(t *testing.T) {
 		t.Errorf("rpcerror: HTTP %d %+v", resp.StatusCode, r.Error)
 	}
 	resp = mpost(t, gw, "no/such", nil, modernMeta(), nil)
-	if r := reply(t, resp); r.Error == nil || r.Error.Code != codeInvalidRequest || resp.StatusCode != http.StatusBadRequest {
+	if r := reply(t, resp); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidRequest || resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("unknown method: HTTP %d %+v", resp.StatusCode, r.Error)
 	}
 }
@@ -552,12 +553,12 @@ func TestUpstreamEraRedetected(t *testing.T) {
 		}
 	}
 	list()
-	if era := rp.hs[0].knownEra(); era == nil || !era.modern {
+	if era := rp.hs[0].up.knownEra(); era == nil || !era.stateless {
 		t.Fatalf("era = %+v, want modern", era)
 	}
 	up.swap(false)
 	list()
-	if era := rp.hs[0].knownEra(); era == nil || era.modern {
+	if era := rp.hs[0].up.knownEra(); era == nil || era.stateless {
 		t.Fatalf("era = %+v, want legacy after the swap", era)
 	}
 	if n := len(up.posts("initialize")); n != 1 {
@@ -573,8 +574,8 @@ func TestGoSDKClientModernThroughGateway(t *testing.T) {
 			up := newEraUpstream(t, era.stateless)
 			gw := newReplicas(t, up.url, 1, nil).urls[0]
 			cs, _ := connectSDK(t, gw, "")
-			if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
-				t.Fatalf("negotiated %q, want %s", v, modernVersion)
+			if v := cs.InitializeResult().ProtocolVersion; v != version2026 {
+				t.Fatalf("negotiated %q, want %s", v, version2026)
 			}
 			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != testupstream.Implementation.Name {
 				t.Errorf("serverInfo = %+v", si)
@@ -638,20 +639,20 @@ func TestModernTargetForWorkers(t *testing.T) {
 	ctx := context.Background()
 	auth := http.Header{"Authorization": {"Bearer w"}}
 	owner := ownerOf(&http.Request{Header: auth})
-	a, err := rp.hs[0].modernUpstream(ctx, owner, auth, nil)
-	if err != nil || a.Modern || a.Session.ID == "" || a.Session.ProtocolVersion != legacyVersion || a.Session.Header.Get("Authorization") != "Bearer w" {
+	a, err := rp.hs[0].up.target(ctx, owner, auth, "")
+	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
 		t.Fatalf("target = %+v, %v", a, err)
 	}
-	b, err := rp.hs[1].modernUpstream(ctx, owner, auth, nil)
+	b, err := rp.hs[1].up.target(ctx, owner, auth, "")
 	if err != nil || b.Session.ID != a.Session.ID {
 		t.Fatalf("replica 1 target = %+v, %v; want session %s", b, err, a.Session.ID)
 	}
 	up.swap(false)
-	na, err := rp.hs[0].reopenModern(ctx, owner, auth, nil, a)
+	na, err := rp.hs[0].up.reopenTarget(ctx, owner, auth, "", a)
 	if err != nil || na.Session.ID == a.Session.ID {
 		t.Fatalf("reopened = %+v, %v", na, err)
 	}
-	nb, err := rp.hs[1].reopenModern(ctx, owner, auth, nil, b)
+	nb, err := rp.hs[1].up.reopenTarget(ctx, owner, auth, "", b)
 	if err != nil || nb.Session.ID != na.Session.ID {
 		t.Fatalf("replica 1 reopened = %+v, %v; want %s", nb, err, na.Session.ID)
 	}
@@ -659,8 +660,8 @@ func TestModernTargetForWorkers(t *testing.T) {
 		t.Errorf("initialize = %d, want 2", n)
 	}
 	// The new session works for a worker's call.
-	resp, err := rp.hs[1].up.Call(ctx, nb.Session, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call",
-		Params: rp.hs[1].upstreamCallParams(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
+	resp, err := rp.hs[1].up.client.Call(ctx, nb.Session, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call",
+		Params: paramsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
 		upstream.CallOptions{})
 	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {
 		t.Errorf("call on the reopened session: %v %+v", err, resp)

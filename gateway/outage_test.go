@@ -25,6 +25,8 @@ import (
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // hangGuard bounds every request an outage test sends. It is not a speed
@@ -137,7 +139,7 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outa
 	}}
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
-			c.ReplicaID, c.Rules, c.HybridWait, c.LatencySync = fmt.Sprintf("r%d", i), outageRules(t), 200*time.Millisecond, -1
+			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), hybridPolicy(outageRules(t), 200*time.Millisecond), -1
 		})
 		rig.urls = append(rig.urls, f.urls[i])
 		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
@@ -226,8 +228,8 @@ func (c *outageClient) send(method string, params map[string]any) (int, rpcReply
 		if !c.noExt {
 			caps["extensions"] = map[string]any{tasksExtension: map[string]any{}}
 		}
-		params["_meta"] = map[string]any{metaProtocolVersion: modernVersion, metaClientCaps: caps}
-		header.Set("MCP-Protocol-Version", modernVersion)
+		params["_meta"] = map[string]any{metaProtocolVersion: version2026, metaClientCaps: caps}
+		header.Set("MCP-Protocol-Version", version2026)
 		header.Set("Mcp-Method", method)
 		for _, k := range []string{"name", "taskId"} {
 			if v, ok := params[k].(string); ok {
@@ -385,7 +387,7 @@ func wantRPCError(t *testing.T, what string, status int, r rpcReply, want ...str
 		t.Errorf("%s: HTTP %d result %s, want a -32603 error", what, status, r.Result)
 		return
 	}
-	if r.Error.Code != codeInternalError || status != http.StatusOK {
+	if r.Error.Code != mcpwire.CodeInternalError || status != http.StatusOK {
 		t.Errorf("%s: HTTP %d error %d %q, want HTTP 200 and -32603", what, status, r.Error.Code, r.Error.Message)
 	}
 	for _, w := range want {
@@ -409,7 +411,7 @@ func resultTextOf(t *testing.T, raw json.RawMessage) string {
 // Redis is back, the same requests work again on the same session.
 func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
-	legacyA := &outageClient{t: t, url: rig.urls[0], version: legacyVersion}
+	legacyA := &outageClient{t: t, url: rig.urls[0], version: version2025}
 	legacyA.initialize()
 	legacyB := legacyA.on(rig.urls[1]) // replica 1 never saw the session
 	legacyDone := legacyA.task("slow", map[string]any{"seconds": 0, "text": "before"})
@@ -442,7 +444,7 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 		}
 	}
 	// A new 2025-11-25 session must be recorded before its id is handed out.
-	fresh := &outageClient{t: t, url: rig.urls[1], version: legacyVersion}
+	fresh := &outageClient{t: t, url: rig.urls[1], version: version2025}
 	status, r := fresh.initialize()
 	wantRPCError(t, "initialize 2025-11-25", status, r, storeDownMsg)
 
@@ -489,7 +491,7 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 	t.Run("legacy-upstream", func(t *testing.T) {
 		rig := newOutageRig(t, 2, testupstream.Options{})
-		a := &outageClient{t: t, url: rig.urls[0], version: legacyVersion}
+		a := &outageClient{t: t, url: rig.urls[0], version: version2025}
 		a.initialize()
 		rig.redis.Stop()
 		t.Cleanup(rig.redis.Start) // the Handlers close with Redis up
@@ -559,7 +561,7 @@ func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 // with the upstream's result, on the other replica too.
 func TestRedisOutageWorkerResultKept(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
-	legacy := &outageClient{t: t, url: rig.urls[0], version: legacyVersion}
+	legacy := &outageClient{t: t, url: rig.urls[0], version: version2025}
 	legacy.initialize()
 	modern := &outageClient{t: t, url: rig.urls[0], modern: true}
 	legacyID := legacy.task("slow", map[string]any{"seconds": 1, "text": "legacy kept"})
@@ -629,7 +631,7 @@ func TestUpstreamOutage(t *testing.T) {
 			cl = &outageClient{t: t, url: rig.urls[0], modern: true}
 			cl.mustResult("tools/list", nil)
 		} else {
-			cl = &outageClient{t: t, url: rig.urls[0], version: legacyVersion}
+			cl = &outageClient{t: t, url: rig.urls[0], version: version2025}
 			cl.initialize()
 		}
 		running := cl.task("slow", map[string]any{"seconds": 30, "text": "never"})
@@ -646,7 +648,7 @@ func TestUpstreamOutage(t *testing.T) {
 			t.Errorf("task whose upstream died: %s %q, want failed naming %s", ts.Status, ts.StatusMessage, rig.up.URL)
 		}
 		if stateless {
-			if ts.Error == nil || ts.Error.Code != codeInternalError || !strings.Contains(ts.Error.Message, rig.up.URL) {
+			if ts.Error == nil || ts.Error.Code != mcpwire.CodeInternalError || !strings.Contains(ts.Error.Message, rig.up.URL) {
 				t.Errorf("modern failed task error = %+v, want -32603 naming the upstream", ts.Error)
 			}
 		} else {
@@ -677,7 +679,7 @@ func TestUpstreamOutage(t *testing.T) {
 		rig.waitReady(0, http.StatusOK)
 		if !stateless {
 			// The restarted upstream forgot the session; a new one works.
-			cl = &outageClient{t: t, url: rig.urls[1], version: legacyVersion}
+			cl = &outageClient{t: t, url: rig.urls[1], version: version2025}
 			cl.initialize()
 		}
 		id = cl.task("slow", map[string]any{"seconds": 0, "text": "back"})

@@ -1,19 +1,20 @@
 package gateway
 
 import (
-	"encoding/json"
 	"hash/maphash"
 	"math"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // The poll rate limit. Both task specs let a server refuse polls that come
-// faster than the pollInterval it suggested (tasks-2025-11-25 "Security
+// faster than the pollInterval it suggested (MCP 2025-11-25, Tasks, "Security
 // Considerations": receivers SHOULD rate-limit task operations;
-// ext-tasks-spec.md: servers MAY rate-limit clients polling more
+// SEP-2663: servers MAY rate-limit clients polling more
 // frequently than pollIntervalMs). taskgate counts polls — tasks/get of
 // either flavour and 2025-11-25 tasks/list — per owner and task on each
 // replica, in a token bucket of Config.PollLimit polls a second with bursts
@@ -25,17 +26,13 @@ import (
 //	  "data":{"retryAfterMs":<ms until a poll is accepted>}}}
 //
 // so both an HTTP-aware client (status and header) and one that only reads
-// the JSON-RPC error (retryAfterMs) learn when to come back. -32000 is the
-// first of JSON-RPC's implementation-defined server error codes; neither
-// MCP schema assigns a code to rate limiting.
+// the JSON-RPC error (retryAfterMs) learn when to come back
+// (mcpwire.CodeRateLimited).
 //
 // The buckets live in this replica's memory: no Redis round trip is added
 // to a poll, and a client spreading its polls over N replicas gets up to N
 // times the limit, which the default (10× the default pollInterval) leaves
 // far from any client that honours pollInterval.
-
-// codeRateLimited is the JSON-RPC error code of a refused poll.
-const codeRateLimited = -32000
 
 // pollShards spreads the buckets over independently locked maps.
 const pollShards = 64
@@ -110,23 +107,23 @@ func (l *pollLimiter) prune(sh *pollShard, now time.Time) {
 	}
 }
 
-// pollAllowed applies the limit to a poll of task by owner; when refused
-// it writes the 429 answer and reports false.
-func (h *Handler) pollAllowed(w http.ResponseWriter, msg *message, owner, task string) bool {
-	if h.polls == nil {
+// admit applies the limit (nil l: none) to a poll of task by owner; when
+// refused it counts it, writes the 429 answer and reports false.
+func (l *pollLimiter) admit(w http.ResponseWriter, msg *mcpwire.Message, m *metrics, owner, task string) bool {
+	if l == nil {
 		return true
 	}
-	ok, wait := h.polls.allow(owner, task)
+	ok, wait := l.allow(owner, task)
 	if ok {
 		return true
 	}
-	h.metrics.pollLimited.WithLabelValues(msg.method()).Inc()
+	m.pollLimited.WithLabelValues(msg.MethodName()).Inc()
 	ms := max(wait.Milliseconds(), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(max((ms+999)/1000, 1), 10))
-	e := newRPCErr(http.StatusTooManyRequests, codeRateLimited,
-		"polling too fast: "+msg.method()+" for this task is limited to "+
-			strconv.FormatFloat(h.polls.rate, 'f', -1, 64)+" per second; honour the task's pollInterval")
-	e.Data, _ = json.Marshal(map[string]int64{"retryAfterMs": ms})
-	writeRPCError(w, msg.ID, e)
+	e := mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeRateLimited,
+		"polling too fast: "+msg.MethodName()+" for this task is limited to "+
+			strconv.FormatFloat(l.rate, 'f', -1, 64)+" per second; honour the task's pollInterval")
+	e.Data = mcpwire.MustMarshal(map[string]int64{"retryAfterMs": ms})
+	mcpwire.WriteError(w, msg.ID, e)
 	return false
 }

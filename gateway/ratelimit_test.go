@@ -11,6 +11,8 @@ import (
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 func TestPollLimiterBucket(t *testing.T) {
@@ -72,7 +74,7 @@ func TestPollRateLimit(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Rules, c.PollLimit = rules(t, "*", policy.Task), 2 }) // bursts of 4
+	f.add(func(c *Config) { c.Policy, c.PollLimit = rulesPolicy(rules(t, "*", policy.Task)), 2 }) // bursts of 4
 	url := f.urls[0]
 
 	type refusal struct {
@@ -105,9 +107,9 @@ func TestPollRateLimit(t *testing.T) {
 		if n != 5 {
 			t.Errorf("%s: refused at poll %d, want 5 (a burst of 4)", what, n)
 		}
-		if got.status != http.StatusTooManyRequests || got.code != codeRateLimited || got.retryAfter != "1" ||
+		if got.status != http.StatusTooManyRequests || got.code != mcpwire.CodeRateLimited || got.retryAfter != "1" ||
 			got.retryMs <= 0 || got.retryMs > 500 {
-			t.Errorf("%s: refusal = %+v, want HTTP 429, Retry-After 1, code %d, 0 < retryAfterMs ≤ 500", what, got, codeRateLimited)
+			t.Errorf("%s: refusal = %+v, want HTTP 429, Retry-After 1, code %d, 0 < retryAfterMs ≤ 500", what, got, mcpwire.CodeRateLimited)
 		}
 	}
 
@@ -126,7 +128,7 @@ func TestPollRateLimit(t *testing.T) {
 	check("2026-07-28 tasks/get", n, got)
 	// Another owner polling the same id has its own bucket (and is told
 	// "not found", not rate limited).
-	if resp, r := modernGet(task.TaskID, "Bearer other")(); resp.StatusCode == http.StatusTooManyRequests || r.Error == nil || r.Error.Code != codeInvalidParams {
+	if resp, r := modernGet(task.TaskID, "Bearer other")(); resp.StatusCode == http.StatusTooManyRequests || r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("another owner's first poll: HTTP %d %+v", resp.StatusCode, r.Error)
 	}
 	// Waiting as told is enough.
@@ -167,7 +169,7 @@ func TestPollLimitOff(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Rules = rules(t, "*", policy.Task) }) // the fixture's PollLimit: -1
+	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "*", policy.Task)) }) // the fixture's PollLimit: -1
 	mc := &modernClient{t: t, urls: f.urls}
 	task := mc.toolTask("echo", map[string]any{"text": "x"})
 	for i := 0; i < 100; i++ {

@@ -48,14 +48,14 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 
 	// Within the lease plus grace nothing happens, even with skew.
 	now = now.Add(2500 * time.Millisecond)
-	if n := h.recoverOnce(ctx); n != 0 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks before their lease and grace ran out", n)
 	}
 	if err := store.Extend(ctx, "o", alive.ID, "alive", 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second) // dead's lease + grace is over; alive's is not
-	if n := h.recoverOnce(ctx); n != 1 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 1 {
 		t.Fatalf("recovered %d tasks, want 1", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -69,7 +69,7 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 	if got, _ := store.Get(ctx, "o", alive.ID); got.Status != taskstore.StatusWorking {
 		t.Errorf("a live worker's task was recovered: %s", got.Status)
 	}
-	if n := h.recoverOnce(ctx); n != 0 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
 		t.Errorf("a second sweep recovered %d more", n)
 	}
 }
@@ -107,17 +107,17 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	}
 	defer h.Close()
 
-	if n := h.recoverOnce(ctx); n != 0 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d live tasks", n)
 	}
 	mr.SetError("LOADING Redis is loading the dataset in memory")
 	for range 20 { // 10 s of sweeps against a Redis that does not answer
 		now = now.Add(500 * time.Millisecond)
-		h.recoverOnce(ctx)
+		h.runner.recoverer.recoverOnce(ctx)
 	}
 	mr.SetError("")
 	now = now.Add(500 * time.Millisecond)
-	if n := h.recoverOnce(ctx); n != 0 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
 		t.Fatalf("right after the outage the recoverer took over %d tasks whose workers had no chance to renew", n)
 	}
 	// The live worker renews; the dead one does not.
@@ -128,7 +128,7 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	recovered := 0
 	for range 8 { // the hold (one lease), then a sweep that may claim
 		now = now.Add(500 * time.Millisecond)
-		recovered += h.recoverOnce(ctx)
+		recovered += h.runner.recoverer.recoverOnce(ctx)
 		if err := store.Extend(ctx, "o", alive, "alive", lease); err != nil {
 			t.Fatalf("the live worker lost its lease: %v", err)
 		}
@@ -155,7 +155,7 @@ func TestRecovererRetriesTheFailAfterItsClaim(t *testing.T) {
 	store, h, ctx := rig.store, rig.h, context.Background()
 	dead := rig.leased(t, "dead")
 	rig.advance(4 * time.Second)
-	if n := h.recoverOnce(ctx); n != 1 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 1 {
 		t.Errorf("recovered %d tasks, want 1", n)
 	}
 	if blip.failed.Load() != 2 {
@@ -187,7 +187,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	dead := rig.leased(t, "dead")
 
 	rig.advance(4 * time.Second) // past the dead worker's lease and grace
-	if n := h.recoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
 		t.Fatalf("recovered %d tasks with the claim's index write refused %d times; want 0 and 1 (the test's premise)", n, blip.failed.Load())
 	}
 	if got, _ := store.Get(ctx, "o", dead.ID); got.Status != taskstore.StatusWorking || got.Lease.Holder != "survivor" {
@@ -196,7 +196,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	recovered := 0
 	for range 8 { // sweeps every LeaseRenew until the claim's lease and grace ran out
 		rig.advance(500 * time.Millisecond)
-		recovered += h.recoverOnce(ctx)
+		recovered += h.runner.recoverer.recoverOnce(ctx)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
 	if err != nil {
@@ -247,10 +247,10 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	rig := newSweepRig(t, "survivor", down, 1900*time.Millisecond)
 	store, h, ctx := rig.store, rig.h, context.Background()
 	dead := rig.leased(t, "dead")
-	h.storeRetry = 100 * time.Millisecond
+	h.runner.retry.max = 100 * time.Millisecond
 
 	rig.advance(4 * time.Second)
-	if n := h.recoverOnce(ctx); n != 0 {
+	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks while the failure write is refused", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -265,7 +265,7 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ { // sweeps every 500ms of the store's clock
 		rig.advance(500 * time.Millisecond)
-		recovered += h.recoverOnce(ctx)
+		recovered += h.runner.recoverer.recoverOnce(ctx)
 	}
 	if recovered != 1 {
 		t.Fatalf("no later sweep recovered the task")
@@ -285,10 +285,10 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	down := &failScriptHook{match: `{"content":[],"unwritten"`, left: 1 << 40}
 	rig := newSweepRig(t, "worker", down, 1900*time.Millisecond)
 	store, h, ctx := rig.store, rig.h, context.Background()
-	h.storeRetry = 100 * time.Millisecond
+	h.runner.retry.max = 100 * time.Millisecond
 	task := rig.leased(t, "worker")
 	j := &job{task: task, owner: "o"}
-	h.finish(ctx, j, h.log, callResult{resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
+	h.runner.finish(ctx, j, h.log, callResult{resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
 	if down.failed.Load() == 0 {
 		t.Fatal("the outcome write was not refused (the test's premise)")
 	}
@@ -303,7 +303,7 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ {
 		rig.advance(500 * time.Millisecond)
-		recovered += h.recoverOnce(ctx)
+		recovered += h.runner.recoverer.recoverOnce(ctx)
 	}
 	if got, _ := store.Get(ctx, "o", task.ID); recovered != 1 || got.Status != taskstore.StatusFailed {
 		t.Errorf("recovered %d; task %s %q, want failed by a sweep", recovered, got.Status, got.StatusMessage)

@@ -2,7 +2,7 @@ package gateway
 
 // The tasks/get answer of a terminal task is polled many times and never
 // changes, yet rendering it (2026-07-28: the stored result re-decoded and
-// re-encoded with resultType by modernResult, then the DetailedTask
+// re-encoded with resultType by statelessResult, then the DetailedTask
 // marshalled) costs more than the rest of the request's own work. The
 // render cache keeps the marshalled result per task and flavour, bounded
 // (LRU, entries and bytes), and reuses it only when every field the
@@ -27,8 +27,8 @@ import (
 type renderFlavour uint8
 
 const (
-	renderModernGet renderFlavour = iota + 1 // json.Marshal(toModernTask(t, "complete", true))
-	renderLegacyGet                          // json.Marshal(toLegacyTask(t))
+	render2026Get renderFlavour = iota + 1 // json.Marshal(toTask2026(t, "complete", true))
+	render2025Get                          // json.Marshal(toTask2025(t))
 )
 
 const (
@@ -154,6 +154,13 @@ func (c *renderCache) removeLocked(el *list.Element) {
 	c.bytes -= e.size
 }
 
+// renderStore is what the render cache reads: a task's stamp or record.
+type renderStore interface {
+	Get(ctx context.Context, owner, id string) (*taskstore.Task, error)
+	Stamp(ctx context.Context, owner, id string) (taskstore.Stamp, bool, error)
+	Options() taskstore.Options
+}
+
 // cachedGet answers a tasks/get of a terminal task from its cached
 // rendering after one small read (Store.Stamp: owner, status and
 // lastUpdatedAt, not the result) shows the record is still the one it was
@@ -163,12 +170,12 @@ func (c *renderCache) removeLocked(el *list.Element) {
 // expired (by the store's clock, as Get judges) or its stamp differs: then
 // the caller reads the whole record. err is the stamp read's failure (the
 // store unavailable), for the caller to answer at once.
-func (h *Handler) cachedGet(ctx context.Context, f renderFlavour, owner, id string) (out []byte, ok bool, err error) {
-	in, out, ok := h.renders.peek(f, owner, id)
-	if !ok || !in.created.Add(in.ttl).After(h.store.Options().Clock()) {
+func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f renderFlavour, owner, id string) (out []byte, ok bool, err error) {
+	in, out, ok := c.peek(f, owner, id)
+	if !ok || !in.created.Add(in.ttl).After(store.Options().Clock()) {
 		return nil, false, nil
 	}
-	st, found, err := h.store.Stamp(ctx, owner, id)
+	st, found, err := store.Stamp(ctx, owner, id)
 	if err != nil {
 		return nil, false, err
 	}
@@ -178,32 +185,32 @@ func (h *Handler) cachedGet(ctx context.Context, f renderFlavour, owner, id stri
 	return out, true, nil
 }
 
-// getRendered is the marshalled result of a tasks/get (flavour f) of the
-// owner's task id: cachedGet's, else the whole record's rendering.
-func (h *Handler) getRendered(ctx context.Context, f renderFlavour, owner, id string) ([]byte, error) {
-	if raw, ok, err := h.cachedGet(ctx, f, owner, id); ok || err != nil {
+// get is the marshalled result of a tasks/get (flavour f) of the owner's
+// task id: cachedGet's, else the whole record's rendering.
+func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavour, owner, id string) ([]byte, error) {
+	if raw, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
 		return raw, err
 	}
-	t, err := h.store.Get(ctx, owner, id)
+	t, err := store.Get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
-	if f == renderModernGet {
-		return h.modernGetResult(t)
+	if f == render2026Get {
+		return c.get2026(t)
 	}
-	return h.legacyGetResult(t)
+	return c.get2025(t)
 }
 
-// modernGetResult is the marshalled result of a 2026-07-28 tasks/get of t.
-func (h *Handler) modernGetResult(t *taskstore.Task) ([]byte, error) {
-	return h.renders.render(renderModernGet, t, func() ([]byte, error) {
-		return json.Marshal(toModernTask(t, "complete", true))
+// get2026 is the marshalled result of a 2026-07-28 tasks/get of t.
+func (c *renderCache) get2026(t *taskstore.Task) ([]byte, error) {
+	return c.render(render2026Get, t, func() ([]byte, error) {
+		return json.Marshal(toTask2026(t, "complete", true))
 	})
 }
 
-// legacyGetResult is the marshalled result of a 2025-11-25 tasks/get of t.
-func (h *Handler) legacyGetResult(t *taskstore.Task) ([]byte, error) {
-	return h.renders.render(renderLegacyGet, t, func() ([]byte, error) {
-		return json.Marshal(toLegacyTask(t))
+// get2025 is the marshalled result of a 2025-11-25 tasks/get of t.
+func (c *renderCache) get2025(t *taskstore.Task) ([]byte, error) {
+	return c.render(render2025Get, t, func() ([]byte, error) {
+		return json.Marshal(toTask2025(t))
 	})
 }

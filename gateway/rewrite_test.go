@@ -8,6 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+
+	"github.com/rs/zerolog"
 )
 
 // upstreamResp is an upstream HTTP response with the given content type and body.
@@ -31,13 +35,12 @@ func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string)
 	defer a.close()
 	var msg json.RawMessage
 	if newResult != "" {
-		if msg, err = withMember(a.msg, "result", json.RawMessage(newResult)); err != nil {
+		if msg, err = mcpwire.WithMember(a.msg, "result", json.RawMessage(newResult)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec := httptest.NewRecorder()
-	h := &Handler{}
-	a.write(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), h, msg)
+	a.write(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), zerolog.Nop(), msg)
 	return rec, a
 }
 
@@ -142,8 +145,8 @@ func TestSameID(t *testing.T) {
 		{`1`, `1`, true}, {`1`, `1.0`, true}, {`"a"`, `"\u0061"`, true},
 		{`1`, `"1"`, false}, {`"a"`, `"b"`, false}, {``, `1`, false}, {`null`, `null`, true},
 	} {
-		if got := sameID(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.want {
-			t.Errorf("sameID(%s, %s) = %v", tc.a, tc.b, got)
+		if got := mcpwire.SameID(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.want {
+			t.Errorf("mcpwire.SameID(%s, %s) = %v", tc.a, tc.b, got)
 		}
 	}
 }

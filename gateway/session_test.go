@@ -22,6 +22,8 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // spy sits in front of an upstream handler and records what reaches it.
@@ -79,7 +81,7 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := New(Config{Upstream: up, Store: newStore(), Rules: rs, ReplicaID: fmt.Sprintf("r%d", i)})
+		h, err := New(Config{Upstream: up, Store: newStore(), Policy: rulesPolicy(rs), ReplicaID: fmt.Sprintf("r%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,16 +357,16 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 	if _, err := rp.store.GetSession(ctx, sid); !errors.Is(err, taskstore.ErrNoSession) {
 		t.Errorf("record after DELETE: %v", err)
 	}
-	if e := rp.hs[0].sessions.get(sid); e != nil {
+	if e := rp.hs[0].front2025.sessions.get(sid); e != nil {
 		t.Errorf("A still caches the session: %+v", e.info)
 	}
 	// B notices at its next re-check.
-	e := rp.hs[1].sessions.get(sid)
+	e := rp.hs[1].front2025.sessions.get(sid)
 	if e == nil || e.info == nil {
 		t.Fatal("B did not cache the session")
 	}
 	e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
-	if s, _ := rp.hs[1].lookupSession(ctx, sid); s != nil {
+	if s, _ := rp.hs[1].front2025.lookupSession(ctx, sid); s != nil {
 		t.Errorf("B still knows the deleted session: %+v", s)
 	}
 }
@@ -402,7 +404,7 @@ func TestInitializeStoreDown(t *testing.T) {
 
 	resp := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
 	r := reply(t, resp)
-	if r.Error == nil || r.Error.Code != codeInternalError || !strings.HasPrefix(r.Error.Message, "task store unavailable") || string(r.ID) != "1" {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInternalError || !strings.HasPrefix(r.Error.Message, "task store unavailable") || string(r.ID) != "1" {
 		t.Fatalf("initialize with Redis down: %+v %s", r.Error, r.Result)
 	}
 	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
@@ -531,7 +533,7 @@ func TestToolsListRewrite(t *testing.T) {
 				if got := rp.mr.HGet("tg:tools", tool); got != want {
 					t.Errorf("catalogue %s = %q, want %q", tool, got, want)
 				}
-				if got := rp.hs[1].upstreamTaskSupport(context.Background(), tool); string(got) != want {
+				if got := rp.hs[1].decider.upstreamTaskSupport(context.Background(), tool); string(got) != want {
 					t.Errorf("replica B: upstreamTaskSupport(%s) = %q, want %q", tool, got, want)
 				}
 			}
@@ -573,7 +575,7 @@ func TestToolsListOlderUpstream(t *testing.T) {
 func TestSessionCacheBounded(t *testing.T) {
 	c := newSessionCacheSize(4)
 	now := time.Now()
-	keep := newSessionEntry(newSessionInfo("keep", legacyVersion, legacyVersion, nil), now)
+	keep := newSessionEntry(newSessionInfo("keep", version2025, version2025, nil), now)
 	c.put("keep", keep)
 	for i := 0; i < 40; i++ {
 		c.put(fmt.Sprint(i), newSessionEntry(nil, now))
@@ -597,8 +599,8 @@ func TestUpstreamHeaderHotPath(t *testing.T) {
 	rp := newReplicas(t, "http://127.0.0.1:1/mcp", 1, nil)
 	h := rp.hs[0]
 	now := time.Now()
-	h.sessions.put("same", newSessionEntry(newSessionInfo("same", legacyVersion, legacyVersion, nil), now))
-	h.sessions.put("older", newSessionEntry(newSessionInfo("older", legacyVersion, "2025-06-18", nil), now))
+	h.front2025.sessions.put("same", newSessionEntry(newSessionInfo("same", version2025, version2025, nil), now))
+	h.front2025.sessions.put("older", newSessionEntry(newSessionInfo("older", version2025, "2025-06-18", nil), now))
 	req := func(sid, version string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 		r.Header.Set("Mcp-Session-Id", sid)
@@ -606,21 +608,21 @@ func TestUpstreamHeaderHotPath(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer x")
 		return r
 	}
-	for _, r := range []*http.Request{req("same", legacyVersion), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
+	for _, r := range []*http.Request{req("same", version2025), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
 		if n := testing.AllocsPerRun(100, func() {
-			if got := h.upstreamHeader(r); &got == nil {
+			if got := h.front2025.upstreamHeader(r); &got == nil {
 				t.Fatal("nil")
 			}
 		}); n != 0 {
 			t.Errorf("upstreamHeader(%s, %s) allocates %v times", r.Header.Get("Mcp-Session-Id"), r.Header.Get("MCP-Protocol-Version"), n)
 		}
 	}
-	r := req("older", legacyVersion)
-	got := h.upstreamHeader(r)
+	r := req("older", version2025)
+	got := h.front2025.upstreamHeader(r)
 	if got.Get("MCP-Protocol-Version") != "2025-06-18" || got.Get("Authorization") != "Bearer x" || got.Get("Mcp-Session-Id") != "older" {
 		t.Errorf("rewritten header = %v", got)
 	}
-	if r.Header.Get("MCP-Protocol-Version") != legacyVersion {
+	if r.Header.Get("MCP-Protocol-Version") != version2025 {
 		t.Error("the client's header was modified")
 	}
 }

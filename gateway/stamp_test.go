@@ -13,6 +13,8 @@ import (
 
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // commandCounter counts the commands a Store sends, by name.
@@ -53,7 +55,7 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 	cmds := &commandCounter{n: map[string]int{}}
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Rules: rules(t, "echo", policy.Task)}, cmds)
+	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: rulesPolicy(rules(t, "echo", policy.Task))}, cmds)
 	mr := rig.mr
 	alice := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer alice"}
 	task := alice.toolTask("echo", map[string]any{"text": "stamped"})
@@ -61,9 +63,9 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 	// The worker's last writes and reads (lease release, notification)
 	// would count with the polls' commands: wait until it is gone.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rig.h.workers.mu.Lock()
-		jobs := rig.h.workers.jobs
-		rig.h.workers.mu.Unlock()
+		rig.h.runner.mu.Lock()
+		jobs := rig.h.runner.jobs
+		rig.h.runner.mu.Unlock()
 		if jobs == 0 {
 			break
 		}
@@ -100,14 +102,14 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 
 	// Another owner: not found, as without the cache.
 	mallory := &modernClient{t: t, urls: alice.urls, auth: "Bearer mallory"}
-	if r := mallory.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r := mallory.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("another owner's tasks/get = %s %+v, want -32602 not found", r.Result, r.Error)
 	}
 
 	// Expired by the store's clock: expired, as Get says, though cached.
 	get(alice) // re-cached
 	skew.Store(int64(time.Duration(*task.TTLMs)*time.Millisecond + time.Second))
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("tasks/get of an expired task = %s %+v, want an error", r.Result, r.Error)
 	}
 	skew.Store(0)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // cluster is N gateway replicas on one Redis, in front of one upstream.
@@ -30,7 +32,7 @@ func newCluster(t *testing.T, replicas int, rules policy.Rules) *cluster {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		f.add(func(c *Config) { c.Rules = rules })
+		f.add(func(c *Config) { c.Policy = rulesPolicy(rules) })
 	}
 	return &cluster{urls: f.urls, rec: rec}
 }
@@ -166,7 +168,7 @@ func (c *mcpClient) initialize() {
 		} `json:"result"`
 	}
 	readMessages(c.t, resp, func(m rpcReply) bool {
-		_ = json.Unmarshal(mustJSON(m), &caps)
+		_ = json.Unmarshal(mcpwire.MustMarshal(m), &caps)
 		return false
 	})
 	if c.sid == "" || caps.Result.ProtocolVersion != "2025-11-25" || len(caps.Result.Capabilities.Tasks) == 0 {
@@ -365,7 +367,7 @@ func TestLegacyTaskCancel(t *testing.T) {
 		t.Errorf("the upstream did not see the cancellation: %v", err)
 	}
 	r = c.call("tasks/cancel", map[string]any{"taskId": task.TaskID})
-	if r.Error == nil || r.Error.Code != codeInvalidParams || !strings.Contains(r.Error.Message, "cancelled") {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams || !strings.Contains(r.Error.Message, "cancelled") {
 		t.Errorf("second cancel = %+v", r.Error)
 	}
 	c.waitStatus(task.TaskID, "cancelled")
@@ -382,7 +384,7 @@ func TestLegacyTaskOwners(t *testing.T) {
 	mallory.initialize()
 	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
 		r := mallory.call(m, map[string]any{"taskId": task.TaskID})
-		if r.Error == nil || r.Error.Code != codeInvalidParams || r.Error.Message != "Failed to retrieve task: Task not found" {
+		if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams || r.Error.Message != "Failed to retrieve task: Task not found" {
 			t.Errorf("%s by another owner = %+v %s", m, r.Error, r.Result)
 		}
 	}
@@ -395,11 +397,11 @@ func TestLegacyTaskOwners(t *testing.T) {
 		t.Errorf("tasks/list misses the owner's task: %s", r.Result)
 	}
 	r = alice.call("tasks/list", map[string]any{"cursor": "not-a-cursor"})
-	if r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("bad cursor = %+v", r.Error)
 	}
 	r = alice.call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"})
-	if r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown task = %+v", r.Error)
 	}
 }
@@ -409,16 +411,16 @@ func TestLegacyToolNegotiation(t *testing.T) {
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
 	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}})
-	if r.Error == nil || r.Error.Code != codeMethodNotFound {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 		t.Errorf("required tool without task = %+v", r.Error)
 	}
 	r = c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "a"}, "task": map[string]any{}})
-	if r.Error == nil || r.Error.Code != codeMethodNotFound {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 		t.Errorf("task on a --sync tool = %+v", r.Error)
 	}
 	// No rule, and the upstream declares no taskSupport: forbidden.
 	r = c.call("tools/call", map[string]any{"name": "fail", "arguments": map[string]any{}, "task": map[string]any{}})
-	if r.Error == nil || r.Error.Code != codeMethodNotFound {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 		t.Errorf("task on an undeclared tool = %+v", r.Error)
 	}
 	// A sync tool without task passes straight through.
@@ -519,4 +521,15 @@ func TestProgressOnResultStream(t *testing.T) {
 			t.Errorf("round %d: %d progress notifications on the tasks/result stream", round, progress)
 		}
 	}
+}
+
+// rulesPolicy is a fixed policy of rules rs, the policy package's defaults
+// for the rest.
+func rulesPolicy(rs policy.Rules) *policy.Current {
+	return policy.NewCurrent(&policy.Config{Rules: rs})
+}
+
+// hybridPolicy is rulesPolicy with a hybrid wait.
+func hybridPolicy(rs policy.Rules, wait time.Duration) *policy.Current {
+	return policy.NewCurrent(&policy.Config{Rules: rs, HybridWait: wait})
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // modernCluster is N replicas on one Redis in front of one upstream of the
@@ -32,7 +34,7 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		f.add(func(c *Config) { c.Rules, c.HybridWait = rules, hybrid })
+		f.add(func(c *Config) { c.Policy = hybridPolicy(rules, hybrid) })
 	}
 	return &modernCluster{urls: f.urls, rec: rec, mr: f.mr}
 }
@@ -313,19 +315,19 @@ func TestModernErrors(t *testing.T) {
 	cl := newModernCluster(t, 1, true, rules(t, "slow", policy.TaskRequired), time.Second)
 	c := &modernClient{t: t, urls: cl.urls, auth: "Bearer a"}
 	for _, m := range []string{"tasks/result", "tasks/list"} {
-		if r := c.call(m, map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != codeMethodNotFound {
+		if r := c.call(m, map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 			t.Errorf("%s = %+v, want -32601", m, r.Error)
 		}
 	}
-	if r := c.call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r := c.call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown task = %+v, want -32602", r.Error)
 	}
 	noExt := &modernClient{t: t, urls: cl.urls, noExt: true}
 	r := noExt.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}})
-	if r.Error == nil || r.Error.Code != codeMissingCapability || !strings.Contains(string(r.Error.Data), tasksExtension) {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability || !strings.Contains(string(r.Error.Data), tasksExtension) {
 		t.Errorf("required tool without the extension = %+v", r.Error)
 	}
-	if r := noExt.call("tasks/get", map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != codeMissingCapability {
+	if r := noExt.call("tasks/get", map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability {
 		t.Errorf("tasks/get without the extension = %+v", r.Error)
 	}
 	// Owner isolation: another Authorization cannot see the task.
@@ -333,7 +335,7 @@ func TestModernErrors(t *testing.T) {
 	other := &modernClient{t: t, urls: cl.urls, auth: "Bearer b"}
 	for _, m := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
 		r := other.call(m, map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{}})
-		if r.Error == nil || r.Error.Code != codeInvalidParams {
+		if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 			t.Errorf("%s by another owner = %+v %s", m, r.Error, r.Result)
 		}
 	}
@@ -441,7 +443,7 @@ func TestBridgeElicitationForPlainModernCalls(t *testing.T) {
 	other := &modernClient{t: t, urls: cl.urls, noExt: true, auth: "Bearer other"}
 	r := other.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{},
 		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": bridgePrefix + "00000000-0000-4000-8000-000000000000"})
-	if r.Error == nil || r.Error.Code != codeInvalidParams {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown requestState = %+v %s", r.Error, r.Result)
 	}
 }

@@ -31,7 +31,7 @@ func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		blip := &failScriptHook{match: "waiting for the client to answer", left: 3}
 		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
-			Config{Rules: rules(t, "elicit", policy.Task)}, blip).c
+			Config{Policy: rulesPolicy(rules(t, "elicit", policy.Task))}, blip).c
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
 		if n := blip.failed.Load(); n != 3 {
@@ -103,7 +103,7 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		took := &failScriptHook{match: "take-", left: 1, lostReply: true}
 		done := &failScriptHook{match: string(taskstore.StatusCompleted), left: 2, lostReply: true}
 		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
-			Config{Rules: rules(t, "elicit", policy.Task)}, asked, took, done).c
+			Config{Policy: rulesPolicy(rules(t, "elicit", policy.Task))}, asked, took, done).c
 		url := c.urls[0]
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
@@ -132,7 +132,7 @@ func TestStoreWriteReplyLost(t *testing.T) {
 // events are lost by writing the task hash directly, without PUBLISH.
 func TestWorkerFindsLostEvents(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 300 * time.Millisecond},
-		Config{Rules: rules(t, "slow", policy.Task, "elicit", policy.Task), LeaseRenew: 200 * time.Millisecond, Lease: 5 * time.Second})
+		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task, "elicit", policy.Task)), LeaseRenew: 200 * time.Millisecond, Lease: 5 * time.Second})
 	c, rec, mr := rig.c, rig.rec, rig.mr
 	keyOf := func(id string) string { return rig.taskKey(t, id) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -77,7 +77,8 @@ type Decision struct {
 // flavour; upstream is the taskSupport the upstream declared for the tool
 // and stats its learned latency. Rules come first (first match wins); a
 // tool no rule matches, or an Auto rule, follows latency. cfg may be nil
-// (no rules, defaults). See DESIGN.md "How a tools/call is decided".
+// (no rules, defaults). See docs/ARCHITECTURE.md, "How a tools/call is
+// decided".
 func Decide(cfg *Config, tool Tool, flavour Flavour, upstream TaskSupport, stats Stats) Decision {
 	if cfg == nil {
 		cfg = &Config{}

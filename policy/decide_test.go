@@ -10,7 +10,8 @@ const ms = time.Millisecond
 
 func ptr(b bool) *bool { return &b }
 
-// TestDecideTable is DESIGN.md's table of what each rule means per client.
+// TestDecideTable is the table of what each rule means per client
+// (docs/ARCHITECTURE.md, "How a tools/call is decided").
 func TestDecideTable(t *testing.T) {
 	rules := mustRules(t, "t", Task, "req", TaskRequired, "s", Sync)
 	type want struct {

@@ -6,7 +6,7 @@
 // and the tool's learned latency (Stats); it returns a Decision with a
 // human-readable reason for the audit log.
 //
-// The decision table is in ../shared/DESIGN.md ("How a tools/call is
+// The decision table is in docs/ARCHITECTURE.md ("How a tools/call is
 // decided"). In short, first match wins over the rules; a tool no rule
 // matches follows latency: a p95 above Config.AutoAfter makes it "optional"
 // to 2025-11-25 clients, and a modern client's auto call waits

@@ -7,8 +7,8 @@ import (
 )
 
 // Mode is what a rule asks for a tool. What each mode means to each kind of
-// client is the table in DESIGN.md ("How a tools/call is decided"); Decide
-// implements it.
+// client is the table in docs/ARCHITECTURE.md ("How a tools/call is
+// decided"); Decide implements it.
 type Mode int
 
 const (
@@ -121,7 +121,8 @@ func (r *Rule) describe(i int) string {
 }
 
 // TaskSupport is a tool's execution.taskSupport in a 2025-11-25 tools/list
-// ("Tool-Level Negotiation", ../shared/spec/tasks-2025-11-25.mdx).
+// (MCP 2025-11-25, Tasks (utilities/tasks), section "Tool-Level
+// Negotiation").
 // The empty value means the field is absent, which clients treat as forbidden.
 type TaskSupport string
 

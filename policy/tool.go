@@ -9,9 +9,9 @@ type Tool struct {
 	Annotations Annotations
 }
 
-// Annotations are a tool's behaviour hints ("ToolAnnotations" in
-// ../shared/spec/schema-2026-07-28.ts; the same in 2025-11-25). A nil
-// field is absent. The JSON tags are the spec's names, so a tool's
+// Annotations are a tool's behaviour hints ("ToolAnnotations" in the MCP
+// 2026-07-28 schema; the same in the MCP 2025-11-25 schema). A nil field is
+// absent. The JSON tags are the spec's names, so a tool's
 // "annotations" object decodes straight into this struct.
 type Annotations struct {
 	ReadOnlyHint    *bool `json:"readOnlyHint,omitempty"`

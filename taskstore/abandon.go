@@ -13,8 +13,7 @@ import (
 // create failed and never learns its id. Left alone it would sit in the
 // owner's indexes and cap, show in tasks/list, and, its lease never
 // renewed, be failed by a recoverer as if the replica that created it had
-// died. So the store removes it in the background once Redis answers again
-// (found by e2e TestChaos).
+// died. So the store removes it in the background once Redis answers again.
 //
 // One goroutine per Store works through the pending removals, gently (a
 // first try after abandonFirst, then backing off): every dial it makes

@@ -1,16 +1,23 @@
 // Package taskstore keeps taskgate's tasks in Redis, so any gateway replica
-// can answer any request about any task and a restart loses nothing. It is
-// the only package that talks to Redis.
+// can answer any request about any task. With a Redis server, a gateway
+// restart loses no task record (a task whose upstream call ran on the
+// stopped replica is failed with a message saying so, not dropped), and a
+// Redis restart keeps what its persistence (AOF or RDB) saved. The default
+// embedded store (in-process miniredis, embedded.go) keeps state in memory
+// only and loses it when the process exits. It is the only package of the
+// gateway that sends commands to Redis.
 //
 // # Model
 //
 // A task (Task) is one Redis hash: identity and owner, tool, flavour, the
-// status of the state machine of tasks-2025-11-25 "Task Status Lifecycle"
-// (working <-> input_required -> completed | failed | cancelled, terminal
-// states sticky), timestamps, ttl and pollInterval, the outcome (JSON-RPC
-// result and/or error), outstanding input requests and the responses
-// received for them, latest progress, the cancel flag, the worker lease, and
-// what the worker needs to resume talking to the upstream.
+// status of the state machine of MCP 2025-11-25, Tasks (utilities/tasks),
+// section "Task Status Lifecycle" (working <-> input_required -> completed |
+// failed | cancelled, terminal states sticky), timestamps, ttl and
+// pollInterval, the outcome (JSON-RPC result and/or error), outstanding
+// input requests and the responses received for them, latest progress, the
+// cancel flag, the worker lease, and the upstream request id and session
+// the task's call runs on (Upstream: the session is where legacy status
+// notifications go).
 //
 // Every change is one Lua script (scripts.go), atomic, one round trip: it
 // checks owner, expiry and state, writes, and publishes an event on the
@@ -58,7 +65,7 @@
 // are each atomic and single-slot, with no cross-slot bookkeeping that a
 // crash could leave half done. Owner isolation also falls out of the key
 // layout: another owner's Get builds another key. Every method takes the
-// owner, which the gateway always has (DESIGN.md invariant 3).
+// owner, which the gateway always has (docs/ARCHITECTURE.md invariant 3).
 //
 // The cost: all of one owner's tasks live on one shard. That is bounded by
 // MaxTasksPerOwner live tasks per owner, but a deployment whose traffic is
@@ -95,7 +102,9 @@
 // # Embedded
 //
 // Without --redis-url, OpenEmbedded runs miniredis in process, with a clock
-// that follows real time so ttls expire, and the same Store on it.
+// that follows real time so ttls expire, and the same Store on it. Its
+// state is in memory: lost on exit and not shared between processes, so it
+// serves one replica.
 //
 // # Signals
 //

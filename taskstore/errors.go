@@ -17,7 +17,7 @@ import (
 // "taskstore: complete 6f1c…: taskstore: task is terminal (completed)".
 var (
 	// ErrNotFound: no such task for this owner. A task of another owner is
-	// reported exactly like a missing one (DESIGN.md invariant 3).
+	// reported exactly like a missing one (docs/ARCHITECTURE.md invariant 3).
 	ErrNotFound = errors.New("taskstore: task not found")
 	// ErrExpired: the task existed but its ttl has elapsed. Told apart from
 	// ErrNotFound for Options.ExpiredWindow after expiry, then ErrNotFound.

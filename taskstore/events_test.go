@@ -99,7 +99,7 @@ func TestWaitForWakesOnSignal(t *testing.T) {
 		waitSubscribed(t, e, s, "o", task.ID)
 
 		// A non-terminal change wakes it, but it keeps waiting.
-		wantErr(t, s.Transition(ctx, "o", task.ID, StatusInputRequired, ""), nil)
+		wantErr(t, s.transition(ctx, "o", task.ID, StatusInputRequired, ""), nil)
 		select {
 		case r := <-done:
 			t.Fatalf("returned early: %+v", r)

@@ -3,7 +3,7 @@ package taskstore
 // Gateway-held upstream sessions. A 2026-07-28 client has no session, but a
 // legacy (2025-11-25 and older) upstream needs one: the gateway initializes
 // an upstream session per owner and records it here, so every replica calls
-// on the same one (DESIGN.md "The upstream side").
+// on the same one (docs/ARCHITECTURE.md, "The upstream side").
 //
 //	<prefix>:{<o>}:held   HASH  sid, pv, init, created; PEXPIRE ttl (TouchHeldSession renews)
 //

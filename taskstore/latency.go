@@ -1,9 +1,10 @@
 package taskstore
 
-// Learned tool latencies, shared between replicas by periodic merge
-// (DESIGN.md "How a tools/call is decided"; policy.Latencies). Each replica
-// publishes its own observations now and then and reads the others' back;
-// nothing is written per tools/call.
+// Learned tool latencies, shared between replicas by periodic merge, which
+// an "auto" decision follows (docs/ARCHITECTURE.md, "How a tools/call is
+// decided"; policy.Latencies). Each replica publishes its own observations
+// now and then and reads the others' back; nothing is written per
+// tools/call.
 //
 //	<prefix>:latency:{<replica>}   HASH  tool -> encoded histogram (opaque here:
 //	                                     policy.Histogram.MarshalBinary); PEXPIRE keep

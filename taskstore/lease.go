@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Leases say which replica runs a task's upstream call (DESIGN.md invariant
-// 4), as asynq's lease set does. The truth is in the task hash
+// Leases say which replica runs a task's upstream call (docs/ARCHITECTURE.md
+// invariant 4), as asynq's lease set does. The truth is in the task hash
 // (lease_holder, lease_until); the scripts change it atomically with the
 // state checks.
 //
@@ -29,7 +29,7 @@ import (
 //
 // Recovery loop of a replica: ListExpiredLeases, then for each entry Claim
 // it (which succeeds only while it is still expired) and Fail it with a
-// clear message (or resume it), then Release.
+// clear message, then Release.
 
 // Claim gives the lease of the task to holder for d. It succeeds when nobody
 // holds it, when holder already does, or when the current holder's deadline

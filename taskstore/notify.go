@@ -13,8 +13,8 @@ import (
 // change, and progress while no tasks/result stream is open. Whichever
 // replica holds that GET stream watches the session's channel; whichever
 // replica changes a task publishes there. Like every pub/sub message these
-// are best effort, which is all the spec asks of them ("Requestors MUST NOT
-// rely on receiving this notification").
+// are best effort, which is all MCP 2025-11-25, Tasks (utilities/tasks)
+// asks of them ("Requestors MUST NOT rely on receiving this notification").
 //
 //	<prefix>:s:{<sha256(session) 32 hex>}:ev   pub/sub channel of one session
 
@@ -46,9 +46,10 @@ func (s *Store) WatchSession(ctx context.Context, sessionID string) (*Watch, err
 
 // A tasks/result stream that is open for a task marks it, so the worker
 // (maybe on another replica) relays progress there and not also on the
-// session's GET stream (tasks-2025-11-25 allows either; doubling would make
-// a client count progress twice). The mark expires by itself, so a replica
-// that dies with a stream open blocks nothing for long.
+// session's GET stream (MCP 2025-11-25, Tasks (utilities/tasks) allows
+// either; doubling would make a client count progress twice). The mark
+// expires by itself, so a replica that dies with a stream open blocks
+// nothing for long.
 //
 //	<prefix>:{<owner>}:t:<id>:rs   STRING "1" with PX ttl
 

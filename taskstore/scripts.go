@@ -84,11 +84,11 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 return {0}
 `)
 
-// transitionCmd moves a task along the state machine (tasks-2025-11-25
-// "Task Status Lifecycle"): working <-> input_required, either -> completed,
-// failed or cancelled. Terminal states are sticky; a self-transition is
-// rejected. The status message is replaced (cleared when empty): a message
-// describes the state it was written for.
+// transitionCmd moves a task along the state machine (MCP 2025-11-25, Tasks
+// (utilities/tasks), section "Task Status Lifecycle"): working <->
+// input_required, either -> completed, failed or cancelled. Terminal states
+// are sticky; a self-transition is rejected. The status message is replaced
+// (cleared when empty): a message describes the state it was written for.
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // KEYS[2] -> <prefix>:{<owner>}:active      ZSET non-terminal id -> expiry ms
@@ -114,8 +114,8 @@ return {0, status}
 
 // finishCmd ends a task with its outcome: completed or failed, with the
 // JSON-RPC result and/or error. A second terminal write is rejected, so a
-// result arriving after a cancel leaves the task cancelled (tasks-2025-11-25
-// "Task Cancellation" 3).
+// result arriving after a cancel leaves the task cancelled (MCP 2025-11-25,
+// Tasks (utilities/tasks), section "Task Cancellation", item 3).
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // KEYS[2] -> <prefix>:{<owner>}:active      ZSET non-terminal id -> expiry ms
@@ -290,7 +290,8 @@ return r
 `)
 
 // progressCmd stores the latest progress of a running task and tells
-// listeners. Progress stops at terminal (tasks-2025-11-25 "Progress").
+// listeners. Progress stops at terminal (MCP 2025-11-25, Tasks
+// (utilities/tasks), section "Progress").
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>
 // ARGV[1] -> owner
@@ -305,22 +306,6 @@ if terminal(status) then return {3, status} end
 redis.call('HSET', KEYS[1], 'progress', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5], 'updated', ARGV[2]) end
 redis.call('PUBLISH', ARGV[3], 'progress:' .. status)
-return {0}
-`)
-
-// upstreamCmd stores what the worker needs to resume talking to the upstream.
-// An empty value deletes the field.
-//
-// KEYS[1] -> <prefix>:{<owner>}:t:<id>
-// ARGV[1] -> owner
-// ARGV[2] -> now, unix ms
-// ARGV[3..] -> field, value pairs (up_* fields only)
-//
-// Returns {0}, {1}, {2}.
-var upstreamCmd = redis.NewScript(luaPrologue + `
-for i = 3, #ARGV, 2 do
-  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-end
 return {0}
 `)
 

@@ -190,21 +190,3 @@ func (s *Store) Tool(ctx context.Context, tool string) (ToolInfo, bool, error) {
 	}
 	return decodeTool(v), true, nil
 }
-
-// SetToolTaskSupport records, per tool name, the execution.taskSupport the
-// upstream declared ("" when it declared none), without annotations.
-// Other tools are kept.
-func (s *Store) SetToolTaskSupport(ctx context.Context, declared map[string]string) error {
-	tools := make(map[string]ToolInfo, len(declared))
-	for name, ts := range declared {
-		tools[name] = ToolInfo{TaskSupport: ts}
-	}
-	return s.SetTools(ctx, tools)
-}
-
-// ToolTaskSupport returns the execution.taskSupport recorded for tool, and
-// whether the tool is in the catalogue at all.
-func (s *Store) ToolTaskSupport(ctx context.Context, tool string) (string, bool, error) {
-	t, ok, err := s.Tool(ctx, tool)
-	return t.TaskSupport, ok, err
-}

@@ -74,18 +74,18 @@ func TestSessions(t *testing.T) {
 func TestToolCatalogue(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
-		if _, ok, err := s.ToolTaskSupport(ctx, "slow"); ok || err != nil {
+		if _, ok, err := s.Tool(ctx, "slow"); ok || err != nil {
 			t.Fatalf("empty catalogue: ok=%v err=%v", ok, err)
 		}
-		wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"slow": "optional", "echo": ""}), nil)
-		wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"slow": "required"}), nil)
-		wantErr(t, s.SetToolTaskSupport(ctx, nil), nil)
+		wantErr(t, s.SetTools(ctx, map[string]ToolInfo{"slow": {TaskSupport: "optional"}, "echo": {}}), nil)
+		wantErr(t, s.SetTools(ctx, map[string]ToolInfo{"slow": {TaskSupport: "required"}}), nil)
+		wantErr(t, s.SetTools(ctx, nil), nil)
 		if h := e.hash("tg:tools"); len(h) != 2 || h["slow"] != "required" || h["echo"] != "" {
 			t.Errorf("raw catalogue = %v", h)
 		}
 		for tool, want := range map[string]string{"slow": "required", "echo": ""} {
-			if got, ok, err := s.ToolTaskSupport(ctx, tool); got != want || !ok || err != nil {
-				t.Errorf("ToolTaskSupport(%s) = %q, %v, %v", tool, got, ok, err)
+			if got, ok, err := s.Tool(ctx, tool); got.TaskSupport != want || !ok || err != nil {
+				t.Errorf("Tool(%s).TaskSupport = %q, %v, %v", tool, got.TaskSupport, ok, err)
 			}
 		}
 
@@ -98,8 +98,8 @@ func TestToolCatalogue(t *testing.T) {
 		if got, ok, err := s.Tool(ctx, "read"); !ok || err != nil || got.TaskSupport != "optional" || string(got.Annotations) != string(ann) {
 			t.Errorf("Tool(read) = %+v, %v, %v", got, ok, err)
 		}
-		if got, ok, err := s.ToolTaskSupport(ctx, "read"); got != "optional" || !ok || err != nil {
-			t.Errorf("ToolTaskSupport(read) = %q, %v, %v", got, ok, err)
+		if got, ok, err := s.Tool(ctx, "read"); got.TaskSupport != "optional" || !ok || err != nil {
+			t.Errorf("Tool(read).TaskSupport = %q, %v, %v", got.TaskSupport, ok, err)
 		}
 		if got, ok, err := s.Tool(ctx, "slow"); !ok || err != nil || got.TaskSupport != "required" || got.Annotations != nil {
 			t.Errorf("Tool(slow) = %+v, %v, %v", got, ok, err)
@@ -117,7 +117,7 @@ func TestSessionsUnavailable(t *testing.T) {
 	_, err = s.TouchSession(ctx, "x", time.Hour)
 	wantErr(t, err, ErrUnavailable)
 	wantErr(t, s.DeleteSession(ctx, "x"), ErrUnavailable)
-	wantErr(t, s.SetToolTaskSupport(ctx, map[string]string{"a": ""}), ErrUnavailable)
-	_, _, err = s.ToolTaskSupport(ctx, "a")
+	wantErr(t, s.SetTools(ctx, map[string]ToolInfo{"a": {}}), ErrUnavailable)
+	_, _, err = s.Tool(ctx, "a")
 	wantErr(t, err, ErrUnavailable)
 }

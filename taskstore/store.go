@@ -35,8 +35,8 @@ type Options struct {
 	Prefix string
 	// DefaultTTL applies when a task is created without a ttl. Default 1h.
 	DefaultTTL time.Duration
-	// MaxTTL caps a requested ttl (tasks-2025-11-25 "Security": enforce a
-	// maximum ttl). Default 24h.
+	// MaxTTL caps a requested ttl (MCP 2025-11-25, Tasks (utilities/tasks),
+	// section "Security": enforce a maximum ttl). Default 24h.
 	MaxTTL time.Duration
 	// PollInterval is the pollInterval given to tasks that ask for none.
 	// Default 1s.
@@ -166,8 +166,8 @@ type LeaseRequest struct {
 // Create stores a new working task with a fresh random id (UUID v4, 122
 // random bits) and indexes it under its owner. When Create returns nil the
 // write has been applied by the Redis primary, so a Get on any replica finds
-// the task (DESIGN.md invariant 1). Returns ErrTooMany when the owner is at
-// Options.MaxTasksPerOwner.
+// the task (docs/ARCHITECTURE.md invariant 1). Returns ErrTooMany when the
+// owner is at Options.MaxTasksPerOwner.
 func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 	now := s.opt.Clock()
 	nowMS := now.UnixMilli()
@@ -196,7 +196,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 	if t.StatusMessage != "" {
 		args = append(args, fMessage, t.StatusMessage)
 	}
-	args = appendUpstream(args, n.Upstream, false)
+	args = appendUpstream(args, n.Upstream)
 	var lease func(redis.Pipeliner)
 	if n.Lease != nil {
 		t.Lease = Lease{Holder: n.Lease.Holder, Deadline: now.Add(n.Lease.Duration)}
@@ -246,18 +246,13 @@ func (s *Store) windowMS() int64 {
 	return ms(s.opt.ExpiredWindow)
 }
 
-// appendUpstream adds the up_* fields of u to args. With all, empty values
-// are included too (upstreamCmd deletes those fields).
-func appendUpstream(args []interface{}, u Upstream, all bool) []interface{} {
-	for _, f := range [...]struct{ name, val string }{
-		{fUpRequestID, string(u.RequestID)},
-		{fUpSession, u.SessionID},
-		{fUpState, u.RequestState},
-		{fUpParams, string(u.Params)},
-	} {
-		if all || f.val != "" {
-			args = append(args, f.name, f.val)
-		}
+// appendUpstream adds the non-empty up_* fields of u to args.
+func appendUpstream(args []interface{}, u Upstream) []interface{} {
+	if len(u.RequestID) > 0 {
+		args = append(args, fUpRequestID, string(u.RequestID))
+	}
+	if u.SessionID != "" {
+		args = append(args, fUpSession, u.SessionID)
 	}
 	return args
 }
@@ -345,19 +340,15 @@ func validID(id string) bool {
 	return len(id) == 36 && uuid.Validate(id) == nil
 }
 
-// Transition moves the task to status to with the given status message
-// (empty clears it). The state machine is tasks-2025-11-25 "Task Status
-// Lifecycle": working <-> input_required, and either -> completed, failed or
-// cancelled. From a terminal status: ErrTerminal. To the same status, or to
-// an unknown one: ErrInvalidTransition.
-func (s *Store) Transition(ctx context.Context, owner, id string, to Status, message string) error {
-	err := s.transition(ctx, owner, id, to, message)
-	if err != nil {
-		return fmt.Errorf("taskstore: transition %s to %s: %w", id, to, err)
-	}
-	return nil
-}
-
+// transition moves the task to status to with the given status message
+// (empty clears it). The state machine is MCP 2025-11-25, Tasks
+// (utilities/tasks), section "Task Status Lifecycle": working <->
+// input_required, and either -> completed, failed or cancelled. From a
+// terminal status: ErrTerminal. To the same status, or to an unknown one:
+// ErrInvalidTransition. The gateway changes a status only through the
+// methods that also write what goes with it (Finish, Complete, Fail,
+// RequestCancel, AddInputRequests, AnswerInputs); tests use transition to
+// reach a status directly.
 func (s *Store) transition(ctx context.Context, owner, id string, to Status, message string) error {
 	if !to.Valid() {
 		return ErrInvalidTransition
@@ -448,9 +439,10 @@ func tooLargeOutcome(size, limit int, writeID string) Outcome {
 }
 
 // RequestCancel records that the owner asked to cancel the task and moves it
-// to cancelled at once, returning the cancelled task (tasks-2025-11-25 "Task
-// Cancellation": the task MUST be cancelled before the response). The worker
-// is told by a "cancel" event. A terminal task: ErrTerminal.
+// to cancelled at once, returning the cancelled task (MCP 2025-11-25, Tasks
+// (utilities/tasks), section "Task Cancellation": the task MUST be cancelled
+// before the response). The worker is told by a "cancel" event. A terminal
+// task: ErrTerminal.
 func (s *Store) RequestCancel(ctx context.Context, owner, id, message string) (*Task, error) {
 	t, err := s.requestCancel(ctx, owner, id, message)
 	if err != nil {
@@ -492,24 +484,6 @@ func (s *Store) SetProgress(ctx context.Context, owner, id string, progress json
 	}
 	if err != nil {
 		return fmt.Errorf("taskstore: progress %s: %w", id, err)
-	}
-	return nil
-}
-
-// SetUpstream replaces what the worker needs to resume talking to the
-// upstream; empty fields of u are deleted.
-func (s *Store) SetUpstream(ctx context.Context, owner, id string, u Upstream) error {
-	err := ErrNotFound
-	if validID(id) {
-		var vals []interface{}
-		args := appendUpstream([]interface{}{owner, s.nowMS()}, u, true)
-		vals, err = s.run(ctx, upstreamCmd, []string{s.k.task(owner, id)}, args...)
-		if err == nil {
-			err = s.replyErr(ctx, owner, id, vals)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("taskstore: set upstream %s: %w", id, err)
 	}
 	return nil
 }

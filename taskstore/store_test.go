@@ -19,7 +19,7 @@ func TestCreateGet(t *testing.T) {
 
 		task, err := s.Create(ctx, NewTask{
 			Owner: "alice", Tool: "slow", Flavour: FlavourModern, StatusMessage: "started",
-			Upstream: Upstream{RequestID: json.RawMessage(`7`), SessionID: "sess-1", Params: json.RawMessage(`{"name":"slow"}`)},
+			Upstream: Upstream{RequestID: json.RawMessage(`7`), SessionID: "sess-1"},
 			Lease:    &LeaseRequest{Holder: "replica-a", Duration: 30 * time.Second},
 		})
 		if err != nil {
@@ -35,7 +35,7 @@ func TestCreateGet(t *testing.T) {
 			"id": task.ID, "owner": "alice", "tool": "slow", "flavour": "modern", "status": "working",
 			"message": "started", "created": strconv.FormatInt(now.UnixMilli(), 10),
 			"updated": strconv.FormatInt(now.UnixMilli(), 10), "ttl": "3600000", "poll": "1000", "pending": "0",
-			"up_request_id": "7", "up_session": "sess-1", "up_params": `{"name":"slow"}`,
+			"up_request_id": "7", "up_session": "sess-1",
 			"lease_holder": "replica-a", "lease_until": strconv.FormatInt(now.Add(30*time.Second).UnixMilli(), 10),
 		}
 		for f, v := range want {
@@ -121,7 +121,7 @@ func TestCreateTTLAndPollInterval(t *testing.T) {
 	})
 }
 
-// setupStatus brings a fresh task to status st through the public API.
+// setupStatus brings a fresh task to status st through the Store's methods.
 func setupStatus(t *testing.T, s *Store, owner string, st Status) *Task {
 	t.Helper()
 	task := mustCreate(t, s, owner)
@@ -129,7 +129,7 @@ func setupStatus(t *testing.T, s *Store, owner string, st Status) *Task {
 	switch st {
 	case StatusWorking:
 	case StatusInputRequired:
-		err = s.Transition(ctx, owner, task.ID, StatusInputRequired, "need input")
+		err = s.transition(ctx, owner, task.ID, StatusInputRequired, "need input")
 	case StatusCompleted:
 		err = s.Complete(ctx, owner, task.ID, json.RawMessage(`{"content":[]}`))
 	case StatusFailed:
@@ -163,7 +163,7 @@ func TestTransitionTable(t *testing.T) {
 					before := e.hash(key)
 					e.clock.Advance(time.Millisecond)
 
-					err := s.Transition(ctx, "owner", task.ID, to, "msg "+string(to))
+					err := s.transition(ctx, "owner", task.ID, to, "msg "+string(to))
 					wantErr(t, err, want)
 
 					after := e.hash(key)
@@ -304,19 +304,17 @@ func TestRequestCancel(t *testing.T) {
 	})
 }
 
-func TestProgressAndUpstream(t *testing.T) {
+func TestProgress(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
 		task := mustCreate(t, s, "o")
 		p := json.RawMessage(`{"progress":3,"total":10}`)
 		wantErr(t, s.SetProgress(ctx, "o", task.ID, p, "3 of 10"), nil)
-		wantErr(t, s.SetUpstream(ctx, "o", task.ID, Upstream{SessionID: "s2", RequestState: "opaque"}), nil)
 		got, err := s.Get(ctx, "o", task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got.Progress) != string(p) || got.StatusMessage != "3 of 10" || got.Upstream.SessionID != "s2" ||
-			got.Upstream.RequestState != "opaque" || got.Upstream.RequestID != nil {
+		if string(got.Progress) != string(p) || got.StatusMessage != "3 of 10" {
 			t.Errorf("Get = %+v", got)
 		}
 		wantErr(t, s.Complete(ctx, "o", task.ID, json.RawMessage(`{}`)), nil)
@@ -343,7 +341,7 @@ func TestOwnerIsolation(t *testing.T) {
 			}
 			_, err = s.RequestCancel(ctx, "mallory", id, "")
 			wantErr(t, err, ErrNotFound)
-			wantErr(t, s.Transition(ctx, "mallory", id, StatusCompleted, ""), ErrNotFound)
+			wantErr(t, s.transition(ctx, "mallory", id, StatusCompleted, ""), ErrNotFound)
 			wantErr(t, s.Complete(ctx, "mallory", id, json.RawMessage(`{}`)), ErrNotFound)
 			_, err = s.AnswerInputs(ctx, "mallory", id, map[string]json.RawMessage{"k": json.RawMessage(`{}`)})
 			wantErr(t, err, ErrNotFound)
@@ -449,7 +447,7 @@ func TestTTLExpiry(t *testing.T) {
 			_, err = s.Get(ctx, "o", task.ID)
 			wantErr(t, err, ErrExpired)
 			wantErr(t, s.Complete(ctx, "o", task.ID, json.RawMessage(`{}`)), ErrExpired)
-			wantErr(t, s.Transition(ctx, "o", task.ID, StatusInputRequired, ""), ErrExpired)
+			wantErr(t, s.transition(ctx, "o", task.ID, StatusInputRequired, ""), ErrExpired)
 			if list, _, _ := s.List(ctx, "o", "", 10); len(list) != 0 {
 				t.Errorf("List shows expired tasks: %d", len(list))
 			}

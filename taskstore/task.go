@@ -8,7 +8,8 @@ import (
 )
 
 // Status is a task's status, spelled exactly as on the wire
-// (tasks-2025-11-25 "Task Status"; SEP-2663 Task.status).
+// (MCP 2025-11-25, Tasks (utilities/tasks), section "Task Status"; SEP-2663
+// (io.modelcontextprotocol/tasks extension), Task.status).
 type Status string
 
 const (
@@ -64,18 +65,20 @@ type Lease struct {
 	Deadline time.Time
 }
 
-// Upstream is what a worker needs to resume talking to the upstream server
-// about a task. Every field is optional and opaque to the store.
+// Upstream records which upstream request and session a task's tools/call
+// runs on. The gateway passes the upstream's Mcp-Session-Id through to the
+// client, so SessionID is also the legacy client's session: whichever
+// replica changes the task publishes notifications/tasks/status to it.
+// RequestID names the call for whoever inspects the record in Redis.
+// Nothing re-sends or resumes a call from these fields: the call lives in
+// its worker, and a task whose worker is gone is failed by recovery
+// (lease.go). Both fields are optional and opaque to the store.
 type Upstream struct {
 	// RequestID is the JSON-RPC id of the tools/call sent upstream.
 	RequestID json.RawMessage
-	// SessionID is the upstream Mcp-Session-Id (legacy upstreams).
+	// SessionID is the upstream Mcp-Session-Id; empty for a stateless
+	// upstream.
 	SessionID string
-	// RequestState is the MRTR requestState of the last input_required
-	// round (modern upstreams); it goes back with the retried call.
-	RequestState string
-	// Params are the tools/call params as sent upstream, for MRTR retries.
-	Params json.RawMessage
 }
 
 // Task is one task record as stored.
@@ -148,8 +151,6 @@ const (
 	fLeaseFrom    = "lease_from"  // the holder the first takeover (Claim) took the lease from
 	fUpRequestID  = "up_request_id"
 	fUpSession    = "up_session"
-	fUpState      = "up_state"
-	fUpParams     = "up_params"
 	prefixIn      = "in:"
 	prefixResp    = "re:"
 	prefixUsedKey = "used:"
@@ -191,10 +192,8 @@ func decodeTask(m map[string]string) (*Task, bool) {
 		Progress:        raw(fProgress),
 		CancelRequested: m[fCancel] == "1",
 		Upstream: Upstream{
-			RequestID:    raw(fUpRequestID),
-			SessionID:    m[fUpSession],
-			RequestState: m[fUpState],
-			Params:       raw(fUpParams),
+			RequestID: raw(fUpRequestID),
+			SessionID: m[fUpSession],
 		},
 	}
 	if h := m[fLeaseHolder]; h != "" {

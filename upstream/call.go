@@ -12,7 +12,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
+
+// maxEventBytes bounds one SSE event or JSON answer, so a broken upstream
+// cannot make the gateway buffer without limit. Tool results larger than
+// this are refused.
+const maxEventBytes = 64 << 20
 
 // Session is what every request on one upstream MCP session carries.
 // The zero value is a sessionless (stateless) upstream.
@@ -137,7 +144,7 @@ func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opt
 
 // readStream consumes an SSE response until the response to id arrives.
 func (c *Client) readStream(ctx context.Context, s *Session, body io.Reader, id jsonrpc.ID, opts CallOptions) (*jsonrpc.Response, error) {
-	sr := newSSEReader(body)
+	sr := mcpwire.NewReader(body, maxEventBytes)
 	for {
 		ev, err := sr.Next()
 		if err != nil {
@@ -145,6 +152,9 @@ func (c *Client) readStream(ctx context.Context, s *Session, body io.Reader, id 
 				return nil, c.broken(ctx, ErrNoResponse)
 			}
 			return nil, c.broken(ctx, err)
+		}
+		if len(ev.Data) == 0 {
+			continue // a comment (keep-alive), or an event without data
 		}
 		msg, err := jsonrpc.DecodeMessage(ev.Data)
 		if err != nil {
@@ -260,8 +270,8 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	if method != "" {
-		// Standard request headers (streamable-http-2026-07-28): required by
-		// modern servers, ignored by older ones.
+		// Standard request headers (MCP 2026-07-28, Streamable HTTP
+		// transport): required by modern servers, ignored by older ones.
 		h.Set("Mcp-Method", method)
 		if name, ok := nameOf(method, body); ok {
 			h.Set("Mcp-Name", HeaderValue(name))

@@ -21,7 +21,7 @@ import (
 // no goroutine per connection: net/http keeps a readLoop and a writeLoop
 // goroutine on every connection, and a held task call holds its connection
 // for as long as the tool runs, so those two goroutines (~16 KiB of stack)
-// were a large part of each held task's memory (docs/BENCHMARKS.md). Here
+// would be a large part of each held task's memory (docs/BENCHMARKS.md). Here
 // the caller's goroutine writes the request and reads the response itself;
 // cancellation closes the connection (context.AfterFunc).
 //

@@ -19,9 +19,9 @@
 // idle pool per host (Go's default of 2 idle connections per host would make
 // every third request dial).
 //
-// The wire rules come from the Streamable HTTP transport
-// (../shared/spec/streamable-http-2026-07-28.mdx, "Sending Messages" and
-// "Receiving Messages"): a POSTed request is answered either with one
-// application/json body or with a text/event-stream whose events carry
-// server→client messages and, last, the response.
+// The wire rules come from MCP 2026-07-28, Streamable HTTP transport,
+// sections "Sending Messages" and "Receiving Messages": a POSTed request is
+// answered either with one application/json body or with a
+// text/event-stream whose events carry server→client messages and, last,
+// the response.
 package upstream

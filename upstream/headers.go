@@ -57,8 +57,9 @@ func namedIn(connection []string, name string) bool {
 
 // HeaderValue encodes s for an Mcp-Name or Mcp-Param-* header: as is when
 // it is plain printable ASCII without leading or trailing space, else as
-// =?base64?…?= (streamable-http-2026-07-28 "Value Encoding"). A value that
-// itself looks like the sentinel is encoded too, so it round-trips.
+// =?base64?…?= (MCP 2026-07-28, Streamable HTTP transport, section "Value
+// Encoding"). A value that itself looks like the sentinel is encoded too,
+// so it round-trips.
 func HeaderValue(s string) string {
 	if needsBase64(s) {
 		return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="

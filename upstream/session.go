@@ -21,7 +21,7 @@ type InitializeResult struct {
 // initialize with params, then notifications/initialized, and returns the
 // session for later calls, at the version the upstream chose. header
 // (typically the client's Authorization) is sent on every request of the
-// session. MCP lifecycle: ../shared/spec/schema-2025-11-25.ts InitializeRequest.
+// session. MCP lifecycle: InitializeRequest in the MCP 2025-11-25 schema.
 func (c *Client) Initialize(ctx context.Context, header http.Header, params json.RawMessage) (*Session, *InitializeResult, error) {
 	req := &jsonrpc.Request{ID: initializeID, Method: "initialize", Params: params}
 	s := &Session{Header: header}

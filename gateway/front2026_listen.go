@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -18,7 +19,7 @@ const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 // maxListenTasks bounds the task ids one subscription may watch.
 const maxListenTasks = 1000
 
-// serveListen answers a subscriptions/listen that asks for task
+// listen answers a subscriptions/listen that asks for task
 // notifications (SEP-2663 "Task Status Notifications"): it acknowledges
 // with the granted ids, only the caller's own tasks, then sends
 // notifications/tasks with the full DetailedTask on every change, made by
@@ -26,27 +27,27 @@ const maxListenTasks = 1000
 //
 // The gateway serves task notifications only; other filters on the same
 // request are not granted (the acknowledgement says so by omitting them).
-func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, msg *message, mr *modernReq) {
+func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	var p struct {
 		Notifications struct {
 			TaskIDs *[]string `json:"taskIds"`
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil {
-		writeModernError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "subscriptions/listen params must be an object with notifications"))
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
 		return
 	}
 	if p.Notifications.TaskIDs == nil {
-		h.forwardModern(w, r, msg, mr)
+		f.forward(w, r, msg, mr, "")
 		return
 	}
 	if !mr.Tasks {
-		writeModernError(w, msg.ID, missingTasksCapability("task notifications need the tasks extension declared"))
+		writeStatelessError(w, msg.ID, missingTasksCapability("task notifications need the tasks extension declared"))
 		return
 	}
 	ids := *p.Notifications.TaskIDs
 	if len(ids) > maxListenTasks {
-		writeModernError(w, msg.ID, newRPCErr(http.StatusOK, codeInvalidParams, "too many taskIds on one subscription"))
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "too many taskIds on one subscription"))
 		return
 	}
 	ctx := r.Context()
@@ -66,18 +67,18 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, msg *messa
 		if _, dup := last[id]; dup {
 			continue
 		}
-		t, err := h.store.Get(ctx, owner, id)
+		t, err := f.store.Get(ctx, owner, id)
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Not "not granted": the client must not conclude the task is gone.
-			writeModernError(w, msg.ID, h.taskError(err, "listen", id))
+			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "listen", id, era2026))
 			return
 		}
 		if err != nil {
 			continue // not theirs, gone, or unknown: simply not granted
 		}
-		watch, err := h.store.Watch(ctx, owner, id)
+		watch, err := f.store.Watch(ctx, owner, id)
 		if err != nil {
-			writeModernError(w, msg.ID, h.taskError(err, "listen", id))
+			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "listen", id, era2026))
 			return
 		}
 		granted = append(granted, id)
@@ -105,16 +106,16 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, msg *messa
 			}
 		}(id)
 	}
-	sse := newSSEWriter(w)
-	ack := rpcRequest{JSONRPC: "2.0", Method: "notifications/subscriptions/acknowledged",
-		Params: mustJSON(map[string]any{"notifications": map[string]any{"taskIds": granted}, "_meta": meta})}
-	if sse.send(ack) != nil {
+	sse := mcpwire.NewWriter(w)
+	ack := mcpwire.Request{JSONRPC: "2.0", Method: "notifications/subscriptions/acknowledged",
+		Params: mcpwire.MustMarshal(map[string]any{"notifications": map[string]any{"taskIds": granted}, "_meta": meta})}
+	if sse.Send(ack) != nil {
 		return
 	}
-	resync := time.NewTicker(h.resyncInterval())
+	resync := time.NewTicker(resyncInterval(f.store))
 	defer resync.Stop()
 	send := func(id string) error {
-		t, err := h.store.Get(ctx, owner, id)
+		t, err := f.store.Get(ctx, owner, id)
 		if err != nil {
 			return nil
 		}
@@ -123,17 +124,17 @@ func (h *Handler) serveListen(w http.ResponseWriter, r *http.Request, msg *messa
 			return nil // nothing new since the last notification
 		}
 		last[id] = v
-		mt := toModernTask(t, "", true)
+		mt := toTask2026(t, "", true)
 		mt.Meta = meta
-		return sse.send(rpcRequest{JSONRPC: "2.0", Method: "notifications/tasks", Params: mustJSON(mt)})
+		return sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: "notifications/tasks", Params: mcpwire.MustMarshal(mt)})
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-h.workers.ctx.Done():
+		case <-f.life.Done():
 			// Shutting down: close the subscription gracefully.
-			_ = sse.send(rpcResponse{JSONRPC: "2.0", ID: msg.ID, Result: mustJSON(map[string]any{"_meta": meta})})
+			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{"_meta": meta})})
 			return
 		case id := <-changes:
 			if send(id) != nil {

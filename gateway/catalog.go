@@ -1,27 +1,15 @@
 package gateway
 
-// tools/list for 2025-11-25 sessions: each tool's execution.taskSupport is
-// what the policy makes of it ("Tool-Level Negotiation",
-// ../shared/spec/tasks-2025-11-25.mdx; policy.Decide for FlavourLegacy):
-//
-//	task rule             "optional"
-//	task-required rule    "required"
-//	sync rule             absent (execution dropped when nothing else is in it)
-//	no rule, auto rule    as the upstream declared, "optional" once the
-//	                      tool's learned p95 exceeds --auto-after
-//
-// Only tools whose value changes are re-encoded; every other byte of the
-// answer (nextCursor, unknown fields of the result and of each tool) is
-// kept. What the upstream itself declared (taskSupport and annotations)
-// goes into the tool catalogue, which a tools/call on any replica reads
-// (toolInfo), so annotation rules match there too. A 2026-07-28 client's
-// tools/list teaches the catalogue the same way (learnToolsList).
+// The tool catalogue: what the upstream declared per tool in tools/list
+// (execution.taskSupport, annotations), which the policy reads on every
+// tools/call. A tools/list seen by any replica teaches every replica: the
+// declarations go to the store, and each replica keeps a copy it re-reads
+// after catalogFresh.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -41,55 +29,18 @@ const (
 	catalogMaxTools = 10000
 )
 
-func (h *Handler) serveToolsList(w http.ResponseWriter, r *http.Request, msg *message) {
-	if !h.session(r).legacyTasks() {
-		h.forward(w, r, msg)
-		return
-	}
-	a := h.forwardForRewrite(w, r, msg, identityHeader(h.upstreamHeader(r)), msg.raw)
-	if a == nil {
-		return
-	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, h, nil)
-		return
-	}
-	cfg := h.policy.Load()
-	result, declared, err := rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
-		d := policy.Decide(cfg, decl.tool(name), policy.FlavourLegacy, decl.ts, h.lat.Stats(name))
-		if d.TaskSupport != decl.ts {
-			h.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
-		}
-		return d.TaskSupport
-	})
-	if err != nil {
-		h.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-		a.write(w, r, h, nil)
-		return
-	}
-	h.tools.learn(r.Context(), h, declared)
-	out := json.RawMessage(nil)
-	if result != nil {
-		if out, err = withMember(a.msg, "result", result); err != nil {
-			out = nil
-		}
-	}
-	a.write(w, r, h, out)
-}
-
 // learnToolsList records what a tools/list result (of either era) declares
 // in the tool catalogue.
-func (h *Handler) learnToolsList(ctx context.Context, result json.RawMessage) {
-	if h.store == nil || len(result) == 0 {
+func (d *decider) learnToolsList(ctx context.Context, result json.RawMessage) {
+	if d.store == nil || len(result) == 0 {
 		return
 	}
 	_, declared, err := rewriteTools(result, nil)
 	if err != nil {
-		h.log.Debug().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result")
+		d.log.Debug().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result")
 		return
 	}
-	h.tools.learn(ctx, h, declared)
+	d.learnTools(ctx, declared)
 }
 
 // toolDecl is what the upstream declared for one tool in tools/list.
@@ -213,29 +164,30 @@ func (c *toolCatalog) setLocked(tool string, e catalogEntry) {
 	c.m[tool] = e
 }
 
-// learn records what a tools/list said, writing to the store only the tools
-// whose declaration this replica did not already know.
-func (c *toolCatalog) learn(ctx context.Context, h *Handler, declared map[string]toolDecl) {
+// learnTools records what a tools/list said, writing to the store only the
+// tools whose declaration this replica did not already know.
+func (d *decider) learnTools(ctx context.Context, declared map[string]toolDecl) {
+	c := d.tools
 	now := time.Now()
 	changed := make(map[string]taskstore.ToolInfo)
 	c.mu.RLock()
-	for tool, d := range declared {
-		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != d.ts || !bytes.Equal(e.decl.ann, d.ann) || now.Sub(e.at) > catalogFresh {
-			changed[tool] = taskstore.ToolInfo{TaskSupport: string(d.ts), Annotations: d.ann}
+	for tool, decl := range declared {
+		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != decl.ts || !bytes.Equal(e.decl.ann, decl.ann) || now.Sub(e.at) > catalogFresh {
+			changed[tool] = taskstore.ToolInfo{TaskSupport: string(decl.ts), Annotations: decl.ann}
 		}
 	}
 	c.mu.RUnlock()
 	if len(changed) > 0 {
-		if err := h.store.SetTools(ctx, changed); err != nil {
+		if err := d.store.SetTools(ctx, changed); err != nil {
 			// Not fatal: this answer is right; other replicas learn later.
-			h.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot record the tool catalogue")
+			d.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot record the tool catalogue")
 			return
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for tool, d := range declared {
-		c.setLocked(tool, catalogEntry{decl: d, listed: true, at: now})
+	for tool, decl := range declared {
+		c.setLocked(tool, catalogEntry{decl: decl, listed: true, at: now})
 	}
 }
 
@@ -243,16 +195,16 @@ func (c *toolCatalog) learn(ctx context.Context, h *Handler, declared map[string
 // nothing or unknown), and whether it listed the tool at all: only listed
 // tools have their latency learned. This replica's copy is trusted for
 // catalogFresh, else the store is read.
-func (h *Handler) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
+func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 	now := time.Now()
-	local, known, fresh := h.tools.get(tool, now)
-	if fresh || h.store == nil {
+	local, known, fresh := d.tools.get(tool, now)
+	if fresh || d.store == nil {
 		return local.decl, local.listed
 	}
-	info, ok, err := h.store.Tool(ctx, tool)
+	info, ok, err := d.store.Tool(ctx, tool)
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
+			d.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
 		}
 		return local.decl, local.listed // stale or absent, the best there is
 	}
@@ -262,17 +214,17 @@ func (h *Handler) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 		}
 		// Remember "not listed" too, briefly: without it every call of a
 		// tool nobody listed yet costs a Redis read.
-		h.tools.set(tool, catalogEntry{at: now.Add(catalogMissFresh - catalogFresh)})
+		d.tools.set(tool, catalogEntry{at: now.Add(catalogMissFresh - catalogFresh)})
 		return toolDecl{}, false
 	}
-	d := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations}
-	h.tools.set(tool, catalogEntry{decl: d, listed: true, at: now})
-	return d, true
+	decl := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations}
+	d.tools.set(tool, catalogEntry{decl: decl, listed: true, at: now})
+	return decl, true
 }
 
 // upstreamTaskSupport is the execution.taskSupport the upstream itself
 // declared for tool ("" when absent or unknown).
-func (h *Handler) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
-	d, _ := h.toolInfo(ctx, tool)
-	return d.ts
+func (d *decider) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
+	decl, _ := d.toolInfo(ctx, tool)
+	return decl.ts
 }

@@ -1,8 +1,9 @@
 package gateway
 
 // Reading an upstream's whole answer to one request, so the gateway can
-// change the JSON-RPC response (initialize, tools/list) before the client
-// sees it, and writing it back in the form the upstream used:
+// change the JSON-RPC response (initialize, tools/list, server/discover)
+// before the client sees it, and writing it back in the form the upstream
+// used:
 //
 //	application/json   → the new body, Content-Length recomputed
 //	text/event-stream  → the events that came before the response, unchanged,
@@ -13,7 +14,6 @@ package gateway
 // Unknown fields survive: callers change only the members they own.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -22,6 +22,9 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -45,7 +48,7 @@ type answer struct {
 	// retry:, comments), written back in order.
 	fields [][]byte
 	// rest reads what follows the response event on the stream.
-	rest *bufio.Reader
+	rest io.Reader
 	// msg is the response message as received; result is its result, or nil
 	// when the response is a JSON-RPC error (or not a response at all).
 	msg    json.RawMessage
@@ -95,73 +98,29 @@ func readAnswer(resp *http.Response, id json.RawMessage) (*answer, error) {
 // readStream reads SSE events until the response to id; the events before
 // it are kept raw.
 func (a *answer) readStream(id json.RawMessage) error {
-	a.rest = bufio.NewReaderSize(a.resp.Body, 16<<10)
+	sr := mcpwire.NewRawReader(a.resp.Body, maxAnswerBytes)
+	a.rest = sr.Rest()
 	var before bytes.Buffer
 	for {
-		raw, fields, data, err := readEvent(a.rest)
-		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return errNoAnswer
-			}
-			if err == errAnswerTooLarge {
-				return err
-			}
+		ev, err := sr.Next()
+		switch {
+		case err == io.EOF, err == io.ErrUnexpectedEOF:
+			return errNoAnswer
+		case errors.Is(err, mcpwire.ErrTooLarge):
+			return errAnswerTooLarge
+		case err != nil:
 			return fmt.Errorf("%w: %v", errNoAnswer, err)
 		}
-		if data != nil {
-			if ok, res := parseResponse(data, id); ok {
-				a.before, a.fields, a.msg, a.result = before.Bytes(), fields, data, res
+		if ev.Data != nil {
+			if ok, res := parseResponse(ev.Data, id); ok {
+				a.before, a.fields, a.msg, a.result = before.Bytes(), ev.Fields, ev.Data, res
 				return nil
 			}
 		}
-		if before.Len()+len(raw) > maxAnswerBytes {
+		if before.Len()+len(ev.Raw) > maxAnswerBytes {
 			return errAnswerTooLarge
 		}
-		before.Write(raw)
-	}
-}
-
-// readEvent reads one SSE event: its raw bytes (through the blank line that
-// ends it), its non-data lines, and its data (nil when it has none), per
-// WHATWG HTML "Server-sent events". Lines end in LF or CRLF.
-func readEvent(br *bufio.Reader) (raw []byte, fields [][]byte, data []byte, err error) {
-	var buf bytes.Buffer
-	for {
-		begin := buf.Len()
-		for {
-			chunk, err := br.ReadSlice('\n')
-			buf.Write(chunk)
-			if buf.Len() > maxAnswerBytes {
-				return nil, nil, nil, errAnswerTooLarge
-			}
-			if err == bufio.ErrBufferFull {
-				continue // a long line: keep gathering it
-			}
-			if err != nil {
-				if err == io.EOF && buf.Len() > 0 {
-					err = io.ErrUnexpectedEOF
-				}
-				return nil, nil, nil, err
-			}
-			break
-		}
-		line := bytes.TrimSuffix(bytes.TrimSuffix(buf.Bytes()[begin:], []byte("\n")), []byte("\r"))
-		if len(line) == 0 {
-			if data == nil && len(fields) == 0 {
-				buf.Reset() // blank lines between events
-				continue
-			}
-			return buf.Bytes(), fields, data, nil
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("data")); ok && (len(v) == 0 || v[0] == ':') {
-			v = bytes.TrimPrefix(bytes.TrimPrefix(v, []byte(":")), []byte(" "))
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, v...)
-			continue
-		}
-		fields = append(fields, bytes.Clone(line))
+		before.Write(ev.Raw)
 	}
 }
 
@@ -174,7 +133,7 @@ func parseResponse(msg, id json.RawMessage) (ok bool, result json.RawMessage) {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(msg, &env) != nil || env.Method != nil || !sameID(env.ID, id) {
+	if json.Unmarshal(msg, &env) != nil || env.Method != nil || !mcpwire.SameID(env.ID, id) {
 		return false, nil
 	}
 	if len(env.Error) > 0 && !bytes.Equal(env.Error, []byte("null")) {
@@ -183,39 +142,9 @@ func parseResponse(msg, id json.RawMessage) (ok bool, result json.RawMessage) {
 	return len(env.Result) > 0, env.Result
 }
 
-// sameID compares two JSON-RPC ids by value (1 and 1.0, "a" and "\u0061").
-func sameID(a, b json.RawMessage) bool {
-	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	if bytes.Equal(a, b) {
-		return true
-	}
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return va == vb
-}
-
-// withMember returns the JSON object obj with member key set to value
-// (raw JSON); every other member is kept.
-func withMember(obj json.RawMessage, key string, value json.RawMessage) (json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	m[key] = value
-	return json.Marshal(m)
-}
-
 // write sends the answer to the client with msg as the response message;
 // nil msg means the response as received.
-func (a *answer) write(w http.ResponseWriter, r *http.Request, h *Handler, msg json.RawMessage) {
+func (a *answer) write(w http.ResponseWriter, r *http.Request, log zerolog.Logger, msg json.RawMessage) {
 	if msg == nil {
 		msg = a.msg
 	}
@@ -229,16 +158,7 @@ func (a *answer) write(w http.ResponseWriter, r *http.Request, h *Handler, msg j
 	w.WriteHeader(a.resp.StatusCode)
 	buf := make([]byte, 0, len(a.before)+len(msg)+64)
 	buf = append(buf, a.before...)
-	for _, f := range a.fields {
-		buf = append(append(buf, f...), '\n')
-	}
-	// One data line per line of msg (compact JSON has none, but a received
-	// message may have been pretty-printed).
-	for _, line := range bytes.Split(msg, []byte("\n")) {
-		buf = append(append(append(buf, "data: "...), line...), '\n')
-	}
-	buf = append(buf, '\n')
-	if _, err := w.Write(buf); err != nil {
+	if _, err := w.Write(mcpwire.AppendEvent(buf, nonNil(a.fields), msg)); err != nil {
 		return
 	}
 	flusher, _ := w.(http.Flusher)
@@ -261,11 +181,20 @@ func (a *answer) write(w http.ResponseWriter, r *http.Request, h *Handler, msg j
 		}
 		if err != nil {
 			if err != io.EOF && r.Context().Err() == nil {
-				h.log.Debug().Str("op", "relay").Err(err).Msg("upstream stream ended with an error")
+				log.Debug().Str("op", "relay").Err(err).Msg("upstream stream ended with an error")
 			}
 			return
 		}
 	}
+}
+
+// nonNil keeps the response event's own lines, none included: its data
+// is written back under exactly the lines it came with.
+func nonNil(fields [][]byte) [][]byte {
+	if fields == nil {
+		return [][]byte{}
+	}
+	return fields
 }
 
 // close releases the upstream response.
@@ -274,19 +203,19 @@ func (a *answer) close() { a.resp.Body.Close() }
 // forwardForRewrite sends body upstream with header, for a request whose
 // answer the gateway reads whole. On failure it answers the client and
 // returns nil; a response it cannot rewrite it relays and returns nil.
-func (h *Handler) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg *message, header http.Header, body []byte) *answer {
-	resp, err := h.up.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
+	resp, err := u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil
 		}
-		e := rpcError(err)
-		h.log.Warn().Str("op", "forward").Str("method", msg.method()).Msg(e.Message)
-		writeRPCError(w, msg.ID, e)
+		e := rpcError(err, era2025)
+		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
 		return nil
 	}
 	if !rewritable(resp) {
-		h.relay(w, r, resp)
+		u.relay(w, r, resp)
 		return nil
 	}
 	a, err := readAnswer(resp, msg.ID)
@@ -294,9 +223,9 @@ func (h *Handler) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg 
 		if r.Context().Err() != nil {
 			return nil
 		}
-		e := newRPCErr(http.StatusOK, codeInternalError, "upstream "+h.up.URL()+": "+err.Error())
-		h.log.Warn().Str("op", "forward").Str("method", msg.method()).Msg(e.Message)
-		writeRPCError(w, msg.ID, e)
+		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "upstream "+u.client.URL()+": "+err.Error())
+		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
 		return nil
 	}
 	return a

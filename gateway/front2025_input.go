@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // Input requests reach a 2025-11-25 client as server→client requests on its
@@ -14,7 +16,7 @@ import (
 // The client answers with a POSTed JSON-RPC response carrying that id, to
 // any replica. The id names the task and the input key, so the answer is
 // recorded in the store (owner-checked) and reaches the worker, wherever it
-// runs, as an "inputs" event (DESIGN.md invariant 6).
+// runs, as an "inputs" event (docs/ARCHITECTURE.md invariant 6).
 const inputIDPrefix = "taskgate-input:"
 
 func inputID(taskID, key string) json.RawMessage {
@@ -50,25 +52,25 @@ type inputAnswer struct {
 // serveInputResponse records a client's answer to an input request. It is
 // acknowledged with 202 once durably recorded. Answers to unknown or
 // already answered keys are ignored, as are duplicates.
-func (h *Handler) serveInputResponse(w http.ResponseWriter, r *http.Request, msg *message) {
+func (f *front2025) inputResponse(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	taskID, key, ok := parseInputID(msg.ID)
 	if !ok {
-		writeRPCError(w, nil, newRPCErr(http.StatusBadRequest, codeInvalidRequest, "response id is not one the gateway issued"))
+		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest, "response id is not one the gateway issued"))
 		return
 	}
 	answer, _ := json.Marshal(inputAnswer{Result: msg.Result, Error: msg.Error})
 	owner := ownerOf(r)
-	n, err := h.store.AnswerInputs(r.Context(), owner, taskID, map[string]json.RawMessage{key: answer})
+	n, err := f.store.AnswerInputs(r.Context(), owner, taskID, map[string]json.RawMessage{key: answer})
 	if err != nil {
-		e := h.taskError(err, "answer", taskID)
-		if e.Code != codeInternalError {
-			e.status = http.StatusNotFound // a response has no id to answer with an error
+		e := *taskError(f.log, err, "answer", taskID, era2025)
+		if e.Code != mcpwire.CodeInternalError {
+			e.Status = http.StatusNotFound // a response has no id to answer with an error
 		} else {
-			e.status = http.StatusServiceUnavailable
+			e.Status = http.StatusServiceUnavailable
 		}
-		writeRPCError(w, nil, e)
+		mcpwire.WriteError(w, nil, &e)
 		return
 	}
-	h.log.Debug().Str("op", "answer").Str("task_id", taskID).Str("key", key).Int("accepted", n).Msg("input response recorded")
+	f.log.Debug().Str("op", "answer").Str("task_id", taskID).Str("key", key).Int("accepted", n).Msg("input response recorded")
 	w.WriteHeader(http.StatusAccepted)
 }

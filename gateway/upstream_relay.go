@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -22,8 +23,8 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // every read, so each event reaches the client as it arrives; nothing is
 // buffered. When the client goes away, the write fails and closing the
 // upstream body aborts the upstream request.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
-	h.relayBody(w, r, resp, nil)
+func (u *upstreamSide) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+	u.relayBody(w, r, resp, nil)
 }
 
 // relayAnswer relays the answer to a client's request. id is the
@@ -38,22 +39,22 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 // the user's input (an elicitation or sampling request of a legacy
 // upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
-func (h *Handler) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
-	seen := relaySeen{id: id, upstream: h.up.URL()}
-	h.relayBody(w, r, resp, &seen)
+func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
+	seen := relaySeen{id: id, upstream: u.client.URL()}
+	u.relayBody(w, r, resp, &seen)
 	if tool != "" && (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
-		h.observe(tool, seen.end.Sub(start))
+		u.observe(tool, seen.end.Sub(start))
 	}
 }
 
-// relayRequest relays the answer to msg: a request's through relayAnswer,
-// anything else as it is.
-func (h *Handler) relayRequest(w http.ResponseWriter, r *http.Request, resp *http.Response, msg *message, start time.Time) {
-	if msg.kind != kindRequest {
-		h.relay(w, r, resp)
+// relayRequest relays the answer to msg: a request's through relayAnswer
+// (learn: the tool whose latency it teaches), anything else as it is.
+func (u *upstreamSide) relayRequest(w http.ResponseWriter, r *http.Request, resp *http.Response, msg *mcpwire.Message, learn string, start time.Time) {
+	if msg.Kind != mcpwire.KindRequest {
+		u.relay(w, r, resp)
 		return
 	}
-	h.relayAnswer(w, r, resp, msg.ID, msg.learn, start)
+	u.relayAnswer(w, r, resp, msg.ID, learn, start)
 }
 
 // relaySeen is what a relay saw of the body it copied. Allocation-free.
@@ -118,16 +119,8 @@ func (s *relaySeen) brokeOff(w io.Writer, err error) {
 	if s.tail != [2]byte{'\n', '\n'} && s.tail != [2]byte{} {
 		b.WriteString("\n\n") // end whatever event was cut, so ours parses alone
 	}
-	e := newRPCErr(http.StatusOK, codeInternalError, "upstream "+s.upstream+" broke off its answer before responding: "+err.Error())
-	body, _ := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *rpcErr         `json:"error"`
-	}{"2.0", s.id, e})
-	b.WriteString("event: message\ndata: ")
-	b.Write(body)
-	b.WriteString("\n\n")
-	_, _ = w.Write(b.Bytes())
+	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "upstream "+s.upstream+" broke off its answer before responding: "+err.Error())
+	_, _ = w.Write(mcpwire.AppendEvent(b.Bytes(), nil, mcpwire.ErrorMessage(s.id, e)))
 }
 
 func containsAny(p []byte, markers [][]byte) bool {
@@ -140,7 +133,7 @@ func containsAny(p []byte, markers [][]byte) bool {
 }
 
 // relayBody is relay; seen, when not nil, is told what the body held.
-func (h *Handler) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *relaySeen) {
+func (u *upstreamSide) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *relaySeen) {
 	defer resp.Body.Close()
 	stream := copyResponseHeader(w, resp)
 	if resp.ContentLength >= 0 && !stream && bodyAllowed(r.Method, resp.StatusCode) {
@@ -154,7 +147,7 @@ func (h *Handler) relayBody(w http.ResponseWriter, r *http.Request, resp *http.R
 	flusher, _ := w.(http.Flusher)
 	switch {
 	case stream && flusher != nil:
-		h.relayStream(w, flusher, resp.Body, buf, seen)
+		relayStream(w, flusher, resp.Body, buf, seen)
 	case seen != nil:
 		copySeen(w, resp.Body, buf, seen)
 	default:
@@ -196,7 +189,7 @@ type chunk struct {
 // (headers, event, end of stream). The headers are flushed on their own
 // only when the first event takes longer than headerWait. seen (may be
 // nil) is told what was written and how the body ended.
-func (h *Handler) relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *relaySeen) {
+func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *relaySeen) {
 	chunks := make(chan chunk, 1)
 	free := make(chan []byte, 1) // the buffer the reader may fill next
 	spare := copyBufs.Get().(*[]byte)

@@ -3,7 +3,7 @@ package gateway
 // What each client session negotiated, known to every replica.
 //
 // A session the gateway serves tasks for is recorded at initialize
-// (initialize.go) in the store, before the client learns its id, so any
+// (front2025.go) in the store, before the client learns its id, so any
 // replica can look it up: the in-process cache first, then Redis. Other
 // sessions (older clients) are pure pass-through and never touch Redis
 // beyond one lookup per replica, which is cached as "not ours".
@@ -26,9 +26,6 @@ import (
 )
 
 const (
-	// legacyVersion is the protocol version whose tasks (tasks-2025-11-25)
-	// the gateway serves itself.
-	legacyVersion = "2025-11-25"
 	// sessionTTL is how long an idle session's record lives in Redis.
 	// Every use renews it (at most every sessionRecheck per replica).
 	sessionTTL = 24 * time.Hour
@@ -58,9 +55,9 @@ func newSessionInfo(id, clientVersion, upstreamVersion string, caps json.RawMess
 		ClientCaps: caps, upstreamVersionHeader: []string{upstreamVersion}}
 }
 
-// legacyTasks reports whether the session speaks 2025-11-25 tasks, which
+// tasks2025 reports whether the session speaks 2025-11-25 tasks, which
 // the gateway then serves itself. Safe on nil.
-func (s *sessionInfo) legacyTasks() bool { return s != nil && s.ClientVersion == legacyVersion }
+func (s *sessionInfo) tasks2025() bool { return s != nil && s.ClientVersion == version2025 }
 
 // sessionEntry is one cached lookup. A nil info caches "Redis has no such
 // session": a session is recorded before its id reaches the client, so an
@@ -157,8 +154,8 @@ func (c *sessionCache) count() int {
 // session returns what the request's Mcp-Session-Id negotiated, or nil when
 // the gateway serves nothing for the session (or cannot tell now: Redis
 // unreachable on a cache miss, logged; see sessionErr).
-func (h *Handler) session(r *http.Request) *sessionInfo {
-	s, _ := h.sessionErr(r)
+func (f *front2025) session(r *http.Request) *sessionInfo {
+	s, _ := f.sessionErr(r)
 	return s
 }
 
@@ -167,89 +164,86 @@ func (h *Handler) session(r *http.Request) *sessionInfo {
 // taskstore.ErrUnavailable). The session's plain traffic then passes
 // through as if it were not the gateway's (degraded, not failed); what
 // needs its tasks (tasks/*, a task-augmented tools/call) fails with err.
-func (h *Handler) sessionErr(r *http.Request) (*sessionInfo, error) {
-	if h.store == nil {
-		return nil, nil
-	}
+func (f *front2025) sessionErr(r *http.Request) (*sessionInfo, error) {
 	v := r.Header["Mcp-Session-Id"]
 	if len(v) == 0 || v[0] == "" {
 		return nil, nil
 	}
-	return h.lookupSession(r.Context(), v[0])
+	return f.lookupSession(r.Context(), v[0])
 }
 
 // lookupSession is session by id: the cache, else the store. err is set
 // only when neither can tell.
-func (h *Handler) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
+func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
 	now := time.Now()
-	e := h.sessions.get(id)
+	e := f.sessions.get(id)
 	if e != nil && !e.claimRecheck(now) {
 		return e.info, nil
 	}
 	if e != nil && e.info != nil {
 		// Renew the record's TTL; a record gone means the session was
 		// deleted through another replica (or expired).
-		ok, err := h.store.TouchSession(ctx, id, sessionTTL)
+		ok, err := f.store.TouchSession(ctx, id, sessionTTL)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				h.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
+				f.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
 			}
 			return e.info, nil
 		case !ok:
-			h.sessions.put(id, newSessionEntry(nil, now))
+			f.sessions.put(id, newSessionEntry(nil, now))
 			return nil, nil
 		}
 		return e.info, nil
 	}
-	rec, err := h.store.GetSession(ctx, id)
+	rec, err := f.store.GetSession(ctx, id)
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
-		h.sessions.put(id, newSessionEntry(nil, now))
+		f.sessions.put(id, newSessionEntry(nil, now))
 		return nil, nil
 	case err != nil:
 		if e != nil {
 			return e.info, nil // known "not ours"
 		}
 		if ctx.Err() == nil {
-			h.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
+			f.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
 		}
 		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
-	h.sessions.put(id, newSessionEntry(info, now))
+	f.sessions.put(id, newSessionEntry(info, now))
 	return info, nil
 }
 
 // recordSession stores s in Redis, then in the cache. Until it returns nil
 // the client must not learn the session id.
-func (h *Handler) recordSession(ctx context.Context, s *sessionInfo) error {
-	err := h.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
+func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
+	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
 		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps}, sessionTTL)
 	if err != nil {
 		return err
 	}
-	h.sessions.put(s.ID, newSessionEntry(s, time.Now()))
+	f.sessions.put(s.ID, newSessionEntry(s, time.Now()))
 	return nil
 }
 
 // forgetSession drops the record of r's session after the upstream ended
 // it (a successful DELETE, or 404: already gone).
-func (h *Handler) forgetSession(r *http.Request) {
+func (f *front2025) forgetSession(r *http.Request) {
 	id := r.Header.Get("Mcp-Session-Id")
-	if h.store == nil || id == "" {
+	if id == "" {
 		return
 	}
-	e := h.sessions.get(id)
-	h.sessions.delete(id)
+	e := f.sessions.get(id)
+	f.sessions.delete(id)
 	if e != nil && e.info == nil {
 		return // known not to be recorded
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
-	if err := h.store.DeleteSession(ctx, id); err != nil {
+	if err := f.store.DeleteSession(ctx, id); err != nil {
 		// The record expires on its own after sessionTTL.
-		h.log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
+		f.log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
 	}
 }
 
@@ -258,15 +252,12 @@ func (h *Handler) forgetSession(r *http.Request) {
 // 2025-11-25 in front of an older upstream. On the hot path: without a
 // 2025-11-25 header it returns r.Header at once, and a cached session that
 // needs nothing costs one map lookup, no allocation.
-func (h *Handler) upstreamHeader(r *http.Request) http.Header {
-	if h.store == nil {
-		return r.Header
-	}
+func (f *front2025) upstreamHeader(r *http.Request) http.Header {
 	v := r.Header["Mcp-Protocol-Version"]
-	if len(v) != 1 || v[0] != legacyVersion {
+	if len(v) != 1 || v[0] != version2025 {
 		return r.Header
 	}
-	s := h.session(r)
+	s := f.session(r)
 	if s == nil || s.UpstreamVersion == s.ClientVersion {
 		return r.Header
 	}

@@ -1,4 +1,4 @@
-package upstream
+package mcpwire
 
 import (
 	"io"
@@ -13,8 +13,8 @@ func TestSSEReader(t *testing.T) {
 		"data:no-space\n\n" +
 		"data: " + strings.Repeat("x", 40<<10) + "\n\n" +
 		"data: tail-without-blank-line"
-	r := newSSEReader(strings.NewReader(in))
-	want := []event{
+	r := NewReader(strings.NewReader(in), 64<<20)
+	want := []Event{
 		{ID: "1", Name: "message", Data: []byte("{\"a\":\n1}")},
 		{Data: []byte("no-space")},
 		{Data: []byte(strings.Repeat("x", 40<<10))},
@@ -37,7 +37,7 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add("data: {}\n\n")
 	f.Add("id: 1\r\ndata: a\r\ndata: b\r\n\r\n: c\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		r := newSSEReader(strings.NewReader(s))
+		r := NewReader(strings.NewReader(s), 64<<20)
 		for i := 0; i < 1000; i++ {
 			if _, err := r.Next(); err != nil {
 				return

@@ -2,15 +2,15 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// serveTaskResult answers tasks/result. A terminal task gets its outcome
+// result answers tasks/result. A terminal task gets its outcome
 // at once, as JSON. Otherwise the answer is an SSE stream that blocks until
 // the task is terminal ("Result Retrieval": MUST block), carrying on the way
 // the task's input requests as server→client requests and its progress as
@@ -18,32 +18,32 @@ import (
 //
 // It works on any replica: it wakes on store events (and re-reads on a slow
 // timer, since pub/sub can drop messages), never on in-process state.
-func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *message, owner, id string) {
+func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) {
 	ctx := r.Context()
-	watch, err := h.store.Watch(ctx, owner, id)
+	watch, err := f.store.Watch(ctx, owner, id)
 	if err != nil {
-		writeRPCError(w, msg.ID, h.taskError(err, "result", id))
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
 		return
 	}
 	defer watch.Close()
-	t, err := h.store.Get(ctx, owner, id)
+	t, err := f.store.Get(ctx, owner, id)
 	if err != nil {
-		writeRPCError(w, msg.ID, h.taskError(err, "result", id))
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
 		return
 	}
 	if t.Status.Terminal() {
-		h.logRetrieved(t, owner)
-		writeJSON(w, http.StatusOK, finalResponse(msg.ID, t))
+		f.logRetrieved(t, owner)
+		mcpwire.WriteJSON(w, http.StatusOK, finalResponse(msg.ID, t))
 		return
 	}
-	sse := newSSEWriter(w)
-	resync := time.NewTicker(h.resyncInterval())
+	sse := mcpwire.NewWriter(w)
+	resync := time.NewTicker(resyncInterval(f.store))
 	defer resync.Stop()
 	// Mark the stream open so progress comes here and not also on the GET
 	// stream; the mark outlives two resyncs, then lapses by itself.
-	markTTL := 2*h.resyncInterval() + time.Second
-	_ = h.store.MarkResultStream(ctx, owner, id, markTTL)
-	defer func() { _ = h.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
+	markTTL := 2*resyncInterval(f.store) + time.Second
+	_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
+	defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
 	sent := map[string]bool{} // input keys delivered on this stream
 	seenTerminal := false     // the terminal status event has been read
 	for {
@@ -55,8 +55,8 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 					return
 				}
 			}
-			h.logRetrieved(t, owner)
-			_ = sse.send(finalResponse(msg.ID, t))
+			f.logRetrieved(t, owner)
+			_ = sse.Send(finalResponse(msg.ID, t))
 			return
 		}
 		for _, key := range sortedInputKeys(t.InputRequests) {
@@ -64,8 +64,8 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 				continue
 			}
 			in := t.InputRequests[key]
-			err := sse.send(rpcRequest{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method,
-				Params: withMeta(in.Params, relatedTaskKey, relatedTask(t.ID))})
+			err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method,
+				Params: mcpwire.WithMeta(in.Params, relatedTaskKey, relatedTask(t.ID))})
 			if err != nil {
 				return
 			}
@@ -90,15 +90,15 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 					reread = true
 					break
 				}
-				if err := sse.sendRaw(ev.Data); err != nil {
+				if err := sse.SendRaw([]byte(ev.Data)); err != nil {
 					return
 				}
 			case <-resync.C:
-				_ = h.store.MarkResultStream(ctx, owner, id, markTTL)
+				_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
 				reread = true
 			}
 		}
-		next, err := h.store.Get(ctx, owner, id)
+		next, err := f.store.Get(ctx, owner, id)
 		switch {
 		case err == nil:
 			t = next
@@ -107,8 +107,8 @@ func (h *Handler) serveTaskResult(w http.ResponseWriter, r *http.Request, msg *m
 		default:
 			// The store is briefly unavailable or the task expired mid-wait:
 			// keep waiting on the former, end with the error on the latter.
-			if e := rpcError(err); e.Code != codeInternalError {
-				_ = sse.send(rpcResponse{JSONRPC: "2.0", ID: msg.ID, Error: mustJSON(e)})
+			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError {
+				_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, e))
 				return
 			}
 		}
@@ -121,7 +121,7 @@ const terminalGrace = 250 * time.Millisecond
 
 // relayUntilTerminal relays queued task messages until the terminal status
 // event arrives, or terminalGrace passes (the event was lost).
-func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *sseWriter) error {
+func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Writer) error {
 	grace := time.NewTimer(terminalGrace)
 	defer grace.Stop()
 	for {
@@ -135,7 +135,7 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *sseWriter)
 			case !ok, ev.Kind == taskstore.EventStatus && ev.Status.Terminal():
 				return nil
 			case ev.Kind == taskstore.EventMessage:
-				if err := sse.sendRaw(ev.Data); err != nil {
+				if err := sse.SendRaw([]byte(ev.Data)); err != nil {
 					return err
 				}
 			}
@@ -143,15 +143,8 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *sseWriter)
 	}
 }
 
-func (h *Handler) resyncInterval() time.Duration {
-	if d := h.store.Options().ResyncInterval; d > 0 {
-		return d
-	}
-	return 5 * time.Second
-}
-
-func (h *Handler) logRetrieved(t *taskstore.Task, owner string) {
-	h.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
+func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
+	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
 }
 
@@ -162,51 +155,4 @@ func sortedInputKeys(m map[string]taskstore.InputRequest) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-// sseWriter writes JSON-RPC messages as SSE events, each flushed at once.
-type sseWriter struct {
-	w       http.ResponseWriter
-	flusher http.Flusher
-	started bool
-}
-
-func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	f, _ := w.(http.Flusher)
-	return &sseWriter{w: w, flusher: f}
-}
-
-func (s *sseWriter) send(v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.sendRaw(string(data))
-}
-
-// sendRaw writes one event whose data is the JSON message data.
-func (s *sseWriter) sendRaw(data string) error {
-	if !s.started {
-		s.started = true
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		s.w.WriteHeader(http.StatusOK)
-	}
-	buf := make([]byte, 0, len(data)+24)
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	if _, err := s.w.Write(buf); err != nil {
-		return err
-	}
-	if s.flusher != nil {
-		s.flusher.Flush()
-	}
-	return nil
 }

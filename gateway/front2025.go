@@ -1,0 +1,246 @@
+package gateway
+
+// The 2025-11-25 front: a client that opens a session with initialize.
+// For a session that negotiates 2025-11-25 the gateway is the tasks
+// receiver (MCP 2025-11-25, Tasks): it answers tasks/* itself, decides
+// task-augmented tools/call, and relays the task's input requests; every
+// other request of the session passes through to the upstream unchanged.
+// Older clients pass through, and still teach the tools' latency.
+//
+// initialize:
+//
+//	client ── initialize {protocolVersion, capabilities}
+//	   gateway: drop capabilities.tasks (the upstream must not create
+//	            client-side tasks through us); forward
+//	upstream ── result {protocolVersion: V, capabilities}
+//	   gateway: V is 2025-11-25, or the client asked 2025-11-25 and V is an
+//	            older version the gateway can front (2025-06-18, 2025-03-26),
+//	            and the upstream gave a session id:
+//	              record {client 2025-11-25, upstream V, client caps} in Redis
+//	              (every replica must know the session before the client
+//	              does: invariant 9)
+//	              present 2025-11-25 with capabilities.tasks
+//	            else: the answer unchanged
+//
+// The session then speaks 2025-11-25 to the client and V to the upstream:
+// upstreamHeader rewrites MCP-Protocol-Version on its requests.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// front2025 serves 2025-11-25 (and older) clients.
+type front2025 struct {
+	store    front2025Store
+	runner   *runner
+	up       *upstreamSide
+	decider  *decider
+	metrics  *metrics
+	log      zerolog.Logger
+	polls    *pollLimiter // nil: no limit
+	renders  *renderCache
+	sessions *sessionCache // what each client session negotiated
+}
+
+// front2025Store is what the 2025-11-25 front needs of the task store.
+type front2025Store interface {
+	renderStore // Get, Stamp, Options
+	List(ctx context.Context, owner, cursor string, limit int) ([]*taskstore.Task, string, error)
+	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
+	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
+	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
+	MarkResultStream(ctx context.Context, owner, id string, ttl time.Duration) error
+	ClearResultStream(ctx context.Context, owner, id string) error
+	ResultStreamOpen(ctx context.Context, owner, id string) (bool, error)
+	PublishTask(ctx context.Context, owner, id string, msg []byte) error
+	PublishSession(ctx context.Context, sessionID string, msg []byte) error
+	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
+	PutSession(ctx context.Context, sess taskstore.Session, ttl time.Duration) error
+	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
+	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
+	DeleteSession(ctx context.Context, id string) error
+}
+
+// serve serves msg if it is the 2025-11-25 front's to serve, and reports
+// whether it did; anything else the caller relays unchanged.
+func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+	switch msg.Kind {
+	case mcpwire.KindRequest:
+		switch msg.MethodName() {
+		case "initialize":
+			f.initialize(w, r, msg)
+			return true
+		case "tools/list":
+			f.toolsList(w, r, msg)
+			return true
+		case "tools/call":
+			f.toolsCall(w, r, msg)
+			return true
+		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+			s, err := f.sessionErr(r)
+			if s.tasks2025() {
+				f.tasks(w, r, msg, s)
+				return true
+			}
+			if err != nil {
+				// The session may be one the gateway serves tasks for; only
+				// the store could tell. Not the upstream's to answer.
+				mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+				return true
+			}
+		}
+	case mcpwire.KindResponse:
+		if isInputID(msg.ID) {
+			f.inputResponse(w, r, msg)
+			return true
+		}
+	}
+	return false
+}
+
+// streamOrEnd handles the upstream's answer to a GET or DELETE of a
+// session: a 2025-11-25 session's GET stream is relayed with the gateway's
+// own notifications merged in (it reports true: answered); a session the
+// upstream ended is forgotten.
+func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
+		f.forgetSession(r) // the upstream ended the session, or had already
+	}
+	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && isStream(resp) {
+		if s := f.session(r); s.tasks2025() {
+			f.relayMerged(w, r, resp, s.ID)
+			return true
+		}
+	}
+	return false
+}
+
+// tasksCapability is the server capability the gateway adds: tasks/list,
+// tasks/cancel and task-augmented tools/call (MCP 2025-11-25, Tasks,
+// "Server Capabilities").
+var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+
+func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(msg.Params, &params); err != nil || params == nil {
+		f.up.forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
+		return
+	}
+	var asked string
+	_ = json.Unmarshal(params["protocolVersion"], &asked)
+	clientCaps := params["capabilities"]
+
+	body := msg.Raw
+	if stripped, ok := withoutTasks(clientCaps); ok {
+		params["capabilities"] = stripped
+		if b, err := withParams(msg.Raw, params); err == nil {
+			body = b
+		}
+	}
+	// The version of an initialize is negotiated in its body; a header
+	// naming a version the upstream does not know would make it refuse
+	// (MCP-Protocol-Version is for requests after initialization).
+	header := identityHeader(r.Header, "Mcp-Protocol-Version")
+	a := f.up.forwardForRewrite(w, r, msg, header, body)
+	if a == nil {
+		return
+	}
+	defer a.close()
+
+	var res struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+	}
+	sid := a.resp.Header.Get("Mcp-Session-Id")
+	if a.result == nil || json.Unmarshal(a.result, &res) != nil || sid == "" ||
+		!(res.ProtocolVersion == version2025 || (asked == version2025 && frontable[res.ProtocolVersion])) {
+		a.write(w, r, f.log, nil)
+		return
+	}
+	out, err := present2025(a.msg, a.result, res.Capabilities)
+	if err != nil {
+		f.log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the tasks capability; the session stays pass-through")
+		a.write(w, r, f.log, nil)
+		return
+	}
+	s := newSessionInfo(sid, version2025, res.ProtocolVersion, clientCaps)
+	if err := f.recordSession(r.Context(), s); err != nil {
+		e := rpcError(err, era2025)
+		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
+		f.closeOrphan(r, s)
+		mcpwire.WriteError(w, msg.ID, e) // without the session header: the session is not usable
+		return
+	}
+	f.log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
+		Str("upstream_version", s.UpstreamVersion).Msg("session recorded")
+	a.write(w, r, f.log, out)
+}
+
+// present2025 returns the response message with protocolVersion
+// 2025-11-25 and capabilities.tasks set in its result.
+func present2025(msg, result, caps json.RawMessage) (json.RawMessage, error) {
+	if len(caps) == 0 || string(caps) == "null" {
+		caps = json.RawMessage("{}")
+	}
+	caps, err := mcpwire.WithMember(caps, "tasks", tasksCapability)
+	if err != nil {
+		return nil, err
+	}
+	if result, err = mcpwire.WithMember(result, "capabilities", caps); err != nil {
+		return nil, err
+	}
+	if result, err = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(`"`+version2025+`"`)); err != nil {
+		return nil, err
+	}
+	return mcpwire.WithMember(msg, "result", result)
+}
+
+// withoutTasks returns caps without its tasks member, and whether there was
+// one to drop.
+func withoutTasks(caps json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(caps, &m) != nil || m == nil {
+		return caps, false
+	}
+	if _, ok := m["tasks"]; !ok {
+		return caps, false
+	}
+	delete(m, "tasks")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return caps, false
+	}
+	return out, true
+}
+
+// withParams returns the JSON-RPC message raw with its params replaced.
+func withParams(raw []byte, params map[string]json.RawMessage) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return mcpwire.WithMember(raw, "params", p)
+}
+
+// closeOrphan ends the upstream session of an initialize the gateway could
+// not record, best effort: the client never learns its id.
+func (f *front2025) closeOrphan(r *http.Request, s *sessionInfo) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	defer cancel()
+	header := http.Header{}
+	if v := r.Header.Values("Authorization"); len(v) > 0 {
+		header["Authorization"] = v
+	}
+	if err := f.up.client.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
+		f.log.Debug().Str("op", "initialize").Err(err).Msg("cannot close the unrecorded upstream session")
+	}
+}

@@ -1,0 +1,103 @@
+package gateway
+
+// A 2025-11-25 client's tools/call: passed through, or a task when the
+// client asks for one with params.task and the tool's taskSupport allows
+// it (MCP 2025-11-25, Tasks, "Creating Tasks", "Tool-Level Negotiation").
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// serveToolsCall decides a tools/call: plain pass-through, or a task.
+func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	s, serr := f.sessionErr(r)
+	if serr != nil {
+		// This replica cannot look the session up (the store is down): a
+		// plain call passes through; a task-augmented one cannot be served.
+		var p toolsCallParams
+		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
+			mcpwire.WriteError(w, msg.ID, rpcError(serr, era2025))
+			return
+		}
+	}
+	if !s.tasks2025() {
+		// An older client: no tasks, but the call still teaches latency.
+		var p struct {
+			Name string `json:"name"`
+		}
+		learn := ""
+		if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
+			if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+				learn = p.Name
+			}
+		}
+		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		return
+	}
+	var p toolsCallParams
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
+		return
+	}
+	d, learn := f.decider.decide(r.Context(), p.Name, policy.FlavourLegacy)
+	ts := d.TaskSupport
+	// "Tool-Level Negotiation": -32601 both for a task the tool does not
+	// support and for a plain call of a tool that requires one.
+	if p.Task == nil {
+		if ts == policy.TaskSupportRequired {
+			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+				fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
+			return
+		}
+		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		return
+	}
+	if !ts.AllowsTask() {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+			fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", p.Name)))
+		return
+	}
+	var ttl time.Duration
+	if p.Task.TTL != nil {
+		if *p.Task.TTL < 0 || math.IsNaN(*p.Task.TTL) {
+			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "params.task.ttl must be a non-negative number of milliseconds"))
+			return
+		}
+		ttl = time.Duration(math.Min(*p.Task.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+	}
+	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		return
+	}
+	if e := f.runner.admit(); e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	j := &job{
+		owner:      ownerOf(r),
+		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		clientCaps: s.ClientCaps,
+		learn:      learn,
+		slot:       true,
+	}
+	if err := f.runner.create(r.Context(), j, taskstore.FlavourLegacy, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
+		f.runner.unreserve()
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return
+	}
+	f.runner.start(j)
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+}

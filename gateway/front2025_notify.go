@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// Notifications a 2025-11-25 client gets on its session's GET stream,
+// from whichever replica changed the task to whichever holds the stream:
+//   - notifications/tasks/status with the full Task on each status change
+//     ("Task Status Notification"; best effort: clients must not rely on it);
+//   - notifications/progress, with related-task _meta, while no tasks/result
+//     stream is open for the task.
+
+// statusChanged publishes notifications/tasks/status for t to its
+// session (taskNotifier).
+func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
+	if t.Flavour != taskstore.FlavourLegacy || t.Upstream.SessionID == "" {
+		return
+	}
+	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(toTask2025(t)))
+	_ = f.store.PublishSession(ctx, t.Upstream.SessionID, msg)
+}
+
+// progress sends a progress notification of task t, with related-task
+// _meta, to the task's open tasks/result streams (on whichever replica),
+// or to the session's GET stream when none is open (taskNotifier). Each
+// notification is its own message, so none is merged away and the order
+// is the upstream's.
+func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+	if t.Flavour != taskstore.FlavourLegacy {
+		return
+	}
+	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	if open, err := f.store.ResultStreamOpen(ctx, owner, t.ID); err == nil && open || sessionID == "" {
+		_ = f.store.PublishTask(ctx, owner, t.ID, msg)
+		return
+	}
+	_ = f.store.PublishSession(ctx, sessionID, msg)
+}
+
+// relayMerged relays an upstream GET SSE stream and interleaves the
+// session's gateway messages between its events (never inside one).
+func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *http.Response, sessionID string) {
+	defer resp.Body.Close()
+	watch, err := f.store.WatchSession(r.Context(), sessionID)
+	if err != nil {
+		f.up.relay(w, r, resp)
+		return
+	}
+	defer watch.Close()
+	copyResponseHeader(w, resp)
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	flush()
+
+	notes := watch.C
+	events := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readEvents(resp.Body, events, r.Context()) }()
+	for {
+		select {
+		case ev := <-events:
+			if _, err := w.Write(ev); err != nil {
+				return
+			}
+			flush()
+		case ev, ok := <-notes:
+			if !ok {
+				notes = nil // store closed: relay the upstream alone
+				continue
+			}
+			if ev.Kind != taskstore.EventMessage {
+				continue
+			}
+			if _, err := w.Write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))); err != nil {
+				return
+			}
+			flush()
+		case <-readErr:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// readEvents splits an SSE body into whole events and sends them, bytes
+// untouched, until the body ends.
+func readEvents(body io.Reader, out chan<- []byte, ctx context.Context) error {
+	sr := mcpwire.NewRawReader(body, maxAnswerBytes)
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			return err
+		}
+		select {
+		case out <- ev.Raw:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

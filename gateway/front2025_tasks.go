@@ -1,0 +1,128 @@
+package gateway
+
+// tasks/get, tasks/list and tasks/cancel of a 2025-11-25 session (MCP
+// 2025-11-25, Tasks), and what tasks/result returns for a terminal task
+// (front2025_result.go streams the rest). The state is in the store, so
+// every method works on any replica.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// relatedTask is the value of the related-task _meta key.
+func relatedTask(id string) map[string]string { return map[string]string{"taskId": id} }
+
+// taskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
+// Unknown params are tolerated (the TypeScript SDK sends task:{ttl} on
+// tasks/get), and related-task _meta is ignored: taskId is the source of
+// truth ("Associating Task-Related Messages").
+type taskIDParams struct {
+	TaskID string  `json:"taskId"`
+	Cursor *string `json:"cursor"`
+}
+
+func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, _ *sessionInfo) {
+	var p taskIDParams
+	if len(msg.Params) > 0 && json.Unmarshal(msg.Params, &p) != nil {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" params must be an object"))
+		return
+	}
+	owner := ownerOf(r)
+	if msg.MethodName() == "tasks/list" {
+		if !f.polls.admit(w, msg, f.metrics, owner, "") { // ratelimit.go
+			return
+		}
+		f.list(w, r, msg, owner, p.Cursor)
+		return
+	}
+	if p.TaskID == "" {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" needs params.taskId"))
+		return
+	}
+	switch msg.MethodName() {
+	case "tasks/get":
+		if !f.polls.admit(w, msg, f.metrics, owner, p.TaskID) {
+			return
+		}
+		raw, err := f.renders.get(r.Context(), f.store, render2025Get, owner, p.TaskID) // rendercache.go
+		if err != nil {
+			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "get", p.TaskID, era2025))
+			return
+		}
+		mcpwire.WriteMarshalled(w, msg.ID, raw)
+	case "tasks/cancel":
+		f.cancel(w, r, msg, owner, p.TaskID)
+	case "tasks/result":
+		f.result(w, r, msg, owner, p.TaskID)
+	}
+}
+
+func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string) {
+	c := ""
+	if cursor != nil {
+		c = *cursor
+	}
+	tasks, next, err := f.store.List(r.Context(), owner, c, 0)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "list", "", era2025))
+		return
+	}
+	out := struct {
+		Tasks      []task2025 `json:"tasks"`
+		NextCursor string     `json:"nextCursor,omitempty"`
+	}{Tasks: make([]task2025, 0, len(tasks)), NextCursor: next}
+	for _, t := range tasks {
+		out.Tasks = append(out.Tasks, toTask2025(t))
+	}
+	mcpwire.WriteResult(w, msg.ID, out)
+}
+
+// cancel moves the task to cancelled before answering ("Task
+// Cancellation": MUST transition before sending the response); the worker,
+// on whichever replica holds the call, hears the cancel event and aborts
+// the upstream call. A terminal task is refused with -32602.
+func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) {
+	t, err := f.store.RequestCancel(r.Context(), owner, id, "The task was cancelled by request.")
+	if errors.Is(err, taskstore.ErrTerminal) {
+		status := "terminal"
+		if cur, gerr := f.store.Get(r.Context(), owner, id); gerr == nil {
+			status = string(cur.Status)
+		}
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", status)))
+		return
+	}
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", id, era2025))
+		return
+	}
+	f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
+	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
+		Dur("duration", time.Since(t.CreatedAt)).Msg("task cancelled")
+	f.statusChanged(r.Context(), t)
+	mcpwire.WriteResult(w, msg.ID, toTask2025(t))
+}
+
+// finalResponse is what tasks/result returns for a terminal task: exactly
+// what the underlying call returned, a result or a JSON-RPC error, with
+// related-task _meta on a result ("Result Retrieval").
+func finalResponse(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
+	if len(t.Error) > 0 && len(t.Result) == 0 {
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: t.Error}
+	}
+	res := t.Result
+	if len(res) == 0 { // cancelled before any result: the spec leaves it open
+		res = json.RawMessage(`{"content":[{"type":"text","text":"The task was cancelled before it produced a result."}],"isError":true}`)
+		if t.Status != taskstore.StatusCancelled {
+			res = json.RawMessage(`{"content":[],"isError":true}`)
+		}
+	}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: mcpwire.WithMeta(res, relatedTaskKey, relatedTask(t.ID))}
+}

@@ -1,0 +1,61 @@
+package gateway
+
+// tools/list for 2025-11-25 sessions: each tool's execution.taskSupport is
+// what the policy makes of it (MCP 2025-11-25, Tasks, "Tool-Level
+// Negotiation"; policy.Decide for a 2025-11-25 client):
+//
+//	task rule             "optional"
+//	task-required rule    "required"
+//	sync rule             absent (execution dropped when nothing else is in it)
+//	no rule, auto rule    as the upstream declared, "optional" once the
+//	                      tool's learned p95 exceeds --auto-after
+//
+// Only tools whose value changes are re-encoded; every other byte of the
+// answer (nextCursor, unknown fields of the result and of each tool) is
+// kept. What the upstream itself declared goes into the tool catalogue
+// (catalog.go), which a tools/call on any replica reads.
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+)
+
+func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	if !f.session(r).tasks2025() {
+		f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+		return
+	}
+	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
+	if a == nil {
+		return
+	}
+	defer a.close()
+	if a.result == nil {
+		a.write(w, r, f.log, nil)
+		return
+	}
+	cfg := f.decider.policy.Load()
+	result, declared, err := rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
+		d := policy.Decide(cfg, decl.tool(name), policy.FlavourLegacy, decl.ts, f.decider.lat.Stats(name))
+		if d.TaskSupport != decl.ts {
+			f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
+		}
+		return d.TaskSupport
+	})
+	if err != nil {
+		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
+		a.write(w, r, f.log, nil)
+		return
+	}
+	f.decider.learnTools(r.Context(), declared)
+	out := json.RawMessage(nil)
+	if result != nil {
+		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
+			out = nil
+		}
+	}
+	a.write(w, r, f.log, out)
+}

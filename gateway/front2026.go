@@ -1,0 +1,349 @@
+package gateway
+
+// The 2026-07-28 front: stateless requests (SEP-2575) on the same endpoint
+// as the 2025-11-25 sessions, told apart per request (MCP 2026-07-28,
+// Versioning: "A dual-era server selects its behavior from how the client
+// opens").
+//
+//	POST ──▶ isStateless? ── no ──▶ the 2025-11-25 front, or pass-through
+//	            │ yes
+//	            ▼
+//	         validate: MCP-Protocol-Version ≡ _meta protocolVersion,
+//	            version served, clientCapabilities present, Mcp-Method ≡
+//	            method, Mcp-Name ≡ params.name | uri | taskId
+//	            ▼
+//	         server/discover            → discover (front2026_discover.go)
+//	         tools/call                 → toolsCall (front2026_call.go)
+//	         tasks/*                    → tasks (front2026_tasks.go)
+//	         subscriptions/listen       → listen (front2026_listen.go)
+//	         initialize, ping, …        → -32601 (not in 2026-07-28)
+//	         anything else              → forward: to a stateless upstream
+//	                                      as is, or on the owner session of
+//	                                      a session upstream
+//
+// Errors a 2026-07-28 client gets carry the HTTP status its transport
+// prescribes (mcpwire.StatelessStatus): 400 for -32602, -32020, -32021,
+// -32022 and a malformed request; 404 for -32601.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// front2026Store is what the 2026-07-28 front needs of the task store.
+type front2026Store interface {
+	renderStore // Get, Stamp, Options
+	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
+	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
+	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
+	WaitFor(ctx context.Context, owner, id string, cond func(*taskstore.Task) bool) (*taskstore.Task, error)
+}
+
+// front2026 serves 2026-07-28 clients.
+type front2026 struct {
+	store   front2026Store
+	runner  *runner
+	up      *upstreamSide
+	decider *decider
+	metrics *metrics
+	log     zerolog.Logger
+	polls   *pollLimiter // nil: no limit
+	renders *renderCache
+	life    context.Context // ends when the gateway closes: listen streams end
+}
+
+// statelessReq is a validated 2026-07-28 request (SEP-2575 per-request
+// _meta).
+type statelessReq struct {
+	Version    string          // _meta protocolVersion
+	ClientCaps json.RawMessage // _meta clientCapabilities, verbatim
+	Tasks      bool            // clientCapabilities.extensions declares the tasks extension
+}
+
+// removedIn2026 are the methods 2026-07-28 removed (SEP-2575 "Deprecated and
+// Removed RPCs"): a 2026-07-28 request for one gets -32601. initialize is
+// here: only an initialize without 2026-07-28 _meta selects the session era.
+var removedIn2026 = map[string]bool{
+	"initialize":                       true,
+	"notifications/initialized":        true,
+	"ping":                             true,
+	"logging/setLevel":                 true,
+	"resources/subscribe":              true,
+	"resources/unsubscribe":            true,
+	"notifications/roots/list_changed": true,
+}
+
+// metaVersionKey is searched for in the raw params before any decoding, so
+// session traffic pays one bytes.Contains, not a JSON decode.
+var metaVersionKey = []byte(`"` + metaProtocolVersion + `"`)
+
+// isStateless reports whether msg is a 2026-07-28 (stateless) message. The
+// rule:
+//
+//  1. only requests and notifications (a POSTed response or batch is not);
+//  2. params._meta carries "io.modelcontextprotocol/protocolVersion" (any
+//     value: an unsupported one is then answered -32022), whatever else the
+//     request carries; or else
+//  3. the request is not initialize, has no Mcp-Session-Id, and its
+//     MCP-Protocol-Version header is 2026-07-28 or later (versions are dates,
+//     so string order is age order); such a request without _meta is
+//     answered -32602 rather than passed to the upstream unvalidated.
+//
+// Everything else (initialize, anything on a session, older clients with no
+// or an older header) goes to the 2025-11-25 front or passes through.
+func isStateless(r *http.Request, msg *mcpwire.Message) bool {
+	if msg.Kind != mcpwire.KindRequest && msg.Kind != mcpwire.KindNotification {
+		return false
+	}
+	if bytes.Contains(msg.Params, metaVersionKey) {
+		if _, ok := msg.Meta()[metaProtocolVersion]; ok {
+			return true
+		}
+	}
+	if msg.MethodName() == "initialize" || r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	return r.Header.Get("Mcp-Protocol-Version") >= version2026
+}
+
+// serve validates a 2026-07-28 message and routes it.
+func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	mr, e := f.validate(r, msg)
+	if e != nil {
+		f.log.Debug().Str("op", "validate").Str("method", msg.MethodName()).Int("code", e.Code).Msg(e.Message)
+		if msg.Kind == mcpwire.KindNotification {
+			msg.ID = nil
+		}
+		writeStatelessError(w, msg.ID, e)
+		return
+	}
+	if msg.Kind == mcpwire.KindNotification {
+		f.notification(w, r, msg)
+		return
+	}
+	switch method := msg.MethodName(); method {
+	case "server/discover":
+		f.discover(w, r, msg, mr)
+	case "tools/call":
+		f.toolsCall(w, r, msg, mr)
+	case "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list":
+		f.tasks(w, r, msg, mr)
+	case "subscriptions/listen":
+		f.listen(w, r, msg, mr)
+	default:
+		if removedIn2026[method] {
+			writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeMethodNotFound,
+				"Method not found: "+method+" is not part of protocol version "+mr.Version))
+			return
+		}
+		f.forward(w, r, msg, mr, "")
+	}
+}
+
+// validate checks a 2026-07-28 message against the rules of MCP
+// 2026-07-28, Streamable HTTP transport, "Server Validation", and SEP-2575,
+// "Per-Request Metadata Schema".
+func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessReq, *mcpwire.Error) {
+	bad := func(code int, text string) (*statelessReq, *mcpwire.Error) {
+		return nil, mcpwire.NewError(http.StatusBadRequest, code, text)
+	}
+	// Decoded once per message, shared with isStateless and tasks; absent
+	// or null params leave p zero.
+	p, err := msg.RoutingParams()
+	if err != nil {
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: params must be an object, with an object _meta and string name, uri, taskId")
+	}
+	header := r.Header.Get("Mcp-Protocol-Version")
+	var version string
+	rawVersion, hasVersion := p.Meta[metaProtocolVersion]
+	if hasVersion && !mcpwire.PlainString(rawVersion, &version) && json.Unmarshal(rawVersion, &version) != nil {
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" must be a string")
+	}
+	notification := msg.Kind == mcpwire.KindNotification
+	switch {
+	case !notification && header == "":
+		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
+	case !notification && !hasVersion:
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" is required")
+	case hasVersion && header != "" && header != version:
+		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value '"+header+
+			"' does not match body value '"+version+"'")
+	}
+	if version == "" {
+		version = header
+	}
+	if version != version2026 {
+		e := mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeUnsupportedVersion, "Unsupported protocol version: "+version)
+		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.supportedVersions(), "requested": version})
+		return nil, e
+	}
+	mr := &statelessReq{Version: version}
+	if !notification {
+		caps, ok := p.Meta[metaClientCaps]
+		if !ok || !mcpwire.IsObject(caps) {
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientCaps+" is required and must be an object")
+		}
+		if info, ok := p.Meta[metaClientInfo]; ok && !mcpwire.IsObject(info) {
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientInfo+" must be an object")
+		}
+		mr.ClientCaps = caps
+		mr.Tasks = declaresTasks(caps)
+	}
+	// Mcp-Method on every request; Mcp-Name where the body has the name.
+	method := msg.MethodName()
+	hm := r.Header.Values("Mcp-Method")
+	switch {
+	case len(hm) == 0 && !notification:
+		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the Mcp-Method header is required")
+	case len(hm) > 1 || (len(hm) == 1 && hm[0] != method):
+		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: Mcp-Method header value '"+strings.Join(hm, ", ")+
+			"' does not match body value '"+method+"'")
+	}
+	var body *string
+	required := false
+	switch method {
+	case "tools/call", "prompts/get":
+		body, required = p.Name, true
+	case "resources/read":
+		body, required = p.URI, true
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		// SEP-2663, "Routing Headers": clients MUST send it; checked
+		// when sent, so a client that forgets still reaches its task.
+		body = p.TaskID
+	}
+	hn := r.Header.Values("Mcp-Name")
+	if body != nil && *body != "" {
+		switch {
+		case len(hn) == 0 && required:
+			return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the Mcp-Name header is required for "+method)
+		case len(hn) > 1:
+			return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: more than one Mcp-Name header")
+		case len(hn) == 1:
+			name, ok := decodeHeaderValue(hn[0])
+			if !ok {
+				return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the Mcp-Name header has invalid characters or Base64")
+			}
+			if name != *body {
+				return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: Mcp-Name header value '"+hn[0]+
+					"' does not match body value '"+*body+"'")
+			}
+		}
+	}
+	return mr, nil
+}
+
+// decodeHeaderValue decodes an Mcp-Name or Mcp-Param-* value: the
+// =?base64?…?= sentinel form is decoded (UTF-8), a plain value is taken as
+// is ("Value Encoding"). It reports false for control characters, bad
+// Base64 or non-UTF-8. A plain non-ASCII value is tolerated (go-sdk
+// v1.8.0 clients send names unencoded) and compared as is.
+func decodeHeaderValue(v string) (string, bool) {
+	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if enc, ok = strings.CutSuffix(enc, "?="); ok {
+			b, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil || !utf8.Valid(b) {
+				return "", false
+			}
+			return string(b), true
+		}
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+// declaresTasks reports whether client capabilities declare the tasks
+// extension (SEP-2663, "Capability Negotiation").
+func declaresTasks(caps json.RawMessage) bool {
+	// A client sends the same capabilities on every request: the last
+	// answer is remembered for those exact bytes (a pure function of them).
+	if last := lastCaps.Load(); last != nil && last.caps == string(caps) {
+		return last.tasks
+	}
+	tasks := declaresTasksDecode(caps)
+	if len(caps) <= 4096 {
+		lastCaps.Store(&capsAnswer{caps: string(caps), tasks: tasks})
+	}
+	return tasks
+}
+
+type capsAnswer struct {
+	caps  string
+	tasks bool
+}
+
+var lastCaps atomic.Pointer[capsAnswer]
+
+func declaresTasksDecode(caps json.RawMessage) bool {
+	var c struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(caps, &c) != nil {
+		return false
+	}
+	ext, ok := c.Extensions[tasksExtension]
+	return ok && mcpwire.IsObject(ext)
+}
+
+// notification takes a 2026-07-28 client's notification. 2026-07-28
+// defines none over HTTP (cancellation is closing the stream): a stateless
+// upstream gets it as is; for a session upstream it is accepted and
+// dropped, as there is no request it could refer to there.
+func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	for recheck := true; ; recheck = false {
+		era, err := f.up.era(r.Context(), forwardedAuth(r))
+		if err != nil || !era.stateless {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		if f.up.forwardToStateless(w, r, msg, nil, era, recheck, "") {
+			return
+		}
+	}
+}
+
+// forward relays a 2026-07-28 request the gateway does not handle itself
+// to the upstream by era and writes the answer back in the 2026-07-28
+// shape; learn names a tools/call whose latency is learned. If a
+// stateless upstream refuses it the way a session server would, the era
+// is probed again and the request sent by the new era, once.
+func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
+	for recheck := true; ; recheck = false {
+		era, err := f.up.era(r.Context(), forwardedAuth(r))
+		switch {
+		case err != nil:
+			f.up.statelessFailure(w, r, msg, err)
+			return
+		case era.stateless:
+			if f.up.forwardToStateless(w, r, msg, mr, era, recheck, learn) {
+				return
+			}
+			continue
+		}
+		target, err := f.up.target(r.Context(), ownerOf(r), forwardedAuth(r), mr.Version)
+		if err != nil {
+			f.up.statelessFailure(w, r, msg, err)
+			return
+		}
+		if msg.MethodName() == "tools/call" {
+			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (front2026_bridge.go)
+			return
+		}
+		f.up.forwardToSession(w, r, msg, target, mr.Version)
+		return
+	}
+}

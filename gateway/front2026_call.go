@@ -1,0 +1,210 @@
+package gateway
+
+// A 2026-07-28 client's tools/call. With the tasks extension declared
+// (SEP-2663) the gateway, not the client, decides per call whether it
+// becomes a task: sync (forwarded), task (created at once), or auto (run,
+// and a task only if it is still running after the hybrid wait).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// missingTasksCapability is the -32021 error naming the tasks extension.
+func missingTasksCapability(why string) *mcpwire.Error {
+	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeMissingCapability, "Missing required client capability: "+why)
+	e.Data = mcpwire.MustMarshal(map[string]any{"requiredCapabilities": map[string]any{
+		"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+	return e
+}
+
+// callMode is what a tools/call of a 2026-07-28 client becomes
+// (docs/ARCHITECTURE.md, "How a tools/call is decided").
+type callMode int
+
+const (
+	modeSync callMode = iota
+	modeTask
+	modeAuto
+	modeRefuse // required task, client without the extension: -32021
+)
+
+// decideCall decides a 2026-07-28 client's tools/call (decider.decide) and
+// maps the decision to what the gateway does; the Decision carries the
+// hybrid wait, ttl and pollInterval, learn the name the call's latency is
+// recorded under.
+func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
+	flavour := policy.FlavourModern
+	if !mr.Tasks {
+		flavour = policy.FlavourModernNoExt
+	}
+	d, learn = f.decider.decide(ctx, tool, flavour)
+	switch d.Mode {
+	case policy.Task:
+		return modeTask, d, learn
+	case policy.Auto:
+		return modeAuto, d, learn
+	case policy.TaskRequired: // only without the extension: with it, Decide says Task
+		return modeRefuse, d, learn
+	}
+	return modeSync, d, learn
+}
+
+// toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
+// (hybrid): run, and become a task only if it takes long.
+func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+	var p toolsCallParams
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
+		return
+	}
+	if id, responses, ok := bridgeState(msg.Params); ok {
+		f.continueBridge(w, r, msg, id, responses)
+		return
+	}
+	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
+	switch mode {
+	case modeSync:
+		f.forward(w, r, msg, mr, learn)
+		return
+	case modeRefuse:
+		writeStatelessError(w, msg.ID, missingTasksCapability(fmt.Sprintf("tool %q runs only as a task", p.Name)))
+		return
+	}
+	// A 2025-11-25 params.task means nothing here (the server decides) and
+	// must not reach the upstream.
+	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	if err != nil {
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		return
+	}
+	owner, auth := ownerOf(r), forwardedAuth(r)
+	target, err := f.up.target(r.Context(), owner, auth, mr.Version)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		return
+	}
+	if e := f.runner.admit(); e != nil {
+		writeStatelessError(w, msg.ID, e)
+		return
+	}
+	upParams := paramsFor(params, target)
+	j := &job{
+		owner:      owner,
+		sess:       target.Session,
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
+		clientCaps: mr.ClientCaps,
+		client2026: &job2026{target: target, params: upParams},
+		learn:      learn,
+	}
+	if mode == modeTask {
+		j.slot = true
+		f.startTask(w, r, msg, j, p.Name, d)
+		return
+	}
+	f.hybrid(w, r, msg, j, p.Name, d)
+}
+
+// startTask creates the task, with the ttl and pollInterval of d,
+// starts its worker and answers the flat CreateTaskResult, only once the
+// task is durable ("Task Creation").
+func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
+	if err := f.runner.create(context.WithoutCancel(r.Context()), j, taskstore.FlavourModern, tool, ttl, d.PollInterval); err != nil {
+		if j.call != nil {
+			j.call.abort(err)
+		}
+		if j.slot {
+			f.runner.unreserve()
+		}
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		return
+	}
+	f.runner.start(j)
+	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
+}
+
+// defaultTTL is the ttl of an extension task (the client asks for none):
+// the store's default, shorter for an anonymous owner.
+func (f *front2026) defaultTTL(owner string) time.Duration {
+	if owner == anonymousOwner && f.store.Options().DefaultTTL > anonymousTTL {
+		return anonymousTTL
+	}
+	return 0
+}
+
+// hybrid starts the upstream call and waits up to the hybrid budget
+// (d.HybridWait). An answer in time goes back as it is, with no task and
+// no store write, and teaches the tool's latency; so does an MRTR
+// input_required round, which teaches nothing (SEP-2663: MRTR rounds SHOULD
+// resolve before the task exists; the client's retry is decided afresh). A
+// call still running, or a session upstream asking for input, becomes a
+// task.
+func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+	wait := d.HybridWait
+	if wait <= 0 {
+		wait = DefaultHybridWait
+	}
+	c := f.runner.hold(j.sess, j.req) // the slot admit reserved
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case res := <-c.done:
+		if res.err == nil && !isInputRequired(res.resp) {
+			f.decider.observe(j.learn, time.Since(c.started))
+		}
+		f.writeCallResult(w, msg, res)
+	case m := <-c.requests:
+		j.call, j.first = c, m
+		f.startTask(w, r, msg, j, tool, d)
+	case <-timer.C:
+		j.call = c
+		f.startTask(w, r, msg, j, tool, d)
+	case <-r.Context().Done():
+		c.abort(errors.New("the client went away"))
+		<-c.done
+	}
+}
+
+// isInputRequired reports whether resp is an MRTR input_required result.
+func isInputRequired(resp *jsonrpc.Response) bool {
+	if resp == nil || resp.Error != nil || !bytes.Contains(resp.Result, []byte(`"input_required"`)) {
+		return false
+	}
+	var r struct {
+		ResultType string `json:"resultType"`
+	}
+	return json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "input_required"
+}
+
+// writeCallResult answers a 2026-07-28 tools/call with the upstream's own
+// answer: its result (marked resultType "complete" if the upstream, being
+// a session one, did not say: statelessResult), or its JSON-RPC error.
+func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+	switch {
+	case res.err != nil:
+		e := rpcError(res.err, era2026)
+		f.log.Warn().Str("op", "call").Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
+	case res.resp.Error != nil:
+		status := http.StatusOK
+		var we *jsonrpc.Error
+		if errors.As(res.resp.Error, &we) {
+			status = mcpwire.StatelessStatus(int(we.Code))
+		}
+		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+	default:
+		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res.resp.Result))
+	}
+}

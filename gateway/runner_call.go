@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// callResult is how an in-flight call ended: the upstream's response (a
+// result or a JSON-RPC error), or why there is none.
+type callResult struct {
+	resp *jsonrpc.Response
+	err  error
+}
+
+// inflightCall is one upstream request the runner holds. Its goroutine
+// belongs to the runner; abort ends it.
+type inflightCall struct {
+	requests chan *jsonrpc.Request // server→client requests (session upstream)
+	notes    chan *jsonrpc.Request // notifications
+	done     chan callResult
+	ctx      context.Context
+	abort    context.CancelCauseFunc
+	started  time.Time // when the request was sent
+}
+
+// errStopping is the cause when the gateway itself shuts down.
+var errStopping = errors.New("the gateway replica running the task stopped")
+
+// hold starts req on sess for a front, in the slot admit reserved, on the
+// runner's lifetime: a hybrid or bridged call, which may become a task.
+func (rn *runner) hold(sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
+	return rn.startCall(rn.ctx, sess, req, true)
+}
+
+// startCall sends req on sess in a goroutine the runner owns. It is the one
+// place in-flight calls are started, and counted (--max-inflight):
+// reserved says the caller reserved the call's slot already (admit);
+// otherwise the call is counted without a limit check (count). The slot is
+// given back when the call's goroutine ends.
+func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *inflightCall {
+	ctx, abort := context.WithCancelCause(parent)
+	c := &inflightCall{
+		requests: make(chan *jsonrpc.Request, 8),
+		notes:    make(chan *jsonrpc.Request, 32),
+		done:     make(chan callResult, 1),
+		ctx:      ctx,
+		abort:    abort,
+		started:  time.Now(),
+	}
+	if !reserved {
+		rn.count()
+	}
+	rn.wg.Add(1)
+	go func() {
+		defer rn.wg.Done()
+		resp, err := rn.up.Call(ctx, sess, req, upstream.CallOptions{
+			OnRequest: func(m *jsonrpc.Request) {
+				select {
+				case c.requests <- m:
+				case <-ctx.Done():
+				}
+			},
+			OnNotification: func(n *jsonrpc.Request) {
+				select {
+				case c.notes <- n:
+				default: // progress is best effort; never stall the stream
+				}
+			},
+		})
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // say why we aborted, not just "context canceled"
+		}
+		// The call is no longer in flight once it returned: free its slot
+		// before anyone hears of the result, so that whoever answers the
+		// client (and the client's next call) sees the count already down.
+		rn.unreserve()
+		c.done <- callResult{resp, err}
+	}()
+	return c
+}

@@ -1,0 +1,256 @@
+package gateway
+
+// The input a task's upstream asks for, in either upstream era, and the
+// client's answers: a session upstream sends server→client requests on
+// the call's stream and waits for a POSTed response; a stateless upstream
+// ends the call with an MRTR input_required result (SEP-2322) and expects
+// the call again with inputResponses. Both become the task's outstanding
+// input requests (keys the gateway mints, unique for the task's life),
+// answered from whichever client protocol holds the task.
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+func (run *taskRun) mintKey() string {
+	run.keys++
+	return strconv.Itoa(run.keys)
+}
+
+func (run *taskRun) stopWaiting() {
+	if !run.waitingSince.IsZero() {
+		run.inputWait += time.Since(run.waitingSince)
+		run.waitingSince = time.Time{}
+		run.live.set(taskstore.StatusWorking)
+	}
+}
+
+// startWaiting marks the task waiting for its client's answers.
+func (run *taskRun) startWaiting() {
+	if run.waitingSince.IsZero() {
+		run.waitingSince = time.Now()
+		run.live.set(taskstore.StatusInputRequired)
+	}
+}
+
+// observeInputWait records, once the task ends, how long it waited for
+// input in all (tasks that never asked are not observed).
+func (run *taskRun) observeInputWait() {
+	run.stopWaiting()
+	if run.inputWait > 0 {
+		run.rn.metrics.inputWait.WithLabelValues(run.rn.metrics.tools.label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
+	}
+}
+
+// inputRequest turns a legacy upstream's server→client request into an
+// input request of the task (input_required), or refuses it upstream when
+// the client did not declare the capability to answer it.
+func (run *taskRun) inputRequest(m *jsonrpc.Request) {
+	rn, j := run.rn, run.j
+	if !clientCan(j.clientCaps, m.Method) {
+		_ = rn.up.Respond(run.writeCtx, j.sess, refusal(m))
+		run.log().Info().Str("op", "refused").Str("method", m.Method).Msg("the client did not declare the capability; refused upstream")
+		return
+	}
+	key := run.mintKey()
+	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
+	// Redis briefly down is waited out (as for the outcome, finish): the
+	// upstream's question must not turn into an error result because
+	// Redis blinked. One write id for every attempt: an attempt Redis ran
+	// but whose reply was lost makes the next one a no-op, not a reused
+	// key (found by e2e TestChaos on a slow disk).
+	write := uuid.NewString()
+	if err := rn.retry.do(run.ctx, func() error {
+		return rn.store.AddInputRequests(run.writeCtx, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method, write)
+	}); err != nil {
+		// Terminal meanwhile (cancelled) or the store stayed down: the
+		// upstream must not wait for an answer that cannot come.
+		_ = rn.up.Respond(run.writeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+			Code: mcpwire.CodeInternalError, Message: "taskgate could not relay " + m.Method + " to the client"}})
+		run.log().Warn().Str("op", "input_required").Err(err).Msg("input request not relayed")
+		return
+	}
+	run.pending[key] = m.ID
+	run.startWaiting()
+	run.log().Info().Str("op", "input_required").Str("method", m.Method).Str("key", key).Msg("task needs input")
+	rn.notifyStatusByID(run.writeCtx, j)
+}
+
+// refusal answers an input request the client cannot serve: a declined
+// elicitation, else a method-not-found error.
+func refusal(m *jsonrpc.Request) *jsonrpc.Response {
+	if m.Method == "elicitation/create" {
+		return &jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{"action":"decline"}`)}
+	}
+	return &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: mcpwire.CodeMethodNotFound,
+		Message: "the client did not declare the capability for " + m.Method}}
+}
+
+// clientCan reports whether capabilities caps let the client answer method.
+// Unknown capabilities (nil) allow everything: the client then sees the
+// request and may refuse it itself.
+func clientCan(caps json.RawMessage, method string) bool {
+	if len(caps) == 0 {
+		return true
+	}
+	var c map[string]json.RawMessage
+	if json.Unmarshal(caps, &c) != nil {
+		return true
+	}
+	switch method {
+	case "elicitation/create":
+		return c["elicitation"] != nil
+	case "sampling/createMessage":
+		return c["sampling"] != nil
+	case "roots/list":
+		return c["roots"] != nil
+	}
+	return true
+}
+
+// mrtrRound handles a modern upstream's input_required result (SEP-2322
+// multi round-trip requests): its inputRequests become the task's, under
+// keys the gateway mints, and once all are answered the call is retried
+// with inputResponses and the same requestState. It reports whether res
+// was such a round (and the task goes on).
+func (run *taskRun) mrtrRound(res callResult) bool {
+	j := run.j
+	if j.client2026 == nil || !j.client2026.target.Stateless || res.err != nil || res.resp == nil || res.resp.Error != nil {
+		return false
+	}
+	var ir struct {
+		ResultType    string                            `json:"resultType"`
+		InputRequests map[string]taskstore.InputRequest `json:"inputRequests"`
+		RequestState  *string                           `json:"requestState"`
+	}
+	if json.Unmarshal(res.resp.Result, &ir) != nil || ir.ResultType != "input_required" {
+		return false
+	}
+	run.requestState = ""
+	if ir.RequestState != nil {
+		run.requestState = *ir.RequestState
+	}
+	toStore := map[string]taskstore.InputRequest{}
+	for _, uk := range sortedInputKeys(ir.InputRequests) {
+		in := ir.InputRequests[uk]
+		if !clientCan(j.clientCaps, in.Method) {
+			if in.Method == "elicitation/create" {
+				run.mrtrAnswers[uk] = json.RawMessage(`{"action":"decline"}`)
+				continue
+			}
+			run.fail("the upstream asked for " + in.Method + ", which the client did not declare it can answer")
+			return true
+		}
+		key := run.mintKey()
+		toStore[key] = in
+		run.mrtr[key] = uk
+	}
+	if len(toStore) > 0 {
+		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
+		write := uuid.NewString() // as in inputRequest
+		if err := run.rn.retry.do(run.ctx, func() error {
+			return run.rn.store.AddInputRequests(run.writeCtx, j.owner, j.task.ID, toStore, msg, write)
+		}); err != nil {
+			run.fail("could not record the upstream's input requests: " + err.Error())
+			return true
+		}
+		run.startWaiting()
+		run.log().Info().Str("op", "input_required").Int("requests", len(toStore)).Msg("task needs input")
+	}
+	if len(run.mrtr) == 0 {
+		run.retry()
+	}
+	return true
+}
+
+// retry sends the tools/call again with the answers collected so far and
+// the requestState of the last round.
+func (run *taskRun) retry() {
+	j := run.j
+	var p map[string]json.RawMessage
+	_ = json.Unmarshal(j.client2026.params, &p)
+	if p == nil {
+		p = map[string]json.RawMessage{}
+	}
+	p["inputResponses"] = mcpwire.MustMarshal(run.mrtrAnswers)
+	if run.requestState != "" {
+		p["requestState"] = mcpwire.MustMarshal(run.requestState)
+	} else {
+		delete(p, "requestState")
+	}
+	run.mrtrAnswers = map[string]json.RawMessage{}
+	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
+	run.stopWaiting()
+	run.call = run.rn.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, false)
+}
+
+// deliverAnswers takes the client's recorded answers and hands them to the
+// upstream: a POSTed response with the upstream's own request id (legacy
+// upstream), or, once a round is fully answered, a retried call (modern
+// upstream). It reports whether the worker is done (the task was
+// cancelled).
+func (run *taskRun) deliverAnswers() (done bool) {
+	rn, j := run.rn, run.j
+	// One take id until a take succeeds: a take Redis ran but whose reply
+	// was lost (it died before answering) took the answers out of the
+	// record, and only a take with the same id gets them back (found by
+	// e2e TestChaos: the task waited forever for answers already taken).
+	if run.takeID == "" {
+		run.takeID = "take-" + uuid.NewString()
+	}
+	answers, status, err := rn.store.TakeInputResponses(run.writeCtx, j.owner, j.task.ID, run.takeID)
+	if err != nil {
+		return false // store briefly down: the resync timer tries again
+	}
+	run.takeID = ""
+	if status == taskstore.StatusCancelled {
+		return run.cancelled()
+	}
+	delivered := false
+	for key, raw := range answers {
+		var a inputAnswer
+		_ = json.Unmarshal(raw, &a)
+		if uk, ok := run.mrtr[key]; ok {
+			delete(run.mrtr, key)
+			run.mrtrAnswers[uk] = a.Result
+			delivered = true
+			continue
+		}
+		upID, ok := run.pending[key]
+		if !ok {
+			continue
+		}
+		delete(run.pending, key)
+		resp := &jsonrpc.Response{ID: upID, Result: a.Result}
+		if len(a.Error) > 0 {
+			var we jsonrpc.Error
+			if json.Unmarshal(a.Error, &we) != nil {
+				we = jsonrpc.Error{Code: mcpwire.CodeInternalError, Message: "the client answered with a malformed error"}
+			}
+			resp = &jsonrpc.Response{ID: upID, Error: &we}
+		}
+		if err := rn.up.Respond(run.writeCtx, j.sess, resp); err != nil {
+			run.log().Warn().Str("op", "answer").Str("key", key).Err(err).Msg("could not deliver the client's answer upstream")
+			continue
+		}
+		delivered = true
+	}
+	if len(run.pending) == 0 && len(run.mrtr) == 0 {
+		run.stopWaiting()
+	}
+	if delivered && run.call == nil && len(run.mrtr) == 0 && j.client2026 != nil {
+		run.retry()
+	}
+	if delivered {
+		rn.notifyStatusByID(run.writeCtx, j)
+	}
+	return false
+}

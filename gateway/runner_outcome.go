@@ -1,0 +1,195 @@
+package gateway
+
+// How a task's worker ends: the upstream's outcome written (retried while
+// Redis is briefly down: invariant 5), a cancel honoured upstream, or a
+// gateway-side failure; then the lease released.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// fail ends the task as failed with a gateway-side reason.
+func (run *taskRun) fail(msg string) {
+	run.abort(errors.New(msg))
+	o := taskstore.Outcome{Error: internalError(msg), Message: msg, WriteID: uuid.NewString()}
+	err := run.rn.retry.do(run.writeCtx, func() error {
+		return run.rn.store.Fail(run.writeCtx, run.j.owner, run.j.task.ID, o)
+	})
+	if err == nil {
+		run.observeInputWait()
+		run.rn.metrics.taskFinished(run.j.task.Tool, taskstore.StatusFailed, run.j.task.CreatedAt)
+	}
+	run.rn.settle(run.writeCtx, run.j, err)
+	run.log().Warn().Str("op", "failed").Msg(msg)
+}
+
+// handleNotification records upstream progress on the task (latest
+// progress, statusMessage) and relays it to a legacy client. Other upstream
+// notifications during a task are not relayed; neither is progress for a
+// modern client, which sees it as the statusMessage (SEP-2663).
+func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
+	if n.Method != "notifications/progress" {
+		return
+	}
+	if err := rn.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
+		rn.notify.progress(ctx, j.owner, j.task, j.sess.ID, n.Params)
+	}
+}
+
+// cancelled stops the work of a task cancelled in the store: a legacy
+// (session) upstream is told with notifications/cancelled (MCP
+// "Cancellation"); the HTTP request is aborted either way, which is how a
+// stateless upstream learns it. It reports true: the worker is done.
+func (run *taskRun) cancelled() bool {
+	rn, j := run.rn, run.j
+	run.cancelUpstream("the task was cancelled")
+	run.abort(errTaskCancelled)
+	run.observeInputWait()
+	rn.release(run.writeCtx, j)
+	run.log().Info().Str("op", "cancelled").Dur("duration", time.Since(run.start)).Msg("upstream call aborted: task cancelled")
+	return true
+}
+
+var errTaskCancelled = errors.New("the task was cancelled")
+
+// cancelUpstream tells a session upstream to stop the call in flight
+// (notifications/cancelled, MCP "Cancellation"): aborting the HTTP request
+// alone is not cancellation there, only disconnection. A stateless
+// upstream learns it from the abort (run.abort), which must follow.
+func (run *taskRun) cancelUpstream(reason string) {
+	if run.call == nil || run.j.sess.ID == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(run.writeCtx, 5*time.Second)
+	_ = run.rn.up.Cancel(cctx, run.j.sess, run.reqID, reason)
+	cancel()
+}
+
+// finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
+// with isError is a failed task; a JSON-RPC error is failed. A task already
+// terminal (cancelled) stays as it is.
+func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res callResult, start time.Time) {
+	t := j.task
+	status := taskstore.StatusCompleted
+	// One write id for every attempt: an attempt Redis ran but whose reply
+	// was lost (it died before answering) makes the retry a success, not
+	// "already terminal" (taskstore.Outcome.WriteID).
+	o := taskstore.Outcome{WriteID: uuid.NewString()}
+	switch {
+	case errors.Is(res.err, errTaskCancelled):
+		rn.release(ctx, j)
+		return
+	case errors.Is(res.err, taskstore.ErrLeaseLost):
+		return // another replica owns the task now
+	case res.err != nil:
+		status = taskstore.StatusFailed
+		o.Message = failureMessage(res.err)
+		o.Error = internalError(o.Message)
+	case res.resp.Error != nil:
+		status = taskstore.StatusFailed
+		o.Error, _ = json.Marshal(res.resp.Error)
+		o.Message = "the tool call failed: " + res.resp.Error.Error()
+	case isErrorResult(res.resp.Result) && t.Flavour == taskstore.FlavourLegacy:
+		status = taskstore.StatusFailed
+		o.Result, o.Message = res.resp.Result, "the tool reported an error (isError)"
+	default:
+		o.Result = res.resp.Result
+	}
+	err := rn.retry.do(ctx, func() error { return rn.store.Finish(ctx, j.owner, t.ID, status, o) })
+	if errors.Is(err, taskstore.ErrResultTooLarge) {
+		status, err = taskstore.StatusFailed, nil
+	}
+	rn.settle(ctx, j, err)
+	switch {
+	case errors.Is(err, taskstore.ErrTerminal):
+		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
+		return
+	case err != nil:
+		log.Error().Str("op", string(status)).Err(err).Msg("could not record the task's outcome")
+		return
+	}
+	rn.metrics.taskFinished(t.Tool, status, t.CreatedAt)
+	ev := log.Info()
+	if status == taskstore.StatusFailed {
+		ev = log.Warn()
+		if res.err != nil {
+			ev = ev.Str("error", failureMessage(res.err))
+		}
+	}
+	ev.Str("op", string(status)).Dur("duration", time.Since(t.CreatedAt)).Msg("task " + string(status))
+	rn.notifyStatusByID(ctx, j)
+}
+
+// settle gives the task's lease up once its outcome is written, or moot
+// (err is the write's error). When the store stayed unavailable the lease
+// is kept: it runs out and a recoverer fails the task once Redis is back,
+// instead of the task staying working, with no lease to find, until its
+// ttl.
+func (rn *runner) settle(ctx context.Context, j *job, err error) {
+	if errors.Is(err, taskstore.ErrUnavailable) {
+		return
+	}
+	rn.release(ctx, j)
+}
+
+func (rn *runner) release(ctx context.Context, j *job) {
+	_ = rn.store.Release(ctx, j.owner, j.task.ID, rn.replica)
+}
+
+// failureMessage says why an upstream call produced no response, in words
+// for the task's statusMessage.
+func failureMessage(err error) string {
+	var ue *upstream.UnreachableError
+	switch {
+	case errors.Is(err, errStopping), errors.Is(err, context.Canceled):
+		return errStopping.Error() + " before the upstream answered"
+	case errors.As(err, &ue):
+		return ue.Error()
+	case errors.Is(err, upstream.ErrSessionNotFound):
+		return "the upstream session ended before the call finished"
+	case errors.Is(err, upstream.ErrNoResponse):
+		return "the upstream broke off the call: " + err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the task's ttl ran out before the upstream answered"
+	}
+	return "the upstream call failed: " + err.Error()
+}
+
+// progressMessage is the statusMessage a progress notification implies.
+func progressMessage(params json.RawMessage) string {
+	var p struct {
+		Progress float64  `json:"progress"`
+		Total    *float64 `json:"total"`
+		Message  string   `json:"message"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	if p.Message != "" {
+		return p.Message
+	}
+	if p.Total != nil && *p.Total > 0 {
+		return fmt.Sprintf("progress %g/%g", p.Progress, *p.Total)
+	}
+	return fmt.Sprintf("progress %g", p.Progress)
+}
+
+// notifyStatusByID re-reads the job's task and tells the notifier.
+func (rn *runner) notifyStatusByID(ctx context.Context, j *job) {
+	t, err := rn.store.Get(ctx, j.owner, j.task.ID)
+	if err != nil {
+		return
+	}
+	rn.notify.statusChanged(ctx, t)
+}

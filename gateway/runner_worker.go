@@ -1,0 +1,350 @@
+package gateway
+
+// A worker holds one task's upstream call. It runs on the runner's
+// context, not the client's request (the client got CreateTaskResult and
+// left), with the task's expiry as deadline. It owns the task's lease and
+// renews it; it turns what the upstream sends into task state:
+//
+//	server→client request  → input request (task input_required)
+//	MRTR input_required    → input requests (runner_input.go)
+//	notifications/progress → task progress (relayed by tasks/result)
+//	the response           → completed / failed (written before anything
+//	                         reports the task terminal: invariant 5)
+//
+// and what clients do into upstream traffic, wherever they did it:
+//
+//	"inputs" event → TakeInputResponses → the answers upstream
+//	"cancel" event → notifications/cancelled upstream, abort the call
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// job is one task's upstream call.
+type job struct {
+	task  *taskstore.Task
+	owner string
+	sess  *upstream.Session
+	req   *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
+	// call is the upstream call when it started before the task existed
+	// (hybrid); nil means the worker starts req.
+	call *inflightCall
+	// first is a server→client request taken off call before the task
+	// existed; it becomes the task's first input request.
+	first *jsonrpc.Request
+	// clientCaps are the client's declared capabilities: an input request
+	// it cannot answer is refused upstream, never shown to it.
+	clientCaps json.RawMessage
+	// client2026 is set for a task of a 2026-07-28 client.
+	client2026 *job2026
+	// learn is the tool name the call's latency is recorded under; empty:
+	// not learned (decider.observe).
+	learn string
+	// slot: a reserved in-flight slot (runner.admit) the worker's first
+	// call takes over; only when call is nil.
+	slot bool
+}
+
+// job2026 is what a task of a 2026-07-28 client needs besides job.
+type job2026 struct {
+	target *upstreamTarget
+	// params are the tools/call params as sent upstream, the base of every
+	// MRTR retry.
+	params json.RawMessage
+}
+
+// taskRun is one worker's state.
+type taskRun struct {
+	rn       *runner
+	j        *job
+	logc     *zerolog.Logger // log's, once built
+	ctx      context.Context // the worker's: ends at the task's expiry or shutdown
+	cancel   context.CancelFunc
+	writeCtx context.Context // for store writes: outlives a cancelled ctx
+	call     *inflightCall   // in flight; nil between MRTR rounds
+	reqID    jsonrpc.ID      // the id of the upstream request in flight
+
+	keys         int                        // input keys minted so far
+	pending      map[string]jsonrpc.ID      // session upstream: key → its request id
+	mrtr         map[string]string          // stateless upstream: key → its inputRequests key
+	mrtrAnswers  map[string]json.RawMessage // stateless upstream: its key → the client's result
+	requestState string
+
+	start        time.Time // when the upstream call started (before the task, for a hybrid call)
+	waitingSince time.Time
+	inputWait    time.Duration
+	live         liveTask // taskgate_tasks_live (metrics.go)
+	resyncEvery  time.Duration
+	renewedAt    time.Time // the last lease renewal (tick)
+	renewing     bool      // a renewal is under way (renew)
+	renewal      chan error
+	takeID       string    // the take id of the last take that failed (deliverAnswers)
+	resyncedAt   time.Time // the last resync (tick)
+}
+
+// work runs the job's task to its end (workers.start). Most held tasks
+// spend their life parked in loop's select, and a parked goroutine's stack
+// stays as large as it ever grew until the garbage collector halves it,
+// which it does only while what is in use plus 800 bytes (runtime:
+// stackNosplit) is under a quarter of it. So the deep calls stay off the
+// parked goroutine: begin (the watch's subscription, the call's start)
+// runs on the goroutine work starts on, which then hands the task to a
+// fresh one (park); each select case's work is a function of its own, not
+// inlined; and the lease is renewed by a short-lived goroutine of its own
+// (tick). Parked with about 900 bytes in use, a worker keeps the stack it
+// started with (4 KiB, the runtime's adaptive start) instead of the 8 KiB
+// its setup and go-redis's call chain grew it to: 40 MB for 10,000 held
+// tasks (bench -mode scale).
+func (rn *runner) work(j *job) {
+	run, watch := rn.begin(j)
+	if run == nil {
+		rn.drop(&rn.jobs)
+		rn.wg.Done()
+		return
+	}
+	go run.park(watch)
+}
+
+// park is the worker's goroutine from begin to the end.
+func (run *taskRun) park(watch *taskstore.Watch) {
+	run.loop(watch)
+	run.end(watch)
+	run.rn.drop(&run.rn.jobs)
+	run.rn.wg.Done()
+}
+
+// begin sets the worker up: its context, logger and metrics, the task's
+// event watch, and the upstream call (started here unless the handler
+// already holds it). nil when the task ended at once (no watch).
+//
+//go:noinline
+func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
+	t := j.task
+	ctx, cancel := context.WithDeadlineCause(rn.ctx, t.ExpiresAt(), errors.New("the task's ttl ran out"))
+	run := &taskRun{
+		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
+		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
+		live: liveTask{m: rn.metrics}, resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
+	}
+	run.renewedAt, run.resyncedAt = run.start, run.start // the lease was taken with the task
+	run.live.set(taskstore.StatusWorking)
+	watch, err := rn.store.Watch(ctx, j.owner, t.ID)
+	if err != nil {
+		if j.call != nil {
+			j.call.abort(err)
+		}
+		if j.slot {
+			rn.unreserve()
+		}
+		rn.finish(run.writeCtx, j, *run.log(), callResult{err: err}, run.start)
+		run.live.done()
+		cancel()
+		return nil, nil
+	}
+	run.call, run.reqID = j.call, j.req.ID
+	if run.call == nil {
+		run.call = rn.startCall(ctx, j.sess, j.req, j.slot)
+	}
+	run.start = run.call.started
+	if j.first != nil {
+		run.inputRequest(j.first)
+	}
+	return run, watch
+}
+
+// log is the worker's logger, with the task's fields. It is built on
+// first use: a held task that logs nothing until its end then holds no
+// logger (about 700 bytes of context each) while it waits.
+func (run *taskRun) log() *zerolog.Logger {
+	if run.logc == nil {
+		t := run.j.task
+		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(run.j.owner)).
+			Str("replica", run.rn.replica).Logger()
+		run.logc = &l
+	}
+	return run.logc
+}
+
+// end undoes begin, in reverse: the call still in flight is aborted, the
+// watch closed, the live gauge and the context released.
+//
+//go:noinline
+func (run *taskRun) end(watch *taskstore.Watch) {
+	if run.call != nil {
+		run.call.abort(nil)
+	}
+	watch.Close()
+	run.live.done()
+	run.cancel()
+}
+
+// loop waits for what the task's worker must act on. Each case's work is
+// a method of its own (see work): it reports whether the worker is done.
+func (run *taskRun) loop(watch *taskstore.Watch) {
+	rn := run.rn
+	tick := time.NewTicker(run.tickEvery())
+	defer tick.Stop()
+	for {
+		var done <-chan callResult
+		var requests, notes <-chan *jsonrpc.Request
+		if run.call != nil {
+			done, requests, notes = run.call.done, run.call.requests, run.call.notes
+		}
+		select {
+		case res := <-done:
+			if run.answered(res) {
+				return
+			}
+		case m := <-requests:
+			run.inputRequest(m)
+		case <-run.ctx.Done():
+			run.expired()
+			return
+		case n := <-notes:
+			rn.handleNotification(run.writeCtx, run.j, n)
+		case ev, ok := <-watch.C:
+			if run.event(ev, ok) {
+				return
+			}
+		case <-tick.C:
+			if run.tick() {
+				return
+			}
+		case err := <-run.renewal:
+			run.renewing = false
+			if run.renewed(err) {
+				return
+			}
+		}
+	}
+}
+
+// answered handles the upstream's answer to the call in flight: another
+// MRTR round, or the task's outcome.
+//
+//go:noinline
+func (run *taskRun) answered(res callResult) (done bool) {
+	rn, j := run.rn, run.j
+	// Notifications the upstream sent before its answer come first.
+	for drained := false; !drained; {
+		select {
+		case n := <-run.call.notes:
+			rn.handleNotification(run.writeCtx, j, n)
+		default:
+			drained = true
+		}
+	}
+	run.call = nil
+	if run.mrtrRound(res) {
+		return false
+	}
+	run.stopWaiting()
+	run.observeInputWait()
+	if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
+		rn.observe(j.learn, time.Since(run.start)-run.inputWait)
+	}
+	rn.finish(run.writeCtx, j, run.log().With().Dur("input_wait", run.inputWait).Logger(), res, run.start)
+	return true
+}
+
+// expired ends the task at its expiry or the gateway's shutdown: a call
+// started before the task existed (hybrid) does not hang off the worker's
+// context, so it is ended here.
+//
+//go:noinline
+func (run *taskRun) expired() {
+	if run.call != nil {
+		run.call.abort(context.Cause(run.ctx))
+		res := <-run.call.done
+		run.call = nil
+		run.rn.finish(run.writeCtx, run.j, *run.log(), res, run.start)
+	}
+}
+
+// event handles an event of the task's watch (ok false: the watch ended,
+// the gateway is stopping).
+//
+//go:noinline
+func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
+	if !ok {
+		run.abort(errStopping)
+		return true
+	}
+	if ev.Kind == taskstore.EventStatus || ev.Kind == taskstore.EventProgress || ev.Kind == taskstore.EventMessage {
+		return false // our own writes
+	}
+	return run.deliverAnswers()
+}
+
+// tickEvery is the period of the worker's one timer: often enough for the
+// lease renewal (every LeaseRenew) and the resync (every resyncEvery).
+func (run *taskRun) tickEvery() time.Duration {
+	return max(min(run.rn.renew, run.resyncEvery), time.Millisecond)
+}
+
+// tick renews the lease when it is due and, while the worker waits for the
+// client's answers, looks for answers whose event was lost (a cancel whose
+// event was lost is found by the renewal: ErrTerminal). A deadline within
+// half a period counts as due, so the ticks do not drift past it.
+//
+//go:noinline
+func (run *taskRun) tick() (done bool) {
+	now, slack := time.Now(), min(run.rn.renew, run.resyncEvery)/2
+	if !run.renewing && now.Sub(run.renewedAt) >= run.rn.renew-slack {
+		run.renewedAt, run.renewing = now, true
+		run.rn.wg.Add(1)
+		go run.renew()
+	}
+	if run.waiting() && now.Sub(run.resyncedAt) >= run.resyncEvery-slack {
+		run.resyncedAt = now
+		return run.deliverAnswers()
+	}
+	return false
+}
+
+// waiting reports whether the worker waits for the client's answers.
+func (run *taskRun) waiting() bool { return len(run.pending) > 0 || len(run.mrtr) > 0 }
+
+// renew extends the task's lease, on a goroutine of its own (see work),
+// and hands the outcome to the worker's loop (renewed). One at a time:
+// renewing is set until the loop has it.
+func (run *taskRun) renew() {
+	defer run.rn.wg.Done()
+	run.renewal <- run.rn.store.Extend(run.writeCtx, run.j.owner, run.j.task.ID, run.rn.replica, run.rn.lease)
+}
+
+// renewed acts on a lease renewal's outcome.
+//
+//go:noinline
+func (run *taskRun) renewed(err error) (done bool) {
+	switch {
+	case errors.Is(err, taskstore.ErrTerminal):
+		return run.cancelled() // the cancel event may have been lost
+	case errors.Is(err, taskstore.ErrLeaseLost):
+		// Another replica took the task over (this one stalled past its
+		// lease): nobody will collect this call's result.
+		run.log().Warn().Str("op", "lease").Msg("lease lost to another replica; aborting the upstream call")
+		run.cancelUpstream("the gateway replica running the task lost its lease")
+		run.abort(taskstore.ErrLeaseLost)
+		return true
+	}
+	return false
+}
+
+// abort ends the call in flight, if any, with cause.
+func (run *taskRun) abort(cause error) {
+	if run.call != nil {
+		run.call.abort(cause)
+		<-run.call.done
+		run.call = nil
+	}
+}

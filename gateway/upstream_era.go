@@ -1,0 +1,195 @@
+package gateway
+
+// The upstream's era: a stateless 2026-07-28 server, or a session server
+// (2025-11-25 and older).
+//
+// The era is a property of the upstream, not of a request (MCP 2026-07-28,
+// Versioning, "Backward Compatibility"): the first 2026-07-28 request
+// probes with server/discover at 2026-07-28 (SEP-2575, "Discovery for
+// Server Capabilities"), and the answer is kept for the life of the
+// process. A DiscoverResult listing 2026-07-28 means a stateless upstream;
+// any other answer the upstream gives (a JSON-RPC error such as -32022
+// without 2026-07-28, -32601, an HTTP 4xx without one) means a session
+// upstream. No answer (unreachable, 5xx, 401) decides nothing and is
+// retried by the next request. When a later answer contradicts the era (a
+// stateless request refused the way a session server refuses, an
+// initialize refused), the era is forgotten and probed again.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// eraProbeTimeout bounds the server/discover probe.
+const eraProbeTimeout = 10 * time.Second
+
+// gatewayInfo is the Implementation the gateway names itself with upstream.
+var gatewayInfo = json.RawMessage(`{"name":"taskgate","version":"1.0.0"}`)
+
+// Per-request _meta keys of 2026-07-28 (MCP 2026-07-28 schema,
+// RequestMetaObject) and the result's server identity.
+const (
+	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
+	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+)
+
+// upstreamEra is what the probe learned.
+type upstreamEra struct {
+	stateless bool
+	versions  []string // a stateless upstream's supportedVersions
+}
+
+// eraProbe knows the upstream's era once probed. The zero value is ready.
+type eraProbe struct {
+	mu        sync.Mutex
+	era       *upstreamEra  // nil until probed
+	detecting chan struct{} // closed when the probe in flight ends
+}
+
+// era returns the upstream's era, probing once per process (one probe at
+// a time; concurrent callers wait for it). auth is sent with the probe,
+// for upstreams that want credentials on every request.
+func (u *upstreamSide) era(ctx context.Context, auth http.Header) (*upstreamEra, error) {
+	p := &u.probe
+	for {
+		p.mu.Lock()
+		if p.era != nil {
+			era := p.era
+			p.mu.Unlock()
+			return era, nil
+		}
+		if ch := p.detecting; ch != nil {
+			p.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		p.detecting = ch
+		p.mu.Unlock()
+
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eraProbeTimeout)
+		era, err := u.probeEra(pctx, auth)
+		cancel()
+		p.mu.Lock()
+		if err == nil {
+			p.era = era
+		}
+		p.detecting = nil
+		close(ch)
+		p.mu.Unlock()
+		if err != nil {
+			u.log.Warn().Str("op", "era").Err(err).Msg("cannot tell the upstream's protocol era; will probe again")
+			return nil, err
+		}
+		u.log.Info().Str("op", "era").Bool("stateless", era.stateless).Strs("versions", era.versions).Msg("upstream era detected")
+		return era, nil
+	}
+}
+
+// forgetEra drops the known era, if it is still the one the caller used
+// (was; nil: whatever it is), so the next request probes again.
+func (u *upstreamSide) forgetEra(was *upstreamEra) {
+	p := &u.probe
+	p.mu.Lock()
+	if p.era == was || was == nil {
+		p.era = nil
+	}
+	p.mu.Unlock()
+	u.log.Info().Str("op", "era").Msg("the upstream answered unlike its era; probing again")
+}
+
+// knownEra is the era if probed, else nil.
+func (u *upstreamSide) knownEra() *upstreamEra {
+	p := &u.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.era
+}
+
+// probeEra sends server/discover at 2026-07-28 and classifies the answer.
+func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, error) {
+	params := mcpwire.MustMarshal(map[string]any{"_meta": map[string]any{
+		metaProtocolVersion: version2026,
+		metaClientInfo:      gatewayInfo,
+		metaClientCaps:      map[string]any{},
+	}})
+	sess := &upstream.Session{ProtocolVersion: version2026, Header: auth}
+	resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
+	if err != nil {
+		var se *upstream.StatusError
+		if errors.As(err, &se) && refusesEra(se.Status) {
+			return &upstreamEra{}, nil // a 4xx without a JSON-RPC error: not a stateless server
+		}
+		return nil, err
+	}
+	if resp.Error != nil {
+		return &upstreamEra{}, nil
+	}
+	var res struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if json.Unmarshal(resp.Result, &res) != nil || !slices.Contains(res.SupportedVersions, version2026) {
+		return &upstreamEra{}, nil
+	}
+	return &upstreamEra{stateless: true, versions: res.SupportedVersions}, nil
+}
+
+// refusesEra reports whether an HTTP status without a JSON-RPC body says
+// "I do not speak this" (versus "not now" or "who are you").
+func refusesEra(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
+}
+
+// frontable are the upstream versions presented as 2025-11-25 to a client
+// that asks for it, so older servers gain tasks too. Their messages are a
+// subset of 2025-11-25's for everything the gateway relays unchanged.
+var frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true}
+
+// supportedVersions are the versions the gateway serves, newest first:
+// 2026-07-28 statelessly, and through initialize the session versions the
+// upstream takes (2025-11-25 at least, which the gateway presents in front
+// of 2025-06-18 and 2025-03-26 upstreams too). extra adds versions known to
+// work (the version of an owner session).
+func (u *upstreamSide) supportedVersions(extra ...string) []string {
+	vs := []string{version2026}
+	era := u.knownEra()
+	switch {
+	case era != nil && era.stateless:
+		for _, v := range era.versions {
+			if v < version2026 {
+				vs = append(vs, v)
+			}
+			if frontable[v] {
+				vs = append(vs, version2025)
+			}
+		}
+	default:
+		vs = append(vs, version2025)
+	}
+	vs = append(vs, extra...)
+	slices.Sort(vs)
+	vs = slices.Compact(vs)
+	slices.Reverse(vs)
+	return vs
+}

@@ -1,0 +1,357 @@
+package gateway
+
+// Forwarding to the upstream, in the upstream's era:
+//
+//	2025-11-25 or older client ─▶ forward: the bytes as received, the
+//	                              answer relayed (upstream_relay.go)
+//	2026-07-28 client, stateless upstream ─▶ forwardToStateless: the
+//	                              request as received (minus the tasks
+//	                              extension), the answer relayed
+//	2026-07-28 client, session upstream   ─▶ forwardToSession: the request
+//	                              as a session one on the owner session
+//	                              (upstream_owner.go), the answer in the
+//	                              2026-07-28 shape
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// upstreamSide is everything that talks to the upstream on a client's
+// behalf: the era probe, the owner sessions, and forwarding.
+type upstreamSide struct {
+	client *upstream.Client
+	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
+	// observe records a forwarded tools/call's latency, learnTools what a
+	// tools/list answer declared (the decider).
+	observe    func(tool string, took time.Duration)
+	learnTools func(ctx context.Context, result json.RawMessage)
+	log        zerolog.Logger
+
+	probe  eraProbe      // upstream_era.go
+	owners ownerSessions // upstream_owner.go
+}
+
+// ownerStore is what the owner sessions need of the task store.
+type ownerStore interface {
+	GetHeldSession(ctx context.Context, owner string) (*taskstore.HeldSession, error)
+	TouchHeldSession(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	PutHeldSession(ctx context.Context, owner string, next taskstore.HeldSession, replaced string, ttl time.Duration) (*taskstore.HeldSession, bool, error)
+}
+
+func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, log zerolog.Logger) *upstreamSide {
+	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, log: log}
+	if store != nil {
+		u.store = store
+	}
+	return u
+}
+
+// forward relays msg to the upstream with header, and its answer back.
+// For a tools/call whose latency is learned (learn, a tool name), the time
+// from sending to the end of the answer is recorded (latency.go).
+func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, learn string) {
+	start := time.Now()
+	resp, err := u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away; nobody to answer
+		}
+		e := rpcError(err, era2025)
+		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+		if msg.Kind != mcpwire.KindRequest {
+			// Nothing to answer with a JSON-RPC response; say it in HTTP.
+			e.Status = http.StatusBadGateway
+		}
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	u.relayRequest(w, r, resp, msg, learn, start)
+}
+
+// failHTTP answers a non-POST request whose upstream round trip failed.
+func (u *upstreamSide) failHTTP(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	e := rpcError(err, era2025)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		e.Status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, upstream.ErrUnreachable):
+		e.Status = http.StatusBadGateway
+	}
+	u.log.Warn().Str("op", "forward").Str("http_method", r.Method).Msg(e.Message)
+	mcpwire.WriteError(w, nil, e)
+}
+
+// statelessFailure answers a 2026-07-28 request whose upstream side
+// failed.
+func (u *upstreamSide) statelessFailure(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away; nobody to answer
+	}
+	e := rpcError(err, era2026)
+	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+	mcpwire.WriteError(w, msg.ID, e)
+}
+
+// statelessHeader is the header a 2026-07-28 request is forwarded with:
+// the client's, without the session and resumption headers, and with an
+// Mcp-Name (already checked against the body) that was Base64-encoded
+// needlessly sent plain: upstreams that compare it without decoding
+// (go-sdk v1.8.0) then accept it too.
+func statelessHeader(r *http.Request) http.Header {
+	out := make(http.Header, len(r.Header))
+	for k, vv := range r.Header {
+		out[k] = vv
+	}
+	delete(out, "Mcp-Session-Id")
+	delete(out, "Last-Event-Id")
+	if v := out["Mcp-Name"]; len(v) == 1 && strings.HasPrefix(v[0], "=?base64?") {
+		if name, ok := decodeHeaderValue(v[0]); ok && upstream.HeaderValue(name) == name {
+			out["Mcp-Name"] = []string{name}
+		}
+	}
+	return out
+}
+
+// postStateless forwards body to a stateless upstream with the client's
+// headers. A 400, 404 or 405 answer is read (it is small) to see whether
+// it is a stateless server's error or the refusal of a server that is not
+// one (contradicted); either way the response returned can still be
+// relayed.
+func (u *upstreamSide) postStateless(r *http.Request, body []byte) (resp *http.Response, contradicted bool, err error) {
+	resp, err = u.client.Forward(r.Context(), http.MethodPost, statelessHeader(r), bytes.NewReader(body))
+	if err != nil {
+		return nil, false, err
+	}
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+	default:
+		return resp, false, nil
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
+	return resp, !isStatelessError(data), nil
+}
+
+// isStatelessError reports whether body is a JSON-RPC error a 2026-07-28
+// server would send: any JSON-RPC error, except an unsupported-version
+// error that does not list 2026-07-28 (a session server's answer).
+func isStatelessError(body []byte) bool {
+	var m struct {
+		Error *struct {
+			Code int `json:"code"`
+			Data struct {
+				Supported []string `json:"supported"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Error == nil {
+		return false
+	}
+	return m.Error.Code != mcpwire.CodeUnsupportedVersion || slices.Contains(m.Error.Data.Supported, version2026)
+}
+
+// forwardToStateless relays a 2026-07-28 message to a stateless upstream
+// and its answer back untouched (streams flushed as they come). It reports
+// false, having answered nothing, when the upstream refused it the way a
+// session server would and recheck is set: the era is then forgotten, for
+// the caller to send the message by the era probed anew. learn names a
+// tools/call whose latency is learned.
+func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
+	era *upstreamEra, recheck bool, learn string) bool {
+	start := time.Now()
+	resp, contradicted, err := u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
+	if err != nil {
+		if msg.Kind == mcpwire.KindNotification && r.Context().Err() == nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}
+		u.statelessFailure(w, r, msg, err)
+		return true
+	}
+	if contradicted && recheck {
+		resp.Body.Close()
+		u.forgetEra(era)
+		return false
+	}
+	if learn == "" && msg.MethodName() == "tools/list" && u.store != nil && rewritable(resp) {
+		// Read whole, to learn the tools' declarations (catalog.go).
+		a, err := readAnswer(resp, msg.ID)
+		if err != nil {
+			u.statelessFailure(w, r, msg, err)
+			return true
+		}
+		defer a.close()
+		u.learnTools(r.Context(), a.result)
+		a.write(w, r, u.log, nil)
+		return true
+	}
+	u.relayRequest(w, r, resp, msg, learn, start)
+	return true
+}
+
+// withoutTasksExtension returns msg's body with the tasks extension taken
+// out of the client capabilities: the gateway is the client's tasks
+// server, so an upstream that has tasks of its own must not create them.
+func withoutTasksExtension(msg *mcpwire.Message, mr *statelessReq) []byte {
+	if mr == nil || !mr.Tasks {
+		return msg.Raw
+	}
+	params, ok := stripTasksExtension(msg.Params)
+	if !ok {
+		return msg.Raw
+	}
+	out, err := mcpwire.WithMember(msg.Raw, "params", params)
+	if err != nil {
+		return msg.Raw
+	}
+	return out
+}
+
+// stripTasksExtension removes extensions[tasks] from params._meta's client
+// capabilities; it reports whether it changed anything.
+func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params, false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
+		return params, false
+	}
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(meta[metaClientCaps], &caps) != nil || caps == nil {
+		return params, false
+	}
+	var ext map[string]json.RawMessage
+	if json.Unmarshal(caps["extensions"], &ext) != nil || ext == nil {
+		return params, false
+	}
+	if _, ok := ext[tasksExtension]; !ok {
+		return params, false
+	}
+	delete(ext, tasksExtension)
+	if len(ext) == 0 {
+		delete(caps, "extensions")
+	} else {
+		caps["extensions"] = mcpwire.MustMarshal(ext)
+	}
+	meta[metaClientCaps] = mcpwire.MustMarshal(caps)
+	p["_meta"] = mcpwire.MustMarshal(meta)
+	return mcpwire.MustMarshal(p), true
+}
+
+// forwardToSession sends a 2026-07-28 request (not a tools/call: those
+// are bridged, front2026_bridge.go) as a session one on the owner session
+// and answers it in the 2026-07-28 shape. Progress the upstream sends on
+// the way goes to the client as SSE events; its requests for input are
+// refused (there is no way to ask a 2026-07-28 client outside MRTR and
+// tasks). The client going away cancels the upstream request
+// (notifications/cancelled: on a session, a dropped stream is not a
+// cancellation).
+func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, target *upstreamTarget, version string) {
+	ctx := r.Context()
+	owner, auth := ownerOf(r), forwardedAuth(r)
+	method := msg.MethodName()
+	req := &jsonrpc.Request{ID: newUpstreamID(), Method: method}
+	if len(msg.Params) > 0 {
+		req.Params = sessionParams(msg.Params)
+	}
+	sse := mcpwire.NewWriter(w)
+	opts := upstream.CallOptions{
+		OnRequest: func(m *jsonrpc.Request) {
+			_ = u.client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+				Code: mcpwire.CodeMethodNotFound,
+				Message: "taskgate cannot relay " + m.Method + " to a " + version2026 +
+					" client during a plain call (only during a task: the client declares " + tasksExtension + ")"}})
+			u.log.Info().Str("op", "refused").Str("method", m.Method).Str("owner", shortOwner(owner)).
+				Msg("input request during a plain call of a 2026-07-28 client refused upstream")
+		},
+		OnNotification: func(n *jsonrpc.Request) {
+			if n.Method == "notifications/progress" { // request-scoped: may go on the response stream
+				_ = sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
+			}
+		},
+	}
+	resp, err := u.client.Call(ctx, target.Session, req, opts)
+	if errors.Is(err, upstream.ErrSessionNotFound) {
+		if target, err = u.reopenTarget(ctx, owner, auth, version, target); err == nil {
+			resp, err = u.client.Call(ctx, target.Session, req, opts)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			u.cancelOnSession(ctx, target, req.ID)
+			return
+		}
+		if sse.Started() {
+			_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(err, era2026)))
+			return
+		}
+		u.statelessFailure(w, r, msg, err)
+		return
+	}
+	if method == "tools/list" && resp.Error == nil {
+		u.learnTools(ctx, resp.Result)
+	}
+	u.writeSessionAnswer(w, sse, msg.ID, method, resp)
+}
+
+// cancelOnSession tells a session upstream that the client of request id
+// went away (notifications/cancelled), best effort.
+func (u *upstreamSide) cancelOnSession(ctx context.Context, target *upstreamTarget, id jsonrpc.ID) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	_ = u.client.Cancel(cctx, target.Session, id, "the client closed the request")
+	cancel()
+}
+
+// writeSessionAnswer writes a session upstream's response to a 2026-07-28
+// client's request id: on sse if a stream was started, else as JSON.
+func (u *upstreamSide) writeSessionAnswer(w http.ResponseWriter, sse *mcpwire.Writer, id json.RawMessage, method string, resp *jsonrpc.Response) {
+	out, status := statelessResponse(id, method, resp)
+	if sse.Started() {
+		_ = sse.SendRaw(out)
+		return
+	}
+	mcpwire.WriteBody(w, status, "application/json", out)
+}
+
+// statelessResponse renders a session upstream's response for a
+// 2026-07-28 client, with the client's id, and the HTTP status to send it
+// with.
+func statelessResponse(id json.RawMessage, method string, resp *jsonrpc.Response) (json.RawMessage, int) {
+	if resp.Error != nil {
+		var we *jsonrpc.Error
+		if !errors.As(resp.Error, &we) {
+			we = &jsonrpc.Error{Code: mcpwire.CodeInternalError, Message: resp.Error.Error()}
+		}
+		if we.Code == -32002 {
+			// "Resource not found" was -32002 up to 2025-11-25; -32602 since.
+			c := *we
+			c.Code = mcpwire.CodeInvalidParams
+			we = &c
+		}
+		return mcpwire.MustMarshal(mcpwire.Response{JSONRPC: "2.0", ID: id, Error: mcpwire.MustMarshal(we)}), mcpwire.StatelessStatus(int(we.Code))
+	}
+	return mcpwire.MustMarshal(mcpwire.Response{JSONRPC: "2.0", ID: id, Result: statelessResult(method, resp.Result)}), http.StatusOK
+}
