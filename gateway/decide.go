@@ -57,7 +57,7 @@ func newDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *
 // decide applies the policy in force to a call of tool by a client of the
 // given kind. learn is the name to record the call's latency under: the
 // tool when the upstream listed it, else "" (not learned).
-func (d *decider) decide(ctx context.Context, tool string, client policy.Flavour) (dec policy.Decision, learn string) {
+func (d *decider) decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string) {
 	decl, listed := d.toolInfo(ctx, tool)
 	dec = policy.Decide(d.policy.Load(), decl.tool(tool), client, decl.ts, d.lat.Stats(tool))
 	if ev := d.log.Debug(); ev.Enabled() {

@@ -31,8 +31,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -40,14 +38,8 @@ import (
 
 // front2025 serves 2025-11-25 (and older) clients.
 type front2025 struct {
+	frontDeps
 	store    front2025Store
-	runner   *runner
-	up       *upstreamSide
-	decider  *decider
-	metrics  *metrics
-	log      zerolog.Logger
-	polls    *pollLimiter // nil: no limit
-	renders  *renderCache
 	sessions *sessionCache // what each client session negotiated
 }
 

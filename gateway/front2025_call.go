@@ -50,7 +50,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	d, learn := f.decider.decide(r.Context(), p.Name, policy.FlavourLegacy)
+	d, learn := f.decider.decide(r.Context(), p.Name, policy.Client2025)
 	ts := d.TaskSupport
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
@@ -93,7 +93,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		learn:      learn,
 		slot:       true,
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.FlavourLegacy, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
+	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
 		f.runner.unreserve()
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return

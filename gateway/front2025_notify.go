@@ -20,7 +20,7 @@ import (
 // statusChanged publishes notifications/tasks/status for t to its
 // session (taskNotifier).
 func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
-	if t.Flavour != taskstore.FlavourLegacy || t.Upstream.SessionID == "" {
+	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
 		return
 	}
 	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(toTask2025(t)))
@@ -33,7 +33,7 @@ func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
 // notification is its own message, so none is merged away and the order
 // is the upstream's.
 func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
-	if t.Flavour != taskstore.FlavourLegacy {
+	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
 	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))

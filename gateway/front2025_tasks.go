@@ -48,15 +48,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	switch msg.MethodName() {
 	case "tasks/get":
-		if !f.polls.admit(w, msg, f.metrics, owner, p.TaskID) {
-			return
-		}
-		raw, err := f.renders.get(r.Context(), f.store, render2025Get, owner, p.TaskID) // rendercache.go
-		if err != nil {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "get", p.TaskID, era2025))
-			return
-		}
-		mcpwire.WriteMarshalled(w, msg.ID, raw)
+		f.get(w, r, msg, f.store, render2025Get, era2025, owner, p.TaskID)
 	case "tasks/cancel":
 		f.cancel(w, r, msg, owner, p.TaskID)
 	case "tasks/result":

@@ -39,7 +39,7 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	cfg := f.decider.policy.Load()
 	result, declared, err := rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
-		d := policy.Decide(cfg, decl.tool(name), policy.FlavourLegacy, decl.ts, f.decider.lat.Stats(name))
+		d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
 		if d.TaskSupport != decl.ts {
 			f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
 		}

@@ -35,8 +35,6 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
-	"github.com/rs/zerolog"
-
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -52,15 +50,9 @@ type front2026Store interface {
 
 // front2026 serves 2026-07-28 clients.
 type front2026 struct {
-	store   front2026Store
-	runner  *runner
-	up      *upstreamSide
-	decider *decider
-	metrics *metrics
-	log     zerolog.Logger
-	polls   *pollLimiter // nil: no limit
-	renders *renderCache
-	life    context.Context // ends when the gateway closes: listen streams end
+	frontDeps
+	store front2026Store
+	life  context.Context // ends when the gateway closes: listen streams end
 }
 
 // statelessReq is a validated 2026-07-28 request (SEP-2575 per-request

@@ -14,7 +14,7 @@ package gateway
 // requestState names that task. The retry, on any replica, records the
 // answers (the worker hands them upstream) and waits for the next round or
 // the result. So elicitation is not lost between eras; it costs the client
-// nothing it does not already do for a modern server.
+// nothing it does not already do for a stateless server.
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	ctx := r.Context()
 	var p toolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.runner.create(context.WithoutCancel(ctx), j, taskstore.FlavourModern, p.Name, anonymousTTL, 0); err != nil {
+	if err := f.runner.create(context.WithoutCancel(ctx), j, taskstore.Protocol2026, p.Name, anonymousTTL, 0); err != nil {
 		j.call.abort(err)
 		f.up.statelessFailure(w, r, msg, err)
 		return

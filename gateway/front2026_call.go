@@ -45,11 +45,11 @@ const (
 // hybrid wait, ttl and pollInterval, learn the name the call's latency is
 // recorded under.
 func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
-	flavour := policy.FlavourModern
+	client := policy.Client2026
 	if !mr.Tasks {
-		flavour = policy.FlavourModernNoExt
+		client = policy.Client2026NoTasks
 	}
-	d, learn = f.decider.decide(ctx, tool, flavour)
+	d, learn = f.decider.decide(ctx, tool, client)
 	switch d.Mode {
 	case policy.Task:
 		return modeTask, d, learn
@@ -121,7 +121,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // task is durable ("Task Creation").
 func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.runner.create(context.WithoutCancel(r.Context()), j, taskstore.FlavourModern, tool, ttl, d.PollInterval); err != nil {
+	if err := f.runner.create(context.WithoutCancel(r.Context()), j, taskstore.Protocol2026, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil {
 			j.call.abort(err)
 		}

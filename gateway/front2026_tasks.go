@@ -45,15 +45,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	ack := map[string]string{"resultType": "complete"}
 	switch method {
 	case "tasks/get":
-		if !f.polls.admit(w, msg, f.metrics, owner, p.TaskID) { // ratelimit.go
-			return
-		}
-		raw, err := f.renders.get(r.Context(), f.store, render2026Get, owner, p.TaskID) // rendercache.go
-		if err != nil {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "get", p.TaskID, era2026))
-			return
-		}
-		mcpwire.WriteMarshalled(w, msg.ID, raw)
+		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID)
 	case "tasks/update":
 		if p.InputResponses == nil {
 			writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tasks/update needs params.inputResponses"))

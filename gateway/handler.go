@@ -32,7 +32,7 @@ type Handler struct {
 	decider *decider      // policy, tool catalogue, learned latencies
 
 	// With a store only (nil: a plain pass-through proxy).
-	runner    *runner    // the upstream calls held for tasks
+	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
 	front2025 *front2025 // 2025-11-25 clients: sessions and their tasks
 	front2026 *front2026 // 2026-07-28 clients: stateless requests, extension tasks
 }
@@ -64,17 +64,19 @@ func New(cfg Config) (*Handler, error) {
 		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
 	}
 	renders := newRenderCache(renderCacheEntries, renderCacheBytes)
-	h.front2025 = &front2025{store: c.Store, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
-		polls: polls, renders: renders, sessions: newSessionCache()}
+	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
+	// and the front starts the runner's tasks.
+	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache()}
 	h.runner = newRunner(runnerParams{
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
 	})
 	inflight = h.runner.inflight
-	h.front2025.runner = h.runner
-	h.front2026 = &front2026{store: c.Store, up: h.up, decider: h.decider, runner: h.runner, metrics: h.metrics,
-		log: c.Logger, polls: polls, renders: renders, life: h.life}
+	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
+		polls: polls, renders: renders}
+	h.front2025.frontDeps = deps
+	h.front2026 = &front2026{frontDeps: deps, store: c.Store, life: h.life}
 	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }

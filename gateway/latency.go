@@ -96,18 +96,11 @@ func newLatencySync(d *decider, every time.Duration, replica string) *latencySyn
 
 func (s *latencySync) run(ctx context.Context) {
 	defer close(s.done)
-	tick := time.NewTicker(s.every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if s.publish(ctx) {
-				s.load(ctx)
-			}
+	every(ctx, s.every, func(ctx context.Context) {
+		if s.publish(ctx) {
+			s.load(ctx)
 		}
-	}
+	})
 }
 
 // stop ends the loop and publishes once more, so what this replica learned

@@ -34,7 +34,7 @@ import (
 //	taskgate_upstream_errors_total{method,reason}     unreachable|http_4xx|http_5xx
 //	taskgate_store_command_duration_seconds{command}  one Redis command or pipeline
 //	taskgate_store_errors_total{command}              failed Redis commands (not "no such key")
-//	taskgate_held_calls                               upstream calls held (the --max-inflight count)
+//	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //
@@ -123,8 +123,8 @@ func (m *metrics) handler() http.Handler { return m.http }
 
 // taskCreated, taskFinished: the counters and, for a terminal task, its
 // duration.
-func (m *metrics) taskCreated(tool string, flavour taskstore.Flavour) {
-	m.created.WithLabelValues(m.tools.label(tool), string(flavour)).Inc()
+func (m *metrics) taskCreated(tool string, proto taskstore.Protocol) {
+	m.created.WithLabelValues(m.tools.label(tool), string(proto)).Inc()
 }
 
 func (m *metrics) taskFinished(tool string, status taskstore.Status, created time.Time) {

@@ -418,7 +418,7 @@ func TestModernThroughBothEras(t *testing.T) {
 			if n := len(up.posts("initialize")); n != 1 {
 				t.Errorf("upstream initialized %d sessions, want 1", n)
 			}
-			held, err := rp.store.GetHeldSession(context.Background(), "anonymous")
+			held, err := rp.store.GetOwnerSession(context.Background(), "anonymous")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -431,10 +431,10 @@ func TestModernThroughBothEras(t *testing.T) {
 	}
 }
 
-// TestHeldSessionReopenedOn404: a legacy upstream that forgot the held
+// TestOwnerSessionReopenedOn404: a legacy upstream that forgot the held
 // session (here: it restarted) gets a new one, transparently, and every
 // replica moves to it.
-func TestHeldSessionReopenedOn404(t *testing.T) {
+func TestOwnerSessionReopenedOn404(t *testing.T) {
 	up := newEraUpstream(t, false)
 	rp := newReplicas(t, up.url, 2, nil)
 	auth := func(h http.Header) { h.Set("Authorization", "Bearer tenant-1") }
@@ -453,14 +453,14 @@ func TestHeldSessionReopenedOn404(t *testing.T) {
 	call(rp.urls[0])
 	call(rp.urls[1])
 	owner := ownerOf(&http.Request{Header: http.Header{"Authorization": {"Bearer tenant-1"}}})
-	first, err := rp.store.GetHeldSession(context.Background(), owner)
+	first, err := rp.store.GetOwnerSession(context.Background(), owner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	up.swap(false) // a restarted upstream knows no session
 	call(rp.urls[0])
 	call(rp.urls[1])
-	second, err := rp.store.GetHeldSession(context.Background(), owner)
+	second, err := rp.store.GetOwnerSession(context.Background(), owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,9 +598,9 @@ func TestGoSDKClientModernThroughGateway(t *testing.T) {
 	}
 }
 
-// TestHeldSessionRace: replicas that open an owner's session at once agree
+// TestOwnerSessionRace: replicas that open an owner's session at once agree
 // on one; the losers close theirs and every call lands on the winner.
-func TestHeldSessionRace(t *testing.T) {
+func TestOwnerSessionRace(t *testing.T) {
 	up := newEraUpstream(t, false)
 	rp := newReplicas(t, up.url, 2, nil)
 	var wg sync.WaitGroup
@@ -616,7 +616,7 @@ func TestHeldSessionRace(t *testing.T) {
 		}(rp.urls[i%2])
 	}
 	wg.Wait()
-	held, err := rp.store.GetHeldSession(context.Background(), "anonymous")
+	held, err := rp.store.GetOwnerSession(context.Background(), "anonymous")
 	if err != nil {
 		t.Fatal(err)
 	}

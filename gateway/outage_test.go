@@ -555,7 +555,7 @@ func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 	})
 }
 
-// TestRedisOutageWorkerResultKept pins DESIGN.md invariant 5 across a real
+// TestRedisOutageWorkerResultKept pins docs/ARCHITECTURE.md invariant 5 across a real
 // outage: tasks are running when Redis stops, the upstream finishes while it
 // is down, and once Redis is back (with its data) the tasks read completed
 // with the upstream's result, on the other replica too.

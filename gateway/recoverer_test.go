@@ -28,13 +28,13 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 	ctx := context.Background()
 
 	// A task whose worker, on replica "dead", held a 2 s lease.
-	dead, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Flavour: taskstore.FlavourLegacy,
+	dead, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2025,
 		Lease: &taskstore.LeaseRequest{Holder: "dead", Duration: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// And one whose worker is alive and renews.
-	alive, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Flavour: taskstore.FlavourLegacy,
+	alive, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2025,
 		Lease: &taskstore.LeaseRequest{Holder: "alive", Duration: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	ctx := context.Background()
 	lease := 2 * time.Second
 	newTask := func(holder string) string {
-		tk, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Flavour: taskstore.FlavourModern,
+		tk, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2026,
 			Lease: &taskstore.LeaseRequest{Holder: holder, Duration: lease}})
 		if err != nil {
 			t.Fatal(err)
@@ -348,7 +348,7 @@ func (r *sweepRig) advance(d time.Duration) { r.clock.Add(int64(d)) }
 // leased creates a task of owner "o" whose worker on holder holds a 2 s lease.
 func (r *sweepRig) leased(t *testing.T, holder string) *taskstore.Task {
 	t.Helper()
-	tk, err := r.store.Create(context.Background(), taskstore.NewTask{Owner: "o", Tool: "slow", Flavour: taskstore.FlavourModern,
+	tk, err := r.store.Create(context.Background(), taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2026,
 		Lease: &taskstore.LeaseRequest{Holder: holder, Duration: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

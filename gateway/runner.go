@@ -199,12 +199,12 @@ func (rn *runner) stop() {
 // starts the worker and only then answers CreateTaskResult
 // (docs/ARCHITECTURE.md invariant 1: a tasks/get on any replica finds it).
 // ttl and poll zero mean the store's defaults.
-func (rn *runner) create(ctx context.Context, j *job, flavour taskstore.Flavour, tool string, ttl, poll time.Duration) error {
+func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, tool string, ttl, poll time.Duration) error {
 	rawID, _ := json.Marshal(j.req.ID.Raw())
 	t, err := rn.store.Create(ctx, taskstore.NewTask{
 		Owner:        j.owner,
 		Tool:         tool,
-		Flavour:      flavour,
+		Protocol:     proto,
 		TTL:          ttl,
 		PollInterval: poll,
 		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
@@ -215,9 +215,9 @@ func (rn *runner) create(ctx context.Context, j *job, flavour taskstore.Flavour,
 		return err
 	}
 	j.task = t
-	rn.metrics.taskCreated(tool, flavour)
+	rn.metrics.taskCreated(tool, proto)
 	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(j.owner)).
-		Str("replica", rn.replica).Str("flavour", string(flavour)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
+		Str("replica", rn.replica).Str("flavour", string(proto)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
 		Msg("task created")
 	return nil
 }
@@ -272,5 +272,20 @@ func (rt *retrier) do(ctx context.Context, op func() error) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// every runs fn every period until ctx ends: the loop of the background
+// components (the recoverer's sweeps, the latency sync).
+func every(ctx context.Context, period time.Duration, fn func(context.Context)) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			fn(ctx)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func (run *taskRun) observeInputWait() {
 	}
 }
 
-// inputRequest turns a legacy upstream's server→client request into an
+// inputRequest turns a session upstream's server→client request into an
 // input request of the task (input_required), or refuses it upstream when
 // the client did not declare the capability to answer it.
 func (run *taskRun) inputRequest(m *jsonrpc.Request) {
@@ -116,7 +116,7 @@ func clientCan(caps json.RawMessage, method string) bool {
 	return true
 }
 
-// mrtrRound handles a modern upstream's input_required result (SEP-2322
+// mrtrRound handles a stateless upstream's input_required result (SEP-2322
 // multi round-trip requests): its inputRequests become the task's, under
 // keys the gateway mints, and once all are answered the call is retried
 // with inputResponses and the same requestState. It reports whether res
@@ -193,8 +193,8 @@ func (run *taskRun) retry() {
 }
 
 // deliverAnswers takes the client's recorded answers and hands them to the
-// upstream: a POSTed response with the upstream's own request id (legacy
-// upstream), or, once a round is fully answered, a retried call (modern
+// upstream: a POSTed response with the upstream's own request id (session
+// upstream), or, once a round is fully answered, a retried call (stateless
 // upstream). It reports whether the worker is done (the task was
 // cancelled).
 func (run *taskRun) deliverAnswers() (done bool) {

@@ -35,9 +35,9 @@ func (run *taskRun) fail(msg string) {
 }
 
 // handleNotification records upstream progress on the task (latest
-// progress, statusMessage) and relays it to a legacy client. Other upstream
+// progress, statusMessage) and relays it to a 2025-11-25 client. Other upstream
 // notifications during a task are not relayed; neither is progress for a
-// modern client, which sees it as the statusMessage (SEP-2663).
+// 2026-07-28 client, which sees it as the statusMessage (SEP-2663).
 func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
 	if n.Method != "notifications/progress" {
 		return
@@ -47,8 +47,8 @@ func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Req
 	}
 }
 
-// cancelled stops the work of a task cancelled in the store: a legacy
-// (session) upstream is told with notifications/cancelled (MCP
+// cancelled stops the work of a task cancelled in the store: a session
+// upstream is told with notifications/cancelled (MCP
 // "Cancellation"); the HTTP request is aborted either way, which is how a
 // stateless upstream learns it. It reports true: the worker is done.
 func (run *taskRun) cancelled() bool {
@@ -100,7 +100,7 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		status = taskstore.StatusFailed
 		o.Error, _ = json.Marshal(res.resp.Error)
 		o.Message = "the tool call failed: " + res.resp.Error.Error()
-	case isErrorResult(res.resp.Result) && t.Flavour == taskstore.FlavourLegacy:
+	case isErrorResult(res.resp.Result) && t.Protocol == taskstore.Protocol2025:
 		status = taskstore.StatusFailed
 		o.Result, o.Message = res.resp.Result, "the tool reported an error (isError)"
 	default:

@@ -77,16 +77,7 @@ func (rc *recoverer) start() {
 	rc.done.Add(1)
 	go func() {
 		defer rc.done.Done()
-		tick := time.NewTicker(rc.every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				rc.recoverOnce(ctx)
-			}
-		}
+		every(ctx, rc.every, func(ctx context.Context) { rc.recoverOnce(ctx) })
 	}()
 }
 

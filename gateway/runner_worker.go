@@ -91,7 +91,7 @@ type taskRun struct {
 	resyncedAt   time.Time // the last resync (tick)
 }
 
-// work runs the job's task to its end (workers.start). Most held tasks
+// work runs the job's task to its end (runner.start). Most running tasks
 // spend their life parked in loop's select, and a parked goroutine's stack
 // stays as large as it ever grew until the garbage collector halves it,
 // which it does only while what is in use plus 800 bytes (runtime:
@@ -102,7 +102,7 @@ type taskRun struct {
 // inlined; and the lease is renewed by a short-lived goroutine of its own
 // (tick). Parked with about 900 bytes in use, a worker keeps the stack it
 // started with (4 KiB, the runtime's adaptive start) instead of the 8 KiB
-// its setup and go-redis's call chain grew it to: 40 MB for 10,000 held
+// its setup and go-redis's call chain grew it to: 40 MB for 10,000 running
 // tasks (bench -mode scale).
 func (rn *runner) work(j *job) {
 	run, watch := rn.begin(j)
@@ -162,7 +162,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 }
 
 // log is the worker's logger, with the task's fields. It is built on
-// first use: a held task that logs nothing until its end then holds no
+// first use: a running task that logs nothing until its end then holds no
 // logger (about 700 bytes of context each) while it waits.
 func (run *taskRun) log() *zerolog.Logger {
 	if run.logc == nil {

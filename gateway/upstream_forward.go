@@ -48,9 +48,9 @@ type upstreamSide struct {
 
 // ownerStore is what the owner sessions need of the task store.
 type ownerStore interface {
-	GetHeldSession(ctx context.Context, owner string) (*taskstore.HeldSession, error)
-	TouchHeldSession(ctx context.Context, owner string, ttl time.Duration) (bool, error)
-	PutHeldSession(ctx context.Context, owner string, next taskstore.HeldSession, replaced string, ttl time.Duration) (*taskstore.HeldSession, bool, error)
+	GetOwnerSession(ctx context.Context, owner string) (*taskstore.OwnerSession, error)
+	TouchOwnerSession(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	PutOwnerSession(ctx context.Context, owner string, next taskstore.OwnerSession, replaced string, ttl time.Duration) (*taskstore.OwnerSession, bool, error)
 }
 
 func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, log zerolog.Logger) *upstreamSide {

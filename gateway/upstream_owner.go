@@ -75,13 +75,13 @@ type ownerSessions struct {
 }
 
 type ownerEntry struct {
-	rec     *taskstore.HeldSession
+	rec     *taskstore.OwnerSession
 	checked time.Time
 }
 
 type ownerFlight struct {
 	done chan struct{}
-	rec  *taskstore.HeldSession
+	rec  *taskstore.OwnerSession
 	err  error
 }
 
@@ -92,7 +92,7 @@ func (c *ownerSessions) get(owner string) (ownerEntry, bool) {
 	return e, ok
 }
 
-func (c *ownerSessions) put(owner string, rec *taskstore.HeldSession, now time.Time) {
+func (c *ownerSessions) put(owner string, rec *taskstore.OwnerSession, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || (len(c.m) >= ownerCacheSize && c.m[owner].rec == nil) {
@@ -104,7 +104,7 @@ func (c *ownerSessions) put(owner string, rec *taskstore.HeldSession, now time.T
 // do runs open for owner unless one is in flight, whose outcome it then
 // shares. open runs on its own context: a caller that goes away does not
 // leave a half-opened session behind.
-func (c *ownerSessions) do(ctx context.Context, owner string, open func() (*taskstore.HeldSession, error)) (*taskstore.HeldSession, error) {
+func (c *ownerSessions) do(ctx context.Context, owner string, open func() (*taskstore.OwnerSession, error)) (*taskstore.OwnerSession, error) {
 	c.mu.Lock()
 	if f := c.flights[owner]; f != nil {
 		c.mu.Unlock()
@@ -131,12 +131,12 @@ func (c *ownerSessions) do(ctx context.Context, owner string, open func() (*task
 
 // ownerSession returns owner's session on the session upstream, opening
 // one if the owner has none. auth is sent with the initialize.
-func (u *upstreamSide) ownerSession(ctx context.Context, owner string, auth http.Header) (*taskstore.HeldSession, error) {
+func (u *upstreamSide) ownerSession(ctx context.Context, owner string, auth http.Header) (*taskstore.OwnerSession, error) {
 	e, ok := u.owners.get(owner)
 	if ok && time.Since(e.checked) < ownerRecheck {
 		return e.rec, nil
 	}
-	return u.owners.do(ctx, owner, func() (*taskstore.HeldSession, error) {
+	return u.owners.do(ctx, owner, func() (*taskstore.OwnerSession, error) {
 		return u.loadOwnerSession(ctx, owner, auth, "", e.rec)
 	})
 }
@@ -144,8 +144,8 @@ func (u *upstreamSide) ownerSession(ctx context.Context, owner string, auth http
 // reopenOwnerSession replaces owner's session stale, which the upstream
 // forgot, unless another caller (on any replica) already has: the record
 // in Redis then names the new one.
-func (u *upstreamSide) reopenOwnerSession(ctx context.Context, owner string, auth http.Header, stale string) (*taskstore.HeldSession, error) {
-	return u.owners.do(ctx, owner, func() (*taskstore.HeldSession, error) {
+func (u *upstreamSide) reopenOwnerSession(ctx context.Context, owner string, auth http.Header, stale string) (*taskstore.OwnerSession, error) {
+	return u.owners.do(ctx, owner, func() (*taskstore.OwnerSession, error) {
 		return u.loadOwnerSession(ctx, owner, auth, stale, nil)
 	})
 }
@@ -153,13 +153,13 @@ func (u *upstreamSide) reopenOwnerSession(ctx context.Context, owner string, aut
 // loadOwnerSession reads owner's record, and opens a session when there is none or
 // it is stale. cached is this replica's last copy, served while Redis is
 // unreachable.
-func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth http.Header, stale string, cached *taskstore.HeldSession) (*taskstore.HeldSession, error) {
+func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth http.Header, stale string, cached *taskstore.OwnerSession) (*taskstore.OwnerSession, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ownerInitTimeout)
 	defer cancel()
-	rec, err := u.store.GetHeldSession(ctx, owner)
+	rec, err := u.store.GetOwnerSession(ctx, owner)
 	switch {
 	case err == nil && rec.SessionID != stale:
-		if _, terr := u.store.TouchHeldSession(ctx, owner, ownerSessionTTL); terr != nil {
+		if _, terr := u.store.TouchOwnerSession(ctx, owner, ownerSessionTTL); terr != nil {
 			u.log.Warn().Str("op", "owner_session").Err(terr).Msg("cannot renew the owner session record; will retry")
 		}
 		u.owners.put(owner, rec, time.Now())
@@ -183,13 +183,13 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 		}
 		return nil, err
 	}
-	next := &taskstore.HeldSession{SessionID: sess.ID, ProtocolVersion: sess.ProtocolVersion, Init: init.Raw, CreatedAt: time.Now()}
+	next := &taskstore.OwnerSession{SessionID: sess.ID, ProtocolVersion: sess.ProtocolVersion, Init: init.Raw, CreatedAt: time.Now()}
 	if sess.ID == "" {
 		// A session upstream that gave no session id: nothing to share or reopen.
 		u.owners.put(owner, next, time.Now())
 		return next, nil
 	}
-	won, mine, err := u.store.PutHeldSession(ctx, owner, *next, stale, ownerSessionTTL)
+	won, mine, err := u.store.PutOwnerSession(ctx, owner, *next, stale, ownerSessionTTL)
 	if err != nil || !mine {
 		if cerr := u.client.CloseSession(ctx, sess); cerr != nil {
 			u.log.Debug().Str("op", "owner_session").Err(cerr).Msg("cannot close the unused upstream session")
@@ -237,7 +237,7 @@ func (u *upstreamSide) target(ctx context.Context, owner string, auth http.Heade
 	return ownerTarget(rec, auth), nil
 }
 
-func ownerTarget(rec *taskstore.HeldSession, auth http.Header) *upstreamTarget {
+func ownerTarget(rec *taskstore.OwnerSession, auth http.Header) *upstreamTarget {
 	return &upstreamTarget{Session: &upstream.Session{ID: rec.SessionID, ProtocolVersion: rec.ProtocolVersion, Header: auth}}
 }
 

@@ -36,7 +36,7 @@ func (u *upstreamSide) relay(w http.ResponseWriter, r *http.Request, resp *http.
 // whose latency is learned: once the answer is relayed, the time since
 // start is recorded (latency.go), unless the answer was not a 200, the
 // stream broke off before the JSON-RPC response, or the answer asked for
-// the user's input (an elicitation or sampling request of a legacy
+// the user's input (an elicitation or sampling request of a session
 // upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
 func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {

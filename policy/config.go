@@ -82,6 +82,6 @@ func (c *Current) Store(cfg *Config) {
 }
 
 // Decide is Decide with the Config in force.
-func (c *Current) Decide(tool Tool, flavour Flavour, upstream TaskSupport, stats Stats) Decision {
-	return Decide(c.Load(), tool, flavour, upstream, stats)
+func (c *Current) Decide(tool Tool, client ClientKind, upstream TaskSupport, stats Stats) Decision {
+	return Decide(c.Load(), tool, client, upstream, stats)
 }

@@ -5,31 +5,31 @@ import (
 	"time"
 )
 
-// Flavour is what the client declared it can do with tasks.
-type Flavour int
+// ClientKind is what the client declared it can do with tasks.
+type ClientKind int
 
 const (
-	// FlavourOlder: 2025-06-18 or before; no tasks at all. The zero value,
-	// so a forgotten flavour never creates a task.
-	FlavourOlder Flavour = iota
-	// FlavourLegacy: 2025-11-25; the client asks for a task per call with
+	// ClientOlder: 2025-06-18 or before; no tasks at all. The zero value,
+	// so a forgotten kind never creates a task.
+	ClientOlder ClientKind = iota
+	// Client2025: 2025-11-25; the client asks for a task per call with
 	// params.task, for tools whose execution.taskSupport allows it.
-	FlavourLegacy
-	// FlavourModern: 2026-07-28 with the io.modelcontextprotocol/tasks
+	Client2025
+	// Client2026: 2026-07-28 with the io.modelcontextprotocol/tasks
 	// extension declared in the request's _meta; the server decides.
-	FlavourModern
-	// FlavourModernNoExt: 2026-07-28 without the extension.
-	FlavourModernNoExt
+	Client2026
+	// Client2026NoTasks: 2026-07-28 without the extension.
+	Client2026NoTasks
 )
 
-func (f Flavour) String() string {
-	switch f {
-	case FlavourLegacy:
-		return "legacy"
-	case FlavourModern:
-		return "modern"
-	case FlavourModernNoExt:
-		return "modern-no-ext"
+func (k ClientKind) String() string {
+	switch k {
+	case Client2025:
+		return "2025-11-25"
+	case Client2026:
+		return "2026-07-28"
+	case Client2026NoTasks:
+		return "2026-07-28-no-tasks"
 	}
 	return "older"
 }
@@ -44,15 +44,15 @@ type Stats struct {
 // Decision is what the gateway does with one tools/call, and what a
 // 2025-11-25 client is shown in tools/list.
 type Decision struct {
-	// Mode depends on the client's flavour:
-	//   - FlavourModern: Sync, Task (create the task at once) or Auto (start
+	// Mode depends on the kind of client:
+	//   - Client2026: Sync, Task (create the task at once) or Auto (start
 	//     the call, wait up to HybridWait, then make it a task);
-	//   - FlavourLegacy: Task, TaskRequired or Sync, mirroring TaskSupport;
+	//   - Client2025: Task, TaskRequired or Sync, mirroring TaskSupport;
 	//     the client decides with params.task, which the gateway checks
 	//     against TaskSupport (-32601 either way it does not fit);
-	//   - FlavourModernNoExt: Sync, or TaskRequired: refuse the call with
+	//   - Client2026NoTasks: Sync, or TaskRequired: refuse the call with
 	//     -32021 (the tool needs the tasks extension);
-	//   - FlavourOlder: Sync.
+	//   - ClientOlder: Sync.
 	Mode Mode
 	// HybridWait is set when Mode is Auto.
 	HybridWait time.Duration
@@ -64,7 +64,7 @@ type Decision struct {
 	// else Config.DefaultPoll (which may be zero: the store's default).
 	PollInterval time.Duration
 	// TaskSupport is the execution.taskSupport a 2025-11-25 client sees in
-	// tools/list, whatever the flavour of this call.
+	// tools/list, whatever the kind of client of this call.
 	TaskSupport TaskSupport
 	// Rule is the 1-based index of the rule that matched, 0 for none.
 	Rule int
@@ -74,12 +74,12 @@ type Decision struct {
 }
 
 // Decide applies the policy to one call of tool by a client of the given
-// flavour; upstream is the taskSupport the upstream declared for the tool
+// kind; upstream is the taskSupport the upstream declared for the tool
 // and stats its learned latency. Rules come first (first match wins); a
 // tool no rule matches, or an Auto rule, follows latency. cfg may be nil
 // (no rules, defaults). See docs/ARCHITECTURE.md, "How a tools/call is
 // decided".
-func Decide(cfg *Config, tool Tool, flavour Flavour, upstream TaskSupport, stats Stats) Decision {
+func Decide(cfg *Config, tool Tool, client ClientKind, upstream TaskSupport, stats Stats) Decision {
 	if cfg == nil {
 		cfg = &Config{}
 	}
@@ -110,8 +110,8 @@ func Decide(cfg *Config, tool Tool, flavour Flavour, upstream TaskSupport, stats
 		}
 	}
 
-	switch flavour {
-	case FlavourLegacy:
+	switch client {
+	case Client2025:
 		switch d.TaskSupport {
 		case TaskSupportOptional:
 			d.Mode = Task
@@ -123,7 +123,7 @@ func Decide(cfg *Config, tool Tool, flavour Flavour, upstream TaskSupport, stats
 		if mode == Auto && d.TaskSupport == upstream {
 			why.add("as the upstream declared")
 		}
-	case FlavourModern:
+	case Client2026:
 		switch {
 		case mode == Sync:
 			d.Mode = Sync
@@ -133,7 +133,7 @@ func Decide(cfg *Config, tool Tool, flavour Flavour, upstream TaskSupport, stats
 			d.Mode = Auto
 			d.HybridWait = hybridWait(cfg, r, ok, slow, stats, &why)
 		}
-	case FlavourModernNoExt:
+	case Client2026NoTasks:
 		if mode == TaskRequired {
 			d.Mode = TaskRequired
 			why.add("client lacks the tasks extension")

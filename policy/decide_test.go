@@ -37,10 +37,10 @@ func TestDecideTable(t *testing.T) {
 	cfg := &Config{Rules: rules}
 	for _, tt := range tests {
 		tool := Tool{Name: tt.tool}
-		if d := Decide(cfg, tool, FlavourLegacy, tt.upstream, Stats{}); d.Mode != tt.legacy.mode || d.TaskSupport != tt.legacy.ts {
+		if d := Decide(cfg, tool, Client2025, tt.upstream, Stats{}); d.Mode != tt.legacy.mode || d.TaskSupport != tt.legacy.ts {
 			t.Errorf("%s (upstream %q), legacy: %v %q, want %v %q", tt.tool, tt.upstream, d.Mode, d.TaskSupport, tt.legacy.mode, tt.legacy.ts)
 		}
-		for fl, want := range map[Flavour]Mode{FlavourModern: tt.modern, FlavourModernNoExt: tt.noExt, FlavourOlder: tt.older} {
+		for fl, want := range map[ClientKind]Mode{Client2026: tt.modern, Client2026NoTasks: tt.noExt, ClientOlder: tt.older} {
 			d := Decide(cfg, tool, fl, tt.upstream, Stats{})
 			if d.Mode != want {
 				t.Errorf("%s (upstream %q), %v: %v, want %v (%s)", tt.tool, tt.upstream, fl, d.Mode, want, d.Reason)
@@ -95,14 +95,14 @@ func TestDecidePrecedence(t *testing.T) {
 		{Tool{Name: "report_12"}, 0, Auto, DefaultHybridWait, 0, 0, "default: not seen yet"},
 	}
 	for _, tt := range tests {
-		d := Decide(cfg, tt.tool, FlavourModern, "", Stats{})
+		d := Decide(cfg, tt.tool, Client2026, "", Stats{})
 		if d.Rule != tt.rule || d.Mode != tt.mode || d.HybridWait != tt.wait || d.TTL != tt.ttl || d.PollInterval != tt.poll || d.Reason != tt.reason {
 			t.Errorf("%+v:\n got rule %d %v wait %v ttl %v poll %v %q\nwant rule %d %v wait %v ttl %v poll %v %q", tt.tool,
 				d.Rule, d.Mode, d.HybridWait, d.TTL, d.PollInterval, d.Reason, tt.rule, tt.mode, tt.wait, tt.ttl, tt.poll, tt.reason)
 		}
 	}
 	// A task rule with hybridWait is still "optional" to a 2025-11-25 client.
-	if d := Decide(cfg, Tool{Name: "report_1"}, FlavourLegacy, "", Stats{}); d.TaskSupport != TaskSupportOptional || d.Mode != Task {
+	if d := Decide(cfg, Tool{Name: "report_1"}, Client2025, "", Stats{}); d.TaskSupport != TaskSupportOptional || d.Mode != Task {
 		t.Errorf("report_1, legacy: %v %q", d.Mode, d.TaskSupport)
 	}
 }
@@ -167,19 +167,19 @@ func TestLatencyBoundaries(t *testing.T) {
 	}
 	tool := Tool{Name: "x"}
 	for _, tt := range tests {
-		d := Decide(cfg, tool, FlavourModern, "", tt.stats)
+		d := Decide(cfg, tool, Client2026, "", tt.stats)
 		if d.Mode != Auto || d.HybridWait != tt.wait || d.PollInterval != tt.poll || d.Reason != tt.reason {
 			t.Errorf("%s: modern %v wait %v poll %v %q; want auto wait %v poll %v %q", tt.name, d.Mode, d.HybridWait, d.PollInterval, d.Reason, tt.wait, tt.poll, tt.reason)
 		}
-		if d := Decide(cfg, tool, FlavourLegacy, "", tt.stats); d.TaskSupport != tt.legacy {
+		if d := Decide(cfg, tool, Client2025, "", tt.stats); d.TaskSupport != tt.legacy {
 			t.Errorf("%s: legacy %q, want %q (%s)", tt.name, d.TaskSupport, tt.legacy, d.Reason)
 		}
 		// What the upstream requires stays required; a rule beats latency.
-		if d := Decide(cfg, tool, FlavourLegacy, TaskSupportRequired, tt.stats); d.TaskSupport != TaskSupportRequired {
+		if d := Decide(cfg, tool, Client2025, TaskSupportRequired, tt.stats); d.TaskSupport != TaskSupportRequired {
 			t.Errorf("%s: upstream required became %q", tt.name, d.TaskSupport)
 		}
 		ruled := &Config{Rules: mustRules(t, "x", Sync), AutoAfter: cfg.AutoAfter}
-		if d := Decide(ruled, tool, FlavourLegacy, "", tt.stats); d.TaskSupport != TaskSupportAbsent || d.Mode != Sync {
+		if d := Decide(ruled, tool, Client2025, "", tt.stats); d.TaskSupport != TaskSupportAbsent || d.Mode != Sync {
 			t.Errorf("%s: --sync x gave %v %q", tt.name, d.Mode, d.TaskSupport)
 		}
 	}
@@ -187,12 +187,12 @@ func TestLatencyBoundaries(t *testing.T) {
 
 func TestDecideLatencyOff(t *testing.T) {
 	slow := Stats{100, 10 * time.Second, time.Minute}
-	d := Decide(&Config{AutoAfter: -1}, Tool{Name: "x"}, FlavourLegacy, "", slow)
+	d := Decide(&Config{AutoAfter: -1}, Tool{Name: "x"}, Client2025, "", slow)
 	if d.TaskSupport != TaskSupportAbsent || d.Reason != "default; as the upstream declared" {
 		t.Errorf("auto-after off: %q %q", d.TaskSupport, d.Reason)
 	}
 	// Zero AutoAfter is the default 2s, and a nil config works.
-	if d := Decide(nil, Tool{Name: "x"}, FlavourLegacy, "", Stats{1, time.Second, 2*time.Second + 1}); d.TaskSupport != TaskSupportOptional {
+	if d := Decide(nil, Tool{Name: "x"}, Client2025, "", Stats{1, time.Second, 2*time.Second + 1}); d.TaskSupport != TaskSupportOptional {
 		t.Errorf("nil config: %q (%s)", d.TaskSupport, d.Reason)
 	}
 }
@@ -201,13 +201,13 @@ func TestDecideReasonsPerFlavour(t *testing.T) {
 	cfg := &Config{Rules: mustRules(t, "req", TaskRequired)}
 	tests := []struct {
 		tool   string
-		fl     Flavour
+		fl     ClientKind
 		reason string
 	}{
-		{"req", FlavourModernNoExt, "rule 1: req (--task-required); client lacks the tasks extension"},
-		{"req", FlavourOlder, "rule 1: req (--task-required); client cannot do tasks"},
-		{"other", FlavourModernNoExt, "default: not seen yet; client cannot do tasks"},
-		{"other", FlavourLegacy, "default: not seen yet; as the upstream declared"},
+		{"req", Client2026NoTasks, "rule 1: req (--task-required); client lacks the tasks extension"},
+		{"req", ClientOlder, "rule 1: req (--task-required); client cannot do tasks"},
+		{"other", Client2026NoTasks, "default: not seen yet; client cannot do tasks"},
+		{"other", Client2025, "default: not seen yet; as the upstream declared"},
 	}
 	for _, tt := range tests {
 		if d := Decide(cfg, Tool{Name: tt.tool}, tt.fl, "", Stats{}); d.Reason != tt.reason {
@@ -230,7 +230,7 @@ func TestCurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 1000 {
-				if m := c.Decide(Tool{Name: "x"}, FlavourModern, "", Stats{}).Mode; m != Task && m != Sync {
+				if m := c.Decide(Tool{Name: "x"}, Client2026, "", Stats{}).Mode; m != Task && m != Sync {
 					t.Errorf("mode %v: neither the old nor the new rules", m)
 					return
 				}
@@ -242,7 +242,7 @@ func TestCurrent(t *testing.T) {
 		c.Store(a)
 	}
 	wg.Wait()
-	if NewCurrent(b).Decide(Tool{Name: "x"}, FlavourModern, "", Stats{}).Mode != Sync {
+	if NewCurrent(b).Decide(Tool{Name: "x"}, Client2026, "", Stats{}).Mode != Sync {
 		t.Error("NewCurrent did not store")
 	}
 }
@@ -271,20 +271,20 @@ func BenchmarkDecide(b *testing.B) {
 	b.Run("modern/no-rule/slow", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			Decide(cfg, tool, FlavourModern, "", slow)
+			Decide(cfg, tool, Client2026, "", slow)
 		}
 	})
 	b.Run("legacy/no-rule/fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			Decide(cfg, tool, FlavourLegacy, "", Stats{Count: 500, P50: 30 * ms, P95: 90 * ms})
+			Decide(cfg, tool, Client2025, "", Stats{Count: 500, P50: 30 * ms, P95: 90 * ms})
 		}
 	})
 	b.Run("modern/first-rule", func(b *testing.B) {
 		b.ReportAllocs()
 		deploy := Tool{Name: "admin_reset"}
 		for b.Loop() {
-			Decide(cfg, deploy, FlavourModern, "", slow)
+			Decide(cfg, deploy, Client2026, "", slow)
 		}
 	})
 	lat := NewLatencies(0)
@@ -295,7 +295,7 @@ func BenchmarkDecide(b *testing.B) {
 	b.Run("with-stats-lookup", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			cur.Decide(tool, FlavourModern, "", lat.Stats(tool.Name))
+			cur.Decide(tool, Client2026, "", lat.Stats(tool.Name))
 		}
 	})
 }

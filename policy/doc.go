@@ -2,7 +2,7 @@
 // call synchronously, turns it into a task, or holds it for a hybrid budget
 // and then turns it into a task. It is pure: no I/O, no clocks read, no
 // mutable globals. The gateway gives Decide the tool (name and annotations
-// from tools/list), what the client declared (Flavour), the rules (Config)
+// from tools/list), what the client declared (ClientKind), the rules (Config)
 // and the tool's learned latency (Stats); it returns a Decision with a
 // human-readable reason for the audit log.
 //

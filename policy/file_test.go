@@ -148,6 +148,6 @@ func FuzzRulesFile(f *testing.F) {
 				t.Fatalf("rule %d is not valid: %+v", i+1, r)
 			}
 		}
-		Decide(&Config{Rules: rules}, Tool{Name: "a/b"}, FlavourModern, "", Stats{Count: 1, P50: time.Second, P95: 3 * time.Second})
+		Decide(&Config{Rules: rules}, Tool{Name: "a/b"}, Client2026, "", Stats{Count: 1, P50: time.Second, P95: 3 * time.Second})
 	})
 }

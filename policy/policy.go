@@ -144,6 +144,6 @@ func (ts TaskSupport) AllowsTask() bool {
 // no rule → the upstream's own value. It is Decide for a 2025-11-25 client
 // and a tool whose latency is unknown.
 func Legacy(rules Rules, tool string, upstream TaskSupport) (TaskSupport, string) {
-	d := Decide(&Config{Rules: rules}, Tool{Name: tool}, FlavourLegacy, upstream, Stats{})
+	d := Decide(&Config{Rules: rules}, Tool{Name: tool}, Client2025, upstream, Stats{})
 	return d.TaskSupport, d.Reason
 }

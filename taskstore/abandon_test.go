@@ -33,7 +33,7 @@ func TestCreateWithLostReplyLeavesNoTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	lose.on.Store(true)
-	_, err := s.Create(ctx, NewTask{Owner: "alice", Tool: "slow", Flavour: FlavourModern,
+	_, err := s.Create(ctx, NewTask{Owner: "alice", Tool: "slow", Protocol: Protocol2026,
 		Lease: &LeaseRequest{Holder: "r1", Duration: time.Minute}})
 	lose.on.Store(false)
 	if !errors.Is(err, ErrUnavailable) {

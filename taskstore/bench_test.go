@@ -45,7 +45,7 @@ func BenchmarkStore(b *testing.B) {
 		fresh(b)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := s.Create(ctx, NewTask{Owner: "bench", Tool: "slow", Flavour: FlavourModern, TTL: time.Hour}); err != nil {
+			if _, err := s.Create(ctx, NewTask{Owner: "bench", Tool: "slow", Protocol: Protocol2026, TTL: time.Hour}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -237,7 +237,7 @@ func BenchmarkPaired(b *testing.B) {
 
 func mustCreateB(b *testing.B, s *Store) *Task {
 	b.Helper()
-	t, err := s.Create(ctx, NewTask{Owner: "bench", Tool: "slow", Flavour: FlavourModern})
+	t, err := s.Create(ctx, NewTask{Owner: "bench", Tool: "slow", Protocol: Protocol2026})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -140,7 +140,7 @@ var ctx = context.Background()
 
 func mustCreate(t *testing.T, s *Store, owner string) *Task {
 	t.Helper()
-	task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Flavour: FlavourLegacy})
+	task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Protocol: Protocol2025})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}

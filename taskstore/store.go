@@ -141,9 +141,9 @@ func (s *Store) nowMS() int64 { return s.opt.Clock().UnixMilli() }
 
 // NewTask describes a task to create.
 type NewTask struct {
-	Owner   string
-	Tool    string
-	Flavour Flavour
+	Owner    string
+	Tool     string
+	Protocol Protocol
 	// TTL requested by the client; 0 means Options.DefaultTTL, and it is
 	// clamped to Options.MaxTTL ("TTL and Resource Management": receivers
 	// may override the requested ttl).
@@ -180,7 +180,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		ID:            uuid.NewString(),
 		Owner:         n.Owner,
 		Tool:          n.Tool,
-		Flavour:       n.Flavour,
+		Protocol:      n.Protocol,
 		Status:        StatusWorking,
 		StatusMessage: n.StatusMessage,
 		CreatedAt:     fromMS(nowMS),
@@ -190,7 +190,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		Upstream:      n.Upstream,
 	}
 	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(),
-		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Flavour),
+		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
 		fStatus, string(t.Status), fCreated, nowMS, fUpdated, nowMS,
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}
 	if t.StatusMessage != "" {

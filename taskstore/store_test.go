@@ -18,7 +18,7 @@ func TestCreateGet(t *testing.T) {
 		now := e.clock.Now()
 
 		task, err := s.Create(ctx, NewTask{
-			Owner: "alice", Tool: "slow", Flavour: FlavourModern, StatusMessage: "started",
+			Owner: "alice", Tool: "slow", Protocol: Protocol2026, StatusMessage: "started",
 			Upstream: Upstream{RequestID: json.RawMessage(`7`), SessionID: "sess-1"},
 			Lease:    &LeaseRequest{Holder: "replica-a", Duration: 30 * time.Second},
 		})
@@ -73,7 +73,7 @@ func TestCreateGet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ID != task.ID || got.Owner != "alice" || got.Tool != "slow" || got.Flavour != FlavourModern ||
+		if got.ID != task.ID || got.Owner != "alice" || got.Tool != "slow" || got.Protocol != Protocol2026 ||
 			got.Status != StatusWorking || got.StatusMessage != "started" || !got.CreatedAt.Equal(now) ||
 			!got.LastUpdatedAt.Equal(now) || got.TTL != time.Hour || got.PollInterval != time.Second ||
 			string(got.Upstream.RequestID) != "7" || got.Upstream.SessionID != "sess-1" ||

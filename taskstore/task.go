@@ -38,15 +38,15 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Flavour says which protocol the client that created a task speaks; the
+// Protocol says which protocol the client that created a task speaks; the
 // gateway answers tasks/* in that shape.
-type Flavour string
+type Protocol string
 
 const (
-	// FlavourLegacy is the 2025-11-25 tasks utility (sessions, tasks/result).
-	FlavourLegacy Flavour = "legacy"
-	// FlavourModern is the SEP-2663 io.modelcontextprotocol/tasks extension.
-	FlavourModern Flavour = "modern"
+	// Protocol2025 is the 2025-11-25 tasks utility (sessions, tasks/result).
+	Protocol2025 Protocol = "legacy"
+	// Protocol2026 is the SEP-2663 io.modelcontextprotocol/tasks extension.
+	Protocol2026 Protocol = "modern"
 )
 
 // InputRequest is one outstanding server-to-client request of a task: an
@@ -83,10 +83,10 @@ type Upstream struct {
 
 // Task is one task record as stored.
 type Task struct {
-	ID      string
-	Owner   string
-	Tool    string
-	Flavour Flavour
+	ID       string
+	Owner    string
+	Tool     string
+	Protocol Protocol
 
 	Status        Status
 	StatusMessage string
@@ -180,7 +180,7 @@ func decodeTask(m map[string]string) (*Task, bool) {
 		ID:              m[fID],
 		Owner:           m[fOwner],
 		Tool:            m[fTool],
-		Flavour:         Flavour(m[fFlavour]),
+		Protocol:        Protocol(m[fFlavour]),
 		Status:          Status(m[fStatus]),
 		StatusMessage:   m[fMessage],
 		CreatedAt:       fromMS(num(fCreated)),

@@ -71,7 +71,7 @@ func TestPolicyFlagsBuildConfig(t *testing.T) {
 	if cfg.AutoAfter != 5*time.Second || cfg.HybridWait != policy.DefaultHybridWait || cfg.DefaultPoll != 3*time.Second {
 		t.Errorf("config %+v", cfg)
 	}
-	if d := policy.Decide(cfg, policy.Tool{Name: "deploy_x"}, policy.FlavourLegacy, "", policy.Stats{}); d.Reason != "rule 1: deploy_* (--task-required)" {
+	if d := policy.Decide(cfg, policy.Tool{Name: "deploy_x"}, policy.Client2025, "", policy.Stats{}); d.Reason != "rule 1: deploy_* (--task-required)" {
 		t.Errorf("reason %q", d.Reason)
 	}
 	// Without --policy: the flags alone, defaults for the durations.

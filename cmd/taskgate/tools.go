@@ -256,8 +256,8 @@ func decideTools(cfg *policy.Config, list []listedTool, stats map[string]policy.
 			st = h.Stats()
 		}
 		tool := policy.Tool{Name: t.Name, Annotations: t.Annotations}
-		legacy := policy.Decide(cfg, tool, policy.FlavourLegacy, t.Execution.TaskSupport, st)
-		modern := policy.Decide(cfg, tool, policy.FlavourModern, t.Execution.TaskSupport, st)
+		legacy := policy.Decide(cfg, tool, policy.Client2025, t.Execution.TaskSupport, st)
+		modern := policy.Decide(cfg, tool, policy.Client2026, t.Execution.TaskSupport, st)
 		row := toolRow{
 			Tool:    t.Name,
 			Legacy:  string(legacy.TaskSupport),

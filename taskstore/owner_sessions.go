@@ -5,7 +5,7 @@ package taskstore
 // an upstream session per owner and records it here, so every replica calls
 // on the same one (docs/ARCHITECTURE.md, "The upstream side").
 //
-//	<prefix>:{<o>}:held   HASH  sid, pv, init, created; PEXPIRE ttl (TouchHeldSession renews)
+//	<prefix>:{<o>}:held   HASH  sid, pv, init, created; PEXPIRE ttl (TouchOwnerSession renews)
 //
 // {o} is the owner's hash tag (keys.go): the record sits in its owner's
 // slot, next to the owner's tasks. Replacing a session the upstream forgot
@@ -23,8 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// HeldSession is an upstream session the gateway holds for one owner.
-type HeldSession struct {
+// OwnerSession is an upstream session the gateway holds for one owner.
+type OwnerSession struct {
 	// SessionID is the upstream's Mcp-Session-Id.
 	SessionID string
 	// ProtocolVersion is the version the upstream chose at initialize.
@@ -72,13 +72,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {0}
 `)
 
-// PutHeldSession records next as owner's held session, to expire after ttl
-// unless TouchHeldSession renews it, provided the record still holds the
+// PutOwnerSession records next as owner's held session, to expire after ttl
+// unless TouchOwnerSession renews it, provided the record still holds the
 // session replaced ("" for none) or holds none. It returns the session in
 // force afterwards and whether it is next: false means another replica
 // recorded its own first, and the caller should use that one (and close
 // its own upstream session).
-func (s *Store) PutHeldSession(ctx context.Context, owner string, next HeldSession, replaced string, ttl time.Duration) (*HeldSession, bool, error) {
+func (s *Store) PutOwnerSession(ctx context.Context, owner string, next OwnerSession, replaced string, ttl time.Duration) (*OwnerSession, bool, error) {
 	if next.SessionID == "" {
 		return nil, false, errors.New("taskstore: put held session: empty session id")
 	}
@@ -104,14 +104,14 @@ func (s *Store) PutHeldSession(ctx context.Context, owner string, next HeldSessi
 		}
 		str := func(v interface{}) string { s, _ := v.(string); return s }
 		created, _ := strconv.ParseInt(str(vals[4]), 10, 64)
-		return &HeldSession{SessionID: str(vals[1]), ProtocolVersion: str(vals[2]),
+		return &OwnerSession{SessionID: str(vals[1]), ProtocolVersion: str(vals[2]),
 			Init: json.RawMessage(str(vals[3])), CreatedAt: fromMS(created)}, false, nil
 	}
 	return nil, false, fmt.Errorf("taskstore: put held session: %w", codeErr(code(vals), detail(vals)))
 }
 
-// GetHeldSession returns owner's held session, or ErrNoSession.
-func (s *Store) GetHeldSession(ctx context.Context, owner string) (*HeldSession, error) {
+// GetOwnerSession returns owner's held session, or ErrNoSession.
+func (s *Store) GetOwnerSession(ctx context.Context, owner string) (*OwnerSession, error) {
 	m, err := s.rdb.HGetAll(ctx, s.k.held(owner)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("taskstore: get held session: %w", classify(ctx, err))
@@ -120,7 +120,7 @@ func (s *Store) GetHeldSession(ctx context.Context, owner string) (*HeldSession,
 		return nil, fmt.Errorf("taskstore: get held session: %w", ErrNoSession)
 	}
 	created, _ := strconv.ParseInt(m[fHeldCreated], 10, 64)
-	return &HeldSession{
+	return &OwnerSession{
 		SessionID:       m[fHeldSID],
 		ProtocolVersion: m[fHeldVersion],
 		Init:            json.RawMessage(m[fHeldInit]),
@@ -128,9 +128,9 @@ func (s *Store) GetHeldSession(ctx context.Context, owner string) (*HeldSession,
 	}, nil
 }
 
-// TouchHeldSession renews the expiry of owner's held session to ttl from
+// TouchOwnerSession renews the expiry of owner's held session to ttl from
 // now. It reports false when there is no record; it never creates one.
-func (s *Store) TouchHeldSession(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+func (s *Store) TouchOwnerSession(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
 	ok, err := s.rdb.PExpire(ctx, s.k.held(owner), ttl).Result()
 	if err != nil {
 		return false, fmt.Errorf("taskstore: touch held session: %w", classify(ctx, err))

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func TestHeldSessions(t *testing.T) {
+func TestOwnerSessions(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
 		const owner = "auth:{tenant}"
@@ -15,12 +15,12 @@ func TestHeldSessions(t *testing.T) {
 		if want := "tg:{" + ownerTag(owner) + "}:held"; key != want {
 			t.Fatalf("key = %q, want %q", key, want)
 		}
-		_, err := s.GetHeldSession(ctx, owner)
+		_, err := s.GetOwnerSession(ctx, owner)
 		wantErr(t, err, ErrNoSession)
 
 		// First writer wins when none was recorded.
-		a := HeldSession{SessionID: "sess-a", ProtocolVersion: "2025-11-25", Init: json.RawMessage(`{"capabilities":{"tools":{}}}`)}
-		got, ok, err := s.PutHeldSession(ctx, owner, a, "", time.Hour)
+		a := OwnerSession{SessionID: "sess-a", ProtocolVersion: "2025-11-25", Init: json.RawMessage(`{"capabilities":{"tools":{}}}`)}
+		got, ok, err := s.PutOwnerSession(ctx, owner, a, "", time.Hour)
 		if err != nil || !ok || got.SessionID != "sess-a" || !got.CreatedAt.Equal(e.clock.Now()) {
 			t.Fatalf("first put = %+v, %v, %v", got, ok, err)
 		}
@@ -40,7 +40,7 @@ func TestHeldSessions(t *testing.T) {
 		}
 
 		// A second replica that also saw none loses, and learns the winner.
-		got, ok, err = s.PutHeldSession(ctx, owner, HeldSession{SessionID: "sess-b", ProtocolVersion: "2025-06-18"}, "", time.Hour)
+		got, ok, err = s.PutOwnerSession(ctx, owner, OwnerSession{SessionID: "sess-b", ProtocolVersion: "2025-06-18"}, "", time.Hour)
 		if err != nil || ok || got.SessionID != "sess-a" || got.ProtocolVersion != "2025-11-25" ||
 			string(got.Init) != `{"capabilities":{"tools":{}}}` || !got.CreatedAt.Equal(e.clock.Now()) {
 			t.Fatalf("losing put = %+v, %v, %v", got, ok, err)
@@ -49,56 +49,56 @@ func TestHeldSessions(t *testing.T) {
 		// Replacing the session the upstream forgot: the first replica
 		// swaps; a second one replacing the same stale id gets the new one.
 		e.elapse(time.Second)
-		got, ok, err = s.PutHeldSession(ctx, owner, HeldSession{SessionID: "sess-c", ProtocolVersion: "2025-11-25"}, "sess-a", time.Hour)
+		got, ok, err = s.PutOwnerSession(ctx, owner, OwnerSession{SessionID: "sess-c", ProtocolVersion: "2025-11-25"}, "sess-a", time.Hour)
 		if err != nil || !ok || got.SessionID != "sess-c" || string(got.Init) != "{}" {
 			t.Fatalf("swap = %+v, %v, %v", got, ok, err)
 		}
-		got, ok, err = s.PutHeldSession(ctx, owner, HeldSession{SessionID: "sess-d"}, "sess-a", time.Hour)
+		got, ok, err = s.PutOwnerSession(ctx, owner, OwnerSession{SessionID: "sess-d"}, "sess-a", time.Hour)
 		if err != nil || ok || got.SessionID != "sess-c" {
 			t.Fatalf("stale swap = %+v, %v, %v", got, ok, err)
 		}
-		rec, err := s.GetHeldSession(ctx, owner)
+		rec, err := s.GetOwnerSession(ctx, owner)
 		if err != nil || rec.SessionID != "sess-c" || rec.ProtocolVersion != "2025-11-25" || !rec.CreatedAt.Equal(e.clock.Now()) {
-			t.Fatalf("GetHeldSession = %+v, %v", rec, err)
+			t.Fatalf("GetOwnerSession = %+v, %v", rec, err)
 		}
 
 		// Another owner has its own record.
-		if _, err := s.GetHeldSession(ctx, "anonymous"); err == nil {
+		if _, err := s.GetOwnerSession(ctx, "anonymous"); err == nil {
 			t.Error("another owner sees the held session")
 		}
 
 		// Touch renews; expiry removes; a stale id may then record anew.
 		e.rdb.PExpire(ctx, key, time.Minute)
-		if ok, err := s.TouchHeldSession(ctx, owner, time.Hour); !ok || err != nil {
-			t.Fatalf("TouchHeldSession = %v, %v", ok, err)
+		if ok, err := s.TouchOwnerSession(ctx, owner, time.Hour); !ok || err != nil {
+			t.Fatalf("TouchOwnerSession = %v, %v", ok, err)
 		}
 		if pttl := e.rdb.PTTL(ctx, key).Val(); pttl <= 59*time.Minute {
 			t.Errorf("PTTL after touch = %v", pttl)
 		}
 		e.rdb.PExpire(ctx, key, time.Second)
 		e.elapse(1100 * time.Millisecond)
-		_, err = s.GetHeldSession(ctx, owner)
+		_, err = s.GetOwnerSession(ctx, owner)
 		wantErr(t, err, ErrNoSession)
-		if ok, err := s.TouchHeldSession(ctx, owner, time.Hour); ok || err != nil || e.exists(key) {
-			t.Errorf("TouchHeldSession(missing) = %v, %v", ok, err)
+		if ok, err := s.TouchOwnerSession(ctx, owner, time.Hour); ok || err != nil || e.exists(key) {
+			t.Errorf("TouchOwnerSession(missing) = %v, %v", ok, err)
 		}
-		if got, ok, err := s.PutHeldSession(ctx, owner, HeldSession{SessionID: "sess-e"}, "sess-c", time.Hour); !ok || err != nil || got.SessionID != "sess-e" {
+		if got, ok, err := s.PutOwnerSession(ctx, owner, OwnerSession{SessionID: "sess-e"}, "sess-c", time.Hour); !ok || err != nil || got.SessionID != "sess-e" {
 			t.Errorf("put after expiry = %+v, %v, %v", got, ok, err)
 		}
-		if _, _, err := s.PutHeldSession(ctx, owner, HeldSession{}, "", time.Hour); err == nil {
+		if _, _, err := s.PutOwnerSession(ctx, owner, OwnerSession{}, "", time.Hour); err == nil {
 			t.Error("empty session id accepted")
 		}
 	})
 }
 
-func TestHeldSessionsUnavailable(t *testing.T) {
+func TestOwnerSessionsUnavailable(t *testing.T) {
 	e := openMiniredis(t)
 	s := e.store(t)
 	e.mini.Close()
-	_, _, err := s.PutHeldSession(ctx, "o", HeldSession{SessionID: "x"}, "", time.Hour)
+	_, _, err := s.PutOwnerSession(ctx, "o", OwnerSession{SessionID: "x"}, "", time.Hour)
 	wantErr(t, err, ErrUnavailable)
-	_, err = s.GetHeldSession(ctx, "o")
+	_, err = s.GetOwnerSession(ctx, "o")
 	wantErr(t, err, ErrUnavailable)
-	_, err = s.TouchHeldSession(ctx, "o", time.Hour)
+	_, err = s.TouchOwnerSession(ctx, "o", time.Hour)
 	wantErr(t, err, ErrUnavailable)
 }

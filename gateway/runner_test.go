@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// statusLog is a taskNotifier that records what the runner told it.
+type statusLog struct {
+	mu       sync.Mutex
+	statuses []taskstore.Status
+}
+
+func (s *statusLog) statusChanged(_ context.Context, t *taskstore.Task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.statuses = append(s.statuses, t.Status)
+}
+
+func (s *statusLog) progress(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+
+func (s *statusLog) seen() []taskstore.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]taskstore.Status(nil), s.statuses...)
+}
+
+// newLoneRunner is a runner with no Handler around it: a store on an
+// in-process Redis and a stateless go-sdk upstream.
+func newLoneRunner(t *testing.T, maxInflight int) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+	t.Helper()
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	t.Cleanup(up.Close)
+	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	store := taskstore.New(rdb, taskstore.Options{})
+	t.Cleanup(func() { store.Close(); rdb.Close() })
+	notes := &statusLog{}
+	rn := newRunner(runnerParams{store: store, up: client, notify: notes, observe: func(string, time.Duration) {},
+		metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "lone",
+		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
+	t.Cleanup(rn.stop)
+	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026}, Stateless: true}
+	return rn, store, notes, target
+}
+
+// TestRunnerAlone: the runner is a component of its own. Given a store, an
+// upstream caller and a notifier, it runs a task to its outcome, tells the
+// notifier, and gives its in-flight slot back.
+func TestRunnerAlone(t *testing.T) {
+	rn, store, notes, target := newLoneRunner(t, 0)
+	ctx := context.Background()
+	params := json.RawMessage(`{"name":"echo","arguments":{"text":"alone"},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	if e := rn.admit(); e != nil {
+		t.Fatal(e)
+	}
+	j := &job{owner: "o", sess: target.Session, slot: true,
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		client2026: &job2026{target: target, params: params}}
+	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	rn.start(j)
+	done, err := store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != taskstore.StatusCompleted || !strings.Contains(string(done.Result), "alone") {
+		t.Fatalf("task = %s %s %s %s, want completed with the echo", done.Status, done.StatusMessage, done.Result, done.Error)
+	}
+	idle, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := rn.idle(idle); err != nil || rn.inflight() != 0 {
+		t.Fatalf("after the task: idle %v, inflight %d", err, rn.inflight())
+	}
+	if got := notes.seen(); len(got) == 0 || got[len(got)-1] != taskstore.StatusCompleted {
+		t.Errorf("notifier heard %v, want the completion last", got)
+	}
+}
+
+// TestRunnerAdmission: --max-inflight and drain are the runner's to
+// enforce, with the errors clients get.
+func TestRunnerAdmission(t *testing.T) {
+	rn, _, _, _ := newLoneRunner(t, 1)
+	if e := rn.admit(); e != nil {
+		t.Fatalf("first admit: %v", e)
+	}
+	e := rn.admit()
+	if e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
+		t.Fatalf("second admit at the limit: %v", e)
+	}
+	rn.unreserve()
+	if e := rn.admit(); e != nil {
+		t.Fatalf("admit after a slot came back: %v", e)
+	}
+	rn.unreserve()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rn.drain(ctx); err != nil {
+		t.Fatalf("drain with nothing in flight: %v", err)
+	}
+	if e := rn.admit(); e != errDraining {
+		t.Fatalf("admit while draining = %v, want errDraining", e)
+	}
+}
