@@ -173,7 +173,7 @@ Notes that go with the figures:
   params decoded three times per request (~16 % of the samples), every
   result validated and compacted twice on the way out, and the stored
   result re-rendered on every poll (~12.5 %). Now the params are decoded
-  once (gateway/fastpath.go), a result the gateway marshalled is framed
+  once (mcpwire.Message.RoutingParams), a result the gateway marshalled is framed
   without a second pass, and the rendered answer of a terminal task is
   cached (gateway/rendercache.go: bounded LRU, reused only while every
   field it was rendered from is unchanged), all byte for byte as before

@@ -83,10 +83,54 @@ type Config struct {
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
 	// Zero means DefaultMaxBody.
 	MaxBody int64
+	// ReadTimeout bounds how long a POSTed body may take to arrive, from
+	// the end of its headers; a slower one gets 408 and its connection is
+	// closed. The body is read as it arrives, so memory follows the bytes
+	// received, never the Content-Length announced. Zero means
+	// DefaultReadTimeout; negative: no limit.
+	ReadTimeout time.Duration
+	// AllowedOrigins are the browser origins ("https://app.example:8443")
+	// allowed to call the MCP endpoint (MCP 2026-07-28, Streamable HTTP
+	// transport, "Security Warning": servers MUST validate Origin); a
+	// request with another Origin gets 403, and allowed origins get CORS
+	// answers, preflight included. "*" allows any origin. Nil: requests
+	// without Origin, and those whose Origin is on localhost or the
+	// ListenHost.
+	AllowedOrigins []string
+	// ListenHost is the host the gateway listens on (for the default
+	// Origin check); empty or a wildcard address adds nothing to
+	// localhost.
+	ListenHost string
+	// Anonymous bounds the tasks of 2026-07-28 clients that send no
+	// Authorization (docs/ARCHITECTURE.md, "Owners").
+	Anonymous AnonymousTasks
 	// Logger receives one line per failed request and lifecycle events.
 	// The zero value logs nothing.
 	Logger zerolog.Logger
 }
+
+// AnonymousTasks bounds the tasks of 2026-07-28 clients without
+// Authorization. Each such task is its own owner: its id is the only
+// credential, so no other anonymous client shares a per-owner limit or a
+// task list with it; these caps bound them all together instead.
+type AnonymousTasks struct {
+	// Disabled: such clients get no tasks (an "auto" call is forwarded as
+	// a plain call; a task or task-required tool gets -32603).
+	Disabled bool
+	// Max bounds the anonymous tasks not yet expired, over all replicas.
+	// Zero means DefaultAnonymousMax; negative: no limit.
+	Max int
+	// PerAddress bounds them per client address (the connection's remote
+	// IP). Zero means DefaultAnonymousPerAddress; negative: no limit.
+	PerAddress int
+}
+
+// Defaults of the front door.
+const (
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultAnonymousMax        = 10000
+	DefaultAnonymousPerAddress = 100
+)
 
 func (c *Config) withDefaults() Config {
 	cfg := *c
@@ -116,6 +160,15 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.LatencySync == 0 {
 		cfg.LatencySync = DefaultLatencySync
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.Anonymous.Max == 0 {
+		cfg.Anonymous.Max = DefaultAnonymousMax
+	}
+	if cfg.Anonymous.PerAddress == 0 {
+		cfg.Anonymous.PerAddress = DefaultAnonymousPerAddress
 	}
 	return cfg
 }

@@ -82,7 +82,7 @@ func taskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration
 	if d.TTL > 0 {
 		ttl = d.TTL
 	}
-	if owner == anonymousOwner && ttl > anonymousTTL {
+	if isAnonymous(owner) && ttl > anonymousTTL {
 		ttl = anonymousTTL
 	}
 	return ttl

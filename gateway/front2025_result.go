@@ -144,7 +144,7 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Wr
 }
 
 func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
-	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
+	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
 }
 

@@ -33,6 +33,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -46,13 +47,17 @@ type front2026Store interface {
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
 	WaitFor(ctx context.Context, owner, id string, cond func(*taskstore.Task) bool) (*taskstore.Task, error)
+	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
+	ReleaseAnonymous(ctx context.Context, id, addr string) error
 }
 
 // front2026 serves 2026-07-28 clients.
 type front2026 struct {
 	frontDeps
-	store front2026Store
-	life  context.Context // ends when the gateway closes: listen streams end
+	store     front2026Store
+	anonymous AnonymousTasks  // the bounds of tasks of clients without Authorization
+	life      context.Context // ends when the gateway closes: listen streams end
+	listens   *streamCounter  // subscriptions/listen streams open per owner
 }
 
 // statelessReq is a validated 2026-07-28 request (SEP-2575 per-request
@@ -326,7 +331,7 @@ func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire
 			}
 			continue
 		}
-		target, err := f.up.target(r.Context(), ownerOf(r), forwardedAuth(r), mr.Version)
+		target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
 		if err != nil {
 			f.up.statelessFailure(w, r, msg, err)
 			return

@@ -40,8 +40,10 @@ const bridgePrefix = "taskgate-bridge:"
 func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
 	target *upstreamTarget, learn string) {
 	ctx := r.Context()
-	owner := ownerOf(r)
 	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: sessionParams(msg.Params)}
+	// Input can reach the client only through a hidden task, which an
+	// anonymous client may be refused.
+	canBridge := authOwner(r) != "" || !f.anonymous.Disabled
 	if e := f.runner.admit(); e != nil {
 		writeStatelessError(w, msg.ID, e)
 		return
@@ -58,12 +60,11 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 		case n := <-c.notes:
 			relay(n)
 		case m := <-c.requests:
-			if !clientCan(mr.ClientCaps, m.Method) {
+			if !canBridge || !clientCan(mr.ClientCaps, m.Method) {
 				_ = f.up.client.Respond(context.WithoutCancel(ctx), target.Session, refusal(m))
 				continue
 			}
-			f.bridge(w, r, msg, &job{
-				owner:      owner,
+			j := &job{
 				sess:       target.Session,
 				req:        req,
 				call:       c,
@@ -71,7 +72,9 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				clientCaps: mr.ClientCaps,
 				client2026: &job2026{target: target, params: req.Params},
 				learn:      learn,
-			}, sse)
+			}
+			f.setOwner(j, r)
+			f.bridge(w, r, msg, j, sse)
 			return
 		case res := <-c.done:
 			for drained := false; !drained; { // what the upstream sent before its answer comes first
@@ -84,7 +87,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			}
 			if errors.Is(res.err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
-				t2, err := f.up.reopenTarget(ctx, owner, forwardedAuth(r), mr.Version, target)
+				t2, err := f.up.reopenTarget(ctx, sessionOwner(r), forwardedAuth(r), mr.Version, target)
 				if err != nil {
 					f.up.statelessFailure(w, r, msg, err)
 					return
@@ -117,10 +120,9 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
 func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
-	ctx := r.Context()
 	var p toolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.runner.create(context.WithoutCancel(ctx), j, taskstore.Protocol2026, p.Name, anonymousTTL, 0); err != nil {
+	if err := f.create(r, j, p.Name, anonymousTTL, 0); err != nil {
 		j.call.abort(err)
 		f.up.statelessFailure(w, r, msg, err)
 		return
@@ -132,7 +134,11 @@ func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 // continueBridge is the client's retry of a bridged call: it records the
 // inputResponses for the hidden task and answers the next round.
 func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, taskID string, responses map[string]json.RawMessage) {
-	owner := ownerOf(r)
+	owner := owner2026(r, taskID)
+	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
+		writeStatelessError(w, msg.ID, e)
+		return
+	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	answered := make(map[string]bool, len(responses))
 	for k, v := range responses {

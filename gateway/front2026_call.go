@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -74,6 +75,16 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
+	anon := authOwner(r) == ""
+	if anon && f.anonymous.Disabled {
+		switch mode {
+		case modeAuto:
+			mode = modeSync // a plain call it can still make
+		case modeTask:
+			writeStatelessError(w, msg.ID, errNoAnonymousTasks)
+			return
+		}
+	}
 	switch mode {
 	case modeSync:
 		f.forward(w, r, msg, mr, learn)
@@ -89,8 +100,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	owner, auth := ownerOf(r), forwardedAuth(r)
-	target, err := f.up.target(r.Context(), owner, auth, mr.Version)
+	target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
 		return
@@ -101,13 +111,13 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	upParams := paramsFor(params, target)
 	j := &job{
-		owner:      owner,
 		sess:       target.Session,
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
 		clientCaps: mr.ClientCaps,
 		client2026: &job2026{target: target, params: upParams},
 		learn:      learn,
 	}
+	f.setOwner(j, r)
 	if mode == modeTask {
 		j.slot = true
 		f.startTask(w, r, msg, j, p.Name, d)
@@ -121,7 +131,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // task is durable ("Task Creation").
 func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.runner.create(context.WithoutCancel(r.Context()), j, taskstore.Protocol2026, tool, ttl, d.PollInterval); err != nil {
+	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil {
 			j.call.abort(err)
 		}
@@ -135,10 +145,47 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
 }
 
+// errNoAnonymousTasks refuses a task to a client without Authorization
+// when Config.Anonymous.Disabled.
+var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
+	"this gateway runs tasks only for clients that send Authorization (--allow-anonymous-tasks=false)")
+
+// setOwner makes the owner of j's task, to be: the client's Authorization,
+// else the task itself, whose id is minted now (anonOwner).
+func (f *front2026) setOwner(j *job, r *http.Request) {
+	if j.owner = authOwner(r); j.owner == "" {
+		j.id = uuid.NewString()
+		j.owner = anonOwner(j.id)
+		j.addr = clientAddr(r)
+	}
+}
+
+// create stores j's extension task (runner.create), counting an anonymous
+// one against the anonymous caps first.
+func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
+	ctx := context.WithoutCancel(r.Context())
+	if j.addr != "" {
+		life := ttl
+		if life <= 0 {
+			life = f.store.Options().DefaultTTL
+		}
+		expiry := f.store.Options().Clock().Add(life)
+		if err := f.store.ReserveAnonymous(ctx, j.id, j.addr, expiry, f.anonymous.Max, f.anonymous.PerAddress); err != nil {
+			f.log.Warn().Str("op", "create").Str("tool", tool).Err(err).Msg("anonymous task refused")
+			return err
+		}
+	}
+	err := f.runner.create(ctx, j, taskstore.Protocol2026, tool, ttl, poll)
+	if err != nil && j.addr != "" {
+		_ = f.store.ReleaseAnonymous(ctx, j.id, j.addr)
+	}
+	return err
+}
+
 // defaultTTL is the ttl of an extension task (the client asks for none):
 // the store's default, shorter for an anonymous owner.
 func (f *front2026) defaultTTL(owner string) time.Duration {
-	if owner == anonymousOwner && f.store.Options().DefaultTTL > anonymousTTL {
+	if isAnonymous(owner) && f.store.Options().DefaultTTL > anonymousTTL {
 		return anonymousTTL
 	}
 	return 0

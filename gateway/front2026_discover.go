@@ -89,7 +89,7 @@ func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, ms
 // discoverSession builds the DiscoverResult of a session upstream from
 // the initialize result of the owner session.
 func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	sess, err := f.up.ownerSession(r.Context(), ownerOf(r), forwardedAuth(r))
+	sess, err := f.up.ownerSession(r.Context(), sessionOwner(r), forwardedAuth(r))
 	if err != nil {
 		f.up.statelessFailure(w, r, msg, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -16,8 +17,44 @@ import (
 // subscriptions/listen stream (schema-2026-07-28.ts).
 const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
-// maxListenTasks bounds the task ids one subscription may watch.
-const maxListenTasks = 1000
+// maxListenTasks bounds the task ids one subscription may watch, and
+// maxListensPerSubscriber the subscriptions one client holds open on one
+// replica.
+const (
+	maxListenTasks          = 1000
+	maxListensPerSubscriber = 16
+)
+
+// streamCounter counts the open streams per subscriber, up to a limit.
+type streamCounter struct {
+	mu   sync.Mutex
+	open map[string]int
+	max  int
+}
+
+func newStreamCounter(max int) *streamCounter {
+	return &streamCounter{open: map[string]int{}, max: max}
+}
+
+// acquire counts one more stream of who, unless who has max open.
+func (c *streamCounter) acquire(who string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[who] >= c.max {
+		return false
+	}
+	c.open[who]++
+	return true
+}
+
+// release counts one stream of who fewer.
+func (c *streamCounter) release(who string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[who]--; c.open[who] <= 0 {
+		delete(c.open, who)
+	}
+}
 
 // listen answers a subscriptions/listen that asks for task
 // notifications (SEP-2663 "Task Status Notifications"): it acknowledges
@@ -50,8 +87,19 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "too many taskIds on one subscription"))
 		return
 	}
+	// Each stream watches up to maxListenTasks tasks: their number per
+	// subscriber (its credentials, else its address) is bounded too.
+	subscriber := authOwner(r)
+	if subscriber == "" {
+		subscriber = "addr:" + clientAddr(r)
+	}
+	if !f.listens.acquire(subscriber) {
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeInvalidRequest,
+			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", maxListensPerSubscriber)))
+		return
+	}
+	defer f.listens.release(subscriber)
 	ctx := r.Context()
-	owner := ownerOf(r)
 	meta := map[string]any{subscriptionIDKey: msg.ID}
 
 	// Watch before reading, so no change between the read and the watch is
@@ -63,10 +111,12 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	defer cancel()
 	granted := []string{}
 	last := map[string]string{}
+	done := map[string]bool{} // terminal: never changes again, never re-read
 	for _, id := range ids {
 		if _, dup := last[id]; dup {
 			continue
 		}
+		owner := owner2026(r, id)
 		t, err := f.store.Get(ctx, owner, id)
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Not "not granted": the client must not conclude the task is gone.
@@ -83,6 +133,11 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		}
 		granted = append(granted, id)
 		last[id] = t.LastUpdatedAt.String() + string(t.Status)
+		if t.Status.Terminal() {
+			done[id] = true
+			watch.Close()
+			continue
+		}
 		wg.Add(1)
 		go func(id string) {
 			defer wg.Done()
@@ -115,10 +170,14 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	resync := time.NewTicker(resyncInterval(f.store))
 	defer resync.Stop()
 	send := func(id string) error {
-		t, err := f.store.Get(ctx, owner, id)
+		if done[id] {
+			return nil
+		}
+		t, err := f.store.Get(ctx, owner2026(r, id), id)
 		if err != nil {
 			return nil
 		}
+		done[id] = t.Status.Terminal()
 		v := t.LastUpdatedAt.String() + string(t.Status)
 		if last[id] == v {
 			return nil // nothing new since the last notification

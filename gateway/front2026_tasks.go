@@ -29,34 +29,35 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		return
 	}
 	var p struct {
-		TaskID         string                     `json:"taskId"`
-		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+		TaskID         string          `json:"taskId"`
+		InputResponses json.RawMessage `json:"inputResponses"`
 	}
 	if mp, err := msg.RoutingParams(); err == nil && mp.TaskID != nil && len(mp.InputResponses) == 0 {
 		p.TaskID = *mp.TaskID // what decoding params again would give
 	} else if err := json.Unmarshal(msg.Params, &p); err != nil {
-		p.TaskID = ""
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			method+" params must be an object with a string taskId"))
+		return
 	}
 	if p.TaskID == "" {
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, method+" needs params.taskId"))
 		return
 	}
-	owner := ownerOf(r)
+	owner := owner2026(r, p.TaskID)
 	ack := map[string]string{"resultType": "complete"}
 	switch method {
 	case "tasks/get":
 		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID)
 	case "tasks/update":
-		if p.InputResponses == nil {
-			writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tasks/update needs params.inputResponses"))
+		answers, e := updateAnswers(p.InputResponses)
+		if e != nil {
+			writeStatelessError(w, msg.ID, e)
 			return
 		}
-		answers := make(map[string]json.RawMessage, len(p.InputResponses))
-		for k, v := range p.InputResponses {
-			answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
-		}
-		// One round trip: recorded durably, then acknowledged. Unknown or
-		// already answered keys are ignored; a terminal task needs nothing.
+		// One round trip: recorded durably, then acknowledged. Keys that
+		// are not outstanding are ignored (SEP-2663, "Task Update
+		// Requests": a server SHOULD ignore them); a terminal task needs
+		// nothing.
 		_, err := f.store.AnswerInputs(r.Context(), owner, p.TaskID, answers)
 		if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
 			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "update", p.TaskID, era2026))
@@ -72,11 +73,36 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		default:
 			f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
-			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(owner)).
+			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
 				Dur("duration", time.Since(t.CreatedAt)).Msg("task cancelled")
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)
 	default:
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound, "Method not found: "+method))
 	}
+}
+
+// updateAnswers reads a tasks/update's inputResponses into the answers to
+// record, bounded before they reach Redis: at most maxInputRequests (no
+// task has more outstanding), keys longer than any key the gateway mints
+// left out (they are never outstanding).
+func updateAnswers(raw json.RawMessage) (map[string]json.RawMessage, *mcpwire.Error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tasks/update needs params.inputResponses")
+	}
+	var responses map[string]json.RawMessage
+	if !mcpwire.IsObject(raw) || json.Unmarshal(raw, &responses) != nil {
+		return nil, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			"tasks/update params.inputResponses must be an object mapping input request keys to responses")
+	}
+	if e := checkInputResponses(len(responses), "tasks/update"); e != nil {
+		return nil, e
+	}
+	answers := make(map[string]json.RawMessage, len(responses))
+	for k, v := range responses {
+		if len(k) <= maxInputKeyLen {
+			answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
+		}
+	}
+	return answers, nil
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -28,6 +30,7 @@ type Handler struct {
 	life context.Context
 	end  context.CancelFunc
 
+	origins *originPolicy // the allowed Origins (frontdoor.go)
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
 
@@ -43,7 +46,11 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: Config.Upstream is required")
 	}
 	c := cfg.withDefaults()
-	h := &Handler{cfg: c, log: c.Logger}
+	origins, err := newOriginPolicy(c.AllowedOrigins, c.ListenHost)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: c, log: c.Logger, origins: origins}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.Logger)
@@ -76,7 +83,8 @@ func New(cfg Config) (*Handler, error) {
 	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
 		polls: polls, renders: renders}
 	h.front2025.frontDeps = deps
-	h.front2026 = &front2026{frontDeps: deps, store: c.Store, life: h.life}
+	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
+		listens: newStreamCounter(maxListensPerSubscriber)}
 	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }
@@ -115,7 +123,9 @@ func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case h.cfg.Path:
-		h.serveMCP(w, r)
+		if h.frontDoor(w, r) {
+			h.serveMCP(w, r)
+		}
 	case "/healthz":
 		h.serveHealth(w, r)
 	case "/readyz":
@@ -161,8 +171,11 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Content-Type must be application/json, not %q", ct)))
 		return
 	}
-	body, err := h.readBody(r)
+	body, err := h.readBody(w, r)
 	if err != nil {
+		if e := rpcError(err, era2025); e.Status == http.StatusRequestTimeout {
+			w.Header().Set("Connection", "close") // the rest of the body may still come
+		}
 		mcpwire.WriteError(w, nil, rpcError(err, era2025))
 		return
 	}
@@ -170,6 +183,13 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 	if perr != nil {
 		h.log.Debug().Str("op", "parse").Int("code", perr.Code).Msg(perr.Message)
 		mcpwire.WriteError(w, nil, perr)
+		return
+	}
+	if msg.Kind == mcpwire.KindBatch {
+		// Each member would need deciding like a single request (policy,
+		// limits, drain, owners); MCP dropped batching after 2025-03-26.
+		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
+			"Invalid Request: JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
 	h.route(w, r, msg)
@@ -194,30 +214,59 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 	h.up.forward(w, r, msg, h.front2025.upstreamHeader(r), "")
 }
 
-// readBody reads the POSTed body up to MaxBody.
-func (h *Handler) readBody(r *http.Request) ([]byte, error) {
+// readBody reads the POSTed body up to MaxBody, within ReadTimeout. It
+// reads what arrives: a body that announces a large Content-Length and
+// sends little costs what it sent, and one that stalls is cut off.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := h.cfg.MaxBody
 	tooLarge := mcpwire.NewError(http.StatusRequestEntityTooLarge, mcpwire.CodeInvalidRequest,
 		"request body exceeds the gateway's limit of "+strconv.FormatInt(limit, 10)+" bytes")
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
-	var buf []byte
-	if r.ContentLength > 0 {
-		buf = make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, buf); err != nil {
-			return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body ended early")
+	if h.cfg.ReadTimeout > 0 {
+		// The deadline covers the body only: it is lifted before the
+		// answer, which may be a stream that lasts for minutes.
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.cfg.ReadTimeout)) == nil {
+			defer rc.SetReadDeadline(time.Time{})
 		}
-		return buf, nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body could not be read")
+	size := int64(512) // room for a small body whose length is unknown
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, maxBodyPrealloc) + 1 // +1: the read that sees EOF
 	}
-	if int64(len(buf)) > limit {
-		return nil, tooLarge
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow, as append does
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, tooLarge
+		}
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err == nil:
+		case isTimeout(err):
+			return nil, mcpwire.NewError(http.StatusRequestTimeout, mcpwire.CodeParseError,
+				"Parse error: the request body did not arrive within "+h.cfg.ReadTimeout.String())
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body ended early")
+		default:
+			return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body could not be read")
+		}
 	}
-	return buf, nil
+}
+
+// maxBodyPrealloc is the most readBody sets aside before bytes arrive.
+const maxBodyPrealloc = 64 << 10
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func isJSON(ct string) bool {

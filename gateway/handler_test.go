@@ -295,10 +295,13 @@ func TestUpstreamUnreachable(t *testing.T) {
 		if we.Error.Code != mcpwire.CodeInternalError || string(we.ID) != "9" {
 			t.Errorf("got code %d id %s, want -32603 for id 9", we.Error.Code, we.ID)
 		}
-		for _, want := range []string{dead, "unreachable", "connection refused"} {
+		for _, want := range []string{"the upstream", "unreachable", "connection refused"} {
 			if !strings.Contains(we.Error.Message, want) {
 				t.Errorf("message %q does not contain %q", we.Error.Message, want)
 			}
+		}
+		if strings.Contains(we.Error.Message, strings.TrimPrefix(dead, "http://")) {
+			t.Errorf("message %q names the upstream's address to the client", we.Error.Message)
 		}
 	})
 	t.Run("POST notification", func(t *testing.T) {
@@ -317,8 +320,8 @@ func TestUpstreamUnreachable(t *testing.T) {
 			t.Errorf("status = %d, want 502", resp.StatusCode)
 		}
 		we := decodeError(t, resp)
-		if !strings.Contains(we.Error.Message, dead) {
-			t.Errorf("message %q does not name the upstream", we.Error.Message)
+		if !strings.Contains(we.Error.Message, "the upstream is unreachable") || strings.Contains(we.Error.Message, dead) {
+			t.Errorf("message %q: want it to say the upstream is unreachable, without its address", we.Error.Message)
 		}
 	})
 	t.Run("readyz", func(t *testing.T) {

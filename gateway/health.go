@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -31,8 +29,8 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
-	if err := dialUpstream(ctx, h.up.client.URL()); err != nil {
-		checks["upstream"] = "upstream " + h.up.client.URL() + " is unreachable: " + err.Error()
+	if err := h.up.client.Ping(ctx); err != nil {
+		checks["upstream"] = err.Error() // the reason, never the address
 		ready = false
 	}
 	if h.cfg.Store != nil {
@@ -48,30 +46,6 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 		h.log.Warn().Str("op", "readyz").Interface("checks", checks).Msg("not ready")
 	}
 	mcpwire.WriteJSON(w, status, map[string]any{"ready": ready, "checks": checks})
-}
-
-// dialUpstream opens and closes a TCP connection to the upstream's host.
-// It proves reachability without sending MCP traffic the upstream would
-// have to answer.
-func dialUpstream(ctx context.Context, rawURL string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return err
-	}
-	host := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		host = net.JoinHostPort(u.Hostname(), port)
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -86,7 +86,7 @@ func TestBrokenUpstreamStreamAnswersTheRequest(t *testing.T) {
 			}
 			last := data[len(data)-1]
 			gotError := strings.Contains(last, `"error"`) && strings.Contains(last, `"id":"call-7"`) &&
-				strings.Contains(last, `"code":-32603`) && strings.Contains(last, up.URL) && strings.Contains(last, "broke off")
+				strings.Contains(last, `"code":-32603`) && strings.Contains(last, "the upstream broke off") && !strings.Contains(last, up.URL)
 			if gotError != tc.wantError {
 				t.Errorf("last event %s: error answer = %v, want %v", last, gotError, tc.wantError)
 			}

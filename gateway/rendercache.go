@@ -7,7 +7,7 @@ package gateway
 // render cache keeps the marshalled result per task and flavour, bounded
 // (LRU, entries and bytes), and reuses it only when every field the
 // rendering reads is equal to the one it was rendered from: the answer is
-// the very bytes rendering afresh gives (rendercache_test.go), whether or
+// the very bytes rendering afresh gives (TestRenderCacheBytes), whether or
 // not a terminal task's record could change. cachedGet goes one step
 // further for a poll of a terminal task already rendered: it reads only the
 // record's stamp, not the whole record.

@@ -202,6 +202,7 @@ func (rn *runner) stop() {
 func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, tool string, ttl, poll time.Duration) error {
 	rawID, _ := json.Marshal(j.req.ID.Raw())
 	t, err := rn.store.Create(ctx, taskstore.NewTask{
+		ID:           j.id,
 		Owner:        j.owner,
 		Tool:         tool,
 		Protocol:     proto,
@@ -211,12 +212,12 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
 	})
 	if err != nil {
-		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", shortOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)
+		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)
 		return err
 	}
 	j.task = t
 	rn.metrics.taskCreated(tool, proto)
-	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", shortOwner(j.owner)).
+	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", logOwner(j.owner)).
 		Str("replica", rn.replica).Str("flavour", string(proto)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
 		Msg("task created")
 	return nil

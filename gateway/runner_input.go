@@ -10,6 +10,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -19,6 +22,26 @@ import (
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
+
+// maxInputRequests bounds the input requests a task has outstanding at
+// once, and so the answers one tasks/update or MRTR retry may carry:
+// without it one request could make Redis run a script over any number of
+// keys, for every replica. maxInputKeyLen bounds a key: the gateway mints
+// decimal counters.
+const (
+	maxInputRequests = 64
+	maxInputKeyLen   = 20
+)
+
+// checkInputResponses refuses a method carrying more answers than any
+// task can have outstanding.
+func checkInputResponses(n int, method string) *mcpwire.Error {
+	if n <= maxInputRequests {
+		return nil
+	}
+	return mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, fmt.Sprintf(
+		"%s carries %d inputResponses; a task has at most %d input requests outstanding", method, n, maxInputRequests))
+}
 
 func (run *taskRun) mintKey() string {
 	run.keys++
@@ -60,13 +83,19 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 		run.log().Info().Str("op", "refused").Str("method", m.Method).Msg("the client did not declare the capability; refused upstream")
 		return
 	}
+	if len(run.pending) >= maxInputRequests {
+		_ = rn.up.Respond(run.writeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: mcpwire.CodeInternalError,
+			Message: fmt.Sprintf("taskgate relays at most %d input requests of a task at once", maxInputRequests)}})
+		run.log().Warn().Str("op", "refused").Str("method", m.Method).Msg("too many input requests outstanding; refused upstream")
+		return
+	}
 	key := run.mintKey()
 	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
 	// Redis briefly down is waited out (as for the outcome, finish): the
 	// upstream's question must not turn into an error result because
 	// Redis blinked. One write id for every attempt: an attempt Redis ran
 	// but whose reply was lost makes the next one a no-op, not a reused
-	// key (found by e2e TestChaos on a slow disk).
+	// key (invariant 8).
 	write := uuid.NewString()
 	if err := rn.retry.do(run.ctx, func() error {
 		return rn.store.AddInputRequests(run.writeCtx, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method, write)
@@ -138,6 +167,10 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	if ir.RequestState != nil {
 		run.requestState = *ir.RequestState
 	}
+	if len(ir.InputRequests) > maxInputRequests {
+		run.fail(fmt.Sprintf("the upstream asked for %d inputs at once; taskgate relays at most %d", len(ir.InputRequests), maxInputRequests))
+		return true
+	}
 	toStore := map[string]taskstore.InputRequest{}
 	for _, uk := range sortedInputKeys(ir.InputRequests) {
 		in := ir.InputRequests[uk]
@@ -201,13 +234,17 @@ func (run *taskRun) deliverAnswers() (done bool) {
 	rn, j := run.rn, run.j
 	// One take id until a take succeeds: a take Redis ran but whose reply
 	// was lost (it died before answering) took the answers out of the
-	// record, and only a take with the same id gets them back (found by
-	// e2e TestChaos: the task waited forever for answers already taken).
+	// record, and only a take with the same id gets them back; with a new
+	// id the task would wait forever for answers already taken
+	// (invariant 8).
 	if run.takeID == "" {
 		run.takeID = "take-" + uuid.NewString()
 	}
 	answers, status, err := rn.store.TakeInputResponses(run.writeCtx, j.owner, j.task.ID, run.takeID)
-	if err != nil {
+	switch {
+	case errors.Is(err, taskstore.ErrNotFound), errors.Is(err, taskstore.ErrExpired):
+		return run.gone(err)
+	case err != nil:
 		return false // store briefly down: the resync timer tries again
 	}
 	run.takeID = ""

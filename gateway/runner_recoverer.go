@@ -147,7 +147,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 		}
 		n++
 		rc.metrics.recovered.Inc()
-		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", shortOwner(l.Owner)).
+		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", logOwner(l.Owner)).
 			Str("replica", rc.replica).Str("dead_replica", dead)
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
 		if err == nil {

@@ -33,8 +33,14 @@ import (
 type job struct {
 	task  *taskstore.Task
 	owner string
-	sess  *upstream.Session
-	req   *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
+	// id is the task's id when the front mints it (an anonymous task,
+	// whose owner is made from it); empty: the store mints one.
+	id string
+	// addr is the client address an anonymous task counts against
+	// (Config.Anonymous); empty for other owners.
+	addr string
+	sess *upstream.Session
+	req  *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
 	// call is the upstream call when it started before the task existed
 	// (hybrid); nil means the worker starts req.
 	call *inflightCall
@@ -167,7 +173,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 func (run *taskRun) log() *zerolog.Logger {
 	if run.logc == nil {
 		t := run.j.task
-		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", shortOwner(run.j.owner)).
+		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(run.j.owner)).
 			Str("replica", run.rn.replica).Logger()
 		run.logc = &l
 	}
@@ -336,9 +342,26 @@ func (run *taskRun) renewed(err error) (done bool) {
 		run.cancelUpstream("the gateway replica running the task lost its lease")
 		run.abort(taskstore.ErrLeaseLost)
 		return true
+	case errors.Is(err, taskstore.ErrNotFound), errors.Is(err, taskstore.ErrExpired):
+		return run.gone(err)
 	}
 	return false
 }
+
+// gone stops the work of a task whose record is gone (Redis restarted
+// without persistence, evicted it, or it expired): nobody can read its
+// outcome any more, so the upstream is told to stop and the in-flight slot
+// is freed now, not at the ttl.
+func (run *taskRun) gone(err error) (done bool) {
+	run.log().Warn().Str("op", "gone").Err(err).Msg("the task's record is gone from the store; aborting the upstream call")
+	run.cancelUpstream("the task no longer exists")
+	run.abort(errTaskGone)
+	run.observeInputWait()
+	return true
+}
+
+// errTaskGone is the cause when the task's record vanished.
+var errTaskGone = errors.New("the task's record is gone from the store")
 
 // abort ends the call in flight, if any, with cause.
 func (run *taskRun) abort(cause error) {

@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,19 +36,23 @@ const relatedTaskKey = "io.modelcontextprotocol/related-task"
 // tasksExtension is the SEP-2663 extension identifier.
 const tasksExtension = "io.modelcontextprotocol/tasks"
 
-// anonymousOwner owns the tasks of a client that sends no Authorization
-// and no session.
+// anonymousOwner stands for every client without Authorization or session
+// where a shared key is harmless: the owner session of 2026-07-28 clients
+// without credentials, and a session client's owner without a session.
 const anonymousOwner = "anonymous"
 
-// ownerOf is the authorization context a task is bound to
+// anonPrefix starts the owner of an anonymous task (anonOwner).
+const anonPrefix = "anon:"
+
+// ownerOf is the owner of a 2025-11-25 client's request
 // (docs/ARCHITECTURE.md invariant 3; MCP 2025-11-25, Tasks, "Task Isolation
 // and Access Control"): the SHA-256 of the Authorization header when there
-// is one, else the session, else anonymousOwner, where the unguessable task
-// id is the only bearer.
+// is one, else the session, which the 2025-11-25 front issued a task only
+// if it recorded it at initialize (front2025_sessions.go), else
+// anonymousOwner.
 func ownerOf(r *http.Request) string {
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		sum := sha256.Sum256([]byte(auth))
-		return "auth:" + hex.EncodeToString(sum[:])
+	if o := authOwner(r); o != "" {
+		return o
 	}
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 		return "session:" + sid
@@ -54,12 +60,63 @@ func ownerOf(r *http.Request) string {
 	return anonymousOwner
 }
 
-// shortOwner is the owner for logs: enough to correlate, never the secret.
-func shortOwner(owner string) string {
-	if len(owner) > 21 {
-		return owner[:21]
+// authOwner is the owner the request's Authorization makes ("" without
+// one): its SHA-256, never the credential itself.
+func authOwner(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return ""
 	}
-	return owner
+	sum := sha256.Sum256([]byte(auth))
+	return "auth:" + hex.EncodeToString(sum[:])
+}
+
+// owner2026 is the owner of a 2026-07-28 client's task id: its
+// Authorization's, else the task's own (anonOwner). A session id never
+// counts: the 2026-07-28 front issues none, so any value a client sends
+// would be an owner it picked itself.
+func owner2026(r *http.Request, taskID string) string {
+	if o := authOwner(r); o != "" {
+		return o
+	}
+	return anonOwner(taskID)
+}
+
+// anonOwner is the owner of an anonymous task: the task itself, so its id
+// is its only credential (SEP-2663, "Security Considerations"), and no two
+// anonymous clients share an owner's limits or tasks. Anonymous tasks are
+// bounded together instead (Config.Anonymous).
+func anonOwner(taskID string) string { return anonPrefix + taskID }
+
+// isAnonymous reports whether owner has no credentials behind it.
+func isAnonymous(owner string) bool {
+	return owner == anonymousOwner || strings.HasPrefix(owner, anonPrefix)
+}
+
+// sessionOwner is whose owner session (upstream_owner.go) a 2026-07-28
+// request uses: its Authorization's, else the one anonymous one.
+func sessionOwner(r *http.Request) string {
+	if o := authOwner(r); o != "" {
+		return o
+	}
+	return anonymousOwner
+}
+
+// logOwner is an owner for logs: its kind and a digest, enough to
+// correlate lines, never a session id or credential.
+func logOwner(owner string) string {
+	kind, _, _ := strings.Cut(owner, ":")
+	sum := sha256.Sum256([]byte(owner))
+	return kind + ":" + hex.EncodeToString(sum[:6])
+}
+
+// clientAddr is the IP address of the client's connection.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // forwardedAuth is the part of the client's headers the gateway sends on

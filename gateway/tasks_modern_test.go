@@ -42,12 +42,13 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 // modernClient speaks 2026-07-28: no session, _meta and headers on every
 // request, and (unless noExt) the tasks extension declared.
 type modernClient struct {
-	t     *testing.T
-	urls  []string
-	next  atomic.Int64
-	auth  string
-	noExt bool
-	id    atomic.Int64
+	t      *testing.T
+	urls   []string
+	next   atomic.Int64
+	auth   string
+	noExt  bool
+	id     atomic.Int64
+	header http.Header // more headers on every request
 }
 
 func (c *modernClient) caps() map[string]any {
@@ -82,6 +83,9 @@ func (c *modernClient) call(method string, params map[string]any) rpcReply {
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
+	}
+	for k, vv := range c.header {
+		req.Header[k] = vv
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -223,7 +223,7 @@ func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request,
 		if r.Context().Err() != nil {
 			return nil
 		}
-		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "upstream "+u.client.URL()+": "+err.Error())
+		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "the upstream's answer could not be read: "+err.Error())
 		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return nil

@@ -271,7 +271,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 // cancellation).
 func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, target *upstreamTarget, version string) {
 	ctx := r.Context()
-	owner, auth := ownerOf(r), forwardedAuth(r)
+	owner, auth := sessionOwner(r), forwardedAuth(r)
 	method := msg.MethodName()
 	req := &jsonrpc.Request{ID: newUpstreamID(), Method: method}
 	if len(msg.Params) > 0 {
@@ -284,7 +284,7 @@ func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, 
 				Code: mcpwire.CodeMethodNotFound,
 				Message: "taskgate cannot relay " + m.Method + " to a " + version2026 +
 					" client during a plain call (only during a task: the client declares " + tasksExtension + ")"}})
-			u.log.Info().Str("op", "refused").Str("method", m.Method).Str("owner", shortOwner(owner)).
+			u.log.Info().Str("op", "refused").Str("method", m.Method).Str("owner", logOwner(owner)).
 				Msg("input request during a plain call of a 2026-07-28 client refused upstream")
 		},
 		OnNotification: func(n *jsonrpc.Request) {

@@ -199,7 +199,7 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 		}
 	}
 	if mine {
-		u.log.Info().Str("op", "owner_session").Str("owner", shortOwner(owner)).Str("upstream_version", won.ProtocolVersion).
+		u.log.Info().Str("op", "owner_session").Str("owner", logOwner(owner)).Str("upstream_version", won.ProtocolVersion).
 			Bool("reopened", stale != "").Msg("owner session opened upstream for 2026-07-28 clients")
 	}
 	u.owners.put(owner, won, time.Now())
@@ -214,7 +214,7 @@ type upstreamTarget struct {
 }
 
 // target resolves the upstream target of a 2026-07-28 client's request:
-// owner is ownerOf(r), auth the client's credentials to send
+// owner is sessionOwner(r), auth the client's credentials to send
 // (forwardedAuth(r)), version the client's protocol version ("" for
 // 2026-07-28). For a session upstream it opens or reuses the owner's
 // session. It does not depend on the client's request staying open:

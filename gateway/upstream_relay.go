@@ -40,7 +40,7 @@ func (u *upstreamSide) relay(w http.ResponseWriter, r *http.Request, resp *http.
 // upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
 func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
-	seen := relaySeen{id: id, upstream: u.client.URL()}
+	seen := relaySeen{id: id}
 	u.relayBody(w, r, resp, &seen)
 	if tool != "" && (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
 		u.observe(tool, seen.end.Sub(start))
@@ -64,9 +64,8 @@ type relaySeen struct {
 	input    bool      // it holds a request for the user's input
 	end      time.Time // when the last chunk was written, or the body ended
 
-	id       json.RawMessage // the request's id, answered if its stream breaks; nil: none
-	upstream string          // the upstream's URL, for that answer
-	tail     [2]byte         // the last two bytes written
+	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
+	tail [2]byte         // the last two bytes written
 }
 
 // inputMarkers betray a request for the user's input in an answer's bytes;
@@ -119,7 +118,7 @@ func (s *relaySeen) brokeOff(w io.Writer, err error) {
 	if s.tail != [2]byte{'\n', '\n'} && s.tail != [2]byte{} {
 		b.WriteString("\n\n") // end whatever event was cut, so ours parses alone
 	}
-	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "upstream "+s.upstream+" broke off its answer before responding: "+err.Error())
+	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "the upstream broke off its answer before responding: "+err.Error())
 	_, _ = w.Write(mcpwire.AppendEvent(b.Bytes(), nil, mcpwire.ErrorMessage(s.id, e)))
 }
 

@@ -1,6 +1,8 @@
 package taskstore
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -17,7 +19,8 @@ const clockTick = 100 * time.Millisecond
 // Embedded is an in-process Redis (miniredis) on a loopback port, for
 // running taskgate without --redis-url. The Store code is the same as with a
 // real Redis. State is in memory: lost on exit and not shared between
-// processes.
+// processes. The port asks for a password, random per process and never
+// logged, so another local user cannot read or rewrite tasks through it.
 type Embedded struct {
 	srv    *miniredis.Miniredis
 	client redis.UniversalClient
@@ -29,7 +32,12 @@ type Embedded struct {
 // OpenEmbedded starts the in-process Redis and its clock, returns a handle
 // with a client on it, and logs (once) that state is not durable.
 func OpenEmbedded(log zerolog.Logger) (*Embedded, error) {
+	password, err := randomPassword()
+	if err != nil {
+		return nil, fmt.Errorf("taskstore: start embedded redis: %w", err)
+	}
 	srv := miniredis.NewMiniRedis()
+	srv.RequireAuth(password)
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("taskstore: start embedded redis: %w", err)
 	}
@@ -38,6 +46,7 @@ func OpenEmbedded(log zerolog.Logger) (*Embedded, error) {
 		srv: srv,
 		client: redis.NewUniversalClient(&redis.UniversalOptions{
 			Addrs:         []string{srv.Addr()},
+			Password:      password,
 			DialTimeout:   DefaultDialTimeout,
 			ReadTimeout:   DefaultReadTimeout,
 			WriteTimeout:  DefaultWriteTimeout,
@@ -49,9 +58,18 @@ func OpenEmbedded(log zerolog.Logger) (*Embedded, error) {
 		done: make(chan struct{}),
 	}
 	go e.runClock()
-	log.Warn().Str("addr", srv.Addr()).
+	log.Warn().
 		Msg("no --redis-url: task state is kept in memory in this process; it is lost on exit and not shared with other replicas")
 	return e, nil
+}
+
+// randomPassword is 32 random hex digits.
+func randomPassword() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // runClock moves miniredis' clock with real time. miniredis never expires

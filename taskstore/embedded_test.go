@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
@@ -47,5 +48,29 @@ func TestEmbedded(t *testing.T) {
 	}
 	if err := emb.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEmbeddedNeedsItsPassword: another local process that finds the
+// embedded Redis' port cannot read or change tasks through it; the
+// password is nowhere in the log.
+func TestEmbeddedNeedsItsPassword(t *testing.T) {
+	var logs bytes.Buffer
+	emb, err := OpenEmbedded(zerolog.New(&logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	intruder := redis.NewClient(&redis.Options{Addr: emb.Addr(), MaxRetries: -1})
+	defer intruder.Close()
+	if err := intruder.Keys(ctx, "*").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("KEYS without the password: %v, want NOAUTH", err)
+	}
+	if err := emb.Client().Ping(ctx).Err(); err != nil {
+		t.Fatalf("the store's own client: %v", err)
+	}
+	opts := emb.Client().(*redis.Client).Options()
+	if opts.Password == "" || strings.Contains(logs.String(), opts.Password) || strings.Contains(logs.String(), emb.Addr()) {
+		t.Errorf("password %q, log %s: want a password, not logged, and no address in the log", opts.Password, logs.String())
 	}
 }

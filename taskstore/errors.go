@@ -29,6 +29,12 @@ var (
 	ErrInvalidTransition = errors.New("taskstore: invalid status transition")
 	// ErrTooMany: the owner already has Options.MaxTasksPerOwner non-terminal tasks.
 	ErrTooMany = errors.New("taskstore: too many active tasks for owner")
+	// ErrTooManyAnonymous: the anonymous tasks not yet expired are at the
+	// global cap (ReserveAnonymous).
+	ErrTooManyAnonymous = errors.New("taskstore: too many anonymous tasks")
+	// ErrTooManyFromAddress: the anonymous tasks of one client address are
+	// at their cap (ReserveAnonymous).
+	ErrTooManyFromAddress = errors.New("taskstore: too many anonymous tasks from this address")
 	// ErrBadCursor: a List cursor this store did not produce.
 	ErrBadCursor = errors.New("taskstore: bad cursor")
 	// ErrUnavailable: Redis cannot be reached or cannot serve now (down,

@@ -141,6 +141,10 @@ func (s *Store) nowMS() int64 { return s.opt.Clock().UnixMilli() }
 
 // NewTask describes a task to create.
 type NewTask struct {
+	// ID, when set, is the task's id: a UUID the caller minted (an
+	// anonymous task's owner is made from its id before it exists). Empty:
+	// a fresh UUIDv4.
+	ID       string
 	Owner    string
 	Tool     string
 	Protocol Protocol
@@ -176,8 +180,14 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 	if poll <= 0 {
 		poll = s.opt.PollInterval
 	}
+	id := n.ID
+	if id == "" {
+		id = uuid.NewString()
+	} else if !validID(id) {
+		return nil, fmt.Errorf("taskstore: create: id %q is not a UUID", id)
+	}
 	t := &Task{
-		ID:            uuid.NewString(),
+		ID:            id,
 		Owner:         n.Owner,
 		Tool:          n.Tool,
 		Protocol:      n.Protocol,

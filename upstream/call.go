@@ -52,13 +52,14 @@ var (
 	// ErrSessionNotFound: the upstream answered 404 to a request carrying a
 	// session id, so the session is gone and must be initialized again
 	// (Streamable HTTP, "Session Management").
-	ErrSessionNotFound = errors.New("upstream session not found")
+	ErrSessionNotFound = errors.New("the upstream no longer knows the session")
 	// ErrNoResponse: the upstream closed the stream without answering.
-	ErrNoResponse = errors.New("upstream closed the stream without a response")
+	ErrNoResponse = errors.New("the upstream closed the stream without a response")
 )
 
 // StatusError is an HTTP error status from the upstream that carried no
-// JSON-RPC answer.
+// JSON-RPC answer. URL (its password masked) is for logs; the message does
+// not name it.
 type StatusError struct {
 	URL    string
 	Status int
@@ -66,21 +67,22 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	msg := fmt.Sprintf("upstream %s answered HTTP %d", e.URL, e.Status)
+	msg := fmt.Sprintf("the upstream answered HTTP %d", e.Status)
 	if e.Body != "" {
 		msg += ": " + e.Body
 	}
 	return msg
 }
 
-// ProtocolError means the upstream's bytes are not valid MCP.
+// ProtocolError means the upstream's bytes are not valid MCP. URL (its
+// password masked) is for logs; the message does not name it.
 type ProtocolError struct {
 	URL string
 	Err error
 }
 
 func (e *ProtocolError) Error() string {
-	return fmt.Sprintf("upstream %s sent an invalid message: %v", e.URL, e.Err)
+	return fmt.Sprintf("the upstream sent an invalid message: %v", e.Err)
 }
 func (e *ProtocolError) Unwrap() error { return e.Err }
 
@@ -193,9 +195,9 @@ func (c *Client) broken(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	if errors.Is(err, ErrNoResponse) {
-		return fmt.Errorf("upstream %s: %w", c.URL(), err)
+		return err
 	}
-	return fmt.Errorf("upstream %s: %w: %v", c.URL(), ErrNoResponse, err)
+	return fmt.Errorf("%w: %v", ErrNoResponse, err)
 }
 
 func (c *Client) decodeResponse(data []byte, id jsonrpc.ID) (*jsonrpc.Response, error) {
@@ -239,7 +241,7 @@ func (c *Client) checkStatus(resp *http.Response, s *Session) error {
 		return nil
 	}
 	if resp.StatusCode == http.StatusNotFound && s != nil && s.ID != "" {
-		return fmt.Errorf("upstream %s: %w (session %s)", c.URL(), ErrSessionNotFound, s.ID)
+		return ErrSessionNotFound
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	short := body
@@ -267,6 +269,7 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 			h.Set("MCP-Protocol-Version", s.ProtocolVersion)
 		}
 	}
+	c.setHeader(h)
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	if method != "" {

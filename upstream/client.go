@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -23,8 +25,13 @@ type Options struct {
 	DialTimeout time.Duration
 	// MaxIdleConnsPerHost sizes the idle pool. Zero means 1024.
 	MaxIdleConnsPerHost int
-	// TLSConfig is used for https upstreams. Nil means Go's defaults.
+	// TLSConfig is used for https upstreams: the CA to trust, a client
+	// certificate. Nil means Go's defaults.
 	TLSConfig *tls.Config
+	// Header is set on every request to the upstream, replacing a client's
+	// header of the same name (an API key the upstream wants from the
+	// gateway, say). Nil: none.
+	Header http.Header
 }
 
 // Observation describes one HTTP exchange with the upstream, for the
@@ -49,8 +56,10 @@ func WithMethod(ctx context.Context, method string) context.Context {
 
 // Client talks to one upstream MCP endpoint. It is safe for concurrent use.
 type Client struct {
-	url *url.URL
-	rt  http.RoundTripper // Forward's: the standard transport, or Options.Transport
+	url    *url.URL
+	header http.Header       // Options.Header
+	basic  string            // "Basic …" from the URL's userinfo; "" without
+	rt     http.RoundTripper // Forward's: the standard transport, or Options.Transport
 	// own carries the client's own calls (post, CloseSession): a
 	// connTransport, which holds a call without net/http's two goroutines
 	// per connection; Options.Transport when one was given.
@@ -81,7 +90,12 @@ func New(rawURL string, opts Options) (*Client, error) {
 		rt = NewTransport(opts)
 		own = newConnTransport(opts, rt)
 	}
-	return &Client{url: u, rt: rt, own: own}, nil
+	c := &Client{url: u, rt: rt, own: own, header: opts.Header.Clone()}
+	if u.User != nil {
+		pass, _ := u.User.Password()
+		c.basic = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
+	}
+	return c, nil
 }
 
 // ParseURL checks that rawURL names an http(s) endpoint with a host.
@@ -91,15 +105,33 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("upstream URL %q is not a URL: %v", rawURL, err)
+		// url's error quotes the whole URL, password included.
+		return nil, fmt.Errorf("upstream URL %q is not a URL", RedactURL(rawURL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("upstream URL %q must start with http:// or https://", rawURL)
+		return nil, fmt.Errorf("upstream URL %q must start with http:// or https://", u.Redacted())
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("upstream URL %q has no host", rawURL)
+		return nil, fmt.Errorf("upstream URL %q has no host", u.Redacted())
 	}
 	return u, nil
+}
+
+// RedactURL masks the userinfo of a URL that may not parse: whatever
+// stands between "//" and the next "@" before the path.
+func RedactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "//")
+	if !ok {
+		return raw
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return scheme + "//xxxxx" + rest[at:]
+	}
+	return raw
 }
 
 // Defaults of Options, shared by both transports.
@@ -152,8 +184,10 @@ func NewTransport(opts Options) *http.Transport {
 	}
 }
 
-// URL returns the upstream endpoint.
-func (c *Client) URL() string { return c.url.String() }
+// URL returns the upstream endpoint for display: logs and operator
+// output. A password in it is masked (net/url's Redacted); requests use the
+// real one.
+func (c *Client) URL() string { return c.url.Redacted() }
 
 // Forward sends one HTTP request to the upstream endpoint with the given
 // method, end-to-end headers and body, and returns the raw response. The
@@ -168,11 +202,44 @@ func (c *Client) Forward(ctx context.Context, method string, header http.Header,
 		return nil, err
 	}
 	CopyHeader(req.Header, header)
+	c.setHeader(req.Header)
 	name, _ := ctx.Value(methodKey{}).(string)
 	if name == "" {
 		name = method
 	}
 	return c.roundTrip(c.rt, req, name)
+}
+
+// Ping opens and closes a TCP connection to the upstream's host: it proves
+// reachability without sending MCP traffic the upstream would have to
+// answer. Its error is an *UnreachableError.
+func (c *Client) Ping(ctx context.Context) error {
+	host := c.url.Host
+	if c.url.Port() == "" {
+		port := "80"
+		if c.url.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(c.url.Hostname(), port)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return c.unreachable(err)
+	}
+	return conn.Close()
+}
+
+// setHeader sets Options.Header on h, and the upstream URL's credentials
+// as Basic authorization when the request carries none (as net/http's
+// Client does; the gateway round-trips itself).
+func (c *Client) setHeader(h http.Header) {
+	for k, vv := range c.header {
+		h[k] = vv
+	}
+	if c.basic != "" && h.Get("Authorization") == "" {
+		h.Set("Authorization", c.basic)
+	}
 }
 
 // roundTrip sends req with rt, tells the observer, and names an

@@ -203,8 +203,66 @@ func TestUnreachable(t *testing.T) {
 	if !errors.Is(err, upstream.ErrUnreachable) || !errors.As(err, &ue) {
 		t.Fatalf("err = %v, want an UnreachableError", err)
 	}
-	if want := "upstream " + url + " is unreachable: connection refused"; err.Error() != want {
-		t.Errorf("message = %q, want %q", err.Error(), want)
+	// The message is for clients: it names no address; the error keeps it
+	// for logs.
+	if want := "the upstream is unreachable: connection refused"; err.Error() != want || ue.URL != url {
+		t.Errorf("message = %q (URL %q), want %q (URL %q)", err.Error(), ue.URL, want, url)
+	}
+}
+
+// TestCredentialsNeverShown: a password in the upstream URL is used, and
+// shown nowhere: not in URL(), errors, or parse errors.
+func TestCredentialsNeverShown(t *testing.T) {
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	raw := strings.Replace(srv.URL, "http://", "http://user:s3cret@", 1) + "/mcp"
+	c, err := upstream.New(raw, upstream.Options{Header: http.Header{"X-Api-Key": {"k1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Call(context.Background(), &upstream.Session{}, toolCall(1, "echo", `{}`, ""), upstream.CallOptions{})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(c.URL(), "s3cret") {
+		t.Errorf("err %v, URL %s: the password shows", err, c.URL())
+	}
+	if auth == "" {
+		t.Error("the URL's credentials were not sent")
+	}
+	for _, bad := range []string{"ftp://u:s3cret@h/mcp", "http://u:s3cret@", "http://u:s3cret@h:99999999/%zz"} {
+		if _, err := upstream.ParseURL(bad); err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseURL(%q) = %v: the password shows", bad, err)
+		}
+	}
+}
+
+// TestOptionsHeader: Options.Header goes on every request, replacing the
+// client's value.
+func TestOptionsHeader(t *testing.T) {
+	seen := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("X-Api-Key")
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{Header: http.Header{"X-Api-Key": {"gateway"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Forward(context.Background(), http.MethodPost, http.Header{"X-Api-Key": {"client"}}, strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := c.Notify(context.Background(), &upstream.Session{}, "notifications/x", struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"Forward", "Notify"} {
+		if got := <-seen; got != "gateway" {
+			t.Errorf("%s sent X-Api-Key %q, want the configured one", what, got)
+		}
 	}
 }
 

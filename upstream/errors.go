@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -15,8 +14,9 @@ import (
 // TLS. The concrete error is an *UnreachableError naming the upstream.
 var ErrUnreachable = errors.New("upstream unreachable")
 
-// UnreachableError says which upstream could not be reached and why, in
-// words an operator can act on.
+// UnreachableError says that the upstream could not be reached and why, in
+// words an operator can act on. Its message does not name the upstream's
+// address, which clients may see; URL (its password masked) is for logs.
 type UnreachableError struct {
 	URL    string
 	Reason string // "connection refused", "timed out", ...
@@ -24,7 +24,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("upstream %s is unreachable: %s", e.URL, e.Reason)
+	return "the upstream is unreachable: " + e.Reason
 }
 
 func (e *UnreachableError) Unwrap() []error { return []error{ErrUnreachable, e.Err} }
@@ -35,7 +35,7 @@ func (c *Client) unreachable(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	return &UnreachableError{URL: c.url.String(), Reason: reason(err), Err: err}
+	return &UnreachableError{URL: c.URL(), Reason: reason(err), Err: err}
 }
 
 // reason turns a transport error into a short phrase.
@@ -60,6 +60,10 @@ func reason(err error) string {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "timed out"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error() // without the addresses OpError adds
 	}
 	return err.Error()
 }

@@ -30,7 +30,7 @@ func (c *Client) Initialize(ctx context.Context, header http.Header, params json
 		return nil, nil, err
 	}
 	if resp.Error != nil {
-		return nil, nil, fmt.Errorf("upstream %s refused initialize: %w", c.URL(), resp.Error)
+		return nil, nil, fmt.Errorf("the upstream refused initialize: %w", resp.Error)
 	}
 	res := &InitializeResult{Raw: resp.Result}
 	if err := json.Unmarshal(resp.Result, res); err != nil || res.ProtocolVersion == "" {
@@ -58,6 +58,7 @@ func (c *Client) CloseSession(ctx context.Context, s *Session) error {
 	for k, vv := range s.Header {
 		req.Header[k] = vv
 	}
+	c.setHeader(req.Header)
 	req.Header.Set("Mcp-Session-Id", s.ID)
 	if s.ProtocolVersion != "" {
 		req.Header.Set("MCP-Protocol-Version", s.ProtocolVersion)

@@ -40,6 +40,17 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--lease", "0s"}, "invalid --lease 0s"},
 		{[]string{"serve", up, "--lease", "2s", "--lease-renew", "2s"}, "invalid --lease-renew 2s: it must be positive and shorter than --lease 2s"},
 		{[]string{"serve", up, "--lease-renew", "-1s"}, "invalid --lease-renew -1s"},
+		{[]string{"serve", up, "--read-timeout", "-1s"}, "invalid --read-timeout -1s"},
+		{[]string{"serve", up, "--allowed-origins", "https://x/path"}, `allowed origin "https://x/path" is not an origin`},
+		{[]string{"serve", up, "--anonymous-tasks-max", "0"}, "invalid --anonymous-tasks-max 0"},
+		{[]string{"serve", up, "--anonymous-tasks-per-address", "-5"}, "invalid --anonymous-tasks-per-address -5"},
+		{[]string{"serve", up, "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"serve", up, "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, "invalid --tls-cert/--tls-key"},
+		{[]string{"serve", up, "--upstream-ca", "/nonexistent/ca.pem"}, "invalid --upstream-ca"},
+		{[]string{"serve", up, "--upstream-client-key", "k.pem"}, "--upstream-client-cert and --upstream-client-key go together"},
+		{[]string{"serve", up, "--upstream-header", "NoColon"}, `invalid --upstream-header "NoColon": want 'Name: value'`},
+		{[]string{"serve", up, "--upstream-header", "X-Key: ${TASKGATE_TEST_SURELY_UNSET}"}, "the environment has no ${TASKGATE_TEST_SURELY_UNSET}"},
+		{[]string{"serve", "--upstream", "http://u:s3cret@[::1/mcp"}, "invalid --upstream"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -53,6 +64,9 @@ func TestFlagErrors(t *testing.T) {
 		}
 		if strings.Contains(out.String()+errOut.String(), "USAGE") {
 			t.Errorf("%v: printed the help text", tt.args)
+		}
+		if strings.Contains(err.Error()+out.String()+errOut.String(), "s3cret") {
+			t.Errorf("%v: a password shows: %v", tt.args, err)
 		}
 	}
 }
@@ -85,6 +99,26 @@ func TestParseSize(t *testing.T) {
 	for _, bad := range []string{"", "0", "-1", "4XB", "MiB", "99999999999GiB"} {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestUpstreamHeaders(t *testing.T) {
+	env := map[string]string{"KEY": "k-123"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	h, err := upstreamHeaders([]string{"X-Api-Key: ${KEY}", "X-Plain:  two words ", "X-Api-Key: second"}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Values("X-Api-Key"); len(got) != 2 || got[0] != "k-123" || got[1] != "second" {
+		t.Errorf("X-Api-Key = %q", got)
+	}
+	if got := h.Get("X-Plain"); got != "two words" {
+		t.Errorf("X-Plain = %q", got)
+	}
+	for _, bad := range []string{": v", "Bad Name: v", "X: ${MISSING}"} {
+		if _, err := upstreamHeaders([]string{bad}, lookup); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -54,7 +55,8 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, append(append(append(storeFlags(), ruleFlags()...), policyFlags()...), latencySyncFlag())...),
+		}, append(append(append(append(append(storeFlags(), ruleFlags()...), policyFlags()...), latencySyncFlag()),
+			frontDoorFlags()...), upstreamFlags()...)...),
 		Action: serve,
 	}
 }
@@ -67,9 +69,17 @@ func serve(c *cli.Context) error {
 	if c.String("upstream") == "" {
 		return errors.New("missing --upstream: give the URL of the MCP server to front, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
 	}
-	up, err := upstream.New(c.String("upstream"), upstream.Options{})
+	upOpts, err := upstreamOptions(c)
+	if err != nil {
+		return err
+	}
+	up, err := upstream.New(c.String("upstream"), upOpts)
 	if err != nil {
 		return fmt.Errorf("invalid --upstream: %v", err)
+	}
+	door, err := frontDoor(c, log)
+	if err != nil {
+		return err
 	}
 	maxBody, err := sizeFlag(c, "max-body")
 	if err != nil {
@@ -117,18 +127,22 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	h, err := gateway.New(gateway.Config{
-		Upstream:    up,
-		Store:       store.Store,
-		Policy:      current, // the reloader below swaps it on SIGHUP or a changed --policy file
-		LatencySync: c.Duration("latency-sync"),
-		Path:        path,
-		MaxBody:     maxBody,
-		MaxInflight: c.Int("max-inflight"),
-		PollLimit:   pollLimit(c.Float64("poll-limit")),
-		MetricsPath: metricsPath(c.String("metrics-listen")),
-		Lease:       c.Duration("lease"),
-		LeaseRenew:  c.Duration("lease-renew"),
-		Logger:      log,
+		Upstream:       up,
+		Store:          store.Store,
+		Policy:         current, // the reloader below swaps it on SIGHUP or a changed --policy file
+		LatencySync:    c.Duration("latency-sync"),
+		Path:           path,
+		MaxBody:        maxBody,
+		MaxInflight:    c.Int("max-inflight"),
+		PollLimit:      pollLimit(c.Float64("poll-limit")),
+		MetricsPath:    metricsPath(c.String("metrics-listen")),
+		Lease:          c.Duration("lease"),
+		LeaseRenew:     c.Duration("lease-renew"),
+		Logger:         log,
+		ReadTimeout:    door.readTimeout,
+		AllowedOrigins: door.origins,
+		ListenHost:     listenHost(c.String("listen")),
+		Anonymous:      door.anonymous,
 	})
 	if err != nil {
 		return err
@@ -156,7 +170,13 @@ func serve(c *cli.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          nil,
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("upstream", up.URL()).Str("path", path).
+	scheme := "http"
+	if door.certs != nil {
+		scheme = "https"
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: door.certs.getCertificate}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.URL()).Str("path", path).
 		Str("version", buildVersion()).Msg("taskgate serving")
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
@@ -250,4 +270,76 @@ func metricsPath(metricsListen string) string {
 		return "-"
 	}
 	return gateway.DefaultMetricsPath
+}
+
+// frontDoorFlags guard the MCP endpoint (gateway.Config's front-door
+// fields, and TLS).
+func frontDoorFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "read-timeout", Value: gateway.DefaultReadTimeout, EnvVars: env("read-timeout"),
+			Usage: "how long a POSTed body may take to arrive; a slower one gets HTTP 408 (0: no limit)"},
+		&cli.StringSliceFlag{Name: "allowed-origins", EnvVars: env("allowed-origins"),
+			Usage: "`ORIGIN`s (https://app.example:8443) whose browser pages may call the endpoint, repeatable or comma-separated; * allows any. Default: requests without Origin, and from localhost or the --listen host; others get 403"},
+		&cli.BoolFlag{Name: "allow-anonymous-tasks", Value: true, EnvVars: env("allow-anonymous-tasks"),
+			Usage: "run tasks for 2026-07-28 clients that send no Authorization (each such task is its own owner: its id is its credential); false: such clients get plain calls only"},
+		&cli.IntFlag{Name: "anonymous-tasks-max", Value: gateway.DefaultAnonymousMax, EnvVars: env("anonymous-tasks-max"),
+			Usage: "most anonymous tasks not yet expired, over all replicas (-1: no limit)"},
+		&cli.IntFlag{Name: "anonymous-tasks-per-address", Value: gateway.DefaultAnonymousPerAddress, EnvVars: env("anonymous-tasks-per-address"),
+			Usage: "most anonymous tasks not yet expired from one client address (-1: no limit)"},
+		&cli.StringFlag{Name: "tls-cert", EnvVars: env("tls-cert"), TakesFile: true,
+			Usage: "serve HTTPS with this PEM certificate `FILE` (with --tls-key); reloaded when it changes"},
+		&cli.StringFlag{Name: "tls-key", EnvVars: env("tls-key"), TakesFile: true,
+			Usage: "PEM private key `FILE` of --tls-cert"},
+	}
+}
+
+// door is what the front-door flags say.
+type door struct {
+	readTimeout time.Duration
+	origins     []string
+	anonymous   gateway.AnonymousTasks
+	certs       *certReloader // nil: plain HTTP
+}
+
+func frontDoor(c *cli.Context, log zerolog.Logger) (door, error) {
+	d := door{readTimeout: c.Duration("read-timeout"), origins: c.StringSlice("allowed-origins")}
+	switch {
+	case d.readTimeout < 0:
+		return d, fmt.Errorf("invalid --read-timeout %s: it must not be negative", d.readTimeout)
+	case d.readTimeout == 0:
+		d.readTimeout = -1 // gateway.Config: negative is "no limit"
+	}
+	for _, o := range d.origins {
+		if strings.TrimSpace(o) == "" {
+			return d, fmt.Errorf("invalid --allowed-origins: an empty origin")
+		}
+	}
+	d.anonymous = gateway.AnonymousTasks{Disabled: !c.Bool("allow-anonymous-tasks"),
+		Max: c.Int("anonymous-tasks-max"), PerAddress: c.Int("anonymous-tasks-per-address")}
+	for name, n := range map[string]int{"anonymous-tasks-max": d.anonymous.Max, "anonymous-tasks-per-address": d.anonymous.PerAddress} {
+		if n == 0 || n < -1 {
+			return d, fmt.Errorf("invalid --%s %d: want a positive count, or -1 for no limit (--allow-anonymous-tasks=false allows none)", name, n)
+		}
+	}
+	cert, key := c.String("tls-cert"), c.String("tls-key")
+	if (cert == "") != (key == "") {
+		return d, fmt.Errorf("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if cert != "" {
+		r, err := newCertReloader(cert, key, log)
+		if err != nil {
+			return d, err
+		}
+		d.certs = r
+	}
+	return d, nil
+}
+
+// listenHost is the host part of --listen ("" when it has none).
+func listenHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return host
 }

@@ -32,7 +32,7 @@ func toolsCommand() *cli.Command {
 		Name:         "tools",
 		Usage:        "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
 		OnUsageError: usageError,
-		Flags: append([]cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
 				Usage: "URL of the MCP server, as for serve (required)"},
 			&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
@@ -46,7 +46,7 @@ func toolsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 				Usage: "how long listing the tools may take"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-		}, append(ruleFlags(), policyFlags()...)...),
+		}, append(ruleFlags(), policyFlags()...)...), upstreamFlags()...),
 		Action: tools,
 	}
 }
@@ -55,7 +55,11 @@ func tools(c *cli.Context) error {
 	if c.String("upstream") == "" {
 		return errors.New("missing --upstream: give the URL of the MCP server, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
 	}
-	up, err := upstream.New(c.String("upstream"), upstream.Options{})
+	upOpts, err := upstreamOptions(c)
+	if err != nil {
+		return err
+	}
+	up, err := upstream.New(c.String("upstream"), upOpts)
 	if err != nil {
 		return fmt.Errorf("invalid --upstream: %v", err)
 	}
