@@ -83,6 +83,12 @@ type Config struct {
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
 	// Zero means DefaultMaxBody.
 	MaxBody int64
+	// KeepAlive is how often a plain tools/call's answer stream carries a
+	// keep-alive while the upstream works on it, when nothing else crossed
+	// it meanwhile: a progress notification for the client's
+	// progressToken, else an SSE comment (upstream_keepalive.go). Zero
+	// means DefaultKeepAlive; negative: none.
+	KeepAlive time.Duration
 	// ReadTimeout bounds how long a POSTed body may take to arrive, from
 	// the end of its headers; a slower one gets 408 and its connection is
 	// closed. The body is read as it arrives, so memory follows the bytes
@@ -160,6 +166,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.LatencySync == 0 {
 		cfg.LatencySync = DefaultLatencySync
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = DefaultReadTimeout

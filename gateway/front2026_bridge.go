@@ -50,13 +50,30 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	}
 	c := f.runner.hold(target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
+	ka := f.up.keepAliveFor(msg) // upstream_keepalive.go
+	var beat <-chan time.Time
+	if ka != nil {
+		t := time.NewTicker(ka.every)
+		defer t.Stop()
+		beat = t.C
+	}
+	quiet := true // nothing went to the client since the last tick
 	relay := func(n *jsonrpc.Request) {
 		if n.Method == "notifications/progress" { // request-scoped: may go on the response stream
 			_ = sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
+			quiet = false
+			if ka != nil {
+				ka.upstream = true
+			}
 		}
 	}
 	for {
 		select {
+		case <-beat:
+			if quiet {
+				_ = ka.beatOn(sse)
+			}
+			quiet = true
 		case n := <-c.notes:
 			relay(n)
 		case m := <-c.requests:

@@ -53,7 +53,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: c, log: c.Logger, origins: origins}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
-	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.Logger)
+	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
 	h.metrics = newMetrics(func() float64 {
 		if inflight == nil {

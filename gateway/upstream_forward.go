@@ -41,6 +41,7 @@ type upstreamSide struct {
 	observe    func(tool string, took time.Duration)
 	learnTools func(ctx context.Context, result json.RawMessage)
 	log        zerolog.Logger
+	keepAlive  time.Duration // Config.KeepAlive; 0: off (upstream_keepalive.go)
 
 	probe  eraProbe      // upstream_era.go
 	owners ownerSessions // upstream_owner.go
@@ -53,8 +54,8 @@ type ownerStore interface {
 	PutOwnerSession(ctx context.Context, owner string, next taskstore.OwnerSession, replaced string, ttl time.Duration) (*taskstore.OwnerSession, bool, error)
 }
 
-func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, log zerolog.Logger) *upstreamSide {
-	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, log: log}
+func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {
+	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, log: log, keepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}
@@ -66,21 +67,60 @@ func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider
 // from sending to the end of the answer is recorded (latency.go).
 func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, learn string) {
 	start := time.Now()
-	resp, err := u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+	send := func() (*http.Response, error) {
+		return u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+	}
+	ka := u.keepAliveFor(msg)
+	if ka != nil {
+		resp, started, err := awaitHeaders(w, r, ka, send)
+		if started {
+			u.answerStarted(w, r, msg, resp, err, learn, start, ka)
+			return
+		}
+		if err == nil {
+			u.relayAnswerKept(w, r, resp, msg.ID, learn, start, ka)
+			return
+		}
+		u.forwardFailed(w, r, msg, err)
+		return
+	}
+	resp, err := send()
 	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away; nobody to answer
-		}
-		e := rpcError(err, era2025)
-		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
-		if msg.Kind != mcpwire.KindRequest {
-			// Nothing to answer with a JSON-RPC response; say it in HTTP.
-			e.Status = http.StatusBadGateway
-		}
-		mcpwire.WriteError(w, msg.ID, e)
+		u.forwardFailed(w, r, msg, err)
 		return
 	}
 	u.relayRequest(w, r, resp, msg, learn, start)
+}
+
+// answerStarted writes the answer to msg on the stream a keep-alive
+// opened: the upstream's (answerOnStream), or its failure as an event.
+func (u *upstreamSide) answerStarted(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response, err error,
+	learn string, start time.Time, ka *keepAlive) {
+	if err != nil {
+		if r.Context().Err() == nil {
+			e := rpcError(err, era2025)
+			u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+			_, _ = w.Write(mcpwire.AppendEvent(nil, nil, mcpwire.ErrorMessage(msg.ID, e)))
+		}
+		return
+	}
+	seen := answerOnStream(w, resp, msg.ID, ka)
+	u.learnFrom(&seen, resp.StatusCode, learn, start)
+}
+
+// forwardFailed answers a forwarded message whose upstream round trip
+// failed.
+func (u *upstreamSide) forwardFailed(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away; nobody to answer
+	}
+	e := rpcError(err, era2025)
+	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+	if msg.Kind != mcpwire.KindRequest {
+		// Nothing to answer with a JSON-RPC response; say it in HTTP.
+		e.Status = http.StatusBadGateway
+	}
+	mcpwire.WriteError(w, msg.ID, e)
 }
 
 // failHTTP answers a non-POST request whose upstream round trip failed.
@@ -180,7 +220,25 @@ func isStatelessError(body []byte) bool {
 func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
 	era *upstreamEra, recheck bool, learn string) bool {
 	start := time.Now()
-	resp, contradicted, err := u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
+	var contradicted bool
+	send := func() (resp *http.Response, err error) {
+		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
+		return resp, err
+	}
+	var resp *http.Response
+	var err error
+	ka := u.keepAliveFor(msg)
+	if ka != nil {
+		var started bool
+		if resp, started, err = awaitHeaders(w, r, ka, send); started {
+			// The client's stream is open: whatever came is its answer
+			// (the era is rechecked by the next request).
+			u.answerStarted(w, r, msg, resp, err, learn, start, ka)
+			return true
+		}
+	} else {
+		resp, err = send()
+	}
 	if err != nil {
 		if msg.Kind == mcpwire.KindNotification && r.Context().Err() == nil {
 			w.WriteHeader(http.StatusBadGateway)
@@ -206,7 +264,11 @@ func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request
 		a.write(w, r, u.log, nil)
 		return true
 	}
-	u.relayRequest(w, r, resp, msg, learn, start)
+	if msg.Kind != mcpwire.KindRequest {
+		u.relay(w, r, resp)
+		return true
+	}
+	u.relayAnswerKept(w, r, resp, msg.ID, learn, start, ka)
 	return true
 }
 

@@ -40,9 +40,20 @@ func (u *upstreamSide) relay(w http.ResponseWriter, r *http.Request, resp *http.
 // upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
 func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
-	seen := relaySeen{id: id}
+	u.relayAnswerKept(w, r, resp, id, tool, start, nil)
+}
+
+// relayAnswerKept is relayAnswer keeping a streamed answer alive (ka; nil:
+// not).
+func (u *upstreamSide) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *keepAlive) {
+	seen := relaySeen{id: id, ka: ka}
 	u.relayBody(w, r, resp, &seen)
-	if tool != "" && (seen.complete || seen.answered) && !seen.input && resp.StatusCode == http.StatusOK {
+	u.learnFrom(&seen, resp.StatusCode, tool, start)
+}
+
+// learnFrom records tool's latency from what a relay saw of its answer.
+func (u *upstreamSide) learnFrom(seen *relaySeen, status int, tool string, start time.Time) {
+	if tool != "" && (seen.complete || seen.answered) && !seen.input && status == http.StatusOK {
 		u.observe(tool, seen.end.Sub(start))
 	}
 }
@@ -66,6 +77,7 @@ type relaySeen struct {
 
 	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
 	tail [2]byte         // the last two bytes written
+	ka   *keepAlive      // fills quiet gaps of the stream; nil: none
 }
 
 // inputMarkers betray a request for the user's input in an answer's bytes;
@@ -96,6 +108,15 @@ func (s *relaySeen) wrote(p []byte) {
 	if !s.answered && containsAny(p, answerMarkers) {
 		s.answered = true
 	}
+	if s.ka != nil {
+		s.ka.saw(p)
+	}
+}
+
+// atBoundary reports whether what was written so far ends between events,
+// where a keep-alive may go.
+func (s *relaySeen) atBoundary() bool {
+	return s.tail == [2]byte{} || s.tail == [2]byte{'\n', '\n'}
 }
 
 // ended notes the end of the body: err is the read error that ended it.
@@ -225,7 +246,15 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 	}()
 	timer := time.NewTimer(headerWait)
 	defer timer.Stop()
-	flushed := false
+	var quiet <-chan time.Time // the keep-alive, when the stream has one
+	var ka *keepAlive
+	if seen != nil && seen.ka != nil {
+		ka = seen.ka
+		t := time.NewTicker(ka.every)
+		defer t.Stop()
+		quiet = t.C
+	}
+	flushed, wrote := false, false
 	for {
 		var c chunk
 		select {
@@ -236,7 +265,18 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 				flushed = true
 			}
 			continue
+		case <-quiet:
+			if !wrote && seen.atBoundary() {
+				if ka.beat(w) != nil {
+					return
+				}
+				f.Flush()
+				flushed = true
+			}
+			wrote = false
+			continue
 		}
+		wrote = true
 		for {
 			if len(c.p) > 0 {
 				if _, err := w.Write(c.p); err != nil {

@@ -41,6 +41,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--lease", "2s", "--lease-renew", "2s"}, "invalid --lease-renew 2s: it must be positive and shorter than --lease 2s"},
 		{[]string{"serve", up, "--lease-renew", "-1s"}, "invalid --lease-renew -1s"},
 		{[]string{"serve", up, "--read-timeout", "-1s"}, "invalid --read-timeout -1s"},
+		{[]string{"serve", up, "--keepalive", "-1s"}, "invalid --keepalive -1s"},
 		{[]string{"serve", up, "--allowed-origins", "https://x/path"}, `allowed origin "https://x/path" is not an origin`},
 		{[]string{"serve", up, "--anonymous-tasks-max", "0"}, "invalid --anonymous-tasks-max 0"},
 		{[]string{"serve", up, "--anonymous-tasks-per-address", "-5"}, "invalid --anonymous-tasks-per-address -5"},

@@ -139,6 +139,7 @@ func serve(c *cli.Context) error {
 		Lease:          c.Duration("lease"),
 		LeaseRenew:     c.Duration("lease-renew"),
 		Logger:         log,
+		KeepAlive:      door.keepAlive,
 		ReadTimeout:    door.readTimeout,
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),
@@ -276,6 +277,8 @@ func metricsPath(metricsListen string) string {
 // fields, and TLS).
 func frontDoorFlags() []cli.Flag {
 	return []cli.Flag{
+		&cli.DurationFlag{Name: "keepalive", Value: gateway.DefaultKeepAlive, EnvVars: env("keepalive"),
+			Usage: "while a plain tools/call runs, send a keep-alive on its answer stream this often when nothing else was sent: a progress notification when the client gave a progressToken, else an SSE comment (0: off)"},
 		&cli.DurationFlag{Name: "read-timeout", Value: gateway.DefaultReadTimeout, EnvVars: env("read-timeout"),
 			Usage: "how long a POSTed body may take to arrive; a slower one gets HTTP 408 (0: no limit)"},
 		&cli.StringSliceFlag{Name: "allowed-origins", EnvVars: env("allowed-origins"),
@@ -295,6 +298,7 @@ func frontDoorFlags() []cli.Flag {
 
 // door is what the front-door flags say.
 type door struct {
+	keepAlive   time.Duration
 	readTimeout time.Duration
 	origins     []string
 	anonymous   gateway.AnonymousTasks
@@ -302,7 +306,13 @@ type door struct {
 }
 
 func frontDoor(c *cli.Context, log zerolog.Logger) (door, error) {
-	d := door{readTimeout: c.Duration("read-timeout"), origins: c.StringSlice("allowed-origins")}
+	d := door{keepAlive: c.Duration("keepalive"), readTimeout: c.Duration("read-timeout"), origins: c.StringSlice("allowed-origins")}
+	switch {
+	case d.keepAlive < 0:
+		return d, fmt.Errorf("invalid --keepalive %s: it must not be negative", d.keepAlive)
+	case d.keepAlive == 0:
+		d.keepAlive = -1 // gateway.Config: negative is "off"
+	}
 	switch {
 	case d.readTimeout < 0:
 		return d, fmt.Errorf("invalid --read-timeout %s: it must not be negative", d.readTimeout)

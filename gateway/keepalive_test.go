@@ -1,0 +1,206 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// idleProxy is a TCP proxy that cuts a connection when the server side
+// sends nothing for idle, as load balancers do.
+type idleProxy struct {
+	ln     net.Listener
+	target string
+	idle   time.Duration
+	wg     sync.WaitGroup
+}
+
+func newIdleProxy(t *testing.T, target string, idle time.Duration) *idleProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &idleProxy{ln: ln, target: target, idle: idle}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *idleProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer c.Close()
+			s, err := net.Dial("tcp", p.target)
+			if err != nil {
+				return
+			}
+			defer s.Close()
+			go func() { _, _ = io.Copy(s, c) }()
+			buf := make([]byte, 32<<10)
+			for {
+				_ = s.SetReadDeadline(time.Now().Add(p.idle))
+				n, err := s.Read(buf)
+				if n > 0 {
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return // idle too long, or the server closed
+				}
+			}
+		}()
+	}
+}
+
+// TestKeepAliveThroughAnIdleTimeout: a call longer than a proxy's idle
+// timeout succeeds with keep-alive on (SSE comments, or progress for the
+// client's progressToken) and fails with it off; for an upstream that
+// streams its answer and for one that answers with JSON only at the end.
+func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
+	for _, json := range []bool{false, true} {
+		for _, keep := range []time.Duration{200 * time.Millisecond, -1} {
+			name := fmt.Sprintf("json=%v/keepalive=%v", json, keep)
+			t.Run(name, func(t *testing.T) {
+				up := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: json}))
+				defer up.Close()
+				gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.KeepAlive = keep })
+				proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), 700*time.Millisecond)
+				url := "http://" + proxy.ln.Addr().String() + "/mcp"
+
+				sid := initSession(t, url, "2025-06-18")
+				for _, token := range []string{"", "tok-1"} {
+					meta := ""
+					if token != "" {
+						meta = `,"_meta":{"progressToken":"` + token + `"}`
+					}
+					body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"seconds":1.6,"text":"done"}` + meta + `}}`
+					events, result, err := postStream(url, sid, body)
+					if keep < 0 {
+						if err == nil && result != "" {
+							t.Fatalf("token %q: the call survived the idle timeout without keep-alive: %s", token, result)
+						}
+						continue
+					}
+					if err != nil || !strings.Contains(result, "slept 1.6 s") {
+						t.Fatalf("token %q: %v, result %q, events %q", token, err, result, events)
+					}
+					if token != "" && !strings.Contains(strings.Join(events, "\n"), `"progressToken":"tok-1"`) {
+						t.Errorf("events %q: want progress for the client's token", events)
+					}
+				}
+			})
+		}
+	}
+}
+
+// initSession opens a session of version on url and returns its id.
+func initSession(t *testing.T, url, version string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", version)
+	if resp, err = http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	return sid
+}
+
+// postStream posts body on session sid and reads the answer: every SSE
+// data line or comment, and the JSON-RPC result (raw) once it came.
+func postStream(url, sid, body string) (events []string, result string, err error) {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := io.ReadAll(resp.Body)
+		return nil, resultOf(string(b)), err
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		events = append(events, line)
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if r := resultOf(data); r != "" {
+				return events, r, nil
+			}
+		}
+	}
+	return events, "", fmt.Errorf("the stream ended without a result: %v", sc.Err())
+}
+
+func resultOf(msg string) string {
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal([]byte(msg), &m) != nil {
+		return ""
+	}
+	return string(m.Result)
+}
+
+// TestKeepAlive2026: a 2026-07-28 client's plain call is kept alive too,
+// in front of a stateless upstream that answers with JSON at the end
+// (forwarded) and in front of a session upstream (on the owner session).
+func TestKeepAlive2026(t *testing.T) {
+	for _, stateless := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
+			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, JSONResponse: stateless}))
+			defer up.Close()
+			f := newFleet(t, up.URL+"/mcp")
+			f.add(func(c *Config) { c.KeepAlive = 200 * time.Millisecond })
+			proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(f.urls[0], "/mcp"), "http://"), 700*time.Millisecond)
+			c := &modernClient{t: t, urls: []string{"http://" + proxy.ln.Addr().String() + "/mcp"}, noExt: true}
+			r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
+			if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
+				t.Fatalf("call through the idle proxy: %+v", r)
+			}
+		})
+	}
+}
