@@ -17,5 +17,8 @@ COPY --from=build /out/taskgate /taskgate
 USER nonroot:nonroot
 ENV TASKGATE_LISTEN=0.0.0.0:8080
 EXPOSE 8080
+# distroless has no shell or curl: the binary probes its own /readyz.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/taskgate", "healthcheck", "--url", "http://127.0.0.1:8080/readyz"]
 ENTRYPOINT ["/taskgate"]
 CMD ["serve"]

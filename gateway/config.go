@@ -110,6 +110,8 @@ type Config struct {
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks
+	// Version names this build in taskgate_build_info. Empty: "unknown".
+	Version string
 	// Logger receives one line per failed request and lifecycle events.
 	// The zero value logs nothing.
 	Logger zerolog.Logger

@@ -62,10 +62,12 @@ func New(cfg Config) (*Handler, error) {
 		return float64(inflight())
 	})
 	c.Upstream.SetObserver(h.metrics.observeUpstream)
+	h.metrics.registerBuild(c.Version)
 	if c.Store == nil {
 		return h, nil
 	}
 	c.Store.AddHook(storeHook{h.metrics})
+	h.metrics.registerPool(c.Store.PoolStats)
 	var polls *pollLimiter
 	if c.PollLimit > 0 {
 		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)

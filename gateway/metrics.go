@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,9 @@ import (
 //	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
+//	taskgate_build_info{version,revision,goversion}   1
+//	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
+//	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
 //
 // plus the Go runtime's and the process' standard collectors.
 type metrics struct {
@@ -116,6 +121,48 @@ func newMetrics(heldCalls func() float64) *metrics {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start
 	}
 	return m
+}
+
+// registerBuild adds taskgate_build_info: the version the command was
+// built as, the VCS revision the Go toolchain recorded, the Go version.
+func (m *metrics) registerBuild(version string) {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "taskgate_build_info",
+		Help:        "Always 1; the labels say which build of taskgate this replica runs.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()}})
+	info.Set(1)
+	m.reg.MustRegister(info)
+}
+
+// registerPool adds the Redis client's connection pool statistics.
+func (m *metrics) registerPool(stats func() *redis.PoolStats) {
+	conns := func(pick func(*redis.PoolStats) uint32) func() float64 {
+		return func() float64 { return float64(pick(stats())) }
+	}
+	help := "Connections of the task store's Redis client pool, by state."
+	waits := "Times a Redis command took a connection from the pool: found idle (hit), dialed (miss), or gave up waiting (timeout)."
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskgate_store_pool_connections", Help: help, ConstLabels: prometheus.Labels{"state": "total"}},
+			conns(func(p *redis.PoolStats) uint32 { return p.TotalConns })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskgate_store_pool_connections", Help: help, ConstLabels: prometheus.Labels{"state": "idle"}},
+			conns(func(p *redis.PoolStats) uint32 { return p.IdleConns })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_pool_waits_total", Help: waits, ConstLabels: prometheus.Labels{"result": "hit"}},
+			conns(func(p *redis.PoolStats) uint32 { return p.Hits })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_pool_waits_total", Help: waits, ConstLabels: prometheus.Labels{"result": "miss"}},
+			conns(func(p *redis.PoolStats) uint32 { return p.Misses })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_pool_waits_total", Help: waits, ConstLabels: prometheus.Labels{"result": "timeout"}},
+			conns(func(p *redis.PoolStats) uint32 { return p.Timeouts })),
+	)
 }
 
 // handler serves the registry in the Prometheus exposition format.

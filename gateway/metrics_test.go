@@ -13,8 +13,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 // scrape GETs base/metrics and parses the exposition.
@@ -220,5 +223,53 @@ func TestMetricsOnOwnListener(t *testing.T) {
 	h.Metrics().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rr.Code != http.StatusOK || !strings.Contains(rr.Body.String(), "taskgate_held_calls") {
 		t.Errorf("Handler.Metrics: HTTP %d %.200s", rr.Code, rr.Body.String())
+	}
+}
+
+// TestIdleEmbeddedStoreHasNoErrors: a replica on the embedded store that
+// serves a few requests reports no store errors (go-redis' CLIENT SETINFO
+// on connect, which the embedded Redis refuses, used to count as one per
+// connection).
+func TestIdleEmbeddedStoreHasNoErrors(t *testing.T) {
+	emb, err := taskstore.OpenEmbedded(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	store := taskstore.New(emb.Client(), taskstore.Options{})
+	defer store.Close()
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	defer up.Close()
+	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.Store = store })
+	c := &modernClient{t: t, urls: []string{gw}}
+	c.call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
+	fams := scrape(t, gw)
+	if f := fams["taskgate_store_errors_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			if m.GetCounter().GetValue() > 0 {
+				t.Errorf("store errors on an idle embedded store: %v", m)
+			}
+		}
+	}
+}
+
+// TestBuildAndPoolMetrics: taskgate_build_info names the build; the Redis
+// client's pool is visible.
+func TestBuildAndPoolMetrics(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	defer up.Close()
+	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.Store = newMiniStore(t); c.Version = "v9.9.9-test" })
+	c := &modernClient{t: t, urls: []string{gw}}
+	c.call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
+	fams := scrape(t, gw)
+	if v := metricValue(fams, "taskgate_build_info", map[string]string{"version": "v9.9.9-test"}); v != 1 {
+		t.Errorf("taskgate_build_info{version=v9.9.9-test} = %v", v)
+	}
+	if v := metricValue(fams, "taskgate_store_pool_connections", map[string]string{"state": "total"}); v < 1 {
+		t.Errorf("pool connections after a store read = %v, want at least 1", v)
+	}
+	if v := metricValue(fams, "taskgate_store_pool_waits_total", map[string]string{"result": "hit"}) +
+		metricValue(fams, "taskgate_store_pool_waits_total", map[string]string{"result": "miss"}); v < 1 {
+		t.Errorf("pool hits+misses = %v, want at least one", v)
 	}
 }

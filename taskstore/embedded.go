@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/zerolog"
 )
 
@@ -45,14 +46,18 @@ func OpenEmbedded(log zerolog.Logger) (*Embedded, error) {
 	e := &Embedded{
 		srv: srv,
 		client: redis.NewUniversalClient(&redis.UniversalOptions{
-			Addrs:         []string{srv.Addr()},
-			Password:      password,
-			DialTimeout:   DefaultDialTimeout,
-			ReadTimeout:   DefaultReadTimeout,
-			WriteTimeout:  DefaultWriteTimeout,
-			PoolTimeout:   DefaultPoolTimeout,
-			MaxRetries:    DefaultMaxRetries,
-			DialerRetries: DefaultDialerRetries,
+			Addrs:    []string{srv.Addr()},
+			Password: password,
+			// miniredis refuses CLIENT SETINFO and MAINT_NOTIFICATIONS (see
+			// withClientDefaults).
+			DisableIdentity:          true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			DialTimeout:              DefaultDialTimeout,
+			ReadTimeout:              DefaultReadTimeout,
+			WriteTimeout:             DefaultWriteTimeout,
+			PoolTimeout:              DefaultPoolTimeout,
+			MaxRetries:               DefaultMaxRetries,
+			DialerRetries:            DefaultDialerRetries,
 		}),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),

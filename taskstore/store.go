@@ -134,6 +134,9 @@ func (s *Store) Close() error {
 // client, which the caller owns: add it once per client.
 func (s *Store) AddHook(h redis.Hook) { s.rdb.AddHook(h) }
 
+// PoolStats reports the Redis client's connection pool (for metrics).
+func (s *Store) PoolStats() *redis.PoolStats { return s.rdb.PoolStats() }
+
 // Options returns the options in force, defaults filled in.
 func (s *Store) Options() Options { return s.opt }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Client defaults, chosen so that calls fail fast (ErrUnavailable) instead
@@ -186,6 +187,13 @@ func withClientDefaults(u *redis.UniversalOptions, raw string) *redis.UniversalO
 	if _, query, ok := strings.Cut(raw, "?"); ok {
 		q, _ = url.ParseQuery(query)
 	}
+	// CLIENT SETINFO only names the library on each connection, and
+	// servers before Redis 7.2 (and the embedded one) refuse it: an error
+	// on every connect that says nothing is wrong.
+	u.DisableIdentity = true
+	// CLIENT MAINT_NOTIFICATIONS (Redis Enterprise's maintenance events)
+	// likewise: refused by every other server.
+	u.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if !q.Has("dial_timeout") {
 		u.DialTimeout = DefaultDialTimeout
 	}

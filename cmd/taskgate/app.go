@@ -40,6 +40,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Commands: []*cli.Command{
 			serveCommand(),
 			toolsCommand(),
+			healthcheckCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -121,5 +125,49 @@ func TestUpstreamHeaders(t *testing.T) {
 		if _, err := upstreamHeaders([]string{bad}, lookup); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"ready":false,"checks":{"store":"task store unavailable"}}`)
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	if err := run([]string{"taskgate", "healthcheck", "--url", srv.URL + "/readyz"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "ready") {
+		t.Errorf("ready gateway: %v %q", err, out.String())
+	}
+	status = http.StatusServiceUnavailable
+	err := run([]string{"taskgate", "healthcheck", "--url", srv.URL + "/readyz"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "not ready: HTTP 503") || !strings.Contains(err.Error(), "task store unavailable") {
+		t.Errorf("unready gateway: %v, want the reason", err)
+	}
+	srv.Close()
+	if err := run([]string{"taskgate", "healthcheck", "--url", srv.URL + "/readyz"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("no gateway: %v", err)
+	}
+}
+
+// TestLogFormat: timestamps carry milliseconds; a console log written to a
+// file (not a terminal) has no colour codes.
+func TestLogFormat(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger("json", "info", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info().Msg("x")
+	if !regexp.MustCompile(`"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}`).Match(buf.Bytes()) {
+		t.Errorf("json line %s: want a millisecond timestamp", buf.String())
+	}
+	buf.Reset()
+	if log, err = newLogger("console", "info", &buf); err != nil {
+		t.Fatal(err)
+	}
+	log.Info().Str("k", "v").Msg("x")
+	if bytes.Contains(buf.Bytes(), []byte("\x1b[")) {
+		t.Errorf("console line to a buffer has colour codes: %q", buf.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
@@ -139,6 +140,7 @@ func serve(c *cli.Context) error {
 		Lease:          c.Duration("lease"),
 		LeaseRenew:     c.Duration("lease-renew"),
 		Logger:         log,
+		Version:        buildVersion(),
 		KeepAlive:      door.keepAlive,
 		ReadTimeout:    door.readTimeout,
 		AllowedOrigins: door.origins,
@@ -231,14 +233,26 @@ func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {
 	if err != nil || level == "" {
 		return zerolog.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
 	}
+	zerolog.TimeFieldFormat = logTimeFormat // the process's one logger setup
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		// Colours only for a person at a terminal, not for a log file.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: logTimeFormat, NoColor: !isTerminal(w)}
 	default:
 		return zerolog.Logger{}, fmt.Errorf("invalid --log-format %q: want json or console", format)
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// logTimeFormat is RFC 3339 with milliseconds: log lines of one request
+// are seconds apart only rarely.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 // cause strips the operation prefix from a net error, leaving e.g.
