@@ -55,6 +55,10 @@ func rpcError2025(err error) *mcpwire.Error {
 		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "Invalid cursor: use a nextCursor from an earlier tasks/list")
 	case errors.Is(err, taskstore.ErrTooMany):
 		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "too many live tasks for this client: wait for some to finish, or cancel them")
+	case errors.Is(err, taskstore.ErrTooManyAnonymous):
+		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "too many tasks of clients without Authorization right now: retry later, or send credentials")
+	case errors.Is(err, taskstore.ErrTooManyFromAddress):
+		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "too many tasks without Authorization from this address: wait for some to expire (10 minutes at most), or send credentials")
 	case errors.Is(err, taskstore.ErrUnavailable):
 		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "task store unavailable: the gateway cannot reach Redis")
 	case errors.As(err, &ue):

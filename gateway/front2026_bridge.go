@@ -106,7 +106,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				// The owner session is gone: reopen it and run the call there.
 				t2, err := f.up.reopenTarget(ctx, sessionOwner(r), forwardedAuth(r), mr.Version, target)
 				if err != nil {
-					f.up.statelessFailure(w, r, msg, err)
+					f.fail(w, r, msg, sse, err)
 					return
 				}
 				target = t2
@@ -114,11 +114,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				continue
 			}
 			if res.err != nil {
-				if sse.Started() {
-					_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(res.err, era2026)))
-					return
-				}
-				f.up.statelessFailure(w, r, msg, res.err)
+				f.fail(w, r, msg, sse, res.err)
 				return
 			}
 			f.decider.observe(learn, time.Since(c.started))
@@ -141,7 +137,7 @@ func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	_ = json.Unmarshal(msg.Params, &p)
 	if err := f.create(r, j, p.Name, anonymousTTL, 0); err != nil {
 		j.call.abort(err)
-		f.up.statelessFailure(w, r, msg, err)
+		f.fail(w, r, msg, sse, err)
 		return
 	}
 	f.runner.start(j)
@@ -192,7 +188,7 @@ func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcp
 		return false
 	})
 	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
+		f.fail(w, r, msg, sse, err)
 		return
 	}
 	var out mcpwire.Response
@@ -237,4 +233,17 @@ func bridgeState(params json.RawMessage) (taskID string, responses map[string]js
 	}
 	id, found := strings.CutPrefix(p.RequestState, bridgePrefix)
 	return id, p.InputResponses, found && id != ""
+}
+
+// fail answers a bridged call that failed: an error event on its stream
+// once one was started (a keep-alive or progress went out), else a plain
+// error answer.
+func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
+	if !sse.Started() {
+		f.up.statelessFailure(w, r, msg, err)
+		return
+	}
+	if r.Context().Err() == nil {
+		_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(err, era2026)))
+	}
 }

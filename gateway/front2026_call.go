@@ -132,6 +132,12 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
 	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+		if j.call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
+			// A call already running is not killed for want of a task:
+			// it answers when it ends, as a plain call.
+			f.finishPlain(w, r, msg, j)
+			return
+		}
 		if j.call != nil {
 			j.call.abort(err)
 		}
@@ -143,6 +149,29 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	f.runner.start(j)
 	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
+}
+
+// finishPlain answers a hybrid call that could not become a task when it
+// ends; input its upstream asks for meanwhile is refused (a 2026-07-28
+// client can be asked only through a task).
+func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job) {
+	ctx := context.WithoutCancel(r.Context())
+	if j.first != nil {
+		_ = f.up.client.Respond(ctx, j.sess, refusal(j.first))
+	}
+	for {
+		select {
+		case m := <-j.call.requests:
+			_ = f.up.client.Respond(ctx, j.sess, refusal(m))
+		case res := <-j.call.done:
+			f.writeCallResult(w, msg, res)
+			return
+		case <-r.Context().Done():
+			j.call.abort(errors.New("the client went away"))
+			<-j.call.done
+			return
+		}
+	}
 }
 
 // errNoAnonymousTasks refuses a task to a client without Authorization

@@ -465,3 +465,49 @@ func mustJSONList(ids []string) string {
 	}
 	return string(mcpwire.MustMarshal(ids))
 }
+
+// TestAnonymousCapKeepsAutoCallsAlive: an "auto" call still running when
+// the anonymous caps leave no room for a task answers when it ends, as a
+// plain call, instead of being cut off.
+func TestAnonymousCapKeepsAutoCallsAlive(t *testing.T) {
+	rig := newStoreRig(t, true, taskstore.Options{},
+		Config{Policy: hybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
+	first := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
+	if !strings.Contains(string(first.Result), `"task"`) {
+		t.Fatalf("first auto call: %s %+v, want a task", first.Result, first.Error)
+	}
+	second := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "b"}})
+	if second.Error != nil || !strings.Contains(string(second.Result), "slept 0.5 s") {
+		t.Errorf("second auto call past the per-address cap: %s %+v, want its plain result", second.Result, second.Error)
+	}
+}
+
+// TestCORSAnswerSurvivesTheUpstreamsHeaders: an upstream's own
+// Access-Control-* headers do not replace the front door's answer for an
+// allowed origin.
+func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
+	upH := testupstream.Handler(testupstream.Options{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "https://elsewhere.example")
+		w.Header().Set("Vary", "Accept-Encoding")
+		upH.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.AllowedOrigins = []string{"https://app.example"} })
+	req, _ := http.NewRequest(http.MethodPost, gw, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Origin", "https://app.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") ||
+		!strings.Contains(strings.Join(resp.Header.Values("Vary"), ","), "Origin") {
+		t.Errorf("CORS answer: %v", resp.Header)
+	}
+}

@@ -148,14 +148,17 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
 	var body io.Reader
+	lift := func() {}
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBody)
+		lift = h.bodyDeadline(w) // a body streamed upstream arrives in time too
 	}
 	header := r.Header
 	if h.front2025 != nil {
 		header = h.front2025.upstreamHeader(r)
 	}
 	resp, err := h.up.client.Forward(r.Context(), r.Method, header, body)
+	lift()
 	if err != nil {
 		h.up.failHTTP(w, r, err)
 		return
@@ -226,14 +229,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if r.ContentLength > limit {
 		return nil, tooLarge
 	}
-	if h.cfg.ReadTimeout > 0 {
-		// The deadline covers the body only: it is lifted before the
-		// answer, which may be a stream that lasts for minutes.
-		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(h.cfg.ReadTimeout)) == nil {
-			defer rc.SetReadDeadline(time.Time{})
-		}
-	}
+	defer h.bodyDeadline(w)()
 	size := int64(512) // room for a small body whose length is unknown
 	if r.ContentLength >= 0 {
 		size = min(r.ContentLength, maxBodyPrealloc) + 1 // +1: the read that sees EOF
@@ -261,6 +257,20 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 			return nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: the request body could not be read")
 		}
 	}
+}
+
+// bodyDeadline sets ReadTimeout as the deadline for reading the request's
+// body and returns what lifts it: the deadline covers the body only, not
+// the answer, which may be a stream that lasts for minutes.
+func (h *Handler) bodyDeadline(w http.ResponseWriter) (lift func()) {
+	if h.cfg.ReadTimeout <= 0 {
+		return func() {}
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(h.cfg.ReadTimeout)) != nil {
+		return func() {}
+	}
+	return func() { _ = rc.SetReadDeadline(time.Time{}) }
 }
 
 // maxBodyPrealloc is the most readBody sets aside before bytes arrive.

@@ -36,7 +36,8 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.Store != nil {
 		checks["store"] = "ok"
 		if err := h.cfg.Store.Ping(ctx); err != nil {
-			checks["store"] = "task store unavailable: " + err.Error()
+			checks["store"] = "task store unavailable" // the detail, with Redis' address, only in the log
+			h.log.Warn().Str("op", "readyz").Err(err).Msg("task store unavailable")
 			ready = false
 		}
 	}

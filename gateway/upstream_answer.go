@@ -25,7 +25,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // maxAnswerBytes bounds an upstream answer read whole (the response plus
@@ -148,7 +147,7 @@ func (a *answer) write(w http.ResponseWriter, r *http.Request, log zerolog.Logge
 	if msg == nil {
 		msg = a.msg
 	}
-	upstream.CopyHeader(w.Header(), a.resp.Header)
+	copyUpstreamHeader(w.Header(), a.resp.Header)
 	if !a.sse {
 		w.Header()["Content-Length"] = []string{itoa(int64(len(msg)))}
 		w.WriteHeader(a.resp.StatusCode)

@@ -67,10 +67,15 @@ func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider
 // from sending to the end of the answer is recorded (latency.go).
 func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, learn string) {
 	start := time.Now()
+	ka := u.keepAliveFor(msg)
+	if ka != nil {
+		// A keep-alive goes between the answer's bytes: they must be
+		// plain, so the upstream is not asked for a compressed answer.
+		header = identityHeader(header)
+	}
 	send := func() (*http.Response, error) {
 		return u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
 	}
-	ka := u.keepAliveFor(msg)
 	if ka != nil {
 		resp, started, err := awaitHeaders(w, r, ka, send)
 		if started {
@@ -176,8 +181,12 @@ func statelessHeader(r *http.Request) http.Header {
 // it is a stateless server's error or the refusal of a server that is not
 // one (contradicted); either way the response returned can still be
 // relayed.
-func (u *upstreamSide) postStateless(r *http.Request, body []byte) (resp *http.Response, contradicted bool, err error) {
-	resp, err = u.client.Forward(r.Context(), http.MethodPost, statelessHeader(r), bytes.NewReader(body))
+func (u *upstreamSide) postStateless(r *http.Request, body []byte, identity bool) (resp *http.Response, contradicted bool, err error) {
+	header := statelessHeader(r)
+	if identity {
+		delete(header, "Accept-Encoding") // see forward: keep-alives need plain bytes
+	}
+	resp, err = u.client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		return nil, false, err
 	}
@@ -221,13 +230,13 @@ func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request
 	era *upstreamEra, recheck bool, learn string) bool {
 	start := time.Now()
 	var contradicted bool
+	ka := u.keepAliveFor(msg)
 	send := func() (resp *http.Response, err error) {
-		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr))
+		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr), ka != nil)
 		return resp, err
 	}
 	var resp *http.Response
 	var err error
-	ka := u.keepAliveFor(msg)
 	if ka != nil {
 		var started bool
 		if resp, started, err = awaitHeaders(w, r, ka, send); started {

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,9 +47,18 @@ func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp 
 // relayAnswerKept is relayAnswer keeping a streamed answer alive (ka; nil:
 // not).
 func (u *upstreamSide) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *keepAlive) {
+	if encoded(resp) {
+		ka = nil // nothing can go between compressed bytes
+	}
 	seen := relaySeen{id: id, ka: ka}
 	u.relayBody(w, r, resp, &seen)
 	u.learnFrom(&seen, resp.StatusCode, tool, start)
+}
+
+// encoded reports whether resp's body has a content coding.
+func encoded(resp *http.Response) bool {
+	ce := resp.Header.Get("Content-Encoding")
+	return ce != "" && ce != "identity"
 }
 
 // learnFrom records tool's latency from what a relay saw of its answer.
@@ -76,7 +86,7 @@ type relaySeen struct {
 	end      time.Time // when the last chunk was written, or the body ended
 
 	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
-	tail [2]byte         // the last two bytes written
+	tail [4]byte         // the last four bytes written
 	ka   *keepAlive      // fills quiet gaps of the stream; nil: none
 }
 
@@ -94,10 +104,11 @@ func (s *relaySeen) wrote(p []byte) {
 		return
 	}
 	s.end = time.Now()
-	if len(p) >= 2 {
-		s.tail = [2]byte{p[len(p)-2], p[len(p)-1]}
-	} else if len(p) == 1 {
-		s.tail = [2]byte{s.tail[1], p[0]}
+	if len(p) >= len(s.tail) {
+		copy(s.tail[:], p[len(p)-len(s.tail):])
+	} else {
+		copy(s.tail[:], s.tail[len(p):])
+		copy(s.tail[len(s.tail)-len(p):], p)
 	}
 	if !s.input && containsAny(p, inputMarkers) {
 		s.input = true
@@ -116,7 +127,13 @@ func (s *relaySeen) wrote(p []byte) {
 // atBoundary reports whether what was written so far ends between events,
 // where a keep-alive may go.
 func (s *relaySeen) atBoundary() bool {
-	return s.tail == [2]byte{} || s.tail == [2]byte{'\n', '\n'}
+	return s.tail == [4]byte{} || s.endsEvent()
+}
+
+// endsEvent reports whether the bytes written end with a blank line (LF or
+// CRLF line ends).
+func (s *relaySeen) endsEvent() bool {
+	return (s.tail[2] == '\n' && s.tail[3] == '\n') || s.tail == [4]byte{'\r', '\n', '\r', '\n'}
 }
 
 // ended notes the end of the body: err is the read error that ended it.
@@ -136,10 +153,10 @@ func (s *relaySeen) brokeOff(w io.Writer, err error) {
 		return
 	}
 	var b bytes.Buffer
-	if s.tail != [2]byte{'\n', '\n'} && s.tail != [2]byte{} {
+	if !s.endsEvent() && s.tail != [4]byte{} {
 		b.WriteString("\n\n") // end whatever event was cut, so ours parses alone
 	}
-	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "the upstream broke off its answer before responding: "+err.Error())
+	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "the upstream broke off its answer before responding: "+upstream.Reason(err))
 	_, _ = w.Write(mcpwire.AppendEvent(b.Bytes(), nil, mcpwire.ErrorMessage(s.id, e)))
 }
 
@@ -307,8 +324,31 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 // copyResponseHeader copies the upstream's end-to-end response headers and
 // reports whether the body is an SSE stream.
 func copyResponseHeader(w http.ResponseWriter, resp *http.Response) (stream bool) {
-	upstream.CopyHeader(w.Header(), resp.Header)
+	copyUpstreamHeader(w.Header(), resp.Header)
 	return isStream(resp)
+}
+
+// copyUpstreamHeader copies an upstream response's end-to-end headers to
+// dst, keeping the CORS answer the front door made for an allowed Origin
+// (frontdoor.go): the upstream's own Access-Control-* would otherwise
+// replace it, and the browser would refuse the answer.
+func copyUpstreamHeader(dst, src http.Header) {
+	origin := dst["Access-Control-Allow-Origin"]
+	if origin == nil {
+		upstream.CopyHeader(dst, src)
+		return
+	}
+	expose := dst["Access-Control-Expose-Headers"]
+	upstream.CopyHeader(dst, src)
+	for k := range dst {
+		if strings.HasPrefix(k, "Access-Control-") {
+			delete(dst, k)
+		}
+	}
+	dst["Access-Control-Allow-Origin"], dst["Access-Control-Expose-Headers"] = origin, expose
+	if !strings.Contains(strings.Join(dst.Values("Vary"), ","), "Origin") {
+		dst.Add("Vary", "Origin")
+	}
 }
 
 func isStream(resp *http.Response) bool {

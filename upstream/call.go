@@ -197,7 +197,7 @@ func (c *Client) broken(ctx context.Context, err error) error {
 	if errors.Is(err, ErrNoResponse) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", ErrNoResponse, err)
+	return fmt.Errorf("%w: %s", ErrNoResponse, Reason(err))
 }
 
 func (c *Client) decodeResponse(data []byte, id jsonrpc.ID) (*jsonrpc.Response, error) {

@@ -1,10 +1,15 @@
 package upstream
 
 import (
+	"crypto/tls"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -77,6 +82,23 @@ func TestConnTransportRefusesHeaderInjection(t *testing.T) {
 		req.Header = h
 		if _, err := ct.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid header") {
 			t.Errorf("header %q: err = %v, want invalid header", h, err)
+		}
+	}
+}
+
+// TestReasonNamesNoAddress: the phrase clients see for a transport error
+// names what happened, never an address or host name.
+func TestReasonNamesNoAddress(t *testing.T) {
+	addr := &net.TCPAddr{IP: net.ParseIP("10.9.8.7"), Port: 3000}
+	for _, err := range []error{
+		&net.OpError{Op: "read", Net: "tcp", Source: addr, Addr: addr, Err: &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}},
+		&net.OpError{Op: "dial", Net: "tcp", Addr: addr, Err: errors.New("some new failure")},
+		&net.DNSError{Err: "no such host", Name: "internal.corp.example", IsNotFound: true},
+		&tls.CertificateVerificationError{Err: errors.New("x509: certificate is valid for internal.corp.example, not 10.9.8.7")},
+	} {
+		got := Reason(err)
+		if strings.Contains(got, "10.9.8.7") || strings.Contains(got, "corp") || got == "" {
+			t.Errorf("Reason(%v) = %q: names an address", err, got)
 		}
 	}
 }

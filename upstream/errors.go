@@ -35,11 +35,13 @@ func (c *Client) unreachable(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	return &UnreachableError{URL: c.URL(), Reason: reason(err), Err: err}
+	return &UnreachableError{URL: c.URL(), Reason: Reason(err), Err: err}
 }
 
-// reason turns a transport error into a short phrase.
-func reason(err error) string {
+// Reason turns a transport error into a short phrase for clients: what
+// happened, never which address or host name (the error itself keeps them,
+// for logs).
+func Reason(err error) string {
 	var dnsErr *net.DNSError
 	var tlsErr *tls.RecordHeaderError
 	var certErr *tls.CertificateVerificationError
@@ -51,9 +53,9 @@ func reason(err error) string {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return "timed out"
 	case errors.As(err, &dnsErr):
-		return "cannot resolve host " + dnsErr.Name
+		return "cannot resolve the upstream's host name"
 	case errors.As(err, &tlsErr), errors.As(err, &certErr):
-		return "TLS handshake failed: " + err.Error()
+		return "TLS handshake failed"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to host"
 	}
