@@ -135,7 +135,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
 	var p toolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.create(r, j, p.Name, anonymousTTL, 0); err != nil {
+	if err := f.create(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
 		j.call.abort(err)
 		f.fail(w, r, msg, sse, err)
 		return

@@ -511,3 +511,25 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 		t.Errorf("CORS answer: %v", resp.Header)
 	}
 }
+
+// TestEndStreamsClosesListens: EndStreams (a shutdown, before the server
+// waits for open requests) ends a subscriptions/listen stream with its
+// closing response at once.
+func TestEndStreamsClosesListens(t *testing.T) {
+	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))})
+	done := make(chan rpcReply, 1)
+	go func() {
+		r := rig.c.call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
+		done <- r
+	}()
+	time.Sleep(100 * time.Millisecond) // let the stream open; the assertion below does not depend on it
+	rig.h.EndStreams()
+	select {
+	case r := <-done:
+		if r.Error != nil || r.Result == nil {
+			t.Errorf("listen closed with %+v, want its closing result", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listen stream did not end after EndStreams")
+	}
+}

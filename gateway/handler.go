@@ -105,6 +105,11 @@ func (h *Handler) Close() error {
 	return nil
 }
 
+// EndStreams ends the streams the gateway serves itself
+// (subscriptions/listen), each with its closing message, so a shutdown does
+// not wait for them. Close does it too.
+func (h *Handler) EndStreams() { h.end() }
+
 // Drain begins a graceful shutdown: /readyz answers 503 "draining", and a
 // tools/call that would create a task or start an in-flight call is
 // refused with -32603 (requests relayed as they are still pass). It then

@@ -148,11 +148,16 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outa
 }
 
 // restartRedis starts the stopped redis-server again with its data, and
-// waits until replica 0 is ready.
+// waits until every replica is ready.
 func (rig *outageRig) restartRedis() {
 	rig.t.Helper()
 	rig.redis.Start()
-	rig.waitReady(0, http.StatusOK)
+	// Every replica: each one's Redis pool may still answer with the dial
+	// error it cached during the outage until its own redial succeeds
+	// (go-redis retries in the background about once a second).
+	for i := range rig.urls {
+		rig.waitReady(i, http.StatusOK)
+	}
 }
 
 // readyz returns replica i's /readyz status and checks.

@@ -212,6 +212,9 @@ func serve(c *cli.Context) error {
 		log.Warn().Msg("drain timed out; the tasks still held are failed")
 	}
 	dcancel()
+	// Streams the gateway serves itself (subscriptions/listen) end with a
+	// clean last message now, rather than hold the shutdown until cut.
+	h.EndStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
