@@ -78,13 +78,13 @@ func (p *idleProxy) serve() {
 // streams its answer and for one that answers with JSON only at the end.
 func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
 	for _, json := range []bool{false, true} {
-		for _, keep := range []time.Duration{200 * time.Millisecond, -1} {
+		for _, keep := range []time.Duration{100 * time.Millisecond, -1} {
 			name := fmt.Sprintf("json=%v/keepalive=%v", json, keep)
 			t.Run(name, func(t *testing.T) {
 				up := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: json}))
 				defer up.Close()
 				gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.KeepAlive = keep })
-				proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), 700*time.Millisecond)
+				proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), time.Second)
 				url := "http://" + proxy.ln.Addr().String() + "/mcp"
 
 				sid := initSession(t, url, "2025-06-18")
@@ -194,8 +194,8 @@ func TestKeepAlive2026(t *testing.T) {
 			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, JSONResponse: stateless}))
 			defer up.Close()
 			f := newFleet(t, up.URL+"/mcp")
-			f.add(func(c *Config) { c.KeepAlive = 200 * time.Millisecond })
-			proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(f.urls[0], "/mcp"), "http://"), 700*time.Millisecond)
+			f.add(func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
+			proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(f.urls[0], "/mcp"), "http://"), time.Second)
 			c := &modernClient{t: t, urls: []string{"http://" + proxy.ln.Addr().String() + "/mcp"}, noExt: true}
 			r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
 			if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
