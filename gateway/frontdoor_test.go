@@ -257,7 +257,7 @@ func TestNoUpstreamSecrets(t *testing.T) {
 		seen = append(seen, string(b))
 	}
 	post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil)
-	post(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`, nil)
+	post(initBody("2025-11-25"), nil)
 	post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
 	resp, err := http.Get(srv.URL + "/readyz")
@@ -382,7 +382,7 @@ func TestFrontDoorSmallItems(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, string(b)
 	}
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
+	init := initBody("2025-06-18")
 	if code, body := post(init, http.Header{"Authorization": {"Bearer a", "Bearer b"}}); code != http.StatusBadRequest || !strings.Contains(body, "more than one Authorization") {
 		t.Errorf("two Authorization headers: %d %s", code, body)
 	}
@@ -494,17 +494,9 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 	}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.AllowedOrigins = []string{"https://app.example"} })
-	req, _ := http.NewRequest(http.MethodPost, gw, strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Origin", "https://app.example")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := post(t, gw, "application/json", initBody("2025-06-18"),
+		http.Header{"Accept": {"application/json, text/event-stream"}, "Origin": {"https://app.example"}})
 	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if got := resp.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" ||
 		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "Mcp-Session-Id") ||
 		!strings.Contains(strings.Join(resp.Header.Values("Vary"), ","), "Origin") {

@@ -116,28 +116,14 @@ func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
 // initSession opens a session of version on url and returns its id.
 func initSession(t *testing.T, url, version string) string {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := post(t, url, "application/json", initBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
 	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
 	}
-	req, _ = http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	if resp, err = http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-	}
+	post(t, url, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		http.Header{"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {version}})
 	return sid
 }
 
@@ -173,6 +159,12 @@ func postStream(url, sid, body string) (events []string, result string, err erro
 		}
 	}
 	return events, "", fmt.Errorf("the stream ended without a result: %v", sc.Err())
+}
+
+// initBody is an initialize request for protocol version.
+func initBody(version string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version +
+		`","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 }
 
 func resultOf(msg string) string {
