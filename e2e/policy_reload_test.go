@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -58,6 +59,9 @@ func TestPolicyReloadOnSIGHUP(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	if !regexp.MustCompile(`taskgate_policy_reloads_total\{result="ok"\} [1-9]`).MatchString(metricsText(t, g.base+"/metrics")) {
+		t.Errorf("the reload is not counted in taskgate_policy_reloads_total")
+	}
 	if ts, ok := reloadTaskSupport(t, s)["slow"]; !ok || ts != "" {
 		t.Errorf("under the sync rule: slow taskSupport %q, want none", ts)
 	}

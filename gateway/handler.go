@@ -122,6 +122,16 @@ func (h *Handler) Drain(ctx context.Context) error {
 	return h.runner.drain(ctx)
 }
 
+// PolicyReloaded counts a reload of the rules file (Config.Policy's
+// source), ok or not, in taskgate_policy_reloads_total.
+func (h *Handler) PolicyReloaded(ok bool) {
+	result := "ok"
+	if !ok {
+		result = "error"
+	}
+	h.metrics.reloads.WithLabelValues(result).Inc()
+}
+
 // Metrics serves this Handler's Prometheus metrics, for a listener of
 // their own (Config.MetricsPath "-").
 func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }

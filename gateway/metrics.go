@@ -39,6 +39,7 @@ import (
 //	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
+//	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
@@ -58,6 +59,7 @@ type metrics struct {
 	storeErrors   *prometheus.CounterVec
 	recovered     prometheus.Counter
 	pollLimited   *prometheus.CounterVec
+	reloads       *prometheus.CounterVec
 
 	tools toolLabels
 	http  http.Handler
@@ -110,11 +112,16 @@ func newMetrics(heldCalls func() float64) *metrics {
 			Name: "taskgate_poll_rate_limited_total", Help: "Polls refused with HTTP 429 because they came much faster than the suggested pollInterval, per method.",
 		}, []string{"method"}),
 	}
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "taskgate_policy_reloads_total", Help: "Reloads of the --policy rules file (SIGHUP or a change), by result: ok, or error (the previous rules stay).",
+	}, []string{"result"})
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
 	m.reg.MustRegister(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
-		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, held,
+		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, m.reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {

@@ -46,6 +46,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--lease-renew", "-1s"}, "invalid --lease-renew -1s"},
 		{[]string{"serve", up, "--read-timeout", "-1s"}, "invalid --read-timeout -1s"},
 		{[]string{"serve", up, "--keepalive", "-1s"}, "invalid --keepalive -1s"},
+		{[]string{"serve", "extra", "--upstream", "http://127.0.0.1:1/mcp"}, `unexpected argument "extra"`},
 		{[]string{"serve", up, "--allowed-origins", "https://x/path"}, `allowed origin "https://x/path" is not an origin`},
 		{[]string{"serve", up, "--anonymous-tasks-max", "0"}, "invalid --anonymous-tasks-max 0"},
 		{[]string{"serve", up, "--anonymous-tasks-per-address", "-5"}, "invalid --anonymous-tasks-per-address -5"},
@@ -169,5 +170,22 @@ func TestLogFormat(t *testing.T) {
 	log.Info().Str("k", "v").Msg("x")
 	if bytes.Contains(buf.Bytes(), []byte("\x1b[")) {
 		t.Errorf("console line to a buffer has colour codes: %q", buf.String())
+	}
+}
+
+// TestHelpText: placeholders say what a flag takes; tools, which reads the
+// rules file once, does not promise reloads.
+func TestHelpText(t *testing.T) {
+	var out, errOut bytes.Buffer
+	_ = run([]string{"taskgate", "serve", "--help"}, &out, &errOut)
+	for _, want := range []string{"--upstream URL", "--task GLOB", "--policy FILE", "reloaded on SIGHUP"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+	out.Reset()
+	_ = run([]string{"taskgate", "tools", "--help"}, &out, &errOut)
+	if !strings.Contains(out.String(), "--policy FILE") || strings.Contains(out.String(), "SIGHUP") {
+		t.Errorf("tools --help: want --policy FILE and no SIGHUP promise:\n%s", out.String())
 	}
 }

@@ -16,10 +16,15 @@ import (
 // maxPolicyFile bounds the rules file: it is read again on every change.
 const maxPolicyFile = 1 << 20
 
-func policyFlags() []cli.Flag {
+// policyFlags are the policy's flags; reloads says the command keeps
+// running and reloads the rules file (serve), or reads it once (tools).
+func policyFlags(reloads bool) []cli.Flag {
+	usage := "rules `FILE` (JSON, see README \"Policy\"); its rules come after --task/--task-required/--sync, first match wins"
+	if reloads {
+		usage += "; reloaded on SIGHUP and when it changes"
+	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: "policy", EnvVars: env("policy"),
-			Usage: "rules file (JSON, see README \"Policy\"); its rules come after --task/--task-required/--sync, first match wins; reloaded on SIGHUP and when it changes"},
+		&cli.StringFlag{Name: "policy", EnvVars: env("policy"), Usage: usage},
 		&cli.DurationFlag{Name: "auto-after", Value: policy.DefaultAutoAfter, EnvVars: env("auto-after"),
 			Usage: "a tool no rule matches becomes a task candidate once its learned p95 latency exceeds this"},
 		&cli.DurationFlag{Name: "hybrid-wait", Value: policy.DefaultHybridWait, EnvVars: env("hybrid-wait"),

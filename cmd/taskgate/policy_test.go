@@ -32,7 +32,7 @@ func policyFrom(t *testing.T, args ...string) (*policySource, *policy.Config, er
 	var rerr error
 	app := &cli.App{Name: "taskgate", Commands: []*cli.Command{{
 		Name:  "serve",
-		Flags: append(append(storeFlags(), ruleFlags()...), policyFlags()...),
+		Flags: append(append(storeFlags(), ruleFlags()...), policyFlags(true)...),
 		Action: func(c *cli.Context) error {
 			rules, err := taskRules(c)
 			if err != nil {

@@ -18,9 +18,10 @@ import (
 // are untouched and the next call sees the new rules. A file that does
 // not read or parse is logged and the rules in force stay.
 type policyReloader struct {
-	src *policySource
-	cur *policy.Current
-	log zerolog.Logger
+	src      *policySource
+	cur      *policy.Current
+	log      zerolog.Logger
+	reloaded func(ok bool) // counts reloads (taskgate_policy_reloads_total); nil: not counted
 
 	last    []byte // content last read
 	lastErr string // last error logged by a timed check, so it is logged once
@@ -64,6 +65,9 @@ func (r *policyReloader) reload(forced bool) {
 	}
 	r.lastErr = ""
 	r.cur.Store(cfg)
+	if r.reloaded != nil {
+		r.reloaded(true)
+	}
 	r.log.Info().Str("op", "policy").Str("file", r.src.file).Int("rules", len(cfg.Rules)).Bool("sighup", forced).
 		Msg("policy reloaded")
 }
@@ -71,6 +75,9 @@ func (r *policyReloader) reload(forced bool) {
 func (r *policyReloader) fail(forced bool, err error) {
 	if !forced && err.Error() == r.lastErr {
 		return
+	}
+	if r.reloaded != nil {
+		r.reloaded(false)
 	}
 	r.lastErr = err.Error()
 	r.log.Error().Str("op", "policy").Str("file", r.src.file).Err(err).Msg("policy not reloaded; the previous rules stay in force")

@@ -31,13 +31,13 @@ func serveCommand() *cli.Command {
 		OnUsageError: usageError,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: env("listen"),
-				Usage: "address to serve on (host:port)"},
+				Usage: "`ADDR` to serve on (host:port)"},
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
-				Usage: "URL of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (required)"},
+				Usage: "`URL` of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (required)"},
 			&cli.StringFlag{Name: "path", Value: gateway.DefaultPath, EnvVars: env("path"),
-				Usage: "HTTP path of the MCP endpoint"},
+				Usage: "HTTP `PATH` of the MCP endpoint"},
 			&cli.StringFlag{Name: "max-body", Value: "4MiB", EnvVars: env("max-body"),
-				Usage: "largest POST body accepted; larger ones get HTTP 413"},
+				Usage: "largest POST body accepted (`SIZE`: 4194304, 512KiB, 4MiB); larger ones get HTTP 413"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
 				Usage: "after draining (--drain-timeout), how long open requests may run before they are cut"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"),
@@ -45,7 +45,7 @@ func serveCommand() *cli.Command {
 			&cli.Float64Flag{Name: "poll-limit", Value: gateway.DefaultPollLimit, EnvVars: env("poll-limit"),
 				Usage: "most tasks/get (and tasks/list) per second one client may send for one task on this replica, bursts of twice that; faster polls get HTTP 429 with Retry-After (0: no limit)"},
 			&cli.StringFlag{Name: "metrics-listen", EnvVars: env("metrics-listen"),
-				Usage: "serve the Prometheus metrics on this address instead of at /metrics on --listen"},
+				Usage: "serve the Prometheus metrics on this `ADDR` instead of at /metrics on --listen"},
 			&cli.IntFlag{Name: "max-inflight", Value: 1000, EnvVars: env("max-inflight"),
 				Usage: "most upstream calls held at once for tasks on this replica; past it new tasks are refused (0: no limit)"},
 			&cli.DurationFlag{Name: "lease", Value: gateway.DefaultLease, EnvVars: env("lease"),
@@ -56,13 +56,18 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, append(append(append(append(append(storeFlags(), ruleFlags()...), policyFlags()...), latencySyncFlag()),
+		}, append(append(append(append(append(storeFlags(), ruleFlags()...), policyFlags(true)...), latencySyncFlag()),
 			frontDoorFlags()...), upstreamFlags()...)...),
 		Action: serve,
 	}
 }
 
 func serve(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		// urfave/cli stops reading flags at the first argument: say so,
+		// rather than miss the flags after it.
+		return fmt.Errorf("unexpected argument %q: serve takes only flags, and flags after an argument are not read", c.Args().First())
+	}
 	log, err := newLogger(c.String("log-format"), c.String("log-level"), c.App.ErrWriter)
 	if err != nil {
 		return err
@@ -190,7 +195,7 @@ func serve(c *cli.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
-		rl := &policyReloader{src: pol, cur: current, log: log, last: policyFile}
+		rl := &policyReloader{src: pol, cur: current, log: log, last: policyFile, reloaded: h.PolicyReloaded}
 		rctx, rstop := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); rl.run(rctx, hup, policyCheckEvery) }()

@@ -17,7 +17,7 @@ import (
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
-			Usage: "Redis shared by all replicas: redis://host:6379/0, rediss://…, redis+cluster://h1:p,h2:p, redis+sentinel://s1:26379,s2:26379/master. Unset: an embedded in-memory store (single replica, lost on exit)"},
+			Usage: "`URL` of the Redis shared by all replicas: redis://host:6379/0, rediss://…, redis+cluster://h1:p,h2:p, redis+sentinel://s1:26379,s2:26379/master. Unset: an embedded in-memory store (single replica, lost on exit)"},
 		&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
 			Usage: "task lifetime when the client asks for none"},
 		&cli.DurationFlag{Name: "max-ttl", Value: taskstore.DefaultMaxTTL, EnvVars: env("max-ttl"),

@@ -34,9 +34,9 @@ func toolsCommand() *cli.Command {
 		OnUsageError: usageError,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
-				Usage: "URL of the MCP server, as for serve (required)"},
+				Usage: "`URL` of the MCP server, as for serve (required)"},
 			&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
-				Usage: "Redis of the running replicas, to show the latencies they learned (p50/p95) and decide with them"},
+				Usage: "`URL` of the running replicas' Redis, to show the latencies they learned (p50/p95) and decide with them"},
 			&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
 				Usage: "task lifetime when no rule sets one, as for serve"},
 			&cli.DurationFlag{Name: "poll-interval", Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
@@ -46,7 +46,7 @@ func toolsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 				Usage: "how long listing the tools may take"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-		}, append(ruleFlags(), policyFlags()...)...), upstreamFlags()...),
+		}, append(ruleFlags(), policyFlags(false)...)...), upstreamFlags()...),
 		Action: tools,
 	}
 }
