@@ -218,7 +218,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 	j.task = t
 	rn.metrics.taskCreated(tool, proto)
 	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", logOwner(j.owner)).
-		Str("replica", rn.replica).Str("flavour", string(proto)).Dur("ttl", t.TTL).Dur("poll_interval", t.PollInterval).
+		Str("replica", rn.replica).Str("protocol", string(proto)).Dur("ttl_ms", t.TTL).Dur("poll_interval_ms", t.PollInterval).
 		Msg("task created")
 	return nil
 }

@@ -104,7 +104,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 	sw := &rc.sweep
 	if !sw.lastOK.IsZero() && (sw.outage || now.Sub(sw.lastOK) > 2*rc.every) {
 		sw.holdUntil = now.Add(rc.lease)
-		rc.log.Info().Str("op", "recover").Dur("unreachable", now.Sub(sw.lastOK)).Dur("hold", rc.lease).
+		rc.log.Info().Str("op", "recover").Dur("unreachable_ms", now.Sub(sw.lastOK)).Dur("hold_ms", rc.lease).
 			Msg("task store reachable again: no lease is taken over until the workers had a lease period to renew")
 	}
 	sw.lastOK, sw.outage = now, false
@@ -151,7 +151,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 			Str("replica", rc.replica).Str("dead_replica", dead)
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
 		if err == nil {
-			ev = ev.Str("tool", t.Tool).Dur("duration", time.Since(t.CreatedAt))
+			ev = ev.Str("tool", t.Tool).Dur("duration_ms", time.Since(t.CreatedAt))
 			rc.metrics.taskFinished(t.Tool, taskstore.StatusFailed, t.CreatedAt)
 		} else {
 			rc.metrics.taskFinished("", taskstore.StatusFailed, time.Time{})

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -42,7 +43,7 @@ func (s *statusLog) seen() []taskstore.Status {
 
 // newLoneRunner is a runner with no Handler around it: a store on an
 // in-process Redis and a stateless go-sdk upstream.
-func newLoneRunner(t *testing.T, maxInflight int) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
 	t.Helper()
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
@@ -56,7 +57,7 @@ func newLoneRunner(t *testing.T, maxInflight int) (*runner, *taskstore.Store, *s
 	t.Cleanup(func() { store.Close(); rdb.Close() })
 	notes := &statusLog{}
 	rn := newRunner(runnerParams{store: store, up: client, notify: notes, observe: func(string, time.Duration) {},
-		metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "lone",
+		metrics: newMetrics(func() float64 { return 0 }), log: log, replica: "lone",
 		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
 	t.Cleanup(rn.stop)
 	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026}, Stateless: true}
@@ -67,7 +68,9 @@ func newLoneRunner(t *testing.T, maxInflight int) (*runner, *taskstore.Store, *s
 // upstream caller and a notifier, it runs a task to its outcome, tells the
 // notifier, and gives its in-flight slot back.
 func TestRunnerAlone(t *testing.T) {
-	rn, store, notes, target := newLoneRunner(t, 0)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	rn, store, notes, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
 	ctx := context.Background()
 	params := json.RawMessage(`{"name":"echo","arguments":{"text":"alone"},"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
@@ -96,12 +99,35 @@ func TestRunnerAlone(t *testing.T) {
 	if got := notes.seen(); len(got) == 0 || got[len(got)-1] != taskstore.StatusCompleted {
 		t.Errorf("notifier heard %v, want the completion last", got)
 	}
+	// Its log lines carry durations in milliseconds, with the unit in the key.
+	logMu.Lock()
+	defer logMu.Unlock()
+	lines := map[string]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if msg, _ := m["message"].(string); msg != "" {
+			lines[msg] = m
+		}
+	}
+	created, completed := lines["task created"], lines["task completed"]
+	if created == nil || completed == nil {
+		t.Fatalf("log has no task created/completed lines:\n%s", logs.String())
+	}
+	if created["protocol"] != string(taskstore.Protocol2026) || created["ttl_ms"] != float64(j.task.TTL.Milliseconds()) {
+		t.Errorf("created line = %v, want protocol %q and ttl_ms %d", created, taskstore.Protocol2026, j.task.TTL.Milliseconds())
+	}
+	if d, ok := completed["duration_ms"].(float64); !ok || d < 0 || d > 60_000 {
+		t.Errorf("completed line = %v, want duration_ms in milliseconds", completed)
+	}
 }
 
 // TestRunnerAdmission: --max-inflight and drain are the runner's to
 // enforce, with the errors clients get.
 func TestRunnerAdmission(t *testing.T) {
-	rn, _, _, _ := newLoneRunner(t, 1)
+	rn, _, _, _ := newLoneRunner(t, 1, zerolog.Nop())
 	if e := rn.admit(); e != nil {
 		t.Fatalf("first admit: %v", e)
 	}

@@ -258,7 +258,7 @@ func (run *taskRun) answered(res callResult) (done bool) {
 	if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
 		rn.observe(j.learn, time.Since(run.start)-run.inputWait)
 	}
-	rn.finish(run.writeCtx, j, run.log().With().Dur("input_wait", run.inputWait).Logger(), res, run.start)
+	rn.finish(run.writeCtx, j, run.log().With().Dur("input_wait_ms", run.inputWait).Logger(), res, run.start)
 	return true
 }
 

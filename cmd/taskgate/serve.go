@@ -211,7 +211,7 @@ func serve(c *cli.Context) error {
 	stop() // a second signal now ends the process at once
 	// Drain while still listening: /readyz says 503 so load balancers move
 	// on, new tasks are refused, held calls may finish.
-	log.Info().Dur("drain_timeout", c.Duration("drain-timeout")).Msg("shutting down: draining")
+	log.Info().Dur("drain_timeout_ms", c.Duration("drain-timeout")).Msg("shutting down: draining")
 	dctx, dcancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
 	if err := h.Drain(dctx); err != nil {
 		log.Warn().Msg("drain timed out; the tasks still held are failed")
