@@ -133,7 +133,10 @@ func tryStartGateway(t *testing.T, upstreamURL string, extraArgs []string) (*gat
 // startGatewayAt is tryStartGateway on a given address, e.g. to restart a
 // killed replica where its clients expect it.
 func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) (*gateway, error) {
-	args := append([]string{"serve", "--listen", addr, "--upstream", upstreamURL}, extraArgs...)
+	// Every replica here shares the host, so the hostname default would
+	// name them all alike: each gets an id of its own, kept across a
+	// restart on the same address (as a restarted pod keeps its name).
+	args := append([]string{"serve", "--listen", addr, "--upstream", upstreamURL, "--replica-id", "e2e-" + addr}, extraArgs...)
 	g := &gateway{
 		URL:    "http://" + addr + "/mcp",
 		base:   "http://" + addr,

@@ -86,6 +86,29 @@ func TestPolicyReloadOnSIGHUP(t *testing.T) {
 	if out := g.stderr.String(); !strings.Contains(out, `"op":"decide"`) || !strings.Contains(out, `rule 1: slow (`+file+`:1)`) {
 		t.Errorf("no decision with its reason in the log")
 	}
+	// Every line names the replica (--replica-id), the startup line too,
+	// and durations say their unit.
+	want := "e2e-" + strings.TrimPrefix(g.base, "http://")
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(g.stderr.String()), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if l["replica"] != want {
+			t.Errorf("log line without replica %q: %s", want, line)
+		}
+		msg, _ := l["message"].(string)
+		seen[msg] = true
+		if msg == "task created" {
+			if _, ok := l["ttl_seconds"].(float64); !ok {
+				t.Errorf("task created line without ttl_seconds: %s", line)
+			}
+		}
+	}
+	if !seen["taskgate serving"] || !seen["task created"] {
+		t.Errorf("log lacks the startup or task created line:\n%s", g.stderr.String())
+	}
 }
 
 // reloadTaskSupport lists the tools and returns each one's taskSupport.

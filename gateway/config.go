@@ -56,8 +56,9 @@ type Config struct {
 	// DefaultLatencySync; negative: never, latencies stay per replica.
 	// Without a Store nothing is learned.
 	LatencySync time.Duration
-	// ReplicaID names this replica in leases and logs. Empty means a
-	// random id per process.
+	// ReplicaID names this replica in leases, failed-task messages and
+	// every log line (New adds it to Logger as "replica"). Empty means a
+	// random id per process. Replicas sharing a store need distinct ids.
 	ReplicaID string
 	// Lease is how long a worker's claim on a task lasts without renewal;
 	// LeaseRenew how often it is renewed. Zero means DefaultLease and
@@ -157,6 +158,7 @@ func (c *Config) withDefaults() Config {
 	if cfg.ReplicaID == "" {
 		cfg.ReplicaID = uuid.NewString()[:8]
 	}
+	cfg.Logger = cfg.Logger.With().Str("replica", cfg.ReplicaID).Logger()
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
 	}

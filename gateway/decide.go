@@ -64,7 +64,7 @@ func (d *decider) decide(ctx context.Context, tool string, client policy.ClientK
 		ev.Str("op", "decide").Str("tool", tool).Str("client", client.String()).Str("mode", dec.Mode.String()).
 			Str("task_support", string(dec.TaskSupport)).Int("rule", dec.Rule)
 		if dec.Mode == policy.Auto {
-			ev.Dur("hybrid_wait_ms", dec.HybridWait)
+			ev.Float64("hybrid_wait_seconds", dec.HybridWait.Seconds())
 		}
 		ev.Msg(dec.Reason)
 	}

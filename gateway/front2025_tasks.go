@@ -97,7 +97,7 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	}
 	f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
 	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", logOwner(owner)).
-		Dur("duration_ms", time.Since(t.CreatedAt)).Msg("task cancelled")
+		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	f.statusChanged(r.Context(), t)
 	mcpwire.WriteResult(w, msg.ID, toTask2025(t))
 }

@@ -74,7 +74,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		default:
 			f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
 			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
-				Dur("duration_ms", time.Since(t.CreatedAt)).Msg("task cancelled")
+				Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)
 	default:

@@ -148,10 +148,10 @@ func (s *latencySync) result(op string, err error) {
 	switch {
 	case err == nil && s.failed:
 		s.failed = false
-		s.d.log.Info().Str("op", "latency").Str("replica", s.replica).Msg("sharing tool latencies again")
+		s.d.log.Info().Str("op", "latency").Msg("sharing tool latencies again")
 	case err != nil && !s.failed && !errors.Is(err, context.Canceled):
 		s.failed = true
-		s.d.log.Warn().Str("op", "latency").Str("replica", s.replica).Err(err).
+		s.d.log.Warn().Str("op", "latency").Err(err).
 			Msg("cannot " + op + " tool latencies; deciding on what this replica knows until the store is back")
 	}
 }

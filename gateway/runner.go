@@ -218,7 +218,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 	j.task = t
 	rn.metrics.taskCreated(tool, proto)
 	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", logOwner(j.owner)).
-		Str("replica", rn.replica).Str("protocol", string(proto)).Dur("ttl_ms", t.TTL).Dur("poll_interval_ms", t.PollInterval).
+		Str("protocol", string(proto)).Float64("ttl_seconds", t.TTL.Seconds()).Float64("poll_interval_seconds", t.PollInterval.Seconds()).
 		Msg("task created")
 	return nil
 }

@@ -57,7 +57,7 @@ func (run *taskRun) cancelled() bool {
 	run.abort(errTaskCancelled)
 	run.observeInputWait()
 	rn.release(run.writeCtx, j)
-	run.log().Info().Str("op", "cancelled").Dur("duration_ms", time.Since(run.start)).Msg("upstream call aborted: task cancelled")
+	run.log().Info().Str("op", "cancelled").Float64("duration_seconds", time.Since(run.start).Seconds()).Msg("upstream call aborted: task cancelled")
 	return true
 }
 
@@ -127,7 +127,7 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 			ev = ev.Str("error", failureMessage(res.err))
 		}
 	}
-	ev.Str("op", string(status)).Dur("duration_ms", time.Since(t.CreatedAt)).Msg("task " + string(status))
+	ev.Str("op", string(status)).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task " + string(status))
 	rn.notifyStatusByID(ctx, j)
 }
 

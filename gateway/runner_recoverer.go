@@ -104,7 +104,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 	sw := &rc.sweep
 	if !sw.lastOK.IsZero() && (sw.outage || now.Sub(sw.lastOK) > 2*rc.every) {
 		sw.holdUntil = now.Add(rc.lease)
-		rc.log.Info().Str("op", "recover").Dur("unreachable_ms", now.Sub(sw.lastOK)).Dur("hold_ms", rc.lease).
+		rc.log.Info().Str("op", "recover").Float64("unreachable_seconds", now.Sub(sw.lastOK).Seconds()).Float64("hold_seconds", rc.lease.Seconds()).
 			Msg("task store reachable again: no lease is taken over until the workers had a lease period to renew")
 	}
 	sw.lastOK, sw.outage = now, false
@@ -148,10 +148,10 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 		n++
 		rc.metrics.recovered.Inc()
 		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", logOwner(l.Owner)).
-			Str("replica", rc.replica).Str("dead_replica", dead)
+			Str("dead_replica", dead)
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
 		if err == nil {
-			ev = ev.Str("tool", t.Tool).Dur("duration_ms", time.Since(t.CreatedAt))
+			ev = ev.Str("tool", t.Tool).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds())
 			rc.metrics.taskFinished(t.Tool, taskstore.StatusFailed, t.CreatedAt)
 		} else {
 			rc.metrics.taskFinished("", taskstore.StatusFailed, time.Time{})

@@ -99,7 +99,7 @@ func TestRunnerAlone(t *testing.T) {
 	if got := notes.seen(); len(got) == 0 || got[len(got)-1] != taskstore.StatusCompleted {
 		t.Errorf("notifier heard %v, want the completion last", got)
 	}
-	// Its log lines carry durations in milliseconds, with the unit in the key.
+	// Its log lines carry durations in seconds, with the unit in the key.
 	logMu.Lock()
 	defer logMu.Unlock()
 	lines := map[string]map[string]any{}
@@ -116,11 +116,11 @@ func TestRunnerAlone(t *testing.T) {
 	if created == nil || completed == nil {
 		t.Fatalf("log has no task created/completed lines:\n%s", logs.String())
 	}
-	if created["protocol"] != string(taskstore.Protocol2026) || created["ttl_ms"] != float64(j.task.TTL.Milliseconds()) {
-		t.Errorf("created line = %v, want protocol %q and ttl_ms %d", created, taskstore.Protocol2026, j.task.TTL.Milliseconds())
+	if created["protocol"] != string(taskstore.Protocol2026) || created["ttl_seconds"] != j.task.TTL.Seconds() {
+		t.Errorf("created line = %v, want protocol %q and ttl_seconds %v", created, taskstore.Protocol2026, j.task.TTL.Seconds())
 	}
-	if d, ok := completed["duration_ms"].(float64); !ok || d < 0 || d > 60_000 {
-		t.Errorf("completed line = %v, want duration_ms in milliseconds", completed)
+	if d, ok := completed["duration_seconds"].(float64); !ok || d < 0 || d > 60 {
+		t.Errorf("completed line = %v, want duration_seconds", completed)
 	}
 }
 

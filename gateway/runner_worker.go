@@ -174,7 +174,7 @@ func (run *taskRun) log() *zerolog.Logger {
 	if run.logc == nil {
 		t := run.j.task
 		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(run.j.owner)).
-			Str("replica", run.rn.replica).Logger()
+			Logger()
 		run.logc = &l
 	}
 	return run.logc
@@ -258,7 +258,7 @@ func (run *taskRun) answered(res callResult) (done bool) {
 	if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
 		rn.observe(j.learn, time.Since(run.start)-run.inputWait)
 	}
-	rn.finish(run.writeCtx, j, run.log().With().Dur("input_wait_ms", run.inputWait).Logger(), res, run.start)
+	rn.finish(run.writeCtx, j, run.log().With().Float64("input_wait_seconds", run.inputWait.Seconds()).Logger(), res, run.start)
 	return true
 }
 

@@ -101,6 +101,8 @@ func TestPolicyFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--policy", bad}, "invalid --policy: " + bad + `: rule 1 (line 2): unknown mode "tsk"`},
 		{[]string{"serve", up, "--policy", syntax}, "invalid --policy: " + syntax + ":2:16: invalid character"},
 		{[]string{"serve", up, "--policy", big}, "larger than 1MiB"},
+		{[]string{"serve", up, "--replica-id", "a b"}, `invalid --replica-id "a b": only printable ASCII without spaces`},
+		{[]string{"serve", up, "--replica-id", strings.Repeat("r", 65)}, "invalid --replica-id \"" + strings.Repeat("r", 65) + "\": at most 64 characters"},
 	}
 	for _, tt := range tests {
 		err := run(append([]string{"taskgate"}, tt.args...), &bytes.Buffer{}, &bytes.Buffer{})
@@ -195,5 +197,20 @@ func TestPolicyReloadOnChange(t *testing.T) {
 			t.Fatalf("change not picked up: %q", ruleString(cur.Load().Rules))
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestReplicaIDDefault: without --replica-id the replica is named after
+// the host; a given id is kept as is.
+func TestReplicaIDDefault(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no hostname here:", err)
+	}
+	if id, err := replicaID(""); err != nil || id != host {
+		t.Errorf("replicaID(\"\") = %q, %v; want the hostname %q", id, err, host)
+	}
+	if id, err := replicaID("web-2"); err != nil || id != "web-2" {
+		t.Errorf("replicaID(web-2) = %q, %v", id, err)
 	}
 }

@@ -40,6 +40,8 @@ func serveCommand() *cli.Command {
 				Usage: "largest POST body accepted (`SIZE`: 4194304, 512KiB, 4MiB); larger ones get HTTP 413"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
 				Usage: "after draining (--drain-timeout), how long open requests may run before they are cut"},
+			&cli.StringFlag{Name: "replica-id", EnvVars: env("replica-id"), DefaultText: "the hostname",
+				Usage: "`ID` of this replica in leases, failed-task messages and every log line; unique per replica sharing a store (two processes on one host need their own)"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"),
 				Usage: "after SIGTERM, how long held upstream calls may finish before their tasks are failed"},
 			&cli.Float64Flag{Name: "poll-limit", Value: gateway.DefaultPollLimit, EnvVars: env("poll-limit"),
@@ -68,10 +70,17 @@ func serve(c *cli.Context) error {
 		// rather than miss the flags after it.
 		return fmt.Errorf("unexpected argument %q: serve takes only flags, and flags after an argument are not read", c.Args().First())
 	}
-	log, err := newLogger(c.String("log-format"), c.String("log-level"), c.App.ErrWriter)
+	base, err := newLogger(c.String("log-format"), c.String("log-level"), c.App.ErrWriter)
 	if err != nil {
 		return err
 	}
+	replica, err := replicaID(c.String("replica-id"))
+	if err != nil {
+		return err
+	}
+	// The gateway adds the replica to its own lines (Config.ReplicaID);
+	// serve's lines get it here.
+	log := base.With().Str("replica", replica).Logger()
 	if c.String("upstream") == "" {
 		return errors.New("missing --upstream: give the URL of the MCP server to front, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
 	}
@@ -144,7 +153,8 @@ func serve(c *cli.Context) error {
 		MetricsPath:    metricsPath(c.String("metrics-listen")),
 		Lease:          c.Duration("lease"),
 		LeaseRenew:     c.Duration("lease-renew"),
-		Logger:         log,
+		Logger:         base,
+		ReplicaID:      replica,
 		Version:        buildVersion(),
 		KeepAlive:      door.keepAlive,
 		ReadTimeout:    door.readTimeout,
@@ -211,7 +221,7 @@ func serve(c *cli.Context) error {
 	stop() // a second signal now ends the process at once
 	// Drain while still listening: /readyz says 503 so load balancers move
 	// on, new tasks are refused, held calls may finish.
-	log.Info().Dur("drain_timeout_ms", c.Duration("drain-timeout")).Msg("shutting down: draining")
+	log.Info().Float64("drain_timeout_seconds", c.Duration("drain-timeout").Seconds()).Msg("shutting down: draining")
 	dctx, dcancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
 	if err := h.Drain(dctx); err != nil {
 		log.Warn().Msg("drain timed out; the tasks still held are failed")
@@ -374,4 +384,27 @@ func listenHost(addr string) string {
 		return ""
 	}
 	return host
+}
+
+// replicaID is --replica-id, or the hostname: it names the replica in
+// leases and in the store's latency samples, so it must be printable and
+// short.
+func replicaID(flag string) (string, error) {
+	id := flag
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return "", fmt.Errorf("cannot read the hostname for the replica id (%v): give --replica-id", err)
+		}
+		id = h
+	}
+	if len(id) > 64 {
+		return "", fmt.Errorf("invalid --replica-id %q: at most 64 characters", id)
+	}
+	for _, r := range id {
+		if r <= ' ' || r > '~' {
+			return "", fmt.Errorf("invalid --replica-id %q: only printable ASCII without spaces", id)
+		}
+	}
+	return id, nil
 }
