@@ -34,13 +34,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Writer:    stdout,
 		ErrWriter: stderr,
 		// One-line errors: we print them in main.
-		ExitErrHandler:  func(*cli.Context, error) {},
-		HideHelpCommand: true,
-		OnUsageError:    usageError,
+		ExitErrHandler:       func(*cli.Context, error) {},
+		HideHelpCommand:      true,
+		OnUsageError:         usageError,
+		EnableBashCompletion: true, // taskgate completion
 		Commands: []*cli.Command{
 			serveCommand(),
 			toolsCommand(),
 			healthcheckCommand(),
+			completionCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
