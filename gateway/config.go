@@ -111,6 +111,9 @@ type Config struct {
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks
+	// AccessLog logs one info line per HTTP request when it ends (op
+	// "access": method, status, bytes, duration, remote address).
+	AccessLog bool
 	// Version names this build in taskgate_build_info. Empty: "unknown".
 	Version string
 	// Logger receives one line per failed request and lifecycle events.

@@ -138,6 +138,9 @@ func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
 
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w}
+	defer h.served(rec, r, time.Now())
+	w = rec
 	switch r.URL.Path {
 	case h.cfg.Path:
 		if h.frontDoor(w, r) {
@@ -211,6 +214,11 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
 			"Invalid Request: JSON-RPC batches are not supported; send one message per request"))
 		return
+	}
+	if m := msg.MethodName(); m != "" {
+		noteMethod(w, m)
+	} else {
+		noteMethod(w, "response") // a client's answer to a server request
 	}
 	h.route(w, r, msg)
 }

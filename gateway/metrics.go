@@ -43,6 +43,8 @@ import (
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
+//	taskgate_requests_total{method,outcome}           HTTP requests served: ok|client_error|server_error (requests.go)
+//	taskgate_request_duration_seconds{method}         arrival → end of the answer (or of its stream)
 //
 // plus the Go runtime's and the process' standard collectors.
 type metrics struct {
@@ -60,6 +62,7 @@ type metrics struct {
 	recovered     prometheus.Counter
 	pollLimited   *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
+	requests      requestMetrics
 
 	tools toolLabels
 	http  http.Handler
@@ -123,6 +126,7 @@ func newMetrics(heldCalls func() float64) *metrics {
 	m.reg.MustRegister(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
 		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, m.reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.requests = newRequestMetrics(m.reg)
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start

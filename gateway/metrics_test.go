@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,4 +275,92 @@ func TestBuildAndPoolMetrics(t *testing.T) {
 		metricValue(fams, "taskgate_store_pool_waits_total", map[string]string{"result": "miss"}); v < 1 {
 		t.Errorf("pool hits+misses = %v, want at least one", v)
 	}
+}
+
+// TestRequestMetricsAndAccessLog: every request is counted by MCP method
+// and outcome and timed; with AccessLog each one is logged when it ends,
+// without it none is.
+func TestRequestMetricsAndAccessLog(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	defer up.Close()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	gw := newGateway(t, up.URL+"/mcp", func(c *Config) {
+		c.Store = newMiniStore(t)
+		c.AccessLog = true
+		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+	})
+	c := &modernClient{t: t, urls: []string{gw}}
+	c.call("tools/list", map[string]any{})
+	resp, err := http.Post(gw, "text/plain", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("text/plain POST: HTTP %d", resp.StatusCode)
+	}
+	// A request is counted as its handler returns, which may be just after
+	// the client has the answer: wait for the figures.
+	waitMetric(t, gw, "taskgate_requests_total", map[string]string{"method": "tools/list", "outcome": "ok"}, 1)
+	waitMetric(t, gw, "taskgate_requests_total", map[string]string{"method": "other", "outcome": "client_error"}, 1) // the unparsed text/plain POST
+	waitMetric(t, gw, "taskgate_request_duration_seconds", map[string]string{"method": "tools/list"}, 1)
+	mu.Lock()
+	out := logs.String()
+	mu.Unlock()
+	var access []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["op"] == "access" && l["path"] == "/mcp" { // not the scrape
+			access = append(access, l)
+		}
+	}
+	if len(access) != 2 {
+		t.Fatalf("access lines = %d, want 2:\n%s", len(access), out)
+	}
+	if a := access[0]; a["method"] != "tools/list" || a["status"] != float64(200) || a["http_method"] != "POST" || a["path"] != "/mcp" ||
+		a["bytes"] == nil || a["bytes"] == float64(0) || a["remote"] == "" {
+		t.Errorf("tools/list access line = %v", a)
+	}
+	if a := access[1]; a["status"] != float64(415) {
+		t.Errorf("text/plain access line = %v, want status 415", a)
+	}
+
+	// Off by default.
+	logs.Reset()
+	quiet := newGateway(t, up.URL+"/mcp", func(c *Config) {
+		c.Store = newMiniStore(t)
+		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+	})
+	(&modernClient{t: t, urls: []string{quiet}}).call("tools/list", map[string]any{})
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), `"op":"access"`) {
+		t.Errorf("access lines without AccessLog:\n%s", logs.String())
+	}
+}
+
+// BenchmarkRequestAccounting is what every request pays for
+// taskgate_requests_total and its histogram: the recorder and served
+// (access log off), against a bare handler call.
+func BenchmarkRequestAccounting(b *testing.B) {
+	h := &Handler{metrics: newMetrics(func() float64 { return 0 })}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	w := httptest.NewRecorder()
+	bare := func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }
+	b.Run("bare", func(b *testing.B) {
+		for b.Loop() {
+			bare(w)
+		}
+	})
+	b.Run("recorded", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := &recorder{ResponseWriter: w}
+			start := time.Now()
+			bare(rec)
+			noteMethod(rec, "tools/call")
+			h.served(rec, r, start)
+		}
+	})
 }
