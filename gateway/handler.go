@@ -215,11 +215,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 			"Invalid Request: JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
-	if m := msg.MethodName(); m != "" {
-		noteMethod(w, m)
-	} else {
-		noteMethod(w, "response") // a client's answer to a server request
-	}
+	noteMethod(w, metricMethod(msg))
 	h.route(w, r, msg)
 }
 

@@ -265,13 +265,18 @@ func methodLabel(m string) string {
 	return "other"
 }
 
+// metricMethod is msg's method as the metrics name it: "response" for a
+// client's answer to a server request.
+func metricMethod(msg *mcpwire.Message) string {
+	if m := msg.MethodName(); m != "" {
+		return m
+	}
+	return "response"
+}
+
 // methodCtx is r's context naming msg's method for the upstream metrics.
 func methodCtx(r *http.Request, msg *mcpwire.Message) context.Context {
-	m := msg.MethodName()
-	if m == "" {
-		m = "response"
-	}
-	return upstream.WithMethod(r.Context(), m)
+	return upstream.WithMethod(r.Context(), metricMethod(msg))
 }
 
 // observeUpstream is the upstream client's observer (Client.SetObserver).
