@@ -45,8 +45,9 @@ func (d *decider) learnToolsList(ctx context.Context, result json.RawMessage) {
 
 // toolDecl is what the upstream declared for one tool in tools/list.
 type toolDecl struct {
-	ts  policy.TaskSupport
-	ann json.RawMessage // the annotations object verbatim, nil when absent
+	ts     policy.TaskSupport
+	ann    json.RawMessage // the annotations object verbatim, nil when absent
+	output bool            // it declares an outputSchema
 }
 
 // tool is the policy's view of the tool called name.
@@ -89,6 +90,7 @@ func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) 
 		if ann := bytes.TrimSpace(tool["annotations"]); len(ann) > 0 && ann[0] == '{' {
 			decl.ann = ann
 		}
+		decl.output = len(tool["outputSchema"]) > 0 && string(tool["outputSchema"]) != "null"
 		declared[name] = decl
 		if want == nil {
 			continue
@@ -172,8 +174,8 @@ func (d *decider) learnTools(ctx context.Context, declared map[string]toolDecl) 
 	changed := make(map[string]taskstore.ToolInfo)
 	c.mu.RLock()
 	for tool, decl := range declared {
-		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != decl.ts || !bytes.Equal(e.decl.ann, decl.ann) || now.Sub(e.at) > catalogFresh {
-			changed[tool] = taskstore.ToolInfo{TaskSupport: string(decl.ts), Annotations: decl.ann}
+		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != decl.ts || !bytes.Equal(e.decl.ann, decl.ann) || e.decl.output != decl.output || now.Sub(e.at) > catalogFresh {
+			changed[tool] = taskstore.ToolInfo{TaskSupport: string(decl.ts), Annotations: decl.ann, OutputSchema: decl.output}
 		}
 	}
 	c.mu.RUnlock()
@@ -217,7 +219,7 @@ func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 		d.tools.set(tool, catalogEntry{at: now.Add(catalogMissFresh - catalogFresh)})
 		return toolDecl{}, false
 	}
-	decl := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations}
+	decl := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations, output: info.OutputSchema}
 	d.tools.set(tool, catalogEntry{decl: decl, listed: true, at: now})
 	return decl, true
 }

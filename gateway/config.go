@@ -111,6 +111,9 @@ type Config struct {
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks
+	// Fallback offers tasks to clients that can do none, as tools
+	// (fallback.go). Off by default; it needs a Store.
+	Fallback FallbackTools
 	// AccessLog logs one info line per HTTP request when it ends (op
 	// "access": method, status, bytes, duration, remote address).
 	AccessLog bool

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
 )
 
 // frontDeps are what both fronts hold: the components they call, and the
@@ -18,6 +21,7 @@ type frontDeps struct {
 	log     zerolog.Logger
 	polls   *pollLimiter // nil: no limit
 	renders *renderCache
+	fb      *fallback // the fallback task tools; nil: off (Config.Fallback)
 }
 
 // get answers a poll (tasks/get) of the owner's task id for a client of
@@ -34,4 +38,32 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		return
 	}
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
+}
+
+// holdHybrid starts j's upstream call in the slot admit reserved, as
+// j.call, and waits up to d's hybrid wait (DefaultHybridWait when unset).
+// It returns the call's result if it ended in time; nil if the call is
+// still running or its session upstream asked for input (then j.first);
+// ok false if the client went away (the call is aborted).
+func (d *frontDeps) holdHybrid(r *http.Request, j *job, dec policy.Decision) (res *callResult, ok bool) {
+	wait := dec.HybridWait
+	if wait <= 0 {
+		wait = DefaultHybridWait
+	}
+	c := d.runner.hold(j.sess, j.req)
+	j.call = c
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case done := <-c.done:
+		return &done, true
+	case j.first = <-c.requests:
+		return nil, true
+	case <-timer.C:
+		return nil, true
+	case <-r.Context().Done():
+		c.abort(errors.New("the client went away"))
+		<-c.done
+		return nil, false
+	}
 }

@@ -28,6 +28,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -60,6 +61,7 @@ type front2025Store interface {
 	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
+	MarkSessionFallback(ctx context.Context, id string) (bool, error)
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports
@@ -137,6 +139,16 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		if b, err := withParams(msg.Raw, params); err == nil {
 			body = b
 		}
+	} else if f.fb != nil {
+		// A client without tasks may get fallback tasks, whose questions
+		// it answers with task_answer even without elicitation or
+		// sampling: the upstream must be willing to ask.
+		if asking, ok := withInputCaps(clientCaps); ok {
+			params["capabilities"] = asking
+			if b, err := withParams(msg.Raw, params); err == nil {
+				body = b
+			}
+		}
 	}
 	// The version of an initialize is negotiated in its body; a header
 	// naming a version the upstream does not know would make it refuse
@@ -153,18 +165,32 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	sid := a.resp.Header.Get("Mcp-Session-Id")
-	if a.result == nil || json.Unmarshal(a.result, &res) != nil || sid == "" ||
-		!(res.ProtocolVersion == version2025 || (asked == version2025 && frontable[res.ProtocolVersion])) {
+	if a.result == nil || json.Unmarshal(a.result, &res) != nil || sid == "" {
 		a.write(w, r, f.log, nil)
 		return
 	}
-	out, err := present2025(a.msg, a.result, res.Capabilities)
+	var s *sessionInfo
+	var out json.RawMessage
+	var err error
+	switch {
+	case res.ProtocolVersion == version2025 || (asked == version2025 && frontable[res.ProtocolVersion]):
+		s = newSessionInfo(sid, version2025, res.ProtocolVersion, clientCaps)
+		out, err = present2025(a.msg, a.result, res.Capabilities, f.fb != nil && s.noTasks)
+	case f.fb != nil && (frontable[res.ProtocolVersion]):
+		// An older client: recorded only for the fallback task tools, so
+		// that every replica knows its capabilities and that it may see
+		// them (front2025_fallback.go). Its version is left as it is.
+		s = newSessionInfo(sid, res.ProtocolVersion, res.ProtocolVersion, clientCaps)
+		out, err = presentListChanged(a.msg, a.result, res.Capabilities)
+	default:
+		a.write(w, r, f.log, nil)
+		return
+	}
 	if err != nil {
-		f.log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the tasks capability; the session stays pass-through")
+		f.log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the gateway's capabilities; the session stays pass-through")
 		a.write(w, r, f.log, nil)
 		return
 	}
-	s := newSessionInfo(sid, version2025, res.ProtocolVersion, clientCaps)
 	if err := f.recordSession(r.Context(), s); err != nil {
 		e := rpcError(err, era2025)
 		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
@@ -178,14 +204,21 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 }
 
 // present2025 returns the response message with protocolVersion
-// 2025-11-25 and capabilities.tasks set in its result.
-func present2025(msg, result, caps json.RawMessage) (json.RawMessage, error) {
+// 2025-11-25 and capabilities.tasks set in its result, and
+// capabilities.tools.listChanged when the session may see the fallback
+// task tools appear.
+func present2025(msg, result, caps json.RawMessage, listChanged bool) (json.RawMessage, error) {
 	if len(caps) == 0 || string(caps) == "null" {
 		caps = json.RawMessage("{}")
 	}
 	caps, err := mcpwire.WithMember(caps, "tasks", tasksCapability)
 	if err != nil {
 		return nil, err
+	}
+	if listChanged {
+		if caps, err = withToolsListChanged(caps); err != nil {
+			return nil, err
+		}
 	}
 	if result, err = mcpwire.WithMember(result, "capabilities", caps); err != nil {
 		return nil, err
@@ -194,6 +227,41 @@ func present2025(msg, result, caps json.RawMessage) (json.RawMessage, error) {
 		return nil, err
 	}
 	return mcpwire.WithMember(msg, "result", result)
+}
+
+// presentListChanged returns the response message with
+// capabilities.tools.listChanged set in its result.
+func presentListChanged(msg, result, caps json.RawMessage) (json.RawMessage, error) {
+	if len(caps) == 0 || string(caps) == "null" {
+		caps = json.RawMessage("{}")
+	}
+	caps, err := withToolsListChanged(caps)
+	if err != nil {
+		return nil, err
+	}
+	if result, err = mcpwire.WithMember(result, "capabilities", caps); err != nil {
+		return nil, err
+	}
+	return mcpwire.WithMember(msg, "result", result)
+}
+
+// withToolsListChanged sets tools.listChanged in server capabilities caps:
+// the gateway sends notifications/tools/list_changed when the fallback
+// tools appear (MCP 2025-11-25, Tools, "Capabilities").
+func withToolsListChanged(caps json.RawMessage) (json.RawMessage, error) {
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(caps, &c); err != nil || c == nil {
+		return nil, errors.New("capabilities is not an object")
+	}
+	tools := c["tools"]
+	if len(tools) == 0 || string(tools) == "null" {
+		tools = json.RawMessage("{}")
+	}
+	tools, err := mcpwire.WithMember(tools, "listChanged", json.RawMessage("true"))
+	if err != nil {
+		return nil, err
+	}
+	return mcpwire.WithMember(caps, "tools", tools)
 }
 
 // withoutTasks returns caps without its tasks member, and whether there was
@@ -207,6 +275,34 @@ func withoutTasks(caps json.RawMessage) (json.RawMessage, bool) {
 		return caps, false
 	}
 	delete(m, "tasks")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return caps, false
+	}
+	return out, true
+}
+
+// withInputCaps returns client capabilities caps with elicitation (form)
+// and sampling declared, and whether it added either.
+func withInputCaps(caps json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if len(caps) == 0 || string(caps) == "null" {
+		m = map[string]json.RawMessage{}
+	} else if json.Unmarshal(caps, &m) != nil || m == nil {
+		return caps, false
+	}
+	added := false
+	if _, ok := m["elicitation"]; !ok {
+		m["elicitation"] = json.RawMessage(`{"form":{}}`)
+		added = true
+	}
+	if _, ok := m["sampling"]; !ok {
+		m["sampling"] = json.RawMessage(`{}`)
+		added = true
+	}
+	if !added {
+		return caps, false
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return caps, false

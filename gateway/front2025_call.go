@@ -21,6 +21,9 @@ import (
 
 // serveToolsCall decides a tools/call: plain pass-through, or a task.
 func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	if f.fb != nil && f.fallbackToolsCall(w, r, msg) {
+		return
+	}
 	s, serr := f.sessionErr(r)
 	if serr != nil {
 		// This replica cannot look the session up (the store is down): a

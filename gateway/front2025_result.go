@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
@@ -19,22 +20,67 @@ import (
 // It works on any replica: it wakes on store events (and re-reads on a slow
 // timer, since pub/sub can drop messages), never on in-process state.
 func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) {
+	f.resultStream(w, r, msg, owner, id, nil)
+}
+
+// streamOpts make resultStream serve the fallback tool task_result
+// (front2025_fallback.go) instead of tasks/result.
+type streamOpts struct {
+	wait   time.Duration                           // then answer with the status
+	relay  func(method string) bool                // the input requests sent on the stream
+	final  func(t *taskstore.Task) json.RawMessage // the result once terminal
+	status func(t *taskstore.Task) json.RawMessage // the result when wait ends, or input is needed that relay does not send
+	failed func(err error) (json.RawMessage, *mcpwire.Error)
+}
+
+// resultStream is result, or with o the fallback task_result: no progress
+// relayed (the call it belonged to was answered), the input requests relay
+// allows sent, and a deadline.
+func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts) {
 	ctx := r.Context()
+	fail := func(err error) {
+		if o == nil {
+			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
+			return
+		}
+		res, e := o.failed(err)
+		if e != nil {
+			mcpwire.WriteError(w, msg.ID, e)
+			return
+		}
+		mcpwire.WriteResult(w, msg.ID, res)
+	}
+	final := func(t *taskstore.Task) mcpwire.Response {
+		if o == nil {
+			return finalResponse(msg.ID, t)
+		}
+		return mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.final(t)}
+	}
 	watch, err := f.store.Watch(ctx, owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
+		fail(err)
 		return
 	}
 	defer watch.Close()
 	t, err := f.store.Get(ctx, owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
+		fail(err)
 		return
 	}
 	if t.Status.Terminal() {
 		f.logRetrieved(t, owner)
-		mcpwire.WriteJSON(w, http.StatusOK, finalResponse(msg.ID, t))
+		mcpwire.WriteJSON(w, http.StatusOK, final(t))
 		return
+	}
+	var deadline <-chan time.Time
+	if o != nil {
+		if o.wait <= 0 || unrelayed(t, o.relay) {
+			mcpwire.WriteResult(w, msg.ID, o.status(t))
+			return
+		}
+		timer := time.NewTimer(o.wait)
+		defer timer.Stop()
+		deadline = timer.C
 	}
 	sse := mcpwire.NewWriter(w)
 	resync := time.NewTicker(resyncInterval(f.store))
@@ -42,13 +88,15 @@ func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	// Mark the stream open so progress comes here and not also on the GET
 	// stream; the mark outlives two resyncs, then lapses by itself.
 	markTTL := 2*resyncInterval(f.store) + time.Second
-	_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
-	defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
+	if o == nil {
+		_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
+		defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
+	}
 	sent := map[string]bool{} // input keys delivered on this stream
 	seenTerminal := false     // the terminal status event has been read
 	for {
 		if t.Status.Terminal() {
-			if !seenTerminal {
+			if !seenTerminal && o == nil {
 				// Pub/sub keeps publish order: messages the worker sent
 				// before the outcome are still queued ahead of its event.
 				if relayUntilTerminal(ctx, watch, sse) != nil {
@@ -56,7 +104,11 @@ func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 				}
 			}
 			f.logRetrieved(t, owner)
-			_ = sse.Send(finalResponse(msg.ID, t))
+			_ = sse.Send(final(t))
+			return
+		}
+		if o != nil && unrelayed(t, o.relay) {
+			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
 			return
 		}
 		for _, key := range sortedInputKeys(t.InputRequests) {
@@ -78,6 +130,16 @@ func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			select {
 			case <-ctx.Done():
 				return
+			case <-deadline:
+				if next, err := f.store.Get(ctx, owner, id); err == nil {
+					t = next
+				}
+				if t.Status.Terminal() {
+					_ = sse.Send(final(t))
+				} else {
+					_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
+				}
+				return
 			case ev, ok := <-watch.C:
 				if !ok {
 					return
@@ -90,11 +152,18 @@ func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 					reread = true
 					break
 				}
+				if o != nil {
+					continue // progress of a call already answered: not the client's to see
+				}
 				if err := sse.SendRaw([]byte(ev.Data)); err != nil {
 					return
 				}
 			case <-resync.C:
-				_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
+				if o == nil {
+					_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
+				} else {
+					_ = sse.Comment("waiting") // a keep-alive for idle-timeout proxies
+				}
 				reread = true
 			}
 		}
@@ -108,11 +177,30 @@ func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			// The store is briefly unavailable or the task expired mid-wait:
 			// keep waiting on the former, end with the error on the latter.
 			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError {
+				if o != nil {
+					res, _ := o.failed(err)
+					_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: res})
+					return
+				}
 				_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, e))
 				return
 			}
 		}
 	}
+}
+
+// unrelayed reports whether t waits for input of which some cannot be sent
+// on the stream (relay says no): the client must then answer another way.
+func unrelayed(t *taskstore.Task, relay func(string) bool) bool {
+	if t.Status != taskstore.StatusInputRequired {
+		return false
+	}
+	for _, in := range t.InputRequests {
+		if !relay(in.Method) {
+			return true
+		}
+	}
+	return false
 }
 
 // terminalGrace bounds how long a tasks/result stream that found its task

@@ -48,11 +48,17 @@ type sessionInfo struct {
 	ClientCaps      json.RawMessage // the client's initialize capabilities
 
 	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
+	// noTasks: the client declared no capabilities.tasks, so with the
+	// fallback task tools on it may get them (front2025_fallback.go).
+	noTasks bool
 }
 
 func newSessionInfo(id, clientVersion, upstreamVersion string, caps json.RawMessage) *sessionInfo {
+	var c map[string]json.RawMessage
+	_ = json.Unmarshal(caps, &c)
+	_, tasks := c["tasks"]
 	return &sessionInfo{ID: id, ClientVersion: clientVersion, UpstreamVersion: upstreamVersion,
-		ClientCaps: caps, upstreamVersionHeader: []string{upstreamVersion}}
+		ClientCaps: caps, upstreamVersionHeader: []string{upstreamVersion}, noTasks: !tasks}
 }
 
 // tasks2025 reports whether the session speaks 2025-11-25 tasks, which

@@ -24,7 +24,9 @@ import (
 )
 
 func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	if !f.session(r).tasks2025() {
+	s := f.session(r)
+	withFallback := firstPage(msg.Params) && f.fallbackListed(r.Context(), s)
+	if !s.tasks2025() && !withFallback {
 		f.up.forward(w, r, msg, f.upstreamHeader(r), "")
 		return
 	}
@@ -37,22 +39,41 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		a.write(w, r, f.log, nil)
 		return
 	}
-	cfg := f.decider.policy.Load()
-	result, declared, err := rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
-		d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
-		if d.TaskSupport != decl.ts {
-			f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
+	var result json.RawMessage
+	if s.tasks2025() {
+		cfg := f.decider.policy.Load()
+		var declared map[string]toolDecl
+		var err error
+		result, declared, err = rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
+			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
+			if d.TaskSupport != decl.ts {
+				f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
+			}
+			return d.TaskSupport
+		})
+		if err != nil {
+			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
+			a.write(w, r, f.log, nil)
+			return
 		}
-		return d.TaskSupport
-	})
-	if err != nil {
-		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-		a.write(w, r, f.log, nil)
-		return
+		f.decider.learnTools(r.Context(), declared)
+	} else {
+		f.decider.learnToolsList(r.Context(), a.result)
 	}
-	f.decider.learnTools(r.Context(), declared)
+	if withFallback {
+		base := result
+		if base == nil {
+			base = a.result
+		}
+		if with, err := f.fb.appendTools(base); err == nil {
+			result = with
+		} else {
+			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
+		}
+	}
 	out := json.RawMessage(nil)
 	if result != nil {
+		var err error
 		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
 			out = nil
 		}

@@ -134,6 +134,8 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		f.discover(w, r, msg, mr)
 	case "tools/call":
 		f.toolsCall(w, r, msg, mr)
+	case "tools/list":
+		f.toolsList(w, r, msg, mr)
 	case "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list":
 		f.tasks(w, r, msg, mr)
 	case "subscriptions/listen":

@@ -47,7 +47,10 @@ const (
 // recorded under.
 func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
 	client := policy.Client2026
-	if !mr.Tasks {
+	switch {
+	case f.fallbackClient(mr):
+		client = policy.ClientFallback // Auto or Sync
+	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
 	d, learn = f.decider.decide(ctx, tool, client)
@@ -72,6 +75,9 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	if id, responses, ok := bridgeState(msg.Params); ok {
 		f.continueBridge(w, r, msg, id, responses)
+		return
+	}
+	if f.fallbackTool(w, r, msg, mr, fallbackCallParams{Name: p.Name, Arguments: p.Arguments}) {
 		return
 	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
@@ -110,12 +116,20 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	upParams := paramsFor(params, target)
+	if f.fallbackClient(mr) && target.Stateless {
+		upParams = withAskableClient(upParams) // the agent answers with task_answer
+	}
 	j := &job{
 		sess:       target.Session,
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
 		clientCaps: mr.ClientCaps,
 		client2026: &job2026{target: target, params: upParams},
 		learn:      learn,
+		fallback:   f.fallbackClient(mr),
+	}
+	if j.fallback {
+		j.callerCaps = mr.ClientCaps
+		j.clientCaps = nil // every input request kept, for task_status and task_answer
 	}
 	f.setOwner(j, r)
 	if mode == modeTask {
@@ -148,6 +162,10 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	f.runner.start(j)
+	if j.fallback {
+		mcpwire.WriteResult(w, msg.ID, f.fallbackStarted(r, j, tool))
+		return
+	}
 	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
 }
 
@@ -155,22 +173,9 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
 func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job) {
-	ctx := context.WithoutCancel(r.Context())
-	if j.first != nil {
-		_ = f.up.client.Respond(ctx, j.sess, refusal(j.first))
-	}
-	for {
-		select {
-		case m := <-j.call.requests:
-			_ = f.up.client.Respond(ctx, j.sess, refusal(m))
-		case res := <-j.call.done:
-			f.writeCallResult(w, msg, res)
-			return
-		case <-r.Context().Done():
-			j.call.abort(errors.New("the client went away"))
-			<-j.call.done
-			return
-		}
+	res := waitPlain(r, f.up.client, j)
+	if r.Context().Err() == nil {
+		f.writeCallResult(w, msg, res)
 	}
 }
 
@@ -204,7 +209,11 @@ func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.
 			return err
 		}
 	}
-	err := f.runner.create(ctx, j, taskstore.Protocol2026, tool, ttl, poll)
+	proto := taskstore.Protocol2026
+	if j.fallback {
+		proto = taskstore.ProtocolFallback
+	}
+	err := f.runner.create(ctx, j, proto, tool, ttl, poll)
 	if err != nil && j.addr != "" {
 		_ = f.store.ReleaseAnonymous(ctx, j.id, j.addr)
 	}
@@ -228,28 +237,23 @@ func (f *front2026) defaultTTL(owner string) time.Duration {
 // call still running, or a session upstream asking for input, becomes a
 // task.
 func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
-	wait := d.HybridWait
-	if wait <= 0 {
-		wait = DefaultHybridWait
-	}
-	c := f.runner.hold(j.sess, j.req) // the slot admit reserved
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case res := <-c.done:
+	res, ok := f.holdHybrid(r, j, d)
+	switch {
+	case !ok:
+		return // the client went away
+	case res == nil: // still running, or asking for input
+		f.startTask(w, r, msg, j, tool, d)
+	case j.fallback && isInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):
+		// A fallback client that cannot answer this round itself answers
+		// it through the task (task_status, task_answer): the worker
+		// takes the round as the call's first result.
+		j.call.done <- *res
+		f.startTask(w, r, msg, j, tool, d)
+	default:
 		if res.err == nil && !isInputRequired(res.resp) {
-			f.decider.observe(j.learn, time.Since(c.started))
+			f.decider.observe(j.learn, time.Since(j.call.started))
 		}
-		f.writeCallResult(w, msg, res)
-	case m := <-c.requests:
-		j.call, j.first = c, m
-		f.startTask(w, r, msg, j, tool, d)
-	case <-timer.C:
-		j.call = c
-		f.startTask(w, r, msg, j, tool, d)
-	case <-r.Context().Done():
-		c.abort(errors.New("the client went away"))
-		<-c.done
+		f.writeCallResult(w, msg, *res)
 	}
 }
 

@@ -64,6 +64,9 @@ func New(cfg Config) (*Handler, error) {
 	c.Upstream.SetObserver(h.metrics.observeUpstream)
 	h.metrics.registerBuild(c.Version)
 	if c.Store == nil {
+		if c.Fallback.Enabled {
+			return nil, errors.New("gateway: Config.Fallback needs a Store (the fallback tools run tasks)")
+		}
 		return h, nil
 	}
 	c.Store.AddHook(storeHook{h.metrics})
@@ -82,8 +85,13 @@ func New(cfg Config) (*Handler, error) {
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
 	})
 	inflight = h.runner.inflight
+	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
+	if err != nil {
+		h.runner.stop()
+		return nil, err
+	}
 	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
-		polls: polls, renders: renders}
+		polls: polls, renders: renders, fb: fb}
 	h.front2025.frontDeps = deps
 	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
 		listens: newStreamCounter(maxListensPerSubscriber)}

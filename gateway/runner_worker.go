@@ -58,6 +58,11 @@ type job struct {
 	// slot: a reserved in-flight slot (runner.admit) the worker's first
 	// call takes over; only when call is nil.
 	slot bool
+	// fallback: a 2026-07-28 client's task followed through the fallback
+	// task tools (front2026_fallback.go); callerCaps are the capabilities
+	// that client declared (clientCaps is nil for it).
+	fallback   bool
+	callerCaps json.RawMessage
 }
 
 // job2026 is what a task of a 2026-07-28 client needs besides job.

@@ -142,7 +142,8 @@ func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.0
 
 // toolsCallParams is the part of tools/call params the gateway reads.
 type toolsCallParams struct {
-	Name string `json:"name"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
 	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
 	// "Creating Tasks").
 	Task *struct {

@@ -20,6 +20,12 @@ const (
 	Client2026
 	// Client2026NoTasks: 2026-07-28 without the extension.
 	Client2026NoTasks
+	// ClientFallback: a client that can do no tasks (no params.task, no
+	// tasks capability or extension) in front of a gateway that offers
+	// fallback task tools (--fallback-tools): a task candidate runs, and
+	// if it is still running after the hybrid wait it goes on as a task
+	// the client follows through tools.
+	ClientFallback
 )
 
 func (k ClientKind) String() string {
@@ -30,6 +36,8 @@ func (k ClientKind) String() string {
 		return "2026-07-28"
 	case Client2026NoTasks:
 		return "2026-07-28-no-tasks"
+	case ClientFallback:
+		return "fallback"
 	}
 	return "older"
 }
@@ -52,6 +60,9 @@ type Decision struct {
 	//     against TaskSupport (-32601 either way it does not fit);
 	//   - Client2026NoTasks: Sync, or TaskRequired: refuse the call with
 	//     -32021 (the tool needs the tasks extension);
+	//   - ClientFallback: Auto for a task candidate (a task or
+	//     task-required rule, or a learned p95 over --auto-after), with
+	//     HybridWait set; Sync otherwise;
 	//   - ClientOlder: Sync.
 	Mode Mode
 	// HybridWait is set when Mode is Auto.
@@ -140,6 +151,18 @@ func Decide(cfg *Config, tool Tool, client ClientKind, upstream TaskSupport, sta
 		} else {
 			d.Mode = Sync
 			why.add("client cannot do tasks")
+		}
+	case ClientFallback:
+		// Only what a rule or latency makes a candidate: a tool the
+		// upstream merely declares task-capable is not one (it may be
+		// fast), and a sync rule keeps its meaning.
+		if mode == Task || mode == TaskRequired || mode == Auto && slow {
+			d.Mode = Auto
+			d.HybridWait = hybridWait(cfg, r, ok, slow, stats, &why)
+			why.add("fallback task tools")
+		} else {
+			d.Mode = Sync
+			why.add("not a task candidate")
 		}
 	default:
 		d.Mode = Sync

@@ -25,14 +25,15 @@ func TestDecideTable(t *testing.T) {
 		modern   Mode
 		noExt    Mode
 		older    Mode
+		fallback Mode
 	}{
-		{"t", "", want{Task, TaskSupportOptional}, Task, Sync, Sync},
-		{"req", "", want{TaskRequired, TaskSupportRequired}, Task, TaskRequired, Sync},
-		{"s", TaskSupportOptional, want{Sync, TaskSupportAbsent}, Sync, Sync, Sync},
-		{"none", "", want{Sync, TaskSupportAbsent}, Auto, Sync, Sync},
-		{"none", TaskSupportForbidden, want{Sync, TaskSupportForbidden}, Auto, Sync, Sync},
-		{"none", TaskSupportOptional, want{Task, TaskSupportOptional}, Auto, Sync, Sync},
-		{"none", TaskSupportRequired, want{TaskRequired, TaskSupportRequired}, Auto, Sync, Sync},
+		{"t", "", want{Task, TaskSupportOptional}, Task, Sync, Sync, Auto},
+		{"req", "", want{TaskRequired, TaskSupportRequired}, Task, TaskRequired, Sync, Auto},
+		{"s", TaskSupportOptional, want{Sync, TaskSupportAbsent}, Sync, Sync, Sync, Sync},
+		{"none", "", want{Sync, TaskSupportAbsent}, Auto, Sync, Sync, Sync},
+		{"none", TaskSupportForbidden, want{Sync, TaskSupportForbidden}, Auto, Sync, Sync, Sync},
+		{"none", TaskSupportOptional, want{Task, TaskSupportOptional}, Auto, Sync, Sync, Sync},
+		{"none", TaskSupportRequired, want{TaskRequired, TaskSupportRequired}, Auto, Sync, Sync, Sync},
 	}
 	cfg := &Config{Rules: rules}
 	for _, tt := range tests {
@@ -40,7 +41,7 @@ func TestDecideTable(t *testing.T) {
 		if d := Decide(cfg, tool, Client2025, tt.upstream, Stats{}); d.Mode != tt.legacy.mode || d.TaskSupport != tt.legacy.ts {
 			t.Errorf("%s (upstream %q), legacy: %v %q, want %v %q", tt.tool, tt.upstream, d.Mode, d.TaskSupport, tt.legacy.mode, tt.legacy.ts)
 		}
-		for fl, want := range map[ClientKind]Mode{Client2026: tt.modern, Client2026NoTasks: tt.noExt, ClientOlder: tt.older} {
+		for fl, want := range map[ClientKind]Mode{Client2026: tt.modern, Client2026NoTasks: tt.noExt, ClientOlder: tt.older, ClientFallback: tt.fallback} {
 			d := Decide(cfg, tool, fl, tt.upstream, Stats{})
 			if d.Mode != want {
 				t.Errorf("%s (upstream %q), %v: %v, want %v (%s)", tt.tool, tt.upstream, fl, d.Mode, want, d.Reason)
@@ -298,4 +299,20 @@ func BenchmarkDecide(b *testing.B) {
 			cur.Decide(tool, Client2026, "", lat.Stats(tool.Name))
 		}
 	})
+}
+
+// TestDecideFallbackLatency: for a client with fallback task tools, a tool
+// no rule names becomes a candidate once its learned p95 passes
+// --auto-after, with the hybrid wait in force.
+func TestDecideFallbackLatency(t *testing.T) {
+	cfg := &Config{AutoAfter: 2 * time.Second, HybridWait: time.Second}
+	fast := Stats{Count: 50, P50: 100 * ms, P95: 300 * ms}
+	if d := Decide(cfg, Tool{Name: "x"}, ClientFallback, "", fast); d.Mode != Sync {
+		t.Fatalf("fast tool: %v (%s), want Sync", d.Mode, d.Reason)
+	}
+	slow := Stats{Count: 50, P50: 3 * time.Second, P95: 5 * time.Second}
+	d := Decide(cfg, Tool{Name: "x"}, ClientFallback, "", slow)
+	if d.Mode != Auto || d.HybridWait != time.Second {
+		t.Fatalf("slow tool: %v wait %v (%s), want Auto with the configured wait", d.Mode, d.HybridWait, d.Reason)
+	}
 }

@@ -3,7 +3,8 @@ package taskstore
 // Client sessions and the tool catalogue: what the gateway learns from an
 // upstream's initialize and tools/list answers and every replica must know.
 //
-//	<prefix>:session:<sha>   HASH  id, cv, uv, caps, created; PEXPIRE ttl (TouchSession renews)
+//	<prefix>:session:<sha>   HASH  id, cv, uv, caps, created, fb (MarkSessionFallback);
+//	                               PEXPIRE ttl (TouchSession renews)
 //	<prefix>:tools           HASH  tool name -> execution.taskSupport the upstream declared ("" = none),
 //	                               or {"taskSupport":…,"annotations":{…}} for a tool with annotations
 //
@@ -42,6 +43,9 @@ type Session struct {
 	ClientCapabilities json.RawMessage
 	// CreatedAt is when the record was written.
 	CreatedAt time.Time
+	// Fallback: the session has had a task of the fallback task tools
+	// (MarkSessionFallback), so its tools/list shows them.
+	Fallback bool
 }
 
 // Session hash fields.
@@ -51,6 +55,7 @@ const (
 	fSessUp      = "uv"
 	fSessCaps    = "caps"
 	fSessCreated = "created"
+	fSessFallbk  = "fb"
 )
 
 // session is a session's record: <prefix>:session:<sha256(id)[:32 hex]>.
@@ -101,7 +106,30 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, error) {
 		UpstreamVersion:    m[fSessUp],
 		ClientCapabilities: json.RawMessage(m[fSessCaps]),
 		CreatedAt:          fromMS(created),
+		Fallback:           m[fSessFallbk] != "",
 	}, nil
+}
+
+// markFallbackCmd sets the fb field of an existing session record; it
+// never creates a record (one without id and expiry would linger). Reply:
+// 1 newly set, 0 already set, -1 no record.
+var markFallbackCmd = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HSETNX', KEYS[1], 'fb', '1')
+`)
+
+// MarkSessionFallback records that session id has had a fallback task.
+// It reports whether this call was the first to mark it; ErrNoSession when
+// there is no record.
+func (s *Store) MarkSessionFallback(ctx context.Context, id string) (bool, error) {
+	n, err := markFallbackCmd.Run(ctx, s.rdb, []string{s.k.session(id)}).Int()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("taskstore: mark session %s: %w", id, classify(ctx, err))
+	case n < 0:
+		return false, fmt.Errorf("taskstore: mark session %s: %w", id, ErrNoSession)
+	}
+	return n == 1, nil
 }
 
 // TouchSession renews the record's expiry to ttl from now. It reports false
@@ -129,37 +157,42 @@ type ToolInfo struct {
 	TaskSupport string
 	// Annotations is the tool's annotations object verbatim, nil when absent.
 	Annotations json.RawMessage
+	// OutputSchema: the tool declares an outputSchema, so its results'
+	// structuredContent must match it.
+	OutputSchema bool
 }
 
 // encodeTool is a catalogue value: the bare taskSupport when the tool has
-// no annotations (so the common case stays readable in redis-cli), else
-// {"taskSupport":…,"annotations":…}. A taskSupport never starts with "{".
+// no annotations and no outputSchema (so the common case stays readable in
+// redis-cli), else {"taskSupport":…,"annotations":…,"output":true}. A
+// taskSupport never starts with "{".
 func encodeTool(t ToolInfo) string {
-	if len(t.Annotations) == 0 {
+	if len(t.Annotations) == 0 && !t.OutputSchema {
 		return t.TaskSupport
 	}
-	b, err := json.Marshal(struct {
-		TaskSupport string          `json:"taskSupport"`
-		Annotations json.RawMessage `json:"annotations"`
-	}{t.TaskSupport, t.Annotations})
+	b, err := json.Marshal(catalogValue{t.TaskSupport, t.Annotations, t.OutputSchema})
 	if err != nil { // annotations that are not JSON: keep what matters most
-		return t.TaskSupport
+		b, _ = json.Marshal(catalogValue{TaskSupport: t.TaskSupport, Output: t.OutputSchema})
 	}
 	return string(b)
+}
+
+// catalogValue is a catalogue value in its JSON form.
+type catalogValue struct {
+	TaskSupport string          `json:"taskSupport"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
+	Output      bool            `json:"output,omitempty"`
 }
 
 func decodeTool(v string) ToolInfo {
 	if len(v) == 0 || v[0] != '{' {
 		return ToolInfo{TaskSupport: v}
 	}
-	var t struct {
-		TaskSupport string          `json:"taskSupport"`
-		Annotations json.RawMessage `json:"annotations"`
-	}
+	var t catalogValue
 	if json.Unmarshal([]byte(v), &t) != nil {
 		return ToolInfo{}
 	}
-	return ToolInfo{TaskSupport: t.TaskSupport, Annotations: t.Annotations}
+	return ToolInfo{TaskSupport: t.TaskSupport, Annotations: t.Annotations, OutputSchema: t.Output}
 }
 
 // SetTools records what the upstream declared per tool. Other tools are

@@ -121,3 +121,33 @@ func TestSessionsUnavailable(t *testing.T) {
 	_, _, err = s.Tool(ctx, "a")
 	wantErr(t, err, ErrUnavailable)
 }
+
+// TestMarkSessionFallback: the mark is set once, read back by GetSession,
+// never creates a record, and is gone with the record.
+func TestMarkSessionFallback(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		_, err := s.MarkSessionFallback(ctx, "nobody")
+		wantErr(t, err, ErrNoSession)
+		if n := e.rdb.Exists(ctx, s.k.session("nobody")).Val(); n != 0 {
+			t.Fatalf("marking a missing session created a key")
+		}
+		wantErr(t, s.PutSession(ctx, Session{ID: "s1", ClientVersion: "2025-06-18", UpstreamVersion: "2025-06-18"}, time.Hour), nil)
+		if got, _ := s.GetSession(ctx, "s1"); got == nil || got.Fallback {
+			t.Fatalf("new session = %+v, want one without the mark", got)
+		}
+		first, err := s.MarkSessionFallback(ctx, "s1")
+		if err != nil || !first {
+			t.Fatalf("first mark = %v, %v; want true", first, err)
+		}
+		if again, err := s.MarkSessionFallback(ctx, "s1"); err != nil || again {
+			t.Fatalf("second mark = %v, %v; want false", again, err)
+		}
+		if got, _ := s.GetSession(ctx, "s1"); got == nil || !got.Fallback {
+			t.Fatalf("marked session = %+v, want Fallback", got)
+		}
+		wantErr(t, s.DeleteSession(ctx, "s1"), nil)
+		_, err = s.MarkSessionFallback(ctx, "s1")
+		wantErr(t, err, ErrNoSession)
+	})
+}

@@ -47,6 +47,10 @@ const (
 	Protocol2025 Protocol = "legacy"
 	// Protocol2026 is the SEP-2663 io.modelcontextprotocol/tasks extension.
 	Protocol2026 Protocol = "modern"
+	// ProtocolFallback is a task of a client that can do no tasks, which
+	// it follows through the gateway's fallback task tools
+	// (--fallback-tools); no task notification is sent for it.
+	ProtocolFallback Protocol = "fallback"
 )
 
 // InputRequest is one outstanding server-to-client request of a task: an

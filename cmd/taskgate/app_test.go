@@ -57,6 +57,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--upstream-header", "NoColon"}, `invalid --upstream-header "NoColon": want 'Name: value'`},
 		{[]string{"serve", up, "--upstream-header", "X-Key: ${TASKGATE_TEST_SURELY_UNSET}"}, "the environment has no ${TASKGATE_TEST_SURELY_UNSET}"},
 		{[]string{"serve", "--upstream", "http://u:s3cret@[::1/mcp"}, "invalid --upstream"},
+		{[]string{"serve", up, "--fallback-tools", "--fallback-prefix", "my tools "}, "invalid --fallback-prefix"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer

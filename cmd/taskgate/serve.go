@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,8 +61,8 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
-		}, append(append(append(append(append(storeFlags(), ruleFlags()...), policyFlags(true)...), latencySyncFlag()),
-			frontDoorFlags()...), upstreamFlags()...)...),
+		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
+			frontDoorFlags(), upstreamFlags(), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -95,6 +96,10 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("invalid --upstream: %v", err)
 	}
 	door, err := frontDoor(c, log)
+	if err != nil {
+		return err
+	}
+	fallback, err := fallbackConfig(c, up, log)
 	if err != nil {
 		return err
 	}
@@ -164,6 +169,7 @@ func serve(c *cli.Context) error {
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),
 		Anonymous:      door.anonymous,
+		Fallback:       fallback,
 	})
 	if err != nil {
 		return err

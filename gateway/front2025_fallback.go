@@ -1,0 +1,216 @@
+package gateway
+
+// The fallback task tools (fallback.go) for session clients: a recorded
+// session whose client declared no capabilities.tasks, of any version the
+// gateway records (2025-11-25, and 2025-06-18 and 2025-03-26 while the
+// tools are on). Its owner is the usual one (ownerOf): its Authorization,
+// else its session.
+//
+//	tools/call of a task candidate, no params.task
+//	   run upstream on the client's session, wait up to the hybrid wait:
+//	     answered in time → the answer, as for a plain call
+//	     still running, or the upstream asks for input →
+//	        task created (protocol "fallback"), its worker started;
+//	        the session marked in Redis; the first time, the answer is an
+//	        SSE stream: notifications/tools/list_changed, then the result
+//	        naming the task
+//	tools/list: the fallback tools appended to the first page once the
+//	   session is marked
+//	task_result: the tasks/result stream (front2025_result.go) with a
+//	   deadline; input requests the client declared a capability for are
+//	   sent on it as server→client requests, answered by POSTed responses
+//	   (front2025_input.go) on any replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// fallbackSession is the session of r if it may use the fallback tools.
+func (f *front2025) fallbackSession(r *http.Request) *sessionInfo {
+	if f.fb == nil {
+		return nil
+	}
+	if s := f.session(r); s != nil && s.noTasks {
+		return s
+	}
+	return nil
+}
+
+// fallbackToolsCall serves a tools/call of a fallback client when it is
+// the fallback tools' to serve: a call of one of them, or of a task
+// candidate. It reports whether it answered.
+func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+	s := f.fallbackSession(r)
+	if s == nil {
+		return false
+	}
+	var p struct {
+		fallbackCallParams
+		Task json.RawMessage `json:"task"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || len(p.Task) > 0 {
+		return false // the usual path says what is wrong, or serves the task
+	}
+	if f.fb.is(p.Name) {
+		if _, listed := f.decider.toolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
+			f.fallbackTool(w, r, msg, s, p.fallbackCallParams)
+			return true
+		}
+	}
+	d, learn := f.decider.decide(r.Context(), p.Name, policy.ClientFallback)
+	if d.Mode != policy.Auto {
+		return false
+	}
+	f.fallbackCall(w, r, msg, s, p.Name, d, learn)
+	return true
+}
+
+// fallbackTool serves one of the fallback tools for session s.
+func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p fallbackCallParams) {
+	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
+	if problem != "" {
+		writeToolResult(w, msg.ID, badArgs(p.Name, problem))
+		return
+	}
+	owner := ownerOf(r)
+	if p.Name != f.fb.names.result {
+		res, e := f.fb.serve(r.Context(), owner, p.Name, a, era2025)
+		if e != nil {
+			mcpwire.WriteError(w, msg.ID, e)
+			return
+		}
+		writeToolResult(w, msg.ID, res)
+		return
+	}
+	f.resultStream(w, r, msg, owner, a.TaskID, &streamOpts{
+		wait: a.Wait,
+		relay: func(method string) bool {
+			return len(s.ClientCaps) > 0 && clientCan(s.ClientCaps, method)
+		},
+		final:  fallbackOutcome,
+		status: f.fb.statusResult,
+		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
+			return f.fb.storeFailure(err, "result", a.TaskID, era2025)
+		},
+	})
+}
+
+// fallbackCall runs a task candidate of a fallback client: answered as a
+// plain call if it ends within the hybrid wait, else a task the client
+// follows with the fallback tools.
+func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
+	if e := f.runner.admit(); e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	j := &job{
+		owner: ownerOf(r),
+		sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
+		req:   &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: msg.Params},
+		learn: learn,
+		// clientCaps nil: every input request is kept in the task, for
+		// task_status and task_answer when the client cannot be asked.
+	}
+	res, ok := f.holdHybrid(r, j, d)
+	switch {
+	case !ok:
+	case res == nil: // still running, or asking for input
+		f.startFallbackTask(w, r, msg, j, s, tool, d)
+	default:
+		if res.err == nil {
+			f.decider.observe(j.learn, time.Since(j.call.started))
+		}
+		f.writePlain(w, msg, *res)
+	}
+}
+
+// writePlain answers a session client's tools/call with the upstream's
+// answer to the held call.
+func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+	switch {
+	case res.err != nil:
+		e := rpcError(res.err, era2025)
+		f.log.Warn().Str("op", "call").Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
+	case res.resp.Error != nil:
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+	default:
+		mcpwire.WriteResult(w, msg.ID, res.resp.Result)
+	}
+}
+
+// startFallbackTask makes the held call j.call a task and answers with
+// the result that names it. A task the store cannot create leaves the
+// call a plain one, answered when it ends.
+func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, s *sessionInfo, tool string, d policy.Decision) {
+	ctx := context.WithoutCancel(r.Context())
+	if err := f.runner.create(ctx, j, taskstore.ProtocolFallback, tool, taskTTL(d, 0, j.owner), d.PollInterval); err != nil {
+		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
+		f.writePlain(w, msg, waitPlain(r, f.up.client, j))
+		return
+	}
+	f.runner.start(j)
+	decl, _ := f.decider.toolInfo(ctx, tool)
+	result := f.fb.started(j.task, decl.output, j.first != nil)
+	first, err := f.store.MarkSessionFallback(ctx, s.ID)
+	if err != nil {
+		f.log.Warn().Str("op", "fallback").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback tools")
+	}
+	if !first {
+		mcpwire.WriteResult(w, msg.ID, result)
+		return
+	}
+	// The fallback tools appear for this session now: say so first, on
+	// the same stream, so a client that re-lists finds them.
+	sse := mcpwire.NewWriter(w)
+	_ = sse.SendRaw(mcpwire.Notification("notifications/tools/list_changed", nil))
+	_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: result})
+}
+
+// waitPlain waits for the held call of j as a plain call, when it could
+// not become a task; input its upstream asks for meanwhile is refused.
+func waitPlain(r *http.Request, up upstreamCaller, j *job) callResult {
+	ctx := context.WithoutCancel(r.Context())
+	if j.first != nil {
+		_ = up.Respond(ctx, j.sess, refusal(j.first))
+	}
+	for {
+		select {
+		case m := <-j.call.requests:
+			_ = up.Respond(ctx, j.sess, refusal(m))
+		case res := <-j.call.done:
+			return res
+		case <-r.Context().Done():
+			j.call.abort(errors.New("the client went away"))
+			return <-j.call.done
+		}
+	}
+}
+
+// fallbackListed reports whether session s's tools/list shows the
+// fallback tools: once it had a fallback task (read from Redis, so any
+// replica agrees).
+func (f *front2025) fallbackListed(ctx context.Context, s *sessionInfo) bool {
+	if f.fb == nil || s == nil || !s.noTasks {
+		return false
+	}
+	rec, err := f.store.GetSession(ctx, s.ID)
+	if err != nil {
+		if !errors.Is(err, taskstore.ErrNoSession) && ctx.Err() == nil {
+			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot tell whether the session has fallback tasks")
+		}
+		return false
+	}
+	return rec.Fallback
+}

@@ -1,0 +1,175 @@
+package gateway
+
+// The fallback task tools (fallback.go) for 2026-07-28 clients without
+// the tasks extension. Such a client has no session, so the tools are in
+// every tools/list first page it gets while they are on (there is no
+// stream to announce them on). A task candidate runs as a hybrid call
+// (front2026_call.go) whose task, when it becomes one, is answered with the
+// result naming it. The owner is the usual one (owner2026): the
+// Authorization, else the task itself (its id is the credential). Input:
+// task_status shows the task's inputRequests and task_answer answers them;
+// task_result waits without a stream.
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+)
+
+// fallbackClient reports whether mr's client may use the fallback tools.
+func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil && !mr.Tasks }
+
+// fallbackTool serves one of the fallback tools, and reports whether name
+// was one (an upstream tool of the same name is never hidden).
+func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p fallbackCallParams) bool {
+	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
+		return false
+	}
+	if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+		return false
+	}
+	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
+	if problem != "" {
+		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", badArgs(p.Name, problem)))
+		return true
+	}
+	res, e := f.fb.serve(r.Context(), owner2026(r, a.TaskID), p.Name, a, era2026)
+	if e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return true
+	}
+	mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res))
+	return true
+}
+
+// toolsList answers tools/list: the upstream's, with the fallback tools
+// on the first page for a client that may use them.
+func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+	if !f.fallbackClient(mr) || !firstPage(msg.Params) {
+		f.forward(w, r, msg, mr, "")
+		return
+	}
+	cw := &captureWriter{header: http.Header{}}
+	f.forward(cw, r, msg, mr, "")
+	resp := cw.response()
+	if !rewritable(resp) {
+		cw.replay(w)
+		return
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil {
+		cw.replay(w)
+		return
+	}
+	defer a.close()
+	if a.result == nil {
+		a.write(w, r, f.log, nil)
+		return
+	}
+	result, err := f.fb.appendTools(a.result)
+	if err != nil {
+		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
+		a.write(w, r, f.log, nil)
+		return
+	}
+	out, err := mcpwire.WithMember(a.msg, "result", result)
+	if err != nil {
+		out = nil
+	}
+	a.write(w, r, f.log, out)
+}
+
+// captureWriter keeps a whole answer (a tools/list page) to rewrite it.
+type captureWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) Flush()              {}
+
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *captureWriter) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return c.body.Write(b)
+}
+
+// response is what was captured, as an upstream answer to read.
+func (c *captureWriter) response() *http.Response {
+	c.WriteHeader(http.StatusOK)
+	return &http.Response{StatusCode: c.status, Header: c.header, Body: readCloser{bytes.NewReader(c.body.Bytes())}}
+}
+
+// replay writes what was captured, unchanged.
+func (c *captureWriter) replay(w http.ResponseWriter) {
+	for k, v := range c.header {
+		w.Header()[k] = v
+	}
+	c.WriteHeader(http.StatusOK)
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body.Bytes())
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// fallbackStarted is the answer to a hybrid call of a fallback client
+// that became task j.task.
+func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.RawMessage {
+	decl, _ := f.decider.toolInfo(r.Context(), tool)
+	return statelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
+}
+
+// withAskableClient returns the params of a stateless request whose
+// _meta client capabilities declare elicitation and sampling, so that a
+// stateless upstream asks for the input a fallback task's client answers
+// with task_answer.
+func withAskableClient(params json.RawMessage) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	caps, ok := withInputCaps(meta[metaClientCaps])
+	if !ok {
+		return params
+	}
+	meta[metaClientCaps] = caps
+	p["_meta"] = mcpwire.MustMarshal(meta)
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// canAnswer reports whether a client with capabilities caps can answer
+// every input request of an MRTR input_required result itself.
+func canAnswer(caps, result json.RawMessage) bool {
+	var ir struct {
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(result, &ir) != nil {
+		return false
+	}
+	for _, in := range ir.InputRequests {
+		if len(caps) == 0 || !clientCan(caps, in.Method) {
+			return false
+		}
+	}
+	return true
+}
