@@ -8,6 +8,7 @@
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
 //	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
 //	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
+//	go run ./bench -mode stdio     # pass-through and tasks/get, stdio child vs HTTP upstream (stdio.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -91,11 +92,11 @@ func run() error {
 	listen := flag.String("listen", "", "internal: address for -role")
 	target := flag.String("target", "", "internal: upstream for -role httputil, redis-server address for -role parseget")
 	var o options
-	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), passthrough, tasks, tasksget, modern or scale")
+	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), passthrough, tasks, tasksget, modern, scale or stdio")
 	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
 	flag.DurationVar(&o.holdWindow, "hold-window", 30*time.Second, "scale mode: how long taskgate's RSS is watched (every second, largest sample kept) once the held tasks are created and RSS settled")
 	flag.StringVar(&o.gcEnv, "gc-env", "", "scale mode: also measure memory per held task with this environment for taskgate (a GC knob such as GOGC=50 or GOMEMLIMIT=256MiB; space-separated); empty: defaults only")
-	flag.StringVar(&o.sections, "sections", "passthrough,tasks,tasksget,modern,scale", "report mode: the sections to run, in this order")
+	flag.StringVar(&o.sections, "sections", "passthrough,tasks,tasksget,modern,scale,stdio", "report mode: the sections to run, in this order")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent clients in the throughput phase")
@@ -131,7 +132,7 @@ func run() error {
 	}
 	run, ok := modes[o.mode]
 	if !ok {
-		return fmt.Errorf("unknown -mode %q: want report, passthrough, tasks, tasksget, modern or scale", o.mode)
+		return fmt.Errorf("unknown -mode %q: want report, passthrough, tasks, tasksget, modern, scale or stdio", o.mode)
 	}
 	report, err := run(o)
 	if err != nil {
@@ -151,6 +152,7 @@ var modes = map[string]func(options) (string, error){
 	"tasksget":    section(tasksGetBench),
 	"modern":      section(modernBench),
 	"scale":       section(scaleBench),
+	"stdio":       section(stdioBench),
 }
 
 // emitted is the section the last mode produced (emit).

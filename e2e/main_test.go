@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,6 +28,10 @@ var (
 	// buildErr is why the binary could not be built; tests that need the
 	// gateway fail with it, the direct halves still run.
 	buildErr error
+	// stdioServerBin is the test server as a program (its --stdio mode
+	// fronts --upstream-command tests), built once by TestMain.
+	stdioServerBin string
+	stdioBuildErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -35,34 +40,39 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	if bin := os.Getenv("TASKGATE_E2E_BIN"); bin != "" {
-		taskgateBin = bin
-		return m.Run()
-	}
 	dir, err := os.MkdirTemp("", "taskgate-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	stdioServerBin = filepath.Join(dir, "testupstream")
+	stdioBuildErr = buildGo(stdioServerBin, "./internal/testupstream/cmd/testupstream")
+	if bin := os.Getenv("TASKGATE_E2E_BIN"); bin != "" {
+		taskgateBin = bin
+		return m.Run()
+	}
 	taskgateBin = filepath.Join(dir, "taskgate")
 	buildErr = buildTaskgate(taskgateBin)
 	return m.Run()
 }
 
 // buildTaskgate builds ./cmd/taskgate of this checkout into bin.
-func buildTaskgate(bin string) error {
+func buildTaskgate(bin string) error { return buildGo(bin, "./cmd/taskgate") }
+
+// buildGo builds the package pkg of this checkout into bin.
+func buildGo(bin, pkg string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("go not on PATH: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/taskgate")
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, pkg)
 	cmd.Dir = ".." // the module root; tests run in e2e/
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build ./cmd/taskgate: %w\n%s", err, out)
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return nil
 }
@@ -136,7 +146,11 @@ func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) 
 	// Every replica here shares the host, so the hostname default would
 	// name them all alike: each gets an id of its own, kept across a
 	// restart on the same address (as a restarted pod keeps its name).
-	args := append([]string{"serve", "--listen", addr, "--upstream", upstreamURL, "--replica-id", "e2e-" + addr}, extraArgs...)
+	up := []string{"--upstream", upstreamURL}
+	if command, ok := strings.CutPrefix(upstreamURL, "stdio:"); ok {
+		up = []string{"--upstream-command", command}
+	}
+	args := append(append([]string{"serve", "--listen", addr}, up...), append([]string{"--replica-id", "e2e-" + addr}, extraArgs...)...)
 	g := &gateway{
 		URL:    "http://" + addr + "/mcp",
 		base:   "http://" + addr,
@@ -221,14 +235,34 @@ func freeAddr() (string, error) {
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	partial []byte            // the unfinished last line, for tap
+	tap     func(line string) // hears every complete line written after it is set
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.tap != nil {
+		b.partial = append(b.partial, p...)
+		for {
+			i := bytes.IndexByte(b.partial, '\n')
+			if i < 0 {
+				break
+			}
+			b.tap(string(b.partial[:i]))
+			b.partial = b.partial[i+1:]
+		}
+	}
 	return b.buf.Write(p)
+}
+
+// setTap makes f hear every line written from now on.
+func (b *syncBuffer) setTap(f func(line string)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tap = f
 }
 
 func (b *syncBuffer) String() string {

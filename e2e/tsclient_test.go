@@ -134,7 +134,7 @@ func checkTSOutcome(t *testing.T, out tsOutcome) {
 
 // jsPackages are the packages js/ needs; a node_modules without one of them
 // (installed before it was added) is installed again.
-var jsPackages = []string{"sdk", "client", "ext-tasks"}
+var jsPackages = []string{"sdk", "client", "ext-tasks", "server-everything"}
 
 // jsMu serializes ensureJS: two npm ci in one directory at once break each
 // other.

@@ -32,6 +32,13 @@ type Options struct {
 	// header of the same name (an API key the upstream wants from the
 	// gateway, say). Nil: none.
 	Header http.Header
+	// Ready, when set, is what Ping asks instead of dialing the upstream's
+	// address (an upstream served in process, such as a stdio child).
+	Ready func(context.Context) error
+	// Name, when set, is what URL returns, so that errors and logs name the
+	// upstream by it (a stdio child's command rather than the placeholder
+	// URL its Transport serves).
+	Name string
 }
 
 // Observation describes one HTTP exchange with the upstream, for the
@@ -65,6 +72,8 @@ type Client struct {
 	// per connection; Options.Transport when one was given.
 	own     http.RoundTripper
 	observe atomic.Pointer[func(Observation)]
+	ready   func(context.Context) error // Options.Ready
+	name    string                      // Options.Name
 }
 
 // SetObserver makes f hear of every HTTP exchange with the upstream once
@@ -90,7 +99,7 @@ func New(rawURL string, opts Options) (*Client, error) {
 		rt = NewTransport(opts)
 		own = newConnTransport(opts, rt)
 	}
-	c := &Client{url: u, rt: rt, own: own, header: opts.Header.Clone()}
+	c := &Client{url: u, rt: rt, own: own, header: opts.Header.Clone(), ready: opts.Ready, name: opts.Name}
 	if u.User != nil {
 		pass, _ := u.User.Password()
 		c.basic = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
@@ -186,8 +195,13 @@ func NewTransport(opts Options) *http.Transport {
 
 // URL returns the upstream endpoint for display: logs and operator
 // output. A password in it is masked (net/url's Redacted); requests use the
-// real one.
-func (c *Client) URL() string { return c.url.Redacted() }
+// real one. Options.Name, when set, is returned instead.
+func (c *Client) URL() string {
+	if c.name != "" {
+		return c.name
+	}
+	return c.url.Redacted()
+}
 
 // Forward sends one HTTP request to the upstream endpoint with the given
 // method, end-to-end headers and body, and returns the raw response. The
@@ -214,6 +228,9 @@ func (c *Client) Forward(ctx context.Context, method string, header http.Header,
 // reachability without sending MCP traffic the upstream would have to
 // answer. Its error is an *UnreachableError.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.ready != nil {
+		return c.ready(ctx)
+	}
 	host := c.url.Host
 	if c.url.Port() == "" {
 		port := "80"

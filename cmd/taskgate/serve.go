@@ -22,7 +22,6 @@ import (
 
 	"github.com/taskgate/taskgate/gateway"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 func serveCommand() *cli.Command {
@@ -34,7 +33,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: env("listen"),
 				Usage: "`ADDR` to serve on (host:port)"},
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
-				Usage: "`URL` of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (required)"},
+				Usage: "`URL` of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (this or --upstream-command is required)"},
 			&cli.StringFlag{Name: "path", Value: gateway.DefaultPath, EnvVars: env("path"),
 				Usage: "HTTP `PATH` of the MCP endpoint"},
 			&cli.StringFlag{Name: "max-body", Value: "4MiB", EnvVars: env("max-body"),
@@ -62,7 +61,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), upstreamFlags(), fallbackFlags())...),
+			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -84,26 +83,27 @@ func serve(c *cli.Context) error {
 	// The gateway adds the replica to its own lines (Config.ReplicaID);
 	// serve's lines get it here.
 	log := base.With().Str("replica", replica).Logger()
-	if c.String("upstream") == "" {
-		return errors.New("missing --upstream: give the URL of the MCP server to front, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
-	}
-	upOpts, err := upstreamOptions(c)
+	maxBody, err := sizeFlag(c, "max-body")
 	if err != nil {
 		return err
 	}
-	up, err := upstream.New(c.String("upstream"), upOpts)
+	up, err := openUpstream(c, log, maxBody)
 	if err != nil {
-		return fmt.Errorf("invalid --upstream: %v", err)
+		return err
 	}
+	// After the drain (the deferred calls run last-in first-out, and this
+	// is the first): the child gets SIGTERM once held calls finished, and
+	// SIGKILL after --shutdown-timeout.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+		defer cancel()
+		up.close(ctx)
+	}()
 	door, err := frontDoor(c, log)
 	if err != nil {
 		return err
 	}
-	fallback, err := fallbackConfig(c, up, log)
-	if err != nil {
-		return err
-	}
-	maxBody, err := sizeFlag(c, "max-body")
+	fallback, err := fallbackConfig(c, up.Client, log)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	h, err := gateway.New(gateway.Config{
-		Upstream:       up,
+		Upstream:       up.Client,
 		Store:          store.Store,
 		Policy:         current, // the reloader below swaps it on SIGHUP or a changed --policy file
 		LatencySync:    c.Duration("latency-sync"),
@@ -203,7 +203,7 @@ func serve(c *cli.Context) error {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: door.certs.getCertificate}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.URL()).Str("path", path).
+	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.name).Str("path", path).
 		Str("version", buildVersion()).Msg("taskgate serving")
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskgate/taskgate/gateway"
@@ -34,7 +35,7 @@ func toolsCommand() *cli.Command {
 		OnUsageError: usageError,
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
-				Usage: "`URL` of the MCP server, as for serve (required)"},
+				Usage: "`URL` of the MCP server, as for serve (this or --upstream-command is required)"},
 			&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
 				Usage: "`URL` of the running replicas' Redis, to show the latencies they learned (p50/p95) and decide with them"},
 			&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
@@ -46,23 +47,17 @@ func toolsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 				Usage: "how long listing the tools may take"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-		}, append(ruleFlags(), policyFlags(false)...)...), upstreamFlags()...),
+		}, append(ruleFlags(), policyFlags(false)...)...), append(upstreamFlags(), stdioFlags(false)...)...),
 		Action: tools,
 	}
 }
 
 func tools(c *cli.Context) error {
-	if c.String("upstream") == "" {
-		return errors.New("missing --upstream: give the URL of the MCP server, e.g. --upstream http://127.0.0.1:3000/mcp (or set TASKGATE_UPSTREAM)")
-	}
-	upOpts, err := upstreamOptions(c)
+	up, err := openUpstream(c, zerolog.New(c.App.ErrWriter).Level(zerolog.WarnLevel).With().Timestamp().Logger(), 4<<20)
 	if err != nil {
 		return err
 	}
-	up, err := upstream.New(c.String("upstream"), upOpts)
-	if err != nil {
-		return fmt.Errorf("invalid --upstream: %v", err)
-	}
+	defer up.close(context.Background())
 	header, err := headerFlag(c.StringSlice("header"))
 	if err != nil {
 		return err
@@ -92,8 +87,8 @@ func tools(c *cli.Context) error {
 	defer cancel()
 	progress := c.App.ErrWriter
 
-	fmt.Fprintf(progress, "listing the tools of %s\n", up.URL())
-	list, err := listTools(ctx, up, header)
+	fmt.Fprintf(progress, "listing the tools of %s\n", up.name)
+	list, err := listTools(ctx, up.Client, header)
 	if err != nil {
 		return err
 	}

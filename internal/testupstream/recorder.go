@@ -36,14 +36,25 @@ type Event struct {
 // Recorder collects [Event]s. The zero value is ready to use; it is safe for
 // concurrent use.
 type Recorder struct {
+	// Echo, if set, hears of every event as it is recorded (the stdio
+	// test server prints them on stderr, for a test in another process).
+	Echo func(Event)
+
 	mu      sync.Mutex
 	events  []Event
 	changed chan struct{} // closed and replaced on every record
 }
 
+// Add records e as if the upstream had: for a test that learns the events
+// of a server in another process.
+func (r *Recorder) Add(e Event) { r.record(e) }
+
 func (r *Recorder) record(e Event) {
 	if r == nil {
 		return
+	}
+	if r.Echo != nil {
+		r.Echo(e)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -2,8 +2,10 @@
 // a process, for humans and for the benchmark program.
 //
 //	testupstream --listen 127.0.0.1:8081 [--stateless] [--json] [--protocol-version 2025-06-18]
+//	testupstream --stdio
 //
-// MCP Streamable HTTP is served at /mcp.
+// MCP Streamable HTTP is served at /mcp; with --stdio, MCP over stdin and
+// stdout instead, with fault tools for the stdio bridge's tests (stdio.go).
 package main
 
 import (
@@ -35,7 +37,11 @@ func run() error {
 	jsonResp := flag.Bool("json", false, "answer POSTs with application/json instead of SSE")
 	version := flag.String("protocol-version", "", "newest protocol version to speak, e.g. 2025-06-18 to emulate an older server (default: all the go-sdk knows)")
 	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
+	stdio := flag.Bool("stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC), with fault tools")
 	flag.Parse()
+	if *stdio {
+		return serveStdio(*version)
+	}
 
 	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version}
 	if *verbose {

@@ -1,0 +1,93 @@
+// everything.mjs drives the reference server @modelcontextprotocol/server-everything
+// with the TypeScript SDK v1 client and prints one JSON object of what it
+// observed; the Go test (stdio_test.go) compares and checks.
+//
+//   node everything.mjs plain|tasks URL
+//
+// plain: the tool list and an echo (to compare the server over stdio
+// through taskgate with the same server over HTTP). tasks: also progress,
+// elicitation and sampling inside tasks, and a cancel, through the SDK's
+// experimental tasks client.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  CallToolResultSchema,
+  CreateMessageRequestSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+
+const [mode, url] = process.argv.slice(2);
+const out = { mode, steps: {} };
+const finish = (code) => {
+  process.stdout.write(JSON.stringify(out) + '\n');
+  process.exit(code);
+};
+const deadline = setTimeout(() => {
+  out.error = 'timeout after 60s';
+  finish(3);
+}, 60_000);
+const REQ = { timeout: 20_000 };
+const errInfo = (e) => ({ code: e?.code, message: String(e?.message ?? e) });
+
+const seen = { elicitations: 0, samples: 0, progress: 0 };
+const client = new Client(
+  { name: 'taskgate-e2e-everything', version: '1.0.0' },
+  { capabilities: { elicitation: { form: {} }, sampling: {}, roots: { listChanged: true } } },
+);
+client.setRequestHandler(ElicitRequestSchema, async () => {
+  seen.elicitations++;
+  return { action: 'decline' };
+});
+client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+  seen.samples++;
+  return { model: 'e2e-model', role: 'assistant', content: { type: 'text', text: `sampled(${req.params.messages.length})` } };
+});
+client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///work' }] }));
+client.onerror = (e) => (out.clientErrors ??= []).push(String(e));
+
+// stream runs a tool as a task through callToolStream and records its
+// messages.
+async function stream(name, args, extra = {}) {
+  const messages = [];
+  try {
+    for await (const m of client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, {
+      ...REQ,
+      task: { ttl: 60_000 },
+      ...extra,
+    })) {
+      messages.push({ type: m.type, task: m.task, result: m.result, error: m.error ? errInfo(m.error) : undefined });
+    }
+  } catch (e) {
+    messages.push({ type: 'thrown', error: errInfo(e) });
+  }
+  return messages;
+}
+
+try {
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  const tools = await client.listTools();
+  out.tools = tools.tools;
+  out.steps.echo = await client.callTool({ name: 'echo', arguments: { message: 'hello' } }, undefined, REQ);
+  if (mode === 'tasks') {
+    out.steps.progress = await stream('trigger-long-running-operation', { duration: 1, steps: 4 }, { onprogress: () => seen.progress++ });
+    out.steps.elicit = await stream('trigger-elicitation-request', {});
+    out.steps.sample = await stream('trigger-sampling-request', { prompt: 'hi', maxTokens: 5 });
+    const created = await client.request(
+      { method: 'tools/call', params: { name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 3 } } },
+      CreateTaskResultSchema,
+      { ...REQ, task: { ttl: 60_000 } },
+    );
+    const id = created.task.taskId;
+    out.steps.cancel = await client.experimental.tasks.cancelTask(id, REQ);
+    out.steps.afterCancel = await client.experimental.tasks.getTask(id, REQ);
+  }
+  out.seen = seen;
+  await client.close();
+  clearTimeout(deadline);
+  finish(0);
+} catch (e) {
+  out.error = String(e?.stack ?? e);
+  finish(1);
+}

@@ -1,0 +1,410 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// stdioUpstream is the startGateway upstream for the test server run as
+// an --upstream-command child.
+func stdioUpstream(t *testing.T) string {
+	t.Helper()
+	if stdioBuildErr != nil {
+		t.Fatalf("test server binary unavailable: %v", stdioBuildErr)
+	}
+	return "stdio:" + stdioServerBin + " --stdio"
+}
+
+// recordChild feeds rec with the events the stdio test server prints on
+// its stderr, which the gateway logs ("upstream_stderr").
+func recordChild(g *gateway, rec *testupstream.Recorder) {
+	g.stderr.setTap(func(line string) {
+		var l struct {
+			Op   string `json:"op"`
+			Line string `json:"line"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Op != "upstream_stderr" {
+			return
+		}
+		f := strings.Fields(l.Line)
+		if len(f) == 3 && f[0] == "testupstream-event" {
+			rec.Add(testupstream.Event{Tool: f[1], Kind: testupstream.EventKind(f[2])})
+		}
+	})
+}
+
+// TestStdioTasksTypeScript runs the TypeScript SDK's task scenarios
+// (js/tasks.mjs) against gateways whose upstream is a stdio child: one
+// replica, and two replicas sharing Redis, each with its own child, the
+// client alternating between them on every request.
+func TestStdioTasksTypeScript(t *testing.T) {
+	node := ensureJS(t)
+	for _, replicas := range []int{1, 2} {
+		for _, sc := range []string{"lifecycle", "cancel"} {
+			t.Run(strings.Repeat("two-replicas/", replicas-1)+sc, func(t *testing.T) {
+				t.Parallel()
+				rec := &testupstream.Recorder{}
+				args := slices.Clone(taskFlags)
+				if replicas > 1 {
+					args = append(args, "--redis-url", "redis://"+redistest.Start(t))
+				}
+				var urls []string
+				for range replicas {
+					g := startGateway(t, stdioUpstream(t), args...)
+					recordChild(g, rec)
+					urls = append(urls, g.URL)
+				}
+				out := runTasksNode(t, node, sc, urls)
+				checkSession(t, out)
+				switch sc {
+				case "lifecycle":
+					checkLifecycle(t, out, rec)
+				case "cancel":
+					checkCancel(t, out, rec)
+				}
+				checkNoProgressAfterTerminal(t, out)
+				if len(urls) > 1 {
+					checkAlternation(t, out)
+				}
+			})
+		}
+	}
+}
+
+// TestStdioChildExits: a child that exits mid-call fails the task with
+// its exit status, a plain call gets -32603 with it, /readyz is 503 until
+// the child is back, and then calls work again.
+func TestStdioChildExits(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t), "--task", "exit")
+	c := newRawSession(t, g.URL, "")
+	c.initialize()
+	created := c.call("tools/call", map[string]any{"name": "exit", "arguments": map[string]any{"code": 7}, "task": map[string]any{}})
+	var res struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+	}
+	if created.Error != nil || json.Unmarshal(created.Result, &res) != nil || res.Task.TaskID == "" {
+		t.Fatalf("create: %+v", created)
+	}
+	var task struct {
+		Status        string `json:"status"`
+		StatusMessage string `json:"statusMessage"`
+	}
+	waitUntil(t, 15*time.Second, func() bool {
+		r := c.call("tasks/get", map[string]any{"taskId": res.Task.TaskID})
+		_ = json.Unmarshal(r.Result, &task)
+		return task.Status == "failed"
+	})
+	if !strings.Contains(task.StatusMessage, "the upstream process exited with status 7") {
+		t.Errorf("failed task message: %q", task.StatusMessage)
+	}
+	// A plain call of the same tool.
+	waitReady(t, g)
+	plain := c.call("tools/call", map[string]any{"name": "exit", "arguments": map[string]any{"code": 9}})
+	if plain.Error == nil || plain.Error.Code != -32603 || !strings.Contains(plain.Error.Message, "exited with status 9") {
+		t.Errorf("plain call of a tool that exits: %+v", plain)
+	}
+	waitReady(t, g)
+	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "back"}}); r.Error != nil || !strings.Contains(string(r.Result), "back") {
+		t.Errorf("after the restart: %+v", r)
+	}
+	if !strings.Contains(g.stderr.String(), "restarting it") {
+		t.Errorf("the restart is not logged")
+	}
+}
+
+// waitReady polls /readyz until it answers 200.
+func waitReady(t *testing.T, g *gateway) {
+	t.Helper()
+	waitUntil(t, 20*time.Second, func() bool {
+		resp, err := http.Get(g.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// TestStdioStartErrors: a command that cannot run stops serve at once
+// with one line naming it; --upstream and --upstream-command together are
+// refused.
+func TestStdioStartErrors(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--upstream-command", "surely-no-such-mcp-server --flag"}, `cannot run "surely-no-such-mcp-server"`},
+		{[]string{"serve", "--upstream-command", stdioServerBin, "--upstream", "http://127.0.0.1:1/mcp"}, "not both"},
+		{[]string{"serve", "--upstream-command", "a 'b"}, "unclosed single quote"},
+		{[]string{"serve", "--upstream", "http://127.0.0.1:1/mcp", "--upstream-env", "A=1"}, "--upstream-env goes with --upstream-command"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, taskgateBin, tc.args...).CombinedOutput()
+		cancel()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("%v: %v\n%s\nwant one line with %q", tc.args, err, out, tc.want)
+		}
+	}
+}
+
+// What js/everything.mjs prints.
+type everythingOut struct {
+	Tools []json.RawMessage `json:"tools"`
+	Steps struct {
+		Echo        json.RawMessage `json:"echo"`
+		Progress    []streamMsg     `json:"progress"`
+		Elicit      []streamMsg     `json:"elicit"`
+		Sample      []streamMsg     `json:"sample"`
+		AfterCancel struct {
+			Status string `json:"status"`
+		} `json:"afterCancel"`
+	} `json:"steps"`
+	Seen struct {
+		Elicitations, Samples, Progress int
+	} `json:"seen"`
+	ClientErrors []string `json:"clientErrors"`
+	Error        string   `json:"error"`
+}
+
+type streamMsg struct {
+	Type   string `json:"type"`
+	Result *struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	} `json:"result"`
+	Error *tsErr `json:"error"`
+}
+
+// final is the text of a stream's result message, or what went wrong.
+func final(ms []streamMsg) string {
+	for _, m := range ms {
+		if m.Type == "result" && m.Result != nil && len(m.Result.Content) > 0 {
+			return m.Result.Content[0].Text
+		}
+		if m.Error != nil {
+			return "error: " + m.Error.Message
+		}
+	}
+	return fmt.Sprintf("no result in %+v", ms)
+}
+
+func runEverything(t *testing.T, node, mode, url string) everythingOut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "everything.mjs", mode, url)
+	cmd.Dir = "js"
+	cmd.WaitDelay = 5 * time.Second
+	raw, err := cmd.Output()
+	var out everythingOut
+	if jerr := json.Unmarshal(bytes.TrimSpace(raw), &out); jerr != nil || err != nil || out.Error != "" {
+		t.Fatalf("node everything.mjs %s %s: %v %v %s\n%s", mode, url, err, jerr, out.Error, raw)
+	}
+	if len(out.ClientErrors) > 0 {
+		t.Errorf("client errors: %v", out.ClientErrors)
+	}
+	return out
+}
+
+// startEverythingHTTP runs the reference server over Streamable HTTP, for
+// comparison; it is stopped by its PID.
+func startEverythingHTTP(t *testing.T, node, script string) string {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(node, script, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitUntil(t, 20*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "http://127.0.0.1:" + port + "/mcp"
+}
+
+// TestStdioReferenceServer: the reference server from npm
+// (@modelcontextprotocol/server-everything) in its stdio mode, through
+// taskgate, with the TypeScript SDK: the same tools and answers as the
+// same server over HTTP; tasks with progress, elicitation and sampling
+// relayed from the child; cancel.
+func TestStdioReferenceServer(t *testing.T) {
+	node := ensureJS(t)
+	script, err := filepath.Abs("js/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := "stdio:" + node + " '" + script + "' stdio"
+
+	direct := runEverything(t, node, "plain", startEverythingHTTP(t, node, script))
+	through := runEverything(t, node, "plain", startGateway(t, command).URL)
+	if len(direct.Tools) < 10 || len(direct.Tools) != len(through.Tools) {
+		t.Fatalf("tools: %d over HTTP, %d through taskgate over stdio", len(direct.Tools), len(through.Tools))
+	}
+	for i := range direct.Tools {
+		if canonicalJSON(direct.Tools[i]) != canonicalJSON(through.Tools[i]) {
+			t.Errorf("tool %d differs:\nHTTP:  %s\nstdio: %s", i, direct.Tools[i], through.Tools[i])
+		}
+	}
+	if canonicalJSON(direct.Steps.Echo) != canonicalJSON(through.Steps.Echo) || !strings.Contains(string(through.Steps.Echo), "Echo: hello") {
+		t.Errorf("echo: HTTP %s, stdio %s", direct.Steps.Echo, through.Steps.Echo)
+	}
+
+	g := startGateway(t, command, "--task", "trigger-long-running-operation", "--task", "trigger-elicitation-request",
+		"--task", "trigger-sampling-request", "--poll-interval", "100ms")
+	out := runEverything(t, node, "tasks", g.URL)
+	if got := final(out.Steps.Progress); !strings.Contains(got, "Long running operation completed") || out.Seen.Progress < 1 {
+		t.Errorf("long-running task: %q with %d progress notifications", got, out.Seen.Progress)
+	}
+	if got := final(out.Steps.Elicit); !strings.Contains(got, "declined") || out.Seen.Elicitations != 1 {
+		t.Errorf("elicitation task: %q, %d elicitations", got, out.Seen.Elicitations)
+	}
+	if got := final(out.Steps.Sample); !strings.Contains(got, "sampled(1)") || out.Seen.Samples != 1 {
+		t.Errorf("sampling task: %q, %d samples", got, out.Seen.Samples)
+	}
+	if out.Steps.AfterCancel.Status != "cancelled" {
+		t.Errorf("after cancel: %q", out.Steps.AfterCancel.Status)
+	}
+}
+
+// TestStdioExtTasksClient: 2026-07-28 clients (the SDK v2 with
+// @modelcontextprotocol/ext-tasks) in front of a stdio child, across two
+// replicas: the gateway's owner sessions on the child carry the extension
+// tasks, input and cancel as in front of a session server over HTTP.
+func TestStdioExtTasksClient(t *testing.T) {
+	node := ensureJS(t)
+	d := &modernDeployment{rec: &testupstream.Recorder{}}
+	args := []string{"--task", "elicit", "--task", "slow", "--task", "fail", "--task", "rpcerror", "--poll-interval", "100ms",
+		"--redis-url", "redis://" + redistest.Start(t)}
+	for range 2 {
+		g := startGateway(t, stdioUpstream(t), args...)
+		recordChild(g, d.rec)
+		d.urls = append(d.urls, g.URL)
+	}
+	out := runExtTasks(t, node, "elicit,elicit2,outcomes,cancel", d.urls)
+	checkExtTasks(t, out, d, false)
+}
+
+// TestStdioToolsCommand: taskgate tools lists a stdio server's tools with
+// the policy's decisions, and stops its child.
+func TestStdioToolsCommand(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, taskgateBin, "tools", "--upstream-command", strings.TrimPrefix(stdioUpstream(t), "stdio:"), "--task", "slow", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("taskgate tools: %v\n%s", err, stderr.String())
+	}
+	var rows []struct {
+		Tool   string `json:"tool"`
+		Legacy string `json:"legacy"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	found := map[string]string{}
+	for _, r := range rows {
+		found[r.Tool] = r.Legacy
+	}
+	if _, ok := found["echo"]; !ok || found["slow"] != "optional" {
+		t.Fatalf("tools: %s", out)
+	}
+	if !strings.Contains(stderr.String(), "stdio: ") {
+		t.Errorf("the progress line does not name the stdio server: %s", stderr.String())
+	}
+}
+
+// TestStdioPerSession: with --upstream-per-session each client session has
+// a child of its own (its own state); on shutdown the gateway stops them.
+func TestStdioPerSession(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t), "--upstream-per-session")
+	counter := func(s *rawSession) string {
+		r := s.call("tools/call", map[string]any{"name": "counter", "arguments": map[string]any{}})
+		var res struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Content) == 0 {
+			t.Fatalf("counter: %+v", r)
+		}
+		return res.Content[0].Text
+	}
+	a, b := newRawSession(t, g.URL, ""), newRawSession(t, g.URL, "")
+	a.initialize()
+	b.initialize()
+	if got := []string{counter(a), counter(a), counter(b)}; !slices.Equal(got, []string{"1", "2", "1"}) {
+		t.Fatalf("counters a, a, b = %v, want 1 2 1 (a process per session)", got)
+	}
+	pids := childPIDs(g.stderr.String())
+	if len(pids) != 2 {
+		t.Fatalf("children started: %v, want 2", pids)
+	}
+	g.stop()
+	waitUntil(t, 10*time.Second, func() bool {
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// childPIDs are the pids of the children the gateway's log says it started.
+func childPIDs(log string) []int {
+	var pids []int
+	for _, line := range strings.Split(log, "\n") {
+		var l struct {
+			PID     int    `json:"pid"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Message == "upstream process ready" {
+			pids = append(pids, l.PID)
+		}
+	}
+	return pids
+}
+
+// zombie reports whether pid has exited but not been reaped yet.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // gone
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// serveStdio serves the test tools over stdio, plus tools that break the
+// stdio transport on purpose:
+//
+//	exit {code}      the process exits at once with code
+//	garbage {}       writes a line that is not JSON-RPC to stdout, then answers "ok"
+//	hugeline {bytes} writes one line of that many bytes to stdout, then answers "ok"
+//	counter {}       a count kept by this process: 1, 2, 3…
+//	env {name}       the value of an environment variable, and the working directory
+//
+// and says "testupstream stdio ready" on stderr, then one line
+// "testupstream-event TOOL KIND" per event of its Recorder.
+func serveStdio(version string) error {
+	rec := &testupstream.Recorder{Echo: func(e testupstream.Event) {
+		fmt.Fprintf(os.Stderr, "testupstream-event %s %s\n", e.Tool, e.Kind)
+	}}
+	s := testupstream.NewServer(testupstream.Options{ProtocolVersion: version, Recorder: rec, Elicit2: true})
+	type exitIn struct {
+		Code int `json:"code"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "exit", Description: "Exits the process."}, func(_ context.Context, _ *mcp.CallToolRequest, in exitIn) (*mcp.CallToolResult, any, error) {
+		os.Exit(in.Code)
+		return nil, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "garbage", Description: "Writes a non-JSON line to stdout."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stdout, "this is not JSON-RPC")
+		return text("ok"), nil, nil
+	})
+	type hugeIn struct {
+		Bytes int `json:"bytes"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "hugeline", Description: "Writes one very long line to stdout."}, func(_ context.Context, _ *mcp.CallToolRequest, in hugeIn) (*mcp.CallToolResult, any, error) {
+		fmt.Fprintln(os.Stdout, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"`+strings.Repeat("x", in.Bytes)+`"}}`)
+		return text("ok"), nil, nil
+	})
+	var count atomic.Int64
+	mcp.AddTool(s, &mcp.Tool{Name: "counter", Description: "Counts the calls this process served."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return text(fmt.Sprint(count.Add(1))), nil, nil
+	})
+	type envIn struct {
+		Name string `json:"name"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "Reads an environment variable and the working directory."}, func(_ context.Context, _ *mcp.CallToolRequest, in envIn) (*mcp.CallToolResult, any, error) {
+		wd, _ := os.Getwd()
+		return text(os.Getenv(in.Name) + " " + wd), nil, nil
+	})
+	fmt.Fprintln(os.Stderr, "testupstream stdio ready")
+	return s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
