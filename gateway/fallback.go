@@ -34,6 +34,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -316,7 +318,8 @@ func (fb *fallback) statusResult(t *taskstore.Task) json.RawMessage {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task %s (tool %s) is %s.", t.ID, t.Tool, strings.ReplaceAll(string(t.Status), "_", " "))
 	if m := strings.TrimSuffix(t.StatusMessage, "."); m != "" {
-		fmt.Fprintf(&b, " %s%s.", strings.ToUpper(m[:1]), m[1:])
+		r, n := utf8.DecodeRuneInString(m)
+		fmt.Fprintf(&b, " %c%s.", unicode.ToUpper(r), m[n:])
 	}
 	if p := progressText(t.Progress); p != "" {
 		fmt.Fprintf(&b, " Progress: %s.", p)

@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 // fallbackCluster is replicas with the fallback tools on, "slow" and
@@ -515,5 +517,54 @@ func TestFallbackProgressInStatus(t *testing.T) {
 	}
 	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 10}); a.IsError {
 		t.Fatalf("result: %+v", a)
+	}
+}
+
+// TestFallbackRequiredTool: a --task-required tool is "optional" in the
+// tools/list of a session without tasks (clients refuse to call a
+// "required" one themselves), and its call becomes a fallback task.
+func TestFallbackRequiredTool(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) {
+		c.Policy = hybridPolicy(rules(t, "slow", policy.TaskRequired), 100*time.Millisecond)
+		c.Fallback = FallbackTools{Enabled: true}
+	})
+	c := &mcpClient{t: t, urls: f.urls}
+	c.initializeAs("2025-11-25", map[string]any{})
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	_ = json.Unmarshal(c.call("tools/list", map[string]any{}).Result, &list)
+	for _, tl := range list.Tools {
+		if tl.Name == "slow" && tl.Execution.TaskSupport != "optional" {
+			t.Fatalf("slow taskSupport %q, want optional for a client without tasks", tl.Execution.TaskSupport)
+		}
+	}
+	if a := c.tool("slow", map[string]any{"seconds": 0.5, "text": "x"}); a.StructuredContent.TaskID == "" {
+		t.Fatalf("required tool without params.task: %+v", a)
+	}
+	// A client with tasks still sees "required".
+	w := &mcpClient{t: t, urls: f.urls}
+	w.initializeAs("2025-11-25", map[string]any{"tasks": map[string]any{"requests": map[string]any{}}})
+	_ = json.Unmarshal(w.call("tools/list", map[string]any{}).Result, &list)
+	for _, tl := range list.Tools {
+		if tl.Name == "slow" && tl.Execution.TaskSupport != "required" {
+			t.Fatalf("slow taskSupport %q for a client with tasks, want required", tl.Execution.TaskSupport)
+		}
+	}
+}
+
+func TestFallbackStatusTextUnicode(t *testing.T) {
+	fb, _ := newFallback(FallbackTools{Enabled: true}, nil, nil, zerolog.Nop())
+	res := fb.statusResult(&taskstore.Task{ID: "t1", Tool: "x", Status: taskstore.StatusWorking, StatusMessage: "état: 正在"})
+	if !strings.Contains(string(res), "État: 正在.") || !utf8.Valid(res) {
+		t.Fatalf("status: %s", res)
 	}
 }

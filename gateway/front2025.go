@@ -139,7 +139,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		if b, err := withParams(msg.Raw, params); err == nil {
 			body = b
 		}
-	} else if f.fb != nil {
+	} else if f.fb != nil && (asked == version2025 || frontable[asked]) {
 		// A client without tasks may get fallback tasks, whose questions
 		// it answers with task_answer even without elicitation or
 		// sampling: the upstream must be willing to ask.
@@ -194,6 +194,12 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	if err := f.recordSession(r.Context(), s); err != nil {
 		e := rpcError(err, era2025)
 		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
+		if !s.tasks2025() {
+			// An older client was recorded only for the fallback tools: it
+			// keeps its plain session, as without them (pass-through).
+			a.write(w, r, f.log, nil)
+			return
+		}
 		f.closeOrphan(r, s)
 		mcpwire.WriteError(w, msg.ID, e) // without the session header: the session is not usable
 		return

@@ -36,31 +36,26 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// fallbackSession is the session of r if it may use the fallback tools.
-func (f *front2025) fallbackSession(r *http.Request) *sessionInfo {
-	if f.fb == nil {
-		return nil
-	}
-	if s := f.session(r); s != nil && s.noTasks {
-		return s
-	}
-	return nil
-}
-
 // fallbackToolsCall serves a tools/call of a fallback client when it is
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
 func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
-	s := f.fallbackSession(r)
-	if s == nil {
-		return false
-	}
 	var p struct {
 		fallbackCallParams
 		Task json.RawMessage `json:"task"`
 	}
 	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || len(p.Task) > 0 {
 		return false // the usual path says what is wrong, or serves the task
+	}
+	s, err := f.sessionErr(r)
+	if err != nil && f.fb.is(p.Name) {
+		// The store cannot say whose session this is: a fallback tool
+		// cannot be served, and must not reach the upstream as unknown.
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return true
+	}
+	if s == nil || !s.noTasks {
+		return false
 	}
 	if f.fb.is(p.Name) {
 		if _, listed := f.decider.toolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden

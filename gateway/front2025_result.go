@@ -94,7 +94,12 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 	}
 	sent := map[string]bool{} // input keys delivered on this stream
 	seenTerminal := false     // the terminal status event has been read
+	expired := false          // o's wait ended while a question sent here was open
 	for {
+		if expired && !t.Status.Terminal() && !awaiting(t, sent) {
+			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
+			return
+		}
 		if t.Status.Terminal() {
 			if !seenTerminal && o == nil {
 				// Pub/sub keeps publish order: messages the worker sent
@@ -133,6 +138,13 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 			case <-deadline:
 				if next, err := f.store.Get(ctx, owner, id); err == nil {
 					t = next
+				}
+				if !t.Status.Terminal() && awaiting(t, sent) {
+					// A question asked on this stream is still open: the user
+					// may be answering it. End once it is answered, so that it
+					// is never shown (or asked) twice.
+					expired, deadline, reread = true, nil, true
+					break
 				}
 				if t.Status.Terminal() {
 					_ = sse.Send(final(t))
@@ -187,6 +199,16 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 			}
 		}
 	}
+}
+
+// awaiting reports whether a question sent on this stream is still open.
+func awaiting(t *taskstore.Task, sent map[string]bool) bool {
+	for key := range t.InputRequests {
+		if sent[key] {
+			return true
+		}
+	}
+	return false
 }
 
 // unrelayed reports whether t waits for input of which some cannot be sent

@@ -46,6 +46,11 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		var err error
 		result, declared, err = rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
 			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
+			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
+				// A client without tasks refuses to call a "required" tool
+				// itself; with the fallback tools it gets a task anyway.
+				d.TaskSupport = policy.TaskSupportOptional
+			}
 			if d.TaskSupport != decl.ts {
 				f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
 			}

@@ -29,12 +29,12 @@ func fallbackFlags() []cli.Flag {
 // then checks every tools/list answer and logs a clash.
 func fallbackConfig(c *cli.Context, up *upstream.Client, log zerolog.Logger) (gateway.FallbackTools, error) {
 	cfg := gateway.FallbackTools{Enabled: c.Bool("fallback-tools"), Prefix: c.String("fallback-prefix")}
+	if !cfg.Enabled {
+		return cfg, nil // the prefix means nothing without the tools
+	}
 	names, err := gateway.FallbackToolNames(cfg.Prefix)
 	if err != nil {
 		return cfg, fmt.Errorf("invalid --fallback-prefix: %v", err)
-	}
-	if !cfg.Enabled {
-		return cfg, nil
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	defer cancel()

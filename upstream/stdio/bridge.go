@@ -37,8 +37,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +110,8 @@ type Bridge struct {
 	calls    map[string]*call // bridge request id (JSON) → call in flight
 	asks     map[string]*ask  // bridge id (JSON) of a child's request → where it came from
 	tokens   map[string]*call // bridge progress token → its call
+	owned    int              // sessions opened here (initialize), and those being opened
+	adopted  int              // sessions adopted from other replicas
 	closed   bool
 
 	stop chan struct{}
@@ -117,6 +121,7 @@ type Bridge struct {
 type session struct {
 	id       string
 	proc     *proc // PerSession: its own child
+	adopted  bool  // opened by another replica's bridge (session)
 	version  string
 	streams  map[chan []byte]struct{} // open GET streams
 	inflight int
@@ -135,9 +140,12 @@ type call struct {
 	final     chan []byte // its response, exactly one
 }
 
+// ask is a request of the child sent to a client, awaiting its answer.
 type ask struct {
 	childID json.RawMessage
 	proc    *proc
+	sess    *session // only this session may answer it
+	call    *call    // the call it was sent on; nil: a session's GET stream
 }
 
 // Start checks that the command can run, starts the shared child (unless
@@ -148,7 +156,11 @@ func Start(opts Options) (*Bridge, error) {
 	if len(opts.Command) == 0 {
 		return nil, errors.New("stdio: no command")
 	}
-	path, err := exec.LookPath(opts.Command[0])
+	name := opts.Command[0]
+	if opts.Dir != "" && strings.ContainsRune(name, '/') && !filepath.IsAbs(name) {
+		name = filepath.Join(opts.Dir, name) // exec resolves it in Dir too
+	}
+	path, err := exec.LookPath(name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot run %q: %v", opts.Command[0], unwrapExec(errors.Unwrap(err)))
 	}
@@ -193,6 +205,12 @@ func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
 		return nil, err
 	}
 	b.mu.Lock()
+	if b.closed { // Close took its list of children already
+		b.mu.Unlock()
+		p.kill("the gateway shut down")
+		<-p.exited
+		return p, errors.New("the bridge is closed")
+	}
 	b.procs = append(b.procs, p)
 	b.mu.Unlock()
 	go func() { <-p.exited; b.forget(p) }()
@@ -269,9 +287,9 @@ func (b *Bridge) forget(p *proc) {
 			delete(b.asks, k)
 		}
 	}
-	for id, s := range b.sessions {
+	for _, s := range b.sessions {
 		if s.proc == p {
-			b.endSessionLocked(id, s)
+			b.endSessionLocked(s)
 		}
 	}
 	for i, q := range b.procs {
@@ -340,12 +358,12 @@ func (b *Bridge) reap() {
 		case now := <-t.C:
 			var stops []*proc
 			b.mu.Lock()
-			for id, s := range b.sessions {
+			for _, s := range b.sessions {
 				if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
 					if s.proc != nil {
 						stops = append(stops, s.proc)
 					}
-					b.endSessionLocked(id, s)
+					b.endSessionLocked(s)
 				}
 			}
 			b.mu.Unlock()
@@ -362,13 +380,43 @@ func (b *Bridge) stopProc(p *proc, why string) {
 	p.stop(ctx, why)
 }
 
-// endSessionLocked drops session s, closing its GET streams.
-func (b *Bridge) endSessionLocked(id string, s *session) {
-	delete(b.sessions, id)
+// endSessionLocked drops session s, closing its GET streams and
+// refusing the child's requests only it could answer.
+func (b *Bridge) endSessionLocked(s *session) {
+	if b.sessions[s.id] != s {
+		return
+	}
+	delete(b.sessions, s.id)
+	if s.adopted {
+		b.adopted--
+	} else {
+		b.owned--
+	}
 	for ch := range s.streams {
 		close(ch)
 	}
 	s.streams = nil
+	for k, a := range b.asks {
+		if a.sess == s {
+			delete(b.asks, k)
+			_ = a.proc.send(errorMessage(a.childID, -32603, "the client session ended before it answered"))
+		}
+	}
+}
+
+// endCallLocked forgets call c, and refuses the child's requests sent on
+// it that were not answered.
+func (b *Bridge) endCallLocked(c *call) {
+	delete(b.calls, c.key)
+	delete(b.tokens, c.token)
+	c.sess.inflight--
+	c.sess.lastUsed = time.Now()
+	for k, a := range b.asks {
+		if a.call == c {
+			delete(b.asks, k)
+			_ = a.proc.send(errorMessage(a.childID, -32603, "the client's call ended before it answered"))
+		}
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -391,10 +439,7 @@ func (b *Bridge) dispatch(p *proc, msg []byte) {
 		b.mu.Lock()
 		c := b.calls[string(env.ID)]
 		if c != nil {
-			delete(b.calls, c.key)
-			delete(b.tokens, c.token)
-			c.sess.inflight--
-			c.sess.lastUsed = time.Now()
+			b.endCallLocked(c)
 		}
 		b.mu.Unlock()
 		if c == nil {
@@ -410,95 +455,142 @@ func (b *Bridge) dispatch(p *proc, msg []byte) {
 		b.childRequest(p, msg, env)
 	case env.Method == "notifications/progress":
 		b.progress(msg, env)
+	case env.Method == "notifications/cancelled":
+		b.childCancelled(p, msg, env)
 	case env.Method != "":
 		b.broadcast(p, msg)
 	}
 }
 
+// childCancelled passes the child's withdrawal of one of its requests to
+// the client it was sent to, under the id that client knows.
+func (b *Bridge) childCancelled(p *proc, msg []byte, env envelope) {
+	var params struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	_ = json.Unmarshal(env.Params, &params)
+	b.mu.Lock()
+	var key string
+	var a *ask
+	for k, x := range b.asks {
+		if x.proc == p && mcpwire.SameID(x.childID, params.RequestID) {
+			key, a = k, x
+			break
+		}
+	}
+	if a != nil {
+		delete(b.asks, key)
+	}
+	b.mu.Unlock()
+	if a == nil {
+		return // nothing the clients know of
+	}
+	np, err := mcpwire.WithMember(env.Params, "requestId", json.RawMessage(key))
+	if err != nil {
+		return
+	}
+	out, err := mcpwire.WithMember(msg, "params", np)
+	if err != nil {
+		return
+	}
+	b.deliver(a, out)
+}
+
+// deliver sends msg to where ask a went (its call's stream, else its
+// session's GET streams), never blocking; it reports whether any took it.
+func (b *Bridge) deliver(a *ask, msg []byte) bool {
+	if a.call != nil {
+		select {
+		case a.call.out <- msg:
+			return true
+		default:
+			return false
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	took := false
+	for ch := range a.sess.streams {
+		select {
+		case ch <- msg:
+			took = true
+		default:
+		}
+	}
+	return took
+}
+
 // childRequest sends a request of the child to the client whose call is
-// in flight on it, or refuses it when no single session can be named.
+// in flight on it, or refuses it when no single call or session can be
+// named (stdio messages say nothing of the request they belong to).
 func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	if env.Method == "ping" {
 		_ = p.send(resultMessage(env.ID, json.RawMessage(`{}`)))
 		return
 	}
-	key := strconv.Quote("taskgate-stdio-ask-" + strconv.FormatUint(b.seq.Add(1), 10))
-	b.mu.Lock()
-	c, sess, why := b.routeLocked(p)
-	if c != nil || sess != nil {
-		b.asks[key] = &ask{childID: env.ID, proc: p}
-	}
-	var streams []chan []byte
-	if c == nil && sess != nil {
-		for ch := range sess.streams {
-			streams = append(streams, ch)
-		}
-	}
-	b.mu.Unlock()
-	if c == nil && len(streams) == 0 {
-		if why == "" {
-			why = "no client session has a call in flight or a stream open to ask"
-		}
-		b.mu.Lock()
-		delete(b.asks, key)
-		b.mu.Unlock()
-		b.log.Warn().Str("op", "stdio").Str("method", env.Method).Msg("cannot relay the upstream process's request: " + why)
-		_ = p.send(errorMessage(env.ID, -32603, "taskgate cannot relay "+env.Method+": "+why))
-		return
-	}
+	key := strconv.Quote("taskgate-stdio-ask-" + uuid.NewString())
 	out, err := mcpwire.WithMember(msg, "id", json.RawMessage(key))
 	if err != nil {
 		return
 	}
-	if c != nil {
-		select {
-		case c.out <- out:
-		case <-time.After(5 * time.Second):
-			_ = p.send(errorMessage(env.ID, -32603, "taskgate could not deliver "+env.Method+" to the client in time"))
+	b.mu.Lock()
+	c, sess, why := b.routeLocked(p)
+	var a *ask
+	if sess != nil {
+		a = &ask{childID: env.ID, proc: p, sess: sess, call: c}
+		b.asks[key] = a
+		if c == nil && len(sess.streams) == 0 {
+			why = "no call is in flight and the session has no stream open to ask on"
 		}
-		return
 	}
-	for _, ch := range streams {
-		select {
-		case ch <- out:
-		default:
+	b.mu.Unlock()
+	if why == "" && !b.deliver(a, out) {
+		why = "the client's stream is not keeping up"
+	}
+	if why != "" {
+		if a != nil {
+			b.mu.Lock()
+			delete(b.asks, key)
+			b.mu.Unlock()
 		}
+		b.log.Warn().Str("op", "stdio").Str("method", env.Method).Msg("cannot relay the upstream process's request: " + why)
+		_ = p.send(errorMessage(env.ID, -32603, "taskgate cannot relay "+env.Method+": "+why))
 	}
 }
 
-// routeLocked picks whom a request of child p is for: the newest call in
-// flight on it when all its calls belong to one session, else that one
-// session's GET streams when the child serves only one session. A request
-// on stdio names no request it belongs to (MCP 2025-11-25, Transports), so
-// calls of two sessions in flight at once on one child leave it ambiguous.
+// routeLocked picks whom a request of child p is for: its one call in
+// flight; with none, its one session's GET streams. With several calls in
+// flight it cannot tell which one asked, and a wrong guess would show a
+// question to the wrong client: it says why not.
 func (b *Bridge) routeLocked(p *proc) (*call, *session, string) {
-	var newest *call
-	var owner *session
+	var only *call
+	n := 0
 	for _, c := range b.calls {
-		if c.proc != p {
-			continue
-		}
-		if owner != nil && c.sess != owner {
-			return nil, nil, "calls of several client sessions are in flight on the shared upstream process, and a stdio request names none of them (run with --upstream-per-session to give each session its own process)"
-		}
-		owner = c.sess
-		if newest == nil || c.started.After(newest.started) {
-			newest = c
+		if c.proc == p {
+			only = c
+			n++
 		}
 	}
-	if newest != nil {
-		return newest, newest.sess, ""
+	switch {
+	case n == 1:
+		return only, only.sess, ""
+	case n > 1:
+		return nil, nil, fmt.Sprintf("%d calls are in flight on the upstream process and a stdio request does not say which one it belongs to "+
+			"(--upstream-per-session gives each client session its own process)", n)
 	}
-	var only *session
+	var sess *session
 	for _, s := range b.sessions {
 		if s.proc == p || (s.proc == nil && p == b.shared) {
-			if only != nil {
-				return nil, nil, ""
+			if sess != nil {
+				return nil, nil, "no call is in flight and several client sessions share the upstream process"
 			}
-			only = s
+			sess = s
 		}
 	}
-	return nil, only, ""
+	if sess == nil {
+		return nil, nil, "no client session is open"
+	}
+	return nil, sess, ""
 }
 
 // progress delivers a progress notification to the call whose token it
@@ -613,7 +705,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case env.Method == "" && len(env.ID) > 0: // the client answers a child's request
-		b.answer(w, body, env)
+		b.answer(w, s, body, env)
 	case env.Method != "" && len(env.ID) == 0: // a notification
 		b.notification(w, s, body, env)
 	case env.Method == "ping":
@@ -642,14 +734,37 @@ func (b *Bridge) session(r *http.Request) *session {
 	switch {
 	case s != nil:
 		s.lastUsed = time.Now()
-	case !b.opts.PerSession && !b.closed && len(id) <= 128 && len(b.sessions) < b.opts.MaxSessions:
-		s = &session{id: id, streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
+	case !b.opts.PerSession && !b.closed && len(id) <= 128:
+		// Adopted sessions do not count against --max-sessions (made-up
+		// ids must not lock clients out); they are bounded on their own,
+		// the least recently used idle one making room.
+		if b.adopted >= b.opts.MaxSessions && !b.evictAdoptedLocked() {
+			return nil
+		}
+		s = &session{id: id, adopted: true, streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
 		if b.shared != nil {
 			s.version = b.shared.version
 		}
 		b.sessions[id] = s
+		b.adopted++
 	}
 	return s
+}
+
+// evictAdoptedLocked ends the least recently used adopted session with no
+// call in flight; false if there is none.
+func (b *Bridge) evictAdoptedLocked() bool {
+	var lru *session
+	for _, s := range b.sessions {
+		if s.adopted && s.inflight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
+			lru = s
+		}
+	}
+	if lru == nil {
+		return false
+	}
+	b.endSessionLocked(lru)
+	return true
 }
 
 // initialize opens a session: answered from the shared child's initialize
@@ -657,13 +772,24 @@ func (b *Bridge) session(r *http.Request) *session {
 // client's own params.
 func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.mu.Lock()
-	full := len(b.sessions) >= b.opts.MaxSessions
+	full := b.owned >= b.opts.MaxSessions
+	if !full {
+		b.owned++ // reserved now: concurrent initializes never pass the cap
+	}
 	shared, down := b.shared, b.down
 	b.mu.Unlock()
 	if full {
 		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("too many sessions on the upstream process (--max-sessions %d)", b.opts.MaxSessions))
 		return
 	}
+	opened := false
+	defer func() {
+		if !opened {
+			b.mu.Lock()
+			b.owned--
+			b.mu.Unlock()
+		}
+	}()
 	s := &session{id: uuid.NewString(), streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
 	var p *proc
 	if b.opts.PerSession {
@@ -701,10 +827,14 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		if s.proc != nil {
+			go b.stopProc(s.proc, "the gateway shut down")
+		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
 		return
 	}
 	b.sessions[s.id] = s
+	opened = true
 	b.mu.Unlock()
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
@@ -722,10 +852,15 @@ func (b *Bridge) procOf(s *session) *proc {
 }
 
 // answer hands the client's answer to a child's request back to the child.
-func (b *Bridge) answer(w http.ResponseWriter, body []byte, env envelope) {
+func (b *Bridge) answer(w http.ResponseWriter, s *session, body []byte, env envelope) {
 	b.mu.Lock()
 	a := b.asks[string(env.ID)]
-	delete(b.asks, string(env.ID))
+	if a != nil && a.sess != s {
+		a = nil // asked of another session: not this one's to answer
+	}
+	if a != nil {
+		delete(b.asks, string(env.ID))
+	}
 	b.mu.Unlock()
 	if a == nil {
 		jsonError(w, http.StatusNotFound, nil, -32600, "no request of the upstream process has this id")
@@ -866,9 +1001,7 @@ func (b *Bridge) drop(c *call) bool {
 	if b.calls[c.key] != c {
 		return false
 	}
-	delete(b.calls, c.key)
-	delete(b.tokens, c.token)
-	c.sess.inflight--
+	b.endCallLocked(c)
 	return true
 }
 
@@ -935,7 +1068,7 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 			calls = append(calls, c)
 		}
 	}
-	b.endSessionLocked(s.id, s)
+	b.endSessionLocked(s)
 	b.mu.Unlock()
 	sort.Slice(calls, func(i, j int) bool { return calls[i].started.Before(calls[j].started) })
 	for _, c := range calls {

@@ -368,3 +368,121 @@ func TestBridgePerSession(t *testing.T) {
 		t.Fatalf("%d children still running after their sessions ended", n)
 	}
 }
+
+// TestBridgeGrandchildHoldsPipes: a child that leaves a process behind
+// holding its stdout is still seen to exit (its call fails, it restarts),
+// and Close does not wait for the leftover.
+func TestBridgeGrandchildHoldsPipes(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) {
+		o.Command = []string{"/bin/sh", "-c", "sleep 60 & exec '" + serverBin + "' --stdio"}
+	})
+	c := newClient(t, b)
+	start := time.Now()
+	if text := c.tool(1, "exit", map[string]any{"code": 4}); text != "error: the upstream process exited with status 4" {
+		t.Fatalf("exit: %q", text)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the exit was seen after %s", took)
+	}
+	waitReady(t, b)
+	if text := c.tool(2, "echo", map[string]any{"text": "back"}); text != "back" {
+		t.Fatalf("after restart: %q", text)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start = time.Now()
+	_ = b.Close(ctx)
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("Close took %s", took)
+	}
+}
+
+// TestBridgeAnswersStayInTheirSession: another session cannot answer a
+// session's question; a second call in flight on the child makes a
+// question unroutable, and it is refused rather than guessed.
+func TestBridgeAnswersStayInTheirSession(t *testing.T) {
+	b, _ := startBridge(t, nil)
+	a, z := newClient(t, b), newClient(t, b)
+	resp := a.post(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": map[string]any{"name": "elicit", "arguments": map[string]any{}}})
+	var final msg
+	each(t, resp, func(m msg) bool {
+		switch {
+		case m.Method == "elicitation/create":
+			// z tries first: refused, and a's call is unaffected.
+			r := z.post(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Mallory"}}})
+			r.Body.Close()
+			if r.StatusCode != http.StatusNotFound {
+				t.Errorf("another session's answer: HTTP %d, want 404", r.StatusCode)
+			}
+			r = a.post(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}})
+			r.Body.Close()
+		case string(m.ID) == "9":
+			final = m
+			return false
+		}
+		return true
+	})
+	if !strings.Contains(string(final.Result), "Hello, Ada!") {
+		t.Fatalf("final: %+v", final)
+	}
+
+	// Two calls in flight: the question cannot be placed.
+	slow := make(chan string, 1)
+	go func() { slow <- z.tool(20, "slow", map[string]any{"seconds": 1.5, "text": "z"}) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.calls)
+		b.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never went in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if text := a.tool(21, "elicit", map[string]any{}); !strings.Contains(text, "cannot relay elicitation/create") {
+		t.Fatalf("elicit with two calls in flight: %q", text)
+	}
+	if text := <-slow; text != "slept 1.5 s: z" {
+		t.Fatalf("slow: %q", text)
+	}
+}
+
+// TestBridgeAdoptedSessions: session ids another replica opened are
+// served; made-up ids never lock out initialize.
+func TestBridgeAdoptedSessions(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.MaxSessions = 2 })
+	for i := range 6 {
+		c := &client{t: t, h: &http.Client{Transport: b.Transport()}, sid: fmt.Sprintf("made-up-%d", i)}
+		if text := c.tool(1, "echo", map[string]any{"text": "x"}); text != "x" {
+			t.Fatalf("adopted session %d: %q", i, text)
+		}
+	}
+	newClient(t, b) // initialize still works
+	newClient(t, b)
+	b.mu.Lock()
+	owned, adopted := b.owned, b.adopted
+	b.mu.Unlock()
+	if owned != 2 || adopted > 2 {
+		t.Fatalf("owned %d, adopted %d; want 2 and at most 2", owned, adopted)
+	}
+}
+
+// TestBridgeRelativeCommandInDir: a relative command path is found in
+// Options.Dir, as exec runs it there.
+func TestBridgeRelativeCommandInDir(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(serverBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := startBridge(t, func(o *Options) { o.Command = []string{"./server", "--stdio"}; o.Dir = dir })
+	if text := newClient(t, b).tool(1, "echo", map[string]any{"text": "here"}); text != "here" {
+		t.Fatalf("echo: %q", text)
+	}
+}

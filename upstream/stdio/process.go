@@ -33,7 +33,7 @@ type proc struct {
 	log   zerolog.Logger
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	wmu   sync.Mutex
+	queue chan []byte // messages for stdin, written in order by writeLoop
 
 	init    json.RawMessage // the initialize result
 	version string          // the protocol version it chose
@@ -41,7 +41,7 @@ type proc struct {
 	initDone chan json.RawMessage // the answer to initialize (response message)
 	exited   chan struct{}        // closed once the process has exited
 	exitErr  error                // why, set before exited closes
-	killedBy string               // set when the bridge killed it: why
+	killedBy string               // set when the bridge stopped it: why
 	kmu      sync.Mutex
 }
 
@@ -53,47 +53,103 @@ type procOptions struct {
 	maxLine int
 	log     zerolog.Logger
 	// dispatch gets every JSON-RPC message on stdout but the answer to
-	// the bridge's initialize, in order, on the reader goroutine.
+	// the bridge's initialize, in order, on the reader goroutine. It must
+	// not block.
 	dispatch func(p *proc, msg []byte)
 }
 
-// startProc starts the child and its reader goroutines. It does not
-// initialize it (handshake).
+// queueLen bounds the messages waiting for the child to read its stdin;
+// past it, sends fail at once rather than stall the caller.
+const queueLen = 1024
+
+// pipeGrace is how long the child's pipes are still read after it exited:
+// a process it started (in its group) may hold them open.
+const pipeGrace = 2 * time.Second
+
+// startProc starts the child, its writer and its reader goroutines. It does
+// not initialize it (handshake).
 func startProc(o procOptions) (*proc, error) {
 	cmd := exec.Command(o.argv[0], o.argv[1:]...)
 	cmd.Env = append(os.Environ(), o.env...)
 	cmd.Dir = o.dir
-	// Its own process group: a signal to the gateway's group (Ctrl-C in a
-	// terminal) does not reach it first; the bridge stops it in order.
+	// Its own process group, signalled as a whole: helpers it starts stop
+	// with it, and a Ctrl-C meant for the gateway does not reach it first.
 	cmd.SysProcAttr = procAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipes for its output (not StdoutPipe): Wait then returns when
+	// the process exits, even if a process it started holds them open.
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
+		outW.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close() // the child has its own copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return nil, fmt.Errorf("cannot start %s: %w", o.argv[0], unwrapExec(err))
 	}
 	p := &proc{log: o.log.With().Int("pid", cmd.Process.Pid).Logger(), cmd: cmd, stdin: stdin,
-		initDone: make(chan json.RawMessage, 1), exited: make(chan struct{})}
+		queue: make(chan []byte, queueLen), initDone: make(chan json.RawMessage, 1), exited: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go func() { defer readers.Done(); p.readStderr(stderr) }()
-	go func() { defer readers.Done(); p.readStdout(stdout, o.maxLine, o.dispatch) }()
+	go func() { defer readers.Done(); p.readStderr(errR) }()
+	go func() { defer readers.Done(); p.readStdout(outR, o.maxLine, o.dispatch) }()
+	go p.writeLoop()
 	go func() {
-		readers.Wait() // Wait closes the pipes: read them to the end first
 		err := cmd.Wait()
+		// What it wrote before it exited is still read; a process it left
+		// behind holding the pipes gets pipeGrace, then the group is killed
+		// and the pipes closed.
+		read := make(chan struct{})
+		go func() { readers.Wait(); close(read) }()
+		select {
+		case <-read:
+		case <-time.After(pipeGrace):
+			p.signal(syscall.SIGKILL)
+			outR.Close()
+			errR.Close()
+			<-read
+		}
 		p.exitErr = exitError(err, p.killReason())
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// signal sends sig to the child's process group (to the child alone where
+// there is none).
+func (p *proc) signal(sig syscall.Signal) {
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// writeLoop writes the queued messages to the child's stdin, in order.
+// A write fails once the child is gone (Wait closes the pipe) or stop
+// closed it; the loop then ends and later sends fail.
+func (p *proc) writeLoop() {
+	for {
+		select {
+		case msg := <-p.queue:
+			if _, err := p.stdin.Write(msg); err != nil {
+				return
+			}
+		case <-p.exited:
+			return
+		}
+	}
 }
 
 // unwrapExec makes exec's "fork/exec /x: permission denied" one clause.
@@ -122,6 +178,12 @@ func exitError(err error, killed string) error {
 	return fmt.Errorf("the upstream process ended: %v", err)
 }
 
+func (p *proc) killReason() string {
+	p.kmu.Lock()
+	defer p.kmu.Unlock()
+	return p.killedBy
+}
+
 // alive reports whether the child is running and not being stopped.
 func (p *proc) alive() bool {
 	select {
@@ -132,54 +194,52 @@ func (p *proc) alive() bool {
 	return p.killReason() == ""
 }
 
-func (p *proc) killReason() string {
+func (p *proc) setKilled(why string) {
 	p.kmu.Lock()
 	defer p.kmu.Unlock()
-	return p.killedBy
+	if p.killedBy == "" {
+		p.killedBy = why
+	}
 }
 
-// kill stops the child at once, saying why (the reason becomes exitErr).
+// kill stops the child and its group at once, saying why (the reason
+// becomes exitErr).
 func (p *proc) kill(why string) {
-	p.kmu.Lock()
-	if p.killedBy == "" {
-		p.killedBy = why
-	}
-	p.kmu.Unlock()
-	_ = p.cmd.Process.Kill()
+	p.setKilled(why)
+	p.signal(syscall.SIGKILL)
 }
 
-// stop ends the child gently: stdin closed and SIGTERM, then SIGKILL once
-// ctx ends. It returns when the child has exited.
+// stop ends the child gently: stdin closed and SIGTERM to its group, then
+// SIGKILL once ctx ends. It returns when the child has exited.
 func (p *proc) stop(ctx context.Context, why string) {
-	p.kmu.Lock()
-	if p.killedBy == "" {
-		p.killedBy = why
-	}
-	p.kmu.Unlock()
+	p.setKilled(why)
 	_ = p.stdin.Close()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
 	case <-ctx.Done():
-		_ = p.cmd.Process.Kill()
+		p.signal(syscall.SIGKILL)
 		<-p.exited
 	}
 }
 
-// send writes one message, newline-terminated. Messages are written whole,
-// one at a time.
+// send queues one message for the child's stdin, newline-terminated. It
+// never blocks: a child that does not read its input makes it fail.
 func (p *proc) send(msg []byte) error {
+	if !p.alive() {
+		return errors.New("the upstream process is not running")
+	}
 	if bytes.IndexByte(msg, '\n') >= 0 {
 		msg = compact(msg)
 	}
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
 	buf := make([]byte, 0, len(msg)+1)
 	buf = append(append(buf, msg...), '\n')
-	if _, err := p.stdin.Write(buf); err != nil {
-		return fmt.Errorf("cannot write to the upstream process: %w", err)
+	select {
+	case p.queue <- buf:
+		return nil
+	default:
+		return fmt.Errorf("the upstream process is not reading its input (%d messages queued)", queueLen)
 	}
-	return nil
 }
 
 // compact removes the insignificant newlines a stdio message must not hold.

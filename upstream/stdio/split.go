@@ -27,12 +27,12 @@ func SplitCommand(line string) ([]string, error) {
 				inWord = false
 			}
 		case c == '\\':
-			inWord = true
 			if i+1 == len(line) {
 				return nil, errors.New("the command ends with a lone backslash")
 			}
 			i++
-			if line[i] != '\n' {
+			if line[i] != '\n' { // backslash-newline is a line continuation: nothing
+				inWord = true
 				cur.WriteByte(line[i])
 			}
 		case c == '\'':

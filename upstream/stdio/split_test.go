@@ -17,6 +17,7 @@ func TestSplitCommand(t *testing.T) {
 		{`a "b \"c\" \$HOME \x" d\ e`, []string{"a", `b "c" $HOME \x`, "d e"}, ""},
 		{`a ''b'' "" x`, []string{"a", "b", "", "x"}, ""},
 		{"a\\\nb", []string{"ab"}, ""},
+		{"python -m server \\\n  --flag x", []string{"python", "-m", "server", "--flag", "x"}, ""},
 		{`echo $HOME ~`, []string{"echo", "$HOME", "~"}, ""},
 		{"", nil, "empty"},
 		{"   ", nil, "empty"},

@@ -1,6 +1,7 @@
 package stdio
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -26,8 +27,13 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	rw := &pipeResponse{header: http.Header{}, pw: pw, ready: make(chan struct{})}
 	go func() {
 		defer func() {
+			if v := recover(); v != nil { // as net/http's server would: this request fails, the process lives
+				rw.WriteHeader(http.StatusInternalServerError)
+				_ = pw.CloseWithError(fmt.Errorf("stdio bridge: panic serving %s: %v", req.Method, v))
+			}
 			rw.WriteHeader(http.StatusOK) // no-op when written
 			_ = pw.Close()
+			_ = req.Body.Close()
 		}()
 		rt.h.ServeHTTP(rw, req)
 	}()
