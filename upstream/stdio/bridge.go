@@ -13,10 +13,12 @@
 //	                      sessions sharing the child never collide; the answer
 //	                      comes back on the request's SSE stream with the
 //	                      client's id
-//	child request         (elicitation, sampling, roots) sent to the client
-//	                      whose call is in flight on the child, on that
-//	                      call's stream, under a bridge id; the answer goes
-//	                      back with the child's id
+//	child request         (elicitation, sampling, roots) sent on the stream
+//	                      of the one call in flight on the child, under a
+//	                      bridge id only that call's session may answer; the
+//	                      answer goes back with the child's id. With several
+//	                      calls in flight it is refused: stdio does not say
+//	                      which call asked
 //	child notification    progress to the call whose token it names;
 //	                      anything else to every session's GET stream
 //	cancel, DELETE,       notifications/cancelled to the child
