@@ -8,11 +8,20 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=docker
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/taskgate ./cmd/taskgate
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/taskgate ./cmd/taskgate \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/testupstream ./internal/testupstream/cmd/testupstream
+
+# The test MCP server (deploy/docker-compose.yml fronts it):
+#   docker build --target testupstream -t taskgate-testupstream .
+FROM gcr.io/distroless/static-debian12:nonroot AS testupstream
+COPY --from=build /out/testupstream /testupstream
+USER nonroot:nonroot
+EXPOSE 3000
+ENTRYPOINT ["/testupstream", "--listen", "0.0.0.0:3000"]
 
 # Static binary on a minimal base: no shell, no package manager, runs as
 # the unprivileged "nonroot" user (uid 65532).
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12:nonroot AS taskgate
 COPY --from=build /out/taskgate /taskgate
 USER nonroot:nonroot
 ENV TASKGATE_LISTEN=0.0.0.0:8080

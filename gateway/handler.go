@@ -63,6 +63,7 @@ func New(cfg Config) (*Handler, error) {
 	})
 	c.Upstream.SetObserver(h.metrics.observeUpstream)
 	h.metrics.registerBuild(c.Version)
+	h.metrics.registerLimit(c.MaxInflight)
 	if c.Store == nil {
 		if c.Fallback.Enabled {
 			return nil, errors.New("gateway: Config.Fallback needs a Store (the fallback tools run tasks)")
@@ -139,6 +140,12 @@ func (h *Handler) PolicyReloaded(ok bool) {
 	}
 	h.metrics.reloads.WithLabelValues(result).Inc()
 }
+
+// MetricNames are the names of the metric families the Handler exports
+// (taskgate_*), sorted, whether or not they have a series yet: a family
+// with labels shows on /metrics only once a series exists. Dashboards and
+// alerts are checked against them (deploy/).
+func (h *Handler) MetricNames() []string { return h.metrics.names() }
 
 // Metrics serves this Handler's Prometheus metrics, for a listener of
 // their own (Config.MetricsPath "-").

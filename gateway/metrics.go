@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +50,8 @@ import (
 //
 // plus the Go runtime's and the process' standard collectors.
 type metrics struct {
-	reg *prometheus.Registry
+	reg        *prometheus.Registry
+	collectors []prometheus.Collector // what register registered, for names
 
 	created       *prometheus.CounterVec
 	finished      *prometheus.CounterVec
@@ -123,10 +126,10 @@ func newMetrics(heldCalls func() float64) *metrics {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
-	m.reg.MustRegister(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
+	m.register(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
 		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, m.reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.requests = newRequestMetrics(m.reg)
+	m.requests = newRequestMetrics(m.register)
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start
@@ -152,7 +155,7 @@ func (m *metrics) registerBuild(version string) {
 		Help:        "Always 1; the labels say which build of taskgate this replica runs.",
 		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()}})
 	info.Set(1)
-	m.reg.MustRegister(info)
+	m.register(info)
 }
 
 // registerPool adds the Redis client's connection pool statistics.
@@ -162,7 +165,7 @@ func (m *metrics) registerPool(stats func() *redis.PoolStats) {
 	}
 	help := "Connections of the task store's Redis client pool, by state."
 	waits := "Times a Redis command took a connection from the pool: found idle (hit), dialed (miss), or gave up waiting (timeout)."
-	m.reg.MustRegister(
+	m.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskgate_store_pool_connections", Help: help, ConstLabels: prometheus.Labels{"state": "total"}},
 			conns(func(p *redis.PoolStats) uint32 { return p.TotalConns })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskgate_store_pool_connections", Help: help, ConstLabels: prometheus.Labels{"state": "idle"}},
@@ -174,6 +177,47 @@ func (m *metrics) registerPool(stats func() *redis.PoolStats) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_pool_waits_total", Help: waits, ConstLabels: prometheus.Labels{"result": "timeout"}},
 			conns(func(p *redis.PoolStats) uint32 { return p.Timeouts })),
 	)
+}
+
+// register registers cs and remembers them (names).
+func (m *metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.collectors = append(m.collectors, cs...)
+}
+
+// registerLimit adds taskgate_max_inflight, the --max-inflight in force
+// (0: no limit), so that alerts can compare taskgate_held_calls with it.
+func (m *metrics) registerLimit(maxInflight int) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "taskgate_max_inflight",
+		Help: "The --max-inflight limit of this replica on held upstream calls; 0 means no limit."})
+	g.Set(float64(max(maxInflight, 0)))
+	m.register(g)
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// names are the metric families registered through register, sorted,
+// whether or not they have series yet.
+func (m *metrics) names() []string {
+	seen := map[string]bool{}
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range m.collectors {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	for d := range ch {
+		if sub := fqName.FindStringSubmatch(d.String()); sub != nil {
+			seen[sub[1]] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // handler serves the registry in the Prometheus exposition format.

@@ -21,7 +21,7 @@ type requestMetrics struct {
 	duration *prometheus.HistogramVec
 }
 
-func newRequestMetrics(reg *prometheus.Registry) requestMetrics {
+func newRequestMetrics(register func(...prometheus.Collector)) requestMetrics {
 	rm := requestMetrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_requests_total", Help: "HTTP requests served, per MCP method (GET, DELETE or other for non-POSTs) and outcome (ok, client_error, server_error from the HTTP status).",
@@ -31,7 +31,7 @@ func newRequestMetrics(reg *prometheus.Registry) requestMetrics {
 			Buckets: taskBuckets,
 		}, []string{"method"}),
 	}
-	reg.MustRegister(rm.total, rm.duration)
+	register(rm.total, rm.duration)
 	return rm
 }
 

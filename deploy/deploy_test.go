@@ -1,0 +1,335 @@
+// Package deploy holds the deployment kit (docker-compose, Kubernetes,
+// Prometheus, Grafana); this test checks what can be checked without them:
+// every file parses, every metric the dashboard and the alerts use is one a
+// running gateway exports, the two copies of the alerts agree, the grace
+// periods cover the drain, and every TASKGATE_* variable names a flag.
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/taskgate/taskgate/gateway"
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// files parses every YAML and JSON file of the kit: path → documents.
+func files(t *testing.T) map[string][]any {
+	t.Helper()
+	out := map[string][]any{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		switch filepath.Ext(path) {
+		case ".json":
+			var v any
+			if err := json.Unmarshal(data, &v); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			out[path] = []any{v}
+		case ".yml", ".yaml":
+			dec := yaml.NewDecoder(bytes.NewReader(data))
+			for {
+				var v any
+				err := dec.Decode(&v)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Errorf("%s: %v", path, err)
+					break
+				}
+				out[path] = append(out[path], v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestFilesParse(t *testing.T) {
+	got := files(t)
+	for _, want := range []string{"docker-compose.yml", "policy.json", "prometheus/prometheus.yml", "prometheus/alerts.yml",
+		"grafana/dashboards/taskgate.json", "kubernetes/deployment.yaml", "kubernetes/prometheusrule.yaml",
+		"kubernetes/servicemonitor.yaml", "kubernetes/pdb.yaml", "kubernetes/service.yaml", "kubernetes/configmap.yaml"} {
+		if len(got[want]) == 0 {
+			t.Errorf("%s: missing or empty", want)
+		}
+	}
+	// The policy file (JSON, as --policy takes it) is one taskgate accepts.
+	if _, err := policy.ParseFile("policy.json", mustRead(t, "policy.json")); err != nil {
+		t.Errorf("policy.json: %v", err)
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	_ = yaml.Unmarshal(mustRead(t, "kubernetes/configmap.yaml"), &cm)
+	if _, err := policy.ParseFile("policy.json", []byte(cm.Data["policy.json"])); err != nil {
+		t.Errorf("kubernetes/configmap.yaml policy.json: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var metricRef = regexp.MustCompile(`\btaskgate_[a-z_]+`)
+
+// usedMetrics are the taskgate_* series the dashboard and the alerts query.
+func usedMetrics(t *testing.T) map[string][]string {
+	t.Helper()
+	used := map[string][]string{}
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && k == "expr" {
+					for _, m := range metricRef.FindAllString(s, -1) {
+						used[m] = append(used[m], where)
+					}
+					continue
+				}
+				walk(where, e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(where, e)
+			}
+		}
+	}
+	all := files(t)
+	for _, path := range []string{"grafana/dashboards/taskgate.json", "prometheus/alerts.yml", "kubernetes/prometheusrule.yaml"} {
+		for _, doc := range all[path] {
+			walk(path, doc)
+		}
+	}
+	if len(used) < 10 {
+		t.Fatalf("only %d metrics used by the dashboard and alerts: %v", len(used), used)
+	}
+	return used
+}
+
+// TestMetricsExist runs a gateway (embedded store, the test upstream),
+// gives it some work, and checks each metric the kit uses against its
+// /metrics, or, for a family that has no series yet (labelled counters
+// before their first event), against the families it registers.
+func TestMetricsExist(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	emb, err := taskstore.OpenEmbedded(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Close() })
+	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := policy.NewRule("slow", policy.Task)
+	h, err := gateway.New(gateway.Config{Upstream: client, Store: taskstore.New(emb.Client(), taskstore.Options{}),
+		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	gw := httptest.NewServer(h)
+	t.Cleanup(gw.Close)
+	work(t, gw.URL+"/mcp")
+
+	resp, err := http.Get(gw.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	exported := map[string]bool{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			exported[f[2]] = true
+		}
+	}
+	registered := h.MetricNames()
+	for name, where := range usedMetrics(t) {
+		base := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(name, suffix); ok && (exported[b] || slices.Contains(registered, b)) {
+				base = b
+			}
+		}
+		switch {
+		case exported[base]:
+		case slices.Contains(registered, base):
+			t.Logf("%s: registered, no series after the test's work", base)
+		default:
+			t.Errorf("%s (used in %v) is not a metric taskgate exports", name, slices.Compact(where))
+		}
+	}
+	for _, always := range []string{"taskgate_requests_total", "taskgate_tasks_created_total", "taskgate_held_calls", "taskgate_max_inflight", "taskgate_build_info"} {
+		if !exported[always] {
+			t.Errorf("%s missing from /metrics after the work", always)
+		}
+	}
+}
+
+// work opens a 2025-11-25 session, lists the tools and runs a task.
+func work(t *testing.T, url string) {
+	t.Helper()
+	sid := ""
+	post := func(body string) string {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
+			sid = s
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"deploy-test","version":"1"}}}`)
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	created := post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","arguments":{"seconds":0.05,"text":"x"},"task":{"ttl":60000}}}`)
+	m := regexp.MustCompile(`"taskId":"([^"]+)"`).FindStringSubmatch(created)
+	if m == nil {
+		t.Fatalf("no task created: %s", created)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil && !strings.Contains(post(`{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"`+m[1]+`"}}`), `"completed"`) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAlertsAgree: the Prometheus rule file and the PrometheusRule hold
+// the same groups.
+func TestAlertsAgree(t *testing.T) {
+	var file struct {
+		Groups any `yaml:"groups"`
+	}
+	var rule struct {
+		Spec struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "prometheus/alerts.yml"), &file); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(mustRead(t, "kubernetes/prometheusrule.yaml"), &rule); err != nil {
+		t.Fatal(err)
+	}
+	if file.Groups == nil || !reflect.DeepEqual(file.Groups, rule.Spec.Groups) {
+		t.Fatalf("prometheus/alerts.yml and kubernetes/prometheusrule.yaml differ")
+	}
+	for _, name := range []string{"TaskgateFailedTasksHigh", "TaskgateLeasesRecovered", "TaskgateStoreErrors", "TaskgateHeldCallsNearLimit", "TaskgatePollsRateLimited"} {
+		if !bytes.Contains(mustRead(t, "prometheus/alerts.yml"), []byte("alert: "+name)) {
+			t.Errorf("alert %s missing", name)
+		}
+	}
+}
+
+// TestGracePeriods: the time a replica is given to stop covers its drain
+// and shutdown timeouts (else held tasks are cut and wait for a lease to
+// expire on another replica).
+func TestGracePeriods(t *testing.T) {
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Grace      int `yaml:"terminationGracePeriodSeconds"`
+					Containers []struct {
+						Env []struct {
+							Name  string `yaml:"name"`
+							Value string `yaml:"value"`
+						} `yaml:"env"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "kubernetes/deployment.yaml"), &dep); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TASKGATE_DRAIN_TIMEOUT": "30s", "TASKGATE_SHUTDOWN_TIMEOUT": "10s"} // the defaults
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		if e.Value != "" {
+			env[e.Name] = e.Value
+		}
+	}
+	drain, _ := time.ParseDuration(env["TASKGATE_DRAIN_TIMEOUT"])
+	shutdown, _ := time.ParseDuration(env["TASKGATE_SHUTDOWN_TIMEOUT"])
+	if grace := time.Duration(dep.Spec.Template.Spec.Grace) * time.Second; grace < drain+shutdown {
+		t.Errorf("terminationGracePeriodSeconds %s < drain %s + shutdown %s", grace, drain, shutdown)
+	}
+	var compose struct {
+		Services map[string]struct {
+			StopGrace string `yaml:"stop_grace_period"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, "docker-compose.yml"), &compose); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := time.ParseDuration(compose.Services["taskgate"].StopGrace); g < 40*time.Second {
+		t.Errorf("compose stop_grace_period %q < drain 30s + shutdown 10s", compose.Services["taskgate"].StopGrace)
+	}
+}
+
+// TestEnvNamesFlags: every TASKGATE_* variable the kit sets is one that
+// taskgate reads (TASKGATE_<FLAG> for a flag in the README's table).
+func TestEnvNamesFlags(t *testing.T) {
+	readme := string(mustRead(t, "../README.md"))
+	seen := 0
+	for _, path := range []string{"docker-compose.yml", "kubernetes/deployment.yaml"} {
+		for _, v := range regexp.MustCompile(`TASKGATE_[A-Z_]+`).FindAllString(string(mustRead(t, path)), -1) {
+			seen++
+			flag := "--" + strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(v, "TASKGATE_"), "_", "-"))
+			if !strings.Contains(readme, "| `"+flag) {
+				t.Errorf("%s: %s names no flag (%s is not in the README's flag table)", path, v, flag)
+			}
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("only %d TASKGATE_ variables found", seen)
+	}
+}
