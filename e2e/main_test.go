@@ -117,12 +117,19 @@ type gateway struct {
 // ends. Its stderr goes to the test log if the test fails.
 func startGateway(t *testing.T, upstreamURL string, extraArgs ...string) *gateway {
 	t.Helper()
+	return startGatewayEnv(t, nil, upstreamURL, extraArgs...)
+}
+
+// startGatewayEnv is startGateway with env added to the process's
+// environment.
+func startGatewayEnv(t *testing.T, env []string, upstreamURL string, extraArgs ...string) *gateway {
+	t.Helper()
 	if buildErr != nil {
 		t.Fatalf("taskgate binary unavailable: %v", buildErr)
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken before we bind it
-		g, err := tryStartGateway(t, upstreamURL, extraArgs)
+		g, err := tryStartGateway(t, env, upstreamURL, extraArgs)
 		if err == nil {
 			return g
 		}
@@ -132,17 +139,21 @@ func startGateway(t *testing.T, upstreamURL string, extraArgs ...string) *gatewa
 	return nil
 }
 
-func tryStartGateway(t *testing.T, upstreamURL string, extraArgs []string) (*gateway, error) {
+func tryStartGateway(t *testing.T, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	return startGatewayAt(t, addr, upstreamURL, extraArgs)
+	return startGatewayAtEnv(t, addr, env, upstreamURL, extraArgs)
 }
 
 // startGatewayAt is tryStartGateway on a given address, e.g. to restart a
 // killed replica where its clients expect it.
 func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) (*gateway, error) {
+	return startGatewayAtEnv(t, addr, nil, upstreamURL, extraArgs)
+}
+
+func startGatewayAtEnv(t *testing.T, addr string, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
 	// Every replica here shares the host, so the hostname default would
 	// name them all alike: each gets an id of its own, kept across a
 	// restart on the same address (as a restarted pod keeps its name).
@@ -160,6 +171,9 @@ func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) 
 	}
 	g.cmd.Stdout = g.stderr
 	g.cmd.Stderr = g.stderr
+	if len(env) > 0 {
+		g.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := g.cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"time"
 
 	"github.com/google/uuid"
@@ -117,6 +118,11 @@ type Config struct {
 	// AccessLog logs one info line per HTTP request when it ends (op
 	// "access": method, status, bytes, duration, remote address).
 	AccessLog bool
+	// Tracer, when set, traces every MCP request, every task (one span
+	// from creation to its end, whichever replica ends it) and every
+	// upstream call (give the upstream.Client the same provider, and
+	// build it with TraceIDGenerator). Nil: no tracing, at no cost.
+	Tracer trace.TracerProvider
 	// Version names this build in taskgate_build_info. Empty: "unknown".
 	Version string
 	// Logger receives one line per failed request and lifecycle events.

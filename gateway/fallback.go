@@ -415,6 +415,7 @@ func (fb *fallback) status(ctx context.Context, owner, id string, era clientEra)
 	if err != nil {
 		return fb.storeFailure(err, "status", id, era)
 	}
+	fb.metrics.tracer().linkTask(ctx, t)
 	return fb.statusResult(t), nil
 }
 
@@ -431,7 +432,8 @@ func (fb *fallback) cancel(ctx context.Context, owner, id string, era clientEra)
 	case err != nil:
 		return fb.storeFailure(err, "cancel", id, era)
 	}
-	fb.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
+	fb.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
+	fb.metrics.tracer().linkTask(ctx, t)
 	fb.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	return toolResult(fmt.Sprintf("Task %s (tool %s) is cancelled.", t.ID, t.Tool), statusOf(t), false), nil
@@ -455,6 +457,7 @@ func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, er
 	if err != nil {
 		return fb.storeFailure(err, "answer", a.TaskID, era)
 	}
+	fb.metrics.tracer().linkTask(ctx, t)
 	if t.Status.Terminal() {
 		return toolResult(fmt.Sprintf("Task %s has already %s and needs no answers. Call %s for its result.",
 			t.ID, finishedVerb(t.Status), fb.names.result), statusOf(t), true), nil

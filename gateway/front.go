@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
@@ -22,6 +23,7 @@ type frontDeps struct {
 	polls   *pollLimiter // nil: no limit
 	renders *renderCache
 	fb      *fallback // the fallback task tools; nil: off (Config.Fallback)
+	trace   *tracing  // nil: off
 }
 
 // get answers a poll (tasks/get) of the owner's task id for a client of
@@ -32,11 +34,12 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 	if !d.polls.admit(w, msg, d.metrics, owner, id) { // ratelimit.go
 		return
 	}
-	raw, err := d.renders.get(r.Context(), store, f, owner, id)
+	raw, tr, err := d.renders.get(r.Context(), store, f, owner, id)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, taskError(d.log, err, "get", id, era))
 		return
 	}
+	d.trace.linkTrace(r.Context(), id, tr)
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
 }
 
@@ -50,7 +53,7 @@ func (d *frontDeps) holdHybrid(r *http.Request, j *job, dec policy.Decision) (re
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	c := d.runner.hold(j.sess, j.req)
+	c := d.runner.hold(trace.SpanContextFromContext(r.Context()), j.sess, j.req)
 	j.call = c
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

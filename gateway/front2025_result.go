@@ -67,6 +67,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 		fail(err)
 		return
 	}
+	f.trace.linkTask(ctx, t)
 	if t.Status.Terminal() {
 		f.logRetrieved(t, owner)
 		mcpwire.WriteJSON(w, http.StatusOK, final(t))

@@ -95,7 +95,8 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", id, era2025))
 		return
 	}
-	f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
+	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
+	f.trace.linkTask(r.Context(), t)
 	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", logOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	f.statusChanged(r.Context(), t)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 		writeStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.runner.hold(target.Session, req) // the slot admit reserved
+	c := f.runner.hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
 	ka := f.up.keepAliveFor(msg) // upstream_keepalive.go
 	var beat <-chan time.Time

@@ -72,7 +72,8 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", p.TaskID, era2026))
 			return
 		default:
-			f.metrics.taskFinished(t.Tool, taskstore.StatusCancelled, t.CreatedAt)
+			f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
+			f.trace.linkTask(r.Context(), t)
 			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
 				Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 		}

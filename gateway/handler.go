@@ -31,6 +31,7 @@ type Handler struct {
 	end  context.CancelFunc
 
 	origins *originPolicy // the allowed Origins (frontdoor.go)
+	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
 
@@ -52,6 +53,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: c, log: c.Logger, origins: origins}
 	h.life, h.end = context.WithCancel(context.Background())
+	h.trace = newTracing(c.Tracer, c.ReplicaID)
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
@@ -62,6 +64,7 @@ func New(cfg Config) (*Handler, error) {
 		return float64(inflight())
 	})
 	c.Upstream.SetObserver(h.metrics.observeUpstream)
+	h.metrics.trace = h.trace
 	h.metrics.registerBuild(c.Version)
 	h.metrics.registerLimit(c.MaxInflight)
 	if c.Store == nil {
@@ -82,7 +85,7 @@ func New(cfg Config) (*Handler, error) {
 	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache()}
 	h.runner = newRunner(runnerParams{
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
-		metrics: h.metrics, log: c.Logger, replica: c.ReplicaID,
+		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
 	})
 	inflight = h.runner.inflight
@@ -91,7 +94,7 @@ func New(cfg Config) (*Handler, error) {
 		h.runner.stop()
 		return nil, err
 	}
-	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger,
+	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger, trace: h.trace,
 		polls: polls, renders: renders, fb: fb}
 	h.front2025.frontDeps = deps
 	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
@@ -158,6 +161,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 	switch r.URL.Path {
 	case h.cfg.Path:
+		r = h.trace.startRequest(r, rec)
 		if h.frontDoor(w, r) {
 			h.serveMCP(w, r)
 		}
@@ -231,6 +235,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	noteMethod(w, metricMethod(msg))
+	if h.trace != nil {
+		h.trace.linkMeta(r.Context(), r, traceMeta(msg.Meta()))
+	}
 	h.route(w, r, msg)
 }
 

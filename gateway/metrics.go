@@ -51,6 +51,7 @@ import (
 // plus the Go runtime's and the process' standard collectors.
 type metrics struct {
 	reg        *prometheus.Registry
+	trace      *tracing               // nil: off
 	collectors []prometheus.Collector // what register registered, for names
 
 	created       *prometheus.CounterVec
@@ -229,12 +230,13 @@ func (m *metrics) taskCreated(tool string, proto taskstore.Protocol) {
 	m.created.WithLabelValues(m.tools.label(tool), string(proto)).Inc()
 }
 
-func (m *metrics) taskFinished(tool string, status taskstore.Status, created time.Time) {
-	l := m.tools.label(tool)
+func (m *metrics) taskFinished(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
+	l := m.tools.label(t.Tool)
 	m.finished.WithLabelValues(l, string(status)).Inc()
-	if !created.IsZero() {
-		m.duration.WithLabelValues(l, string(status)).Observe(time.Since(created).Seconds())
+	if !t.CreatedAt.IsZero() {
+		m.duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
 	}
+	m.trace.endTask(t, status, inputWait) // this replica ended it: it records the task's span
 }
 
 // liveTask tracks one worker's task in taskgate_tasks_live: set moves it
@@ -373,3 +375,11 @@ func (s storeHook) observe(name string, took time.Duration, err error) {
 // isScriptMiss: EVALSHA of a script Redis does not have yet; go-redis'
 // Script.Run retries with EVAL, so it is not a failure.
 func isScriptMiss(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
+
+// tracer is m's tracing; nil (off) on a nil *metrics too.
+func (m *metrics) tracer() *tracing {
+	if m == nil {
+		return nil
+	}
+	return m.trace
+}

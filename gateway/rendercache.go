@@ -44,12 +44,13 @@ type renderInputs struct {
 	created, updated    time.Time
 	ttl, poll           time.Duration
 	result, err         []byte
+	trace               string // not rendered: what a poll's span links to
 }
 
 func inputsOf(t *taskstore.Task) renderInputs {
 	return renderInputs{owner: t.Owner, id: t.ID, status: string(t.Status), message: t.StatusMessage,
 		created: t.CreatedAt, updated: t.LastUpdatedAt, ttl: t.TTL, poll: t.PollInterval,
-		result: t.Result, err: t.Error}
+		result: t.Result, err: t.Error, trace: t.Trace}
 }
 
 // same reports whether t renders as in: equal instants are enough, as the
@@ -170,35 +171,39 @@ type renderStore interface {
 // expired (by the store's clock, as Get judges) or its stamp differs: then
 // the caller reads the whole record. err is the stamp read's failure (the
 // store unavailable), for the caller to answer at once.
-func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f renderFlavour, owner, id string) (out []byte, ok bool, err error) {
+func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f renderFlavour, owner, id string) (out []byte, trace string, ok bool, err error) {
 	in, out, ok := c.peek(f, owner, id)
 	if !ok || !in.created.Add(in.ttl).After(store.Options().Clock()) {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	st, found, err := store.Stamp(ctx, owner, id)
 	if err != nil {
-		return nil, false, err
+		return nil, "", false, err
 	}
 	if !found || string(st.Status) != in.status || !st.LastUpdatedAt.Equal(in.updated) {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
-	return out, true, nil
+	return out, in.trace, true, nil
 }
 
 // get is the marshalled result of a tasks/get (flavour f) of the owner's
 // task id: cachedGet's, else the whole record's rendering.
-func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavour, owner, id string) ([]byte, error) {
-	if raw, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
-		return raw, err
+// The task's Trace comes along, for the poll's span.
+func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavour, owner, id string) ([]byte, string, error) {
+	if raw, trace, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
+		return raw, trace, err
 	}
 	t, err := store.Get(ctx, owner, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	var raw []byte
 	if f == render2026Get {
-		return c.get2026(t)
+		raw, err = c.get2026(t)
+	} else {
+		raw, err = c.get2025(t)
 	}
-	return c.get2025(t)
+	return raw, t.Trace, err
 }
 
 // get2026 is the marshalled result of a 2026-07-28 tasks/get of t.

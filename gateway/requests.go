@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
@@ -43,6 +44,7 @@ type recorder struct {
 	status int
 	bytes  int64
 	method string
+	span   trace.Span // the request's server span; nil without tracing
 }
 
 func (rec *recorder) WriteHeader(code int) {
@@ -111,4 +113,5 @@ func (h *Handler) served(rec *recorder, r *http.Request, start time.Time) {
 	}
 	h.metrics.requests.total.WithLabelValues(label, outcome(status)).Inc()
 	h.metrics.requests.duration.WithLabelValues(label).Observe(took.Seconds())
+	endRequest(rec.span, label, status)
 }

@@ -65,6 +65,7 @@ type runnerParams struct {
 	notify      taskNotifier
 	observe     func(tool string, took time.Duration) // a call's latency (decider.observe)
 	metrics     *metrics
+	trace       *tracing // nil: off
 	log         zerolog.Logger
 	replica     string        // names this replica in leases
 	lease       time.Duration // how long a lease lasts unrenewed
@@ -210,6 +211,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		PollInterval: poll,
 		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
+		Trace:        rn.trace.mintTask(ctx), // the task's span: child of the creating request's
 	})
 	if err != nil {
 		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)

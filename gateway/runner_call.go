@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -33,8 +34,12 @@ var errStopping = errors.New("the gateway replica running the task stopped")
 
 // hold starts req on sess for a front, in the slot admit reserved, on the
 // runner's lifetime: a hybrid or bridged call, which may become a task.
-func (rn *runner) hold(sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
-	return rn.startCall(rn.ctx, sess, req, true)
+func (rn *runner) hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
+	ctx := rn.ctx
+	if parent.IsValid() { // the call's client span is a child of the request's
+		ctx = trace.ContextWithSpanContext(ctx, parent)
+	}
+	return rn.startCall(ctx, sess, req, true)
 }
 
 // startCall sends req on sess in a goroutine the runner owns. It is the one

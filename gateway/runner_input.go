@@ -68,6 +68,7 @@ func (run *taskRun) startWaiting() {
 // input in all (tasks that never asked are not observed).
 func (run *taskRun) observeInputWait() {
 	run.stopWaiting()
+	run.j.inputWait = run.inputWait
 	if run.inputWait > 0 {
 		run.rn.metrics.inputWait.WithLabelValues(run.rn.metrics.tools.label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
 	}

@@ -28,7 +28,9 @@ func (run *taskRun) fail(msg string) {
 	})
 	if err == nil {
 		run.observeInputWait()
-		run.rn.metrics.taskFinished(run.j.task.Tool, taskstore.StatusFailed, run.j.task.CreatedAt)
+		t := *run.j.task
+		t.StatusMessage = msg
+		run.rn.metrics.taskFinished(&t, taskstore.StatusFailed, run.inputWait)
 	}
 	run.rn.settle(run.writeCtx, run.j, err)
 	run.log().Warn().Str("op", "failed").Msg(msg)
@@ -119,7 +121,9 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		log.Error().Str("op", string(status)).Err(err).Msg("could not record the task's outcome")
 		return
 	}
-	rn.metrics.taskFinished(t.Tool, status, t.CreatedAt)
+	ended := *t
+	ended.StatusMessage = o.Message
+	rn.metrics.taskFinished(&ended, status, j.inputWait)
 	ev := log.Info()
 	if status == taskstore.StatusFailed {
 		ev = log.Warn()

@@ -152,9 +152,11 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
 		if err == nil {
 			ev = ev.Str("tool", t.Tool).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds())
-			rc.metrics.taskFinished(t.Tool, taskstore.StatusFailed, t.CreatedAt)
+			ended := *t
+			ended.StatusMessage = "the gateway replica running the task stopped (" + dead + ")"
+			rc.metrics.taskFinished(&ended, taskstore.StatusFailed, 0)
 		} else {
-			rc.metrics.taskFinished("", taskstore.StatusFailed, time.Time{})
+			rc.metrics.taskFinished(&taskstore.Task{}, taskstore.StatusFailed, 0)
 		}
 		ev.Msg("task failed: its replica stopped")
 		if err == nil {

@@ -63,6 +63,9 @@ type job struct {
 	// that client declared (clientCaps is nil for it).
 	fallback   bool
 	callerCaps json.RawMessage
+	// inputWait is how long the task waited for its client's answers, once
+	// it ended (its span's attribute).
+	inputWait time.Duration
 }
 
 // job2026 is what a task of a 2026-07-28 client needs besides job.
@@ -140,7 +143,8 @@ func (run *taskRun) park(watch *taskstore.Watch) {
 //go:noinline
 func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 	t := j.task
-	ctx, cancel := context.WithDeadlineCause(rn.ctx, t.ExpiresAt(), errors.New("the task's ttl ran out"))
+	// The worker's upstream calls are children of the task's span.
+	ctx, cancel := context.WithDeadlineCause(rn.trace.taskContext(rn.ctx, t), t.ExpiresAt(), errors.New("the task's ttl ran out"))
 	run := &taskRun{
 		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},

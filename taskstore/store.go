@@ -159,6 +159,8 @@ type NewTask struct {
 	PollInterval  time.Duration
 	StatusMessage string
 	Upstream      Upstream
+	// Trace is kept with the task and returned as Task.Trace.
+	Trace string
 	// Lease, when set, makes the creating replica the task's worker from
 	// the first instant, so a crash right after Create is recovered too.
 	Lease *LeaseRequest
@@ -201,6 +203,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		TTL:           ttl,
 		PollInterval:  poll,
 		Upstream:      n.Upstream,
+		Trace:         n.Trace,
 	}
 	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(),
 		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
@@ -208,6 +211,9 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}
 	if t.StatusMessage != "" {
 		args = append(args, fMessage, t.StatusMessage)
+	}
+	if t.Trace != "" {
+		args = append(args, fTrace, t.Trace)
 	}
 	args = appendUpstream(args, n.Upstream)
 	var lease func(redis.Pipeliner)

@@ -119,6 +119,9 @@ type Task struct {
 	CancelRequested bool
 	Lease           Lease
 	Upstream        Upstream
+	// Trace is what the gateway keeps of the task's span (its ids), "" when
+	// tracing is off.
+	Trace string
 }
 
 // ExpiresAt is when the task's keys expire: TTL after creation.
@@ -155,6 +158,7 @@ const (
 	fLeaseFrom    = "lease_from"  // the holder the first takeover (Claim) took the lease from
 	fUpRequestID  = "up_request_id"
 	fUpSession    = "up_session"
+	fTrace        = "trace" // the task span's ids (the gateway's tracing), absent when off
 	prefixIn      = "in:"
 	prefixResp    = "re:"
 	prefixUsedKey = "used:"
@@ -195,6 +199,7 @@ func decodeTask(m map[string]string) (*Task, bool) {
 		Error:           raw(fError),
 		Progress:        raw(fProgress),
 		CancelRequested: m[fCancel] == "1",
+		Trace:           m[fTrace],
 		Upstream: Upstream{
 			RequestID: raw(fUpRequestID),
 			SessionID: m[fUpSession],

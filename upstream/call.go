@@ -253,9 +253,22 @@ func (c *Client) checkStatus(resp *http.Response, s *Session) error {
 
 // post sends one JSON-RPC message.
 func (c *Client) post(ctx context.Context, s *Session, method string, body []byte) (*http.Response, error) {
+	spanName := method
+	if spanName == "" {
+		spanName = "response"
+	}
+	header := make(http.Header, 8)
+	ctx, end := c.startSpan(ctx, spanName, header)
+	if c.tracer != nil && method != "" {
+		body = withTraceMeta(ctx, body)
+	}
 	req, err := c.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
+		end(nil, err)
 		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	h := req.Header
 	if s != nil {
@@ -283,7 +296,9 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 	if method == "" {
 		method = "response"
 	}
-	return c.roundTrip(c.own, req, method)
+	resp, err := c.roundTrip(c.own, req, method)
+	end(resp, err)
+	return resp, err
 }
 
 // Respond posts the answer to a server→client request on session s.

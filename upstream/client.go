@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure a Client. Every field is optional.
@@ -39,6 +41,10 @@ type Options struct {
 	// upstream by it (a stdio child's command rather than the placeholder
 	// URL its Transport serves).
 	Name string
+	// Tracer, when set, gives every request to the upstream a client span
+	// and W3C trace context (headers, and params._meta on the requests
+	// the client builds itself). Nil: no tracing, at no cost.
+	Tracer trace.TracerProvider
 }
 
 // Observation describes one HTTP exchange with the upstream, for the
@@ -74,6 +80,7 @@ type Client struct {
 	observe atomic.Pointer[func(Observation)]
 	ready   func(context.Context) error // Options.Ready
 	name    string                      // Options.Name
+	tracer  trace.Tracer                // from Options.Tracer; nil: off
 }
 
 // SetObserver makes f hear of every HTTP exchange with the upstream once
@@ -100,6 +107,9 @@ func New(rawURL string, opts Options) (*Client, error) {
 		own = newConnTransport(opts, rt)
 	}
 	c := &Client{url: u, rt: rt, own: own, header: opts.Header.Clone(), ready: opts.Ready, name: opts.Name}
+	if opts.Tracer != nil {
+		c.tracer = opts.Tracer.Tracer("github.com/taskgate/taskgate/upstream")
+	}
 	if u.User != nil {
 		pass, _ := u.User.Password()
 		c.basic = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass))
@@ -221,7 +231,13 @@ func (c *Client) Forward(ctx context.Context, method string, header http.Header,
 	if name == "" {
 		name = method
 	}
-	return c.roundTrip(c.rt, req, name)
+	sctx, end := c.startSpan(ctx, name, req.Header)
+	if sctx != ctx {
+		req = req.WithContext(sctx)
+	}
+	resp, err := c.roundTrip(c.rt, req, name)
+	end(resp, err)
+	return resp, err
 }
 
 // Ping opens and closes a TCP connection to the upstream's host: it proves

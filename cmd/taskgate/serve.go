@@ -87,7 +87,16 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	up, err := openUpstream(c, log, maxBody)
+	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion())
+	if err != nil {
+		return err
+	}
+	defer func() { // last: the spans of the shutdown itself are flushed
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopTracing(ctx)
+	}()
+	up, err := openUpstream(c, log, maxBody, tp)
 	if err != nil {
 		return err
 	}
@@ -143,7 +152,7 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
 	}
 	current := policy.NewCurrent(policyCfg)
-	store, err := openStore(c, log)
+	store, err := openStore(c, log, tp)
 	if err != nil {
 		return err
 	}
@@ -170,6 +179,7 @@ func serve(c *cli.Context) error {
 		ListenHost:     listenHost(c.String("listen")),
 		Anonymous:      door.anonymous,
 		Fallback:       fallback,
+		Tracer:         tp,
 	})
 	if err != nil {
 		return err
@@ -204,7 +214,7 @@ func serve(c *cli.Context) error {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
 	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.name).Str("path", path).
-		Str("version", buildVersion()).Msg("taskgate serving")
+		Str("version", buildVersion()).Bool("tracing", tp != nil).Msg("taskgate serving")
 
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()

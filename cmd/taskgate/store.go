@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"strings"
 	"time"
 
@@ -45,7 +46,8 @@ func (o *openedStore) Close() {
 }
 
 // openStore connects to --redis-url, or starts the embedded store.
-func openStore(c *cli.Context, log zerolog.Logger) (*openedStore, error) {
+// Its Redis commands are traced with tp (nil: not traced).
+func openStore(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*openedStore, error) {
 	for _, name := range []string{"default-ttl", "max-ttl", "poll-interval"} {
 		if c.Duration(name) <= 0 {
 			return nil, fmt.Errorf("invalid --%s %s: it must be positive", name, c.Duration(name))
@@ -90,6 +92,10 @@ func openStore(c *cli.Context, log zerolog.Logger) (*openedStore, error) {
 		}
 		out.closers = append(out.closers, emb.Close) // closes its client too
 		rdb = emb.Client()
+	}
+	if err := traceRedis(rdb, tp); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("cannot trace the task store's Redis commands: %v", err)
 	}
 	out.Store = taskstore.New(rdb, opts)
 	return out, nil

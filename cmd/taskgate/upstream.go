@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"strings"
 	"time"
 
@@ -54,7 +55,7 @@ func (o *openedUpstream) close(ctx context.Context) {
 
 // openUpstream reads --upstream or --upstream-command (exactly one) and
 // the flags that go with them. maxLine bounds a stdio message (--max-body).
-func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64) (*openedUpstream, error) {
+func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64, tp trace.TracerProvider) (*openedUpstream, error) {
 	url, command := c.String("upstream"), c.String("upstream-command")
 	switch {
 	case url == "" && command == "":
@@ -66,6 +67,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64) (*openedUps
 	if err != nil {
 		return nil, err
 	}
+	opts.Tracer = tp
 	if url != "" {
 		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session"} {
 			if c.IsSet(name) {
