@@ -117,6 +117,10 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	case errors.Is(err, taskstore.ErrTerminal):
 		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
 		return
+	case errors.Is(err, taskstore.ErrExpired), errors.Is(err, taskstore.ErrNotFound):
+		rn.trace.endTask(t, outcomeExpired, j.inputWait) // its ttl ran out first: the span still ends
+		log.Info().Str("op", "expired").Msg("the task expired before its outcome was recorded")
+		return
 	case err != nil:
 		log.Error().Str("op", string(status)).Err(err).Msg("could not record the task's outcome")
 		return

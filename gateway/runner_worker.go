@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -144,7 +145,7 @@ func (run *taskRun) park(watch *taskstore.Watch) {
 func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 	t := j.task
 	// The worker's upstream calls are children of the task's span.
-	ctx, cancel := context.WithDeadlineCause(rn.trace.taskContext(rn.ctx, t), t.ExpiresAt(), errors.New("the task's ttl ran out"))
+	ctx, cancel := context.WithDeadlineCause(rn.trace.taskContext(rn.ctx, t), t.ExpiresAt(), errTTL)
 	run := &taskRun{
 		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
@@ -282,8 +283,16 @@ func (run *taskRun) expired() {
 		res := <-run.call.done
 		run.call = nil
 		run.rn.finish(run.writeCtx, run.j, *run.log(), res, run.start)
+		return
+	}
+	if errors.Is(context.Cause(run.ctx), errTTL) { // waiting for input when the ttl ran out
+		run.observeInputWait()
+		run.rn.trace.endTask(run.j.task, outcomeExpired, run.inputWait)
 	}
 }
+
+// errTTL is the worker context's cause when the task's ttl runs out.
+var errTTL = errors.New("the task's ttl ran out")
 
 // event handles an event of the task's watch (ok false: the watch ended,
 // the gateway is stopping).
@@ -334,7 +343,10 @@ func (run *taskRun) waiting() bool { return len(run.pending) > 0 || len(run.mrtr
 // renewing is set until the loop has it.
 func (run *taskRun) renew() {
 	defer run.rn.wg.Done()
-	run.renewal <- run.rn.store.Extend(run.writeCtx, run.j.owner, run.j.task.ID, run.rn.replica, run.rn.lease)
+	// Not under the task's span: a renewal every few seconds is no part of
+	// the task's story (the Redis hook traces only commands with a span).
+	ctx := trace.ContextWithSpanContext(run.writeCtx, trace.SpanContext{})
+	run.renewal <- run.rn.store.Extend(ctx, run.j.owner, run.j.task.ID, run.rn.replica, run.rn.lease)
 }
 
 // renewed acts on a lease renewal's outcome.
@@ -366,6 +378,7 @@ func (run *taskRun) gone(err error) (done bool) {
 	run.cancelUpstream("the task no longer exists")
 	run.abort(errTaskGone)
 	run.observeInputWait()
+	run.rn.trace.endTask(run.j.task, outcomeExpired, run.inputWait)
 	return true
 }
 

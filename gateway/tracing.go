@@ -242,11 +242,15 @@ func (tr *tracing) endTask(t *taskstore.Task, status taskstore.Status, inputWait
 	}
 	_, span := tr.tracer.Start(ctx, "mcp.task "+t.Tool, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrs...))
-	if status == taskstore.StatusFailed {
+	if status == taskstore.StatusFailed || status == outcomeExpired {
 		span.SetStatus(codes.Error, t.StatusMessage)
 	}
 	span.End()
 }
+
+// outcomeExpired is the task span's outcome when the task's ttl ran out
+// (or its record vanished) before a terminal status was written.
+const outcomeExpired taskstore.Status = "expired"
 
 // forcedIDsKey carries the ids TraceIDGenerator gives the task span.
 type forcedIDsKey struct{}

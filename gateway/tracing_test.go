@@ -288,3 +288,28 @@ func BenchmarkTracing(b *testing.B) {
 		})
 	}
 }
+
+// TestTracingExpiredTask: a task whose ttl runs out while its call is
+// still running ends its span ("expired") on the worker's replica.
+func TestTracingExpiredTask(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	tr := newTraced()
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) {
+		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+		c.Tracer = tr.tp
+	})
+	c := &mcpClient{t: t, urls: f.urls}
+	c.initialize()
+	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30, "text": "x"}, "task": map[string]any{"ttl": 1000}})
+	if r.Error != nil {
+		t.Fatalf("create: %+v", r.Error)
+	}
+	waitFor(t, func() bool { return len(tr.named("mcp.task slow")) == 1 })
+	for _, kv := range tr.named("mcp.task slow")[0].Attributes() {
+		if kv.Key == "taskgate.outcome" && kv.Value.Emit() != "expired" {
+			t.Fatalf("outcome %s, want expired", kv.Value.Emit())
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
@@ -253,22 +254,21 @@ func (c *Client) checkStatus(resp *http.Response, s *Session) error {
 
 // post sends one JSON-RPC message.
 func (c *Client) post(ctx context.Context, s *Session, method string, body []byte) (*http.Response, error) {
-	spanName := method
-	if spanName == "" {
-		spanName = "response"
-	}
-	header := make(http.Header, 8)
-	ctx, end := c.startSpan(ctx, spanName, header)
-	if c.tracer != nil && method != "" {
-		body = withTraceMeta(ctx, body)
+	var span trace.Span
+	if c.tracer != nil {
+		name := method
+		if name == "" {
+			name = "response"
+		}
+		ctx, span = c.startSpan(ctx, name)
+		if method != "" {
+			body = withTraceMeta(ctx, body)
+		}
 	}
 	req, err := c.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
-		end(nil, err)
+		endSpan(span, nil, err)
 		return nil, err
-	}
-	for k, v := range header {
-		req.Header[k] = v
 	}
 	h := req.Header
 	if s != nil {
@@ -296,8 +296,11 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 	if method == "" {
 		method = "response"
 	}
+	if span != nil {
+		inject(ctx, h)
+	}
 	resp, err := c.roundTrip(c.own, req, method)
-	end(resp, err)
+	endSpan(span, resp, err)
 	return resp, err
 }
 

@@ -231,12 +231,14 @@ func (c *Client) Forward(ctx context.Context, method string, header http.Header,
 	if name == "" {
 		name = method
 	}
-	sctx, end := c.startSpan(ctx, name, req.Header)
-	if sctx != ctx {
-		req = req.WithContext(sctx)
+	if c.tracer == nil {
+		return c.roundTrip(c.rt, req, name)
 	}
+	sctx, span := c.startSpan(ctx, name)
+	req = req.WithContext(sctx)
+	inject(sctx, req.Header)
 	resp, err := c.roundTrip(c.rt, req, name)
-	end(resp, err)
+	endSpan(span, resp, err)
 	return resp, err
 }
 

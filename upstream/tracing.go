@@ -3,7 +3,9 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,33 +19,76 @@ import (
 // and baggage, in headers and (MCP 2026-07-28, SEP-414) in params._meta.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// startSpan starts the client span of one request to the upstream and
-// sets its trace context on header, replacing any the caller sent (the
-// upstream's parent is this span). end records the outcome. Without a
-// tracer it does nothing.
-func (c *Client) startSpan(ctx context.Context, method string, header http.Header) (context.Context, func(*http.Response, error)) {
+// startSpan starts the client span of one request to the upstream; nil
+// without a tracer. Its trace context goes on the request with inject.
+func (c *Client) startSpan(ctx context.Context, method string) (context.Context, trace.Span) {
 	if c.tracer == nil {
-		return ctx, func(*http.Response, error) {}
+		return ctx, nil
 	}
-	ctx, span := c.tracer.Start(ctx, "mcp.upstream "+method, trace.WithSpanKind(trace.SpanKindClient),
+	return c.tracer.Start(ctx, "mcp.upstream "+method, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("mcp.method.name", method), attribute.String("server.address", c.url.Host)))
+}
+
+// inject sets ctx's trace context on header, replacing any the caller
+// sent (the upstream's parent is the gateway's client span).
+func inject(ctx context.Context, header http.Header) {
 	for _, k := range []string{"Traceparent", "Tracestate", "Baggage"} {
 		header.Del(k)
 	}
 	propagator.Inject(ctx, propagation.HeaderCarrier(header))
-	return ctx, func(resp *http.Response, err error) {
-		switch {
-		case err != nil:
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		case resp != nil:
-			span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
-			if resp.StatusCode >= 500 {
-				span.SetStatus(codes.Error, resp.Status)
-			}
-		}
-		span.End()
+}
+
+// endSpan records how the request went. A response's span ends when its
+// body is closed (or read to its end), so a streamed answer is timed
+// whole and an error on the way is recorded.
+func endSpan(span trace.Span, resp *http.Response, err error) {
+	if span == nil {
+		return
 	}
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	case resp != nil:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 500 {
+			span.SetStatus(codes.Error, resp.Status)
+		}
+		resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
+		return
+	}
+	span.End()
+}
+
+// spanBody ends its span at EOF, on a read error, or when closed.
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.end(err)
+	}
+	return n, err
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end(nil)
+	return err
+}
+
+func (b *spanBody) end(err error) {
+	b.once.Do(func() {
+		if err != nil && err != io.EOF {
+			b.span.RecordError(err)
+			b.span.SetStatus(codes.Error, err.Error())
+		}
+		b.span.End()
+	})
 }
 
 // withTraceMeta puts ctx's trace context into a request message's
@@ -62,6 +107,24 @@ func withTraceMeta(ctx context.Context, body []byte) []byte {
 		return body
 	}
 	p := m.Params
+	if len(p) > 0 {
+		// The client's own trace keys must not travel next to ours.
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(p, &obj) == nil {
+			var meta map[string]json.RawMessage
+			if json.Unmarshal(obj["_meta"], &meta) == nil && meta != nil {
+				delete(meta, "traceparent")
+				delete(meta, "tracestate")
+				delete(meta, "baggage")
+				if b, err := json.Marshal(meta); err == nil {
+					obj["_meta"] = b
+					if b, err := json.Marshal(obj); err == nil {
+						p = b
+					}
+				}
+			}
+		}
+	}
 	for k, v := range carrier {
 		p = mcpwire.WithMeta(p, k, v)
 	}

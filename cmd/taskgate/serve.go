@@ -87,7 +87,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion())
+	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
 	if err != nil {
 		return err
 	}
