@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,5 +66,82 @@ func TestWorkerThatLosesItsLeaseAbortsTheCall(t *testing.T) {
 				t.Errorf("after the lease was lost: status %s, lease holder %q; want working, thief", got.Status, got.Lease.Holder)
 			}
 		})
+	}
+}
+
+// evalCounter counts EVALSHA commands sent alone and the sizes of
+// pipelines made only of EVALSHA.
+type evalCounter struct {
+	mu        sync.Mutex
+	alone     int
+	pipelines []int
+}
+
+func (*evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (e *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			e.mu.Lock()
+			e.alone++
+			e.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		all := len(cmds) > 0
+		for _, c := range cmds {
+			all = all && c.Name() == "evalsha"
+		}
+		if all {
+			e.mu.Lock()
+			e.pipelines = append(e.pipelines, len(cmds))
+			e.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (e *evalCounter) reset() (alone int, pipelines []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	alone, pipelines = e.alone, e.pipelines
+	e.alone, e.pipelines = 0, nil
+	return alone, pipelines
+}
+
+// TestLeaseRenewalsBatched: the leases of all the tasks a replica runs are
+// renewed in one pipeline per period, not one script call per task.
+func TestLeaseRenewalsBatched(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	counter := &evalCounter{}
+	f := newFleet(t, up.URL+"/mcp")
+	f.add(func(c *Config) {
+		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+		// A long lease: the recoverer's sweeps find nothing to tidy (its
+		// scripts would count as calls alone).
+		c.Lease, c.LeaseRenew = time.Minute, 100*time.Millisecond
+		c.Store.AddHook(counter)
+	})
+	c := &modernClient{t: t, urls: f.urls, auth: "Bearer batch"}
+	for range 5 {
+		c.toolTask("slow", map[string]any{"seconds": 30})
+	}
+	waitMetric(t, f.urls[0], "taskgate_held_calls", nil, 5)
+	counter.reset()
+	time.Sleep(700 * time.Millisecond) // about 7 renewal periods, nothing else happening
+	alone, pipelines := counter.reset()
+	full := 0
+	for _, n := range pipelines {
+		if n == 5 {
+			full++
+		}
+	}
+	if alone != 0 || full < 2 {
+		t.Fatalf("while 5 tasks were held: %d script calls alone, pipelines %v; want none alone and one pipeline of 5 per period", alone, pipelines)
 	}
 }

@@ -39,6 +39,7 @@ type runnerStore interface {
 	SetProgress(ctx context.Context, owner, id string, progress json.RawMessage, message string) error
 	Finish(ctx context.Context, owner, id string, to taskstore.Status, o taskstore.Outcome) error
 	Extend(ctx context.Context, owner, id, holder string, d time.Duration) error
+	ExtendMany(ctx context.Context, refs []taskstore.LeaseRef, holder string, d time.Duration) []error
 	recovererStore // Get, Fail, Release, Options, and the lease sweeps
 }
 
@@ -89,6 +90,7 @@ type runner struct {
 
 	retry     *retrier
 	recoverer *recoverer
+	leases    leaseSet // the workers whose leases renewLeases renews
 }
 
 func newRunner(p runnerParams) *runner {
@@ -99,6 +101,8 @@ func newRunner(p runnerParams) *runner {
 	rn.recoverer = newRecoverer(recovererParams{store: p.store, notify: p.notify, metrics: p.metrics, log: p.log,
 		replica: p.replica, lease: p.lease, every: p.renew, retry: rn.retry})
 	rn.recoverer.start()
+	rn.wg.Add(1)
+	go rn.renewLeases()
 	return rn
 }
 

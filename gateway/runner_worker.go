@@ -24,7 +24,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -99,8 +98,6 @@ type taskRun struct {
 	inputWait    time.Duration
 	live         liveTask // taskgate_tasks_live (metrics.go)
 	resyncEvery  time.Duration
-	renewedAt    time.Time // the last lease renewal (tick)
-	renewing     bool      // a renewal is under way (renew)
 	renewal      chan error
 	takeID       string    // the take id of the last take that failed (deliverAnswers)
 	resyncedAt   time.Time // the last resync (tick)
@@ -114,8 +111,8 @@ type taskRun struct {
 // parked goroutine: begin (the watch's subscription, the call's start)
 // runs on the goroutine work starts on, which then hands the task to a
 // fresh one (park); each select case's work is a function of its own, not
-// inlined; and the lease is renewed by a short-lived goroutine of its own
-// (tick). Parked with about 900 bytes in use, a worker keeps the stack it
+// inlined; and the lease is renewed by the runner, for all its workers at
+// once (runner_leases.go). Parked with about 900 bytes in use, a worker keeps the stack it
 // started with (4 KiB, the runtime's adaptive start) instead of the 8 KiB
 // its setup and go-redis's call chain grew it to: 40 MB for 10,000 running
 // tasks (bench -mode scale).
@@ -151,7 +148,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
 		live: liveTask{m: rn.metrics}, resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
 	}
-	run.renewedAt, run.resyncedAt = run.start, run.start // the lease was taken with the task
+	run.resyncedAt = run.start
 	run.live.set(taskstore.StatusWorking)
 	watch, err := rn.store.Watch(ctx, j.owner, t.ID)
 	if err != nil {
@@ -166,6 +163,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 		cancel()
 		return nil, nil
 	}
+	rn.leases.add(run) // renewed with the others (runner_leases.go)
 	run.call, run.reqID = j.call, j.req.ID
 	if run.call == nil {
 		run.call = rn.startCall(ctx, j.sess, j.req, j.slot)
@@ -195,6 +193,7 @@ func (run *taskRun) log() *zerolog.Logger {
 //
 //go:noinline
 func (run *taskRun) end(watch *taskstore.Watch) {
+	run.rn.leases.remove(run)
 	if run.call != nil {
 		run.call.abort(nil)
 	}
@@ -236,7 +235,6 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 				return
 			}
 		case err := <-run.renewal:
-			run.renewing = false
 			if run.renewed(err) {
 				return
 			}
@@ -309,25 +307,20 @@ func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
 	return run.deliverAnswers()
 }
 
-// tickEvery is the period of the worker's one timer: often enough for the
-// lease renewal (every LeaseRenew) and the resync (every resyncEvery).
+// tickEvery is the period of the worker's one timer: the resync (every
+// resyncEvery). Lease renewals come from the runner (runner_leases.go).
 func (run *taskRun) tickEvery() time.Duration {
-	return max(min(run.rn.renew, run.resyncEvery), time.Millisecond)
+	return max(run.resyncEvery, time.Millisecond)
 }
 
-// tick renews the lease when it is due and, while the worker waits for the
-// client's answers, looks for answers whose event was lost (a cancel whose
-// event was lost is found by the renewal: ErrTerminal). A deadline within
-// half a period counts as due, so the ticks do not drift past it.
+// tick, while the worker waits for the client's answers, looks for
+// answers whose event was lost (a cancel whose event was lost is found by
+// the lease renewal: ErrTerminal). A deadline within half a period counts
+// as due, so the ticks do not drift past it.
 //
 //go:noinline
 func (run *taskRun) tick() (done bool) {
-	now, slack := time.Now(), min(run.rn.renew, run.resyncEvery)/2
-	if !run.renewing && now.Sub(run.renewedAt) >= run.rn.renew-slack {
-		run.renewedAt, run.renewing = now, true
-		run.rn.wg.Add(1)
-		go run.renew()
-	}
+	now, slack := time.Now(), run.resyncEvery/2
 	if run.waiting() && now.Sub(run.resyncedAt) >= run.resyncEvery-slack {
 		run.resyncedAt = now
 		return run.deliverAnswers()
@@ -337,17 +330,6 @@ func (run *taskRun) tick() (done bool) {
 
 // waiting reports whether the worker waits for the client's answers.
 func (run *taskRun) waiting() bool { return len(run.pending) > 0 || len(run.mrtr) > 0 }
-
-// renew extends the task's lease, on a goroutine of its own (see work),
-// and hands the outcome to the worker's loop (renewed). One at a time:
-// renewing is set until the loop has it.
-func (run *taskRun) renew() {
-	defer run.rn.wg.Done()
-	// Not under the task's span: a renewal every few seconds is no part of
-	// the task's story (the Redis hook traces only commands with a span).
-	ctx := trace.ContextWithSpanContext(run.writeCtx, trace.SpanContext{})
-	run.renewal <- run.rn.store.Extend(ctx, run.j.owner, run.j.task.ID, run.rn.replica, run.rn.lease)
-}
 
 // renewed acts on a lease renewal's outcome.
 //

@@ -32,6 +32,21 @@ func TestCluster(t *testing.T) {
 	defer s.Close()
 
 	owners := []string{"alice", "bob", "carol", "dave"} // spread over slots
+	// One ExtendMany renews leases on every shard.
+	var refs []LeaseRef
+	for _, owner := range owners {
+		owner += "-leases"
+		task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Lease: &LeaseRequest{Holder: "r9", Duration: time.Minute}})
+		if err != nil {
+			t.Fatalf("%s: Create: %v", owner, err)
+		}
+		refs = append(refs, LeaseRef{owner, task.ID})
+	}
+	for i, err := range s.ExtendMany(ctx, refs, "r9", time.Hour) {
+		if err != nil {
+			t.Fatalf("ExtendMany %s: %v", refs[i].Owner, err)
+		}
+	}
 	for _, owner := range owners {
 		task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Lease: &LeaseRequest{Holder: "r1", Duration: time.Millisecond}})
 		if err != nil {

@@ -162,3 +162,34 @@ func TestExpiredLeaseFrom(t *testing.T) {
 		}
 	})
 }
+
+// TestExtendMany: one round trip renews every lease of a holder, and
+// reports per task what Extend would: done, another holder's, terminal,
+// missing. A script cache flushed meanwhile (a restarted Redis) is
+// reloaded.
+func TestExtendMany(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		mine := mustCreate(t, s, "o1")
+		theirs := mustCreate(t, s, "o2")
+		done := mustCreate(t, s, "o1")
+		wantErr(t, s.Claim(ctx, "o1", mine.ID, "r1", time.Second), nil)
+		wantErr(t, s.Claim(ctx, "o2", theirs.ID, "r2", time.Second), nil)
+		wantErr(t, s.Claim(ctx, "o1", done.ID, "r1", time.Second), nil)
+		wantErr(t, s.Complete(ctx, "o1", done.ID, json.RawMessage(`{}`)), nil)
+		e.rdb.ScriptFlush(ctx)
+		refs := []LeaseRef{{"o1", mine.ID}, {"o2", theirs.ID}, {"o1", done.ID}, {"o1", "not-a-uuid"}, {"o3", mine.ID}}
+		errs := s.ExtendMany(ctx, refs, "r1", 10*time.Second)
+		wantErr(t, errs[0], nil)
+		wantErr(t, errs[1], ErrLeaseLost)
+		wantErr(t, errs[2], ErrTerminal)
+		wantErr(t, errs[3], ErrNotFound)
+		wantErr(t, errs[4], ErrNotFound)
+		if got := e.hash(s.k.task("o1", mine.ID))["lease_until"]; got != strconv.FormatInt(e.clock.Now().Add(10*time.Second).UnixMilli(), 10) {
+			t.Errorf("lease_until = %s", got)
+		}
+		if errs := s.ExtendMany(ctx, nil, "r1", time.Second); len(errs) != 0 {
+			t.Errorf("no refs: %v", errs)
+		}
+	})
+}
