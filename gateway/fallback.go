@@ -409,6 +409,18 @@ func (fb *fallback) started(t *taskstore.Task, outputSchema, needsInput bool) js
 	return toolResult(text, structured, false)
 }
 
+// awaitQuestion waits (briefly) until the worker has recorded the input
+// request the call's upstream asked before it became task t, so that the
+// answer saying the task needs input and a task_status right after it
+// agree. Bounded: the answer goes out anyway.
+func (fb *fallback) awaitQuestion(ctx context.Context, t *taskstore.Task) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, _ = fb.store.WaitFor(ctx, t.Owner, t.ID, func(t *taskstore.Task) bool {
+		return t.Status != taskstore.StatusWorking
+	})
+}
+
 // status serves task_status.
 func (fb *fallback) status(ctx context.Context, owner, id string, era clientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, id)

@@ -157,6 +157,9 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 	}
 	f.runner.start(j)
 	decl, _ := f.decider.toolInfo(ctx, tool)
+	if j.first != nil {
+		f.fb.awaitQuestion(ctx, j.task)
+	}
 	result := f.fb.started(j.task, decl.output, j.first != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {

@@ -126,6 +126,9 @@ func (readCloser) Close() error { return nil }
 // that became task j.task.
 func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.RawMessage {
 	decl, _ := f.decider.toolInfo(r.Context(), tool)
+	if j.first != nil {
+		f.fb.awaitQuestion(r.Context(), j.task)
+	}
 	return statelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
 }
 

@@ -136,7 +136,14 @@ try {
   const pl = await call(plain, 'plainStarted', 1, 'elicit', {});
   const plID = pl?.structuredContent?.taskId;
   if (plID) {
-    const st = await call(plain, 'plainStatus', 0, 'taskgate_task_status', { taskId: plID });
+    // An agent reads the status until it shows the question (the gateway
+    // records it as the task starts).
+    let st;
+    for (let i = 0; i < 50; i++) {
+      st = await call(plain, 'plainStatus', 0, 'taskgate_task_status', { taskId: plID });
+      if (st?.structuredContent?.status === 'input_required') break;
+      await sleep(100);
+    }
     const key = Object.keys(st?.structuredContent?.inputRequests ?? {})[0];
     if (key) {
       await call(plain, 'plainAnswer', 1, 'taskgate_task_answer', {
