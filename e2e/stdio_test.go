@@ -179,6 +179,13 @@ type everythingOut struct {
 		AfterCancel struct {
 			Status string `json:"status"`
 		} `json:"afterCancel"`
+		Native    []streamMsg `json:"native"`
+		NativeGet struct {
+			Status string `json:"status"`
+		} `json:"nativeGet"`
+		ForeignGet struct {
+			Error *tsErr `json:"error"`
+		} `json:"foreignGet"`
 	} `json:"steps"`
 	Seen struct {
 		Elicitations, Samples, Progress int
@@ -407,4 +414,37 @@ func zombie(pid int) bool {
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	return len(f) > 0 && f[0] == "Z"
+}
+
+// TestNativeUpstreamTasks: the reference server's own task tool
+// (simulate-research-query, taskSupport "required", which asks for
+// clarification inside its task) through two replicas sharing Redis, the
+// TypeScript SDK's tasks client alternating between them: the call passes
+// through with params.task, the upstream's task is followed with
+// tasks/get and tasks/result on either replica, its elicitation answered;
+// a --task rule on the tool does not turn it into a gateway task.
+func TestNativeUpstreamTasks(t *testing.T) {
+	node := ensureJS(t)
+	script, err := filepath.Abs("js/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := startEverythingHTTP(t, node, script)
+	redisURL := "redis://" + redistest.Start(t)
+	args := []string{"--task", "simulate-research-query", "--redis-url", redisURL}
+	a, b := startGateway(t, up, args...), startGateway(t, up, args...)
+	out := runEverything(t, node, "native", a.URL+","+b.URL)
+	if got := final(out.Steps.Native); !strings.Contains(strings.ToLower(got), "research") || strings.HasPrefix(got, "error") {
+		t.Errorf("native task: %q", got)
+	}
+	if out.Seen.Elicitations != 1 || out.Steps.NativeGet.Status != "completed" {
+		t.Errorf("elicitations %d, status after %q; want 1 and completed", out.Seen.Elicitations, out.Steps.NativeGet.Status)
+	}
+	if e := out.Steps.ForeignGet.Error; e == nil || e.Code != codeInvalidParams {
+		t.Errorf("another session's tasks/get of the upstream's task: %+v, want -32602", out.Steps.ForeignGet)
+	}
+	logs := a.stderr.String() + b.stderr.String()
+	if !strings.Contains(logs, "upstream task passed through") || strings.Contains(logs, `"op":"created"`) {
+		t.Errorf("want the upstream's task passed through and no gateway task:\n%s", logs)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 // frontDeps are what both fronts hold: the components they call, and the
@@ -29,12 +30,17 @@ type frontDeps struct {
 // get answers a poll (tasks/get) of the owner's task id for a client of
 // era, rendered as f: the poll limit first, then the render cache or the
 // store (rendercache.go).
+// missing, when set, may serve an id the store does not have (an
+// upstream's own task) and reports whether it did.
 func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store renderStore,
-	f renderFlavour, era clientEra, owner, id string) {
+	f renderFlavour, era clientEra, owner, id string, missing func() bool) {
 	if !d.polls.admit(w, msg, d.metrics, owner, id) { // ratelimit.go
 		return
 	}
 	raw, tr, err := d.renders.get(r.Context(), store, f, owner, id)
+	if errors.Is(err, taskstore.ErrNotFound) && missing != nil && missing() {
+		return
+	}
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, taskError(d.log, err, "get", id, era))
 		return

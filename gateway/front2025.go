@@ -62,6 +62,8 @@ type front2025Store interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
+	PutUpstreamTask(ctx context.Context, owner, id string, ttl time.Duration) error
+	IsUpstreamTask(ctx context.Context, owner, id string) (bool, error)
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports

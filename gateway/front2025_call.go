@@ -53,6 +53,12 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
+	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
+		// The upstream's own task tool: its task, not the gateway's
+		// (front2025_native.go), whatever the rules say.
+		f.passNativeTask(w, r, msg, p.Name)
+		return
+	}
 	d, learn := f.decider.decide(r.Context(), p.Name, policy.Client2025)
 	ts := d.TaskSupport
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not

@@ -98,7 +98,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
 			return f.fb.storeFailure(err, "result", a.TaskID, era2025)
 		},
-	})
+	}, nil)
 }
 
 // fallbackCall runs a task candidate of a fallback client: answered as a

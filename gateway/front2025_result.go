@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"time"
@@ -11,7 +12,7 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// result answers tasks/result. A terminal task gets its outcome
+// resultStream answers tasks/result. A terminal task gets its outcome
 // at once, as JSON. Otherwise the answer is an SSE stream that blocks until
 // the task is terminal ("Result Retrieval": MUST block), carrying on the way
 // the task's input requests as server→client requests and its progress as
@@ -19,9 +20,6 @@ import (
 //
 // It works on any replica: it wakes on store events (and re-reads on a slow
 // timer, since pub/sub can drop messages), never on in-process state.
-func (f *front2025) result(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) {
-	f.resultStream(w, r, msg, owner, id, nil)
-}
 
 // streamOpts make resultStream serve the fallback tool task_result
 // (front2025_fallback.go) instead of tasks/result.
@@ -36,9 +34,15 @@ type streamOpts struct {
 // resultStream is result, or with o the fallback task_result: no progress
 // relayed (the call it belonged to was answered), the input requests relay
 // allows sent, and a deadline.
-func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts) {
+//
+// missing, when set, may serve an id the store does not have (an
+// upstream's own task) and reports whether it did.
+func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts, missing func() bool) {
 	ctx := r.Context()
 	fail := func(err error) {
+		if missing != nil && errors.Is(err, taskstore.ErrNotFound) && missing() {
+			return
+		}
 		if o == nil {
 			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
 			return

@@ -46,13 +46,17 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" needs params.taskId"))
 		return
 	}
+	// An id the store does not have may be the upstream's own task,
+	// created through this owner's pass-through call (front2025_native.go):
+	// then the upstream answers, on the client's session.
+	missing := func() bool { return f.upstreamTask(w, r, msg, owner, p.TaskID) }
 	switch msg.MethodName() {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2025Get, era2025, owner, p.TaskID)
+		f.get(w, r, msg, f.store, render2025Get, era2025, owner, p.TaskID, missing)
 	case "tasks/cancel":
-		f.cancel(w, r, msg, owner, p.TaskID)
+		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
-		f.result(w, r, msg, owner, p.TaskID)
+		f.resultStream(w, r, msg, owner, p.TaskID, nil, missing)
 	}
 }
 
@@ -80,8 +84,11 @@ func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 // Cancellation": MUST transition before sending the response); the worker,
 // on whichever replica holds the call, hears the cancel event and aborts
 // the upstream call. A terminal task is refused with -32602.
-func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) {
+func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, missing func() bool) {
 	t, err := f.store.RequestCancel(r.Context(), owner, id, "The task was cancelled by request.")
+	if errors.Is(err, taskstore.ErrNotFound) && missing() {
+		return
+	}
 	if errors.Is(err, taskstore.ErrTerminal) {
 		status := "terminal"
 		if cur, gerr := f.store.Get(r.Context(), owner, id); gerr == nil {

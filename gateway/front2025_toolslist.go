@@ -45,6 +45,11 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		var declared map[string]toolDecl
 		var err error
 		result, declared, err = rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
+			if decl.ts == policy.TaskSupportRequired {
+				// The upstream runs it only as its own task: no rule may hide
+				// that (its calls pass through, front2025_native.go).
+				return decl.ts
+			}
 			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool

@@ -47,7 +47,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	ack := map[string]string{"resultType": "complete"}
 	switch method {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID)
+		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID, nil)
 	case "tasks/update":
 		answers, e := updateAnswers(p.InputResponses)
 		if e != nil {

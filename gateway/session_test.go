@@ -511,7 +511,7 @@ func TestToolsListRewrite(t *testing.T) {
 			want := []string{
 				`{"execution":{"taskSupport":"optional"},"inputSchema":{"type":"object"},"name":"opt_a","x-extra":{"k":1}}`,
 				`{"execution":{"other":1},"name":"sync_b"}`,
-				`{"name":"sync_c"}`,
+				`{"name":"sync_c","execution":{"taskSupport":"required"}}`, // the upstream's own task tool: no rule hides "required"
 				`{"execution":{"taskSupport":"required"},"name":"req_d"}`,
 				`{"name":"plain_e","x-first":0,"execution":{"taskSupport":"optional"}}`, // untouched, key order and all
 				`{"name":"plain_f","description":"d"}`,

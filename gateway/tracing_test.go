@@ -100,6 +100,11 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	traceparent := "00-" + clientTrace + "-00f067aa0ba902b7-01"
 	task := startTraced(t, c, f.urls[0], traceparent) // on A
+	waitFor(t, func() bool {                          // the worker's call reached the upstream
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return len(seen.parents) == 1
+	})
 
 	// Poll and cancel on B.
 	c.urls = []string{f.urls[1]}

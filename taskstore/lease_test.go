@@ -193,3 +193,27 @@ func TestExtendMany(t *testing.T) {
 		}
 	})
 }
+
+// TestUpstreamTasks: an upstream task id is known to the owner that
+// recorded it only, until its ttl.
+func TestUpstreamTasks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		wantErr(t, s.PutUpstreamTask(ctx, "o1", "up-1", 2*time.Second), nil)
+		for _, tc := range []struct {
+			owner, id string
+			want      bool
+		}{{"o1", "up-1", true}, {"o2", "up-1", false}, {"o1", "up-2", false}, {"o1", "", false}} {
+			if got, err := s.IsUpstreamTask(ctx, tc.owner, tc.id); err != nil || got != tc.want {
+				t.Errorf("IsUpstreamTask(%s, %s) = %v, %v; want %v", tc.owner, tc.id, got, err, tc.want)
+			}
+		}
+		e.elapse(3 * time.Second)
+		if got, _ := s.IsUpstreamTask(ctx, "o1", "up-1"); got {
+			t.Errorf("an expired record is still known")
+		}
+		if err := s.PutUpstreamTask(ctx, "o1", string(make([]byte, 300)), 0); err == nil {
+			t.Errorf("an over-long id was recorded")
+		}
+	})
+}
