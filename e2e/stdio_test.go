@@ -195,7 +195,10 @@ type everythingOut struct {
 }
 
 type streamMsg struct {
-	Type   string `json:"type"`
+	Type string `json:"type"`
+	Task *struct {
+		TaskID string `json:"taskId"`
+	} `json:"task"`
 	Result *struct {
 		Content []struct {
 			Text string `json:"text"`
@@ -442,6 +445,22 @@ func TestNativeUpstreamTasks(t *testing.T) {
 	}
 	if e := out.Steps.ForeignGet.Error; e == nil || e.Code != codeInvalidParams {
 		t.Errorf("another session's tasks/get of the upstream's task: %+v, want -32602", out.Steps.ForeignGet)
+	}
+	// A session the gateway serves no tasks for (a 2025-06-18 client) does
+	// not reach another owner's upstream task either.
+	var id string
+	for _, m := range out.Steps.Native {
+		if m.Type == "taskCreated" && m.Task != nil {
+			id = m.Task.TaskID
+		}
+	}
+	older := newRawSession(t, b.URL, "")
+	if m := older.call("initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "older", "version": "1"}}); m.Error != nil {
+		t.Fatalf("initialize 2025-06-18: %+v", m.Error)
+	}
+	if r := older.call("tasks/get", map[string]any{"taskId": id}); id == "" || r.Error == nil || r.Error.Code != codeInvalidParams {
+		t.Errorf("a 2025-06-18 session's tasks/get of another owner's upstream task %q: %+v %s, want -32602", id, r.Error, r.Result)
 	}
 	logs := a.stderr.String() + b.stderr.String()
 	if !strings.Contains(logs, "upstream task passed through") || strings.Contains(logs, `"op":"created"`) {

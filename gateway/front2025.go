@@ -63,7 +63,7 @@ type front2025Store interface {
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
 	PutUpstreamTask(ctx context.Context, owner, id string, ttl time.Duration) error
-	IsUpstreamTask(ctx context.Context, owner, id string) (bool, error)
+	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine, anyone bool, err error)
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports
@@ -93,6 +93,10 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 				mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 				return true
 			}
+			// Relayed as it is, except the upstream's own task that another
+			// owner's call created (front2025_native.go): never reached from
+			// a session the gateway does not check.
+			return f.foreignUpstreamTask(w, r, msg)
 		}
 	case mcpwire.KindResponse:
 		if isInputID(msg.ID) {

@@ -17,12 +17,15 @@ package gateway
 //	gateway: not a task of its own → recorded for this owner → forwarded
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"time"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 // nativeTask reports whether tool runs as the upstream's own task for a
@@ -49,28 +52,68 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	if a.result != nil && json.Unmarshal(a.result, &res) == nil && res.Task != nil && res.Task.TaskID != "" {
 		var ttl time.Duration
 		if res.Task.TTL != nil && *res.Task.TTL > 0 {
-			ttl = time.Duration(*res.Task.TTL) * time.Millisecond
+			ttl = time.Duration(math.Min(*res.Task.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
 		}
 		owner := ownerOf(r)
 		if err := f.store.PutUpstreamTask(r.Context(), owner, res.Task.TaskID, ttl); err != nil {
-			// The client still gets its task; only replicas other than
-			// the upstream's own answers cannot route it: say so.
-			f.log.Warn().Str("op", "native").Str("tool", learn).Err(err).Msg("cannot record the upstream's task id; its tasks/* will not be routed")
-		} else {
-			f.log.Info().Str("op", "native").Str("task_id", res.Task.TaskID).Str("owner", logOwner(owner)).
-				Msg("upstream task passed through")
+			// No replica could route its tasks/*: the upstream's task is
+			// cancelled, and the client told the call failed.
+			e := rpcError(err, era2025)
+			f.log.Warn().Str("op", "native").Str("tool", learn).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+			cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
+				"method": "tasks/cancel", "params": map[string]any{"taskId": res.Task.TaskID}})
+			go func() {
+				ctx, stop := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+				defer stop()
+				if resp, err := f.up.client.Forward(ctx, http.MethodPost, f.upstreamHeader(r), bytes.NewReader(cancel)); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			mcpwire.WriteError(w, msg.ID, e)
+			return
 		}
+		f.log.Info().Str("op", "native").Str("task_id", res.Task.TaskID).Str("owner", logOwner(owner)).
+			Msg("upstream task passed through")
 	}
 	a.write(w, r, f.log, nil)
 }
 
 // upstreamTask forwards a tasks/* request of an id that is the upstream's
-// own task, created by this owner, and reports whether it did.
+// own task, created by this owner, and reports whether it answered (a
+// store failure is answered as one: retryable, not "not found").
 func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
-	ok, err := f.store.IsUpstreamTask(r.Context(), owner, id)
-	if err != nil || !ok {
+	mine, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2025))
+		return true
+	}
+	if !mine {
 		return false
 	}
 	f.up.forward(w, r, msg, f.upstreamHeader(r), "")
 	return true
+}
+
+// foreignUpstreamTask answers -32602 for tasks/get|result|cancel, from a
+// session the gateway serves no tasks for, of an upstream task another
+// owner's call created; it reports whether it answered (else the request
+// is relayed as it is).
+func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+	if msg.MethodName() == "tasks/list" {
+		return false
+	}
+	var p taskIDParams
+	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
+		return false
+	}
+	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), ownerOf(r), p.TaskID)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", p.TaskID, era2025))
+		return true
+	}
+	if anyone && !mine {
+		mcpwire.WriteError(w, msg.ID, rpcError(taskstore.ErrNotFound, era2025)) // as for any unknown id
+		return true
+	}
+	return false
 }

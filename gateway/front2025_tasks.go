@@ -56,6 +56,11 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	case "tasks/cancel":
 		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
+		// Not watched first: the upstream's own task streams from it.
+		if mine, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && mine {
+			f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+			return
+		}
 		f.resultStream(w, r, msg, owner, p.TaskID, nil, missing)
 	}
 }

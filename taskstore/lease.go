@@ -206,53 +206,51 @@ type LeaseRef struct{ Owner, ID string }
 func (s *Store) ExtendMany(ctx context.Context, refs []LeaseRef, holder string, d time.Duration) []error {
 	errs := make([]error, len(refs))
 	now := s.opt.Clock()
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(refs))
-		for i, r := range refs {
-			if validID(r.ID) {
-				cmds[i] = pipe.EvalSha(ctx, extendCmd.Hash(), []string{s.k.task(r.Owner, r.ID)},
-					r.Owner, now.UnixMilli(), holder, now.Add(d).UnixMilli())
-			}
-		}
-		if len(refs) > 0 {
-			_, _ = pipe.Exec(ctx)
-		}
-		noscript := false
-		for _, c := range cmds {
-			if c != nil && c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-				noscript = true
-			}
-		}
-		if noscript && attempt == 0 {
-			if err := extendCmd.Load(ctx, s.rdb).Err(); err != nil {
-				for i := range errs {
-					errs[i] = fmt.Errorf("taskstore: extend lease %s: %w", refs[i].ID, classify(ctx, err))
-				}
-				return errs
-			}
-			continue
-		}
-		for i, c := range cmds {
-			var err error
-			switch {
-			case c == nil:
-				err = ErrNotFound
-			default:
-				vals, cerr := c.Slice()
-				switch {
-				case cerr != nil:
-					err = classify(ctx, cerr)
-				case len(vals) == 0:
-					err = fmt.Errorf("taskstore: empty script reply")
-				default:
-					err = s.replyErr(ctx, refs[i].Owner, refs[i].ID, vals)
-				}
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("taskstore: extend lease %s: %w", refs[i].ID, err)
-			}
-		}
-		return errs
+	args := func(r LeaseRef) []interface{} {
+		return []interface{}{r.Owner, now.UnixMilli(), holder, now.Add(d).UnixMilli()}
 	}
+	cmds := make([]*redis.Cmd, len(refs))
+	pipe := s.rdb.Pipeline()
+	for i, r := range refs {
+		if validID(r.ID) {
+			cmds[i] = pipe.EvalSha(ctx, extendCmd.Hash(), []string{s.k.task(r.Owner, r.ID)}, args(r)...)
+		}
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
+	// A node without the script (restarted, failed over) gets it with the
+	// commands it refused, sent again as EVAL: no node-wide SCRIPT LOAD,
+	// which one unreachable node would make fail for all.
+	retry := s.rdb.Pipeline()
+	for i, c := range cmds {
+		if c != nil && c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			r := refs[i]
+			cmds[i] = extendCmd.Eval(ctx, retry, []string{s.k.task(r.Owner, r.ID)}, args(r)...)
+		}
+	}
+	if retry.Len() > 0 {
+		_, _ = retry.Exec(ctx)
+	}
+	for i, c := range cmds {
+		var err error
+		switch {
+		case c == nil:
+			err = ErrNotFound
+		default:
+			vals, cerr := c.Slice()
+			switch {
+			case cerr != nil:
+				err = classify(ctx, cerr)
+			case len(vals) == 0:
+				err = fmt.Errorf("taskstore: empty script reply")
+			default:
+				err = s.replyErr(ctx, refs[i].Owner, refs[i].ID, vals)
+			}
+		}
+		if err != nil {
+			errs[i] = fmt.Errorf("taskstore: extend lease %s: %w", refs[i].ID, err)
+		}
+	}
+	return errs
 }

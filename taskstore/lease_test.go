@@ -208,6 +208,12 @@ func TestUpstreamTasks(t *testing.T) {
 				t.Errorf("IsUpstreamTask(%s, %s) = %v, %v; want %v", tc.owner, tc.id, got, err, tc.want)
 			}
 		}
+		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o2", "up-1"); err != nil || mine || !anyone {
+			t.Errorf("UpstreamTaskOwner(o2) = %v, %v, %v; want another owner's", mine, anyone, err)
+		}
+		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o1", "up-1"); err != nil || !mine || !anyone {
+			t.Errorf("UpstreamTaskOwner(o1) = %v, %v, %v; want its own", mine, anyone, err)
+		}
 		e.elapse(3 * time.Second)
 		if got, _ := s.IsUpstreamTask(ctx, "o1", "up-1"); got {
 			t.Errorf("an expired record is still known")
