@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,13 +77,11 @@ func attrMap(kvs []*commonpb.KeyValue) map[string]string {
 		case *commonpb.AnyValue_StringValue:
 			m[kv.Key] = v.StringValue
 		case *commonpb.AnyValue_IntValue:
-			m[kv.Key] = jsonNumber(v.IntValue)
+			m[kv.Key] = strconv.FormatInt(v.IntValue, 10)
 		}
 	}
 	return m
 }
-
-func jsonNumber(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func (o *otlpReceiver) find(f func(otlpSpan) bool) []otlpSpan {
 	o.mu.Lock()

@@ -29,8 +29,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -213,7 +214,7 @@ func (fb *fallback) parseArgs(name string, raw json.RawMessage) (fallbackArgs, s
 	}
 	for k := range m {
 		if !allowed[k] {
-			return a, fmt.Sprintf("unknown argument %q: %s takes %s", k, name, strings.Join(sortedKeys(allowed), ", "))
+			return a, fmt.Sprintf("unknown argument %q: %s takes %s", k, name, strings.Join(slices.Sorted(maps.Keys(allowed)), ", "))
 		}
 	}
 	if !mcpwire.PlainString(m["taskId"], &a.TaskID) && json.Unmarshal(m["taskId"], &a.TaskID) != nil || a.TaskID == "" {
@@ -245,15 +246,6 @@ func (fb *fallback) parseArgs(name string, raw json.RawMessage) (fallbackArgs, s
 		}
 	}
 	return a, ""
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // toolResult is a CallToolResult with one text content, structured
@@ -579,13 +571,10 @@ func (fb *fallback) appendTools(result json.RawMessage) (json.RawMessage, error)
 			listed[named.Name] = true
 		}
 	}
-	for _, def := range fb.tools {
-		var named struct {
-			Name string `json:"name"`
-		}
-		_ = json.Unmarshal(def, &named)
-		if listed[named.Name] {
-			fb.log.Error().Str("op", "tools/list").Str("tool", named.Name).
+	for i, name := range []string{fb.names.status, fb.names.result, fb.names.cancel, fb.names.answer} { // fb.tools' order
+		def := fb.tools[i]
+		if listed[name] {
+			fb.log.Error().Str("op", "tools/list").Str("tool", name).
 				Msg("the upstream lists a tool with a fallback tool's name; its tool is kept and the fallback tool left out: set --fallback-prefix")
 			continue
 		}
@@ -604,19 +593,7 @@ func firstPage(params json.RawMessage) bool {
 	return len(params) == 0 || json.Unmarshal(params, &p) != nil || p.Cursor == nil
 }
 
-// fallbackCallParams are a tools/call's name and arguments.
-type fallbackCallParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
 // badArgs is the tool result for arguments the agent must fix.
 func badArgs(name, problem string) json.RawMessage {
 	return toolResult(name+": "+problem, nil, true)
-}
-
-// writeToolResult answers a tools/call with a CallToolResult (2025-11-25
-// shape; a 2026-07-28 front adds resultType).
-func writeToolResult(w http.ResponseWriter, id json.RawMessage, res json.RawMessage) {
-	mcpwire.WriteResult(w, id, res)
 }

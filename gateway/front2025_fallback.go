@@ -40,11 +40,8 @@ import (
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
 func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
-	var p struct {
-		fallbackCallParams
-		Task json.RawMessage `json:"task"`
-	}
-	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || len(p.Task) > 0 {
+	var p toolsCallParams
+	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
 	}
 	s, err := f.sessionErr(r)
@@ -59,7 +56,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 	}
 	if f.fb.is(p.Name) {
 		if _, listed := f.decider.toolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
-			f.fallbackTool(w, r, msg, s, p.fallbackCallParams)
+			f.fallbackTool(w, r, msg, s, p)
 			return true
 		}
 	}
@@ -72,10 +69,10 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 }
 
 // fallbackTool serves one of the fallback tools for session s.
-func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p fallbackCallParams) {
+func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p toolsCallParams) {
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
 	if problem != "" {
-		writeToolResult(w, msg.ID, badArgs(p.Name, problem))
+		mcpwire.WriteResult(w, msg.ID, badArgs(p.Name, problem))
 		return
 	}
 	owner := ownerOf(r)
@@ -85,7 +82,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 			mcpwire.WriteError(w, msg.ID, e)
 			return
 		}
-		writeToolResult(w, msg.ID, res)
+		mcpwire.WriteResult(w, msg.ID, res)
 		return
 	}
 	f.resultStream(w, r, msg, owner, a.TaskID, &streamOpts{

@@ -77,7 +77,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.continueBridge(w, r, msg, id, responses)
 		return
 	}
-	if f.fallbackTool(w, r, msg, mr, fallbackCallParams{Name: p.Name, Arguments: p.Arguments}) {
+	if f.fallbackTool(w, r, msg, mr, p) {
 		return
 	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)

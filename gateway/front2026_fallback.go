@@ -13,6 +13,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -23,7 +24,7 @@ func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil &
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
-func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p fallbackCallParams) bool {
+func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p toolsCallParams) bool {
 	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
 		return false
 	}
@@ -105,7 +106,7 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 // response is what was captured, as an upstream answer to read.
 func (c *captureWriter) response() *http.Response {
 	c.WriteHeader(http.StatusOK)
-	return &http.Response{StatusCode: c.status, Header: c.header, Body: readCloser{bytes.NewReader(c.body.Bytes())}}
+	return &http.Response{StatusCode: c.status, Header: c.header, Body: io.NopCloser(bytes.NewReader(c.body.Bytes()))}
 }
 
 // replay writes what was captured, unchanged.
@@ -117,10 +118,6 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 	w.WriteHeader(c.status)
 	_, _ = w.Write(c.body.Bytes())
 }
-
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }
 
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.

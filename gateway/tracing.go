@@ -22,6 +22,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
@@ -279,21 +280,15 @@ func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID 
 
 func randomTraceID() (id trace.TraceID) {
 	for !id.IsValid() {
-		putUint64(id[:8], rand.Uint64())
-		putUint64(id[8:], rand.Uint64())
+		binary.BigEndian.PutUint64(id[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(id[8:], rand.Uint64())
 	}
 	return id
 }
 
 func randomSpanID() (id trace.SpanID) {
 	for !id.IsValid() {
-		putUint64(id[:], rand.Uint64())
+		binary.BigEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
-}
-
-func putUint64(b []byte, v uint64) {
-	for i := range 8 {
-		b[i] = byte(v >> (56 - 8*i))
-	}
 }

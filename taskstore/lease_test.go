@@ -204,8 +204,8 @@ func TestUpstreamTasks(t *testing.T) {
 			owner, id string
 			want      bool
 		}{{"o1", "up-1", true}, {"o2", "up-1", false}, {"o1", "up-2", false}, {"o1", "", false}} {
-			if got, err := s.IsUpstreamTask(ctx, tc.owner, tc.id); err != nil || got != tc.want {
-				t.Errorf("IsUpstreamTask(%s, %s) = %v, %v; want %v", tc.owner, tc.id, got, err, tc.want)
+			if got, _, err := s.UpstreamTaskOwner(ctx, tc.owner, tc.id); err != nil || got != tc.want {
+				t.Errorf("UpstreamTaskOwner(%s, %s) = %v, %v; want %v", tc.owner, tc.id, got, err, tc.want)
 			}
 		}
 		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o2", "up-1"); err != nil || mine || !anyone {
@@ -215,7 +215,7 @@ func TestUpstreamTasks(t *testing.T) {
 			t.Errorf("UpstreamTaskOwner(o1) = %v, %v, %v; want its own", mine, anyone, err)
 		}
 		e.elapse(3 * time.Second)
-		if got, _ := s.IsUpstreamTask(ctx, "o1", "up-1"); got {
+		if got, _, _ := s.UpstreamTaskOwner(ctx, "o1", "up-1"); got {
 			t.Errorf("an expired record is still known")
 		}
 		if err := s.PutUpstreamTask(ctx, "o1", string(make([]byte, 300)), 0); err == nil {

@@ -68,16 +68,3 @@ func (s *Store) UpstreamTaskOwner(ctx context.Context, owner, id string) (mine, 
 	}
 	return m.Val() == 1, a.Val() == 1, nil
 }
-
-// IsUpstreamTask reports whether owner's call created the upstream's task
-// id (PutUpstreamTask), and it has not expired.
-func (s *Store) IsUpstreamTask(ctx context.Context, owner, id string) (bool, error) {
-	if id == "" || len(id) > maxUpstreamTaskID {
-		return false, nil
-	}
-	n, err := s.rdb.Exists(ctx, s.k.upstreamTask(owner, id)).Result()
-	if err != nil {
-		return false, fmt.Errorf("taskstore: upstream task %s: %w", id, classify(ctx, err))
-	}
-	return n == 1, nil
-}

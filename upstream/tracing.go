@@ -106,29 +106,21 @@ func withTraceMeta(ctx context.Context, body []byte) []byte {
 	if json.Unmarshal(body, &m) != nil || (len(m.Params) > 0 && !mcpwire.IsObject(m.Params)) {
 		return body
 	}
-	p := m.Params
-	if len(p) > 0 {
-		// The client's own trace keys must not travel next to ours.
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(p, &obj) == nil {
-			var meta map[string]json.RawMessage
-			if json.Unmarshal(obj["_meta"], &meta) == nil && meta != nil {
-				delete(meta, "traceparent")
-				delete(meta, "tracestate")
-				delete(meta, "baggage")
-				if b, err := json.Marshal(meta); err == nil {
-					obj["_meta"] = b
-					if b, err := json.Marshal(obj); err == nil {
-						p = b
-					}
-				}
-			}
-		}
+	params := map[string]json.RawMessage{}
+	meta := map[string]json.RawMessage{}
+	if len(m.Params) > 0 {
+		_ = json.Unmarshal(m.Params, &params)
+		_ = json.Unmarshal(params["_meta"], &meta) // a non-object _meta is replaced
+	}
+	// The client's own trace keys must not travel next to ours.
+	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
+		delete(meta, k)
 	}
 	for k, v := range carrier {
-		p = mcpwire.WithMeta(p, k, v)
+		meta[k] = mcpwire.MustMarshal(v)
 	}
-	out, err := mcpwire.WithMember(body, "params", p)
+	params["_meta"] = mcpwire.MustMarshal(meta)
+	out, err := mcpwire.WithMember(body, "params", mcpwire.MustMarshal(params))
 	if err != nil {
 		return body
 	}

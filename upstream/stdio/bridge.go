@@ -122,9 +122,8 @@ type Bridge struct {
 
 type session struct {
 	id       string
-	proc     *proc // PerSession: its own child
-	adopted  bool  // opened by another replica's bridge (session)
-	version  string
+	proc     *proc                    // PerSession: its own child
+	adopted  bool                     // opened by another replica's bridge (session)
 	streams  map[chan []byte]struct{} // open GET streams
 	inflight int
 	lastUsed time.Time
@@ -744,9 +743,6 @@ func (b *Bridge) session(r *http.Request) *session {
 			return nil
 		}
 		s = &session{id: id, adopted: true, streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
-		if b.shared != nil {
-			s.version = b.shared.version
-		}
 		b.sessions[id] = s
 		b.adopted++
 	}
@@ -818,12 +814,10 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 		} `json:"params"`
 	}
 	_ = json.Unmarshal(body, &asked)
-	s.version = p.version
 	result := p.init
 	if v := asked.Params.ProtocolVersion; !b.opts.PerSession && frontable[v] && v < p.version {
 		// The child speaks a newer version; the client gets the one it
 		// asked for, which the child's messages also satisfy.
-		s.version = v
 		result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v)))
 	}
 	b.mu.Lock()
