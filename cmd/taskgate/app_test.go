@@ -39,7 +39,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--drain-timeout", "-1s"}, "invalid --drain-timeout -1s"},
 		{[]string{"serve", up, "--poll-limit", "-1"}, "invalid --poll-limit -1"},
 		{[]string{"serve", up, "--poll-limit", "fast"}, `invalid --poll-limit "fast"`},
-		{[]string{"serve", up, "--metrics-listen", "256.1.1.1:1"}, "cannot listen on --metrics-listen 256.1.1.1:1"},
+		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--metrics-listen", "256.1.1.1:1"}, "cannot listen on --metrics-listen 256.1.1.1:1"}, // not the default port: a gateway running on this machine would take it
 		{[]string{"serve", up, "--drain-timeout", "later"}, `invalid --drain-timeout "later": want a duration`},
 		{[]string{"serve", up, "--lease", "0s"}, "invalid --lease 0s"},
 		{[]string{"serve", up, "--lease", "2s", "--lease-renew", "2s"}, "invalid --lease-renew 2s: it must be positive and shorter than --lease 2s"},
