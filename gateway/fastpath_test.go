@@ -166,7 +166,7 @@ func TestRenderCacheBytes(t *testing.T) {
 		for _, f := range []struct {
 			name   string
 			want   any
-			render func(*taskstore.Task) ([]byte, error)
+			render func(*taskstore.Task, uint64) ([]byte, error)
 		}{
 			{"modern", toTask2026(task, "complete", true), h.get2026},
 			{"legacy", toTask2025(task), h.get2025},
@@ -175,7 +175,7 @@ func TestRenderCacheBytes(t *testing.T) {
 			mcpwire.WriteResult(want, json.RawMessage(id), f.want)
 			for pass := 0; pass < 2; pass++ { // cold, then warm
 				got := httptest.NewRecorder()
-				raw, err := f.render(task)
+				raw, err := f.render(task, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -221,7 +221,7 @@ func TestRenderCacheBounds(t *testing.T) {
 		if i%10 == 0 {
 			task.Result = json.RawMessage(`{"text":"` + strings.Repeat("x", 3000) + `"}`)
 		}
-		if _, err := c.render(render2026Get, &task, func() ([]byte, error) { return json.Marshal(toTask2026(&task, "complete", true)) }); err != nil {
+		if _, err := c.render(render2026Get, &task, 0, func() ([]byte, error) { return json.Marshal(toTask2026(&task, "complete", true)) }); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.entries) > 8 || c.bytes > 4096 || c.lru.Len() != len(c.entries) {
@@ -276,9 +276,9 @@ func BenchmarkTasksGetRender(b *testing.B) {
 		render func() ([]byte, error)
 	}{
 		{"modern/fresh", func() ([]byte, error) { return json.Marshal(toTask2026(task, "complete", true)) }},
-		{"modern/cached", func() ([]byte, error) { return h.get2026(task) }},
+		{"modern/cached", func() ([]byte, error) { return h.get2026(task, 0) }},
 		{"legacy/fresh", func() ([]byte, error) { return json.Marshal(toTask2025(task)) }},
-		{"legacy/cached", func() ([]byte, error) { return h.get2025(task) }},
+		{"legacy/cached", func() ([]byte, error) { return h.get2025(task, 0) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -39,6 +39,9 @@ type Handler struct {
 	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
 	front2025 *front2025 // 2025-11-25 clients: sessions and their tasks
 	front2026 *front2026 // 2026-07-28 clients: stateless requests, extension tasks
+	// stopRemovals ends the render cache's subscription to the store's
+	// removal notices (rendercache.go).
+	stopRemovals func()
 }
 
 // New returns a Handler for cfg.
@@ -80,6 +83,9 @@ func New(cfg Config) (*Handler, error) {
 		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
 	}
 	renders := newRenderCache(renderCacheEntries, renderCacheBytes)
+	if h.stopRemovals, err = c.Store.WatchRemovals(context.Background(), renders.removals()); err != nil {
+		return nil, err
+	}
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
 	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache()}
@@ -112,6 +118,9 @@ func (h *Handler) Close() error {
 	h.end()
 	if h.runner != nil {
 		h.runner.stop()
+	}
+	if h.stopRemovals != nil {
+		h.stopRemovals()
 	}
 	h.decider.stopSync()
 	return nil

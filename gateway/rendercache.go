@@ -10,7 +10,8 @@ package gateway
 // the very bytes rendering afresh gives (TestRenderCacheBytes), whether or
 // not a terminal task's record could change. cachedGet goes one step
 // further for a poll of a terminal task already rendered: it reads only the
-// record's stamp, not the whole record.
+// record's stamp, not the whole record, and while the store's removal
+// notices are live (taskstore.WatchRemovals) not even that: see zeroRTT.
 
 import (
 	"bytes"
@@ -18,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskgate/taskgate/taskstore"
@@ -73,9 +75,40 @@ type renderEntry struct {
 	in   renderInputs
 	out  []byte // read-only once stored
 	size int
+	// checked is the cache's epoch when the record was last seen in the
+	// store as rendered, and at is when (zeroRTT); 0: never.
+	checked uint64
+	at      time.Time
 }
 
+// Zero round trips. A terminal task's record never changes; it only goes
+// away: at its expiry, which the entry itself tells, or when a script
+// removes it, which the store announces (taskstore.WatchRemovals). So a
+// poll of a terminal task whose entry was checked against the store in the
+// current epoch is answered from the entry alone while
+//
+//   - the removal notices are live (the pub/sub subscription confirmed and
+//     not lost since): every notice and every change of liveness starts a
+//     new epoch, so an entry checked before a removal, or before a gap in
+//     which a notice could have been lost, is checked again (one stamp
+//     read) before it is trusted;
+//   - the task is more than zeroRTTSkew from its expiry by this replica's
+//     clock (Redis expires the record by its own clock; replicas' clocks
+//     are assumed to be within that of Redis's), after which every poll
+//     reads the stamp and sees the expiry as Get would;
+//   - the entry was checked less than zeroRTTMaxAge ago: what no notice
+//     reports (an operator's FLUSHALL, an eviction under a maxmemory
+//     policy other than noeviction, a failover that kept the connection)
+//     is seen within that.
+const (
+	zeroRTTSkew   = 2 * time.Second
+	zeroRTTMaxAge = 30 * time.Second
+)
+
 type renderCache struct {
+	epoch atomic.Uint64 // starts at 1; entries with checked 0 never qualify
+	live  atomic.Bool   // the store's removal notices are live
+
 	mu       sync.Mutex
 	entries  map[renderKey]*list.Element
 	lru      list.List // front: most recently used
@@ -85,14 +118,31 @@ type renderCache struct {
 }
 
 func newRenderCache(maxItems, maxBytes int) *renderCache {
-	return &renderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
+	c := &renderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
+	c.epoch.Store(1)
+	return c
+}
+
+// removals is what the cache subscribes to the store's removal notices
+// with: any removal, and any change of the notices' liveness, starts a new
+// epoch (deletions are rare: a new epoch costs each cached terminal task
+// one stamp read).
+func (c *renderCache) removals() taskstore.Removals {
+	return taskstore.Removals{
+		Removed: func(string) { c.epoch.Add(1) },
+		Live: func(live bool) {
+			c.live.Store(live)
+			c.epoch.Add(1)
+		},
+	}
 }
 
 // render returns the flavour's rendering of t: the cached bytes when t is
 // terminal and renders exactly as the cached entry did, else render()'s,
 // remembered for the next poll when t is terminal. The returned bytes must
 // not be modified.
-func (c *renderCache) render(f renderFlavour, t *taskstore.Task, render func() ([]byte, error)) ([]byte, error) {
+// checked is the epoch read before t was read from the store (0: unknown).
+func (c *renderCache) render(f renderFlavour, t *taskstore.Task, checked uint64, render func() ([]byte, error)) ([]byte, error) {
 	if c == nil || !t.Status.Terminal() {
 		return render()
 	}
@@ -115,7 +165,7 @@ func (c *renderCache) render(f renderFlavour, t *taskstore.Task, render func() (
 	if size > renderMaxEntry || size > c.maxBytes {
 		return out, nil
 	}
-	e := &renderEntry{key: k, in: inputsOf(t), out: out, size: size}
+	e := &renderEntry{key: k, in: inputsOf(t), out: out, size: size, checked: checked, at: time.Now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[k]; ok {
@@ -129,24 +179,48 @@ func (c *renderCache) render(f renderFlavour, t *taskstore.Task, render func() (
 	return out, nil
 }
 
-// peek returns the cached rendering of the owner's task id, and what it
-// was rendered from, without judging whether it is still good.
-func (c *renderCache) peek(f renderFlavour, owner, id string) (renderInputs, []byte, bool) {
+// peek returns the cached rendering of the owner's task id, what it was
+// rendered from, and when it was last checked (epoch and time), without
+// judging whether it is still good.
+func (c *renderCache) peek(f renderFlavour, owner, id string) (in renderInputs, out []byte, checked uint64, at time.Time, ok bool) {
 	if c == nil {
-		return renderInputs{}, nil, false
+		return renderInputs{}, nil, 0, time.Time{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[renderKey{f, id}]
 	if !ok {
-		return renderInputs{}, nil, false
+		return renderInputs{}, nil, 0, time.Time{}, false
 	}
 	e := el.Value.(*renderEntry)
 	if e.in.owner != owner {
-		return renderInputs{}, nil, false
+		return renderInputs{}, nil, 0, time.Time{}, false
 	}
 	c.lru.MoveToFront(el)
-	return e.in, e.out, true
+	return e.in, e.out, e.checked, e.at, true
+}
+
+// markChecked records that the entry rendered as in was seen in the store
+// in epoch (read before the store was).
+func (c *renderCache) markChecked(f renderFlavour, in *renderInputs, epoch uint64, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[renderKey{f, in.id}]
+	if !ok {
+		return
+	}
+	e := el.Value.(*renderEntry)
+	if e.in.owner == in.owner && e.in.updated.Equal(in.updated) && e.in.status == in.status && epoch > e.checked {
+		e.checked, e.at = epoch, at
+	}
+}
+
+// zeroRTT reports whether an entry checked in epoch checked at time at,
+// of a task that expires at expires (both by the store's clock, now), may
+// be answered without the store.
+func (c *renderCache) zeroRTT(checked uint64, at, expires, now time.Time) bool {
+	return checked != 0 && c.live.Load() && checked == c.epoch.Load() &&
+		now.Before(expires.Add(-zeroRTTSkew)) && time.Since(at) < zeroRTTMaxAge
 }
 
 func (c *renderCache) removeLocked(el *list.Element) {
@@ -172,10 +246,16 @@ type renderStore interface {
 // the caller reads the whole record. err is the stamp read's failure (the
 // store unavailable), for the caller to answer at once.
 func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f renderFlavour, owner, id string) (out []byte, trace string, ok bool, err error) {
-	in, out, ok := c.peek(f, owner, id)
-	if !ok || !in.created.Add(in.ttl).After(store.Options().Clock()) {
+	in, out, checked, at, ok := c.peek(f, owner, id)
+	now := store.Options().Clock()
+	expires := in.created.Add(in.ttl)
+	if !ok || !expires.After(now) {
 		return nil, "", false, nil
 	}
+	if c.zeroRTT(checked, at, expires, now) {
+		return out, in.trace, true, nil
+	}
+	epoch := c.epoch.Load()
 	st, found, err := store.Stamp(ctx, owner, id)
 	if err != nil {
 		return nil, "", false, err
@@ -183,6 +263,7 @@ func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f render
 	if !found || string(st.Status) != in.status || !st.LastUpdatedAt.Equal(in.updated) {
 		return nil, "", false, nil
 	}
+	c.markChecked(f, &in, epoch, time.Now())
 	return out, in.trace, true, nil
 }
 
@@ -193,29 +274,35 @@ func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavou
 	if raw, trace, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
 		return raw, trace, err
 	}
+	var epoch uint64
+	if c != nil {
+		epoch = c.epoch.Load()
+	}
 	t, err := store.Get(ctx, owner, id)
 	if err != nil {
 		return nil, "", err
 	}
 	var raw []byte
 	if f == render2026Get {
-		raw, err = c.get2026(t)
+		raw, err = c.get2026(t, epoch)
 	} else {
-		raw, err = c.get2025(t)
+		raw, err = c.get2025(t, epoch)
 	}
 	return raw, t.Trace, err
 }
 
-// get2026 is the marshalled result of a 2026-07-28 tasks/get of t.
-func (c *renderCache) get2026(t *taskstore.Task) ([]byte, error) {
-	return c.render(render2026Get, t, func() ([]byte, error) {
+// get2026 is the marshalled result of a 2026-07-28 tasks/get of t, read
+// from the store in epoch (0: unknown).
+func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
+	return c.render(render2026Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(toTask2026(t, "complete", true))
 	})
 }
 
-// get2025 is the marshalled result of a 2025-11-25 tasks/get of t.
-func (c *renderCache) get2025(t *taskstore.Task) ([]byte, error) {
-	return c.render(render2025Get, t, func() ([]byte, error) {
+// get2025 is the marshalled result of a 2025-11-25 tasks/get of t, read
+// from the store in epoch (0: unknown).
+func (c *renderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
+	return c.render(render2025Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(toTask2025(t))
 	})
 }

@@ -46,12 +46,14 @@ func (c *commandCounter) reset() map[string]int {
 	return old
 }
 
-// TestTasksGetTerminalStamp: a poll of a terminal task already rendered
-// reads only its stamp (one HMGET, no HGETALL) and answers the very bytes
-// of the full read; a record whose stamp changed is read and rendered
-// anew; another owner, an expired task and an unreachable store get what
-// they get without the cache.
-func TestTasksGetTerminalStamp(t *testing.T) {
+// TestTasksGetTerminalZeroRTT: once the store's removal notices are live, a
+// poll of a terminal task already rendered sends no command at all and
+// answers the very bytes of the full read; a removal notice makes the next
+// poll read the stamp (one HMGET), and a stamp that changed the whole
+// record; near its expiry a task's stamp is read on every poll; another
+// owner, an expired task and an unreachable store get what they get
+// without the cache.
+func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cmds := &commandCounter{n: map[string]int{}}
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
@@ -78,26 +80,38 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
 		return string(r.Result), cmds.reset()
 	}
+	renders := rig.h.front2026.renders
+	waitFor(t, func() bool { return renders.live.Load() })
 	full, _ := get(alice)
 	cached, n := get(alice)
 	if cached != full || !strings.Contains(cached, "stamped") {
-		t.Fatalf("from the stamp:\n%s\nfrom the record:\n%s", cached, full)
+		t.Fatalf("from the cache:\n%s\nfrom the record:\n%s", cached, full)
 	}
-	if n["hmget"] != 1 || n["hgetall"] != 0 {
-		t.Errorf("a poll of a cached terminal task sent %v, want one HMGET and no HGETALL", n)
+	if len(n) != 0 {
+		t.Errorf("a poll of a cached terminal task sent %v, want no command", n)
 	}
 
-	// The stamp changed (here by hand: a terminal task is never written
-	// again): the record is read and rendered anew.
+	// The record changed (here by hand: a terminal task is never written
+	// again) and a removal notice came: the stamp is read, and the record
+	// read and rendered anew.
 	key := rig.taskKey(t, task.TaskID)
 	updated, err := strconv.ParseInt(mr.HGet(key, "updated"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mr.HSet(key, "message", "rewritten", "updated", itoa(updated+1))
+	if same, n := get(alice); same != full || len(n) != 0 {
+		t.Fatalf("without a notice: %s (commands %v), want the cached answer and no command", same, n)
+	}
+	epoch := renders.epoch.Load()
+	mr.Publish(key[:strings.Index(key, ":{")]+":removed", "some-other-task")
+	waitFor(t, func() bool { return renders.epoch.Load() > epoch })
 	again, n := get(alice)
-	if !strings.Contains(again, "rewritten") || n["hgetall"] != 1 {
-		t.Errorf("after the record changed: %s (commands %v), want the new statusMessage from a full read", again, n)
+	if !strings.Contains(again, "rewritten") || n["hmget"] != 1 || n["hgetall"] != 1 {
+		t.Errorf("after a notice: %s (commands %v), want the new statusMessage from a stamp read and a full read", again, n)
+	}
+	if _, n := get(alice); len(n) != 0 {
+		t.Errorf("the poll after: commands %v, want none", n)
 	}
 
 	// Another owner: not found, as without the cache.
@@ -106,17 +120,26 @@ func TestTasksGetTerminalStamp(t *testing.T) {
 		t.Errorf("another owner's tasks/get = %s %+v, want -32602 not found", r.Result, r.Error)
 	}
 
-	// Expired by the store's clock: expired, as Get says, though cached.
-	get(alice) // re-cached
-	skew.Store(int64(time.Duration(*task.TTLMs)*time.Millisecond + time.Second))
+	// Close to its expiry by the store's clock: the stamp is read on every
+	// poll. Past it: expired, as Get says, though cached.
+	ttl := time.Duration(*task.TTLMs) * time.Millisecond
+	skew.Store(int64(ttl - zeroRTTSkew/2))
+	for i := 0; i < 2; i++ {
+		if _, n := get(alice); n["hmget"] != 1 || n["hgetall"] != 0 {
+			t.Errorf("a poll %v before the expiry sent %v, want one HMGET", zeroRTTSkew/2, n)
+		}
+	}
+	skew.Store(int64(ttl + time.Second))
 	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("tasks/get of an expired task = %s %+v, want an error", r.Result, r.Error)
 	}
 	skew.Store(0)
 
-	// Store unreachable: "task store unavailable", not the cached answer.
+	// Store unreachable: once the replica has noticed (its pub/sub
+	// connection broke), "task store unavailable", not the cached answer.
 	get(alice)
 	mr.Close()
+	waitFor(t, func() bool { return !renders.live.Load() })
 	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
 		t.Errorf("tasks/get with Redis down = %s %+v, want task store unavailable", r.Result, r.Error)
 	}

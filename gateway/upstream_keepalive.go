@@ -30,6 +30,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -41,7 +42,9 @@ const DefaultKeepAlive = 15 * time.Second
 // keepAlive is one call's keep-alive state.
 type keepAlive struct {
 	every    time.Duration
-	token    json.RawMessage // the client's progressToken; nil: comments
+	msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
+	token    json.RawMessage  // the client's progressToken; nil: comments
+	read     bool             // token has been read from msg
 	start    time.Time
 	beats    int
 	upstream bool // the upstream sends progress itself
@@ -53,11 +56,7 @@ func (u *upstreamSide) keepAliveFor(msg *mcpwire.Message) *keepAlive {
 	if u.keepAlive <= 0 || msg.Kind != mcpwire.KindRequest || msg.MethodName() != "tools/call" {
 		return nil
 	}
-	ka := &keepAlive{every: u.keepAlive, start: time.Now()}
-	if t := msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
-		ka.token = t
-	}
-	return ka
+	return &keepAlive{every: u.keepAlive, start: time.Now(), msg: msg}
 }
 
 var progressMarker = []byte(`"notifications/progress"`)
@@ -73,6 +72,12 @@ func (k *keepAlive) saw(p []byte) {
 // for a comment.
 func (k *keepAlive) next() []byte {
 	k.beats++
+	if !k.read {
+		k.read = true
+		if t := k.msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
+			k.token = t
+		}
+	}
 	if k.token == nil || k.upstream {
 		return nil
 	}
@@ -109,42 +114,47 @@ func (k *keepAlive) beatOn(sse *mcpwire.Writer) error {
 // (answerOnStream). A client that goes away ends the wait with its
 // context's error.
 func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send func() (*http.Response, error)) (resp *http.Response, started bool, err error) {
-	type result struct {
-		resp *http.Response
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := send()
-		done <- result{resp, err}
-	}()
-	timer := time.NewTimer(ka.every)
-	defer timer.Stop()
+	// The round trip runs on this goroutine; a timer opens the client's
+	// stream and beats only if the headers take longer than ka.every (most
+	// calls answer sooner, and then no other goroutine ever runs). mu
+	// orders the timer's writes before the caller's: once done is set, the
+	// timer no longer touches w.
+	var mu sync.Mutex
+	done := false
 	flusher, _ := w.(http.Flusher)
-	for {
-		select {
-		case res := <-done:
-			return res.resp, started, res.err
-		case <-timer.C:
-			if !started {
-				h := w.Header()
-				h.Set("Content-Type", "text/event-stream")
-				h.Set("Cache-Control", "no-cache")
-				w.WriteHeader(http.StatusOK)
-				started = true
-			}
-			if ka.beat(w) == nil && flusher != nil {
-				flusher.Flush()
-			}
-			timer.Reset(ka.every)
-		case <-r.Context().Done():
-			res := <-done // the request's context ends the upstream request too
-			if res.resp != nil {
-				res.resp.Body.Close()
-			}
-			return nil, started, r.Context().Err()
+	mu.Lock()
+	var timer *time.Timer
+	timer = time.AfterFunc(ka.every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
 		}
+		if !started {
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if ka.beat(w) == nil && flusher != nil {
+			flusher.Flush()
+		}
+		timer.Reset(ka.every)
+	})
+	mu.Unlock()
+	resp, err = send() // the request's context ends the upstream request too
+	mu.Lock()
+	done = true
+	timer.Stop()
+	mu.Unlock()
+	if cerr := r.Context().Err(); cerr != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, started, cerr
 	}
+	return resp, started, err
 }
 
 // answerOnStream writes the upstream's answer to request id on the stream

@@ -97,7 +97,7 @@ func (s *Store) abandonLoop() {
 		a.mu.Unlock()
 		down := false
 		for _, it := range items {
-			_, err := s.run(ctx, abandonCmd, it.keys, it.id, ms(abandonTombstone))
+			_, err := s.run(ctx, abandonCmd, it.keys, it.id, ms(abandonTombstone), s.k.removals())
 			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && time.Since(it.since) < abandonFor {
 				down = true // still down: try again later
 				break

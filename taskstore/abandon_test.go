@@ -32,8 +32,20 @@ func TestCreateWithLostReplyLeavesNoTask(t *testing.T) {
 	if err := createCmd.Load(ctx, rdb).Err(); err != nil { // EVALSHA runs at once
 		t.Fatal(err)
 	}
+	var live atomic.Bool
+	removedIDs := make(chan string, 4)
+	stop, err := s.WatchRemovals(ctx, Removals{Removed: func(id string) { removedIDs <- id }, Live: live.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for deadline := time.Now().Add(5 * time.Second); !live.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal notices never became live")
+		}
+	}
 	lose.on.Store(true)
-	_, err := s.Create(ctx, NewTask{Owner: "alice", Tool: "slow", Protocol: Protocol2026,
+	_, err = s.Create(ctx, NewTask{Owner: "alice", Tool: "slow", Protocol: Protocol2026,
 		Lease: &LeaseRequest{Holder: "r1", Duration: time.Minute}})
 	lose.on.Store(false)
 	if !errors.Is(err, ErrUnavailable) {
@@ -51,6 +63,15 @@ func TestCreateWithLostReplyLeavesNoTask(t *testing.T) {
 			t.Fatalf("task %s still in Redis 10 s after its Create failed", id)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The removal was announced, for caches of terminal tasks.
+	select {
+	case got := <-removedIDs:
+		if got != id {
+			t.Errorf("removal notice for %q, want %q", got, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no removal notice for the abandoned task")
 	}
 	// The lost write, executed late (a command queued on a cut
 	// connection), creates nothing.

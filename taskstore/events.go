@@ -156,10 +156,13 @@ type hub struct {
 
 type hubChan struct {
 	watches map[*Watch]struct{}
-	ready   chan struct{} // closed when Redis first confirms the subscription
-	created time.Time
-	live    bool // subscription confirmed and not lost since
-	wasLive bool // confirmed at least once
+	// listeners are the WatchRemovals subscribers of the channel: told of
+	// every message and every change of live, never dropped.
+	listeners map[*Removals]struct{}
+	ready     chan struct{} // closed when Redis first confirms the subscription
+	created   time.Time
+	live      bool // subscription confirmed and not lost since
+	wasLive   bool // confirmed at least once
 }
 
 func newHub(rdb redis.UniversalClient, log zerolog.Logger) *hub {
@@ -169,12 +172,31 @@ func newHub(rdb redis.UniversalClient, log zerolog.Logger) *hub {
 func (h *hub) add(ctx context.Context, channel string) (*Watch, error) {
 	c := make(chan Event, 8)
 	w := &Watch{C: c, c: c, hub: h, channel: channel}
+	ready, err := h.join(ctx, channel, func(hc *hubChan) { hc.watches[w] = struct{}{} })
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(subscribeWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	}
+	return w, nil
+}
 
+// join registers a subscriber of channel (enter, called with h.mu held)
+// and subscribes the channel when it is new. It returns the channel's
+// ready, closed once Redis first confirms the subscription.
+func (h *hub) join(ctx context.Context, channel string, enter func(*hubChan)) (ready chan struct{}, err error) {
 	h.subMu.Lock()
+	defer h.subMu.Unlock()
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		h.subMu.Unlock()
 		return nil, ErrClosed
 	}
 	if h.ps == nil {
@@ -187,27 +209,59 @@ func (h *hub) add(ctx context.Context, channel string) (*Watch, error) {
 		hc = &hubChan{watches: map[*Watch]struct{}{}, ready: make(chan struct{}), created: time.Now()}
 		h.chans[channel] = hc
 	}
-	hc.watches[w] = struct{}{}
-	ps, ready := h.ps, hc.ready
+	enter(hc)
+	ps := h.ps
 	h.mu.Unlock()
 	if fresh {
 		// An error here (Redis down) is not the caller's: go-redis keeps
-		// the channel and subscribes it on reconnect, and the watch then
-		// gets EventResync.
+		// the channel and subscribes it on reconnect, and its subscribers
+		// then hear of it (EventResync, Live).
 		_ = ps.Subscribe(ctx, channel)
 	}
-	h.subMu.Unlock()
+	return hc.ready, nil
+}
 
-	t := time.NewTimer(subscribeWait)
-	defer t.Stop()
-	select {
-	case <-ready:
-	case <-t.C:
-	case <-ctx.Done():
-		w.Close()
-		return nil, ctx.Err()
+// listen subscribes r to channel (WatchRemovals). It does not wait for
+// Redis to confirm the subscription: r.Live reports that when it comes.
+func (h *hub) listen(ctx context.Context, channel string, r Removals) (stop func(), err error) {
+	rp := &r
+	_, err = h.join(ctx, channel, func(hc *hubChan) {
+		if hc.listeners == nil { // only the removals channel has any
+			hc.listeners = map[*Removals]struct{}{}
+		}
+		hc.listeners[rp] = struct{}{}
+		if hc.live {
+			r.Live(true)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return w, nil
+	var once sync.Once
+	return func() { once.Do(func() { h.unlisten(channel, rp) }) }, nil
+}
+
+func (h *hub) unlisten(channel string, r *Removals) {
+	h.subMu.Lock()
+	defer h.subMu.Unlock()
+	h.mu.Lock()
+	hc := h.chans[channel]
+	if hc == nil { // hub closed
+		h.mu.Unlock()
+		return
+	}
+	delete(hc.listeners, r)
+	last := len(hc.watches) == 0 && len(hc.listeners) == 0
+	if last {
+		delete(h.chans, channel)
+	}
+	ps := h.ps
+	h.mu.Unlock()
+	if last && ps != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = ps.Unsubscribe(ctx, channel)
+		cancel()
+	}
 }
 
 func (h *hub) remove(w *Watch) {
@@ -221,7 +275,7 @@ func (h *hub) remove(w *Watch) {
 	}
 	delete(hc.watches, w)
 	close(w.c)
-	last := len(hc.watches) == 0
+	last := len(hc.watches) == 0 && len(hc.listeners) == 0
 	if last {
 		delete(h.chans, w.channel)
 	}
@@ -249,6 +303,9 @@ func (h *hub) close() {
 	for _, hc := range h.chans {
 		for w := range hc.watches {
 			close(w.c)
+		}
+		for r := range hc.listeners {
+			r.Live(false)
 		}
 	}
 	h.chans = map[string]*hubChan{}
@@ -325,7 +382,7 @@ func (h *hub) loop(ps *redis.PubSub) {
 			}
 		case *redis.Message:
 			if !h.dropMessages.Load() {
-				h.dispatch(m.Channel, parseEvent(m.Payload))
+				h.dispatch(m.Channel, m.Payload, parseEvent(m.Payload))
 			}
 		}
 	}
@@ -368,9 +425,15 @@ func (h *hub) lost() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, hc := range h.chans {
+		wasLive := hc.live
 		hc.live = false
 		for w := range hc.watches {
 			send(w, Event{Kind: EventResync})
+		}
+		if wasLive {
+			for r := range hc.listeners {
+				r.Live(false)
+			}
 		}
 	}
 }
@@ -385,6 +448,9 @@ func (h *hub) confirm(channel string) {
 		return
 	}
 	hc.live = true
+	for r := range hc.listeners {
+		r.Live(true)
+	}
 	if !hc.wasLive {
 		hc.wasLive = true
 		close(hc.ready)
@@ -397,7 +463,7 @@ func (h *hub) confirm(channel string) {
 	}
 }
 
-func (h *hub) dispatch(channel string, ev Event) {
+func (h *hub) dispatch(channel, payload string, ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hc := h.chans[channel]
@@ -406,6 +472,9 @@ func (h *hub) dispatch(channel string, ev Event) {
 	}
 	for w := range hc.watches {
 		send(w, ev)
+	}
+	for r := range hc.listeners {
+		r.Removed(payload)
 	}
 }
 

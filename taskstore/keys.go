@@ -43,6 +43,10 @@ func (k keys) gone(owner, id string) string { return k.task(owner, id) + ":gone"
 // channel is the task's pub/sub channel: <prefix>:{<owner>}:t:<id>:ev.
 func (k keys) channel(owner, id string) string { return k.task(owner, id) + ":ev" }
 
+// removals is the store-wide pub/sub channel on which every script that
+// removes a task record announces it (removals.go): <prefix>:removed.
+func (k keys) removals() string { return k.prefix + ":removed" }
+
 // created is the owner's ZSET of task ids scored by creation time (unix ms),
 // for List: <prefix>:{<owner>}:created.
 func (k keys) created(owner string) string { return k.ownerBase(owner) + ":created" }

@@ -74,10 +74,11 @@ return {0}
 // KEYS[1..4] -> as createCmd's
 // ARGV[1] -> task id
 // ARGV[2] -> tombstone lifetime ms
+// ARGV[3] -> the removals channel (keys.removals)
 //
 // Returns {0}.
 var abandonCmd = redis.NewScript(`
-redis.call('DEL', KEYS[1])
+if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) end
 redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
