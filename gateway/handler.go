@@ -274,10 +274,12 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 // sends little costs what it sent, and one that stalls is cut off.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	limit := h.cfg.MaxBody
-	tooLarge := mcpwire.NewError(http.StatusRequestEntityTooLarge, mcpwire.CodeInvalidRequest,
-		"request body exceeds the gateway's limit of "+strconv.FormatInt(limit, 10)+" bytes")
+	tooLarge := func() error {
+		return mcpwire.NewError(http.StatusRequestEntityTooLarge, mcpwire.CodeInvalidRequest,
+			"request body exceeds the gateway's limit of "+strconv.FormatInt(limit, 10)+" bytes")
+	}
 	if r.ContentLength > limit {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	defer h.bodyDeadline(w)()
 	size := int64(512) // room for a small body whose length is unknown
@@ -292,7 +294,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
-			return nil, tooLarge
+			return nil, tooLarge()
 		}
 		switch {
 		case err == io.EOF:

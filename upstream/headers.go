@@ -31,25 +31,27 @@ var hopByHop = map[string]bool{
 // unknown header pass untouched. Values are shared, not copied: neither
 // side may modify them afterwards.
 func CopyHeader(dst, src http.Header) {
-	conn := src["Connection"]
-	for k, vv := range src {
-		if hopByHop[k] {
-			continue
+	var named []string // the headers src's Connection header names
+	for _, v := range src["Connection"] {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				named = append(named, http.CanonicalHeaderKey(f))
+			}
 		}
-		if len(conn) > 0 && namedIn(conn, k) {
+	}
+	for k, vv := range src {
+		if hopByHop[k] || len(named) > 0 && namedIn(named, k) {
 			continue
 		}
 		dst[k] = vv
 	}
 }
 
-// namedIn reports whether the Connection header values list name.
-func namedIn(connection []string, name string) bool {
-	for _, v := range connection {
-		for _, f := range strings.Split(v, ",") {
-			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
-				return true
-			}
+// namedIn reports whether names (canonical) holds name.
+func namedIn(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
 		}
 	}
 	return false

@@ -63,13 +63,26 @@ func Parse(body []byte) (*Message, *Error) {
 		return nil, NewError(http.StatusBadRequest, CodeParseError, "Parse error: the request body is not valid JSON")
 	}
 	m := &Message{Raw: body}
-	if err := json.Unmarshal(trimmed, m); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return nil, NewError(http.StatusBadRequest, CodeInvalidRequest, "Invalid Request: field "+typeErr.Field+" has the wrong type")
+	if !scanEnvelope(trimmed, m) {
+		*m = Message{Raw: body}
+		if err := json.Unmarshal(trimmed, m); err != nil {
+			return nil, envelopeError(err)
 		}
-		return nil, NewError(http.StatusBadRequest, CodeParseError, "Parse error: the request body is not valid JSON")
 	}
+	return classify(m)
+}
+
+// envelopeError is the JSON-RPC error for a body json.Unmarshal refused.
+func envelopeError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return NewError(http.StatusBadRequest, CodeInvalidRequest, "Invalid Request: field "+typeErr.Field+" has the wrong type")
+	}
+	return NewError(http.StatusBadRequest, CodeParseError, "Parse error: the request body is not valid JSON")
+}
+
+// classify checks a decoded envelope and says what kind of message it is.
+func classify(m *Message) (*Message, *Error) {
 	if m.Version != "2.0" {
 		return nil, NewError(http.StatusBadRequest, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
 	}
