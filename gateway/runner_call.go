@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -27,6 +28,17 @@ type inflightCall struct {
 	ctx      context.Context
 	abort    context.CancelCauseFunc
 	started  time.Time // when the request was sent
+	// wake, once a worker holds the call, is called after each send on
+	// requests, notes and done (a dormant worker has no goroutine to
+	// receive them: runner_worker.go).
+	wake atomic.Pointer[func()]
+}
+
+// poke calls the holder's wake, if any.
+func (c *inflightCall) poke() {
+	if f := c.wake.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // errStopping is the cause when the gateway itself shuts down.
@@ -51,7 +63,7 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 	ctx, abort := context.WithCancelCause(parent)
 	c := &inflightCall{
 		requests: make(chan *jsonrpc.Request, 8),
-		notes:    make(chan *jsonrpc.Request, 32),
+		notes:    make(chan *jsonrpc.Request, 8),
 		done:     make(chan callResult, 1),
 		ctx:      ctx,
 		abort:    abort,
@@ -60,19 +72,25 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 	if !reserved {
 		rn.count()
 	}
+	// The encoding's deep stack stays on this goroutine: the call's
+	// goroutine may wait for the answer for as long as the task runs.
+	body, name, _ := upstream.Encode(req) // on error, Call encodes and says so
 	rn.wg.Add(1)
 	go func() {
 		defer rn.wg.Done()
 		resp, err := rn.up.Call(ctx, sess, req, upstream.CallOptions{
+			Body: body, Name: name,
 			OnRequest: func(m *jsonrpc.Request) {
 				select {
 				case c.requests <- m:
+					c.poke()
 				case <-ctx.Done():
 				}
 			},
 			OnNotification: func(n *jsonrpc.Request) {
 				select {
 				case c.notes <- n:
+					c.poke()
 				default: // progress is best effort; never stall the stream
 				}
 			},
@@ -85,6 +103,7 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 		// client (and the client's next call) sees the count already down.
 		rn.unreserve()
 		c.done <- callResult{resp, err}
+		c.poke()
 	}()
 	return c
 }

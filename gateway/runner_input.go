@@ -223,7 +223,7 @@ func (run *taskRun) retry() {
 	run.mrtrAnswers = map[string]json.RawMessage{}
 	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
 	run.stopWaiting()
-	run.call = run.rn.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, false)
+	run.adopt(run.rn.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, false))
 }
 
 // deliverAnswers takes the client's recorded answers and hands them to the

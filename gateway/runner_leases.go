@@ -85,6 +85,7 @@ func (rn *runner) renewOnce() {
 	for i, run := range runs {
 		select {
 		case run.renewal <- errs[i]:
+			run.wake()
 		default:
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -101,21 +102,27 @@ type taskRun struct {
 	renewal      chan error
 	takeID       string    // the take id of the last take that failed (deliverAnswers)
 	resyncedAt   time.Time // the last resync (tick)
+
+	// The worker has a goroutine only while it has something to do
+	// (work): mu guards running and ended.
+	watch     *taskstore.Watch
+	mu        sync.Mutex
+	running   bool        // a goroutine is in drain
+	ended     bool        // the worker is done: wake does nothing
+	stopAfter func() bool // unregisters the wake on the context's end
 }
 
 // work runs the job's task to its end (runner.start). Most running tasks
-// spend their life parked in loop's select, and a parked goroutine's stack
-// stays as large as it ever grew until the garbage collector halves it,
-// which it does only while what is in use plus 800 bytes (runtime:
-// stackNosplit) is under a quarter of it. So the deep calls stay off the
-// parked goroutine: begin (the watch's subscription, the call's start)
-// runs on the goroutine work starts on, which then hands the task to a
-// fresh one (park); each select case's work is a function of its own, not
-// inlined; and the lease is renewed by the runner, for all its workers at
-// once (runner_leases.go). Parked with about 900 bytes in use, a worker keeps the stack it
-// started with (4 KiB, the runtime's adaptive start) instead of the 8 KiB
-// its setup and go-redis's call chain grew it to: 40 MB for 10,000 running
-// tasks (bench -mode scale).
+// spend their life waiting for the upstream's answer, with nothing to do:
+// 10,000 held tasks per replica. So a worker has no goroutine of its own
+// while it waits: whatever it must act on wakes it (wake) — the call
+// (an answer, a server→client request, a notification), the task's watch
+// (answers, a cancel), the lease renewal's outcome, the end of its
+// context (expiry, shutdown) — and a fresh goroutine then drains what is
+// pending (drain) and ends when nothing is, unless the worker waits for
+// its client's answers, when it stays (its resync timer ticks). A waiting
+// goroutine's stack stays as large as it ever grew; a dormant worker has
+// none, and each drain starts with a small one.
 func (rn *runner) work(j *job) {
 	run, watch := rn.begin(j)
 	if run == nil {
@@ -123,15 +130,65 @@ func (rn *runner) work(j *job) {
 		rn.wg.Done()
 		return
 	}
-	go run.park(watch)
+	run.watch = watch
+	watch.SetWake(run.wake)
+	run.stopAfter = context.AfterFunc(run.ctx, run.wake)
+	run.wake() // whatever begin left pending
 }
 
-// park is the worker's goroutine from begin to the end.
-func (run *taskRun) park(watch *taskstore.Watch) {
-	run.loop(watch)
-	run.end(watch)
+// wake makes sure a goroutine drains the worker's pending work: it starts
+// one unless one runs or the worker ended. Every source of work calls it
+// after it made its work visible (a send on a buffered channel, a closed
+// watch, a done context), so drain's last look (idle) cannot miss it.
+func (run *taskRun) wake() {
+	run.mu.Lock()
+	if run.running || run.ended {
+		run.mu.Unlock()
+		return
+	}
+	run.running = true
+	run.mu.Unlock()
+	go run.drain()
+}
+
+// drain is the worker's goroutine while it has work: loop until it is
+// done (then the end) or idle.
+func (run *taskRun) drain() {
+	if !run.loop(run.watch) {
+		return // idle: the next wake starts another drain
+	}
+	run.mu.Lock()
+	run.ended = true
+	run.mu.Unlock()
+	run.stopAfter()
+	run.end(run.watch)
 	run.rn.drop(&run.rn.jobs)
 	run.rn.wg.Done()
+}
+
+// idle ends the drain when nothing is pending and the worker does not wait
+// for its client's answers: running is cleared under mu, so a wake after
+// this look starts a new drain, and one before it made its work visible
+// to the look.
+func (run *taskRun) idle(watch *taskstore.Watch) bool {
+	if run.waiting() {
+		return false
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if run.call != nil && (len(run.call.done) > 0 || len(run.call.requests) > 0 || len(run.call.notes) > 0) ||
+		len(watch.C) > 0 || watch.Ended() || len(run.renewal) > 0 || run.ctx.Err() != nil {
+		return false
+	}
+	run.running = false
+	return true
+}
+
+// adopt makes c the worker's call in flight: its sends wake the worker.
+func (run *taskRun) adopt(c *inflightCall) {
+	wake := run.wake
+	c.wake.Store(&wake)
+	run.call = c
 }
 
 // begin sets the worker up: its context, logger and metrics, the task's
@@ -164,9 +221,11 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 		return nil, nil
 	}
 	rn.leases.add(run) // renewed with the others (runner_leases.go)
-	run.call, run.reqID = j.call, j.req.ID
-	if run.call == nil {
-		run.call = rn.startCall(ctx, j.sess, j.req, j.slot)
+	run.reqID = j.req.ID
+	if j.call != nil {
+		run.adopt(j.call)
+	} else {
+		run.adopt(rn.startCall(ctx, j.sess, j.req, j.slot))
 	}
 	run.start = run.call.started
 	if j.first != nil {
@@ -202,13 +261,29 @@ func (run *taskRun) end(watch *taskstore.Watch) {
 	run.cancel()
 }
 
-// loop waits for what the task's worker must act on. Each case's work is
-// a method of its own (see work): it reports whether the worker is done.
-func (run *taskRun) loop(watch *taskstore.Watch) {
+// loop acts on what the task's worker must act on until the worker is
+// done (true) or idle (false). Each case's work is a method of its own: it
+// reports whether the worker is done. While the worker waits for its
+// client's answers it blocks here, with its resync timer.
+func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 	rn := run.rn
-	tick := time.NewTicker(run.tickEvery())
-	defer tick.Stop()
+	var tick *time.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
+		if run.idle(watch) {
+			return false
+		}
+		var tickC <-chan time.Time
+		if run.waiting() {
+			if tick == nil {
+				tick = time.NewTicker(run.tickEvery())
+			}
+			tickC = tick.C
+		}
 		var done <-chan callResult
 		var requests, notes <-chan *jsonrpc.Request
 		if run.call != nil {
@@ -217,26 +292,26 @@ func (run *taskRun) loop(watch *taskstore.Watch) {
 		select {
 		case res := <-done:
 			if run.answered(res) {
-				return
+				return true
 			}
 		case m := <-requests:
 			run.inputRequest(m)
 		case <-run.ctx.Done():
 			run.expired()
-			return
+			return true
 		case n := <-notes:
 			rn.handleNotification(run.writeCtx, run.j, n)
 		case ev, ok := <-watch.C:
 			if run.event(ev, ok) {
-				return
+				return true
 			}
-		case <-tick.C:
+		case <-tickC:
 			if run.tick() {
-				return
+				return true
 			}
 		case err := <-run.renewal:
 			if run.renewed(err) {
-				return
+				return true
 			}
 		}
 	}

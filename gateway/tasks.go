@@ -124,7 +124,9 @@ func clientAddr(r *http.Request) string {
 func forwardedAuth(r *http.Request) http.Header {
 	h := http.Header{}
 	if v := r.Header.Values("Authorization"); len(v) > 0 {
-		h["Authorization"] = v
+		// A copy: the request's values share one array with all its
+		// other headers, which a held task would otherwise keep.
+		h["Authorization"] = append([]string(nil), v...)
 	}
 	return h
 }

@@ -73,6 +73,29 @@ type Watch struct {
 	hub     *hub
 	channel string
 	once    sync.Once
+	// wake, when set (SetWake), is called after every event sent to C and
+	// after C is closed; ended records the close.
+	wake  atomic.Pointer[func()]
+	ended atomic.Bool
+}
+
+// SetWake makes the watch call f after it sends an event on C (or drops
+// one because C is full) and after it closes C, so that a reader need not
+// block on C to learn of either: it may check len(C) and Ended. f runs on
+// the store's pub/sub loop: it must be quick and must not call the Store.
+func (w *Watch) SetWake(f func()) { w.wake.Store(&f) }
+
+// Ended reports whether C has been closed (or is about to be: Ended is
+// true before the wake that follows the close).
+func (w *Watch) Ended() bool { return w.ended.Load() }
+
+// shut closes C and wakes the reader; the hub's mu is held.
+func (w *Watch) shut() {
+	w.ended.Store(true)
+	close(w.c)
+	if f := w.wake.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // Close ends the watch. It may be called more than once.
@@ -170,7 +193,7 @@ func newHub(rdb redis.UniversalClient, log zerolog.Logger) *hub {
 }
 
 func (h *hub) add(ctx context.Context, channel string) (*Watch, error) {
-	c := make(chan Event, 8)
+	c := make(chan Event, 4)
 	w := &Watch{C: c, c: c, hub: h, channel: channel}
 	ready, err := h.join(ctx, channel, func(hc *hubChan) { hc.watches[w] = struct{}{} })
 	if err != nil {
@@ -274,7 +297,7 @@ func (h *hub) remove(w *Watch) {
 		return
 	}
 	delete(hc.watches, w)
-	close(w.c)
+	w.shut()
 	last := len(hc.watches) == 0 && len(hc.listeners) == 0
 	if last {
 		delete(h.chans, w.channel)
@@ -302,7 +325,7 @@ func (h *hub) close() {
 	ps := h.ps
 	for _, hc := range h.chans {
 		for w := range hc.watches {
-			close(w.c)
+			w.shut()
 		}
 		for r := range hc.listeners {
 			r.Live(false)
@@ -484,6 +507,9 @@ func send(w *Watch, ev Event) {
 	select {
 	case w.c <- ev:
 	default:
+	}
+	if f := w.wake.Load(); f != nil {
+		(*f)()
 	}
 }
 

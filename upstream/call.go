@@ -47,6 +47,11 @@ type CallOptions struct {
 	// OnNotification receives notifications (progress, logging, ...).
 	// Nil means they are dropped.
 	OnNotification func(*jsonrpc.Request)
+	// Body, when set, is req already encoded (jsonrpc.EncodeMessage), and
+	// Name its Mcp-Name: a caller that runs Call on a goroutine which then
+	// waits long does the encoding, which needs a deep stack, on its own.
+	Body []byte
+	Name string
 }
 
 var (
@@ -100,16 +105,29 @@ func (c *Client) Call(ctx context.Context, s *Session, req *jsonrpc.Request, opt
 	return r, err
 }
 
+// Encode is req encoded for Call's CallOptions.Body, and its Mcp-Name for
+// CallOptions.Name.
+func Encode(req *jsonrpc.Request) (body []byte, name string, err error) {
+	if body, err = jsonrpc.EncodeMessage(req); err != nil {
+		return nil, "", err
+	}
+	name, _ = nameOf(req.Method, body)
+	return body, name, nil
+}
+
 // call is Call that also returns the HTTP response headers.
 func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opts CallOptions) (*jsonrpc.Response, http.Header, error) {
 	if !req.ID.IsValid() {
 		return nil, nil, fmt.Errorf("upstream: call %s: request has no id", req.Method)
 	}
-	body, err := jsonrpc.EncodeMessage(req)
-	if err != nil {
-		return nil, nil, fmt.Errorf("upstream: encode %s: %w", req.Method, err)
+	body := opts.Body
+	if body == nil {
+		var err error
+		if body, err = jsonrpc.EncodeMessage(req); err != nil {
+			return nil, nil, fmt.Errorf("upstream: encode %s: %w", req.Method, err)
+		}
 	}
-	resp, err := c.post(ctx, s, req.Method, body)
+	resp, err := c.postNamed(ctx, s, req.Method, opts.Name, body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -254,6 +272,12 @@ func (c *Client) checkStatus(resp *http.Response, s *Session) error {
 
 // post sends one JSON-RPC message.
 func (c *Client) post(ctx context.Context, s *Session, method string, body []byte) (*http.Response, error) {
+	return c.postNamed(ctx, s, method, "", body)
+}
+
+// postNamed is post with the request's Mcp-Name given (name; "": read from
+// body).
+func (c *Client) postNamed(ctx context.Context, s *Session, method, name string, body []byte) (*http.Response, error) {
 	var span trace.Span
 	if c.tracer != nil {
 		name := method
@@ -289,7 +313,9 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 		// Standard request headers (MCP 2026-07-28, Streamable HTTP
 		// transport): required by modern servers, ignored by older ones.
 		h.Set("Mcp-Method", method)
-		if name, ok := nameOf(method, body); ok {
+		if name != "" {
+			h.Set("Mcp-Name", HeaderValue(name))
+		} else if name, ok := nameOf(method, body); ok {
 			h.Set("Mcp-Name", HeaderValue(name))
 		}
 	}
