@@ -9,6 +9,7 @@
 //	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
 //	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
 //	go run ./bench -mode stdio     # pass-through and tasks/get, stdio child vs HTTP upstream (stdio.go)
+//	go run ./bench -mode ratios    # one line per performance goal, met or missed, in ~3 min (ratios.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -92,7 +93,7 @@ func run() error {
 	listen := flag.String("listen", "", "internal: address for -role")
 	target := flag.String("target", "", "internal: upstream for -role httputil, redis-server address for -role parseget")
 	var o options
-	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), passthrough, tasks, tasksget, modern, scale or stdio")
+	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), ratios (the goals at a glance), passthrough, tasks, tasksget, modern, scale, stdio or capacity")
 	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
 	flag.DurationVar(&o.holdWindow, "hold-window", 30*time.Second, "scale mode: how long taskgate's RSS is watched (every second, largest sample kept) once the held tasks are created and RSS settled")
 	flag.StringVar(&o.gcEnv, "gc-env", "", "scale mode: also measure memory per held task with this environment for taskgate (a GC knob such as GOGC=50 or GOMEMLIMIT=256MiB; space-separated); empty: defaults only")
@@ -132,7 +133,7 @@ func run() error {
 	}
 	run, ok := modes[o.mode]
 	if !ok {
-		return fmt.Errorf("unknown -mode %q: want report, passthrough, tasks, tasksget, modern, scale or stdio", o.mode)
+		return fmt.Errorf("unknown -mode %q: want report, ratios, passthrough, tasks, tasksget, modern, scale, stdio or capacity", o.mode)
 	}
 	report, err := run(o)
 	if err != nil {
@@ -153,6 +154,8 @@ var modes = map[string]func(options) (string, error){
 	"modern":      section(modernBench),
 	"scale":       section(scaleBench),
 	"stdio":       section(stdioBench),
+	"ratios":      section(ratiosBench),
+	"capacity":    section(capacityBench),
 }
 
 // emitted is the section the last mode produced (emit).
@@ -308,6 +311,17 @@ func buildAll() (dir, taskgate, testupstream string, cleanup func(), err error) 
 		return "", "", "", nil, err
 	}
 	return dir, taskgate, testupstream, cleanup, nil
+}
+
+// buildOnce builds for several modes run in a row: until cleanup, buildAll
+// returns these builds.
+func buildOnce() (dir, taskgate, testupstream string, cleanup func(), err error) {
+	dir, taskgate, testupstream, remove, err := buildAll()
+	if err != nil {
+		return "", "", "", nil, err
+	}
+	prebuilt = &struct{ dir, tg, tu string }{dir, taskgate, testupstream}
+	return dir, taskgate, testupstream, func() { prebuilt = nil; remove() }, nil
 }
 
 // prebuilt, when set, is what buildAll returns instead of building.

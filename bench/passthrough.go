@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -36,7 +37,8 @@ func passthrough(o options) error {
 	if err := ps.start(self, "-role", "httputil", "-listen", rpAddr, "-target", upURL); err != nil {
 		return err
 	}
-	if err := ps.start(tg, "serve", "--listen", tgAddr, "--upstream", upURL, "--log-level", "warn"); err != nil {
+	penv, paddr := pprofEnv(o)
+	if err := ps.startEnv("", penv, tg, "serve", "--listen", tgAddr, "--upstream", upURL, "--log-level", "warn"); err != nil {
 		return err
 	}
 	for _, a := range []string{upAddr, rpAddr, tgAddr} {
@@ -87,6 +89,15 @@ func passthrough(o options) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: round %d/%d done\n", round+1, o.rounds)
 	}
+	if o.pprofDir != "" && ctx.Err() == nil {
+		done := make(chan error, 1)
+		go func() { done <- fetchProfile(ctx, paddr, "profile?seconds=8", o.pprofDir, "passthrough.cpu.pprof") }()
+		load(ctx, c, targets[2].url, call, o.concurrency, 9*time.Second, 0)
+		if err := <-done; err != nil {
+			return fmt.Errorf("CPU profile: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "bench: CPU profile of taskgate's pass-through load: %s\n", filepath.Join(o.pprofDir, "passthrough.cpu.pprof"))
+	}
 	report := passthroughReport(o, targets, lat, thr, cpu)
 	return emit(report)
 }
@@ -109,6 +120,7 @@ func passthroughReport(o options, targets []target, lat, thr map[string]*result,
 		return "**missed**"
 	}
 	rt := g.rps() / h.rps()
+	figure("passthrough.rps", rt)
 	fmt.Fprintf(&b, "\n- pass-through: taskgate / httputil throughput: **%.2f×** (target ≥ 1.1×: %s)\n", rt, met(rt >= 1.1))
 	fmt.Fprintf(&b, "- taskgate / direct throughput: %.2f×; httputil / direct: %.2f×\n", g.rps()/d.rps(), h.rps()/d.rps())
 	perCall := func(name string) float64 {
@@ -116,6 +128,7 @@ func passthroughReport(o options, targets []target, lat, thr map[string]*result,
 	}
 	fmt.Fprintf(&b, "- proxy CPU per call at c=%d (user+system of the proxy process, /proc/PID/stat): taskgate %.0f µs, httputil %.0f µs (%.2f×)\n",
 		o.concurrency, perCall("taskgate"), perCall("httputil"), perCall("taskgate")/perCall("httputil"))
+	figure("passthrough.cpu", perCall("taskgate")/perCall("httputil"))
 	added := lat["taskgate"].pct(.5) - lat["direct"].pct(.5)
 	fmt.Fprintf(&b, "- pass-through: added p50 latency over direct at c=1: taskgate **%s** (target < 0.2 ms: %s), httputil %s\n",
 		ms(added), met(added < 200*time.Microsecond), ms(lat["httputil"].pct(.5)-lat["direct"].pct(.5)))

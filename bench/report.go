@@ -54,13 +54,11 @@ func reportBench(o options) error {
 	}
 	t0 := time.Now()
 	load0 := loadAvg()
-	dir, tg, tu, cleanup, err := buildAll()
+	_, _, _, cleanup, err := buildOnce()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	prebuilt = &struct{ dir, tg, tu string }{dir, tg, tu}
-	defer func() { prebuilt = nil }()
 
 	var sections []string
 	var failed []string

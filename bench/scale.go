@@ -144,7 +144,8 @@ func scaleStartEnv(dir, tg, tu string, ps *procs, n int, env []string, extra ...
 		a, _ := freeAddr()
 		args := append([]string{"serve", "--listen", a, "--upstream", "http://" + upAddr + "/mcp",
 			"--redis-url", "redis://" + rs.addr, "--task", "slow", "--max-tasks-per-owner", "-1",
-			"--log-level", "warn", "--drain-timeout", "1s", "--shutdown-timeout", "1s"}, extra...)
+			"--log-level", "warn", "--drain-timeout", "1s", "--shutdown-timeout", "1s",
+			"--replica-id", fmt.Sprintf("bench-%d", i+1)}, extra...)
 		la, _ := pollLimitArgs(tg)
 		args = append(args, la...)
 		if err := ps.startEnv("", env, tg, args...); err != nil {
@@ -418,9 +419,9 @@ func scaleReport(o options, ms0 []scaleMem, t scaleThr, load0, load1, load2 stri
 	for _, m := range ms0 {
 		tgPer := float64(m.tgMax-m.tgBefore) / float64(max(m.created, 1))
 		if len(m.env) == 0 {
-			fmt.Fprintf(&b, "- taskgate RSS per held task, default GC settings: **%.1f KiB** (target ≤ 32 KiB: %s)\n", tgPer, met(tgPer <= 32 && m.failed == 0 && m.created == o.held))
+			fmt.Fprintf(&b, "- taskgate RSS per held task, default GC settings: **%.1f KiB** (target ≤ 24 KiB: %s)\n", tgPer, met(tgPer <= 24 && m.failed == 0 && m.created == o.held))
 		} else {
-			fmt.Fprintf(&b, "- taskgate RSS per held task with `%s` (operator knob): **%.1f KiB** (target ≤ 32 KiB: %s)\n", strings.Join(m.env, " "), tgPer, met(tgPer <= 32 && m.failed == 0 && m.created == o.held))
+			fmt.Fprintf(&b, "- taskgate RSS per held task with `%s` (operator knob): **%.1f KiB** (target ≤ 24 KiB: %s)\n", strings.Join(m.env, " "), tgPer, met(tgPer <= 24 && m.failed == 0 && m.created == o.held))
 		}
 		if m.goroutines > 0 {
 			fmt.Fprintf(&b, "  - goroutines with the tasks held: %d (%.2f per held task)\n", m.goroutines, float64(m.goroutines)/float64(max(m.created, 1)))

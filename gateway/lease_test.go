@@ -92,13 +92,20 @@ func (e *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		all := len(cmds) > 0
+		// A renewal: script calls, and the leases index's re-scoring.
+		n, all := 0, len(cmds) > 0
 		for _, c := range cmds {
-			all = all && c.Name() == "evalsha"
+			switch c.Name() {
+			case "evalsha":
+				n++
+			case "zadd":
+			default:
+				all = false
+			}
 		}
-		if all {
+		if all && n > 0 {
 			e.mu.Lock()
-			e.pipelines = append(e.pipelines, len(cmds))
+			e.pipelines = append(e.pipelines, n)
 			e.mu.Unlock()
 		}
 		return next(ctx, cmds)

@@ -74,6 +74,39 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 	}
 }
 
+// TestRecovererSweepsManyAtOnce: a dead replica leaves all its tasks at
+// once; one sweep recovers more than a page of them.
+func TestRecovererSweepsManyAtOnce(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	store := taskstore.New(rdb, taskstore.Options{Clock: clock, LeaseGrace: time.Second, MaxTasksPerOwner: -1})
+	defer store.Close()
+	ctx := context.Background()
+	const tasks = 3*sweepPage + 7
+	for i := 0; i < tasks; i++ {
+		if _, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2025,
+			Lease: &taskstore.LeaseRequest{Holder: "dead", Duration: 2 * time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up, _ := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
+	h, err := New(Config{Upstream: up, Store: store, ReplicaID: "survivor", Lease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	now = now.Add(4 * time.Second)
+	if n := h.runner.recoverer.recoverOnce(ctx); n != tasks {
+		t.Fatalf("one sweep recovered %d of %d tasks", n, tasks)
+	}
+	if n, _ := rdb.ZCard(ctx, "tg:leases").Result(); n != 0 {
+		t.Errorf("the leases index holds %d entries after the recovery, want 0", n)
+	}
+}
+
 // TestRecovererHoldsAfterStoreOutage: Redis is out of reach for longer
 // than the lease plus the grace. When it is back, every lease looks
 // expired, but the workers of live replicas have not had a chance to

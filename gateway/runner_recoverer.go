@@ -93,7 +93,7 @@ func (rc *recoverer) shutdown() {
 // many it recovered.
 func (rc *recoverer) recoverOnce(ctx context.Context) int {
 	now := rc.store.Options().Clock()
-	expired, err := rc.store.ListExpiredLeases(ctx, 100)
+	expired, err := rc.store.ListExpiredLeases(ctx, sweepPage)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, taskstore.ErrUnavailable) {
 			rc.log.Warn().Str("op", "recover").Err(err).Msg("cannot list expired leases")
@@ -111,6 +111,26 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 	if now.Before(sw.holdUntil) {
 		return 0
 	}
+	n := rc.recoverPage(ctx, expired)
+	// A dead replica leaves all its tasks at once: more pages in the same
+	// sweep, a bounded number (the next sweep goes on).
+	for page := 1; len(expired) == sweepPage && page < sweepPages && ctx.Err() == nil; page++ {
+		if expired, err = rc.store.ListExpiredLeases(ctx, sweepPage); err != nil {
+			break
+		}
+		n += rc.recoverPage(ctx, expired)
+	}
+	return n
+}
+
+const (
+	sweepPage  = 100 // expired leases listed at once
+	sweepPages = 20  // pages per sweep at most
+)
+
+// recoverPage fails the tasks of expired whose lease this replica claims,
+// and returns how many.
+func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.ExpiredLease) int {
 	n := 0
 	for _, l := range expired {
 		// Claim succeeds only while the lease is still expired, and for one

@@ -133,7 +133,9 @@ func (rn *runner) work(j *job) {
 	run.watch = watch
 	watch.SetWake(run.wake)
 	run.stopAfter = context.AfterFunc(run.ctx, run.wake)
-	run.wake() // whatever begin left pending
+	// running has been set since begin made run: wakes until now did
+	// nothing, and this drain looks at whatever they announced.
+	go run.drain()
 }
 
 // wake makes sure a goroutine drains the worker's pending work: it starts
@@ -204,6 +206,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
 		live: liveTask{m: rn.metrics}, resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
+		running: true, // until work starts the first drain: the setup is the worker's work
 	}
 	run.resyncedAt = run.start
 	run.live.set(taskstore.StatusWorking)

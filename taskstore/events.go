@@ -222,7 +222,8 @@ func (h *hub) join(ctx context.Context, channel string, enter func(*hubChan)) (r
 		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if h.ps == nil {
+	opened := h.ps == nil
+	if opened {
 		h.ps = h.rdb.Subscribe(context.Background())
 		go h.loop(h.ps)
 	}
@@ -235,6 +236,13 @@ func (h *hub) join(ctx context.Context, channel string, enter func(*hubChan)) (r
 	enter(hc)
 	ps := h.ps
 	h.mu.Unlock()
+	if _, cluster := h.rdb.(*redis.ClusterClient); opened && cluster {
+		// In Cluster the connection goes to the master of its first
+		// channel's slot, and every replica's first channel is the same
+		// (the removals): a PING first opens it on a random node, so the
+		// replicas' connections spread.
+		_ = ps.Ping(ctx)
+	}
 	if fresh {
 		// An error here (Redis down) is not the caller's: go-redis keeps
 		// the channel and subscribes it on reconnect, and its subscribers

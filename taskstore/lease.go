@@ -100,6 +100,8 @@ func (s *Store) Release(ctx context.Context, owner, id, holder string) error {
 	if err != nil {
 		return fmt.Errorf("taskstore: release lease %s: %w", id, err)
 	}
+	// The index entry is only a hint: if this fails, a sweep drops it.
+	_ = s.rdb.ZRem(ctx, s.k.leases(), leaseMember(owner, id)).Err()
 	return nil
 }
 
@@ -211,6 +213,18 @@ func (s *Store) ExtendMany(ctx context.Context, refs []LeaseRef, holder string, 
 	}
 	cmds := make([]*redis.Cmd, len(refs))
 	pipe := s.rdb.Pipeline()
+	// The leases index keeps up with the renewals, one command for all:
+	// each renewal sends the deadlines the holder's previous one set (a
+	// lower bound of the current ones, as the index's scores must be), so
+	// a sweep reads only leases that did run out, not every held task's
+	// entry once per lease period. XX: an entry the sweep or Release
+	// removed stays removed.
+	s.rescoreMu.Lock()
+	prev := s.rescore[holder]
+	s.rescoreMu.Unlock()
+	if len(prev) > 0 {
+		pipe.ZAddXX(ctx, s.k.leases(), prev...)
+	}
 	for i, r := range refs {
 		if validID(r.ID) {
 			cmds[i] = pipe.EvalSha(ctx, extendCmd.Hash(), []string{s.k.task(r.Owner, r.ID)}, args(r)...)
@@ -252,5 +266,17 @@ func (s *Store) ExtendMany(ctx context.Context, refs []LeaseRef, holder string, 
 			errs[i] = fmt.Errorf("taskstore: extend lease %s: %w", refs[i].ID, err)
 		}
 	}
+	next := make([]redis.Z, 0, len(refs))
+	for i, r := range refs {
+		if errs[i] == nil {
+			next = append(next, redis.Z{Score: float64(now.Add(d).UnixMilli()), Member: leaseMember(r.Owner, r.ID)})
+		}
+	}
+	s.rescoreMu.Lock()
+	if s.rescore == nil {
+		s.rescore = map[string][]redis.Z{}
+	}
+	s.rescore[holder] = next
+	s.rescoreMu.Unlock()
 	return errs
 }

@@ -194,6 +194,60 @@ func TestExtendMany(t *testing.T) {
 	})
 }
 
+// TestLeasesIndexFollowsRenewals: each ExtendMany re-scores the leases
+// index entries of the leases its previous call renewed (their deadlines
+// then, a lower bound of the current ones), so a sweep does not find held
+// tasks' entries expired by score every lease period; Release removes the
+// entry, so finished tasks do not pile up in the index for sweeps to drop.
+func TestLeasesIndexFollowsRenewals(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		tk, err := s.Create(ctx, NewTask{Owner: "o1", Tool: "slow", Protocol: Protocol2026, Lease: &LeaseRequest{Holder: "r1", Duration: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		member := leaseMember("o1", tk.ID)
+		score := func() float64 {
+			t.Helper()
+			v, err := e.rdb.ZScore(ctx, s.k.leases(), member).Result()
+			if err != nil {
+				t.Fatalf("leases index entry: %v", err)
+			}
+			return v
+		}
+		created := score()
+		refs := []LeaseRef{{"o1", tk.ID}}
+		e.clock.Advance(500 * time.Millisecond)
+		first := e.clock.Now().Add(10 * time.Second).UnixMilli()
+		wantErr(t, s.ExtendMany(ctx, refs, "r1", 10*time.Second)[0], nil)
+		if got := score(); got != created {
+			t.Errorf("after the first renewal the entry's score is %v, want still %v", got, created)
+		}
+		e.clock.Advance(5 * time.Second)
+		wantErr(t, s.ExtendMany(ctx, refs, "r1", 10*time.Second)[0], nil)
+		if got := score(); got != float64(first) {
+			t.Errorf("after the second renewal the entry's score is %v, want the first renewal's deadline %d", got, first)
+		}
+		// Past the first renewal's deadline, the lease (renewed since)
+		// is not listed, and its entry stays.
+		e.clock.Advance(6*time.Second + s.opt.LeaseGrace)
+		if l, err := s.ListExpiredLeases(ctx, 100); err != nil || len(l) != 0 {
+			t.Errorf("expired leases = %v %v, want none", l, err)
+		}
+		wantErr(t, s.Complete(ctx, "o1", tk.ID, json.RawMessage(`{}`)), nil)
+		wantErr(t, s.Release(ctx, "o1", tk.ID, "r1"), nil)
+		if n, _ := e.rdb.ZCard(ctx, s.k.leases()).Result(); n != 0 {
+			t.Errorf("after Release the leases index holds %d entries, want 0", n)
+		}
+		// A renewal after the release does not bring the entry back.
+		s.ExtendMany(ctx, nil, "r1", 10*time.Second)
+		s.ExtendMany(ctx, refs, "r1", 10*time.Second)
+		if n, _ := e.rdb.ZCard(ctx, s.k.leases()).Result(); n != 0 {
+			t.Errorf("a renewal brought %d entries back, want 0", n)
+		}
+	})
+}
+
 // TestUpstreamTasks: an upstream task id is known to the owner that
 // recorded it only, until its ttl.
 func TestUpstreamTasks(t *testing.T) {

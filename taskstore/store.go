@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,6 +110,11 @@ type Store struct {
 	k   keys
 	hub *hub
 	ab  abandoner // removals of what failed creates may have written (abandon.go)
+
+	// rescore holds, per holder, the leases index scores ExtendMany sends
+	// with its next renewal: the deadlines its last one set (lease.go).
+	rescoreMu sync.Mutex
+	rescore   map[string][]redis.Z
 }
 
 // New returns a Store on rdb, which may be a standalone, Sentinel (failover)
