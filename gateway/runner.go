@@ -85,7 +85,7 @@ type runner struct {
 
 	mu      sync.Mutex
 	calls   int           // in-flight calls, plus slots reserved for calls about to start
-	jobs    int           // worker goroutines running
+	jobs    int           // workers running (each has a goroutine only while it has work: runner_worker.go)
 	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 
 	retry     *retrier

@@ -83,6 +83,9 @@ func (rn *runner) renewOnce() {
 	defer cancel()
 	errs := rn.store.ExtendMany(ctx, refs, rn.replica, rn.lease)
 	for i, run := range runs {
+		if errs[i] == nil {
+			continue // renewed: nothing for the worker to do
+		}
 		select {
 		case run.renewal <- errs[i]:
 			run.wake()

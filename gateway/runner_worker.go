@@ -179,7 +179,7 @@ func (run *taskRun) idle(watch *taskstore.Watch) bool {
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	if run.call != nil && (len(run.call.done) > 0 || len(run.call.requests) > 0 || len(run.call.notes) > 0) ||
-		len(watch.C) > 0 || watch.Ended() || len(run.renewal) > 0 || run.ctx.Err() != nil {
+		len(watch.C) > 0 || watch.Ended() || watch.Dropped(false) || len(run.renewal) > 0 || run.ctx.Err() != nil {
 		return false
 	}
 	run.running = false
@@ -277,6 +277,12 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 		}
 	}()
 	for {
+		// An event the watch had no room for may have been an answer or a
+		// cancel: look at the task (a cancel is also found by the next
+		// lease renewal).
+		if watch.Dropped(true) && run.deliverAnswers() {
+			return true
+		}
 		if run.idle(watch) {
 			return false
 		}

@@ -74,9 +74,21 @@ type Watch struct {
 	channel string
 	once    sync.Once
 	// wake, when set (SetWake), is called after every event sent to C and
-	// after C is closed; ended records the close.
-	wake  atomic.Pointer[func()]
-	ended atomic.Bool
+	// after C is closed; ended records the close; dropped records an event
+	// C had no room for.
+	wake    atomic.Pointer[func()]
+	ended   atomic.Bool
+	dropped atomic.Bool
+}
+
+// Dropped reports whether an event was dropped (C was full) since the
+// last call that cleared it (clear true): the reader must re-read what
+// the events are about.
+func (w *Watch) Dropped(clear bool) bool {
+	if clear {
+		return w.dropped.Swap(false)
+	}
+	return w.dropped.Load()
 }
 
 // SetWake makes the watch call f after it sends an event on C (or drops
@@ -108,7 +120,7 @@ func (w *Watch) Close() {
 // the task made after Watch returns cannot miss a later change. It does not
 // check that the task exists.
 func (s *Store) Watch(ctx context.Context, owner, id string) (*Watch, error) {
-	w, err := s.hub.add(ctx, s.k.channel(owner, id))
+	w, err := s.hub.add(ctx, s.k.channel(owner, id), taskWatchBuffer)
 	if err != nil {
 		return nil, fmt.Errorf("taskstore: watch %s: %w", id, err)
 	}
@@ -192,8 +204,16 @@ func newHub(rdb redis.UniversalClient, log zerolog.Logger) *hub {
 	return &hub{rdb: rdb, log: log, chans: map[string]*hubChan{}, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (h *hub) add(ctx context.Context, channel string) (*Watch, error) {
-	c := make(chan Event, 4)
+// Watch buffers: a task's events are hints (its readers re-read the task,
+// and Dropped tells them one was lost), and one is held per running task;
+// a session's carry messages for its client's stream, and there are few.
+const (
+	taskWatchBuffer    = 4
+	sessionWatchBuffer = 32
+)
+
+func (h *hub) add(ctx context.Context, channel string, buffer int) (*Watch, error) {
+	c := make(chan Event, buffer)
 	w := &Watch{C: c, c: c, hub: h, channel: channel}
 	ready, err := h.join(ctx, channel, func(hc *hubChan) { hc.watches[w] = struct{}{} })
 	if err != nil {
@@ -515,6 +535,7 @@ func send(w *Watch, ev Event) {
 	select {
 	case w.c <- ev:
 	default:
+		w.dropped.Store(true)
 	}
 	if f := w.wake.Load(); f != nil {
 		(*f)()

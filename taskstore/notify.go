@@ -37,7 +37,7 @@ func (s *Store) PublishSession(ctx context.Context, sessionID string, msg []byte
 // EventMessage with the message in Data. EventResync means some may have
 // been lost while the connection was down.
 func (s *Store) WatchSession(ctx context.Context, sessionID string) (*Watch, error) {
-	w, err := s.hub.add(ctx, s.k.sessionChannel(sessionID))
+	w, err := s.hub.add(ctx, s.k.sessionChannel(sessionID), sessionWatchBuffer)
 	if err != nil {
 		return nil, fmt.Errorf("taskstore: watch session: %w", err)
 	}

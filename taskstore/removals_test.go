@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,40 @@ func TestWatchRemovalsLiveness(t *testing.T) {
 	wait("confirmed again", func() bool { return states[len(states)-1] })
 	stop()
 	stop()
+}
+
+// TestWatchDropped: events a task watch has no room for are dropped, and
+// the watch says so until its reader clears it; the wake hook runs for
+// every event, kept or dropped.
+func TestWatchDropped(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	s := New(rdb, Options{})
+	defer s.Close()
+	w, err := s.Watch(context.Background(), "o", "00000000-0000-4000-8000-000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var wakes atomic.Int64
+	const n = taskWatchBuffer + 3
+	w.SetWake(func() { wakes.Add(1) })
+	if w.Dropped(false) {
+		t.Fatal("dropped before any event")
+	}
+	for i := 0; i < n; i++ {
+		mr.Publish(s.k.channel("o", "00000000-0000-4000-8000-000000000001"), "inputs:working")
+	}
+	for deadline := time.Now().Add(10 * time.Second); wakes.Load() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d wakes for %d events", wakes.Load(), n)
+		}
+	}
+	if len(w.C) != taskWatchBuffer || !w.Dropped(true) {
+		t.Fatalf("%d events buffered, dropped %v; want %d and true", len(w.C), w.Dropped(false), taskWatchBuffer)
+	}
+	if w.Dropped(true) {
+		t.Error("Dropped(true) did not clear the flag")
+	}
 }
