@@ -181,18 +181,34 @@ Notes that go with the figures:
   lastUpdatedAt: terminal states are sticky, so an equal stamp is the same
   answer) instead of HGETALL and the Task decode (gateway/rendercache.go,
   cachedGet): in an A/B run 2026-07-28 went from 0.78× to 0.85× and its
-  CPU per request from 1.40× to 1.28× the baseline's. What is left: the
-  request's own validation (the JSON-RPC envelope and the 2026-07-28
-  params and _meta are decoded with encoding/json, ~15 % of the samples)
-  and net/http; the syscalls are the same for both.
+  CPU per request from 1.40× to 1.28× the baseline's. Now such a poll
+  reads nothing at all while the store's removal notices are live (the
+  cache's epoch: gateway/rendercache.go, zeroRTT; a terminal record only
+  goes away, at its expiry or by a script that announces it), so taskgate
+  does less than the baseline's one GET: 1.23× (2026-07-28) and 1.55×
+  (2025-11-25) its throughput here, 1.04× and 1.59× in a -mode ratios run
+  the same day.
 - The tasks/get throughput ratios move by ±0.1 between runs on this
-  machine; CPU per request, in the same table, moves less: taskgate needs
-  ~1.05–1.2× the baseline's CPU per 2025-11-25 tasks/get and ~1.25–1.3×
-  per 2026-07-28 one.
+  machine; CPU per request, in the same table, moves less.
 - Pass-through moves too: on this VM instance the same day, taskgate /
-  httputil was 1.02× for the first session's build, 0.98× for the second's
-  and 0.95× for this one in back-to-back A/B runs (CPU per call 0.99×,
-  1.06×, 1.10×); an earlier instance measured 1.19×.
+  httputil throughput was 1.25× (CPU per call 0.88×) in a -mode ratios run
+  and 1.09× (0.95×) in this report; back-to-back A/B runs of the builds
+  before and after this session's changes gave 0.96× and 0.86–0.89× CPU
+  per call. What changed: no goroutine per call while the upstream's
+  headers are awaited (the keep-alive's timer starts a stream only when
+  they take longer), the JSON-RPC envelope read by a scanner (2.5× faster
+  than encoding/json on a tools/call), the Connection header's names read
+  once. What is left is net/http's own work on both sides and the relay's
+  reader goroutine per SSE answer.
+- Memory per held task: a held task now costs one goroutine (the upstream
+  call's) instead of two (the worker has none while it only waits,
+  gateway/runner_worker.go), about 24 KiB right after creation. The
+  largest sample over the minute (30.5 KiB here) is the heap growing
+  toward the GC goal with the renewals' garbage: the live heap is ~9 KiB
+  per task, the call's goroutine stack 8 KiB. Below 24 KiB at the largest
+  sample needs either a smaller live heap or that goroutine waiting on a
+  4 KiB stack (its call chain is too deep for the runtime to shrink it),
+  which needs the upstream client split into send and receive halves.
 - Latency targets are for an idle machine: a load average above nproc in
   the machine table means other work competed for the CPUs during the run,
   and latencies (CreateTaskResult p50, auto / pass-through p50) suffer
