@@ -528,6 +528,11 @@ type capCount struct {
 	tg      time.Duration
 	el      time.Duration
 	limit   int // the LIMIT count of the lease sweep's ZRANGEBYSCORE, if one ran
+	// Top-level commands on the leases index ("ZADD XX" apart), their
+	// execution time in the slow log (µs), and the entries ZADD XX named.
+	leases   map[string]int
+	leasesUS map[string]int64
+	rescored int
 }
 
 // counted runs fn (which returns how many operations it made) with every
@@ -555,17 +560,19 @@ func (e *capEnv) counted(ctx context.Context, fn func() (int, error)) (capCount,
 		c.t.add(t)
 		c.perNode = append(c.perNode, t.topTotal())
 		c.subNode = append(c.subNode, t.top["SUBSCRIBE"]+t.top["UNSUBSCRIBE"])
-		g, lim := globalCmds(logs)
-		c.global += g
-		c.limit = max(c.limit, lim)
+		c.unsharded(logs)
 	}
 	return c, errors.Join(err, err2)
 }
 
-// globalCmds counts the top-level commands whose first key carries no hash
-// tag (so it sits in one fixed Cluster slot whatever the owner), and
-// returns the largest LIMIT count of a ZRANGEBYSCORE among them.
-func globalCmds(logs []redis.SlowLog) (n, limit int) {
+// unsharded counts into c the top-level commands whose first key carries
+// no hash tag (so it sits in one fixed Cluster slot whatever the owner),
+// and apart those on the leases index, with the largest LIMIT count of a
+// ZRANGEBYSCORE and the entries of each ZADD XX.
+func (c *capCount) unsharded(logs []redis.SlowLog) {
+	if c.leases == nil {
+		c.leases, c.leasesUS = map[string]int{}, map[string]int64{}
+	}
 	for _, l := range logs {
 		if len(l.Args) < 2 || l.ClientName == benchClientName || strings.HasPrefix(l.ClientAddr, "?") || l.ClientAddr == "" {
 			continue
@@ -582,21 +589,51 @@ func globalCmds(logs []redis.SlowLog) (n, limit int) {
 		case "SUBSCRIBE", "UNSUBSCRIBE", "PUBLISH", "PING", "CLIENT", "HELLO", "INFO":
 			continue
 		}
-		if !strings.Contains(key, "{") {
-			n++
+		if strings.Contains(key, "{") {
+			continue
 		}
-		if cmd == "ZRANGEBYSCORE" {
+		c.global++
+		if !isLeasesKey(key) {
+			continue
+		}
+		name := cmd
+		switch {
+		case cmd == "ZADD" && len(l.Args) > 2 && strings.EqualFold(l.Args[2], "XX"):
+			name = "ZADD XX"
+			// The slow log keeps 32 arguments, the last one then saying
+			// how many more there were.
+			argc, more := len(l.Args), 0
+			if _, err := fmt.Sscanf(l.Args[argc-1], "... (%d more arguments)", &more); err == nil {
+				argc += more - 1
+			}
+			if l.CommandArgc > 0 { // Redis 8.10 and later say it
+				argc = int(l.CommandArgc)
+			}
+			c.rescored += (argc - 3) / 2
+		case cmd == "ZRANGEBYSCORE":
 			for i := 2; i+2 < len(l.Args); i++ {
 				if strings.EqualFold(l.Args[i], "LIMIT") {
 					if v, err := strconv.Atoi(l.Args[i+2]); err == nil {
-						limit = max(limit, v)
+						c.limit = max(c.limit, v)
 					}
 				}
 			}
 		}
+		c.leases[name]++
+		c.leasesUS[name] += l.Duration.Microseconds()
 	}
-	return n, limit
 }
+
+// leasesTotal is the commands on the leases index and their execution time.
+func (c capCount) leasesTotal() (n int, us int64) {
+	for _, v := range c.leasesUS {
+		us += v
+	}
+	return sumMap(c.leases), us
+}
+
+// isLeasesKey: the global leases index (taskstore's <prefix>:leases).
+func isLeasesKey(k string) bool { return !strings.Contains(k, "{") && strings.HasSuffix(k, ":leases") }
 
 // capCPU is one CPU batch: operations, taskgate and redis-server CPU.
 type capCPU struct {
@@ -794,7 +831,7 @@ func (c census) role(r string) (string, *classStat) {
 		case "active":
 			ok = strings.HasSuffix(k, "}:active")
 		case "leases":
-			ok = !strings.Contains(k, "{") && strings.Contains(k, "leases")
+			ok = isLeasesKey(k)
 		}
 		if ok {
 			return k, s
@@ -1360,18 +1397,26 @@ type capH struct {
 	rssBefore, rssAfter int64
 	upConns             int // taskgate's established connections to the upstream, tasks held
 	rssMax              int64
-	leasesCard          int64
+	leasesCard          int64   // leases index entries after the windows
+	leasesDue           int64   // of which a sweep would read (score past now − grace)
+	leasesLead          float64 // the lowest score − now, seconds
 	lease, renewEvery   time.Duration
 	// The renewal window split: the most frequent command is the renewal
-	// script (one per held task per renewal); the sweeps are the
-	// ZRANGEBYSCORE calls and what follows them.
+	// script (one per held task per renewal), plus one ZADD XX per renewal
+	// re-scoring the index; the sweeps are the ZRANGEBYSCORE calls and what
+	// follows them.
 	extendLabel string
 	extendPer   float64 // renewal script calls per held task per renewal
+	zaddPer     float64 // ZADD XX per renewal (one replica)
+	rescoredPer float64 // entries they named, per held task per renewal
+	usPerEntry  float64 // ZADD XX execution time (slow log) per entry named, µs
 	sweeps      int     // ZRANGEBYSCORE calls in the window
 	sweepPage   int     // their LIMIT count
 	sweepReads  float64 // HMGET per sweep: candidates read
-	sweepCmds   float64 // every other command per sweep, idle background taken out
-	sweepGlobal float64 // of which on unsharded keys (the leases index)
+	sweepTidy   float64 // tidy script calls per sweep
+	sweepCmds   float64 // every command per sweep, idle background taken out
+	sweepLeases float64 // of which on the leases index
+	sweepUS     float64 // their execution time (slow log), µs
 }
 
 func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string) (*capH, error) {
@@ -1462,9 +1507,8 @@ func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string)
 			}
 		}
 	}
-	// Steady state: every held task's index entry has fallen behind its
-	// renewed deadline at least once, so the sweeps re-score as they
-	// would forever after.
+	// Steady state: every held task renewed at least twice (its index
+	// entry re-scored by the renewals), and past its first lease + grace.
 	watch(time.Until(created.Add(capHeldLease + defs.grace + capHeldRenew)))
 	fmt.Fprintf(os.Stderr, "bench: capacity H: renewal windows, 2 × %s\n", capWindow)
 	if h.renew, err = e.counted(ctx, func() (int, error) { watch(capWindow); return 0, ctx.Err() }); err != nil {
@@ -1475,7 +1519,12 @@ func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string)
 		return nil, err
 	}
 	if name, _ := after[0].role("leases"); name != "" {
-		h.leasesCard, _ = e.rcs[0].rdb.ZCard(ctx, name).Result()
+		rdb, now := e.rcs[0].rdb, time.Now()
+		h.leasesCard, _ = rdb.ZCard(ctx, name).Result()
+		h.leasesDue, _ = rdb.ZCount(ctx, name, "-inf", strconv.FormatInt(now.Add(-defs.grace).UnixMilli(), 10)).Result()
+		if z, err := rdb.ZRangeWithScores(ctx, name, 0, 0).Result(); err == nil && len(z) > 0 {
+			h.leasesLead = (z[0].Score - float64(now.UnixMilli())) / 1e3
+		}
 	}
 	if live, err := e.metricSum(ctx, mHeld); err != nil || live != float64(h.held) {
 		return nil, fmt.Errorf("held tasks: %g held at the end of the windows, want %d (%v)", live, h.held, err)
@@ -1489,17 +1538,24 @@ func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string)
 		}
 	}
 	h.extendPer = float64(top[h.extendLabel]) / (float64(h.held) * periods)
+	zadd := h.renew.leases["ZADD XX"]
+	h.zaddPer = float64(zadd) / periods
+	h.rescoredPer = float64(h.renew.rescored) / (float64(h.held) * periods)
+	h.usPerEntry = float64(h.renew.leasesUS["ZADD XX"]) / float64(max(h.renew.rescored, 1))
 	h.sweeps = top["ZRANGEBYSCORE"]
 	h.sweepPage = max(h.idle.limit, h.renew.limit)
 	if h.sweeps > 0 {
+		sw := float64(h.sweeps)
 		idle := float64(h.idle.t.topTotal()) / h.idleWin.Seconds() * h.renewWin.Seconds()
 		idleSweeps := float64(h.idle.t.top["ZRANGEBYSCORE"]) / h.idleWin.Seconds() * h.renewWin.Seconds()
-		h.sweepReads = float64(top["HMGET"]) / float64(h.sweeps)
+		h.sweepReads = float64(top["HMGET"]) / sw
+		h.sweepTidy = float64(h.renew.leases["EVALSHA"]) / sw
 		// What is not renewal and not background, plus the sweep's own
 		// ZRANGEBYSCORE (which the background also counts).
-		h.sweepCmds = (float64(h.renew.t.topTotal()-top[h.extendLabel]) - idle + idleSweeps) / float64(h.sweeps)
-		idleGlobal := float64(h.idle.global) / h.idleWin.Seconds() * h.renewWin.Seconds()
-		h.sweepGlobal = (float64(h.renew.global) - idleGlobal + idleSweeps) / float64(h.sweeps)
+		h.sweepCmds = (float64(h.renew.t.topTotal()-top[h.extendLabel]-zadd) - idle + idleSweeps) / sw
+		n, us := h.renew.leasesTotal()
+		h.sweepLeases = float64(n-zadd) / sw
+		h.sweepUS = float64(us-h.renew.leasesUS["ZADD XX"]) / sw
 	}
 	return h, nil
 }
@@ -1514,7 +1570,7 @@ func phaseB(ctx context.Context, o options, tg, tu, dir string) (*capB, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, false, 1, "--task", "echo", "--task", "slow")
+	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, false, 1, "--task", "echo", "--task", "slow", "--max-inflight", "20000")
 	defer e.stop()
 	if err != nil {
 		return nil, err
@@ -1998,8 +2054,21 @@ type capPlan struct {
 	rssPerHeld, sockPerHeld            float64
 	ports                              int
 	repCPU, repMem, repPorts, replicas int
-	// The one-slot leases index.
-	hotOps, dropNeed, rescoreNeed, sweepCap float64
+	// The one-slot leases index: commands/s, of which per task, per
+	// replica and renewal, and per sweep; entries re-scored/s; execution
+	// time (slow log) in cores; its memory; one replica's ZADD XX.
+	hotOps, hotTask, hotRenew, hotEntries, hotCores, hotMem, zaddMS float64
+	opsIndex                                                        float64 // its re-scoring in the command budget
+	hotShardOps, hotShardCPU                                        float64 // that shard's load: its even share and the index
+}
+
+// shardsFor is how many shards keep the one holding the leases index (hot
+// of total, which the others share evenly) within budget; -1: none do.
+func shardsFor(total, hot, budget float64) int {
+	if hot >= budget {
+		return -1
+	}
+	return ceilDiv(total-hot, budget-hot)
 }
 
 func ceilDiv(a, b float64) int {
@@ -2041,27 +2110,38 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	p.opsLife = p.rate * life.cmds
 	p.opsRounds = p.rate * planInputRounds * round.cmds
 	p.opsPolls = p.rate * (p.workPolls*pw.cmds + p.donePolls*pd.cmds)
-	p.opsRenew = p.renewals * rn.cmds
+	p.opsRenew = p.renewals * h.extendPer
 	p.opsSweep = reps * h.sweepCmds / defs.renew.Seconds()
+	p.opsIndex = reps * h.zaddPer / defs.renew.Seconds()
 	p.opsIdle = reps * idle.cmds
-	p.opsTotal = p.opsLife + p.opsRounds + p.opsPolls + p.opsRenew + p.opsSweep + p.opsIdle
+	p.opsTotal = p.opsLife + p.opsRounds + p.opsPolls + p.opsRenew + p.opsSweep + p.opsIndex + p.opsIdle
 	p.rsCPU = (p.rate*(life.rs+planInputRounds*round.rs+p.workPolls*pw.rs+p.donePolls*pd.rs) + p.renewals*rn.rs) / 1e6
 
-	// The leases index: one key, so one slot and one shard. Commands on
-	// it per second; entries it must drop (one per finished task) and
-	// re-score (each held task's, every lease + grace) against what the
-	// sweeps get through (one page per replica per --lease-renew).
-	p.hotOps = p.rate*(life.global+planInputRounds*round.global) + reps*h.sweepGlobal/defs.renew.Seconds()
-	p.dropNeed = p.rate
-	p.rescoreNeed = planTasks / (defs.lease + defs.grace).Seconds()
-	p.sweepCap = reps * float64(h.sweepPage) / defs.renew.Seconds()
+	// The leases index: one key, so one slot and one shard. Its commands
+	// (a ZADD at create, a ZREM at release; per replica and renewal one
+	// ZADD XX naming every lease it renewed, and the sweeps) and their
+	// execution time in the slow log, which leaves out reading and parsing
+	// them: a lower bound of what they cost that shard's main thread.
+	lc := func(c capCount) (n, us float64) {
+		cn, cu := c.leasesTotal()
+		return float64(cn) / float64(max(c.n, 1)), float64(cu) / float64(max(c.n, 1))
+	}
+	lifeN, lifeUS := lc(a.life)
+	roundN, roundUS := lc(a.round)
+	p.hotTask = lifeN + planInputRounds*math.Max(roundN-lifeN, 0)
+	taskUS := lifeUS + planInputRounds*math.Max(roundUS-lifeUS, 0)
+	p.hotRenew = h.zaddPer + h.sweepLeases
+	p.hotOps = p.rate*p.hotTask + reps*p.hotRenew/defs.renew.Seconds()
+	p.hotEntries = p.renewals * h.rescoredPer
+	p.hotCores = (p.rate*taskUS + p.hotEntries*h.usPerEntry + reps*h.sweepUS/defs.renew.Seconds()) / 1e6
+	p.zaddMS = planTasks / reps * h.rescoredPer * h.usPerEntry / 1e3
 
 	// Redis memory. A working task: used_memory per held task (hash,
 	// tombstone, index entries, channel). What a finished task leaves,
 	// part by part for as long as each stays: the hash until ttl, the
 	// tombstone until ttl + the expired window, the owner's created-index
 	// entry until --max-ttl; MEMORY USAGE of each, scaled to used_memory by
-	// the measured ratio. The leases index entry is left out (see hotOps).
+	// the measured ratio. Its leases index entry is gone (Release).
 	p.memWork = h.mem.perTask()
 	d := a.mem.delta
 	n := float64(a.mem.n)
@@ -2083,10 +2163,19 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 			p.rate * p.calib * math.Max(t+p.window.Seconds()-L, 0) * p.gone, p.rate * p.calib * math.Max(mx-L, 0) * p.createdEntry}
 		p.memScen[i] = p.memParts[i][0] + p.memParts[i][1] + p.memParts[i][2] + p.memParts[i][3]
 		p.shardsMem[i] = ceilDiv(p.memScen[i]*planMemHeadroom, planShardMem)
-		p.shardsOps[i] = ceilDiv(p.opsTotal, planShardOps)
-		p.shardsCPU[i] = ceilDiv(p.rsCPU, planShardCPU)
+		// The shard holding the leases index takes its even share of the
+		// rest and all of the index: enough shards that it fits.
+		p.shardsOps[i] = shardsFor(p.opsTotal, p.hotOps, planShardOps)
+		p.shardsCPU[i] = shardsFor(p.rsCPU, p.hotCores, planShardCPU)
 		p.shards[i] = max(p.shardsMem[i], p.shardsOps[i], p.shardsCPU[i], 1)
+		if p.shardsOps[i] < 0 || p.shardsCPU[i] < 0 {
+			p.shards[i] = -1
+		}
 	}
+	p.hotMem = planTasks * p.leaseEntry
+	sh := float64(max(p.shards[0], 1))
+	p.hotShardOps = p.opsTotal/sh + p.hotOps*(1-1/sh)
+	p.hotShardCPU = p.rsCPU/sh + p.hotCores*(1-1/sh)
 	// A result byte costs slope bytes (measured) for as long as the hash
 	// stays: the working life and the rest of the ttl.
 	slope := (a.big.perTask() - a.mem.perTask()) / float64(a.bigResultBytes-a.resultBytes)
@@ -2139,24 +2228,31 @@ func capacityReport(o options, defs tgDefaults, a *capA, h *capH, b *capB, c *ca
 	cpuPeriods := h.renewCPU.el.Seconds() / h.renewEvery.Seconds()
 	rn := row("lease renewal, per held task", fmt.Sprintf("%d held tasks, %s window, --lease-renew %s", h.held, capWindow, h.renewEvery),
 		h.renew, float64(h.held)*periods, &h.renewCPU, float64(h.held)*cpuPeriods, true)
-	// The renewal script alone; the sweeps are the next row.
-	rn.cmds, rn.writes, rn.scripts = h.extendPer, h.extendPer, h.extendPer*float64(scriptBody(h.extendLabel))
-	rn.rtt, rn.global = -1, 0
-	rn.kinds = fmt.Sprintf("%s %.3g (one pipeline per replica per renewal)", h.extendLabel, h.extendPer)
+	// The renewal script and the replica's one ZADD XX per renewal; the
+	// sweeps are the next row.
+	zx := h.zaddPer / float64(h.held)
+	rn.cmds, rn.writes, rn.scripts = h.extendPer+zx, h.extendPer+zx, h.extendPer*float64(scriptBody(h.extendLabel))
+	rn.rtt, rn.global = -1, zx
+	rn.kinds = fmt.Sprintf("%s %.3g; per replica and renewal ZADD XX %.3g, re-scoring %.3g index entries per held task, %.2f µs each (slow log); one pipeline per replica per renewal",
+		h.extendLabel, h.extendPer, h.zaddPer, h.rescoredPer, h.usPerEntry)
 	rows["renew"] = rn
-	sweep := capRow{name: "lease sweep, per sweep", how: fmt.Sprintf("the same window: %d sweeps, background taken out", h.sweeps), cmds: h.sweepCmds, global: h.sweepGlobal,
-		writes: -1, scripts: -1, rtt: -1, tg: -1, rs: -1, tgLo: -1, tgHi: -1, kinds: fmt.Sprintf("ZRANGEBYSCORE LIMIT %d, HMGET %.3g (candidates read), the tidy script", h.sweepPage, h.sweepReads)}
+	sweep := capRow{name: "lease sweep, per sweep", how: fmt.Sprintf("the same window: %d sweeps, background taken out", h.sweeps), cmds: h.sweepCmds, global: h.sweepLeases,
+		writes: -1, scripts: -1, rtt: -1, tg: -1, rs: -1, tgLo: -1, tgHi: -1,
+		kinds: fmt.Sprintf("ZRANGEBYSCORE LIMIT %d, HMGET %.3g (candidates read), tidy script %.3g", h.sweepPage, h.sweepReads, h.sweepTidy)}
 	idle := row("idle replica, per second", fmt.Sprintf("no task, %s window, --lease-renew and --latency-sync %s", capWindow, h.renewEvery), h.idle, h.idleWin.Seconds(), nil, 0, false)
 	idle.tg = float64(h.idle.tg.Microseconds()) / h.idleWin.Seconds()
 	rows["idle"] = idle
 
 	w("### Per operation (2026-07-28 client, stateless upstream, one replica, one redis-server)\n\n")
-	w("The echo result, as tasks/get inlines it, is %d bytes. Renewal, sweep and latency sync were off for the operations above the renewal row (--lease-renew %s); those rows come from a replica with %d held tasks and --lease-renew %s, --lease %s, once every held task's index entry had fallen behind its renewed deadline.\n\n",
+	w("The echo result, as tasks/get inlines it, is %d bytes. Renewal, sweep and latency sync were off for the operations above the renewal row (--lease-renew %s); those rows come from a replica with %d held tasks and --lease-renew %s, --lease %s, once every held task had been renewed at least twice.\n\n",
 		a.resultBytes, capClusterRenew, h.held, h.renewEvery, h.lease)
 	writeRows(&sb, []capRow{rows["create"], rows["finish"], rows["life"], rows["pollWork"], rows["pollFirst"], rows["pollRepeat"], elicit, rows["round"], rn, sweep, idle})
 	w("\n- Finish and input round are differences of measured rows. An input round includes the one tasks/get that shows the client the request.\n")
 	w("- Renewal: commands per held task per renewal do not depend on --lease-renew; the CPU row is the whole replica's CPU in the window divided by held tasks × renewals, so it includes the sweeps and the runtime's cost of keeping %d tasks.\n", h.held)
-	w("- Sweep: at most %d index entries per sweep (the ZRANGEBYSCORE LIMIT taskgate sends), every --lease-renew on every replica. After the windows the leases index held %d entries for %d held tasks.\n\n", h.sweepPage, h.leasesCard, h.held)
+	w("- Sweep: every --lease-renew on every replica, %d index entries per page (the ZRANGEBYSCORE LIMIT taskgate sends). After the windows the leases index held %d entries for %d held tasks, %d of them with a score a sweep would read (past now − %s); the lowest score lay %.1f s ahead of now.\n",
+		h.sweepPage, h.leasesCard, h.held, h.leasesDue, defs.grace, h.leasesLead)
+	_, lsDone := a.mem.delta.role("leases")
+	w("- Leases index commands per create + finish: %s. Entries %d finished tasks left in it: %d (phase A's memory batch).\n\n", perCallF(a.life.leases, float64(a.life.n)), a.mem.n, lsDone.members)
 
 	lrows := []capRow{
 		row("create + finish (echo task)", "one session", b.life, float64(b.life.n), &b.lifeCPU, 0, true),
@@ -2206,13 +2302,16 @@ func capacityReport(o options, defs tgDefaults, a *capA, h *capH, b *capB, c *ca
 	w("| polls of working tasks | %s/s | %s | %s | %s | %s | |\n", countText(p.rate*p.workPolls), f3(rows["pollWork"].cmds), countText(p.rate*p.workPolls*rows["pollWork"].cmds), f3(rows["pollWork"].rs), f3(rows["pollWork"].tg))
 	w("| polls of completed tasks | %s/s | %s | %s | %s | %s | %.1f (all polls) |\n", countText(p.rate*p.donePolls), f3(rows["pollFirst"].cmds), countText(p.rate*p.donePolls*rows["pollFirst"].cmds), f3(rows["pollFirst"].rs), f3(rows["pollFirst"].tg), p.tgPolls)
 	w("| input rounds | %s/s | %s | %s | %s | %s | %.1f |\n", countText(p.rate*planInputRounds), f3(rows["round"].cmds), countText(p.opsRounds), f3(rows["round"].rs), f3(rows["round"].tg), p.tgRounds)
-	w("| lease renewals, every %s | %s/s | %s | %s | %s | %s | %.1f |\n", defs.renew, countText(p.renewals), f3(rn.cmds), countText(p.opsRenew), f3(rn.rs), f3(rn.tg), p.tgRenew)
+	rnTask := rn // per held task: the script (the ZADD XX is per replica, the row above)
+	rnTask.cmds = h.extendPer
+	w("| lease renewals, every %s | %s/s | %s | %s | %s | %s | %.1f |\n", defs.renew, countText(p.renewals), f3(rnTask.cmds), countText(p.opsRenew), f3(rn.rs), f3(rn.tg), p.tgRenew)
+	w("| leases index re-scoring, one ZADD XX per replica every %s | %s/s | %s (%s entries) | %s | | | |\n", defs.renew, f3(float64(p.replicas)/defs.renew.Seconds()), f3(h.zaddPer), countText(planTasks/float64(p.replicas)*h.rescoredPer), countText(p.opsIndex))
 	w("| lease sweeps, every %s per replica | %s/s | %s | %s | | | |\n", defs.renew, f3(float64(p.replicas)/defs.renew.Seconds()), f3(h.sweepCmds), countText(p.opsSweep))
 	w("| idle replicas (measured at 1 s periods: an upper bound) | %d replicas | %s/s each | %s | | | |\n", p.replicas, f3(idle.cmds), countText(p.opsIdle))
 	w("| **total** | | | **%s** | **%.1f cores** | | **%.1f** |\n\n", countText(p.opsTotal), p.rsCPU, p.tgTotal)
 
 	per := func(f func(capRow) float64) float64 {
-		return f(rows["life"]) + p.workPolls*f(rows["pollWork"]) + p.donePolls*f(rows["pollFirst"]) + planInputRounds*f(rows["round"]) + planLifetime.Seconds()/defs.renew.Seconds()*f(rn)
+		return f(rows["life"]) + p.workPolls*f(rows["pollWork"]) + p.donePolls*f(rows["pollFirst"]) + planInputRounds*f(rows["round"]) + planLifetime.Seconds()/defs.renew.Seconds()*f(rnTask)
 	}
 	w("One task's whole life at these assumptions (create, %.2g polls while working, one of the completed task, %.2g input rounds, finish, %.0f renewals): **%.1f Redis commands**, %.0f µs of redis-server CPU, **%.0f µs of taskgate CPU**.\n\n",
 		p.workPolls, planInputRounds, planLifetime.Seconds()/defs.renew.Seconds(),
@@ -2244,16 +2343,17 @@ func capacityReport(o options, defs tgDefaults, a *capA, h *capH, b *capB, c *ca
 			p.shardsMem[i], p.shardsOps[i], p.shardsCPU[i], p.shards[i], bytesText(p.memScen[i]/float64(p.shards[i])))
 	}
 	w("\nThe result size moves the completed hashes: each KiB more of result adds %s of used_memory at the defaults' retention (%.2f bytes per result byte, measured above).\n", bytesText(p.perResultKiB), (a.big.perTask()-a.mem.perTask())/float64(a.bigResultBytes-a.resultBytes))
-	w("\n**The leases index is one key**, so one slot on one shard however many shards there are: %s commands/s land there (%.2f per task created, %.2f per sweep). ",
-		countText(p.hotOps), rows["life"].global, h.sweepGlobal)
-	w("Its entries are removed only by the sweeps: %s/s to drop (one per finished task), plus %s/s to re-score (each held task's entry every --lease + grace), against %d entries per sweep × %d replicas / %s = %s/s. ",
-		countText(p.dropNeed), countText(p.rescoreNeed), h.sweepPage, p.replicas, defs.renew, countText(p.sweepCap))
-	if p.sweepCap < p.dropNeed+p.rescoreNeed {
-		w("**Short by %s/s**: the index grows by at least %s entries/s (%s/s of memory on that shard, %.0f B per entry), and a dead replica's tasks are recovered only once the sweeps reach them through that backlog.\n\n",
-			countText(p.dropNeed+p.rescoreNeed-p.sweepCap), countText(math.Max(p.dropNeed-p.sweepCap, 0)), bytesText(math.Max(p.dropNeed-p.sweepCap, 0)*p.leaseEntry), p.leaseEntry)
-	} else {
-		w("Enough.\n\n")
+	w("\n**The leases index is one key**, so one slot on one shard however many shards there are: %s commands/s land there (%.2f per task: %s; per replica every %s, %.2f: one ZADD XX and the sweep's %.2f), ",
+		countText(p.hotOps), p.hotTask, perCallF(a.life.leases, float64(a.life.n)), defs.renew, p.hotRenew, h.sweepLeases)
+	w("and the ZADD XX name %s entries/s to re-score (every held task's, every --lease-renew). Their execution time in the slow log (%.2f µs per entry named, on a %d-entry index) comes to **%.2f of that shard's main thread**, a lower bound: reading and parsing the commands are not in it, and the index would hold %s entries, not %d. ",
+		countText(p.hotEntries), h.usPerEntry, h.leasesCard, p.hotCores, countText(planTasks), h.leasesCard)
+	w("One replica's ZADD XX names all its %s held tasks: %.1f ms in which that shard serves nothing else, every %s per replica. The index holds one entry per working task, %s on that shard (%.0f B each). ",
+		countText(planTasks/float64(p.replicas)), p.zaddMS, defs.renew, bytesText(p.hotMem), p.leaseEntry)
+	if p.shards[0] < 0 {
+		w("**No shard count fits: the index alone is over one shard's budget.** ")
 	}
+	w("The shard counts above keep that shard, its even share of the rest plus all of the index, within the budget (at the defaults' %d shards: %s commands/s, %.2f cores); spread evenly, the same load would need %d shards by commands/s and %d by CPU.\n\n",
+		p.shards[0], countText(p.hotShardOps), p.hotShardCPU, ceilDiv(p.opsTotal, planShardOps), ceilDiv(p.rsCPU, planShardCPU))
 
 	// The cluster check.
 	w("### Check: %d replicas on a %d-master Redis Cluster\n\n", len(c.addrs), len(c.addrs))
@@ -2303,15 +2403,23 @@ func capacityReport(o options, defs tgDefaults, a *capA, h *capH, b *capB, c *ca
 		_, t := c.memDone.nodes[i].role("task")
 		mx = max(mx, t.keys)
 		mean += float64(t.keys) / float64(len(c.addrs))
-		_, l := c.memDone.nodes[i].role("leases")
 		note := ""
-		if l.members > 0 {
-			note = fmt.Sprintf(" (leases index: %d entries)", l.members)
+		if _, l := c.memWork.nodes[i].role("leases"); l.members > 0 {
+			_, ld := c.memDone.nodes[i].role("leases")
+			note = fmt.Sprintf(" (leases index: %d entries working, %d finished)", l.members, ld.members)
 		}
 		d := float64((c.memDone.after[i].used - c.memDone.after[i].clients) - (c.memDone.before[i].used - c.memDone.before[i].clients))
 		w("| %s%s | %d | %d | %.1f%% | %d | %.1f%% | %d | %s | %s |\n", c.addrs[i], note, c.slots[i], t.keys, 100*float64(t.keys)/float64(c.n), perNode[i], 100*float64(perNode[i])/float64(max(allCmds, 1)),
 			subNode[i], bytesText(d), bytesText(d/float64(max(t.keys, 1))))
 	}
+	subMax, subOn, subAll := 0, 0, 0
+	for _, v := range subNode {
+		subMax, subAll = max(subMax, v), subAll+v
+		if v > 0 {
+			subOn++
+		}
+	}
+	w("\n- The replicas' SUBSCRIBE and UNSUBSCRIBE went to %d of the %d masters, the busiest taking %.0f%% of them.", subOn, len(c.addrs), 100*float64(subMax)/float64(max(subAll, 1)))
 	w("\n- Largest master / mean, task hashes: %.2f×. An owner's keys share its hash tag, so the spread comes from owners (%d here), not from tasks: one Authorization's tasks all live on one master.\n", float64(mx)/mean, c.n/capTasksPerOwner)
 	if p := firstErr.Load(); p != nil {
 		w("- first load error: `%s`\n", strings.ReplaceAll(*p, "`", "'"))

@@ -21,8 +21,14 @@ import (
 //   - Create with a lease adds the entry in the same pipeline as its script
 //     (one round trip on a single node); Claim adds it after its script
 //     succeeded;
-//   - Extend and Release do not touch it; the score is a lower bound of the
-//     deadline;
+//   - the score is a lower bound of the deadline: Extend does not touch
+//     it; ExtendMany (a replica's batched renewal) re-scores, with one
+//     ZADD XX, the entries its previous call renewed, to the deadlines
+//     that call set, so a sweep does not meet live leases as long as
+//     twice --lease-renew stays under --lease plus the grace (otherwise
+//     the sweep re-scores them, as it did before); Release removes the
+//     entry after its script (one more round trip; a failure leaves it to
+//     the sweep);
 //   - ListExpiredLeases checks every candidate against its hash, drops
 //     entries of tasks that are gone, terminal or released, re-scores
 //     extended ones, and returns only leases that really expired.
