@@ -205,6 +205,10 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 	return out, nil
 }
 
+// rescoreChunk is the most leases index entries one ZADD of ExtendMany
+// re-scores.
+const rescoreChunk = 1000
+
 // LeaseRef names one task whose lease ExtendMany renews.
 type LeaseRef struct{ Owner, ID string }
 
@@ -228,8 +232,12 @@ func (s *Store) ExtendMany(ctx context.Context, refs []LeaseRef, holder string, 
 	s.rescoreMu.Lock()
 	prev := s.rescore[holder]
 	s.rescoreMu.Unlock()
-	if len(prev) > 0 {
-		pipe.ZAddXX(ctx, s.k.leases(), prev...)
+	// In commands of rescoreChunk entries: one ZADD of a replica's 10,000s
+	// of leases would hold the index's shard for tens of milliseconds.
+	for len(prev) > 0 {
+		n := min(len(prev), rescoreChunk)
+		pipe.ZAddXX(ctx, s.k.leases(), prev[:n]...)
+		prev = prev[n:]
 	}
 	for i, r := range refs {
 		if validID(r.ID) {

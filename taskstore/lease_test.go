@@ -1,10 +1,13 @@
 package taskstore
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestLease(t *testing.T) {
@@ -244,6 +247,55 @@ func TestLeasesIndexFollowsRenewals(t *testing.T) {
 		s.ExtendMany(ctx, refs, "r1", 10*time.Second)
 		if n, _ := e.rdb.ZCard(ctx, s.k.leases()).Result(); n != 0 {
 			t.Errorf("a renewal brought %d entries back, want 0", n)
+		}
+	})
+}
+
+// zaddSizes records how many entries each ZADD sent in a pipeline names.
+type zaddSizes struct{ entries []int }
+
+func (*zaddSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*zaddSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (z *zaddSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "zadd" {
+				z.entries = append(z.entries, (len(c.Args())-3)/2) // ZADD key XX (score member)...
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLeasesIndexRescoreChunks: a renewal of more leases than
+// rescoreChunk re-scores them all, in commands of at most rescoreChunk
+// entries.
+func TestLeasesIndexRescoreChunks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := New(e.rdb, Options{Clock: e.clock.Now, MaxTasksPerOwner: -1})
+		defer s.Close()
+		const n = 2*rescoreChunk + 1
+		refs := make([]LeaseRef, n)
+		for i := range refs {
+			tk, err := s.Create(ctx, NewTask{Owner: "o", Tool: "slow", Protocol: Protocol2026, Lease: &LeaseRequest{Holder: "r1", Duration: time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs[i] = LeaseRef{"o", tk.ID}
+		}
+		deadline := e.clock.Now().Add(time.Minute).UnixMilli()
+		for _, err := range s.ExtendMany(ctx, refs, "r1", time.Minute) {
+			wantErr(t, err, nil)
+		}
+		zadds := &zaddSizes{}
+		e.rdb.AddHook(zadds)
+		s.ExtendMany(ctx, refs, "r1", time.Minute)
+		if len(zadds.entries) != 3 || zadds.entries[0] != rescoreChunk || zadds.entries[2] != 1 {
+			t.Errorf("ZADD commands of %v entries, want %d, %d and 1", zadds.entries, rescoreChunk, rescoreChunk)
+		}
+		got, err := e.rdb.ZCount(ctx, s.k.leases(), strconv.FormatInt(deadline, 10), strconv.FormatInt(deadline, 10)).Result()
+		if err != nil || got != n {
+			t.Errorf("%d of %d entries re-scored (%v)", got, n, err)
 		}
 	})
 }
