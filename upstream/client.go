@@ -72,7 +72,7 @@ type Client struct {
 	url    *url.URL
 	header http.Header       // Options.Header
 	basic  string            // "Basic …" from the URL's userinfo; "" without
-	rt     http.RoundTripper // Forward's: the standard transport, or Options.Transport
+	rt     http.RoundTripper // Forward's: own for a cleartext upstream, else the standard transport; or Options.Transport
 	// own carries the client's own calls (post, CloseSession): a
 	// connTransport, which holds a call without net/http's two goroutines
 	// per connection; Options.Transport when one was given.
@@ -105,6 +105,15 @@ func New(rawURL string, opts Options) (*Client, error) {
 	if rt == nil {
 		rt = NewTransport(opts)
 		own = newConnTransport(opts, rt)
+		if u.Scheme == "http" {
+			// Relayed requests too: cleartext HTTP/1.1 either way, and
+			// connTransport writes and reads on the caller's goroutine,
+			// where net/http's transport hands each request to two
+			// goroutines of its connection (about a tenth of the proxy's
+			// CPU per pass-through call). Over TLS the standard transport
+			// stays, for HTTP/2.
+			rt = own
+		}
 	}
 	c := &Client{url: u, rt: rt, own: own, header: opts.Header.Clone(), ready: opts.Ready, name: opts.Name}
 	if opts.Tracer != nil {
