@@ -28,11 +28,7 @@ func (*keyCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *keyCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 {
-			if k, ok := args[1].(string); ok && strings.Contains(k, ":t:") {
-				c.n.Add(1)
-			}
-		}
+		c.count(cmd)
 		return next(ctx, cmd)
 	}
 }
@@ -40,13 +36,17 @@ func (c *keyCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *keyCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if args := cmd.Args(); len(args) > 1 {
-				if k, ok := args[1].(string); ok && strings.Contains(k, ":t:") {
-					c.n.Add(1)
-				}
-			}
+			c.count(cmd)
 		}
 		return next(ctx, cmds)
+	}
+}
+
+func (c *keyCounter) count(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 {
+		if k, ok := args[1].(string); ok && strings.Contains(k, ":t:") {
+			c.n.Add(1)
+		}
 	}
 }
 

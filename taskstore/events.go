@@ -293,6 +293,20 @@ func (h *hub) listen(ctx context.Context, channel string, r Removals) (stop func
 }
 
 func (h *hub) unlisten(channel string, r *Removals) {
+	h.leave(channel, func(hc *hubChan) { delete(hc.listeners, r) })
+}
+
+func (h *hub) remove(w *Watch) {
+	h.leave(w.channel, func(hc *hubChan) {
+		delete(hc.watches, w)
+		w.shut()
+	})
+}
+
+// leave unregisters a subscriber of channel (exit, called with h.mu held)
+// and unsubscribes the channel when it was the last. Nothing happens once
+// the hub is closed (close ended every subscriber).
+func (h *hub) leave(channel string, exit func(*hubChan)) {
 	h.subMu.Lock()
 	defer h.subMu.Unlock()
 	h.mu.Lock()
@@ -301,7 +315,7 @@ func (h *hub) unlisten(channel string, r *Removals) {
 		h.mu.Unlock()
 		return
 	}
-	delete(hc.listeners, r)
+	exit(hc)
 	last := len(hc.watches) == 0 && len(hc.listeners) == 0
 	if last {
 		delete(h.chans, channel)
@@ -311,30 +325,6 @@ func (h *hub) unlisten(channel string, r *Removals) {
 	if last && ps != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = ps.Unsubscribe(ctx, channel)
-		cancel()
-	}
-}
-
-func (h *hub) remove(w *Watch) {
-	h.subMu.Lock()
-	defer h.subMu.Unlock()
-	h.mu.Lock()
-	hc := h.chans[w.channel]
-	if hc == nil { // hub closed
-		h.mu.Unlock()
-		return
-	}
-	delete(hc.watches, w)
-	w.shut()
-	last := len(hc.watches) == 0 && len(hc.listeners) == 0
-	if last {
-		delete(h.chans, w.channel)
-	}
-	ps := h.ps
-	h.mu.Unlock()
-	if last && ps != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = ps.Unsubscribe(ctx, w.channel)
 		cancel()
 	}
 }
