@@ -424,8 +424,9 @@ func zombie(pid int) bool {
 // clarification inside its task) through two replicas sharing Redis, the
 // TypeScript SDK's tasks client alternating between them: the call passes
 // through with params.task, the upstream's task is followed with
-// tasks/get and tasks/result on either replica, its elicitation answered;
-// a --task rule on the tool does not turn it into a gateway task.
+// tasks/get and tasks/result on either replica, its elicitation answered.
+// A rule on another tool leaves it native (a rule naming it would take it
+// over: native_test.go).
 func TestNativeUpstreamTasks(t *testing.T) {
 	node := ensureJS(t)
 	script, err := filepath.Abs("js/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -434,7 +435,7 @@ func TestNativeUpstreamTasks(t *testing.T) {
 	}
 	up := startEverythingHTTP(t, node, script)
 	redisURL := "redis://" + redistest.Start(t)
-	args := []string{"--task", "simulate-research-query", "--redis-url", redisURL}
+	args := []string{"--task", "trigger-long-running-operation", "--redis-url", redisURL}
 	a, b := startGateway(t, up, args...), startGateway(t, up, args...)
 	out := runEverything(t, node, "native", a.URL+","+b.URL)
 	if got := final(out.Steps.Native); !strings.Contains(strings.ToLower(got), "research") || strings.HasPrefix(got, "error") {

@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 const (
@@ -229,4 +233,52 @@ func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 func (d *decider) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
 	decl, _ := d.toolInfo(ctx, tool)
 	return decl.ts
+}
+
+// discoverEvery bounds how often a replica lists the upstream's tools
+// itself, for calls of tools it has no declaration for; discoverPages
+// bounds the pages it reads.
+const (
+	discoverEvery = catalogMissFresh
+	discoverPages = 100
+)
+
+// toolDeclared returns the upstream's declaration of tool; when the
+// catalogue has none, the upstream's tools are listed first on sess (a
+// client may call a tool without listing: every 2026-07-28 client may),
+// at most once per discoverEvery per replica. A listing that fails leaves
+// the tool undeclared.
+func (u *upstreamSide) toolDeclared(ctx context.Context, d *decider, sess *upstream.Session, tool string) (toolDecl, bool) {
+	if decl, listed := d.toolInfo(ctx, tool); listed || d.store == nil {
+		return decl, listed
+	}
+	now := time.Now()
+	last := u.discovered.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < discoverEvery || !u.discovered.CompareAndSwap(last, now.UnixNano()) {
+		return toolDecl{}, false
+	}
+	cursor := ""
+	for page := 0; page < discoverPages; page++ {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
+		if err == nil && resp.Error != nil {
+			err = resp.Error
+		}
+		if err != nil {
+			u.log.Debug().Str("op", "tools/list").Str("tool", tool).Err(err).Msg("cannot list the upstream's tools")
+			break
+		}
+		u.learnTools(ctx, resp.Result)
+		var next struct {
+			NextCursor string `json:"nextCursor"`
+		}
+		if json.Unmarshal(resp.Result, &next) != nil || next.NextCursor == "" || next.NextCursor == cursor {
+			break
+		}
+		cursor = next.NextCursor
+	}
+	return d.toolInfo(ctx, tool)
 }

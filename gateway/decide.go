@@ -74,6 +74,19 @@ func (d *decider) decide(ctx context.Context, tool string, client policy.ClientK
 	return dec, learn
 }
 
+// native reports whether the upstream declared execution.taskSupport for
+// tool, so that it runs the tool's tasks itself (a native tool), and
+// whether a task, task-required or sync rule takes the tool over: then the
+// gateway decides, and owns any task, holding the upstream's underneath
+// (runner_native.go). An auto rule leaves a native tool native.
+func (d *decider) native(ctx context.Context, tool string) (native, ruled bool) {
+	decl, listed := d.toolInfo(ctx, tool)
+	if !listed {
+		return false, false
+	}
+	return policy.Native(d.policy.Load(), decl.tool(tool), decl.ts)
+}
+
 // taskTTL is the ttl of a task the policy decided on: the rule's, else
 // what the client asked for (0: the store's default). A task of an
 // anonymous owner lives at most anonymousTTL: its id is its only bearer.

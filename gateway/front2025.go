@@ -47,7 +47,7 @@ type front2025 struct {
 // front2025Store is what the 2025-11-25 front needs of the task store.
 type front2025Store interface {
 	renderStore // Get, Stamp, Options
-	List(ctx context.Context, owner, cursor string, limit int) ([]*taskstore.Task, string, error)
+	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
@@ -62,8 +62,15 @@ type front2025Store interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
-	PutUpstreamTask(ctx context.Context, owner, id string, ttl time.Duration) error
-	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine, anyone bool, err error)
+	upstreamTaskStore
+}
+
+// upstreamTaskStore is what both fronts need of the store for upstream
+// tasks (taskstore/upstream_tasks.go).
+type upstreamTaskStore interface {
+	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
+	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
+	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports

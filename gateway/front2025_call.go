@@ -53,6 +53,9 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
+	// A client may call without listing the tools first: the upstream's
+	// declaration is looked up (catalog.go) before anything is decided.
+	f.up.toolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
 		// (front2025_native.go), whatever the rules say.
@@ -67,6 +70,12 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		if ts == policy.TaskSupportRequired {
 			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
 				fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
+			return
+		}
+		if f.decider.upstreamTaskSupport(r.Context(), p.Name) == policy.TaskSupportRequired {
+			// A rule made a tool the upstream runs only as a task a plain
+			// one: the gateway waits on the upstream's task for the client.
+			f.callThroughNativeTask(w, r, msg, s, p.Name)
 			return
 		}
 		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
@@ -90,19 +99,29 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
+	owner := ownerOf(r)
+	ttl = taskTTL(d, ttl, owner)
+	if f.decider.upstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
+		// A rule took the upstream's task tool over: the gateway's task
+		// holds the upstream's (runner_native.go).
+		if params, err = withUpstreamTask(params, ttl); err != nil {
+			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+			return
+		}
+	}
 	if e := f.runner.admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	j := &job{
-		owner:      ownerOf(r),
+		owner:      owner,
 		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
 		learn:      learn,
 		slot:       true,
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, taskTTL(d, ttl, j.owner), d.PollInterval); err != nil {
+	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
 		f.runner.unreserve()
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return

@@ -2,96 +2,373 @@ package gateway
 
 // Upstream tools with tasks of their own, for 2025-11-25 clients (issue:
 // "upstreams that already have tasks"): a tool whose tools/list entry
-// declares execution.taskSupport is the upstream's to run as a task. Its
-// task-augmented tools/call passes through untouched (params.task
-// included), and the upstream's CreateTaskResult reaches the client; the
-// task id is recorded in Redis under the calling owner (PutUpstreamTask),
-// so that tasks/get, tasks/result and tasks/cancel of that id, on any
-// replica, go to the upstream on the client's own session, and another
-// owner's tasks/* of the id gets -32602 like any unknown id.
+// declares execution.taskSupport is the upstream's to run as a task, unless
+// a rule names it (then the gateway owns the task and holds the upstream's
+// underneath: runner_native.go). Its task-augmented tools/call passes
+// through untouched (params.task included), and the upstream's
+// CreateTaskResult reaches the client; the task is recorded in Redis under
+// the calling owner, with the upstream session it lives on
+// (PutUpstreamTask), so that tasks/get, tasks/result and tasks/cancel of
+// that id, on any replica, go to the upstream on that session, tasks/list
+// shows it among the owner's other tasks, and another owner's tasks/* of
+// the id gets -32602 like any unknown id.
 //
 //	client ── tools/call {task} of a tool the upstream declares taskSupport for
-//	gateway ── forwarded as it is ──▶ upstream: CreateTaskResult {task.taskId}
+//	gateway ── forwarded as it is ──▶ upstream: CreateTaskResult {task}
+//	        checked (a malformed one: -32603, nothing recorded)
 //	        ◀─ recorded: <prefix>:{owner}:ut:<taskId> (the task's ttl) ─ relayed
 //	client ── tasks/get|result|cancel {taskId}, any replica
-//	gateway: not a task of its own → recorded for this owner → forwarded
+//	gateway: not a task of its own → recorded for this owner → forwarded on
+//	         the task's upstream session
+//
+// A task whose upstream session is gone (the upstream answers 404 for it,
+// or no longer knows the task while its record lives: it restarted) is
+// failed, for good, with a status message that says so; it is never left
+// "working".
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // nativeTask reports whether tool runs as the upstream's own task for a
-// task-augmented call: the upstream declared execution.taskSupport for it.
+// task-augmented call: the upstream declared execution.taskSupport for it
+// and no rule names it.
 func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
-	decl, listed := f.decider.toolInfo(ctx, tool)
-	return listed && decl.ts.AllowsTask()
+	native, ruled := f.decider.native(ctx, tool)
+	return native && !ruled
+}
+
+// createdTask is the task of a CreateTaskResult (MCP 2025-11-25, Tasks,
+// "Creating Tasks"): what the gateway checks of the upstream's answer.
+type createdTask struct {
+	TaskID string   `json:"taskId"`
+	Status string   `json:"status"`
+	TTL    *float64 `json:"ttl"`
+}
+
+// parseCreateTaskResult checks an upstream's answer to a task-augmented
+// tools/call: a result whose task has a taskId (at most 256 bytes) and a
+// known status. It returns the task and its raw object.
+func parseCreateTaskResult(result json.RawMessage) (*createdTask, json.RawMessage, error) {
+	var res struct {
+		Task json.RawMessage `json:"task"`
+	}
+	if err := json.Unmarshal(result, &res); err != nil {
+		return nil, nil, errors.New("the result is not an object")
+	}
+	if len(res.Task) == 0 || bytes.Equal(res.Task, []byte("null")) {
+		return nil, nil, errors.New("it has no task")
+	}
+	var t createdTask
+	if err := json.Unmarshal(res.Task, &t); err != nil {
+		return nil, nil, fmt.Errorf("its task is malformed: %v", err)
+	}
+	switch {
+	case t.TaskID == "":
+		return nil, nil, errors.New("its task has no taskId")
+	case len(t.TaskID) > 256:
+		return nil, nil, fmt.Errorf("its taskId is %d bytes long (at most 256)", len(t.TaskID))
+	case !taskstore.Status(t.Status).Valid():
+		return nil, nil, fmt.Errorf("its task's status %q is not a task status", t.Status)
+	case t.TTL != nil && (*t.TTL < 0 || math.IsNaN(*t.TTL)):
+		return nil, nil, fmt.Errorf("its task's ttl %v is negative", *t.TTL)
+	}
+	return &t, res.Task, nil
+}
+
+// quoteAnswer is an upstream's answer shortened for an error message.
+func quoteAnswer(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
 }
 
 // passNativeTask forwards a task-augmented call of the upstream's own task
-// tool and records the task id its CreateTaskResult names.
-func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, learn string) {
+// tool, checks its CreateTaskResult and records the task it names.
+func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
 	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
 	defer a.close()
-	var res struct {
-		Task *struct {
-			TaskID string   `json:"taskId"`
-			TTL    *float64 `json:"ttl"`
-		} `json:"task"`
+	if a.result == nil { // the upstream's JSON-RPC error: its to give
+		a.write(w, r, f.log, nil)
+		return
 	}
-	if a.result != nil && json.Unmarshal(a.result, &res) == nil && res.Task != nil && res.Task.TaskID != "" {
-		var ttl time.Duration
-		if res.Task.TTL != nil && *res.Task.TTL > 0 {
-			ttl = time.Duration(math.Min(*res.Task.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
-		}
-		owner := ownerOf(r)
-		if err := f.store.PutUpstreamTask(r.Context(), owner, res.Task.TaskID, ttl); err != nil {
-			// No replica could route its tasks/*: the upstream's task is
-			// cancelled, and the client told the call failed.
-			e := rpcError(err, era2025)
-			f.log.Warn().Str("op", "native").Str("tool", learn).Err(err).Msg("cannot record the upstream's task id; cancelling it")
-			cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
-				"method": "tasks/cancel", "params": map[string]any{"taskId": res.Task.TaskID}})
-			go func() {
-				ctx, stop := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
-				defer stop()
-				if resp, err := f.up.client.Forward(ctx, http.MethodPost, f.upstreamHeader(r), bytes.NewReader(cancel)); err == nil {
-					resp.Body.Close()
-				}
-			}()
-			mcpwire.WriteError(w, msg.ID, e)
-			return
-		}
-		f.log.Info().Str("op", "native").Str("task_id", res.Task.TaskID).Str("owner", logOwner(owner)).
-			Msg("upstream task passed through")
+	t, raw, err := parseCreateTaskResult(a.result)
+	if err != nil {
+		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
+			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
+			tool, err, quoteAnswer(a.result)))
+		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
+		return
 	}
+	var ttl time.Duration
+	if t.TTL != nil && *t.TTL > 0 {
+		ttl = time.Duration(math.Min(*t.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+	}
+	owner := ownerOf(r)
+	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Session: r.Header.Get("Mcp-Session-Id"),
+		Protocol: taskstore.Protocol2025, Tool: tool, Task: raw}
+	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
+		// No replica could route its tasks/*: the upstream's task is
+		// cancelled, and the client told the call failed.
+		e := rpcError(err, era2025)
+		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+		header := f.upstreamHeader(r)
+		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
+		Msg("upstream task passed through")
 	a.write(w, r, f.log, nil)
 }
 
-// upstreamTask forwards a tasks/* request of an id that is the upstream's
+// cancelNative sends tasks/cancel of the upstream's task id, best effort.
+func (f *front2025) cancelNative(ctx context.Context, header http.Header, id string) {
+	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	defer stop()
+	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
+		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
+	if resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(cancel)); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// nativeHeader is the header of a request about rec sent on the upstream
+// session the task lives on (the client may have opened another since).
+func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.Header {
+	h := f.upstreamHeader(r)
+	if rec.Session == "" || rec.Session == h.Get("Mcp-Session-Id") {
+		return h
+	}
+	out := h.Clone()
+	out.Set("Mcp-Session-Id", rec.Session)
+	return out
+}
+
+// upstreamTask answers a tasks/* request of an id that is the upstream's
 // own task, created by this owner, and reports whether it answered (a
 // store failure is answered as one: retryable, not "not found").
 func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
-	mine, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
+	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2025))
 		return true
 	}
-	if !mine {
+	if rec == nil {
 		return false
 	}
-	f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+	f.nativeTaskRequest(w, r, msg, rec)
 	return true
+}
+
+// nativeTaskRequest forwards tasks/get, tasks/result or tasks/cancel of
+// the upstream's task rec on its session, and answers for a task the
+// upstream lost.
+func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+	method := msg.MethodName()
+	if rec.Lost != "" {
+		f.answerLost(w, msg, rec)
+		return
+	}
+	header := f.nativeHeader(r, rec)
+	if method == "tasks/result" {
+		// Streamed as it comes: its input requests must reach the client
+		// before the upstream can answer.
+		start := time.Now()
+		resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+		if err != nil {
+			f.up.forwardFailed(w, r, msg, err)
+			return
+		}
+		if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
+			resp.Body.Close()
+			f.lost(r.Context(), rec, sessionLost)
+			f.answerLost(w, msg, rec)
+			return
+		}
+		f.up.relayRequest(w, r, resp, msg, "", start)
+		return
+	}
+	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, identityHeader(header), bytes.NewReader(msg.Raw))
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return
+	}
+	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
+		resp.Body.Close()
+		f.lost(r.Context(), rec, sessionLost)
+		f.answerLost(w, msg, rec)
+		return
+	}
+	if !rewritable(resp) {
+		f.up.relay(w, r, resp)
+		return
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return
+	}
+	defer a.close()
+	if a.result == nil && notFoundError(a.msg) {
+		// The upstream no longer knows a task whose record (kept for the
+		// ttl it gave) lives: it lost it.
+		f.lost(r.Context(), rec, taskLost)
+		f.answerLost(w, msg, rec)
+		return
+	}
+	a.write(w, r, f.log, nil)
+}
+
+const (
+	sessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
+	taskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
+)
+
+// notFoundError reports whether a JSON-RPC error response is -32602, what
+// a receiver answers for a task id it does not know ("Error Handling").
+func notFoundError(msg json.RawMessage) bool {
+	var env struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(msg, &env) == nil && env.Error != nil && env.Error.Code == mcpwire.CodeInvalidParams
+}
+
+// lost marks rec failed for good, in the store (best effort: the next
+// request finds out again) and in rec.
+func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
+	rec.Lost = why
+	f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(rec.Owner)).Msg(why)
+	if err := f.store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
+		f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
+	}
+}
+
+// answerLost answers tasks/* of an upstream task that was lost: tasks/get
+// sees it failed, tasks/result its error, tasks/cancel that it is terminal.
+func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+	switch msg.MethodName() {
+	case "tasks/get":
+		mcpwire.WriteResult(w, msg.ID, lostTask(rec))
+	case "tasks/cancel":
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			"Cannot cancel task: already in terminal status 'failed'"))
+	default:
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "Task "+rec.ID+" failed: "+rec.Lost))
+	}
+}
+
+// lostTask is the 2025-11-25 Task of an upstream task that was lost: what
+// the upstream last said of it, failed, with the reason.
+func lostTask(rec *taskstore.UpstreamTask) map[string]any {
+	t := map[string]any{}
+	_ = json.Unmarshal(rec.Task, &t)
+	t["taskId"] = rec.ID
+	t["status"] = string(taskstore.StatusFailed)
+	t["statusMessage"] = rec.Lost
+	t["lastUpdatedAt"] = wireTime(time.Now())
+	if _, ok := t["createdAt"]; !ok {
+		t["createdAt"] = wireTime(rec.Recorded)
+	}
+	if _, ok := t["ttl"]; !ok {
+		t["ttl"] = nil
+	}
+	return t
+}
+
+// nativeListConcurrency bounds the upstream tasks/get a tasks/list page
+// sends at once; nativeListTimeout bounds each.
+const (
+	nativeListConcurrency = 8
+	nativeListTimeout     = 5 * time.Second
+)
+
+// nativeStates asks the upstream for the current state of each upstream
+// task on a tasks/list page, on its session. A task the upstream lost is
+// marked so; one it cannot tell about now (unreachable, slow) is shown as
+// last known.
+func (f *front2025) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
+	out := make([]json.RawMessage, len(recs))
+	sem := make(chan struct{}, nativeListConcurrency)
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		if rec.Lost != "" {
+			out[i] = mcpwire.MustMarshal(lostTask(rec))
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = f.nativeState(r, s, rec)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (f *front2025) nativeState(r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
+	ctx, cancel := context.WithTimeout(r.Context(), nativeListTimeout)
+	defer cancel()
+	sess := &upstream.Session{ID: rec.Session, Header: forwardedAuth(r)}
+	if s != nil {
+		sess.ProtocolVersion = s.UpstreamVersion
+		if sess.ID == "" {
+			sess.ID = s.ID
+		}
+	}
+	resp, err := f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/get",
+		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
+	switch {
+	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
+		f.lost(r.Context(), rec, sessionLost)
+	case err == nil && resp.Error != nil && notFoundWire(resp.Error):
+		f.lost(r.Context(), rec, taskLost)
+	case err == nil && resp.Error == nil:
+		var t struct {
+			TaskID string `json:"taskId"`
+		}
+		if json.Unmarshal(resp.Result, &t) == nil && t.TaskID == rec.ID {
+			return resp.Result
+		}
+	}
+	if rec.Lost != "" {
+		return mcpwire.MustMarshal(lostTask(rec))
+	}
+	if len(rec.Task) > 0 {
+		return rec.Task // last known
+	}
+	return mcpwire.MustMarshal(map[string]any{"taskId": rec.ID, "status": string(taskstore.StatusWorking),
+		"createdAt": wireTime(rec.Recorded), "lastUpdatedAt": wireTime(rec.Recorded), "ttl": nil})
+}
+
+// notFoundWire reports whether a JSON-RPC error is -32602.
+func notFoundWire(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we) && we.Code == jsonrpc.CodeInvalidParams
 }
 
 // foreignUpstreamTask answers -32602 for tasks/get|result|cancel, from a
@@ -111,9 +388,52 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", p.TaskID, era2025))
 		return true
 	}
-	if anyone && !mine {
+	if anyone && mine == nil {
 		mcpwire.WriteError(w, msg.ID, rpcError(taskstore.ErrNotFound, era2025)) // as for any unknown id
 		return true
 	}
 	return false
+}
+
+// callThroughNativeTask answers a plain tools/call of a tool the upstream
+// runs only as a task (taskSupport "required") where a rule made it a sync
+// tool: the gateway creates the upstream's task, then relays tasks/result
+// of it to the client under the call's own id, so its input requests reach
+// the client on the call's stream and its answer is the call's. A client
+// that goes away before the answer cancels the upstream's task.
+func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
+	params, err := withUpstreamTask(msg.Params, 0)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		return
+	}
+	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
+	resp, err := f.up.client.Call(r.Context(), sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params}, upstream.CallOptions{})
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return
+	}
+	if resp.Error != nil {
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+		return
+	}
+	t, _, err := parseCreateTaskResult(resp.Result)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
+			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
+			tool, err, quoteAnswer(resp.Result))))
+		return
+	}
+	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "method": "tasks/result",
+		"params": map[string]string{"taskId": t.TaskID}})
+	result, perr := mcpwire.Parse(body)
+	if perr != nil {
+		mcpwire.WriteError(w, msg.ID, perr)
+		return
+	}
+	header := f.upstreamHeader(r)
+	f.up.forward(w, r, result, header, tool)
+	if r.Context().Err() != nil {
+		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
+	}
 }

@@ -28,7 +28,7 @@ type taskIDParams struct {
 	Cursor *string `json:"cursor"`
 }
 
-func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, _ *sessionInfo) {
+func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p taskIDParams
 	if len(msg.Params) > 0 && json.Unmarshal(msg.Params, &p) != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" params must be an object"))
@@ -39,7 +39,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		if !f.polls.admit(w, msg, f.metrics, owner, "") { // ratelimit.go
 			return
 		}
-		f.list(w, r, msg, owner, p.Cursor)
+		f.list(w, r, msg, owner, p.Cursor, s)
 		return
 	}
 	if p.TaskID == "" {
@@ -57,30 +57,48 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
 		// Not watched first: the upstream's own task streams from it.
-		if mine, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && mine {
-			f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+		if rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && rec != nil {
+			f.nativeTaskRequest(w, r, msg, rec)
 			return
 		}
 		f.resultStream(w, r, msg, owner, p.TaskID, nil, missing)
 	}
 }
 
-func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string) {
+// list answers tasks/list: the owner's tasks, the gateway's and the
+// upstream's own (front2025_native.go; their state asked of the upstream)
+// in one order, newest first, with one cursor.
+func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string, s *sessionInfo) {
 	c := ""
 	if cursor != nil {
 		c = *cursor
 	}
-	tasks, next, err := f.store.List(r.Context(), owner, c, 0)
+	page, next, err := f.store.List(r.Context(), owner, c, 0)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "list", "", era2025))
 		return
 	}
+	var recs []*taskstore.UpstreamTask
+	for _, l := range page {
+		if l.Upstream != nil {
+			recs = append(recs, l.Upstream)
+		}
+	}
+	var native []json.RawMessage
+	if len(recs) > 0 {
+		native = f.nativeStates(r, s, recs)
+	}
 	out := struct {
-		Tasks      []task2025 `json:"tasks"`
-		NextCursor string     `json:"nextCursor,omitempty"`
-	}{Tasks: make([]task2025, 0, len(tasks)), NextCursor: next}
-	for _, t := range tasks {
-		out.Tasks = append(out.Tasks, toTask2025(t))
+		Tasks      []any  `json:"tasks"`
+		NextCursor string `json:"nextCursor,omitempty"`
+	}{Tasks: make([]any, 0, len(page)), NextCursor: next}
+	for _, l := range page {
+		if l.Task != nil {
+			out.Tasks = append(out.Tasks, toTask2025(l.Task))
+			continue
+		}
+		out.Tasks = append(out.Tasks, native[0])
+		native = native[1:]
 	}
 	mcpwire.WriteResult(w, msg.ID, out)
 }

@@ -10,6 +10,13 @@ package gateway
 //	no rule, auto rule    as the upstream declared, "optional" once the
 //	                      tool's learned p95 exceeds --auto-after
 //
+// A rule applies to the upstream's own task tools too (it declared
+// taskSupport: a native tool): the gateway then owns their tasks and holds
+// the upstream's underneath, and a sync rule's plain call of a tool the
+// upstream requires tasks for is answered through the upstream's task
+// (front2025_native.go, runner_native.go). With no rule they stay the
+// upstream's.
+//
 // Only tools whose value changes are re-encoded; every other byte of the
 // answer (nextCursor, unknown fields of the result and of each tool) is
 // kept. What the upstream itself declared goes into the tool catalogue
@@ -45,11 +52,6 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		var declared map[string]toolDecl
 		var err error
 		result, declared, err = rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
-			if decl.ts == policy.TaskSupportRequired {
-				// The upstream runs it only as its own task: no rule may hide
-				// that (its calls pass through, front2025_native.go).
-				return decl.ts
-			}
 			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool

@@ -49,6 +49,7 @@ type front2026Store interface {
 	WaitFor(ctx context.Context, owner, id string, cond func(*taskstore.Task) bool) (*taskstore.Task, error)
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
+	upstreamTaskStore
 }
 
 // front2026 serves 2026-07-28 clients.

@@ -41,7 +41,11 @@ const bridgePrefix = "taskgate-bridge:"
 func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
 	target *upstreamTarget, learn string) {
 	ctx := r.Context()
-	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: sessionParams(msg.Params)}
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(msg.Params, &p)
+	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, sessionParams(msg.Params), target)}
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := authOwner(r) != "" || !f.anonymous.Disabled

@@ -80,6 +80,12 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if f.fallbackTool(w, r, msg, mr, p) {
 		return
 	}
+	if f.native2026(r, mr, p.Name) {
+		// The upstream's own tasks extension: its call, its task
+		// (front2026_native.go).
+		f.passNative2026(w, r, msg, p.Name)
+		return
+	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
 	anon := authOwner(r) == ""
 	if anon && f.anonymous.Disabled {
@@ -115,7 +121,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		writeStatelessError(w, msg.ID, e)
 		return
 	}
-	upParams := paramsFor(params, target)
+	upParams := f.nativeParams(r.Context(), p.Name, paramsFor(params, target), target)
 	if f.fallbackClient(mr) && target.Stateless {
 		upParams = withAskableClient(upParams) // the agent answers with task_answer
 	}
@@ -287,4 +293,22 @@ func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message,
 	default:
 		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res.resp.Result))
 	}
+}
+
+// nativeParams returns the params of a call the gateway holds of tool on
+// target: task-augmented when tool is a session upstream's own task tool
+// (it declared execution.taskSupport), so that the runner holds the
+// upstream's task (runner_native.go): the 2026-07-28 client sees the
+// gateway's task, or the result, whatever the upstream requires.
+func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamTarget) json.RawMessage {
+	if target.Stateless {
+		return params
+	}
+	if decl, _ := f.up.toolDeclared(ctx, f.decider, target.Session, tool); !decl.ts.AllowsTask() {
+		return params
+	}
+	if out, err := withUpstreamTask(params, 0); err == nil {
+		return out
+	}
+	return params
 }

@@ -45,9 +45,12 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	owner := owner2026(r, p.TaskID)
 	ack := map[string]string{"resultType": "complete"}
+	// An id the store does not have may be the upstream's own task,
+	// created through this owner's pass-through call (front2026_native.go).
+	missing := func() bool { return f.upstreamTask2026(w, r, msg, owner, p.TaskID) }
 	switch method {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID, nil)
+		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID, missing)
 	case "tasks/update":
 		answers, e := updateAnswers(p.InputResponses)
 		if e != nil {
@@ -59,6 +62,9 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		// Requests": a server SHOULD ignore them); a terminal task needs
 		// nothing.
 		_, err := f.store.AnswerInputs(r.Context(), owner, p.TaskID, answers)
+		if errors.Is(err, taskstore.ErrNotFound) && missing() {
+			return
+		}
 		if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
 			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "update", p.TaskID, era2026))
 			return
@@ -67,6 +73,8 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	case "tasks/cancel":
 		t, err := f.store.RequestCancel(r.Context(), owner, p.TaskID, "The task was cancelled by request.")
 		switch {
+		case errors.Is(err, taskstore.ErrNotFound) && missing():
+			return
 		case errors.Is(err, taskstore.ErrTerminal):
 		case err != nil:
 			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", p.TaskID, era2026))

@@ -93,7 +93,9 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 		}
 	}
 	up, _ := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
-	h, err := New(Config{Upstream: up, Store: store, ReplicaID: "survivor", Lease: 2 * time.Second})
+	// A long lease: its renewal period is the background sweep's, which
+	// must not take tasks from the sweep under test.
+	h, err := New(Config{Upstream: up, Store: store, ReplicaID: "survivor", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

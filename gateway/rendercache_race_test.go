@@ -135,6 +135,10 @@ func TestTerminalCacheRaces(t *testing.T) {
 	t.Run("zero round trips", func(t *testing.T) {
 		id := start("echo", map[string]any{"text": "x"}, 60000)
 		c.waitStatus(id, "completed")
+		// The worker releases its lease after the outcome is visible: a
+		// command on the record that is not a poll's.
+		key := keyOf(id)
+		waitFor(t, func() bool { v, _ := rdb.HGet(ctx, key, "lease_holder").Result(); return v == "" })
 		c.getTask(id) // rendered and cached
 		cmdsA.n.Store(0)
 		for i := 0; i < 50; i++ {

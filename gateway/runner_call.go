@@ -78,7 +78,7 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 	rn.wg.Add(1)
 	go func() {
 		defer rn.wg.Done()
-		resp, err := rn.up.Call(ctx, sess, req, upstream.CallOptions{
+		resp, err := rn.callUpstream(ctx, sess, req, upstream.CallOptions{
 			Body: body, Name: name,
 			OnRequest: func(m *jsonrpc.Request) {
 				select {

@@ -511,7 +511,7 @@ func TestToolsListRewrite(t *testing.T) {
 			want := []string{
 				`{"execution":{"taskSupport":"optional"},"inputSchema":{"type":"object"},"name":"opt_a","x-extra":{"k":1}}`,
 				`{"execution":{"other":1},"name":"sync_b"}`,
-				`{"name":"sync_c","execution":{"taskSupport":"required"}}`, // the upstream's own task tool: no rule hides "required"
+				`{"name":"sync_c"}`, // the upstream's own task tool, taken over by a sync rule (its plain calls go through the upstream's task)
 				`{"execution":{"taskSupport":"required"},"name":"req_d"}`,
 				`{"name":"plain_e","x-first":0,"execution":{"taskSupport":"optional"}}`, // untouched, key order and all
 				`{"name":"plain_f","description":"d"}`,

@@ -50,6 +50,10 @@ const (
 type upstreamEra struct {
 	stateless bool
 	versions  []string // a stateless upstream's supportedVersions
+	// tasks: a stateless upstream that declares the tasks extension: it
+	// may answer any tools/call of a client that declares it with a task
+	// of its own (front2026_native.go).
+	tasks bool
 }
 
 // eraProbe knows the upstream's era once probed. The zero value is ready.
@@ -98,7 +102,7 @@ func (u *upstreamSide) era(ctx context.Context, auth http.Header) (*upstreamEra,
 			u.log.Warn().Str("op", "era").Err(err).Msg("cannot tell the upstream's protocol era; will probe again")
 			return nil, err
 		}
-		u.log.Info().Str("op", "era").Bool("stateless", era.stateless).Strs("versions", era.versions).Msg("upstream era detected")
+		u.log.Info().Str("op", "era").Bool("stateless", era.stateless).Bool("tasks_extension", era.tasks).Strs("versions", era.versions).Msg("upstream era detected")
 		return era, nil
 	}
 }
@@ -144,11 +148,15 @@ func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstrea
 	}
 	var res struct {
 		SupportedVersions []string `json:"supportedVersions"`
+		Capabilities      struct {
+			Extensions map[string]json.RawMessage `json:"extensions"`
+		} `json:"capabilities"`
 	}
 	if json.Unmarshal(resp.Result, &res) != nil || !slices.Contains(res.SupportedVersions, version2026) {
 		return &upstreamEra{}, nil
 	}
-	return &upstreamEra{stateless: true, versions: res.SupportedVersions}, nil
+	_, tasks := res.Capabilities.Extensions[tasksExtension]
+	return &upstreamEra{stateless: true, versions: res.SupportedVersions, tasks: tasks}, nil
 }
 
 // refusesEra reports whether an HTTP status without a JSON-RPC body says

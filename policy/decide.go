@@ -252,3 +252,27 @@ func short(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// Native reports whether tool is a native tool, one whose tasks the
+// upstream runs itself (it declared a taskSupport that allows tasks), and
+// whether a task, task-required or sync rule takes it over (ruled): then
+// the gateway decides, and owns any task, holding the upstream's own
+// underneath. An auto rule, or none, leaves a native tool native. cfg may
+// be nil.
+func Native(cfg *Config, tool Tool, upstream TaskSupport) (native, ruled bool) {
+	if !upstream.AllowsTask() {
+		return false, false
+	}
+	return true, Ruled(cfg, tool)
+}
+
+// Ruled reports whether a task, task-required or sync rule names tool (an
+// auto rule leaves the decision to latency, and an upstream's own tasks
+// to the upstream). cfg may be nil.
+func Ruled(cfg *Config, tool Tool) bool {
+	if cfg == nil {
+		return false
+	}
+	r, _, ok := cfg.Rules.MatchTool(tool)
+	return ok && r.Mode != Auto
+}

@@ -58,6 +58,15 @@ func TestCluster(t *testing.T) {
 		if list, _, err := s.List(ctx, owner, "", 10); err != nil || len(list) != 1 {
 			t.Fatalf("%s: List: %v, %v", owner, list, err)
 		}
+		if err := s.PutUpstreamTask(ctx, UpstreamTask{ID: "up-" + owner, Owner: owner, Session: "s"}, time.Minute); err != nil {
+			t.Fatalf("%s: PutUpstreamTask: %v", owner, err)
+		}
+		if list, _, err := s.List(ctx, owner, "", 10); err != nil || len(list) != 2 || list[0].Upstream == nil {
+			t.Fatalf("%s: List with an upstream task: %v, %v", owner, list, err)
+		}
+		if mine, anyone, err := s.UpstreamTaskOwner(ctx, owner, "up-"+owner); err != nil || mine == nil || !anyone {
+			t.Fatalf("%s: UpstreamTaskOwner: %v, %v, %v", owner, mine, anyone, err)
+		}
 		if err := s.AddInputRequests(ctx, owner, task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""); err != nil {
 			t.Fatalf("%s: AddInputRequests: %v", owner, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -301,31 +302,104 @@ func TestLeasesIndexRescoreChunks(t *testing.T) {
 }
 
 // TestUpstreamTasks: an upstream task id is known to the owner that
-// recorded it only, until its ttl.
+// recorded it only, with the session it lives on, until its ttl.
 func TestUpstreamTasks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t)
-		wantErr(t, s.PutUpstreamTask(ctx, "o1", "up-1", 2*time.Second), nil)
+		task := json.RawMessage(`{"taskId":"up-1","status":"working"}`)
+		wantErr(t, s.PutUpstreamTask(ctx, UpstreamTask{ID: "up-1", Owner: "o1", Session: "s-1", Tool: "research", Protocol: Protocol2025, Task: task}, 2*time.Second), nil)
 		for _, tc := range []struct {
 			owner, id string
 			want      bool
 		}{{"o1", "up-1", true}, {"o2", "up-1", false}, {"o1", "up-2", false}, {"o1", "", false}} {
-			if got, _, err := s.UpstreamTaskOwner(ctx, tc.owner, tc.id); err != nil || got != tc.want {
+			if got, _, err := s.UpstreamTaskOwner(ctx, tc.owner, tc.id); err != nil || (got != nil) != tc.want {
 				t.Errorf("UpstreamTaskOwner(%s, %s) = %v, %v; want %v", tc.owner, tc.id, got, err, tc.want)
 			}
 		}
-		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o2", "up-1"); err != nil || mine || !anyone {
+		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o2", "up-1"); err != nil || mine != nil || !anyone {
 			t.Errorf("UpstreamTaskOwner(o2) = %v, %v, %v; want another owner's", mine, anyone, err)
 		}
-		if mine, anyone, err := s.UpstreamTaskOwner(ctx, "o1", "up-1"); err != nil || !mine || !anyone {
-			t.Errorf("UpstreamTaskOwner(o1) = %v, %v, %v; want its own", mine, anyone, err)
+		mine, anyone, err := s.UpstreamTaskOwner(ctx, "o1", "up-1")
+		if err != nil || mine == nil || !anyone {
+			t.Fatalf("UpstreamTaskOwner(o1) = %v, %v, %v; want its own", mine, anyone, err)
+		}
+		if mine.Session != "s-1" || mine.Tool != "research" || mine.Protocol != Protocol2025 || string(mine.Task) != string(task) || !mine.Recorded.Equal(e.clock.Now().Truncate(time.Millisecond)) {
+			t.Errorf("record = %+v", mine)
+		}
+		wantErr(t, s.MarkUpstreamTaskLost(ctx, "o1", "up-1", "the upstream restarted"), nil)
+		if got, _, err := s.UpstreamTaskOwner(ctx, "o1", "up-1"); err != nil || got == nil || got.Lost != "the upstream restarted" || got.Session != "s-1" {
+			t.Errorf("after MarkUpstreamTaskLost: %+v, %v", got, err)
+		}
+		if ttl := e.rdb.PTTL(ctx, s.k.upstreamTask("o1", "up-1")).Val(); ttl <= 0 || ttl > 2*time.Second {
+			t.Errorf("the lost record's ttl is %v; want its own (<= 2s)", ttl)
+		}
+		wantErr(t, s.MarkUpstreamTaskLost(ctx, "o1", "never", "x"), nil)
+		if n := e.rdb.Exists(ctx, s.k.upstreamTask("o1", "never")).Val(); n != 0 {
+			t.Errorf("marking an unknown task lost created a record")
 		}
 		e.elapse(3 * time.Second)
-		if got, _, _ := s.UpstreamTaskOwner(ctx, "o1", "up-1"); got {
+		if got, _, _ := s.UpstreamTaskOwner(ctx, "o1", "up-1"); got != nil {
 			t.Errorf("an expired record is still known")
 		}
-		if err := s.PutUpstreamTask(ctx, "o1", string(make([]byte, 300)), 0); err == nil {
+		if err := s.PutUpstreamTask(ctx, UpstreamTask{ID: string(make([]byte, 300)), Owner: "o1"}, 0); err == nil {
 			t.Errorf("an over-long id was recorded")
+		}
+		// A record of an older version ("1") still routes, to the
+		// caller's own session.
+		e.rdb.Set(ctx, s.k.upstreamTask("o1", "old"), "1", time.Minute)
+		if got, _, err := s.UpstreamTaskOwner(ctx, "o1", "old"); err != nil || got == nil || got.Session != "" || got.ID != "old" {
+			t.Errorf("old record = %+v, %v", got, err)
+		}
+	})
+}
+
+// TestListWithUpstreamTasks: the owner's upstream tasks are listed among
+// its own tasks, newest first, with one cursor, whatever their ids hold;
+// another owner's are not, and an expired record drops out.
+func TestListWithUpstreamTasks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		var want []string // newest first
+		for i, id := range []string{"", "up.1/with dots", "", "up-2", "", strings.Repeat("x", maxUpstreamTaskID)} {
+			e.clock.Advance(time.Millisecond)
+			if id == "" {
+				want = append([]string{mustCreate(t, s, "o").ID}, want...)
+				continue
+			}
+			ttl := time.Hour
+			if i == 3 {
+				ttl = time.Second // expires before the listing
+			} else {
+				want = append([]string{id}, want...)
+			}
+			wantErr(t, s.PutUpstreamTask(ctx, UpstreamTask{ID: id, Owner: "o", Session: "s"}, ttl), nil)
+		}
+		wantErr(t, s.PutUpstreamTask(ctx, UpstreamTask{ID: "foreign", Owner: "other"}, time.Hour), nil)
+		e.elapse(2 * time.Second)
+		var got []string
+		cursor := ""
+		for page := 0; page < 10; page++ {
+			list, next, err := s.List(ctx, "o", cursor, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range list {
+				switch {
+				case l.Task != nil && l.Upstream == nil:
+					got = append(got, l.Task.ID)
+				case l.Upstream != nil && l.Task == nil && l.Upstream.Owner == "o" && l.Upstream.Session == "s":
+					got = append(got, l.Upstream.ID)
+				default:
+					t.Errorf("entry %+v", l)
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("listed %q\nwant   %q", got, want)
 		}
 	})
 }

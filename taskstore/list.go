@@ -10,8 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// List returns a page of the owner's tasks, newest first, and the cursor of
-// the next page ("" on the last page). cursor "" starts at the newest task.
+// Listed is one entry of an owner's task list: a task of the gateway's
+// own (Task), or an upstream's own task the owner's call created
+// (Upstream; its current state is the upstream's to tell).
+type Listed struct {
+	Task     *Task
+	Upstream *UpstreamTask
+}
+
+// List returns a page of the owner's tasks, the gateway's and the
+// upstream tasks recorded for it (PutUpstreamTask) in one order, newest
+// first, and the cursor of the next page ("" on the last page). cursor "" starts at the newest task.
 // limit <= 0 means DefaultPageSize; it is capped at MaxPageSize.
 //
 // The order is (createdAt, id) descending and a cursor names the last task of
@@ -19,15 +28,15 @@ import (
 // when tasks are created meanwhile (they sort before the cursor), or when
 // tasks expire (they are left out). A cursor this store did not produce:
 // ErrBadCursor. Two round trips: the owner's index, then the tasks.
-func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error) {
-	tasks, next, err := s.list(ctx, owner, cursor, limit)
+func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]Listed, string, error) {
+	out, next, err := s.list(ctx, owner, cursor, limit)
 	if err != nil {
 		return nil, "", fmt.Errorf("taskstore: list: %w", err)
 	}
-	return tasks, next, nil
+	return out, next, nil
 }
 
-func (s *Store) list(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error) {
+func (s *Store) list(ctx context.Context, owner, cursor string, limit int) ([]Listed, string, error) {
 	if limit <= 0 {
 		limit = DefaultPageSize
 	}
@@ -50,29 +59,41 @@ func (s *Store) list(ctx context.Context, owner, cursor string, limit int) ([]*T
 	}
 
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	tasks := make([]*redis.MapStringStringCmd, len(ids))
+	ups := make([]*redis.StringCmd, len(ids))
 	for i, e := range ids {
-		cmds[i] = pipe.HGetAll(ctx, s.k.task(owner, e.ID))
+		if up, ok := upstreamMemberID(e.ID); ok {
+			ups[i] = pipe.Get(ctx, s.k.upstreamTask(owner, up))
+		} else {
+			tasks[i] = pipe.HGetAll(ctx, s.k.task(owner, e.ID))
+		}
 	}
 	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, "", classify(ctx, err)
 		}
 	}
 	now := s.opt.Clock()
-	tasks := make([]*Task, 0, len(ids))
-	for _, c := range cmds {
-		t, ok := decodeTask(c.Val())
+	out := make([]Listed, 0, len(ids))
+	for i, e := range ids {
+		if c := ups[i]; c != nil {
+			if c.Err() == nil { // else expired since it was indexed
+				id, _ := upstreamMemberID(e.ID)
+				out = append(out, Listed{Upstream: decodeUpstreamTask(c.Val(), owner, id)})
+			}
+			continue
+		}
+		t, ok := decodeTask(tasks[i].Val())
 		if !ok || t.Owner != owner || !t.ExpiresAt().After(now) {
 			continue // expired since it was indexed
 		}
-		tasks = append(tasks, t)
+		out = append(out, Listed{Task: t})
 	}
 	next := ""
 	if more {
 		next = ids[len(ids)-1].encode()
 	}
-	return tasks, next, nil
+	return out, next, nil
 }
 
 // pageIDs reads up to n index entries strictly after the cursor in
@@ -127,7 +148,10 @@ func decodeCursor(s string) (listCursor, error) {
 		return listCursor{}, ErrBadCursor
 	}
 	parts := strings.Split(string(b), ".")
-	if len(parts) != 3 || parts[0] != "v1" || !validID(parts[2]) {
+	if len(parts) != 3 || parts[0] != "v1" {
+		return listCursor{}, ErrBadCursor
+	}
+	if _, up := upstreamMemberID(parts[2]); !up && !validID(parts[2]) {
 		return listCursor{}, ErrBadCursor
 	}
 	ms, err := strconv.ParseInt(parts[1], 10, 64)

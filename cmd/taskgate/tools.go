@@ -231,7 +231,12 @@ type toolRow struct {
 	Legacy string `json:"legacy"`
 	// Modern is what a 2026-07-28 client with the tasks extension gets:
 	// sync, task or auto (held HybridWaitMs before it becomes a task).
-	Modern       string `json:"modern"`
+	Modern string `json:"modern"`
+	// Tasks says whose a task of the tool is: "native" (the upstream's
+	// own: it declared taskSupport, and no rule takes the tool over),
+	// "gateway+native" (a rule took a native tool over: the gateway's
+	// task holds the upstream's), or "gateway" (only the gateway's).
+	Tasks        string `json:"tasks"`
 	HybridWaitMs int64  `json:"hybridWaitMs,omitempty"`
 	Reason       string `json:"reason"`
 	// TTLMs and PollIntervalMs are what a task of the tool gets; absent
@@ -257,11 +262,23 @@ func decideTools(cfg *policy.Config, list []listedTool, stats map[string]policy.
 		tool := policy.Tool{Name: t.Name, Annotations: t.Annotations}
 		legacy := policy.Decide(cfg, tool, policy.Client2025, t.Execution.TaskSupport, st)
 		modern := policy.Decide(cfg, tool, policy.Client2026, t.Execution.TaskSupport, st)
+		native, ruled := policy.Native(cfg, tool, t.Execution.TaskSupport)
+		reason := joinReasons(legacy.Reason, modern.Reason)
+		owner := "gateway"
+		switch {
+		case native && ruled:
+			owner = "gateway+native"
+			reason = joinReasons(reason, fmt.Sprintf("the upstream declares taskSupport %q, a rule takes it over: the gateway's task holds the upstream's", t.Execution.TaskSupport))
+		case native:
+			owner = "native"
+			reason = joinReasons(fmt.Sprintf("native: the upstream declares taskSupport %q and runs its tasks", t.Execution.TaskSupport), reason)
+		}
 		row := toolRow{
 			Tool:    t.Name,
 			Legacy:  string(legacy.TaskSupport),
 			Modern:  modern.Mode.String(),
-			Reason:  joinReasons(legacy.Reason, modern.Reason),
+			Tasks:   owner,
+			Reason:  reason,
 			Samples: st.Count,
 			P50Ms:   st.P50.Round(time.Millisecond).Milliseconds(),
 			P95Ms:   st.P95.Round(time.Millisecond).Milliseconds(),
@@ -303,7 +320,7 @@ func joinReasons(reasons ...string) string {
 // printTools writes the table; withStats adds the learned latency columns.
 func printTools(w io.Writer, rows []toolRow, withStats bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "TOOL\tLEGACY\tMODERN\tTTL\tPOLL"
+	head := "TOOL\tLEGACY\tMODERN\tTASKS\tTTL\tPOLL"
 	if withStats {
 		head += "\tSAMPLES\tP50\tP95"
 	}
@@ -313,7 +330,7 @@ func printTools(w io.Writer, rows []toolRow, withStats bool) error {
 		if r.Modern == "auto" {
 			modern += " " + ms(r.HybridWaitMs)
 		}
-		line := r.Tool + "\t" + r.Legacy + "\t" + modern + "\t" + ms(r.TTLMs) + "\t" + ms(r.PollIntervalMs)
+		line := r.Tool + "\t" + r.Legacy + "\t" + modern + "\t" + r.Tasks + "\t" + ms(r.TTLMs) + "\t" + ms(r.PollIntervalMs)
 		if withStats {
 			n := "-"
 			if r.Samples > 0 {

@@ -132,3 +132,42 @@ func TestToolsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsNative: a tool the upstream declares taskSupport for is shown
+// native, and why; a rule naming it shows the gateway holding the
+// upstream's task; an auto rule leaves it native.
+func TestToolsNative(t *testing.T) {
+	var list []listedTool
+	for _, name := range []string{"research", "deploy", "plain", "scan"} {
+		l := listedTool{Name: name}
+		if name != "plain" {
+			l.Execution.TaskSupport = policy.TaskSupportRequired
+		}
+		list = append(list, l)
+	}
+	rule, err := policy.NewRule("deploy", policy.Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := policy.NewRule("scan", policy.Auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := decideTools(&policy.Config{Rules: policy.Rules{rule, auto}}, list, nil, time.Hour)
+	want := map[string]string{"research": "native", "deploy": "gateway+native", "plain": "gateway", "scan": "native"}
+	for _, r := range rows {
+		if r.Tasks != want[r.Tool] {
+			t.Errorf("%s: tasks %q, want %q (%s)", r.Tool, r.Tasks, want[r.Tool], r.Reason)
+		}
+	}
+	if r := rows[0]; r.Legacy != "required" || !strings.HasPrefix(r.Reason, `native: the upstream declares taskSupport "required"`) {
+		t.Errorf("research: %+v", r)
+	}
+	if r := rows[1]; r.Legacy != "none" || !strings.Contains(r.Reason, "a rule takes it over") {
+		t.Errorf("deploy: %+v", r)
+	}
+	var b bytes.Buffer
+	if err := printTools(&b, rows, false); err != nil || !strings.Contains(b.String(), "gateway+native") {
+		t.Errorf("table: %v\n%s", err, b.String())
+	}
+}

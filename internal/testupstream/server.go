@@ -35,6 +35,10 @@ type Options struct {
 	// once. It is off by default so that the tool list every other test and
 	// golden transcript pins stays as it is.
 	Elicit2 bool
+	// NativeTasks (with Stateless) gives the upstream 2026-07-28 tasks of
+	// its own, the tasks extension (nativetasks.go): NativeTaskTools run as
+	// tasks for clients that declare it.
+	NativeTasks bool
 	// ProtocolVersion is the newest protocol version this upstream speaks,
 	// e.g. "2025-06-18" to emulate an older server: initialize negotiates at
 	// most this version, and a request whose MCP-Protocol-Version header is
@@ -91,7 +95,7 @@ func NewServer(opts Options) *mcp.Server {
 // the upstream's own Host, so it never trips it.
 func Handler(opts Options) http.Handler {
 	s := NewServer(opts)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:      opts.Stateless,
 		JSONResponse:   opts.JSONResponse,
 		Logger:         opts.Logger,
@@ -100,4 +104,8 @@ func Handler(opts Options) http.Handler {
 		// gateway) that goes away cancels the tool, which the Recorder sees.
 		PropagateRequestCancellation: true,
 	})
+	if opts.NativeTasks && opts.Stateless {
+		return withNativeTasks(h)
+	}
+	return h
 }

@@ -1,0 +1,216 @@
+package gateway
+
+// Upstreams with 2026-07-28 tasks of their own, for 2026-07-28 clients
+// (issue: "upstreams that already have tasks", the pass-through cell): a
+// stateless upstream that declares the tasks extension in server/discover
+// may answer any tools/call of a client that declares it with a task
+// (SEP-2663, "Capability Negotiation": the server decides per request).
+// When no rule names the tool, the call goes to it as it is, the client's
+// extension kept; a CreateTaskResult in its answer is checked and the task
+// recorded for the owner (PutUpstreamTask), so that tasks/get, tasks/update
+// and tasks/cancel of that id go to the upstream from any replica, and
+// another owner's get -32602 like any unknown id. A rule takes the tool
+// over as for any upstream: the gateway's own task, the extension withheld
+// from the upstream.
+//
+//	client ── tools/call (extension declared) ─▶ gateway ── as it is ─▶ upstream
+//	        ◀── {resultType: "task", taskId} ── recorded for the owner ──┘
+//	client ── tasks/get|update|cancel {taskId}, any replica
+//	gateway: not a task of its own → recorded for this owner → forwarded
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// native2026 reports whether a tools/call of tool goes as it is to an
+// upstream with tasks of its own: the upstream declares the tasks
+// extension, the client declares it too, and no rule names the tool.
+func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) bool {
+	if !mr.Tasks {
+		return false
+	}
+	era, err := f.up.era(r.Context(), forwardedAuth(r))
+	if err != nil || !era.stateless || !era.tasks {
+		return false
+	}
+	decl, _ := f.decider.toolInfo(r.Context(), tool)
+	return !policy.Ruled(f.decider.policy.Load(), decl.tool(tool))
+}
+
+// createdTask2026 is what the gateway checks of an upstream's
+// CreateTaskResult (SEP-2663, "Task Creation": Result & Task).
+type createdTask2026 struct {
+	TaskID string   `json:"taskId"`
+	Status string   `json:"status"`
+	TTLMs  *float64 `json:"ttlMs"`
+}
+
+// parseCreateTaskResult2026 checks a result whose resultType is "task".
+func parseCreateTaskResult2026(result json.RawMessage) (*createdTask2026, error) {
+	var t createdTask2026
+	if err := json.Unmarshal(result, &t); err != nil {
+		return nil, fmt.Errorf("its task is malformed: %v", err)
+	}
+	switch {
+	case t.TaskID == "":
+		return nil, errors.New("it has no taskId")
+	case len(t.TaskID) > 256:
+		return nil, fmt.Errorf("its taskId is %d bytes long (at most 256)", len(t.TaskID))
+	case !taskstore.Status(t.Status).Valid():
+		return nil, fmt.Errorf("its status %q is not a task status", t.Status)
+	case t.TTLMs != nil && (*t.TTLMs < 0 || math.IsNaN(*t.TTLMs)):
+		return nil, fmt.Errorf("its ttlMs %v is negative", *t.TTLMs)
+	}
+	return &t, nil
+}
+
+// passNative2026 forwards a tools/call to the upstream as it is and
+// records the task its answer creates, if any.
+func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
+	resp, _, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
+	if err != nil {
+		f.up.statelessFailure(w, r, msg, err)
+		return
+	}
+	if !rewritable(resp) {
+		f.up.relay(w, r, resp)
+		return
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil {
+		f.up.statelessFailure(w, r, msg, err)
+		return
+	}
+	defer a.close()
+	var head struct {
+		ResultType string `json:"resultType"`
+	}
+	if a.result == nil || json.Unmarshal(a.result, &head) != nil || head.ResultType != "task" {
+		a.write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
+		return
+	}
+	t, err := parseCreateTaskResult2026(a.result)
+	if err != nil {
+		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
+			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, quoteAnswer(a.result)))
+		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
+		writeStatelessError(w, msg.ID, e)
+		return
+	}
+	var ttl time.Duration
+	if t.TTLMs != nil && *t.TTLMs > 0 {
+		ttl = time.Duration(math.Min(*t.TTLMs, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+	}
+	owner := owner2026(r, t.TaskID)
+	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: a.result}
+	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
+		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+		go f.cancelNative2026(context.WithoutCancel(r.Context()), forwardedAuth(r), t.TaskID)
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		return
+	}
+	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
+		Msg("upstream task passed through")
+	a.write(w, r, f.log, nil)
+}
+
+// cancelNative2026 sends tasks/cancel of the upstream's task id, best
+// effort.
+func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id string) {
+	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	defer stop()
+	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
+		metaProtocolVersion: version2026,
+		metaClientInfo:      gatewayInfo,
+		metaClientCaps:      map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}},
+	}})
+	sess := &upstream.Session{ProtocolVersion: version2026, Header: auth}
+	_, _ = f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+}
+
+// upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an
+// id the gateway has no task of, if this owner's call created it upstream,
+// and reports whether it answered.
+func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
+	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2026))
+		return true
+	}
+	if rec == nil || rec.Protocol != taskstore.Protocol2026 {
+		return false
+	}
+	if rec.Lost != "" {
+		f.answerLost2026(w, msg, rec)
+		return true
+	}
+	resp, _, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
+	if err != nil {
+		f.up.statelessFailure(w, r, msg, err)
+		return true
+	}
+	if !rewritable(resp) {
+		f.up.relay(w, r, resp)
+		return true
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil {
+		f.up.statelessFailure(w, r, msg, err)
+		return true
+	}
+	defer a.close()
+	if a.result == nil && notFoundError(a.msg) {
+		// The upstream no longer knows a task whose record (kept for the
+		// ttl it gave) lives: it lost it (a restart, say).
+		rec.Lost = taskLost
+		f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(owner)).Msg(taskLost)
+		if err := f.store.MarkUpstreamTaskLost(r.Context(), owner, id, taskLost); err != nil {
+			f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
+		}
+		f.answerLost2026(w, msg, rec)
+		return true
+	}
+	a.write(w, r, f.log, nil)
+	return true
+}
+
+// answerLost2026 answers for an upstream task that was lost: tasks/get
+// sees it failed, with the error; tasks/update and tasks/cancel of a
+// terminal task are acknowledged (they change nothing).
+func (f *front2026) answerLost2026(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+	if msg.MethodName() != "tasks/get" {
+		mcpwire.WriteResult(w, msg.ID, map[string]string{"resultType": "complete"})
+		return
+	}
+	t := map[string]any{}
+	_ = json.Unmarshal(rec.Task, &t)
+	for _, k := range []string{"result", "inputRequests", "requestState"} {
+		delete(t, k)
+	}
+	t["resultType"] = "complete"
+	t["taskId"] = rec.ID
+	t["status"] = string(taskstore.StatusFailed)
+	t["statusMessage"] = rec.Lost
+	t["lastUpdatedAt"] = wireTime(time.Now())
+	t["error"] = map[string]any{"code": mcpwire.CodeInternalError, "message": rec.Lost}
+	if _, ok := t["createdAt"]; !ok {
+		t["createdAt"] = wireTime(rec.Recorded)
+	}
+	if _, ok := t["ttlMs"]; !ok {
+		t["ttlMs"] = nil
+	}
+	mcpwire.WriteResult(w, msg.ID, t)
+}

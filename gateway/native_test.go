@@ -1,0 +1,252 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// FuzzParseCreateTaskResult: whatever an upstream answers a task-augmented
+// call with, the check never panics; what it accepts has a task id of at
+// most 256 bytes and a task status, and is the answer's own task object.
+func FuzzParseCreateTaskResult(f *testing.F) {
+	for _, s := range []string{
+		`{"task":{"taskId":"t1","status":"working","createdAt":"2026-01-01T00:00:00Z","ttl":60000,"pollInterval":1000}}`,
+		`{"task":{"taskId":42,"status":"working"}}`,
+		`{"task":{"taskId":"t","status":"sleeping"}}`,
+		`{"task":{"taskId":"t","status":"working","ttl":-1}}`,
+		`{"task":null}`, `{"content":[]}`, `[]`, `"x"`, `{"task":{"taskId":""}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		task, raw, err := parseCreateTaskResult(b)
+		if err != nil {
+			if task != nil || raw != nil || err.Error() == "" {
+				t.Fatalf("error %v with a task %+v", err, task)
+			}
+			return
+		}
+		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" {
+			t.Fatalf("accepted %+v from %s", task, b)
+		}
+		var again createdTask
+		if json.Unmarshal(raw, &again) != nil || again.TaskID != task.TaskID {
+			t.Fatalf("raw task %s is not the accepted one %+v", raw, task)
+		}
+	})
+}
+
+// FuzzParseCreateTaskResult2026: the same for the tasks extension's
+// CreateTaskResult (the task's members at the top of the result).
+func FuzzParseCreateTaskResult2026(f *testing.F) {
+	for _, s := range []string{
+		`{"resultType":"task","taskId":"t1","status":"working","createdAt":"2026-01-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`,
+		`{"resultType":"task","taskId":7,"status":"working"}`, `{"resultType":"task","taskId":"t","status":"done"}`,
+		`{"resultType":"task","taskId":"t","status":"working","ttlMs":-1}`, `{"resultType":"task"}`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		task, err := parseCreateTaskResult2026(b)
+		if err != nil {
+			if task != nil || err.Error() == "" {
+				t.Fatalf("error %v with a task %+v", err, task)
+			}
+			return
+		}
+		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" || task.TTLMs != nil && *task.TTLMs < 0 {
+			t.Fatalf("accepted %+v from %s", task, b)
+		}
+	})
+}
+
+// TestParseCreateTaskResultErrors: each way a CreateTaskResult can be
+// wrong is named.
+func TestParseCreateTaskResultErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		`[]`:                            "not an object",
+		`{"content":[]}`:                "has no task",
+		`{"task":{"taskId":42}}`:        "task is malformed",
+		`{"task":{"status":"working"}}`: "no taskId",
+		`{"task":{"taskId":"t"}}`:       `status "" is not a task status`,
+		`{"task":{"taskId":"t","status":"working","ttl":-5}}`:                       "negative",
+		`{"task":{"taskId":"` + strings.Repeat("x", 257) + `","status":"working"}}`: "257 bytes",
+	} {
+		if _, _, err := parseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.40s: %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestViaUpstreamTask(t *testing.T) {
+	for params, want := range map[string]bool{
+		`{"name":"x","task":{}}`:              true,
+		`{"name":"x","task":{"ttl":1000}}`:    true,
+		`{"name":"x","task":null}`:            false,
+		`{"name":"x"}`:                        false,
+		`{"name":"x","arguments":{"task":1}}`: false,
+	} {
+		if got := viaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
+			t.Errorf("%s: %v, want %v", params, got, want)
+		}
+	}
+	if viaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
+		t.Error("a tasks/get is not a task-augmented call")
+	}
+	p, err := withUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
+	if err != nil || !strings.Contains(string(p), `"task":{"ttl":90000}`) {
+		t.Errorf("withUpstreamTask = %s, %v", p, err)
+	}
+}
+
+func TestWithoutRelatedTask(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u1"}}}`:       `{"content":[]}`,
+		`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u1"},"k":1}}`: `{"_meta":{"k":1},"content":[]}`,
+		`{"content":[]}`: `{"content":[]}`,
+		`{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`: `{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`,
+	} {
+		if got := string(withoutRelatedTask(json.RawMessage(in))); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
+	}
+}
+
+// TestToolDeclaredDiscovers: a call of a tool no tools/list taught the
+// catalogue lists the upstream's tools (every page) once, and the
+// declaration is then known; another unknown tool soon after does not
+// list again.
+func TestToolDeclaredDiscovers(t *testing.T) {
+	var lists atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Cursor string `json:"cursor"`
+			} `json:"params"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		lists.Add(1)
+		result := `{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"p2"}`
+		if req.Params.Cursor == "p2" {
+			result = `{"tools":[{"name":"native","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + result + `}`))
+	}))
+	t.Cleanup(srv.Close)
+	h := newFleet(t, srv.URL).add(nil)
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
+	decl, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+	if !listed || decl.ts != "required" || lists.Load() != 2 {
+		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
+	}
+	if _, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
+		t.Errorf("an unknown tool right after: listed %v, %d tools/list (want no new listing)", listed, lists.Load())
+	}
+	if native, ruled := h.decider.native(t.Context(), "native"); !native || ruled {
+		t.Errorf("native(native) = %v, %v", native, ruled)
+	}
+}
+
+// TestNative2026PassThrough: a 2026-07-28 client in front of a stateless
+// upstream with the tasks extension of its own (testupstream NativeTasks),
+// two replicas on a real redis-server, the client alternating between
+// them: the upstream's task passes through (its id, its inputRequests, the
+// client's tasks/update reaching it, its result), tasks/cancel reaches it,
+// another owner gets -32602, a client without the extension gets the
+// upstream's MRTR round, and a rule takes a tool over (the gateway's task;
+// the extension withheld from the upstream). A task the upstream loses
+// reads failed.
+func TestNative2026PassThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	addr := redistest.Start(t)
+	rec := &testupstream.Recorder{}
+	upHandler := testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Recorder: rec})
+	var swap atomic.Pointer[http.Handler]
+	swap.Store(&upHandler)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*swap.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
+	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "fail", policy.Task)) }
+	fl.add(pol)
+	fl.add(pol)
+	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026"}
+
+	tk := c.toolTask("elicit", map[string]any{})
+	if _, err := uuid.Parse(tk.TaskID); err != nil {
+		t.Fatalf("task id %q", tk.TaskID)
+	}
+	owner := authOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
+	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, tk.TaskID); err == nil {
+		t.Fatal("the gateway made a task of its own")
+	}
+	ir := c.waitTask(tk.TaskID, "input_required")
+	if ir.InputRequests["name"].Method != "elicitation/create" {
+		t.Fatalf("inputRequests = %+v", ir.InputRequests)
+	}
+	if r := c.call("tasks/update", map[string]any{"taskId": tk.TaskID,
+		"inputResponses": map[string]any{"name": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); r.Error != nil {
+		t.Fatalf("tasks/update: %+v", r.Error)
+	}
+	done := c.waitTask(tk.TaskID, "completed")
+	if text, _, _ := resultText(t, done.Result); text != "Hello, Ada!" {
+		t.Errorf("result %s", done.Result)
+	}
+
+	other := &modernClient{t: t, urls: fl.urls, auth: "Bearer someone-else"}
+	for _, m := range []string{"tasks/get", "tasks/cancel"} {
+		if r := other.call(m, map[string]any{"taskId": tk.TaskID}); r.Error == nil || r.Error.Code != -32602 {
+			t.Errorf("another owner's %s: %+v %s, want -32602", m, r.Error, r.Result)
+		}
+	}
+
+	slow := c.toolTask("slow", map[string]any{"seconds": 30})
+	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
+		t.Fatalf("tasks/cancel: %+v", r.Error)
+	}
+	c.waitTask(slow.TaskID, "cancelled")
+	waitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
+
+	plain := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026", noExt: true}
+	var round struct {
+		ResultType string `json:"resultType"`
+	}
+	if r := plain.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}}); json.Unmarshal(r.Result, &round) != nil || round.ResultType != "input_required" {
+		t.Errorf("a client without the extension: %s %+v, want the upstream's MRTR round", r.Result, r.Error)
+	}
+
+	// --task fail: the gateway's own task, the extension withheld upstream
+	// (the upstream runs it synchronously).
+	ruled := c.toolTask("fail", map[string]any{})
+	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, ruled.TaskID); err != nil {
+		t.Errorf("the ruled tool's task is not the gateway's: %v", err)
+	}
+	if got := c.waitTask(ruled.TaskID, "completed"); !strings.Contains(string(got.Result), testupstream.FailText) {
+		t.Errorf("ruled task result %s", got.Result)
+	}
+
+	// The upstream restarts: its tasks are gone.
+	lostTask := c.toolTask("slow", map[string]any{"seconds": 30})
+	fresh := testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true})
+	swap.Store(&fresh)
+	if got := c.waitTask(lostTask.TaskID, "failed"); got.Error == nil || !strings.Contains(got.StatusMessage, "no longer knows") {
+		t.Errorf("a lost task: %+v", got)
+	}
+}

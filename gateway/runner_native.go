@@ -1,0 +1,146 @@
+package gateway
+
+// A call the gateway holds of a native tool (the upstream declared
+// execution.taskSupport for it, MCP 2025-11-25, Tasks) goes through the
+// upstream's own task: the tools/call is sent task-augmented, and the
+// upstream's CreateTaskResult is followed by tasks/result on the same
+// session, whose stream carries the task's input requests (server→client
+// requests with related-task _meta) and, last, the tool's result. To the
+// worker it is one call like any other: the same requests, notifications
+// and outcome. An aborted call (the gateway's task cancelled, the replica
+// stopping) cancels the upstream's task with tasks/cancel.
+//
+//	worker ── tools/call {task} ──▶ upstream: CreateTaskResult {taskId}
+//	       ── tasks/result {taskId} ──▶ stream: elicitation/create …, result
+//	abort  ── tasks/cancel {taskId} ──▶
+//
+// This is how a rule takes a native tool over (the gateway owns the task,
+// the client sees one), and how a 2026-07-28 client gets a SEP-2663 task
+// of a 2025-11-25 upstream's task tool.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// withUpstreamTask returns tools/call params asking the upstream for a task
+// of ttl (0: the upstream's default).
+func withUpstreamTask(params json.RawMessage, ttl time.Duration) (json.RawMessage, error) {
+	task := json.RawMessage(`{}`)
+	if ttl > 0 {
+		task = mcpwire.MustMarshal(map[string]int64{"ttl": ttl.Milliseconds()})
+	}
+	return mcpwire.WithMember(params, "task", task)
+}
+
+// viaUpstreamTask reports whether req is a task-augmented tools/call: one
+// the gateway sends to run the upstream's own task.
+func viaUpstreamTask(req *jsonrpc.Request) bool {
+	if req.Method != "tools/call" || !bytes.Contains(req.Params, []byte(`"task"`)) {
+		return false
+	}
+	var p struct {
+		Task json.RawMessage `json:"task"`
+	}
+	return json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && !bytes.Equal(p.Task, []byte("null"))
+}
+
+// errUpstreamSessionLost is the outcome of a call whose upstream task's
+// session went away.
+var errUpstreamSessionLost = errors.New("the upstream session behind the upstream's task was lost (the upstream answered 404 for it: it restarted, or ended the session)")
+
+// resultRetries bounds the tasks/result requests re-sent after their
+// stream broke without an answer (an idle timeout on the way, an upstream
+// restarting), 0.2 s, 0.4 s, … apart: 3 s in all.
+const resultRetries = 5
+
+// callUpstream sends req: through the upstream's task when it is
+// task-augmented, else as it is.
+func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
+	if !viaUpstreamTask(req) {
+		return rn.up.Call(ctx, sess, req, opts)
+	}
+	resp, err := rn.up.Call(ctx, sess, req, opts)
+	if err != nil || resp.Error != nil {
+		return resp, err
+	}
+	t, _, err := parseCreateTaskResult(resp.Result)
+	if err != nil {
+		return nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, quoteAnswer(resp.Result))
+	}
+	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
+		Msg("upstream task held")
+	params := mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID})
+	for try := 0; ; try++ {
+		res, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/result", Params: params},
+			upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification})
+		switch {
+		case ctx.Err() != nil:
+			rn.cancelUpstreamTask(ctx, sess, t.TaskID)
+			return res, err
+		case errors.Is(err, upstream.ErrSessionNotFound):
+			return nil, errUpstreamSessionLost
+		case err == nil && res.Error == nil:
+			res.Result = withoutRelatedTask(res.Result)
+			return res, nil
+		case err == nil:
+			return res, nil
+		case (errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable)) && try < resultRetries:
+			// The stream broke before the answer, or the upstream is
+			// restarting: ask again (a restarted upstream answers 404).
+			select {
+			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		return res, err
+	}
+}
+
+// cancelUpstreamTask sends tasks/cancel of the upstream's task id, best
+// effort, after the call holding it was aborted.
+func (rn *runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := rn.up.Call(cctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/cancel",
+		Params: mcpwire.MustMarshal(map[string]string{"taskId": id})}, upstream.CallOptions{})
+	if err != nil {
+		rn.log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
+	}
+}
+
+// withoutRelatedTask drops the related-task _meta of the upstream's task
+// from its result: the client's task is another (the gateway's, or none).
+func withoutRelatedTask(result json.RawMessage) json.RawMessage {
+	if !bytes.Contains(result, []byte(relatedTaskKey)) {
+		return result
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(result, &m) != nil || m == nil {
+		return result
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
+		return result
+	}
+	delete(meta, relatedTaskKey)
+	if len(meta) == 0 {
+		delete(m, "_meta")
+	} else {
+		m["_meta"] = mcpwire.MustMarshal(meta)
+	}
+	if out, err := json.Marshal(m); err == nil {
+		return out
+	}
+	return result
+}
