@@ -21,9 +21,9 @@ import (
 // replicas.
 //
 // The scenarios: elicit (a --task tool: task, inputRequests answered with
-// tasks/update, completed), elicit2 (no rule, two questions: an MRTR round
-// before the task from a modern upstream, a task with two input requests
-// from a legacy one), outcomes (isError is completed, a JSON-RPC error is
+// tasks/update, completed), elicit2 (no rule, two questions at once: MRTR
+// rounds before any task, passed through from a modern upstream, made by
+// the gateway from a legacy one's elicitations), outcomes (isError is completed, a JSON-RPC error is
 // failed) and cancel (a 30-second task cancelled 500 ms after it was
 // created; the upstream saw the cancellation).
 func TestExtTasksClient(t *testing.T) {
@@ -160,16 +160,15 @@ func checkExtTasks(t *testing.T, out *extOut, d *modernDeployment, modern bool) 
 		}
 	}
 
-	// elicit2 (no rule): a modern upstream's MRTR round passes through before
-	// any task; a legacy upstream's two elicitations make it a task.
+	// elicit2 (no rule) asks at once: MRTR rounds before any task (SEP-2663,
+	// "MRTR → tasks composition"), a modern upstream's passed through, a
+	// legacy upstream's two elicitations turned into rounds by the gateway;
+	// answered at once, the call ends within the hybrid wait: no task.
 	if r := out.Elicit2; r == nil {
 		t.Error("elicit2: not run")
 	} else {
 		checkExtCompleted(t, "elicit2", r, testupstream.Elicit2Text("Grace", "teal"), false)
-		wantKind, wantDelivery := "task", "task-update"
-		if modern {
-			wantKind, wantDelivery = "immediate", "request-retry"
-		}
+		wantKind, wantDelivery := "immediate", "request-retry"
 		if r.Kind != wantKind {
 			t.Errorf("elicit2: execution %q, want %q", r.Kind, wantKind)
 		}

@@ -250,23 +250,34 @@ func testMRTRBeforeTask(t *testing.T, d *modernDeployment, modern bool) {
 			c := c.on(t)
 			before := d.rec.Count(tc.tool, testupstream.Called)
 			if !modern {
-				tk := c.createTask(0, tc.tool, map[string]any{})
-				ir, _ := c.waitTask(0, tk.TaskID, "all questions asked", func(tk mTask) bool {
-					return terminal(tk.Status) || len(tk.InputRequests) == len(tc.answers)
-				})
-				if ir.Status != "input_required" {
-					t.Fatalf("task %s, want input_required with %d input requests", ir.Status, len(tc.answers))
+				// A session upstream asks on the call's stream: the gateway
+				// holds the call and asks in MRTR rounds (its own
+				// requestState), on either replica, until the held call
+				// answers; the upstream runs the tool once.
+				params := map[string]any{"name": tc.tool, "arguments": map[string]any{}}
+				var r mReply
+				for round := 0; round < 4; round++ {
+					r = c.call(round%len(d.urls), "tools/call", params)
+					res := decodeCall(t, "round", r.Result)
+					if r.Error != nil || res.ResultType != "input_required" {
+						break
+					}
+					if res.TaskID != "" || res.RequestState == nil || !strings.HasPrefix(*res.RequestState, "taskgate-mrtr:") {
+						t.Fatalf("round %d = %s, want the gateway's input_required round and no task", round, r)
+					}
+					responses := map[string]any{}
+					for q, k := range inputKeys(t, "input_required", res.InputRequests) {
+						if tc.answers[q] == nil {
+							t.Fatalf("unexpected question %q", q)
+						}
+						responses[k] = tc.answers[q]
+					}
+					params = map[string]any{"name": tc.tool, "arguments": map[string]any{},
+						"inputResponses": responses, "requestState": *res.RequestState}
 				}
-				responses := map[string]any{}
-				for q, k := range inputKeys(t, "tasks/get", ir.InputRequests) {
-					responses[k] = tc.answers[q]
+				if res := decodeCall(t, "last round", r.Result); r.Error != nil || res.ResultType != "complete" || res.TaskID != "" || res.text() != tc.want {
+					t.Errorf("last round = %s, want the plain result %q", r, tc.want)
 				}
-				c.update(0, tk.TaskID, responses)
-				done, _ := c.waitTask(0, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
-				if done.Status != "completed" {
-					t.Fatalf("task ended %s: %+v", done.Status, done)
-				}
-				checkInlinedResult(t, tc.tool, done.Result, tc.want, false)
 				if n := d.waitCalls(t, tc.tool, testupstream.Called, before+1); n != before+1 {
 					t.Errorf("a legacy upstream ran %s %d times, want once", tc.tool, n-before)
 				}

@@ -119,11 +119,13 @@ type nativeOut struct {
 	} `json:"tools"`
 	IDs   map[string]string `json:"ids"`
 	Steps struct {
-		Research    []nativeMsg `json:"research"`
-		List        json.RawMessage
-		Cancel      jsAttempt `json:"cancel"`
-		AfterCancel jsAttempt `json:"afterCancel"`
-		GatewayTask struct {
+		Research        []nativeMsg `json:"research"`
+		List            json.RawMessage
+		Cancel          jsAttempt `json:"cancel"`
+		AfterCancel     jsAttempt `json:"afterCancel"`
+		CancelDone      jsAttempt `json:"cancelDone"`
+		AfterCancelDone jsAttempt `json:"afterCancelDone"`
+		GatewayTask     struct {
 			Status string `json:"status"`
 		} `json:"gatewayTask"`
 		ForeignGet  jsAttempt `json:"foreignGet"`
@@ -264,6 +266,9 @@ func TestNativeTasksPassThrough(t *testing.T) {
 		if out.Steps.Cancel.Error != nil || !strings.Contains(string(out.Steps.AfterCancel.Result), `"cancelled"`) {
 			t.Errorf("%s: cancel %+v, then %s", name, out.Steps.Cancel.Error, out.Steps.AfterCancel.Result)
 		}
+		if e := out.Steps.CancelDone.Error; e == nil || e.Code != -32602 || !strings.Contains(string(out.Steps.AfterCancelDone.Result), `"completed"`) {
+			t.Errorf("%s: cancel of a completed task: %+v, then %s %+v", name, e, out.Steps.AfterCancelDone.Result, out.Steps.AfterCancelDone.Error)
+		}
 		if out.Steps.ForeignGet.Error == nil {
 			t.Errorf("%s: another session read the task: %s", name, out.Steps.ForeignGet.Result)
 		}
@@ -398,6 +403,34 @@ func TestNativeTasksModernClient(t *testing.T) {
 	urls, _ := nativeGateways(t, srv, "--hybrid-wait", "200ms")
 	c := newMClient(t, urls, "Bearer native-modern", true)
 
+	// research asks at once, within the hybrid wait: an MRTR round first
+	// (SEP-2663, "MRTR → tasks composition"); its answer, on the other
+	// replica, finishes the call within the wait: a plain result.
+	r := c.call(0, "tools/call", map[string]any{"name": "research", "arguments": map[string]any{"topic": "tides"}})
+	round := decodeCall(t, "first round", r.Result)
+	if r.Error != nil || round.ResultType != "input_required" || len(round.InputRequests) != 1 || round.RequestState == nil {
+		t.Fatalf("%s, want an input_required round with the upstream's question", r)
+	}
+	if strings.Contains(string(r.Result), "related-task") {
+		t.Errorf("the round names the upstream's task: %s", r.Result)
+	}
+	responses := map[string]any{}
+	for q, k := range inputKeys(t, "input_required", round.InputRequests) {
+		if q != "Which angle on tides?" {
+			t.Errorf("question %q", q)
+		}
+		responses[k] = accept("angle", "south")
+	}
+	r = c.call(1, "tools/call", map[string]any{"name": "research", "arguments": map[string]any{"topic": "tides"},
+		"inputResponses": responses, "requestState": *round.RequestState})
+	if res := decodeCall(t, "retry", r.Result); r.Error != nil || res.ResultType != "complete" || res.text() != "research on tides: south" {
+		t.Errorf("retry = %s, want the plain result", r)
+	}
+
+	// With --task research on the other fleet: the gateway's task at once,
+	// the question in tasks/get, the answer through tasks/update.
+	ruled, _ := nativeGateways(t, srv, "--task", "research")
+	c = newMClient(t, ruled, "Bearer native-modern", true)
 	tk := c.createTask(0, "research", map[string]any{"topic": "tides"})
 	ir, _ := c.waitTask(1, tk.TaskID, "the upstream's question", func(tk mTask) bool {
 		return terminal(tk.Status) || len(tk.InputRequests) == 1
@@ -405,7 +438,7 @@ func TestNativeTasksModernClient(t *testing.T) {
 	if ir.Status != "input_required" {
 		t.Fatalf("task %s %+v, want input_required with the upstream's question", ir.Status, ir)
 	}
-	responses := map[string]any{}
+	responses = map[string]any{}
 	for q, k := range inputKeys(t, "tasks/get", ir.InputRequests) {
 		if q != "Which angle on tides?" {
 			t.Errorf("question %q", q)
@@ -422,7 +455,7 @@ func TestNativeTasksModernClient(t *testing.T) {
 		t.Errorf("the upstream's task leaks into the result: %s", done.Result)
 	}
 
-	other := newMClient(t, urls, "Bearer someone-else", true)
+	other := newMClient(t, ruled, "Bearer someone-else", true)
 	if r := other.call(1, "tasks/get", map[string]any{"taskId": tk.TaskID}); r.Error == nil || r.Error.Code != codeInvalidParams {
 		t.Errorf("another owner's tasks/get: %s, want -32602", r)
 	}
@@ -433,9 +466,9 @@ func TestNativeTasksModernClient(t *testing.T) {
 		t.Errorf("after cancel: %s", got.Status)
 	}
 
-	plain := newMClient(t, urls, "Bearer native-plain", false)
-	r := plain.call(0, "tools/call", map[string]any{"name": "survey", "arguments": map[string]any{"topic": "winds"}})
-	round := decodeCall(t, "first round", r.Result)
+	plain := newMClient(t, ruled, "Bearer native-plain", false)
+	r = plain.call(0, "tools/call", map[string]any{"name": "survey", "arguments": map[string]any{"topic": "winds"}})
+	round = decodeCall(t, "first round", r.Result)
 	if r.Error != nil || round.ResultType != "input_required" || len(round.InputRequests) != 1 || round.RequestState == nil {
 		t.Fatalf("%s, want an input_required round with the upstream's question", r)
 	}

@@ -91,6 +91,12 @@ type Config struct {
 	// progressToken, else an SSE comment (upstream_keepalive.go). Zero
 	// means DefaultKeepAlive; negative: none.
 	KeepAlive time.Duration
+	// MRTRHold is how long an input_required round a 2026-07-28 client
+	// got before its task began (a session upstream asked during the
+	// hybrid wait: front2026_mrtr.go) waits for the client's retry; then
+	// the held upstream call is cancelled. Zero means
+	// DefaultMRTRHoldFactor times the call's hybrid wait.
+	MRTRHold time.Duration
 	// ReadTimeout bounds how long a POSTed body may take to arrive, from
 	// the end of its headers; a slower one gets 408 and its connection is
 	// closed. The body is read as it arrives, so memory follows the bytes

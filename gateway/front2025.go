@@ -71,6 +71,7 @@ type upstreamTaskStore interface {
 	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
 	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
 	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
+	UpstreamTaskTTL(ttl time.Duration) time.Duration
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports

@@ -120,11 +120,13 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	var ttl time.Duration
-	if t.TTL != nil && *t.TTL > 0 {
-		ttl = time.Duration(math.Min(*t.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
-	}
 	owner := ownerOf(r)
+	ttl, out := keepFor(f.store, owner, t.TTL, a, "task")
+	if out != nil { // the gateway keeps the task's record for less than the upstream said
+		_ = json.Unmarshal(out, &struct {
+			Task *json.RawMessage `json:"task"`
+		}{&raw})
+	}
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Session: r.Header.Get("Mcp-Session-Id"),
 		Protocol: taskstore.Protocol2025, Tool: tool, Task: raw}
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
@@ -139,7 +141,55 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	}
 	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, nil)
+	a.write(w, r, f.log, out)
+}
+
+// keepFor is how long the gateway keeps the record of an upstream task
+// whose CreateTaskResult (answer a) named ttl ms (nil: unlimited): the
+// store's bound (UpstreamTaskTTL), at most anonymousTTL for an anonymous
+// owner. When that is less than the upstream said, out is a's response
+// message with the ttl member (under the result's "task" object when
+// under is set, else the result's "ttlMs") set to what the gateway keeps:
+// past it the task cannot be reached through the gateway, and the client
+// must not be told otherwise.
+func keepFor(store interface {
+	UpstreamTaskTTL(time.Duration) time.Duration
+}, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
+	var asked time.Duration
+	if ttl != nil && *ttl > 0 {
+		asked = time.Duration(math.Min(*ttl, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+	}
+	kept := store.UpstreamTaskTTL(asked)
+	if isAnonymous(owner) {
+		kept = min(kept, anonymousTTL)
+	}
+	if asked > 0 && asked <= kept {
+		return asked, nil
+	}
+	ms := mcpwire.MustMarshal(kept.Milliseconds())
+	result := a.result
+	var err error
+	if under != "" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(result, &obj) != nil {
+			return kept, nil
+		}
+		inner, err := mcpwire.WithMember(obj[under], "ttl", ms)
+		if err != nil {
+			return kept, nil
+		}
+		result, err = mcpwire.WithMember(result, under, inner)
+	} else {
+		result, err = mcpwire.WithMember(result, "ttlMs", ms)
+	}
+	if err != nil {
+		return kept, nil
+	}
+	out, err := mcpwire.WithMember(a.msg, "result", result)
+	if err != nil {
+		return kept, nil
+	}
+	return kept, out
 }
 
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
@@ -174,7 +224,7 @@ func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2025))
 		return true
 	}
-	if rec == nil {
+	if rec == nil || rec.Protocol == taskstore.Protocol2026 {
 		return false
 	}
 	f.nativeTaskRequest(w, r, msg, rec)
@@ -230,9 +280,10 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		return
 	}
 	defer a.close()
-	if a.result == nil && notFoundError(a.msg) {
+	if method == "tasks/get" && a.result == nil && notFoundError(a.msg) {
 		// The upstream no longer knows a task whose record (kept for the
-		// ttl it gave) lives: it lost it.
+		// ttl it gave) lives: it lost it. (Only tasks/get says so:
+		// -32602 to tasks/cancel also refuses a task already terminal.)
 		f.lost(r.Context(), rec, taskLost)
 		f.answerLost(w, msg, rec)
 		return
@@ -299,7 +350,7 @@ func lostTask(rec *taskstore.UpstreamTask) map[string]any {
 }
 
 // nativeListConcurrency bounds the upstream tasks/get a tasks/list page
-// sends at once; nativeListTimeout bounds each.
+// sends at once; nativeListTimeout bounds them all.
 const (
 	nativeListConcurrency = 8
 	nativeListTimeout     = 5 * time.Second
@@ -312,6 +363,11 @@ const (
 func (f *front2025) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
 	out := make([]json.RawMessage, len(recs))
 	sem := make(chan struct{}, nativeListConcurrency)
+	// One deadline for the page: an upstream that hangs costs the list
+	// nativeListTimeout, not that per task; what is not known by then is
+	// shown as last known.
+	ctx, cancel := context.WithTimeout(r.Context(), nativeListTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	for i, rec := range recs {
 		if rec.Lost != "" {
@@ -321,18 +377,22 @@ func (f *front2025) nativeStates(r *http.Request, s *sessionInfo, recs []*taskst
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = f.nativeState(r, s, rec)
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			case <-ctx.Done():
+			}
+			out[i] = f.nativeState(ctx, r, s, rec)
 		}()
 	}
 	wg.Wait()
 	return out
 }
 
-func (f *front2025) nativeState(r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
-	ctx, cancel := context.WithTimeout(r.Context(), nativeListTimeout)
-	defer cancel()
+func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
+	if ctx.Err() != nil {
+		return lastKnown(rec)
+	}
 	sess := &upstream.Session{ID: rec.Session, Header: forwardedAuth(r)}
 	if s != nil {
 		sess.ProtocolVersion = s.UpstreamVersion
@@ -355,11 +415,17 @@ func (f *front2025) nativeState(r *http.Request, s *sessionInfo, rec *taskstore.
 			return resp.Result
 		}
 	}
+	return lastKnown(rec)
+}
+
+// lastKnown is what the gateway knows of an upstream task without asking:
+// failed if it was lost, else its CreateTaskResult's task.
+func lastKnown(rec *taskstore.UpstreamTask) json.RawMessage {
 	if rec.Lost != "" {
 		return mcpwire.MustMarshal(lostTask(rec))
 	}
 	if len(rec.Task) > 0 {
-		return rec.Task // last known
+		return rec.Task
 	}
 	return mcpwire.MustMarshal(map[string]any{"taskId": rec.ID, "status": string(taskstore.StatusWorking),
 		"createdAt": wireTime(rec.Recorded), "lastUpdatedAt": wireTime(rec.Recorded), "ttl": nil})
@@ -415,6 +481,10 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 	}
 	if resp.Error != nil {
 		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+		return
+	}
+	if !hasMember(resp.Result, "task") { // run as a plain call after all: the answer
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: resp.Result})
 		return
 	}
 	t, _, err := parseCreateTaskResult(resp.Result)

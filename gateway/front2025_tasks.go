@@ -57,7 +57,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
 		// Not watched first: the upstream's own task streams from it.
-		if rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && rec != nil {
+		if rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && rec != nil && rec.Protocol != taskstore.Protocol2026 {
 			f.nativeTaskRequest(w, r, msg, rec)
 			return
 		}

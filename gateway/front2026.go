@@ -49,6 +49,7 @@ type front2026Store interface {
 	WaitFor(ctx context.Context, owner, id string, cond func(*taskstore.Task) bool) (*taskstore.Task, error)
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
+	SharedSecret(ctx context.Context, name string) ([]byte, error)
 	upstreamTaskStore
 }
 
@@ -59,6 +60,10 @@ type front2026 struct {
 	anonymous AnonymousTasks  // the bounds of tasks of clients without Authorization
 	life      context.Context // ends when the gateway closes: listen streams end
 	listens   *streamCounter  // subscriptions/listen streams open per owner
+	// secret signs the requestState of MRTR rounds before a task
+	// (front2026_mrtr.go); mrtrHoldFor is Config.MRTRHold.
+	secret      mrtrSecret
+	mrtrHoldFor time.Duration
 }
 
 // statelessReq is a validated 2026-07-28 request (SEP-2575 per-request

@@ -17,6 +17,7 @@ package gateway
 // nothing it does not already do for a stateless server.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,7 +46,14 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 		Name string `json:"name"`
 	}
 	_ = json.Unmarshal(msg.Params, &p)
-	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, sessionParams(msg.Params), target)}
+	// A 2025-11-25 params.task means nothing from this client (the server
+	// decides) and must not reach the upstream; the gateway asks for the
+	// upstream's own task of a native tool (nativeParams).
+	params := sessionParams(msg.Params)
+	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
+		params = stripped
+	}
+	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := authOwner(r) != "" || !f.anonymous.Disabled

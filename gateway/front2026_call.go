@@ -73,6 +73,10 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
+	if state, responses, ok := mrtrRetry(msg.Params); ok {
+		f.continueMRTR(w, r, msg, p.Name, state, responses) // front2026_mrtr.go
+		return
+	}
 	if id, responses, ok := bridgeState(msg.Params); ok {
 		f.continueBridge(w, r, msg, id, responses)
 		return
@@ -247,6 +251,11 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	switch {
 	case !ok:
 		return // the client went away
+	case res == nil && j.first != nil && !j.fallback && j.client2026 != nil && !j.client2026.target.Stateless:
+		// A session upstream asked for input within the wait: MRTR
+		// rounds first, the task only once a round runs past the wait
+		// (front2026_mrtr.go).
+		f.mrtrFirstRound(w, r, msg, j, tool, d)
 	case res == nil: // still running, or asking for input
 		f.startTask(w, r, msg, j, tool, d)
 	case j.fallback && isInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):

@@ -39,8 +39,8 @@ import (
 // upstream with tasks of its own: the upstream declares the tasks
 // extension, the client declares it too, and no rule names the tool.
 func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) bool {
-	if !mr.Tasks {
-		return false
+	if !mr.Tasks || authOwner(r) == "" && f.anonymous.Disabled {
+		return false // a client the gateway runs no tasks for keeps no task records either
 	}
 	era, err := f.up.era(r.Context(), forwardedAuth(r))
 	if err != nil || !era.stateless || !era.tasks {
@@ -110,12 +110,18 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 		writeStatelessError(w, msg.ID, e)
 		return
 	}
-	var ttl time.Duration
-	if t.TTLMs != nil && *t.TTLMs > 0 {
-		ttl = time.Duration(math.Min(*t.TTLMs, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
-	}
 	owner := owner2026(r, t.TaskID)
-	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: a.result}
+	ttl, out := keepFor(f.store, owner, t.TTLMs, a, "")
+	task := a.result
+	if out != nil {
+		var m struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(out, &m) == nil {
+			task = m.Result
+		}
+	}
+	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: task}
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
 		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
 		go f.cancelNative2026(context.WithoutCancel(r.Context()), forwardedAuth(r), t.TaskID)
@@ -124,7 +130,7 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 	}
 	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, nil)
+	a.write(w, r, f.log, out)
 }
 
 // cancelNative2026 sends tasks/cancel of the upstream's task id, best
@@ -172,9 +178,10 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		return true
 	}
 	defer a.close()
-	if a.result == nil && notFoundError(a.msg) {
+	if msg.MethodName() == "tasks/get" && a.result == nil && notFoundError(a.msg) {
 		// The upstream no longer knows a task whose record (kept for the
-		// ttl it gave) lives: it lost it (a restart, say).
+		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
+		// says so: -32602 to an update or a cancel may refuse its params.
 		rec.Lost = taskLost
 		f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(owner)).Msg(taskLost)
 		if err := f.store.MarkUpstreamTaskLost(r.Context(), owner, id, taskLost); err != nil {

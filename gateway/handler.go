@@ -104,7 +104,7 @@ func New(cfg Config) (*Handler, error) {
 		polls: polls, renders: renders, fb: fb}
 	h.front2025.frontDeps = deps
 	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
-		listens: newStreamCounter(maxListensPerSubscriber)}
+		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: c.MRTRHold}
 	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }

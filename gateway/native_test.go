@@ -250,3 +250,58 @@ func TestNative2026PassThrough(t *testing.T) {
 		t.Errorf("a lost task: %+v", got)
 	}
 }
+
+// TestToolDeclaredConcurrentCallers: callers racing one discovery wait for
+// it and see its result; a failed listing does not hold off the next one
+// for discoverEvery.
+func TestToolDeclaredConcurrentCallers(t *testing.T) {
+	var lists atomic.Int32
+	var fail atomic.Bool
+	fail.Store(true)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		failing := fail.Load()
+		if lists.Add(1) == 1 {
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if failing {
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"error":{"code":-32603,"message":"not now"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"tools":[{"name":"native","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	h := newFleet(t, srv.URL).add(nil)
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
+
+	// The first listing fails; callers waiting on it see nothing declared.
+	results := make(chan bool, 4)
+	for range 4 {
+		go func() {
+			_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+			results <- listed
+		}()
+	}
+	waitFor(t, func() bool { return lists.Load() == 1 })
+	fail.Store(false)
+	close(release)
+	for range 4 {
+		if <-results {
+			t.Error("a caller saw a declaration from a failed listing")
+		}
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d listings for 4 concurrent callers, want 1", n)
+	}
+	// A second later the next call lists again (no 30 s hold after a
+	// failure), and succeeds.
+	waitFor(t, func() bool {
+		_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+		return listed
+	})
+}

@@ -91,7 +91,9 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 		return
 	}
 	key := run.mintKey()
-	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: m.Params}}
+	// A question of the upstream's own task (runner_native.go) names that
+	// task in related-task _meta; the client's task is the gateway's.
+	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: withoutRelatedTask(m.Params)}}
 	// Redis briefly down is waited out (as for the outcome, finish): the
 	// upstream's question must not turn into an error result because
 	// Redis blinked. One write id for every attempt: an attempt Redis ran

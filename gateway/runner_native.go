@@ -73,6 +73,11 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 	if err != nil || resp.Error != nil {
 		return resp, err
 	}
+	if !hasMember(resp.Result, "task") {
+		// The upstream ran it as a plain call after all (it may, for a
+		// tool whose taskSupport is "optional"): that is the outcome.
+		return resp, nil
+	}
 	t, _, err := parseCreateTaskResult(resp.Result)
 	if err != nil {
 		return nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, quoteAnswer(resp.Result))
@@ -80,7 +85,8 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
 		Msg("upstream task held")
 	params := mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID})
-	for try := 0; ; try++ {
+	for try := 0; ; {
+		began := time.Now()
 		res, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/result", Params: params},
 			upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification})
 		switch {
@@ -93,19 +99,33 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 			res.Result = withoutRelatedTask(res.Result)
 			return res, nil
 		case err == nil:
-			return res, nil
-		case (errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable)) && try < resultRetries:
+			return res, nil // the task's own JSON-RPC error: it ended upstream
+		case errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable):
 			// The stream broke before the answer, or the upstream is
-			// restarting: ask again (a restarted upstream answers 404).
-			select {
-			case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
-			case <-ctx.Done():
+			// restarting: ask again (a restarted upstream answers 404). A
+			// stream that lasted was not the trouble: the budget starts
+			// over.
+			if time.Since(began) > resultStreamLasted {
+				try = 0
 			}
-			continue
+			if try < resultRetries {
+				try++
+				select {
+				case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				continue
+			}
 		}
+		// Given up: the upstream's task must not run on for nobody.
+		rn.cancelUpstreamTask(ctx, sess, t.TaskID)
 		return res, err
 	}
 }
+
+// resultStreamLasted: a tasks/result stream that broke after this long
+// does not count against resultRetries.
+const resultStreamLasted = 30 * time.Second
 
 // cancelUpstreamTask sends tasks/cancel of the upstream's task id, best
 // effort, after the call holding it was aborted.
@@ -143,4 +163,14 @@ func withoutRelatedTask(result json.RawMessage) json.RawMessage {
 		return out
 	}
 	return result
+}
+
+// hasMember reports whether obj is a JSON object with member key.
+func hasMember(obj json.RawMessage, key string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return false
+	}
+	_, ok := m[key]
+	return ok
 }

@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -46,9 +45,9 @@ type upstreamSide struct {
 
 	probe  eraProbe      // upstream_era.go
 	owners ownerSessions // upstream_owner.go
-	// discovered is when this replica last listed the upstream's tools
-	// itself (unix ns; catalog.go, toolDeclared).
-	discovered atomic.Int64
+	// discovery is this replica's own listing of the upstream's tools
+	// (catalog.go, toolDeclared).
+	discovery discovery
 }
 
 // ownerStore is what the owner sessions need of the task store.

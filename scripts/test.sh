@@ -20,6 +20,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 (cd e2e/js && npm ci --no-audit --no-fund --loglevel=error)
+# The official MCP conformance suite, with the Node 22 it needs (from npm).
+(cd e2e/conformance && npm ci --no-audit --no-fund --loglevel=error)
 
 go vet ./...
 # go test prints a failing test's log (and the e2e tests the gateways'

@@ -344,6 +344,16 @@ func TestUpstreamTasks(t *testing.T) {
 		if err := s.PutUpstreamTask(ctx, UpstreamTask{ID: string(make([]byte, 300)), Owner: "o1"}, 0); err == nil {
 			t.Errorf("an over-long id was recorded")
 		}
+		// The owner's index holds the 2025-11-25 record, and expires;
+		// a 2026-07-28 record (no tasks/list) is not indexed.
+		wantErr(t, s.PutUpstreamTask(ctx, UpstreamTask{ID: "ext-1", Owner: "o3", Protocol: Protocol2026}, time.Minute), nil)
+		if n := e.rdb.Exists(ctx, s.k.created("o3")).Val(); n != 0 {
+			t.Errorf("a 2026-07-28 record was indexed")
+		}
+		wantErr(t, s.PutUpstreamTask(ctx, UpstreamTask{ID: "up-9", Owner: "o3", Protocol: Protocol2025}, time.Minute), nil)
+		if ttl := e.rdb.PTTL(ctx, s.k.created("o3")).Val(); ttl <= 0 {
+			t.Errorf("the owner's index has no expiry (%v)", ttl)
+		}
 		// A record of an older version ("1") still routes, to the
 		// caller's own session.
 		e.rdb.Set(ctx, s.k.upstreamTask("o1", "old"), "1", time.Minute)
@@ -400,6 +410,25 @@ func TestListWithUpstreamTasks(t *testing.T) {
 		}
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("listed %q\nwant   %q", got, want)
+		}
+	})
+}
+
+// TestSharedSecret: every store on the same Redis reads the same secret,
+// made once; another name is another secret.
+func TestSharedSecret(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		a, b := e.store(t), e.store(t)
+		s1, err := a.SharedSecret(ctx, "mrtr")
+		if err != nil || len(s1) != 32 {
+			t.Fatalf("SharedSecret = %x, %v", s1, err)
+		}
+		s2, err := b.SharedSecret(ctx, "mrtr")
+		if err != nil || string(s2) != string(s1) {
+			t.Errorf("another replica's secret = %x, %v; want %x", s2, err, s1)
+		}
+		if other, _ := a.SharedSecret(ctx, "other"); string(other) == string(s1) {
+			t.Error("two names share a secret")
 		}
 	})
 }

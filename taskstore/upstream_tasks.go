@@ -12,7 +12,8 @@ package taskstore
 //	                             PEXPIRE the task's ttl
 //	<prefix>:{<owner>}:created   ZSET (the owner's task index): member
 //	                             "u:" + base64url(id), scored by when the
-//	                             gateway recorded it (unix ms)
+//	                             gateway recorded it (unix ms); 2025-11-25
+//	                             tasks only (the extension has no tasks/list)
 //	<prefix>:uta:<sha(id)>       STRING "1", same expiry: the id is some owner's
 //	                             (requests the gateway would otherwise relay
 //	                             without an owner check are refused for it)
@@ -21,8 +22,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,10 +94,7 @@ func (s *Store) PutUpstreamTask(ctx context.Context, u UpstreamTask, ttl time.Du
 	if u.ID == "" || len(u.ID) > maxUpstreamTaskID {
 		return fmt.Errorf("taskstore: upstream task id of %d bytes", len(u.ID))
 	}
-	if ttl <= 0 {
-		ttl = DefaultUpstreamTaskTTL
-	}
-	ttl = min(ttl, s.opt.MaxTTL)
+	ttl = s.UpstreamTaskTTL(ttl)
 	if len(u.Task) > maxUpstreamTaskRecord {
 		u.Task = nil
 	}
@@ -107,14 +105,36 @@ func (s *Store) PutUpstreamTask(ctx context.Context, u UpstreamTask, ttl time.Du
 		return fmt.Errorf("taskstore: put upstream task %s: %w", u.ID, err)
 	}
 	pipe := s.rdb.Pipeline()
-	mine := pipe.Set(ctx, s.k.upstreamTask(u.Owner, u.ID), rec, ttl)
-	anyone := pipe.Set(ctx, s.k.anyUpstreamTask(u.ID), "1", ttl)
-	index := pipe.ZAdd(ctx, s.k.created(u.Owner), redis.Z{Score: float64(now.UnixMilli()), Member: upstreamMember(u.ID)})
+	cmds := []redis.Cmder{
+		pipe.Set(ctx, s.k.upstreamTask(u.Owner, u.ID), rec, ttl),
+		pipe.Set(ctx, s.k.anyUpstreamTask(u.ID), "1", ttl),
+	}
+	if u.Protocol != Protocol2026 { // the extension has no tasks/list: nothing to index
+		// As createCmd keeps the index: entries older than MaxTTL
+		// trimmed, the key kept MaxTTL past its newest entry.
+		maxttl := s.opt.MaxTTL.Milliseconds()
+		index := s.k.created(u.Owner)
+		cmds = append(cmds,
+			pipe.ZRemRangeByScore(ctx, index, "-inf", strconv.FormatInt(now.UnixMilli()-maxttl, 10)),
+			pipe.ZAdd(ctx, index, redis.Z{Score: float64(now.UnixMilli()), Member: upstreamMember(u.ID)}),
+			pipe.PExpire(ctx, index, s.opt.MaxTTL))
+	}
 	_, _ = pipe.Exec(ctx)
-	if err := errors.Join(mine.Err(), anyone.Err(), index.Err()); err != nil {
-		return fmt.Errorf("taskstore: put upstream task %s: %w", u.ID, classify(ctx, err))
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("taskstore: put upstream task %s: %w", u.ID, classify(ctx, err))
+		}
 	}
 	return nil
+}
+
+// UpstreamTaskTTL is how long PutUpstreamTask keeps a record asked to
+// live ttl: DefaultUpstreamTaskTTL for none, at most MaxTTL.
+func (s *Store) UpstreamTaskTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = DefaultUpstreamTaskTTL
+	}
+	return min(ttl, s.opt.MaxTTL)
 }
 
 // UpstreamTaskOwner returns owner's record of upstream task id (nil when

@@ -56,6 +56,8 @@ func serveCommand() *cli.Command {
 				Usage: "how long a worker's claim on its task lasts unrenewed; when a replica dies, another fails its tasks this long (plus a 2s grace) after its last renewal"},
 			&cli.DurationFlag{Name: "lease-renew", Value: gateway.DefaultLeaseRenew, EnvVars: env("lease-renew"),
 				Usage: "how often a worker renews its lease, and how often each replica sweeps for expired ones; shorter than --lease"},
+			&cli.DurationFlag{Name: "mrtr-hold", EnvVars: env("mrtr-hold"), DefaultText: "8 x the call's hybrid wait",
+				Usage: "how long an input_required round a 2026-07-28 client got before its task began (a session upstream asked for input within the hybrid wait) waits for the client's retry; then the held upstream call is cancelled"},
 			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"),
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
@@ -71,6 +73,9 @@ func serve(c *cli.Context) error {
 		// urfave/cli stops reading flags at the first argument: say so,
 		// rather than miss the flags after it.
 		return fmt.Errorf("unexpected argument %q: serve takes only flags, and flags after an argument are not read", c.Args().First())
+	}
+	if c.Duration("mrtr-hold") < 0 {
+		return fmt.Errorf("invalid --mrtr-hold %s: it must not be negative", c.Duration("mrtr-hold"))
 	}
 	base, err := newLogger(c.String("log-format"), c.String("log-level"), c.App.ErrWriter)
 	if err != nil {
@@ -174,6 +179,7 @@ func serve(c *cli.Context) error {
 		AccessLog:      c.Bool("access-log"),
 		Version:        buildVersion(),
 		KeepAlive:      door.keepAlive,
+		MRTRHold:       c.Duration("mrtr-hold"),
 		ReadTimeout:    door.readTimeout,
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),

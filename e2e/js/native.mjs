@@ -107,6 +107,13 @@ try {
     // tool and this fails.
     const gatewayTask = (await attempt(() => createTask(client, 'wait', { ms: 50 }))).result;
     out.steps.research = await stream(client, 'research', { topic: 'tides' });
+    // A cancel of a task already completed is refused (-32602) and
+    // changes nothing.
+    const researchId = out.steps.research.find((m) => m.type === 'taskCreated')?.task?.taskId;
+    if (researchId) {
+      out.steps.cancelDone = await attempt(() => client.experimental.tasks.cancelTask(researchId, REQ));
+      out.steps.afterCancelDone = await attempt(() => client.experimental.tasks.getTask(researchId, REQ));
+    }
     const slow = await createTask(client, 'slow', { ms: 60_000 });
     out.ids = { gatewayTask, slow };
     out.steps.list = (await client.experimental.tasks.listTasks(undefined, REQ)).tasks.map((t) => ({ taskId: t.taskId, status: t.status }));

@@ -35,6 +35,9 @@ type Options struct {
 	// once. It is off by default so that the tool list every other test and
 	// golden transcript pins stays as it is.
 	Elicit2 bool
+	// Conformance also registers the fixture tools of the conformance
+	// suite's tasks scenarios (conformance.go).
+	Conformance bool
 	// NativeTasks (with Stateless) gives the upstream 2026-07-28 tasks of
 	// its own, the tasks extension (nativetasks.go): NativeTaskTools run as
 	// tasks for clients that declare it.
@@ -81,6 +84,9 @@ func NewServer(opts Options) *mcp.Server {
 		SupportedProtocolVersions: protocolVersions(opts.ProtocolVersion),
 	})
 	addTools(s, opts.Recorder)
+	if opts.Conformance {
+		addConformance(s, opts.Recorder)
+	}
 	if opts.Elicit2 {
 		add(s, opts.Recorder, &mcp.Tool{Name: "elicit2", Description: "Asks for a name and a colour at once (two elicitations)."}, elicit2)
 	}

@@ -37,6 +37,7 @@ func run() error {
 	jsonResp := flag.Bool("json", false, "answer POSTs with application/json instead of SSE")
 	version := flag.String("protocol-version", "", "newest protocol version to speak, e.g. 2025-06-18 to emulate an older server (default: all the go-sdk knows)")
 	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
+	conformance := flag.Bool("conformance", false, "also serve the conformance suite's tasks fixture tools (greet, slow_compute, failing_job, …)")
 	nativeTasks := flag.Bool("native-tasks", false, "with -stateless: run some tools as tasks of the upstream's own (the 2026-07-28 tasks extension)")
 	stdio := flag.Bool("stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC), with fault tools")
 	flag.Parse()
@@ -44,7 +45,7 @@ func run() error {
 		return serveStdio(*version)
 	}
 
-	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version, NativeTasks: *nativeTasks}
+	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version, NativeTasks: *nativeTasks, Conformance: *conformance}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -1,0 +1,358 @@
+package gateway
+
+// MRTR before the task, for a 2026-07-28 client in front of a session
+// upstream (the tasks extension, "MRTR → tasks composition": a server that
+// needs input before it creates a task asks with input_required rounds on
+// the original request, and creates the task only on the final round).
+//
+// A session upstream asks with a server→client request on the call's
+// stream instead. When it does during an auto call's hybrid wait, the
+// gateway keeps the upstream call running in a worker, under a task the
+// client does not see yet, and answers the call with an input_required
+// round: the questions as inputRequests, and a requestState that names the
+// task, signed. The client's retry, on any replica, is checked (signature,
+// owner, tool, expiry; every question of the round answered; not already
+// used), its answers go to the held call, and the gateway waits up to the
+// hybrid wait again: another question is another round, an answer is the
+// call's result, and a call still running becomes the task (the flat
+// CreateTaskResult). A round nobody retries is cancelled upstream after
+// Config.MRTRHold.
+//
+//	client ── tools/call ─▶ gateway ── tools/call ─▶ session upstream
+//	                              ◀── elicitation/create (within the wait)
+//	      ◀── input_required {inputRequests, requestState: signed(task)}
+//	client ── tools/call {inputResponses, requestState} (any replica)
+//	                              ── the answer ─▶ (the held call goes on)
+//	      ◀── result, another round, or {resultType: "task", taskId}
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// mrtrPrefix starts the requestState of an MRTR round before a task.
+const mrtrPrefix = "taskgate-mrtr:"
+
+// maxMRTRRounds bounds the input_required rounds of one call.
+const maxMRTRRounds = 16
+
+// mrtrState is what a round's requestState carries, signed with the
+// deployment's secret and bound to the owner: the held call's task, the
+// tool (the retry must call the same), the hybrid wait to apply again, the
+// round's number and questions, and when the state expires.
+type mrtrState struct {
+	Task  string   `json:"t"`
+	Tool  string   `json:"n"`
+	Wait  int64    `json:"w"` // ms
+	Round int      `json:"r"`
+	Keys  []string `json:"k"` // the round's inputRequests keys
+	Exp   int64    `json:"e"` // unix ms
+}
+
+// errBadState answers a requestState the gateway cannot honour.
+var errBadState = mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+	"requestState is invalid, expired, already used or not this client's: call the tool again without it")
+
+// mrtrSecret is the deployment's signing key, read once from the store.
+type mrtrSecret struct {
+	mu  sync.Mutex
+	key []byte
+}
+
+func (s *mrtrSecret) get(ctx context.Context, store front2026Store) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != nil {
+		return s.key, nil
+	}
+	key, err := store.SharedSecret(ctx, "mrtr")
+	if err != nil {
+		return nil, err
+	}
+	s.key = key
+	return key, nil
+}
+
+func signState(key []byte, owner string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(owner))
+	m.Write([]byte{0})
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// encodeState is a signed requestState for owner.
+func encodeState(key []byte, owner string, st mrtrState) string {
+	payload := mcpwire.MustMarshal(st)
+	enc := base64.RawURLEncoding
+	return mrtrPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(signState(key, owner, payload))
+}
+
+// decodeState checks a requestState: the gateway's signature for the
+// owner (auth's, else the task's own: anonOwner), not expired at now. It
+// returns the state and its owner.
+func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, bool) {
+	rest, ok := strings.CutPrefix(s, mrtrPrefix)
+	if !ok {
+		return mrtrState{}, "", false
+	}
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok {
+		return mrtrState{}, "", false
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	mac, err2 := enc.DecodeString(sig)
+	var st mrtrState
+	if err1 != nil || err2 != nil || json.Unmarshal(payload, &st) != nil || st.Task == "" {
+		return mrtrState{}, "", false
+	}
+	owner := auth
+	if owner == "" {
+		owner = anonOwner(st.Task)
+	}
+	if !hmac.Equal(mac, signState(key, owner, payload)) || st.Exp < now.UnixMilli() {
+		return mrtrState{}, "", false
+	}
+	return st, owner, true
+}
+
+// mrtrRetry returns a retried call's requestState and inputResponses when
+// the state is one of the gateway's MRTR rounds.
+func mrtrRetry(params json.RawMessage) (state string, responses map[string]json.RawMessage, ok bool) {
+	if !strings.Contains(string(params), mrtrPrefix) {
+		return "", nil, false
+	}
+	var p struct {
+		RequestState   string                     `json:"requestState"`
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(params, &p) != nil || !strings.HasPrefix(p.RequestState, mrtrPrefix) {
+		return "", nil, false
+	}
+	return p.RequestState, p.InputResponses, true
+}
+
+// mrtrHold is how long a round may wait for its retry before the held
+// call is cancelled: Config.MRTRHold, else DefaultMRTRHoldFactor times the
+// call's hybrid wait.
+func (f *front2026) mrtrHold(wait time.Duration) time.Duration {
+	if f.mrtrHoldFor > 0 {
+		return f.mrtrHoldFor
+	}
+	return DefaultMRTRHoldFactor * wait
+}
+
+// DefaultMRTRHoldFactor: with no --mrtr-hold, a round waits this many
+// hybrid waits for its retry.
+const DefaultMRTRHoldFactor = 8
+
+// mrtrFirstRound makes j, which asked for input during its hybrid wait, a
+// task the client does not see yet, and answers the first round.
+func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+	key, err := f.secret.get(r.Context(), f.store)
+	if err != nil {
+		// No signing key: the task is made at once, as before this
+		// composition, its question in tasks/get.
+		f.log.Warn().Str("op", "mrtr").Err(err).Msg("cannot read the requestState key; the call becomes a task at once")
+		f.startTask(w, r, msg, j, tool, d)
+		return
+	}
+	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
+	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+		j.call.abort(err)
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		return
+	}
+	f.runner.start(j)
+	wait := d.HybridWait
+	if wait <= 0 {
+		wait = DefaultHybridWait
+	}
+	st := mrtrState{Task: j.task.ID, Tool: tool, Wait: wait.Milliseconds()}
+	f.mrtrRound(w, r, msg, key, j.owner, st, nil, mcpwire.NewWriter(w))
+}
+
+// continueMRTR is a retry of a round: checked, its answers recorded, and
+// the next round, the result or the task answered.
+func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool, state string, responses map[string]json.RawMessage) {
+	key, err := f.secret.get(r.Context(), f.store)
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		return
+	}
+	st, owner, ok := decodeState(key, authOwner(r), state, time.Now())
+	if !ok || st.Tool != tool {
+		writeStatelessError(w, msg.ID, errBadState)
+		return
+	}
+	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
+		writeStatelessError(w, msg.ID, e)
+		return
+	}
+	t, err := f.store.Get(r.Context(), owner, st.Task)
+	if errors.Is(err, taskstore.ErrNotFound) || errors.Is(err, taskstore.ErrExpired) {
+		writeStatelessError(w, msg.ID, errBadState)
+		return
+	}
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		return
+	}
+	// The round's questions still outstanding must all be answered; if
+	// none is, the state was used already (a replay), or the call ended
+	// (its round expired and it was cancelled, say).
+	var outstanding, missing []string
+	for _, k := range st.Keys {
+		if _, ok := t.InputRequests[k]; ok {
+			outstanding = append(outstanding, k)
+			if _, ok := responses[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+	}
+	if len(outstanding) == 0 {
+		writeStatelessError(w, msg.ID, errBadState)
+		return
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			"inputResponses lacks the answers to "+strings.Join(missing, ", ")+" (asked in the previous round)"))
+		return
+	}
+	answers := make(map[string]json.RawMessage, len(responses))
+	answered := make(map[string]bool, len(responses))
+	for _, k := range outstanding {
+		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: responses[k]})
+		answered[k] = true
+	}
+	if _, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers); err != nil && !errors.Is(err, taskstore.ErrTerminal) {
+		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		return
+	}
+	f.mrtrRound(w, r, msg, key, owner, st, answered, mcpwire.NewWriter(w))
+}
+
+// mrtrAbandoned is the status message of a held call whose round was never
+// retried.
+const mrtrAbandoned = "The client never retried the call with the answers (its input_required round expired)."
+
+// mrtrRound waits, up to the hybrid wait, for the held call to ask what
+// the client has not just answered, or to end, and answers: another round,
+// the call's outcome, or, still running, the task.
+func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, key []byte, owner string,
+	st mrtrState, answered map[string]bool, sse *mcpwire.Writer) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(st.Wait)*time.Millisecond)
+	defer cancel()
+	t, err := f.store.WaitFor(ctx, owner, st.Task, func(t *taskstore.Task) bool {
+		if t.Status.Terminal() {
+			return true
+		}
+		for k := range t.InputRequests {
+			if !answered[k] {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		// Still running past the hybrid wait: the round is the task.
+		if t, err = f.store.Get(r.Context(), owner, st.Task); err == nil {
+			mcpwire.WriteResult(w, msg.ID, toTask2026(t, "task", false))
+			return
+		}
+	}
+	if err != nil {
+		f.fail(w, r, msg, sse, err)
+		return
+	}
+	var out mcpwire.Response
+	switch t.Status {
+	case taskstore.StatusCompleted:
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: statelessResult("tools/call", t.Result)}
+	case taskstore.StatusFailed, taskstore.StatusCancelled:
+		e := t.Error
+		if len(e) == 0 {
+			e = internalError(t.StatusMessage)
+		}
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: e}
+	default:
+		st.Round++
+		if st.Round > maxMRTRRounds {
+			f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
+			out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: internalError(fmt.Sprintf(
+				"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
+			break
+		}
+		pending := make(map[string]taskstore.InputRequest, len(t.InputRequests))
+		keys := make([]string, 0, len(t.InputRequests))
+		for k, in := range t.InputRequests {
+			if !answered[k] {
+				pending[k] = in
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		hold := f.mrtrHold(time.Duration(st.Wait) * time.Millisecond)
+		st.Exp, st.Keys = time.Now().Add(hold).UnixMilli(), keys
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
+			"resultType":    "input_required",
+			"inputRequests": pending,
+			"requestState":  encodeState(key, owner, st),
+		})}
+		f.expireRound(owner, st.Task, keys, hold)
+	}
+	if sse.Started() {
+		_ = sse.Send(out)
+		return
+	}
+	mcpwire.WriteJSON(w, http.StatusOK, out)
+}
+
+// expireRound cancels the held call if, after hold, the round's questions
+// are all still unanswered: its client never retried. The retry, on any
+// replica, answers them; a round that replica answers next arms its own.
+func (f *front2026) expireRound(owner, id string, keys []string, hold time.Duration) {
+	time.AfterFunc(hold, func() {
+		ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+		defer cancel()
+		t, err := f.store.Get(ctx, owner, id)
+		if err != nil || t.Status.Terminal() {
+			return
+		}
+		for _, k := range keys {
+			if _, pending := t.InputRequests[k]; !pending {
+				return // answered: the client came back
+			}
+		}
+		f.abandonRound(owner, id, mrtrAbandoned)
+	})
+}
+
+// abandonRound cancels a held call's task (its worker cancels the call
+// upstream).
+func (f *front2026) abandonRound(owner, id, why string) {
+	ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+	defer cancel()
+	t, err := f.store.RequestCancel(ctx, owner, id, why)
+	if err != nil {
+		return
+	}
+	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
+	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+}

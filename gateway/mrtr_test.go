@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// mrtrRound is an input_required result.
+type mrtrRound struct {
+	ResultType    string                     `json:"resultType"`
+	TaskID        string                     `json:"taskId"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	RequestState  string                     `json:"requestState"`
+}
+
+func decodeRound(t *testing.T, what string, r rpcReply) mrtrRound {
+	t.Helper()
+	var rd mrtrRound
+	if r.Error != nil || json.Unmarshal(r.Result, &rd) != nil || rd.ResultType != "input_required" || rd.TaskID != "" ||
+		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, mrtrPrefix) {
+		t.Fatalf("%s: %+v %s, want an input_required round with the gateway's requestState and no task", what, r.Error, r.Result)
+	}
+	return rd
+}
+
+func answerAll(rd mrtrRound, name string) map[string]any {
+	out := map[string]any{}
+	for k := range rd.InputRequests {
+		out[k] = map[string]any{"action": "accept", "content": map[string]any{"name": name, "confirm": true}}
+	}
+	return out
+}
+
+// mrtrCluster is two replicas in front of a session upstream with the
+// conformance fixtures, hybrid wait 300ms.
+func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Recorder) {
+	t.Helper()
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Conformance: true, Recorder: rec}))
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	for range 2 {
+		fl.add(func(c *Config) {
+			c.Policy = hybridPolicy(nil, 300*time.Millisecond)
+			c.MRTRHold = hold
+		})
+	}
+	return fl, rec
+}
+
+// TestMRTRBeforeTaskLegacy: a 2026-07-28 client, a session upstream that
+// asks at once (within the hybrid wait): round 1 is input_required with no
+// task (SEP-2663, "MRTR → tasks composition"); the retry, on the other
+// replica, feeds the held call, which then works past the hybrid wait and
+// becomes the task; a call that answers at once after the round is a
+// plain result.
+func TestMRTRBeforeTaskLegacy(t *testing.T) {
+	fl, rec := mrtrCluster(t, 0)
+	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer mrtr"}
+	args := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
+	rd := decodeRound(t, "round 1", c.call("tools/call", args))
+	if len(rd.InputRequests) != 1 || rd.InputRequests["1"] == nil && len(rd.InputRequests) != 1 {
+		t.Errorf("round 1 asks %d questions", len(rd.InputRequests))
+	}
+	retry := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{},
+		"inputResponses": answerAll(rd, "Alice"), "requestState": rd.RequestState}
+	r := c.call("tools/call", retry)
+	var created detailed
+	if r.Error != nil || json.Unmarshal(r.Result, &created) != nil || created.ResultType != "task" || created.TaskID == "" {
+		t.Fatalf("round 2: %+v %s, want the CreateTaskResult", r.Error, r.Result)
+	}
+	if strings.Contains(string(r.Result), "requestState") || strings.Contains(string(r.Result), "inputRequests") {
+		t.Errorf("the CreateTaskResult carries round fields: %s", r.Result)
+	}
+	done := c.waitTask(created.TaskID, "completed")
+	if text, _, _ := resultText(t, done.Result); !strings.Contains(text, "Alice") {
+		t.Errorf("result %q", text)
+	}
+	if n := rec.Count("test_tool_with_task", testupstream.Called); n != 1 {
+		t.Errorf("the upstream ran the tool %d times, want once (the held call)", n)
+	}
+
+	// The same requestState again: used already.
+	if r := c.call("tools/call", retry); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("a replayed requestState: %+v %s, want -32602", r.Error, r.Result)
+	}
+
+	// A round whose retry finishes within the wait is a plain result.
+	rd = decodeRound(t, "elicit round", c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}))
+	rd = decodeRound(t, "elicit round 2", c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+		"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState}))
+	r = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+		"inputResponses": answerAll(rd, "y"), "requestState": rd.RequestState})
+	if text, _, _ := resultText(t, r.Result); text != "answered 2" || strings.Contains(string(r.Result), `"taskId"`) {
+		t.Errorf("after two rounds: %+v %s, want the plain result", r.Error, r.Result)
+	}
+}
+
+// TestMRTRBeforeTaskBadInput: a forged, foreign, mismatched or incomplete
+// retry gets -32602 and reaches no held call; a round never retried is
+// cancelled upstream after --mrtr-hold; an upstream that asks in more than
+// 16 rounds fails the call.
+func TestMRTRBeforeTaskBadInput(t *testing.T) {
+	fl, rec := mrtrCluster(t, 500*time.Millisecond)
+	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer owner"}
+	args := func() map[string]any {
+		return map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
+	}
+	rd := decodeRound(t, "round 1", c.call("tools/call", args()))
+	with := func(state string, responses map[string]any) map[string]any {
+		a := args()
+		a["requestState"], a["inputResponses"] = state, responses
+		return a
+	}
+	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, mrtrPrefix), ".")
+	flipped := []byte(sig)
+	flipped[0] ^= 1
+	other := &modernClient{t: t, urls: fl.urls, auth: "Bearer someone-else"}
+	for name, tc := range map[string]struct {
+		c      *modernClient
+		params map[string]any
+		want   string
+	}{
+		"forged signature": {c, with(mrtrPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
+		"garbage":          {c, with(mrtrPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
+		"another owner":    {other, with(rd.RequestState, answerAll(rd, "x")), "requestState is invalid"},
+		"another tool": {c, map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"},
+			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
+		"missing answers": {c, with(rd.RequestState, map[string]any{}), "inputResponses lacks the answers to"},
+	} {
+		r := tc.c.call("tools/call", tc.params)
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, tc.want) {
+			t.Errorf("%s: %+v %s, want -32602 %q", name, r.Error, r.Result, tc.want)
+		}
+	}
+	// None of them reached the held call; nobody retries it: cancelled
+	// upstream once the hold passes, and a late retry is refused.
+	waitFor(t, func() bool { return rec.Count("test_tool_with_task", testupstream.Cancelled) == 1 })
+	if r := c.call("tools/call", with(rd.RequestState, answerAll(rd, "late"))); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("a retry after the hold: %+v %s, want -32602", r.Error, r.Result)
+	}
+
+	// An upstream that keeps asking: the 17th round fails the call.
+	a := map[string]any{"name": "asks", "arguments": map[string]any{"n": 40}}
+	rd = decodeRound(t, "asks round 1", c.call("tools/call", a))
+	var last rpcReply
+	for i := 0; i < maxMRTRRounds; i++ {
+		last = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
+			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState})
+		if last.Error != nil {
+			break
+		}
+		rd = decodeRound(t, "asks round", last)
+	}
+	if last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
+		t.Errorf("after %d rounds: %+v %s, want the call failed", maxMRTRRounds, last.Error, last.Result)
+	}
+	waitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
+}
+
+func TestMRTRStateSignature(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	now := time.Now()
+	st := mrtrState{Task: "t1", Tool: "x", Wait: 1000, Round: 1, Keys: []string{"a"}, Exp: now.Add(time.Minute).UnixMilli()}
+	s := encodeState(key, "auth:a", st)
+	if got, owner, ok := decodeState(key, "auth:a", s, now); !ok || owner != "auth:a" || got.Task != "t1" || got.Keys[0] != "a" {
+		t.Errorf("round trip: %+v %q %v", got, owner, ok)
+	}
+	if _, _, ok := decodeState(key, "auth:b", s, now); ok {
+		t.Error("another owner's state accepted")
+	}
+	if _, _, ok := decodeState(key, "auth:a", s, now.Add(2*time.Minute)); ok {
+		t.Error("an expired state accepted")
+	}
+	if _, _, ok := decodeState([]byte("another key of thirty-two bytes!"), "auth:a", s, now); ok {
+		t.Error("a state of another deployment accepted")
+	}
+	anon := encodeState(key, anonOwner("t1"), st)
+	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != anonOwner("t1") {
+		t.Errorf("anonymous: %q %v", owner, ok)
+	}
+	_ = http.StatusOK
+}
