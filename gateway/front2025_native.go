@@ -241,25 +241,12 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		return
 	}
 	header := f.nativeHeader(r, rec)
-	if method == "tasks/result" {
-		// Streamed as it comes: its input requests must reach the client
-		// before the upstream can answer.
-		start := time.Now()
-		resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
-		if err != nil {
-			f.up.forwardFailed(w, r, msg, err)
-			return
-		}
-		if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
-			resp.Body.Close()
-			f.lost(r.Context(), rec, sessionLost)
-			f.answerLost(w, msg, rec)
-			return
-		}
-		f.up.relayRequest(w, r, resp, msg, "", start)
-		return
+	stream := method == "tasks/result"
+	if !stream {
+		header = identityHeader(header) // read whole, to tell a lost task
 	}
-	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, identityHeader(header), bytes.NewReader(msg.Raw))
+	start := time.Now()
+	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return
@@ -268,6 +255,12 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		resp.Body.Close()
 		f.lost(r.Context(), rec, sessionLost)
 		f.answerLost(w, msg, rec)
+		return
+	}
+	if stream {
+		// Streamed as it comes: its input requests must reach the client
+		// before the upstream can answer.
+		f.up.relayRequest(w, r, resp, msg, "", start)
 		return
 	}
 	if !rewritable(resp) {

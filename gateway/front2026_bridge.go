@@ -189,7 +189,26 @@ func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *
 // input_required round with the same requestState, or the call's outcome.
 func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, taskID string,
 	answered map[string]bool, sse *mcpwire.Writer) {
-	t, err := f.store.WaitFor(r.Context(), owner, taskID, func(t *taskstore.Task) bool {
+	t, err := f.waitRound(r.Context(), owner, taskID, answered)
+	if err != nil {
+		f.fail(w, r, msg, sse, err)
+		return
+	}
+	out, ended := outcomeResponse(msg.ID, t)
+	if !ended {
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
+			"resultType":    "input_required",
+			"inputRequests": pendingInputs(t, answered),
+			"requestState":  bridgePrefix + t.ID,
+		})}
+	}
+	writeRound(w, sse, out)
+}
+
+// waitRound waits until the held call's task has input requests the
+// client has not just answered, or has ended.
+func (f *front2026) waitRound(ctx context.Context, owner, taskID string, answered map[string]bool) (*taskstore.Task, error) {
+	return f.store.WaitFor(ctx, owner, taskID, func(t *taskstore.Task) bool {
 		if t.Status.Terminal() {
 			return true
 		}
@@ -200,33 +219,37 @@ func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcp
 		}
 		return false
 	})
-	if err != nil {
-		f.fail(w, r, msg, sse, err)
-		return
-	}
-	var out mcpwire.Response
+}
+
+// outcomeResponse is the answer to the call of a held call's task that
+// ended (ended reports whether it did): its result, or its error.
+func outcomeResponse(id json.RawMessage, t *taskstore.Task) (out mcpwire.Response, ended bool) {
 	switch t.Status {
 	case taskstore.StatusCompleted:
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: statelessResult("tools/call", t.Result)}
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: statelessResult("tools/call", t.Result)}, true
 	case taskstore.StatusFailed, taskstore.StatusCancelled:
 		e := t.Error
 		if len(e) == 0 {
 			e = internalError(t.StatusMessage)
 		}
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: e}
-	default:
-		pending := make(map[string]taskstore.InputRequest, len(t.InputRequests))
-		for k, in := range t.InputRequests {
-			if !answered[k] {
-				pending[k] = in
-			}
-		}
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
-			"resultType":    "input_required",
-			"inputRequests": pending,
-			"requestState":  bridgePrefix + t.ID,
-		})}
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: e}, true
 	}
+	return mcpwire.Response{}, false
+}
+
+// pendingInputs are t's input requests the client has not just answered.
+func pendingInputs(t *taskstore.Task, answered map[string]bool) map[string]taskstore.InputRequest {
+	pending := make(map[string]taskstore.InputRequest, len(t.InputRequests))
+	for k, in := range t.InputRequests {
+		if !answered[k] {
+			pending[k] = in
+		}
+	}
+	return pending
+}
+
+// writeRound sends a round's answer: on sse if a stream was started.
+func writeRound(w http.ResponseWriter, sse *mcpwire.Writer, out mcpwire.Response) {
 	if sse.Started() {
 		_ = sse.Send(out)
 		return

@@ -259,17 +259,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	st mrtrState, answered map[string]bool, sse *mcpwire.Writer) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(st.Wait)*time.Millisecond)
 	defer cancel()
-	t, err := f.store.WaitFor(ctx, owner, st.Task, func(t *taskstore.Task) bool {
-		if t.Status.Terminal() {
-			return true
-		}
-		for k := range t.InputRequests {
-			if !answered[k] {
-				return true
-			}
-		}
-		return false
-	})
+	t, err := f.waitRound(ctx, owner, st.Task, answered)
 	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
 		// Still running past the hybrid wait: the round is the task.
 		if t, err = f.store.Get(r.Context(), owner, st.Task); err == nil {
@@ -281,34 +271,22 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.fail(w, r, msg, sse, err)
 		return
 	}
-	var out mcpwire.Response
-	switch t.Status {
-	case taskstore.StatusCompleted:
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: statelessResult("tools/call", t.Result)}
-	case taskstore.StatusFailed, taskstore.StatusCancelled:
-		e := t.Error
-		if len(e) == 0 {
-			e = internalError(t.StatusMessage)
-		}
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: e}
+	out, ended := outcomeResponse(msg.ID, t)
+	switch {
+	case ended:
+	case st.Round >= maxMRTRRounds:
+		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: internalError(fmt.Sprintf(
+			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
 	default:
-		st.Round++
-		if st.Round > maxMRTRRounds {
-			f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
-			out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: internalError(fmt.Sprintf(
-				"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
-			break
-		}
-		pending := make(map[string]taskstore.InputRequest, len(t.InputRequests))
-		keys := make([]string, 0, len(t.InputRequests))
-		for k, in := range t.InputRequests {
-			if !answered[k] {
-				pending[k] = in
-				keys = append(keys, k)
-			}
+		pending := pendingInputs(t, answered)
+		keys := make([]string, 0, len(pending))
+		for k := range pending {
+			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		hold := f.mrtrHold(time.Duration(st.Wait) * time.Millisecond)
+		st.Round++
 		st.Exp, st.Keys = time.Now().Add(hold).UnixMilli(), keys
 		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
 			"resultType":    "input_required",
@@ -317,11 +295,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		})}
 		f.expireRound(owner, st.Task, keys, hold)
 	}
-	if sse.Started() {
-		_ = sse.Send(out)
-		return
-	}
-	mcpwire.WriteJSON(w, http.StatusOK, out)
+	writeRound(w, sse, out)
 }
 
 // expireRound cancels the held call if, after hold, the round's questions
