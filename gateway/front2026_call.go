@@ -251,7 +251,8 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	switch {
 	case !ok:
 		return // the client went away
-	case res == nil && j.first != nil && !j.fallback && j.client2026 != nil && !j.client2026.target.Stateless:
+	case res == nil && j.first != nil && !j.fallback && j.client2026 != nil && !j.client2026.target.Stateless &&
+		clientCan(j.clientCaps, j.first.Method):
 		// A session upstream asked for input within the wait: MRTR
 		// rounds first, the task only once a round runs past the wait
 		// (front2026_mrtr.go).

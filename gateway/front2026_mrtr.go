@@ -53,10 +53,13 @@ const maxMRTRRounds = 16
 // mrtrState is what a round's requestState carries, signed with the
 // deployment's secret and bound to the owner: the held call's task, the
 // tool (the retry must call the same), the hybrid wait to apply again, the
-// round's number and questions, and when the state expires.
+// round's number and questions, and when the state expires (MRTR,
+// "Server Requirements": the principal, an expiry and the originating
+// request, under integrity protection).
 type mrtrState struct {
 	Task  string   `json:"t"`
 	Tool  string   `json:"n"`
+	Args  string   `json:"a"` // argsDigest of the call's arguments
 	Wait  int64    `json:"w"` // ms
 	Round int      `json:"r"`
 	Keys  []string `json:"k"` // the round's inputRequests keys
@@ -67,11 +70,16 @@ type mrtrState struct {
 var errBadState = mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 	"requestState is invalid, expired, already used or not this client's: call the tool again without it")
 
-// mrtrSecret is the deployment's signing key, read once from the store.
+// mrtrSecret is the deployment's signing key, read from the store once,
+// and again (at most every secretRecheck) when a state fails to verify:
+// the store may have lost it and another replica made a new one.
 type mrtrSecret struct {
-	mu  sync.Mutex
-	key []byte
+	mu   sync.Mutex
+	key  []byte
+	read time.Time
 }
+
+const secretRecheck = 10 * time.Second
 
 func (s *mrtrSecret) get(ctx context.Context, store front2026Store) ([]byte, error) {
 	s.mu.Lock()
@@ -79,12 +87,43 @@ func (s *mrtrSecret) get(ctx context.Context, store front2026Store) ([]byte, err
 	if s.key != nil {
 		return s.key, nil
 	}
+	return s.load(ctx, store)
+}
+
+// reload reads the key again unless it was read recently, and reports
+// whether it changed.
+func (s *mrtrSecret) reload(ctx context.Context, store front2026Store) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.read) < secretRecheck {
+		return s.key, false
+	}
+	old := s.key
+	key, err := s.load(ctx, store)
+	if err != nil {
+		return old, false
+	}
+	return key, !hmac.Equal(old, key)
+}
+
+func (s *mrtrSecret) load(ctx context.Context, store front2026Store) ([]byte, error) {
 	key, err := store.SharedSecret(ctx, "mrtr")
 	if err != nil {
 		return nil, err
 	}
-	s.key = key
+	s.key, s.read = key, time.Now()
 	return key, nil
+}
+
+// argsDigest identifies a call's arguments (canonical JSON: keys sorted),
+// so that a requestState works only for a retry of the same call.
+func argsDigest(params json.RawMessage) string {
+	var p struct {
+		Arguments any `json:"arguments"`
+	}
+	_ = json.Unmarshal(params, &p)
+	sum := sha256.Sum256(mcpwire.MustMarshal(p.Arguments))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 func signState(key []byte, owner string, payload []byte) []byte {
@@ -174,6 +213,12 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 	}
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
 	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+		if errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress) {
+			// As startTask: a call already running is not killed for want
+			// of a task; it answers when it ends, as a plain call.
+			f.finishPlain(w, r, msg, j)
+			return
+		}
 		j.call.abort(err)
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
 		return
@@ -183,7 +228,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	st := mrtrState{Task: j.task.ID, Tool: tool, Wait: wait.Milliseconds()}
+	st := mrtrState{Task: j.task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
 	f.mrtrRound(w, r, msg, key, j.owner, st, nil, mcpwire.NewWriter(w))
 }
 
@@ -196,7 +241,13 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	st, owner, ok := decodeState(key, authOwner(r), state, time.Now())
-	if !ok || st.Tool != tool {
+	if !ok {
+		if fresh, changed := f.secret.reload(r.Context(), f.store); changed {
+			st, owner, ok = decodeState(fresh, authOwner(r), state, time.Now())
+			key = fresh
+		}
+	}
+	if !ok || st.Tool != tool || st.Args != argsDigest(msg.Params) {
 		writeStatelessError(w, msg.ID, errBadState)
 		return
 	}
@@ -241,8 +292,15 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: responses[k]})
 		answered[k] = true
 	}
-	if _, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers); err != nil && !errors.Is(err, taskstore.ErrTerminal) {
+	n, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers)
+	if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
 		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		return
+	}
+	if n != len(answers) {
+		// Another retry with this state answered first (the store takes
+		// each answer once): this one is the replay.
+		writeStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	f.mrtrRound(w, r, msg, key, owner, st, answered, mcpwire.NewWriter(w))
@@ -268,6 +326,10 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		}
 	}
 	if err != nil {
+		// Neither a round, the result nor the task reached the client (it
+		// went away, or the store did): nobody holds the task's id, so
+		// nobody can answer or cancel it. The call is cancelled.
+		go f.abandonRound(owner, st.Task, "The client's call ended before the gateway could answer it (MRTR round not delivered).")
 		f.fail(w, r, msg, sse, err)
 		return
 	}
@@ -298,35 +360,60 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	writeRound(w, sse, out)
 }
 
-// expireRound cancels the held call if, after hold, the round's questions
-// are all still unanswered: its client never retried. The retry, on any
-// replica, answers them; a round that replica answers next arms its own.
+// expireRound cancels the held call if, after hold (plus roundGrace, so
+// that a retry checked just before its state expired is not cut short),
+// the round's questions are all still unanswered: its client never
+// retried. The retry, on any replica, answers them; a round that replica
+// answers next arms its own. A store error is retried a few times.
 func (f *front2026) expireRound(owner, id string, keys []string, hold time.Duration) {
-	time.AfterFunc(hold, func() {
-		ctx, cancel := context.WithTimeout(f.life, storeTimeout)
-		defer cancel()
-		t, err := f.store.Get(ctx, owner, id)
-		if err != nil || t.Status.Terminal() {
-			return
-		}
-		for _, k := range keys {
-			if _, pending := t.InputRequests[k]; !pending {
-				return // answered: the client came back
+	time.AfterFunc(hold+roundGrace, func() {
+		for attempt := 0; attempt < 3; attempt++ {
+			if attempt > 0 {
+				select {
+				case <-time.After(time.Second):
+				case <-f.life.Done():
+					return
+				}
+			}
+			ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+			t, err := f.store.Get(ctx, owner, id)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if t.Status.Terminal() {
+				return
+			}
+			for _, k := range keys {
+				if _, pending := t.InputRequests[k]; !pending {
+					return // answered: the client came back
+				}
+			}
+			if f.abandonRound(owner, id, mrtrAbandoned) {
+				return
 			}
 		}
-		f.abandonRound(owner, id, mrtrAbandoned)
 	})
 }
 
+// roundGrace is how long past its expiry a round's state is given before
+// its held call is cancelled: a retry already checked, and clocks that
+// differ between replicas.
+const roundGrace = storeTimeout + time.Second
+
 // abandonRound cancels a held call's task (its worker cancels the call
 // upstream).
-func (f *front2026) abandonRound(owner, id, why string) {
+func (f *front2026) abandonRound(owner, id, why string) bool {
 	ctx, cancel := context.WithTimeout(f.life, storeTimeout)
 	defer cancel()
 	t, err := f.store.RequestCancel(ctx, owner, id, why)
+	if errors.Is(err, taskstore.ErrTerminal) || errors.Is(err, taskstore.ErrNotFound) {
+		return true
+	}
 	if err != nil {
-		return
+		return false
 	}
 	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
 	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+	return true
 }

@@ -65,8 +65,8 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer mrtr"}
 	args := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
 	rd := decodeRound(t, "round 1", c.call("tools/call", args))
-	if len(rd.InputRequests) != 1 || rd.InputRequests["1"] == nil && len(rd.InputRequests) != 1 {
-		t.Errorf("round 1 asks %d questions", len(rd.InputRequests))
+	if len(rd.InputRequests) != 1 || !strings.Contains(string(rd.InputRequests["1"]), "What is your name?") {
+		t.Errorf("round 1 asks %v, want the name under key 1", rd.InputRequests)
 	}
 	retry := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{},
 		"inputResponses": answerAll(rd, "Alice"), "requestState": rd.RequestState}
@@ -120,7 +120,11 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	}
 	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, mrtrPrefix), ".")
 	flipped := []byte(sig)
-	flipped[0] ^= 1
+	if flipped[0] == 'A' { // another valid base64url letter: the MAC must fail, not the decoding
+		flipped[0] = 'B'
+	} else {
+		flipped[0] = 'A'
+	}
 	other := &modernClient{t: t, urls: fl.urls, auth: "Bearer someone-else"}
 	for name, tc := range map[string]struct {
 		c      *modernClient
@@ -133,6 +137,8 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		"another tool": {c, map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"},
 			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
 		"missing answers": {c, with(rd.RequestState, map[string]any{}), "inputResponses lacks the answers to"},
+		"other arguments": {c, map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{"x": 1},
+			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
 	} {
 		r := tc.c.call("tools/call", tc.params)
 		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, tc.want) {
@@ -150,6 +156,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	a := map[string]any{"name": "asks", "arguments": map[string]any{"n": 40}}
 	rd = decodeRound(t, "asks round 1", c.call("tools/call", a))
 	var last rpcReply
+	rounds := 1
 	for i := 0; i < maxMRTRRounds; i++ {
 		last = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState})
@@ -157,9 +164,10 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 			break
 		}
 		rd = decodeRound(t, "asks round", last)
+		rounds++
 	}
-	if last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
-		t.Errorf("after %d rounds: %+v %s, want the call failed", maxMRTRRounds, last.Error, last.Result)
+	if rounds != maxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
+		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, maxMRTRRounds)
 	}
 	waitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
 }
@@ -186,4 +194,46 @@ func TestMRTRStateSignature(t *testing.T) {
 		t.Errorf("anonymous: %q %v", owner, ok)
 	}
 	_ = http.StatusOK
+}
+
+// TestMRTRConcurrentRetries: retries racing with one state: one wins, the
+// others get -32602; an anonymous client's rounds work across replicas.
+func TestMRTRConcurrentRetries(t *testing.T) {
+	fl, _ := mrtrCluster(t, 0)
+	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer race"}
+	args := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}
+	rd := decodeRound(t, "round 1", c.call("tools/call", args))
+	const n = 4
+	results := make(chan rpcReply, n)
+	for i := 0; i < n; i++ {
+		retry := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState} // call adds _meta: one each
+		go func() {
+			cl := &modernClient{t: t, urls: fl.urls[i%2 : i%2+1], auth: "Bearer race"}
+			results <- cl.call("tools/call", retry)
+		}()
+	}
+	wins := 0
+	for i := 0; i < n; i++ {
+		r := <-results
+		switch {
+		case r.Error == nil:
+			wins++
+		case r.Error.Code != -32602:
+			t.Errorf("a losing retry: %+v, want -32602", r.Error)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d retries with one state went on, want 1", wins)
+	}
+
+	anon := &modernClient{t: t, urls: fl.urls}
+	rd = decodeRound(t, "anonymous round 1", anon.call("tools/call", args))
+	rd = decodeRound(t, "anonymous round 2", anon.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+		"inputResponses": answerAll(rd, "a"), "requestState": rd.RequestState}))
+	r := anon.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+		"inputResponses": answerAll(rd, "b"), "requestState": rd.RequestState})
+	if text, _, _ := resultText(t, r.Result); text != "answered 2" {
+		t.Errorf("anonymous: %+v %s", r.Error, r.Result)
+	}
 }

@@ -218,6 +218,8 @@ func TestNative2026PassThrough(t *testing.T) {
 	}
 
 	slow := c.toolTask("slow", map[string]any{"seconds": 30})
+	// Running upstream (a cancel before its run starts has nothing to stop).
+	waitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
 	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
 		t.Fatalf("tasks/cancel: %+v", r.Error)
 	}
