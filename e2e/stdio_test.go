@@ -73,7 +73,7 @@ func TestStdioTasksTypeScript(t *testing.T) {
 				checkSession(t, out)
 				switch sc {
 				case "lifecycle":
-					checkLifecycle(t, out, rec)
+					checkLifecycle(t, out, rec, false)
 				case "cancel":
 					checkCancel(t, out, rec)
 				}

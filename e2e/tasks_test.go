@@ -57,6 +57,8 @@ var (
 	oneReplica    = taskSetup{"one-replica", 1, testupstream.Options{}}
 	twoReplicas   = taskSetup{"two-replicas", 2, testupstream.Options{}}
 	olderUpstream = taskSetup{"upstream-2025-06-18", 1, testupstream.Options{ProtocolVersion: "2025-06-18"}}
+	// The gateway is the session of a stateless 2026-07-28 upstream.
+	statelessUpstream = taskSetup{"stateless-upstream", 2, testupstream.Options{Stateless: true}}
 )
 
 // startTaskDeployment starts a fresh upstream (recording into rec) and the
@@ -89,6 +91,7 @@ func TestTasksTypeScript(t *testing.T) {
 		{oneReplica, []string{"lifecycle", "cancel", "list", "access"}},
 		{twoReplicas, []string{"lifecycle", "cancel", "list", "access"}},
 		{olderUpstream, []string{"lifecycle", "cancel"}},
+		{statelessUpstream, []string{"lifecycle", "cancel", "list", "access"}},
 	} {
 		for _, sc := range c.scenarios {
 			t.Run(c.setup.name+"/"+sc, func(t *testing.T) {
@@ -99,7 +102,7 @@ func TestTasksTypeScript(t *testing.T) {
 				checkSession(t, out)
 				switch sc {
 				case "lifecycle":
-					checkLifecycle(t, out, rec)
+					checkLifecycle(t, out, rec, c.setup.upstream.Stateless)
 				case "cancel":
 					checkCancel(t, out, rec)
 				case "list":
@@ -489,7 +492,9 @@ type lifecycleSteps struct {
 	} `json:"unknown"`
 }
 
-func checkLifecycle(t *testing.T, out *tsTasksOut, rec *testupstream.Recorder) {
+// stateless: the upstream is a stateless 2026-07-28 one, which runs a tool
+// that asks for input once per MRTR round (the round, then the retry).
+func checkLifecycle(t *testing.T, out *tsTasksOut, rec *testupstream.Recorder, stateless bool) {
 	t.Helper()
 	var s lifecycleSteps
 	if err := json.Unmarshal(out.Steps, &s); err != nil {
@@ -631,8 +636,13 @@ func checkLifecycle(t *testing.T, out *tsTasksOut, rec *testupstream.Recorder) {
 	wantCode(t, "tasks/result of an unknown task", s.Unknown.Result, codeInvalidParams)
 	wantCode(t, "tasks/cancel of an unknown task", s.Unknown.Cancel, codeInvalidParams)
 
-	// Every tool ran upstream exactly once per call, on exactly one replica.
-	for tool, n := range map[string]int{"slow": 2, "elicit": 1, "sample": 1, "roots": 1, "fail": 1, "rpcerror": 1, "progress": 2, "echo": 1} {
+	// Every tool ran upstream exactly once per call (per MRTR round for a
+	// stateless upstream), on exactly one replica.
+	rounds := 1
+	if stateless {
+		rounds = 2
+	}
+	for tool, n := range map[string]int{"slow": 2, "elicit": rounds, "sample": rounds, "roots": rounds, "fail": 1, "rpcerror": 1, "progress": 2, "echo": 1} {
 		if got := rec.Count(tool, testupstream.Called); got != n {
 			t.Errorf("upstream saw %d calls of %s, want %d", got, tool, n)
 		}

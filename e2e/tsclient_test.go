@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -83,6 +84,27 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	if d, g := outputs["direct"], outputs["gateway"]; d != nil && g != nil && !bytes.Equal(d, g) {
 		t.Errorf("TypeScript client saw different outcomes through the gateway:\n--- direct\n%s\n--- gateway\n%s", d, g)
+	}
+}
+
+// TestTypeScriptClientStatelessUpstream: the same client, a 2025-11-25
+// one, through two replicas in front of a stateless 2026-07-28 upstream,
+// which has no sessions and asks with input_required rounds: the gateway
+// is the session, and the upstream's rounds reach the client as
+// elicitation, sampling and roots requests on the call's stream; the
+// outcomes are those of a session upstream.
+func TestTypeScriptClientStatelessUpstream(t *testing.T) {
+	node := ensureJS(t)
+	up := newUpstream(t, testupstream.Options{Stateless: true})
+	args := []string{"--redis-url", "redis://" + redistest.Start(t)}
+	a, b := startGateway(t, up, args...), startGateway(t, up, args...)
+	for _, g := range []*gateway{a, b} {
+		raw := runNode(t, node, g.URL)
+		var out tsOutcome
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("client.mjs printed %q: %v", raw, err)
+		}
+		checkTSOutcome(t, out)
 	}
 }
 

@@ -77,6 +77,15 @@ type upstreamTaskStore interface {
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports
 // whether it did; anything else the caller relays unchanged.
 func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+	if len(r.Header["Mcp-Session-Id"]) > 0 {
+		s, err := f.sessionErr(r)
+		if s.emulated() && f.serveEmulated(w, r, msg, s) { // front2025_stateless.go
+			return true
+		}
+		if s == nil && err == nil && f.unknownStatelessSession(w, r) {
+			return true
+		}
+	}
 	switch msg.Kind {
 	case mcpwire.KindRequest:
 		switch msg.MethodName() {
@@ -146,6 +155,12 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	var asked string
 	_ = json.Unmarshal(params["protocolVersion"], &asked)
 	clientCaps := params["capabilities"]
+	if era, err := f.up.era(r.Context(), forwardedAuth(r)); err == nil && era.stateless && f.store != nil {
+		// No initialize upstream: the gateway is the session
+		// (front2025_stateless.go).
+		f.initializeStateless(w, r, msg, params, asked)
+		return
+	}
 
 	body := msg.Raw
 	if stripped, ok := withoutTasks(clientCaps); ok {

@@ -44,18 +44,31 @@ func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Tas
 	_ = f.store.PublishSession(ctx, sessionID, msg)
 }
 
-// relayMerged relays an upstream GET SSE stream and interleaves the
+// relayMerged relays an upstream GET SSE stream (resp nil: a session the
+// gateway holds itself, which has none) and interleaves the
 // session's gateway messages between its events (never inside one).
 func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *http.Response, sessionID string) {
-	defer resp.Body.Close()
+	if resp != nil {
+		defer resp.Body.Close()
+	}
 	watch, err := f.store.WatchSession(r.Context(), sessionID)
 	if err != nil {
+		if resp == nil {
+			mcpwire.WriteError(w, nil, rpcError(err, era2025))
+			return
+		}
 		f.up.relay(w, r, resp)
 		return
 	}
 	defer watch.Close()
-	copyResponseHeader(w, resp)
-	w.WriteHeader(resp.StatusCode)
+	if resp != nil {
+		copyResponseHeader(w, resp)
+		w.WriteHeader(resp.StatusCode)
+	} else { // a session the gateway holds: its own notifications alone
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+	}
 	flusher, _ := w.(http.Flusher)
 	flush := func() {
 		if flusher != nil {
@@ -67,7 +80,9 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 	notes := watch.C
 	events := make(chan []byte)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readEvents(resp.Body, events, r.Context()) }()
+	if resp != nil {
+		go func() { readErr <- readEvents(resp.Body, events, r.Context()) }()
+	}
 	for {
 		select {
 		case ev := <-events:

@@ -32,6 +32,9 @@ const (
 	// sessionRecheck is how often a replica re-checks a cached session with
 	// Redis: renewing its TTL, or re-reading an unknown one.
 	sessionRecheck = 10 * time.Minute
+	// emulatedRecheck is sessionRecheck for a session the gateway holds
+	// in front of a stateless upstream (front2025_stateless.go).
+	emulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
 	sessionCacheSize = 1 << 14
@@ -46,6 +49,9 @@ type sessionInfo struct {
 	ClientVersion   string          // the version presented to the client
 	UpstreamVersion string          // the version the upstream chose
 	ClientCaps      json.RawMessage // the client's initialize capabilities
+	// ClientInfo is the client's clientInfo, for a session the gateway
+	// holds in front of a stateless upstream (front2025_stateless.go).
+	ClientInfo json.RawMessage
 
 	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
 	// noTasks: the client declared no capabilities.tasks, so with the
@@ -83,7 +89,13 @@ func newSessionEntry(info *sessionInfo, now time.Time) *sessionEntry {
 // Redis now; of concurrent callers, one gets true.
 func (e *sessionEntry) claimRecheck(now time.Time) bool {
 	last := e.checked.Load()
-	if now.UnixNano()-last < int64(sessionRecheck) {
+	every := sessionRecheck
+	if e.info.emulated() {
+		// The gateway holds the session itself: no upstream refuses it
+		// once it ends, so another replica's DELETE must be seen soon.
+		every = emulatedRecheck
+	}
+	if now.UnixNano()-last < int64(every) {
 		return false
 	}
 	return e.checked.CompareAndSwap(last, now.UnixNano())
@@ -217,6 +229,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
+	info.ClientInfo = rec.ClientInfo
 	f.sessions.put(id, newSessionEntry(info, now))
 	return info, nil
 }
@@ -225,7 +238,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 // the client must not learn the session id.
 func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
 	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
-		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps}, sessionTTL)
+		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo}, sessionTTL)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ package gateway
 // (catalog.go), which a tools/call on any replica reads.
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -46,12 +47,32 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		a.write(w, r, f.log, nil)
 		return
 	}
+	result, err := f.toolsListResult(r.Context(), s, a.result, withFallback)
+	if err != nil {
+		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
+		a.write(w, r, f.log, nil)
+		return
+	}
+	out := json.RawMessage(nil)
+	if result != nil {
+		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
+			out = nil
+		}
+	}
+	a.write(w, r, f.log, out)
+}
+
+// toolsListResult is the upstream's tools/list result as session s sees
+// it: each tool's taskSupport as the policy makes it (a 2025-11-25
+// session), the fallback task tools added (withFallback); nil when nothing
+// changes. What the upstream declared is learned either way.
+func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
 		cfg := f.decider.policy.Load()
 		var declared map[string]toolDecl
 		var err error
-		result, declared, err = rewriteTools(a.result, func(name string, decl toolDecl) policy.TaskSupport {
+		result, declared, err = rewriteTools(upstream, func(name string, decl toolDecl) policy.TaskSupport {
 			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool
@@ -64,18 +85,16 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			return d.TaskSupport
 		})
 		if err != nil {
-			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-			a.write(w, r, f.log, nil)
-			return
+			return nil, err
 		}
-		f.decider.learnTools(r.Context(), declared)
+		f.decider.learnTools(ctx, declared)
 	} else {
-		f.decider.learnToolsList(r.Context(), a.result)
+		f.decider.learnToolsList(ctx, upstream)
 	}
 	if withFallback {
 		base := result
 		if base == nil {
-			base = a.result
+			base = upstream
 		}
 		if with, err := f.fb.appendTools(base); err == nil {
 			result = with
@@ -83,12 +102,5 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
 		}
 	}
-	out := json.RawMessage(nil)
-	if result != nil {
-		var err error
-		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
-			out = nil
-		}
-	}
-	a.write(w, r, f.log, out)
+	return result, nil
 }

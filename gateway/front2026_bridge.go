@@ -99,6 +99,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				req:        req,
 				call:       c,
 				first:      m,
+				hidden:     true,
 				clientCaps: mr.ClientCaps,
 				client2026: &job2026{target: target, params: req.Params},
 				learn:      learn,

@@ -213,9 +213,10 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Protocol:     proto,
 		TTL:          ttl,
 		PollInterval: poll,
-		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.sess.ID},
+		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.notifySession()},
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
 		Trace:        rn.trace.mintTask(ctx), // the task's span: child of the creating request's
+		Unlisted:     j.hidden,
 	})
 	if err != nil {
 		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)

@@ -45,7 +45,7 @@ func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Req
 		return
 	}
 	if err := rn.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
-		rn.notify.progress(ctx, j.owner, j.task, j.sess.ID, n.Params)
+		rn.notify.progress(ctx, j.owner, j.task, j.notifySession(), n.Params)
 	}
 }
 

@@ -51,8 +51,17 @@ type job struct {
 	// clientCaps are the client's declared capabilities: an input request
 	// it cannot answer is refused upstream, never shown to it.
 	clientCaps json.RawMessage
-	// client2026 is set for a task of a 2026-07-28 client.
+	// client2026 is set for a call to a stateless upstream (its MRTR
+	// rounds are retried with the answers) and for a task of a 2026-07-28
+	// client.
 	client2026 *job2026
+	// hidden: the task is one a plain call is held under, never shown to
+	// its client as a task (not in tasks/list).
+	hidden bool
+	// clientSession is the client's session the task's notifications go
+	// to, when it is not sess's (the gateway holds the session itself in
+	// front of a stateless upstream: front2025_stateless.go).
+	clientSession string
 	// learn is the tool name the call's latency is recorded under; empty:
 	// not learned (decider.observe).
 	learn string
@@ -458,4 +467,12 @@ func (run *taskRun) abort(cause error) {
 		<-run.call.done
 		run.call = nil
 	}
+}
+
+// notifySession is the client session j's notifications go to.
+func (j *job) notifySession() string {
+	if j.clientSession != "" {
+		return j.clientSession
+	}
+	return j.sess.ID
 }

@@ -120,3 +120,23 @@ func FuzzCursor(f *testing.F) {
 		}
 	})
 }
+
+// TestListUnlisted: an Unlisted task is the owner's (Get finds it) but not
+// in List.
+func TestListUnlisted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		shown := mustCreate(t, s, "o")
+		hidden, err := s.Create(ctx, NewTask{Owner: "o", Tool: "slow", Protocol: Protocol2025, Unlisted: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, "o", hidden.ID); err != nil {
+			t.Errorf("Get of an unlisted task: %v", err)
+		}
+		list, _, err := s.List(ctx, "o", "", 10)
+		if err != nil || len(list) != 1 || list[0].Task.ID != shown.ID {
+			t.Errorf("List = %+v, %v; want only %s", list, err, shown.ID)
+		}
+	})
+}

@@ -40,7 +40,8 @@ local function terminal(s) return s == 'completed' or s == 'failed' or s == 'can
 // ARGV[4] -> max ttl ms
 // ARGV[5] -> max non-terminal tasks for the owner, -1 for no limit
 // ARGV[6] -> tombstone window ms after expiry, 0 for none
-// ARGV[7..] -> field, value pairs of the task hash
+// ARGV[7] -> "1": listed (indexed in KEYS[3] for List), "0": not
+// ARGV[8..] -> field, value pairs of the task hash
 //
 // Returns {0} created, {5} owner at the cap, {6} id exists (or existed:
 // a tombstone, e.g. abandonCmd's, is there).
@@ -52,12 +53,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local max = tonumber(ARGV[5])
 if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
+redis.call('HSET', KEYS[1], unpack(ARGV, 8))
 redis.call('PEXPIRE', KEYS[1], ttl)
 local window = tonumber(ARGV[6])
 if window > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl + window) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - maxttl)
-redis.call('ZADD', KEYS[3], now, ARGV[1])
+if ARGV[7] == '1' then redis.call('ZADD', KEYS[3], now, ARGV[1]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], maxttl)
 redis.call('PEXPIRE', KEYS[4], maxttl)

@@ -41,6 +41,10 @@ type Session struct {
 	UpstreamVersion string
 	// ClientCapabilities are the capabilities the client declared, verbatim.
 	ClientCapabilities json.RawMessage
+	// ClientInfo is the client's clientInfo, verbatim, kept for a session
+	// the gateway holds itself in front of a stateless upstream (every
+	// request it forwards names the client in _meta); empty otherwise.
+	ClientInfo json.RawMessage
 	// CreatedAt is when the record was written.
 	CreatedAt time.Time
 	// Fallback: the session has had a task of the fallback task tools
@@ -56,6 +60,7 @@ const (
 	fSessCaps    = "caps"
 	fSessCreated = "created"
 	fSessFallbk  = "fb"
+	fSessInfo    = "ci"
 )
 
 // session is a session's record: <prefix>:session:<sha256(id)[:32 hex]>.
@@ -77,8 +82,12 @@ func (s *Store) PutSession(ctx context.Context, sess Session, ttl time.Duration)
 	}
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, key)
-		p.HSet(ctx, key, fSessID, sess.ID, fSessClient, sess.ClientVersion, fSessUp, sess.UpstreamVersion,
-			fSessCaps, string(caps), fSessCreated, s.nowMS())
+		fields := []any{fSessID, sess.ID, fSessClient, sess.ClientVersion, fSessUp, sess.UpstreamVersion,
+			fSessCaps, string(caps), fSessCreated, s.nowMS()}
+		if len(sess.ClientInfo) > 0 {
+			fields = append(fields, fSessInfo, string(sess.ClientInfo))
+		}
+		p.HSet(ctx, key, fields...)
 		p.PExpire(ctx, key, ttl)
 		return nil
 	})
@@ -105,6 +114,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, error) {
 		ClientVersion:      m[fSessClient],
 		UpstreamVersion:    m[fSessUp],
 		ClientCapabilities: json.RawMessage(m[fSessCaps]),
+		ClientInfo:         rawOrNil(m[fSessInfo]),
 		CreatedAt:          fromMS(created),
 		Fallback:           m[fSessFallbk] != "",
 	}, nil
@@ -222,4 +232,12 @@ func (s *Store) Tool(ctx context.Context, tool string) (ToolInfo, bool, error) {
 		return ToolInfo{}, false, fmt.Errorf("taskstore: tool %q: %w", tool, classify(ctx, err))
 	}
 	return decodeTool(v), true, nil
+}
+
+// rawOrNil is v as raw JSON, nil when empty.
+func rawOrNil(v string) json.RawMessage {
+	if v == "" {
+		return nil
+	}
+	return json.RawMessage(v)
 }

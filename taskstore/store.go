@@ -170,6 +170,9 @@ type NewTask struct {
 	// Lease, when set, makes the creating replica the task's worker from
 	// the first instant, so a crash right after Create is recovered too.
 	Lease *LeaseRequest
+	// Unlisted keeps the task out of List: a task the gateway holds a
+	// plain call under, which its client never sees as a task.
+	Unlisted bool
 }
 
 // LeaseRequest asks for a lease: Holder (a replica id) for Duration.
@@ -211,7 +214,11 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		Upstream:      n.Upstream,
 		Trace:         n.Trace,
 	}
-	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(),
+	listed := "1"
+	if n.Unlisted {
+		listed = "0"
+	}
+	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(), listed,
 		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
 		fStatus, string(t.Status), fCreated, nowMS, fUpdated, nowMS,
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}

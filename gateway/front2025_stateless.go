@@ -1,0 +1,351 @@
+package gateway
+
+// 2025-11-25 (and 2025-06-18, 2025-03-26) clients in front of a stateless
+// 2026-07-28 upstream: the gateway is the session (issue: "protocol
+// bridging both ways"). A stateless upstream has no initialize and no
+// sessions (SEP-2575), and asks for input with input_required results
+// instead of server→client requests (SEP-2322), so these clients would
+// get no tasks and no input. Instead:
+//
+//	initialize         answered by the gateway from the upstream's
+//	                   server/discover (capabilities, instructions,
+//	                   serverInfo), with a session id it issues and records
+//	                   in Redis (any replica serves the session)
+//	each request       sent as a 2026-07-28 stateless request: _meta with the
+//	                   protocol version, the client's info and capabilities
+//	                   (from the session record), MCP-Protocol-Version,
+//	                   Mcp-Method and Mcp-Name headers
+//	tools/call         run by the runner as a task (the gateway's, shown or
+//	                   not): the upstream's input_required rounds become
+//	                   server→client requests on the call's stream (a plain
+//	                   call) or on tasks/result (a task), their answers the
+//	                   retry's inputResponses
+//	ping, logging/setLevel, notifications   answered here
+//	GET                the session's stream: its tasks' notifications (what
+//	                   the upstream's subscriptions/listen delivers is not
+//	                   relayed yet)
+//	DELETE             the session forgotten
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// emulated reports whether the gateway holds s itself, in front of a
+// stateless upstream. Safe on nil.
+func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == version2026 }
+
+// statelessVersions are the versions the gateway presents to a client of a
+// stateless upstream; anything else asked gets 2025-11-25.
+var statelessVersions = map[string]bool{version2025: true, "2025-06-18": true, "2025-03-26": true}
+
+// initializeStateless answers initialize for a stateless upstream.
+func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
+	version := asked
+	if !statelessVersions[version] {
+		version = version2025
+	}
+	clientCaps, _ := withoutTasks(params["capabilities"])
+	clientInfo := params["clientInfo"]
+	if len(clientInfo) == 0 {
+		clientInfo = json.RawMessage(`{"name":"unknown","version":"0"}`)
+	}
+	sess := &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
+	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
+	resp, err := f.up.client.Call(r.Context(), sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover}, upstream.CallOptions{})
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return
+	}
+	if resp.Error != nil {
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+		return
+	}
+	var res struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+		Instructions string                     `json:"instructions"`
+		Meta         map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(resp.Result, &res)
+	caps := map[string]json.RawMessage{}
+	for k, v := range res.Capabilities {
+		switch k {
+		case "extensions", "tasks", "logging": // the upstream's extensions and tasks are not this session's; logging/setLevel is answered here
+		default:
+			caps[k] = v
+		}
+	}
+	if version == version2025 {
+		caps["tasks"] = tasksCapability
+	}
+	serverInfo := res.Meta[metaServerInfo]
+	if len(serverInfo) == 0 {
+		serverInfo = gatewayInfo
+	}
+	out := map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": serverInfo}
+	if res.Instructions != "" {
+		out["instructions"] = res.Instructions
+	}
+	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
+	s.ClientInfo = clientInfo
+	if err := f.recordSession(r.Context(), s); err != nil {
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return
+	}
+	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
+	w.Header().Set("Mcp-Session-Id", s.ID)
+	mcpwire.WriteResult(w, msg.ID, out)
+}
+
+// statelessMeta is the per-request _meta of a 2026-07-28 request made for
+// a client: the protocol version, its info and its capabilities.
+func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMessage {
+	if len(clientCaps) == 0 || string(clientCaps) == "null" {
+		clientCaps = json.RawMessage(`{}`)
+	}
+	return map[string]json.RawMessage{
+		metaProtocolVersion: json.RawMessage(`"` + version2026 + `"`),
+		metaClientInfo:      clientInfo,
+		metaClientCaps:      clientCaps,
+	}
+}
+
+// statelessParams returns params as a 2026-07-28 request's for session s:
+// _meta gains the protocol version, the client's info and capabilities
+// (other _meta keys, a progressToken say, are kept).
+func statelessParams(params json.RawMessage, s *sessionInfo) json.RawMessage {
+	p := map[string]json.RawMessage{}
+	if len(params) > 0 && string(params) != "null" {
+		if json.Unmarshal(params, &p) != nil || p == nil {
+			return params
+		}
+	}
+	meta := map[string]json.RawMessage{}
+	_ = json.Unmarshal(p["_meta"], &meta)
+	caps, _ := withoutTasks(s.ClientCaps)
+	for k, v := range statelessMeta(s.ClientInfo, caps) {
+		meta[k] = v
+	}
+	p["_meta"] = mcpwire.MustMarshal(meta)
+	return mcpwire.MustMarshal(p)
+}
+
+// statelessSession is the upstream side of a request of r to a stateless
+// upstream: no session, 2026-07-28, the client's Authorization.
+func statelessSession(r *http.Request) *upstream.Session {
+	return &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
+}
+
+// serveEmulated serves a message of a session the gateway holds in front
+// of a stateless upstream, and reports whether it did (else the 2025-11-25
+// front goes on: tasks/*, the answers to input requests).
+func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
+	switch msg.Kind {
+	case mcpwire.KindNotification:
+		// initialized, cancelled, roots/list_changed: nothing upstream to
+		// tell (a cancelled call ends with its HTTP request).
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case mcpwire.KindResponse:
+		if isInputID(msg.ID) {
+			return false
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case mcpwire.KindRequest:
+	default:
+		return false
+	}
+	switch method := msg.MethodName(); method {
+	case "ping", "logging/setLevel":
+		mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
+	case "initialize":
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest, "the session is already initialized"))
+	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
+		if s.tasks2025() {
+			return false
+		}
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound, "Method not found: "+method))
+	case "tools/call":
+		f.emulatedCall(w, r, msg, s)
+	default:
+		f.emulatedForward(w, r, msg, s)
+	}
+	return true
+}
+
+// emulatedForward sends a request to the stateless upstream and answers
+// with its response (tools/list rewritten as for any 2025-11-25 session).
+func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+	id, err := jsonrpc.MakeID(jsonID(msg.ID))
+	if err != nil {
+		id = newUpstreamID()
+	}
+	resp, err := f.up.client.Call(methodCtx(r, msg), statelessSession(r),
+		&jsonrpc.Request{ID: id, Method: msg.MethodName(), Params: statelessParams(msg.Params, s)}, upstream.CallOptions{})
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return
+	}
+	out := mcpwire.Response{JSONRPC: "2.0", ID: msg.ID}
+	if resp.Error != nil {
+		out.Error = mcpwire.MustMarshal(resp.Error)
+		mcpwire.WriteJSON(w, http.StatusOK, out)
+		return
+	}
+	out.Result = withoutResultType(resp.Result)
+	if msg.MethodName() == "tools/list" {
+		if rewritten, err := f.toolsListResult(r.Context(), s, out.Result, false); err == nil && rewritten != nil {
+			out.Result = rewritten
+		}
+	}
+	mcpwire.WriteJSON(w, http.StatusOK, out)
+}
+
+// jsonID is a raw JSON-RPC id as the value jsonrpc.MakeID takes.
+func jsonID(raw json.RawMessage) any {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	if f, ok := v.(float64); ok {
+		return int64(f)
+	}
+	return v
+}
+
+// withoutResultType drops the 2026-07-28 resultType a 2025-11-25 client
+// does not know.
+func withoutResultType(result json.RawMessage) json.RawMessage {
+	if out, err := mcpwire.WithoutMember(result, "resultType"); err == nil {
+		return out
+	}
+	return result
+}
+
+// emulatedCall runs a tools/call of a session the gateway holds: a task
+// (task-augmented, 2025-11-25 session), or a plain call whose input rounds
+// go to the client as server→client requests on the call's stream; both
+// are the runner's, whose MRTR loop drives the stateless upstream.
+func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+	var p toolsCallParams
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
+		return
+	}
+	kind := policy.ClientOlder
+	if s.tasks2025() {
+		kind = policy.Client2025
+	}
+	d, learn := f.decider.decide(r.Context(), p.Name, kind)
+	if p.Task != nil && !s.tasks2025() {
+		p.Task = nil // an older client's stray param
+	}
+	switch {
+	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025():
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+			fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
+		return
+	case p.Task != nil && !d.TaskSupport.AllowsTask():
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+			fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", p.Name)))
+		return
+	}
+	var ttl time.Duration
+	if p.Task != nil && p.Task.TTL != nil && *p.Task.TTL > 0 {
+		ttl = time.Duration(min(*p.Task.TTL, float64(maxTTLms))) * time.Millisecond
+	}
+	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	if err != nil {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		return
+	}
+	params = statelessParams(params, s)
+	if e := f.runner.admit(); e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	sess := statelessSession(r)
+	owner := ownerOf(r)
+	ttl = taskTTL(d, ttl, owner)
+	j := &job{
+		owner:      owner,
+		sess:       sess,
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		clientCaps: s.ClientCaps,
+		client2026: &job2026{target: &upstreamTarget{Session: sess, Stateless: true}, params: params},
+		learn:      learn,
+		slot:       true,
+		// Its notifications go to the session the gateway holds.
+		clientSession: s.ID,
+	}
+	j.hidden = p.Task == nil
+	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
+		f.runner.unreserve()
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return
+	}
+	f.runner.start(j)
+	if p.Task != nil {
+		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+		return
+	}
+	// A plain call: the task is the gateway's alone; the call's stream
+	// carries its questions and, last, its outcome.
+	f.resultStream(w, r, msg, owner, j.task.ID, nil, nil)
+}
+
+// maxTTLms bounds a client's ttl before it becomes a Duration.
+const maxTTLms = float64(1<<62) / float64(time.Millisecond)
+
+// unknownStatelessSession answers 404 for a session id the gateway does
+// not know (ended, expired, or never issued) in front of a stateless
+// upstream, which has no sessions of its own: the client must initialize
+// again (Streamable HTTP, "Session Management"). It reports whether it
+// answered.
+func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
+	era, err := f.up.era(r.Context(), forwardedAuth(r))
+	if err != nil || !era.stateless {
+		return false
+	}
+	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, -32001, "Session not found: initialize again"))
+	return true
+}
+
+// endEmulated handles a GET or DELETE of a session the gateway holds (or,
+// in front of a stateless upstream, one it does not know: 404), and
+// reports whether it did.
+func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Mcp-Session-Id") == "" {
+		return false
+	}
+	s, err := f.sessionErr(r)
+	if s == nil && err == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
+		return f.unknownStatelessSession(w, r)
+	}
+	if !s.emulated() {
+		return false
+	}
+	switch r.Method {
+	case http.MethodDelete:
+		f.forgetSession(r)
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodGet:
+		// The session's stream carries what the gateway itself sends it:
+		// its tasks' status and progress notifications.
+		f.relayMerged(w, r, nil, s.ID)
+	default:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
+)
+
+// TestStatelessUpstreamSession: a 2025-11-25 client in front of a
+// stateless upstream: the gateway answers initialize itself (a session it
+// issues, any replica serving it; the upstream's serverInfo; tasks offered),
+// requests go upstream as 2026-07-28 ones, a plain call leaves no task in
+// tasks/list, a task-augmented call is the gateway's task, ping is answered
+// here, DELETE ends the session and a request of it then gets 404.
+func TestStatelessUpstreamSession(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) }
+	fl.add(pol)
+	fl.add(pol)
+	c := &mcpClient{t: t, urls: fl.urls}
+	c.initialize() // fails the test without a session id, 2025-11-25 and tasks
+
+	if r := c.call("ping", map[string]any{}); r.Error != nil || string(r.Result) != "{}" {
+		t.Errorf("ping: %+v %s", r.Error, r.Result)
+	}
+	r := c.call("tools/list", map[string]any{})
+	if r.Error != nil || !strings.Contains(string(r.Result), `"name":"slow","execution":{"taskSupport":"optional"}`) && !strings.Contains(string(r.Result), `"taskSupport":"optional"`) {
+		t.Errorf("tools/list: %+v %s", r.Error, r.Result)
+	}
+	if strings.Contains(string(r.Result), "resultType") {
+		t.Errorf("tools/list carries the 2026-07-28 resultType: %s", r.Result)
+	}
+	r = c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
+	if text, isErr, _ := resultText(t, r.Result); text != "hi" || isErr {
+		t.Errorf("echo: %+v %s", r.Error, r.Result)
+	}
+	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
+	c.waitStatus(task.TaskID, "completed")
+	r = c.call("tasks/list", map[string]any{})
+	var list struct {
+		Tasks []wireTask `json:"tasks"`
+	}
+	if err := json.Unmarshal(r.Result, &list); err != nil || len(list.Tasks) != 1 || list.Tasks[0].TaskID != task.TaskID {
+		t.Errorf("tasks/list = %s, want only the task (no task of the plain call)", r.Result)
+	}
+	if n := rec.Count("echo", testupstream.Called); n != 1 {
+		t.Errorf("the upstream ran echo %d times", n)
+	}
+
+	// DELETE ends the session on every replica.
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, fl.urls[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Errorf("DELETE: HTTP %d", resp.StatusCode)
+	}
+	// (The other replica's cache of the session is re-checked against
+	// Redis within its recheck interval.)
+	for _, u := range fl.urls {
+		one := &mcpClient{t: t, urls: []string{u}, sid: c.sid}
+		waitFor(t, func() bool {
+			resp := one.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusNotFound
+		})
+	}
+}
