@@ -21,12 +21,13 @@ package gateway
 //	                   call) or on tasks/result (a task), their answers the
 //	                   retry's inputResponses
 //	ping, logging/setLevel, notifications   answered here
-//	GET                the session's stream: its tasks' notifications (what
-//	                   the upstream's subscriptions/listen delivers is not
-//	                   relayed yet)
+//	GET                the session's stream: what the upstream's
+//	                   subscriptions/listen delivers (list changes), merged
+//	                   with the gateway's notifications of its tasks
 //	DELETE             the session forgotten
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -81,6 +82,8 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	for k, v := range res.Capabilities {
 		switch k {
 		case "extensions", "tasks", "logging": // the upstream's extensions and tasks are not this session's; logging/setLevel is answered here
+		case "resources":
+			caps[k] = withoutSubscribe(v) // resources/subscribe is gone in 2026-07-28
 		default:
 			caps[k] = v
 		}
@@ -105,6 +108,14 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
 	w.Header().Set("Mcp-Session-Id", s.ID)
 	mcpwire.WriteResult(w, msg.ID, out)
+}
+
+// withoutSubscribe is a resources capability without subscribe.
+func withoutSubscribe(v json.RawMessage) json.RawMessage {
+	if out, err := mcpwire.WithoutMember(v, "subscribe"); err == nil {
+		return out
+	}
+	return v
 }
 
 // statelessMeta is the per-request _meta of a 2026-07-28 request made for
@@ -308,6 +319,40 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 // maxTTLms bounds a client's ttl before it becomes a Duration.
 const maxTTLms = float64(1<<62) / float64(time.Millisecond)
 
+// listenFilter is what a 2025-11-25 client's GET stream may carry of a
+// stateless upstream's notifications: the list changes (resource updates
+// need resources/subscribe, which 2026-07-28 removed: not offered).
+var listenFilter = map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
+
+// listenUpstream opens the upstream's subscriptions/listen stream for the
+// session's GET stream, or returns nil when the upstream has none to give
+// (then the stream carries the gateway's notifications alone).
+func (f *front2025) listenUpstream(r *http.Request, s *sessionInfo) *http.Response {
+	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": listenFilter}), s)
+	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
+		"method": "subscriptions/listen", "params": params})
+	header := http.Header{}
+	for _, k := range []string{"Authorization"} {
+		if v := r.Header.Values(k); len(v) > 0 {
+			header[k] = v
+		}
+	}
+	header.Set("Content-Type", "application/json")
+	header.Set("Accept", "application/json, text/event-stream")
+	header.Set("Mcp-Protocol-Version", version2026)
+	header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := f.up.client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
+	if err != nil {
+		f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream")
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+		resp.Body.Close()
+		return nil
+	}
+	return resp
+}
+
 // unknownStatelessSession answers 404 for a session id the gateway does
 // not know (ended, expired, or never issued) in front of a stateless
 // upstream, which has no sessions of its own: the client must initialize
@@ -341,9 +386,10 @@ func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
 		f.forgetSession(r)
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:
-		// The session's stream carries what the gateway itself sends it:
-		// its tasks' status and progress notifications.
-		f.relayMerged(w, r, nil, s.ID)
+		// The session's stream: what the upstream's subscriptions/listen
+		// delivers (SEP-2575: it replaces the GET stream), merged with
+		// what the gateway itself sends (its tasks' status and progress).
+		f.relayMerged(w, r, f.listenUpstream(r, s), s.ID)
 	default:
 		return false
 	}

@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -76,5 +80,66 @@ func TestStatelessUpstreamSession(t *testing.T) {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusNotFound
 		})
+	}
+}
+
+// TestStatelessUpstreamSessionStream: the GET stream of a session the
+// gateway holds carries what the upstream's subscriptions/listen delivers
+// (here a tools/list_changed) and the gateway's own notifications of the
+// session's tasks (a task's status).
+func TestStatelessUpstreamSessionStream(t *testing.T) {
+	inner := testupstream.Handler(testupstream.Options{Stateless: true})
+	var listens atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+			var req struct {
+				Params struct {
+					Notifications map[string]any `json:"notifications"`
+				} `json:"params"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			if req.Params.Notifications["toolsListChanged"] != true {
+				http.Error(w, "no filter", http.StatusBadRequest)
+				return
+			}
+			listens.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	fl.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
+	c := &mcpClient{t: t, urls: fl.urls}
+	c.initialize()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fl.urls[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("GET: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
+	sawList, sawStatus := false, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !(sawList && sawStatus) {
+		line := sc.Text()
+		sawList = sawList || strings.Contains(line, "notifications/tools/list_changed")
+		sawStatus = sawStatus || strings.Contains(line, "notifications/tasks/status") && strings.Contains(line, task.TaskID)
+	}
+	if !sawList || !sawStatus || listens.Load() != 1 {
+		t.Errorf("GET stream: list_changed %v, task status %v, %d listens upstream", sawList, sawStatus, listens.Load())
 	}
 }
