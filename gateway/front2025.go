@@ -26,6 +26,7 @@ package gateway
 // upstreamHeader rewrites MCP-Protocol-Version on its requests.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,6 +142,27 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 	return false
 }
 
+// upstreamSession sends initialize to a stateless upstream and returns its
+// answer if it opened a session (a server of both eras), else nil.
+func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
+	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	if resp.Header.Get("Mcp-Session-Id") == "" || !rewritable(resp) {
+		resp.Body.Close()
+		return nil
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil || a.result == nil {
+		if a != nil {
+			a.close()
+		}
+		return nil
+	}
+	return a
+}
+
 // tasksCapability is the server capability the gateway adds: tasks/list,
 // tasks/cancel and task-augmented tools/call (MCP 2025-11-25, Tasks,
 // "Server Capabilities").
@@ -155,12 +177,6 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	var asked string
 	_ = json.Unmarshal(params["protocolVersion"], &asked)
 	clientCaps := params["capabilities"]
-	if era, err := f.up.era(r.Context(), forwardedAuth(r)); err == nil && era.stateless && f.store != nil {
-		// No initialize upstream: the gateway is the session
-		// (front2025_stateless.go).
-		f.initializeStateless(w, r, msg, params, asked)
-		return
-	}
 
 	body := msg.Raw
 	if stripped, ok := withoutTasks(clientCaps); ok {
@@ -183,8 +199,16 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	// naming a version the upstream does not know would make it refuse
 	// (MCP-Protocol-Version is for requests after initialization).
 	header := identityHeader(r.Header, "Mcp-Protocol-Version")
-	a := f.up.forwardForRewrite(w, r, msg, header, body)
-	if a == nil {
+	var a *answer
+	if era, err := f.up.era(r.Context(), forwardedAuth(r)); err == nil && era.stateless {
+		// A stateless upstream: a session of its own only if it gives one
+		// (a server of both eras may); else the gateway is the session
+		// (front2025_stateless.go).
+		if a = f.upstreamSession(r, msg, header, body); a == nil {
+			f.initializeStateless(w, r, msg, params, asked)
+			return
+		}
+	} else if a = f.up.forwardForRewrite(w, r, msg, header, body); a == nil {
 		return
 	}
 	defer a.close()

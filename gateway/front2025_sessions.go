@@ -49,9 +49,12 @@ type sessionInfo struct {
 	ClientVersion   string          // the version presented to the client
 	UpstreamVersion string          // the version the upstream chose
 	ClientCaps      json.RawMessage // the client's initialize capabilities
-	// ClientInfo is the client's clientInfo, for a session the gateway
-	// holds in front of a stateless upstream (front2025_stateless.go).
+	// ClientInfo is the client's clientInfo, and Principal the digest of
+	// the Authorization that opened the session ("" for none), for a
+	// session the gateway holds in front of a stateless upstream
+	// (front2025_stateless.go): only that principal may use it.
 	ClientInfo json.RawMessage
+	Principal  string
 
 	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
 	// noTasks: the client declared no capabilities.tasks, so with the
@@ -229,7 +232,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
-	info.ClientInfo = rec.ClientInfo
+	info.ClientInfo, info.Principal = rec.ClientInfo, rec.Principal
 	f.sessions.put(id, newSessionEntry(info, now))
 	return info, nil
 }
@@ -238,7 +241,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 // the client must not learn the session id.
 func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
 	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
-		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo}, sessionTTL)
+		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal}, sessionTTL)
 	if err != nil {
 		return err
 	}

@@ -28,9 +28,12 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -100,7 +103,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		out["instructions"] = res.Instructions
 	}
 	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
-	s.ClientInfo = clientInfo
+	s.ClientInfo, s.Principal = clientInfo, authOwner(r)
 	if err := f.recordSession(r.Context(), s); err != nil {
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return
@@ -161,6 +164,10 @@ func statelessSession(r *http.Request) *upstream.Session {
 // of a stateless upstream, and reports whether it did (else the 2025-11-25
 // front goes on: tasks/*, the answers to input requests).
 func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
+	if !s.ownedBy(r) {
+		writeSessionNotFound(w)
+		return true
+	}
 	switch msg.Kind {
 	case mcpwire.KindNotification:
 		// initialized, cancelled, roots/list_changed: nothing upstream to
@@ -198,12 +205,8 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 // emulatedForward sends a request to the stateless upstream and answers
 // with its response (tools/list rewritten as for any 2025-11-25 session).
 func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	id, err := jsonrpc.MakeID(jsonID(msg.ID))
-	if err != nil {
-		id = newUpstreamID()
-	}
 	resp, err := f.up.client.Call(methodCtx(r, msg), statelessSession(r),
-		&jsonrpc.Request{ID: id, Method: msg.MethodName(), Params: statelessParams(msg.Params, s)}, upstream.CallOptions{})
+		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s)}, upstream.CallOptions{})
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return
@@ -214,6 +217,13 @@ func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg 
 		mcpwire.WriteJSON(w, http.StatusOK, out)
 		return
 	}
+	if isInputRequired(resp) {
+		// MRTR on prompts/get or resources/read: the gateway drives input
+		// rounds for tools/call only.
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
+			"the upstream asked for input to answer "+msg.MethodName()+"; taskgate relays the upstream's questions only during tools/call"))
+		return
+	}
 	out.Result = withoutResultType(resp.Result)
 	if msg.MethodName() == "tools/list" {
 		if rewritten, err := f.toolsListResult(r.Context(), s, out.Result, false); err == nil && rewritten != nil {
@@ -221,18 +231,6 @@ func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg 
 		}
 	}
 	mcpwire.WriteJSON(w, http.StatusOK, out)
-}
-
-// jsonID is a raw JSON-RPC id as the value jsonrpc.MakeID takes.
-func jsonID(raw json.RawMessage) any {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	if f, ok := v.(float64); ok {
-		return int64(f)
-	}
-	return v
 }
 
 // withoutResultType drops the 2026-07-28 resultType a 2025-11-25 client
@@ -258,12 +256,15 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
+	f.up.toolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
 	d, learn := f.decider.decide(r.Context(), p.Name, kind)
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}
 	switch {
-	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025():
+	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(f.fb != nil && s.noTasks):
+		// (With the fallback tools a client without tasks sees such a
+		// tool as "optional": its plain call runs, held as any plain call.)
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
 			fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
 		return
@@ -300,20 +301,129 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// Its notifications go to the session the gateway holds.
 		clientSession: s.ID,
 	}
-	j.hidden = p.Task == nil
+	if p.Task == nil {
+		// A plain call: the task is the gateway's alone (not listed, no
+		// status notifications: no session to send them to), and the
+		// call's stream carries its progress, its questions and, last,
+		// its outcome.
+		j.hidden, j.clientSession = true, ""
+	}
 	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
 		f.runner.unreserve()
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return
 	}
-	f.runner.start(j)
 	if p.Task != nil {
+		f.runner.start(j)
 		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
 		return
 	}
-	// A plain call: the task is the gateway's alone; the call's stream
-	// carries its questions and, last, its outcome.
-	f.resultStream(w, r, msg, owner, j.task.ID, nil, nil)
+	// Watched before the worker starts: its first progress is not lost.
+	watch, err := f.store.Watch(r.Context(), owner, j.task.ID)
+	f.runner.start(j)
+	if err != nil {
+		f.abandonCall(owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return
+	}
+	defer watch.Close()
+	f.plainCallStream(w, r, msg, owner, j.task.ID, watch)
+}
+
+// plainCallStream answers a plain call held under a task: the upstream's
+// progress as it comes, its questions as server→client requests (their
+// answers come back as POSTed responses, on any replica), a comment now
+// and then while nothing else is sent, and the outcome as the call's
+// response. A client that goes away cancels the call.
+func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
+	ctx := r.Context()
+	sse := mcpwire.NewWriter(w)
+	tick := time.NewTicker(resyncInterval(f.store))
+	defer tick.Stop()
+	sent := map[string]bool{}
+	for {
+		t, err := f.store.Get(ctx, owner, id)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+			return
+		default:
+			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
+				_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(e)})
+				return
+			}
+		}
+		if t != nil && t.Status.Terminal() {
+			// Messages the worker sent before the outcome come first.
+			if relayUntilTerminal(ctx, watch, sse) != nil {
+				return
+			}
+			_ = sse.Send(plainOutcome(msg.ID, t))
+			return
+		}
+		if t != nil {
+			for _, key := range sortedInputKeys(t.InputRequests) {
+				if sent[key] {
+					continue
+				}
+				in := t.InputRequests[key]
+				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
+					f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+					return
+				}
+				sent[key] = true
+			}
+		}
+		for reread := false; !reread; {
+			select {
+			case <-ctx.Done():
+				f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+				return
+			case ev, ok := <-watch.C:
+				if !ok {
+					return
+				}
+				switch ev.Kind {
+				case taskstore.EventProgress:
+				case taskstore.EventMessage:
+					if err := sse.SendRaw([]byte(ev.Data)); err != nil {
+						f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+						return
+					}
+				default:
+					reread = true
+				}
+			case <-tick.C:
+				_ = sse.Comment("working") // a keep-alive for idle-timeout proxies
+				reread = true
+			}
+		}
+	}
+}
+
+// plainOutcome is the response to a plain call whose task ended: the
+// result as the upstream gave it (no task _meta, no 2026-07-28
+// resultType), or the error.
+func plainOutcome(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
+	if len(t.Error) > 0 && len(t.Result) == 0 {
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: t.Error}
+	}
+	if len(t.Result) == 0 {
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: internalError(t.StatusMessage)}
+	}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(withoutRelatedTask(t.Result))}
+}
+
+// abandonCall cancels a plain call's task whose client went away: its
+// worker cancels the upstream call, and the task does not wait for
+// answers nobody will send.
+func (f *front2025) abandonCall(owner, id, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
+		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+	}
 }
 
 // maxTTLms bounds a client's ttl before it becomes a Duration.
@@ -350,7 +460,50 @@ func (f *front2025) listenUpstream(r *http.Request, s *sessionInfo) *http.Respon
 		resp.Body.Close()
 		return nil
 	}
+	resp.Body = listChangesOnly(resp.Body)
 	return resp
+}
+
+// listChangesOnly is a subscriptions/listen stream as a 2025-11-25 GET
+// stream: its */list_changed notifications, without the 2026-07-28
+// subscription _meta; its acknowledgement, its closing response and
+// anything else are not the client's.
+func listChangesOnly(body io.ReadCloser) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		sr := mcpwire.NewReader(body, maxAnswerBytes)
+		for {
+			ev, err := sr.Next()
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			var n struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if len(ev.Data) == 0 || json.Unmarshal(ev.Data, &n) != nil || n.ID != nil || !strings.HasSuffix(n.Method, "/list_changed") {
+				continue
+			}
+			if _, err := pw.Write(mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, nil))); err != nil {
+				return
+			}
+		}
+	}()
+	return struct {
+		io.Reader
+		io.Closer
+	}{pr, closers{pr, body}}
+}
+
+// closers closes each in turn.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+	return nil
 }
 
 // unknownStatelessSession answers 404 for a session id the gateway does
@@ -363,9 +516,20 @@ func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Reque
 	if err != nil || !era.stateless {
 		return false
 	}
-	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, -32001, "Session not found: initialize again"))
+	writeSessionNotFound(w)
 	return true
 }
+
+// writeSessionNotFound answers a request of a session the gateway does not
+// hold for this client: 404, initialize again.
+func writeSessionNotFound(w http.ResponseWriter) {
+	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, -32001, "Session not found: initialize again"))
+}
+
+// ownedBy reports whether r comes from the principal that opened the
+// session (the same Authorization, or none for both): a session id alone
+// is not a credential.
+func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == authOwner(r) }
 
 // endEmulated handles a GET or DELETE of a session the gateway holds (or,
 // in front of a stateless upstream, one it does not know: 404), and
@@ -380,6 +544,10 @@ func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if !s.emulated() {
 		return false
+	}
+	if !s.ownedBy(r) {
+		writeSessionNotFound(w)
+		return true
 	}
 	switch r.Method {
 	case http.MethodDelete:

@@ -36,6 +36,15 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	if r := c.call("ping", map[string]any{}); r.Error != nil || string(r.Result) != "{}" {
 		t.Errorf("ping: %+v %s", r.Error, r.Result)
 	}
+	// The session id alone is no credential: another Authorization gets
+	// 404, as for an unknown session.
+	thief := &mcpClient{t: t, urls: fl.urls, sid: c.sid, auth: "Bearer someone-else"}
+	if resp := thief.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 9, "method": "ping"}); resp.StatusCode != http.StatusNotFound {
+		resp.Body.Close()
+		t.Errorf("another principal's request of the session: HTTP %d, want 404", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
 	r := c.call("tools/list", map[string]any{})
 	if r.Error != nil || !strings.Contains(string(r.Result), `"name":"slow","execution":{"taskSupport":"optional"}`) && !strings.Contains(string(r.Result), `"taskSupport":"optional"`) {
 		t.Errorf("tools/list: %+v %s", r.Error, r.Result)
@@ -105,7 +114,8 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 			listens.Add(1)
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
-			_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n")
+			_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"x\"}}}\n\n")
+			_, _ = io.WriteString(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"x\"}}}\n\n")
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
@@ -136,6 +146,9 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !(sawList && sawStatus) {
 		line := sc.Text()
+		if strings.Contains(line, "subscriptions/acknowledged") || strings.Contains(line, "subscriptionId") {
+			t.Errorf("the GET stream carries the 2026-07-28 subscription: %s", line)
+		}
 		sawList = sawList || strings.Contains(line, "notifications/tools/list_changed")
 		sawStatus = sawStatus || strings.Contains(line, "notifications/tasks/status") && strings.Contains(line, task.TaskID)
 	}

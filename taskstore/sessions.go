@@ -45,6 +45,9 @@ type Session struct {
 	// the gateway holds itself in front of a stateless upstream (every
 	// request it forwards names the client in _meta); empty otherwise.
 	ClientInfo json.RawMessage
+	// Principal is whose session it is (a digest of the Authorization that
+	// opened it) when the gateway holds it itself; empty otherwise.
+	Principal string
 	// CreatedAt is when the record was written.
 	CreatedAt time.Time
 	// Fallback: the session has had a task of the fallback task tools
@@ -61,6 +64,7 @@ const (
 	fSessCreated = "created"
 	fSessFallbk  = "fb"
 	fSessInfo    = "ci"
+	fSessPrinc   = "pr"
 )
 
 // session is a session's record: <prefix>:session:<sha256(id)[:32 hex]>.
@@ -86,6 +90,9 @@ func (s *Store) PutSession(ctx context.Context, sess Session, ttl time.Duration)
 			fSessCaps, string(caps), fSessCreated, s.nowMS()}
 		if len(sess.ClientInfo) > 0 {
 			fields = append(fields, fSessInfo, string(sess.ClientInfo))
+		}
+		if sess.Principal != "" {
+			fields = append(fields, fSessPrinc, sess.Principal)
 		}
 		p.HSet(ctx, key, fields...)
 		p.PExpire(ctx, key, ttl)
@@ -115,6 +122,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, error) {
 		UpstreamVersion:    m[fSessUp],
 		ClientCapabilities: json.RawMessage(m[fSessCaps]),
 		ClientInfo:         rawOrNil(m[fSessInfo]),
+		Principal:          m[fSessPrinc],
 		CreatedAt:          fromMS(created),
 		Fallback:           m[fSessFallbk] != "",
 	}, nil
