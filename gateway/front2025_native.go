@@ -467,13 +467,8 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		return
 	}
 	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
-	resp, err := f.up.client.Call(r.Context(), sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params}, upstream.CallOptions{})
-	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
-		return
-	}
-	if resp.Error != nil {
-		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params})
+	if !ok {
 		return
 	}
 	if !hasMember(resp.Result, "task") { // run as a plain call after all: the answer

@@ -66,13 +66,8 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	sess := &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
-	resp, err := f.up.client.Call(r.Context(), sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover}, upstream.CallOptions{})
-	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
-		return
-	}
-	if resp.Error != nil {
-		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover})
+	if !ok {
 		return
 	}
 	var res struct {
@@ -111,6 +106,22 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
 	w.Header().Set("Mcp-Session-Id", s.ID)
 	mcpwire.WriteResult(w, msg.ID, out)
+}
+
+// callFor sends req upstream on sess for the client's msg and returns the
+// response when it is a result; a failure or the upstream's JSON-RPC
+// error is answered to the client under msg's id (ok false).
+func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request) (resp *jsonrpc.Response, ok bool) {
+	resp, err := f.up.client.Call(methodCtx(r, msg), sess, req, upstream.CallOptions{})
+	if err != nil {
+		f.up.forwardFailed(w, r, msg, err)
+		return nil, false
+	}
+	if resp.Error != nil {
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(resp.Error)})
+		return nil, false
+	}
+	return resp, true
 }
 
 // withoutSubscribe is a resources capability without subscribe.
@@ -205,18 +216,12 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 // emulatedForward sends a request to the stateless upstream and answers
 // with its response (tools/list rewritten as for any 2025-11-25 session).
 func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	resp, err := f.up.client.Call(methodCtx(r, msg), statelessSession(r),
-		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s)}, upstream.CallOptions{})
-	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+	resp, ok := f.callFor(w, r, msg, statelessSession(r),
+		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s)})
+	if !ok {
 		return
 	}
 	out := mcpwire.Response{JSONRPC: "2.0", ID: msg.ID}
-	if resp.Error != nil {
-		out.Error = mcpwire.MustMarshal(resp.Error)
-		mcpwire.WriteJSON(w, http.StatusOK, out)
-		return
-	}
 	if isInputRequired(resp) {
 		// MRTR on prompts/get or resources/read: the gateway drives input
 		// rounds for tools/call only.
