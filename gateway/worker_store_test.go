@@ -107,6 +107,9 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		url := c.urls[0]
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
+		// The hook counts a lost reply after Redis ran the write, so a
+		// client may see its effect first: wait for the count.
+		waitFor(t, func() bool { return asked.failed.Load() >= 1 })
 		if n := asked.failed.Load(); n != 1 {
 			t.Fatalf("%d input-request writes lost their reply, want 1 (the test's premise)", n)
 		}
@@ -116,6 +119,7 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		answerAda(t, c, task.TaskID, d)
 		// The worker knows its write landed: the task counts as finished.
 		waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
+		waitFor(t, func() bool { return done.failed.Load() >= 2 && took.failed.Load() >= 1 })
 		if n := done.failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
 		}
