@@ -59,6 +59,11 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	if !statelessVersions[version] {
 		version = version2025
 	}
+	if len(params["capabilities"])+len(params["clientInfo"]) > maxSessionRecord {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			fmt.Sprintf("initialize: capabilities and clientInfo take more than %d bytes", maxSessionRecord)))
+		return
+	}
 	clientCaps, _ := withoutTasks(params["capabilities"])
 	clientInfo := params["clientInfo"]
 	if len(clientInfo) == 0 {
@@ -131,6 +136,10 @@ func withoutSubscribe(v json.RawMessage) json.RawMessage {
 	}
 	return v
 }
+
+// maxSessionRecord bounds what a session the gateway holds keeps of its
+// client (capabilities and clientInfo, verbatim, for 24 h).
+const maxSessionRecord = 64 << 10
 
 // statelessMeta is the per-request _meta of a 2026-07-28 request made for
 // a client: the protocol version, its info and its capabilities.
@@ -295,6 +304,11 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	sess := statelessSession(r)
 	owner := ownerOf(r)
 	ttl = taskTTL(d, ttl, owner)
+	if authOwner(r) == "" && (ttl <= 0 || ttl > anonymousTTL) {
+		// Without Authorization the session is anyone's to open (the
+		// gateway mints it): its tasks live as an anonymous client's do.
+		ttl = anonymousTTL
+	}
 	j := &job{
 		owner:      owner,
 		sess:       sess,

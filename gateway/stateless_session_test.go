@@ -57,6 +57,9 @@ func TestStatelessUpstreamSession(t *testing.T) {
 		t.Errorf("echo: %+v %s", r.Error, r.Result)
 	}
 	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
+	if task.TTL == nil || *task.TTL > anonymousTTL.Milliseconds() {
+		t.Errorf("an unauthenticated session's task lives %v ms, want at most %d", task.TTL, anonymousTTL.Milliseconds())
+	}
 	c.waitStatus(task.TaskID, "completed")
 	r = c.call("tasks/list", map[string]any{})
 	var list struct {
@@ -154,5 +157,21 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 	}
 	if !sawList || !sawStatus || listens.Load() != 1 {
 		t.Errorf("GET stream: list_changed %v, task status %v, %d listens upstream", sawList, sawStatus, listens.Load())
+	}
+}
+
+// TestStatelessUpstreamSessionBounds: what a session the gateway holds
+// keeps of its client is bounded.
+func TestStatelessUpstreamSessionBounds(t *testing.T) {
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	t.Cleanup(up.Close)
+	h := newFleet(t, up.URL+"/mcp").add(nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	big := strings.Repeat("x", 70<<10)
+	resp := rawPost(t, srv.URL+"/mcp", "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+big+`","version":"1"}}}`)
+	r := reply(t, resp)
+	if r.Error == nil || r.Error.Code != -32602 || resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("an initialize of %d bytes: %+v, session %q; want -32602 and no session", len(big), r.Error, resp.Header.Get("Mcp-Session-Id"))
 	}
 }
