@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -306,4 +308,82 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 		_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
 		return listed
 	})
+}
+
+// TestHeldUpstreamTask2026: a tool a stateless upstream runs only as its
+// own task (the tasks extension; -32021 without it). The gateway holds that
+// task under its own, for a 2026-07-28 client whose rule makes the tool
+// the gateway's (its questions in tasks/get, answered by tasks/update),
+// and for a 2025-11-25 client of a session the gateway holds (its
+// questions on tasks/result): the upstream's questions reach the client,
+// the answers reach the upstream's task, its result is the task's.
+func TestHeldUpstreamTask2026(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true, Recorder: rec}))
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "elicit2", policy.Task)) }
+	fl.add(pol)
+	fl.add(pol)
+
+	answers := map[string]any{
+		"name":  map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}},
+		"color": map[string]any{"action": "accept", "content": map[string]any{"color": "teal"}},
+	}
+	want := testupstream.Elicit2Text("Ada", "teal")
+
+	modern := &modernClient{t: t, urls: fl.urls, auth: "Bearer held"}
+	tk := modern.toolTask("elicit2", map[string]any{})
+	ir := modern.waitTask(tk.TaskID, "input_required")
+	responses := map[string]any{}
+	for k, in := range ir.InputRequests {
+		for q, a := range answers {
+			if strings.Contains(string(in.Params), testupstream.Elicit2Questions[q]) {
+				responses[k] = a
+			}
+		}
+	}
+	if len(responses) != 2 {
+		t.Fatalf("input requests %+v, want the upstream's two questions", ir.InputRequests)
+	}
+	if r := modern.call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
+		t.Fatalf("tasks/update: %+v", r.Error)
+	}
+	done := modern.waitTask(tk.TaskID, "completed")
+	if text, _, _ := resultText(t, done.Result); text != want {
+		t.Errorf("2026-07-28 client: result %s, want %q", done.Result, want)
+	}
+
+	// A 2025-11-25 client, the gateway its session: the questions come on
+	// tasks/result as elicitation requests.
+	legacy := &mcpClient{t: t, urls: fl.urls, auth: "Bearer held"}
+	legacy.initialize()
+	task := legacy.startTask("elicit2", map[string]any{}, nil)
+	legacy.waitStatus(task.TaskID, "input_required")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp := legacy.do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result", "params": map[string]any{"taskId": task.TaskID}})
+	var final rpcReply
+	readMessages(t, resp, func(m rpcReply) bool {
+		if m.Method == "elicitation/create" {
+			for q, a := range answers {
+				if strings.Contains(string(m.Params), testupstream.Elicit2Questions[q]) {
+					ans := legacy.do(ctx, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": a})
+					ans.Body.Close()
+				}
+			}
+			return true
+		}
+		if string(m.ID) == `"res"` {
+			final = m
+			return false
+		}
+		return true
+	})
+	if text, _, _ := resultText(t, final.Result); text != want {
+		t.Errorf("2025-11-25 client: tasks/result %s %+v, want %q", final.Result, final.Error, want)
+	}
+	if n := rec.Count("elicit2", testupstream.Called); n < 2 {
+		t.Errorf("the upstream ran elicit2 %d times", n)
+	}
 }

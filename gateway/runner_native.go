@@ -66,6 +66,9 @@ const resultRetries = 5
 // callUpstream sends req: through the upstream's task when it is
 // task-augmented, else as it is.
 func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
+	if sess.ID == "" && sess.ProtocolVersion == version2026 {
+		return rn.callStateless(ctx, sess, req, opts) // runner_native2026.go
+	}
 	if !viaUpstreamTask(req) {
 		return rn.up.Call(ctx, sess, req, opts)
 	}

@@ -9,7 +9,7 @@ package testupstream
 //   - server/discover declares the extension in capabilities.extensions;
 //   - a tools/call of a NativeTaskTools tool from a client that declares the
 //     extension is answered at once with a CreateTaskResult (resultType
-//     "task"); the tool runs in the background through the go-sdk handler,
+//     "task"); a NativeRequiredTools tool from one that does not gets -32021; the tool runs in the background through the go-sdk handler,
 //     its MRTR rounds (input_required) becoming the task's inputRequests;
 //   - tasks/get answers the DetailedTask (result, error or inputRequests
 //     inlined); tasks/update feeds inputResponses to the next round;
@@ -38,6 +38,11 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 
 // NativeTaskTools are the tools a NativeTasks upstream runs as tasks.
 var NativeTaskTools = map[string]bool{"slow": true, "elicit": true, "elicit2": true, "fail": true, "rpcerror": true}
+
+// NativeRequiredTools are the NativeTaskTools a NativeTasks upstream runs
+// only as tasks: a client that does not declare the extension gets -32021
+// naming it (SEP-2663, "Capability Negotiation").
+var NativeRequiredTools = map[string]bool{"elicit2": true}
 
 // NativeTaskTTL is the ttlMs of a NativeTasks upstream's tasks.
 const NativeTaskTTL = 60 * time.Second
@@ -94,6 +99,12 @@ func (n *nativeTasks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "tools/call":
 		var name string
 		_ = json.Unmarshal(m.Params["name"], &name)
+		if NativeRequiredTools[name] && !declaresExtension(m.Params) {
+			writeJSON(w, map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+				"code": -32021, "message": "Missing required client capability: " + name + " runs only as a task",
+				"data": map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}})
+			return
+		}
 		if !NativeTaskTools[name] || !declaresExtension(m.Params) {
 			n.pass(w, r, body)
 			return
