@@ -229,10 +229,66 @@ func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 }
 
 // upstreamTaskSupport is the execution.taskSupport the upstream itself
-// declared for tool ("" when absent or unknown).
+// declared for tool ("" when absent or unknown), as far as it holds: a tool
+// of an upstream that does not declare task-augmented tools/call (its
+// capabilities.tasks, when an initialize told) has none, whatever its
+// tools/list says (MCP 2025-11-25, Tasks, "Capabilities").
 func (d *decider) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
 	decl, _ := d.toolInfo(ctx, tool)
+	if declared, known := d.serverTasks.get(ctx, d.store); known && !declared {
+		return ""
+	}
 	return decl.ts
+}
+
+// serverTasks is whether the upstream declares task-augmented tools/call,
+// as the last initialize result a replica saw said, shared through the
+// store.
+type serverTasks struct {
+	mu       sync.Mutex
+	declared bool
+	known    bool
+	at       time.Time
+}
+
+func (s *serverTasks) get(ctx context.Context, store catalogStore) (declared, known bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.known && time.Since(s.at) < catalogFresh || store == nil {
+		return s.declared, s.known
+	}
+	if d, k, err := store.UpstreamTasks(ctx); err == nil {
+		s.declared, s.known, s.at = d, k, time.Now()
+	}
+	return s.declared, s.known
+}
+
+// learnServerCaps records what an upstream initialize result's
+// capabilities say of task-augmented tools/call.
+func (d *decider) learnServerCaps(ctx context.Context, caps json.RawMessage) {
+	var c struct {
+		Tasks *struct {
+			Requests struct {
+				Tools struct {
+					Call json.RawMessage `json:"call"`
+				} `json:"tools"`
+			} `json:"requests"`
+		} `json:"tasks"`
+	}
+	if json.Unmarshal(caps, &c) != nil {
+		return
+	}
+	declared := c.Tasks != nil && len(c.Tasks.Requests.Tools.Call) > 0 && string(c.Tasks.Requests.Tools.Call) != "null"
+	s := &d.serverTasks
+	s.mu.Lock()
+	changed := !s.known || s.declared != declared
+	s.declared, s.known, s.at = declared, true, time.Now()
+	s.mu.Unlock()
+	if changed && d.store != nil {
+		if err := d.store.SetUpstreamTasks(ctx, declared); err != nil {
+			d.log.Debug().Str("op", "initialize").Err(err).Msg("cannot record the upstream's tasks capability")
+		}
+	}
 }
 
 // discoverEvery bounds how often a replica lists the upstream's tools

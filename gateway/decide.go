@@ -33,9 +33,11 @@ type decider struct {
 	policy *policy.Current
 	lat    *policy.Latencies
 	tools  *toolCatalog
-	store  catalogStore // nil: nothing shared, nothing learned across replicas
-	sync   *latencySync // nil until startSync, and without a store
-	log    zerolog.Logger
+	// serverTasks: whether the upstream declares task-augmented tools/call.
+	serverTasks serverTasks
+	store       catalogStore // nil: nothing shared, nothing learned across replicas
+	sync        *latencySync // nil until startSync, and without a store
+	log         zerolog.Logger
 }
 
 // catalogStore is what the decider needs of the task store.
@@ -44,6 +46,8 @@ type catalogStore interface {
 	Tool(ctx context.Context, tool string) (taskstore.ToolInfo, bool, error)
 	PublishLatencies(ctx context.Context, replica string, hists map[string][]byte, keep time.Duration) error
 	LoadLatencies(ctx context.Context, except string, keep time.Duration) (map[string]map[string][]byte, error)
+	SetUpstreamTasks(ctx context.Context, declared bool) error
+	UpstreamTasks(ctx context.Context) (declared, known bool, err error)
 }
 
 func newDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *decider {
@@ -84,7 +88,7 @@ func (d *decider) native(ctx context.Context, tool string) (native, ruled bool) 
 	if !listed {
 		return false, false
 	}
-	return policy.Native(d.policy.Load(), decl.tool(tool), decl.ts)
+	return policy.Native(d.policy.Load(), decl.tool(tool), d.upstreamTaskSupport(ctx, tool))
 }
 
 // taskTTL is the ttl of a task the policy decided on: the rule's, else

@@ -314,7 +314,8 @@ func (f *front2026) nativeParams(ctx context.Context, tool string, params json.R
 	if target.Stateless {
 		return params
 	}
-	if decl, _ := f.up.toolDeclared(ctx, f.decider, target.Session, tool); !decl.ts.AllowsTask() {
+	f.up.toolDeclared(ctx, f.decider, target.Session, tool)
+	if !f.decider.upstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}
 	if out, err := withUpstreamTask(params, 0); err == nil {

@@ -387,3 +387,31 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 		t.Errorf("the upstream ran elicit2 %d times", n)
 	}
 }
+
+// TestNativeNeedsServerCapability: a tool is native only if the upstream
+// also declares task-augmented tools/call in its capabilities (MCP
+// 2025-11-25, Tasks); what one replica's initialize saw, another reads
+// from the store. Unknown (no initialize seen yet) trusts tools/list.
+func TestNativeNeedsServerCapability(t *testing.T) {
+	fl := newFleet(t, "http://127.0.0.1:1/mcp")
+	a, b := fl.add(nil), fl.add(nil)
+	ctx := t.Context()
+	a.decider.learnTools(ctx, map[string]toolDecl{"research": {ts: policy.TaskSupportRequired}})
+	if native, _ := a.decider.native(ctx, "research"); !native {
+		t.Fatal("with no initialize seen, a tool declaring taskSupport is native")
+	}
+	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
+	if native, _ := a.decider.native(ctx, "research"); native {
+		t.Error("an upstream without capabilities.tasks has native tools")
+	}
+	if native, _ := b.decider.native(ctx, "research"); native {
+		t.Error("the other replica did not read the capability from the store")
+	}
+	if ts := a.decider.upstreamTaskSupport(ctx, "research"); ts != "" {
+		t.Errorf("upstreamTaskSupport = %q, want none", ts)
+	}
+	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
+	if native, _ := a.decider.native(ctx, "research"); !native {
+		t.Error("an upstream declaring task-augmented tools/call has no native tools")
+	}
+}

@@ -40,8 +40,11 @@ type upstreamSide struct {
 	// tools/list answer declared (the decider).
 	observe    func(tool string, took time.Duration)
 	learnTools func(ctx context.Context, result json.RawMessage)
-	log        zerolog.Logger
-	keepAlive  time.Duration // Config.KeepAlive; 0: off (upstream_keepalive.go)
+	// learnServer records what an initialize result's capabilities say
+	// of tasks (decider.learnServerCaps).
+	learnServer func(ctx context.Context, caps json.RawMessage)
+	log         zerolog.Logger
+	keepAlive   time.Duration // Config.KeepAlive; 0: off (upstream_keepalive.go)
 
 	probe  eraProbe      // upstream_era.go
 	owners ownerSessions // upstream_owner.go
@@ -58,7 +61,7 @@ type ownerStore interface {
 }
 
 func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {
-	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, log: log, keepAlive: max(keepAlive, 0)}
+	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, learnServer: d.learnServerCaps, log: log, keepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}

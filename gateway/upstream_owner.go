@@ -183,6 +183,9 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 		}
 		return nil, err
 	}
+	if u.learnServer != nil {
+		u.learnServer(ctx, init.Capabilities)
+	}
 	next := &taskstore.OwnerSession{SessionID: sess.ID, ProtocolVersion: sess.ProtocolVersion, Init: init.Raw, CreatedAt: time.Now()}
 	if sess.ID == "" {
 		// A session upstream that gave no session id: nothing to share or reopen.

@@ -249,3 +249,34 @@ func rawOrNil(v string) json.RawMessage {
 	}
 	return json.RawMessage(v)
 }
+
+// serverTasksField is the field of the tools hash that records whether the
+// upstream declares task-augmented tools/call (its capabilities.tasks).
+const serverTasksField = "\x00server-tasks"
+
+// SetUpstreamTasks records whether the upstream, as its last initialize
+// said, declares task-augmented tools/call (MCP 2025-11-25,
+// capabilities.tasks.requests.tools.call).
+func (s *Store) SetUpstreamTasks(ctx context.Context, declared bool) error {
+	v := "0"
+	if declared {
+		v = "1"
+	}
+	if err := s.rdb.HSet(ctx, s.k.tools(), serverTasksField, v).Err(); err != nil {
+		return fmt.Errorf("taskstore: set upstream tasks: %w", classify(ctx, err))
+	}
+	return nil
+}
+
+// UpstreamTasks returns what SetUpstreamTasks recorded; known is false
+// when nothing was.
+func (s *Store) UpstreamTasks(ctx context.Context) (declared, known bool, err error) {
+	v, err := s.rdb.HGet(ctx, s.k.tools(), serverTasksField).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, false, nil
+	case err != nil:
+		return false, false, fmt.Errorf("taskstore: upstream tasks: %w", classify(ctx, err))
+	}
+	return v == "1", true, nil
+}
