@@ -24,6 +24,10 @@ package gateway
 //
 // The session then speaks 2025-11-25 to the client and V to the upstream:
 // upstreamHeader rewrites MCP-Protocol-Version on its requests.
+//
+// A stateless 2026-07-28 upstream (the era probe says so) that gives no
+// session of its own to the initialize: the gateway is the session
+// (front2025_stateless.go).
 
 import (
 	"bytes"

@@ -68,8 +68,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
 		if ts == policy.TaskSupportRequired {
-			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
-				fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
+			mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
 			return
 		}
 		if f.decider.upstreamTaskSupport(r.Context(), p.Name) == policy.TaskSupportRequired {
@@ -82,17 +81,13 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	if !ts.AllowsTask() {
-		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
-			fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", p.Name)))
+		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	var ttl time.Duration
-	if p.Task.TTL != nil {
-		if *p.Task.TTL < 0 || math.IsNaN(*p.Task.TTL) {
-			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "params.task.ttl must be a non-negative number of milliseconds"))
-			return
-		}
-		ttl = time.Duration(math.Min(*p.Task.TTL, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+	ttl, e := p.Task.ttl()
+	if e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
 	}
 	params, err := mcpwire.WithoutMember(msg.Params, "task")
 	if err != nil {
@@ -128,4 +123,22 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	f.runner.start(j)
 	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+}
+
+// "Tool-Level Negotiation": -32601 both for a plain call of a tool that
+// requires a task and for a task the tool does not support.
+func errNeedsTask(tool string) *mcpwire.Error {
+	return mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+		fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", tool))
+}
+
+func errNoTask(tool string) *mcpwire.Error {
+	return mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+		fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", tool))
+}
+
+// msDuration is a count of milliseconds from the wire as a Duration,
+// clamped where a Duration ends.
+func msDuration(ms float64) time.Duration {
+	return time.Duration(math.Min(ms, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -157,7 +158,7 @@ func keepFor(store interface {
 }, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
 	var asked time.Duration
 	if ttl != nil && *ttl > 0 {
-		asked = time.Duration(math.Min(*ttl, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
+		asked = msDuration(*ttl)
 	}
 	kept := store.UpstreamTaskTTL(asked)
 	if isAnonymous(owner) {
@@ -303,10 +304,15 @@ func notFoundError(msg json.RawMessage) bool {
 // lost marks rec failed for good, in the store (best effort: the next
 // request finds out again) and in rec.
 func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
+	markLost(ctx, f.store, f.log, rec, why)
+}
+
+// markLost is lost, for either front.
+func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
 	rec.Lost = why
-	f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(rec.Owner)).Msg(why)
-	if err := f.store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
-		f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
+	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(rec.Owner)).Msg(why)
+	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
+		log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
 	}
 }
 
@@ -326,7 +332,11 @@ func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec 
 
 // lostTask is the 2025-11-25 Task of an upstream task that was lost: what
 // the upstream last said of it, failed, with the reason.
-func lostTask(rec *taskstore.UpstreamTask) map[string]any {
+func lostTask(rec *taskstore.UpstreamTask) map[string]any { return failedRecord(rec, "ttl") }
+
+// failedRecord is the task object of rec as the upstream last gave it,
+// failed with rec.Lost; ttlKey names its ttl (null when it gave none).
+func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
 	t := map[string]any{}
 	_ = json.Unmarshal(rec.Task, &t)
 	t["taskId"] = rec.ID
@@ -336,8 +346,8 @@ func lostTask(rec *taskstore.UpstreamTask) map[string]any {
 	if _, ok := t["createdAt"]; !ok {
 		t["createdAt"] = wireTime(rec.Recorded)
 	}
-	if _, ok := t["ttl"]; !ok {
-		t["ttl"] = nil
+	if _, ok := t[ttlKey]; !ok {
+		t[ttlKey] = nil
 	}
 	return t
 }

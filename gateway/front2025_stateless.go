@@ -69,7 +69,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	if len(clientInfo) == 0 {
 		clientInfo = json.RawMessage(`{"name":"unknown","version":"0"}`)
 	}
-	sess := &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
+	sess := statelessSession(r)
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
 	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover})
 	if !ok {
@@ -279,17 +279,16 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(f.fb != nil && s.noTasks):
 		// (With the fallback tools a client without tasks sees such a
 		// tool as "optional": its plain call runs, held as any plain call.)
-		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
-			fmt.Sprintf("tool %q must be called as a task (execution.taskSupport is \"required\"): add params.task", p.Name)))
+		mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
 		return
 	case p.Task != nil && !d.TaskSupport.AllowsTask():
-		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
-			fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", p.Name)))
+		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	var ttl time.Duration
-	if p.Task != nil && p.Task.TTL != nil && *p.Task.TTL > 0 {
-		ttl = time.Duration(min(*p.Task.TTL, float64(maxTTLms))) * time.Millisecond
+	ttl, e := p.Task.ttl()
+	if e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
 	}
 	params, err := mcpwire.WithoutMember(msg.Params, "task")
 	if err != nil {
@@ -444,9 +443,6 @@ func (f *front2025) abandonCall(owner, id, why string) {
 		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
 	}
 }
-
-// maxTTLms bounds a client's ttl before it becomes a Duration.
-const maxTTLms = float64(1<<62) / float64(time.Millisecond)
 
 // listenFilter is what a 2025-11-25 client's GET stream may carry of a
 // stateless upstream's notifications: the list changes (resource updates

@@ -53,13 +53,8 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // discoverStateless relays a stateless upstream's DiscoverResult with the
 // extension and the gateway's versions added; anything else as it is.
 func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) {
-	if !rewritable(resp) {
-		f.up.relay(w, r, resp)
-		return
-	}
-	a, err := readAnswer(resp, msg.ID)
-	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
+	a := f.up.statelessAnswer(w, r, msg, resp)
+	if a == nil {
 		return
 	}
 	defer a.close()

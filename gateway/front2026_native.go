@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -80,18 +79,8 @@ func parseCreateTaskResult2026(result json.RawMessage) (*createdTask2026, error)
 // passNative2026 forwards a tools/call to the upstream as it is and
 // records the task its answer creates, if any.
 func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	resp, _, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
-	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
-		return
-	}
-	if !rewritable(resp) {
-		f.up.relay(w, r, resp)
-		return
-	}
-	a, err := readAnswer(resp, msg.ID)
-	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
+	a := f.up.askStateless(w, r, msg)
+	if a == nil {
 		return
 	}
 	defer a.close()
@@ -163,18 +152,8 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	resp, _, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
-	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
-		return true
-	}
-	if !rewritable(resp) {
-		f.up.relay(w, r, resp)
-		return true
-	}
-	a, err := readAnswer(resp, msg.ID)
-	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
+	a := f.up.askStateless(w, r, msg)
+	if a == nil {
 		return true
 	}
 	defer a.close()
@@ -182,11 +161,7 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
 		// says so: -32602 to an update or a cancel may refuse its params.
-		rec.Lost = taskLost
-		f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(owner)).Msg(taskLost)
-		if err := f.store.MarkUpstreamTaskLost(r.Context(), owner, id, taskLost); err != nil {
-			f.log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
-		}
+		markLost(r.Context(), f.store, f.log, rec, taskLost)
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
@@ -202,22 +177,11 @@ func (f *front2026) answerLost2026(w http.ResponseWriter, msg *mcpwire.Message, 
 		mcpwire.WriteResult(w, msg.ID, map[string]string{"resultType": "complete"})
 		return
 	}
-	t := map[string]any{}
-	_ = json.Unmarshal(rec.Task, &t)
+	t := failedRecord(rec, "ttlMs")
 	for _, k := range []string{"result", "inputRequests", "requestState"} {
 		delete(t, k)
 	}
 	t["resultType"] = "complete"
-	t["taskId"] = rec.ID
-	t["status"] = string(taskstore.StatusFailed)
-	t["statusMessage"] = rec.Lost
-	t["lastUpdatedAt"] = wireTime(time.Now())
 	t["error"] = map[string]any{"code": mcpwire.CodeInternalError, "message": rec.Lost}
-	if _, ok := t["createdAt"]; !ok {
-		t["createdAt"] = wireTime(rec.Recorded)
-	}
-	if _, ok := t["ttlMs"]; !ok {
-		t["ttlMs"] = nil
-	}
 	mcpwire.WriteResult(w, msg.ID, t)
 }

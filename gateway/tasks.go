@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -148,9 +149,24 @@ type toolsCallParams struct {
 	Arguments json.RawMessage `json:"arguments"`
 	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
 	// "Creating Tasks").
-	Task *struct {
-		TTL *float64 `json:"ttl"`
-	} `json:"task"`
+	Task *taskParam `json:"task"`
+}
+
+// taskParam is params.task of a task-augmented call.
+type taskParam struct {
+	TTL *float64 `json:"ttl"`
+}
+
+// ttl is the ttl the client asked for (0: none; nil receiver too), or the
+// error for one that is not a non-negative number of milliseconds.
+func (t *taskParam) ttl() (time.Duration, *mcpwire.Error) {
+	if t == nil || t.TTL == nil {
+		return 0, nil
+	}
+	if *t.TTL < 0 || math.IsNaN(*t.TTL) {
+		return 0, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "params.task.ttl must be a non-negative number of milliseconds")
+	}
+	return msDuration(*t.TTL), nil
 }
 
 // task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).

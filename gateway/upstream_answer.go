@@ -244,3 +244,30 @@ func identityHeader(header http.Header, drop ...string) http.Header {
 	}
 	return out
 }
+
+// askStateless sends a 2026-07-28 client's msg to a stateless upstream as
+// it is and reads the answer whole (statelessAnswer); nil means the client
+// was answered already.
+func (u *upstreamSide) askStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) *answer {
+	resp, _, err := u.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
+	if err != nil {
+		u.statelessFailure(w, r, msg, err)
+		return nil
+	}
+	return u.statelessAnswer(w, r, msg, resp)
+}
+
+// statelessAnswer reads a stateless upstream's answer to msg whole; an
+// answer it cannot read that way is relayed, or failed, and nil returned.
+func (u *upstreamSide) statelessAnswer(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) *answer {
+	if !rewritable(resp) {
+		u.relay(w, r, resp)
+		return nil
+	}
+	a, err := readAnswer(resp, msg.ID)
+	if err != nil {
+		u.statelessFailure(w, r, msg, err)
+		return nil
+	}
+	return a
+}
