@@ -108,6 +108,49 @@ func TestTypeScriptClientStatelessUpstream(t *testing.T) {
 	}
 }
 
+// TestTypeScriptClientStatelessNotifications: the TS SDK client's
+// session features in front of a stateless upstream, which has no session:
+// logging/setLevel (messages at or above it on the call), resources/subscribe
+// (the update on the session's GET stream, which the SDK opens itself), and
+// a call it aborts (notifications/cancelled: the upstream's tool is
+// cancelled). Across replicas: gateway/stateless_notify_test.go.
+func TestTypeScriptClientStatelessNotifications(t *testing.T) {
+	node := ensureJS(t)
+	rec := &testupstream.Recorder{}
+	up := newUpstream(t, testupstream.Options{Stateless: true, Notify: true, Recorder: rec})
+	g := startGateway(t, up, "--redis-url", "redis://"+redistest.Start(t))
+	raw := runScript(t, node, "notify.mjs", g.URL)
+	var out struct {
+		Error        string   `json:"error"`
+		Logs         []string `json:"logs"`
+		Updated      []string `json:"updated"`
+		LogResult    string   `json:"logResult"`
+		Slow         string   `json:"slow"`
+		Capabilities struct {
+			Logging   json.RawMessage `json:"logging"`
+			Resources struct {
+				Subscribe bool `json:"subscribe"`
+			} `json:"resources"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || out.Error != "" {
+		t.Fatalf("notify.mjs printed %s (%v)", raw, err)
+	}
+	if out.Capabilities.Logging == nil || !out.Capabilities.Resources.Subscribe {
+		t.Errorf("capabilities: logging %s, resources.subscribe %v; want both", out.Capabilities.Logging, out.Capabilities.Resources.Subscribe)
+	}
+	if want := []string{"info:info: ts", "error:error: ts"}; !slices.Equal(out.Logs, want) || out.LogResult != "logged" {
+		t.Errorf("log messages %q, result %q; want %q, logged", out.Logs, out.LogResult, want)
+	}
+	if len(out.Updated) == 0 || out.Updated[0] != testupstream.NoteURI {
+		t.Errorf("resource updates %q, want %s", out.Updated, testupstream.NoteURI)
+	}
+	if out.Slow != "aborted" {
+		t.Errorf("the aborted call: %s", out.Slow)
+	}
+	waitUntil(t, 10*time.Second, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
+}
+
 func checkTSOutcome(t *testing.T, out tsOutcome) {
 	t.Helper()
 	if out.Error != "" {
@@ -198,15 +241,22 @@ func ensureJS(t *testing.T) string {
 // runNode runs js/client.mjs against url and returns what it printed.
 func runNode(t *testing.T, node, url string) []byte {
 	t.Helper()
+	return runScript(t, node, "client.mjs", url)
+}
+
+// runScript runs the e2e script js/<script> with node against url and
+// returns what it printed.
+func runScript(t *testing.T, node, script, url string) []byte {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs", url)
+	cmd := exec.CommandContext(ctx, node, script, url)
 	cmd.Dir = "js"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node client.mjs %s: %v\nstdout: %s\nstderr: %s", url, err, out, stderr.Bytes())
+		t.Fatalf("node %s %s: %v\nstdout: %s\nstderr: %s", script, url, err, out, stderr.Bytes())
 	}
 	return bytes.TrimSpace(out)
 }

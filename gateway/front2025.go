@@ -47,6 +47,10 @@ type front2025 struct {
 	frontDeps
 	store    front2025Store
 	sessions *sessionCache // what each client session negotiated
+	// anonymous bounds what clients without Authorization make the
+	// gateway hold for them: the sessions it holds in front of a stateless
+	// upstream and their tasks (front2025_stateless.go).
+	anonymous AnonymousTasks
 }
 
 // front2025Store is what the 2025-11-25 front needs of the task store.
@@ -67,6 +71,16 @@ type front2025Store interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
+	// A session the gateway holds (front2025_stateless_stream.go).
+	SetSessionLogLevel(ctx context.Context, id, level string) error
+	SessionLogLevel(ctx context.Context, id string) (string, error)
+	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
+	SetSessionCall(ctx context.Context, id, reqID, taskID string) error
+	ClearSessionCall(ctx context.Context, id, reqID, taskID string) error
+	SessionCall(ctx context.Context, id, reqID string) (string, error)
+	AnnounceSession(ctx context.Context, id string, what taskstore.Status) error
+	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
+	ReleaseAnonymous(ctx context.Context, id, addr string) error
 	upstreamTaskStore
 }
 

@@ -477,7 +477,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		return
 	}
 	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params})
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params}, nil)
 	if !ok {
 		return
 	}

@@ -204,7 +204,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 	if e != nil && e.info != nil {
 		// Renew the record's TTL; a record gone means the session was
 		// deleted through another replica (or expired).
-		ok, err := f.store.TouchSession(ctx, id, sessionTTL)
+		ok, err := f.store.TouchSession(ctx, id, sessionIdle(e.info))
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -241,7 +241,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 // the client must not learn the session id.
 func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
 	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
-		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal}, sessionTTL)
+		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal}, sessionIdle(s))
 	if err != nil {
 		return err
 	}

@@ -20,20 +20,21 @@ package gateway
 //	                   server→client requests on the call's stream (a plain
 //	                   call) or on tasks/result (a task), their answers the
 //	                   retry's inputResponses
-//	ping, logging/setLevel, notifications   answered here
+//	ping, notifications   answered here
+//	logging/setLevel,  kept in the session's record and applied to every
+//	resources/(un)subscribe  request made for it, and to its GET stream
+//	                   (front2025_stateless_stream.go)
 //	GET                the session's stream: what the upstream's
-//	                   subscriptions/listen delivers (list changes), merged
-//	                   with the gateway's notifications of its tasks
-//	DELETE             the session forgotten
+//	                   subscriptions/listen delivers (list changes, resource
+//	                   updates, log messages), merged with the gateway's
+//	                   notifications of its tasks
+//	DELETE             the session forgotten, its GET streams ended
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -71,7 +72,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	sess := statelessSession(r)
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover})
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover}, nil)
 	if !ok {
 		return
 	}
@@ -84,10 +85,12 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	caps := map[string]json.RawMessage{}
 	for k, v := range res.Capabilities {
 		switch k {
-		case "extensions", "tasks", "logging": // the upstream's extensions and tasks are not this session's; logging/setLevel is answered here
-		case "resources":
-			caps[k] = withoutSubscribe(v) // resources/subscribe is gone in 2026-07-28
+		case "extensions", "tasks": // the upstream's extensions and tasks are not this session's
 		default:
+			// logging and resources.subscribe as the upstream declares
+			// them: the gateway turns logging/setLevel and
+			// resources/subscribe into its per-request log level and
+			// listen filter (front2025_stateless_stream.go).
 			caps[k] = v
 		}
 	}
@@ -104,7 +107,21 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
 	s.ClientInfo, s.Principal = clientInfo, authOwner(r)
+	if s.Principal == "" {
+		// Anyone can open such a session: it counts against the anonymous
+		// caps for its first idle lifetime, so one address cannot make
+		// Redis hold sessions without end.
+		err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), clientAddr(r), anonymousSessionTTL)
+		if err != nil {
+			f.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
+			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
+			return
+		}
+	}
 	if err := f.recordSession(r.Context(), s); err != nil {
+		if s.Principal == "" {
+			f.releaseAnonymous(r, s.ID)
+		}
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return
 	}
@@ -116,8 +133,10 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // callFor sends req upstream on sess for the client's msg and returns the
 // response when it is a result; a failure or the upstream's JSON-RPC
 // error is answered to the client under msg's id (ok false).
-func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.up.client.Call(methodCtx(r, msg), sess, req, upstream.CallOptions{})
+// onNote, when set, gets the upstream's notifications on the way.
+func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
+	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
+	resp, err := f.up.client.Call(methodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return nil, false
@@ -127,14 +146,6 @@ func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire
 		return nil, false
 	}
 	return resp, true
-}
-
-// withoutSubscribe is a resources capability without subscribe.
-func withoutSubscribe(v json.RawMessage) json.RawMessage {
-	if out, err := mcpwire.WithoutMember(v, "subscribe"); err == nil {
-		return out
-	}
-	return v
 }
 
 // maxSessionRecord bounds what a session the gateway holds keeps of its
@@ -155,9 +166,10 @@ func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMe
 }
 
 // statelessParams returns params as a 2026-07-28 request's for session s:
-// _meta gains the protocol version, the client's info and capabilities
-// (other _meta keys, a progressToken say, are kept).
-func statelessParams(params json.RawMessage, s *sessionInfo) json.RawMessage {
+// _meta gains the protocol version, the client's info and capabilities,
+// and the log level the client set, if any (other _meta keys, a
+// progressToken say, are kept).
+func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.RawMessage {
 	p := map[string]json.RawMessage{}
 	if len(params) > 0 && string(params) != "null" {
 		if json.Unmarshal(params, &p) != nil || p == nil {
@@ -169,6 +181,9 @@ func statelessParams(params json.RawMessage, s *sessionInfo) json.RawMessage {
 	caps, _ := withoutTasks(s.ClientCaps)
 	for k, v := range statelessMeta(s.ClientInfo, caps) {
 		meta[k] = v
+	}
+	if level != "" {
+		meta[metaLogLevel] = mcpwire.MustMarshal(level)
 	}
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p)
@@ -190,8 +205,11 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 	}
 	switch msg.Kind {
 	case mcpwire.KindNotification:
-		// initialized, cancelled, roots/list_changed: nothing upstream to
-		// tell (a cancelled call ends with its HTTP request).
+		// initialized, roots/list_changed: nothing upstream to tell (no
+		// session there); cancelled: the plain call's task is cancelled.
+		if msg.MethodName() == "notifications/cancelled" {
+			f.cancelPlainCall(r, msg, s)
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case mcpwire.KindResponse:
@@ -205,8 +223,12 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 		return false
 	}
 	switch method := msg.MethodName(); method {
-	case "ping", "logging/setLevel":
+	case "ping":
 		mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
+	case "logging/setLevel":
+		f.setLogLevel(w, r, msg, s)
+	case "resources/subscribe", "resources/unsubscribe":
+		f.subscribe(w, r, msg, s, method == "resources/subscribe")
 	case "initialize":
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest, "the session is already initialized"))
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
@@ -226,7 +248,12 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 // with its response (tools/list rewritten as for any 2025-11-25 session).
 func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	resp, ok := f.callFor(w, r, msg, statelessSession(r),
-		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s)})
+		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
+		func(n *jsonrpc.Request) { // its log messages: to the session's GET stream
+			if n.Method == "notifications/message" {
+				_ = f.store.PublishSession(context.WithoutCancel(r.Context()), s.ID, mcpwire.Notification(n.Method, n.Params))
+			}
+		})
 	if !ok {
 		return
 	}
@@ -295,7 +322,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	params = statelessParams(params, s)
+	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
 	if e := f.runner.admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -303,12 +330,24 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	sess := statelessSession(r)
 	owner := ownerOf(r)
 	ttl = taskTTL(d, ttl, owner)
-	if authOwner(r) == "" && (ttl <= 0 || ttl > anonymousTTL) {
+	var id, addr string
+	if authOwner(r) == "" {
 		// Without Authorization the session is anyone's to open (the
-		// gateway mints it): its tasks live as an anonymous client's do.
-		ttl = anonymousTTL
+		// gateway mints it): its tasks live, and are counted, as an
+		// anonymous client's are.
+		if ttl <= 0 || ttl > anonymousTTL {
+			ttl = anonymousTTL
+		}
+		id, addr = uuid.NewString(), clientAddr(r)
+		if err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, id, addr, ttl); err != nil {
+			f.runner.unreserve()
+			f.log.Warn().Str("op", "create").Str("tool", p.Name).Err(err).Msg("anonymous task refused")
+			mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+			return
+		}
 	}
 	j := &job{
+		id:         id,
 		owner:      owner,
 		sess:       sess,
 		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
@@ -328,6 +367,9 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	}
 	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
 		f.runner.unreserve()
+		if addr != "" {
+			_ = f.store.ReleaseAnonymous(context.WithoutCancel(r.Context()), id, addr)
+		}
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return
 	}
@@ -345,6 +387,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	defer watch.Close()
+	defer f.trackPlainCall(r, msg, s, j.task.ID)() // for notifications/cancelled
 	f.plainCallStream(w, r, msg, owner, j.task.ID, watch)
 }
 
@@ -444,83 +487,6 @@ func (f *front2025) abandonCall(owner, id, why string) {
 	}
 }
 
-// listenFilter is what a 2025-11-25 client's GET stream may carry of a
-// stateless upstream's notifications: the list changes (resource updates
-// need resources/subscribe, which 2026-07-28 removed: not offered).
-var listenFilter = map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
-
-// listenUpstream opens the upstream's subscriptions/listen stream for the
-// session's GET stream, or returns nil when the upstream has none to give
-// (then the stream carries the gateway's notifications alone).
-func (f *front2025) listenUpstream(r *http.Request, s *sessionInfo) *http.Response {
-	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": listenFilter}), s)
-	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
-		"method": "subscriptions/listen", "params": params})
-	header := http.Header{}
-	for _, k := range []string{"Authorization"} {
-		if v := r.Header.Values(k); len(v) > 0 {
-			header[k] = v
-		}
-	}
-	header.Set("Content-Type", "application/json")
-	header.Set("Accept", "application/json, text/event-stream")
-	header.Set("Mcp-Protocol-Version", version2026)
-	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.up.client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
-	if err != nil {
-		f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream")
-		return nil
-	}
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
-		resp.Body.Close()
-		return nil
-	}
-	resp.Body = listChangesOnly(resp.Body)
-	return resp
-}
-
-// listChangesOnly is a subscriptions/listen stream as a 2025-11-25 GET
-// stream: its */list_changed notifications, without the 2026-07-28
-// subscription _meta; its acknowledgement, its closing response and
-// anything else are not the client's.
-func listChangesOnly(body io.ReadCloser) io.ReadCloser {
-	pr, pw := io.Pipe()
-	go func() {
-		sr := mcpwire.NewReader(body, maxAnswerBytes)
-		for {
-			ev, err := sr.Next()
-			if err != nil {
-				pw.CloseWithError(err)
-				return
-			}
-			var n struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if len(ev.Data) == 0 || json.Unmarshal(ev.Data, &n) != nil || n.ID != nil || !strings.HasSuffix(n.Method, "/list_changed") {
-				continue
-			}
-			if _, err := pw.Write(mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, nil))); err != nil {
-				return
-			}
-		}
-	}()
-	return struct {
-		io.Reader
-		io.Closer
-	}{pr, closers{pr, body}}
-}
-
-// closers closes each in turn.
-type closers []io.Closer
-
-func (cs closers) Close() error {
-	for _, c := range cs {
-		_ = c.Close()
-	}
-	return nil
-}
-
 // unknownStatelessSession answers 404 for a session id the gateway does
 // not know (ended, expired, or never issued) in front of a stateless
 // upstream, which has no sessions of its own: the client must initialize
@@ -567,12 +533,16 @@ func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
 	switch r.Method {
 	case http.MethodDelete:
 		f.forgetSession(r)
+		f.announce(r, s.ID, taskstore.SessionEnded) // its GET streams, on any replica
+		if s.Principal == "" {
+			f.releaseAnonymous(r, s.ID)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:
 		// The session's stream: what the upstream's subscriptions/listen
 		// delivers (SEP-2575: it replaces the GET stream), merged with
 		// what the gateway itself sends (its tasks' status and progress).
-		f.relayMerged(w, r, f.listenUpstream(r, s), s.ID)
+		f.emulatedStream(w, r, s)
 	default:
 		return false
 	}

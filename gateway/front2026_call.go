@@ -209,12 +209,7 @@ func (f *front2026) setOwner(j *job, r *http.Request) {
 func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
 	ctx := context.WithoutCancel(r.Context())
 	if j.addr != "" {
-		life := ttl
-		if life <= 0 {
-			life = f.store.Options().DefaultTTL
-		}
-		expiry := f.store.Options().Clock().Add(life)
-		if err := f.store.ReserveAnonymous(ctx, j.id, j.addr, expiry, f.anonymous.Max, f.anonymous.PerAddress); err != nil {
+		if err := reserveAnonymous(ctx, f.store, f.anonymous, j.id, j.addr, ttl); err != nil {
 			f.log.Warn().Str("op", "create").Str("tool", tool).Err(err).Msg("anonymous task refused")
 			return err
 		}
@@ -228,6 +223,22 @@ func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.
 		_ = f.store.ReleaseAnonymous(ctx, j.id, j.addr)
 	}
 	return err
+}
+
+// anonymousStore is what counting against the anonymous caps needs.
+type anonymousStore interface {
+	Options() taskstore.Options
+	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
+}
+
+// reserveAnonymous counts id, made by a client without Authorization at
+// addr and living ttl (zero: the store's default task ttl), against the
+// caps (taskstore/anonymous.go).
+func reserveAnonymous(ctx context.Context, store anonymousStore, caps AnonymousTasks, id, addr string, ttl time.Duration) error {
+	if ttl <= 0 {
+		ttl = store.Options().DefaultTTL
+	}
+	return store.ReserveAnonymous(ctx, id, addr, store.Options().Clock().Add(ttl), caps.Max, caps.PerAddress)
 }
 
 // defaultTTL is the ttl of an extension task (the client asks for none):

@@ -88,7 +88,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
-	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache()}
+	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
 	h.runner = newRunner(runnerParams{
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,

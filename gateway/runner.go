@@ -57,6 +57,7 @@ type upstreamCaller interface {
 type taskNotifier interface {
 	statusChanged(ctx context.Context, t *taskstore.Task)
 	progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage)
+	logMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage)
 }
 
 // runnerParams are a runner's dependencies and settings.

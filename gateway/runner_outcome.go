@@ -37,15 +37,20 @@ func (run *taskRun) fail(msg string) {
 }
 
 // handleNotification records upstream progress on the task (latest
-// progress, statusMessage) and relays it to a 2025-11-25 client. Other upstream
-// notifications during a task are not relayed; neither is progress for a
-// 2026-07-28 client, which sees it as the statusMessage (SEP-2663).
+// progress, statusMessage) and relays it, and the upstream's log messages,
+// to a 2025-11-25 client. Other upstream notifications during a task are
+// not relayed; neither is progress for a 2026-07-28 client, which sees it
+// as the statusMessage (SEP-2663).
 func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
-	if n.Method != "notifications/progress" {
-		return
-	}
-	if err := rn.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
-		rn.notify.progress(ctx, j.owner, j.task, j.notifySession(), n.Params)
+	switch n.Method {
+	case "notifications/progress":
+		if err := rn.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
+			rn.notify.progress(ctx, j.owner, j.task, j.notifySession(), n.Params)
+		}
+	case "notifications/message":
+		// A log message (MCP "Logging"): the client's, as it comes; an
+		// upstream sends them only at the level the client asked for.
+		rn.notify.logMessage(ctx, j.owner, j.task, j.notifySession(), n.Params)
 	}
 }
 

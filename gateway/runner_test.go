@@ -35,6 +35,8 @@ func (s *statusLog) statusChanged(_ context.Context, t *taskstore.Task) {
 
 func (s *statusLog) progress(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
 
+func (s *statusLog) logMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+
 func (s *statusLog) seen() []taskstore.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()

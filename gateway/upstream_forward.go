@@ -131,7 +131,24 @@ func (u *upstreamSide) forwardFailed(w http.ResponseWriter, r *http.Request, msg
 		// Nothing to answer with a JSON-RPC response; say it in HTTP.
 		e.Status = http.StatusBadGateway
 	}
+	passChallenge(w, err, e)
 	mcpwire.WriteError(w, msg.ID, e)
+}
+
+// passChallenge makes e, the answer to a request the gateway made for the
+// client, the upstream's 401 or 403 with its WWW-Authenticate challenges
+// when that is what err is: the client's credentials were refused, and
+// only the status and challenge start its authorization flow (MCP
+// Authorization, "Authorization Server Discovery").
+func passChallenge(w http.ResponseWriter, err error, e *mcpwire.Error) {
+	var se *upstream.StatusError
+	if !errors.As(err, &se) || se.Status != http.StatusUnauthorized && se.Status != http.StatusForbidden {
+		return
+	}
+	e.Status = se.Status
+	if len(se.Authenticate) > 0 {
+		w.Header()["Www-Authenticate"] = se.Authenticate
+	}
 }
 
 // failHTTP answers a non-POST request whose upstream round trip failed.
@@ -159,6 +176,7 @@ func (u *upstreamSide) statelessFailure(w http.ResponseWriter, r *http.Request, 
 	}
 	e := rpcError(err, era2026)
 	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
+	passChallenge(w, err, e)
 	mcpwire.WriteError(w, msg.ID, e)
 }
 

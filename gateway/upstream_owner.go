@@ -277,6 +277,12 @@ var statelessMetaKeys = []string{metaProtocolVersion, metaClientInfo, metaClient
 // sessionParams returns params without the 2026-07-28 _meta keys (and
 // without _meta if nothing else was in it).
 func sessionParams(params json.RawMessage) json.RawMessage {
+	return withoutMetaKeys(params, statelessMetaKeys...)
+}
+
+// withoutMetaKeys is params without _meta's keys (and without _meta when
+// nothing else is left in it); params unchanged when it has none of them.
+func withoutMetaKeys(params json.RawMessage, keys ...string) json.RawMessage {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
 		return params
@@ -285,8 +291,12 @@ func sessionParams(params json.RawMessage) json.RawMessage {
 	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
 		return params
 	}
-	for _, k := range statelessMetaKeys {
+	n := len(meta)
+	for _, k := range keys {
 		delete(meta, k)
+	}
+	if len(meta) == n {
+		return params
 	}
 	if len(meta) == 0 {
 		delete(p, "_meta")

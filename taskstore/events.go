@@ -44,6 +44,9 @@ const (
 	// EventMessage carries a message for a client session in Data
 	// (PublishSession); it is not about a task's state.
 	EventMessage EventKind = "msg"
+	// EventSession says a session the gateway holds changed or ended
+	// (AnnounceSession): Status is SessionChanged or SessionEnded.
+	EventSession EventKind = "session"
 )
 
 // Event is one change notice. Status is the status after the change (empty

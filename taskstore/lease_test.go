@@ -273,6 +273,13 @@ func (z *zaddSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // entries.
 func TestLeasesIndexRescoreChunks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
+		// Thousands of leases in one pipeline: miniredis under the race
+		// detector on a busy machine takes longer than the suite's short
+		// read timeout, which is for tests of an unreachable Redis.
+		opts := *e.rdb.Options()
+		opts.ReadTimeout = 30 * time.Second
+		e.rdb = redis.NewClient(&opts)
+		defer e.rdb.Close()
 		s := New(e.rdb, Options{Clock: e.clock.Now, MaxTasksPerOwner: -1})
 		defer s.Close()
 		const n = 2*rescoreChunk + 1

@@ -53,6 +53,11 @@ type Session struct {
 	// Fallback: the session has had a task of the fallback task tools
 	// (MarkSessionFallback), so its tools/list shows them.
 	Fallback bool
+	// LogLevel is the level the client set with logging/setLevel, and
+	// Subscriptions the resources it subscribed to, sorted, for a session
+	// the gateway holds itself (session_state.go).
+	LogLevel      string
+	Subscriptions []string
 }
 
 // Session hash fields.
@@ -116,7 +121,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, error) {
 		return nil, fmt.Errorf("taskstore: get session %s: %w", id, ErrNoSession)
 	}
 	created, _ := strconv.ParseInt(m[fSessCreated], 10, 64)
+	level, subs := sessionState(m)
 	return &Session{
+		LogLevel:           level,
+		Subscriptions:      subs,
 		ID:                 id,
 		ClientVersion:      m[fSessClient],
 		UpstreamVersion:    m[fSessUp],

@@ -70,6 +70,10 @@ type StatusError struct {
 	URL    string
 	Status int
 	Body   string // at most 512 bytes of it, for the message
+	// Authenticate is the answer's WWW-Authenticate challenges on a 401 or
+	// 403, which a gateway answering for the upstream passes on (MCP
+	// Authorization: the client learns where to get a token from them).
+	Authenticate []string
 }
 
 func (e *StatusError) Error() string {
@@ -267,7 +271,11 @@ func (c *Client) checkStatus(resp *http.Response, s *Session) error {
 	if len(short) > 512 {
 		short = short[:512]
 	}
-	return &statusBodyError{StatusError: &StatusError{URL: c.URL(), Status: resp.StatusCode, Body: string(bytes.TrimSpace(short))}, body: body}
+	se := &StatusError{URL: c.URL(), Status: resp.StatusCode, Body: string(bytes.TrimSpace(short))}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		se.Authenticate = resp.Header.Values("WWW-Authenticate")
+	}
+	return &statusBodyError{StatusError: se, body: body}
 }
 
 // post sends one JSON-RPC message.

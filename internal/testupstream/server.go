@@ -42,6 +42,9 @@ type Options struct {
 	// its own, the tasks extension (nativetasks.go): NativeTaskTools run as
 	// tasks for clients that declare it.
 	NativeTasks bool
+	// Notify adds the logging capability, a subscribable resource and the
+	// log and touch tools (notify.go).
+	Notify bool
 	// ProtocolVersion is the newest protocol version this upstream speaks,
 	// e.g. "2025-06-18" to emulate an older server: initialize negotiates at
 	// most this version, and a request whose MCP-Protocol-Version header is
@@ -76,14 +79,22 @@ func NewServer(opts Options) *mcp.Server {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	impl := Implementation
-	s := mcp.NewServer(&impl, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Logger: logger,
-		// No logging capability: the tools never log, and an empty
-		// capability set keeps initialize results minimal and stable.
+		// No logging capability unless Notify: the other tools never log,
+		// and an empty capability set keeps initialize results minimal and
+		// stable.
 		Capabilities:              &mcp.ServerCapabilities{},
 		SupportedProtocolVersions: protocolVersions(opts.ProtocolVersion),
-	})
+	}
+	if opts.Notify {
+		notifyOptions(so)
+	}
+	s := mcp.NewServer(&impl, so)
 	addTools(s, opts.Recorder)
+	if opts.Notify {
+		addNotify(s, opts.Recorder)
+	}
 	if opts.Conformance {
 		addConformance(s, opts.Recorder)
 	}

@@ -39,13 +39,14 @@ func run() error {
 	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
 	conformance := flag.Bool("conformance", false, "also serve the conformance suite's tasks fixture tools (greet, slow_compute, failing_job, …)")
 	nativeTasks := flag.Bool("native-tasks", false, "with -stateless: run some tools as tasks of the upstream's own (the 2026-07-28 tasks extension)")
+	notify := flag.Bool("notify", false, "also serve logging, a subscribable resource (test://note) and the log and touch tools")
 	stdio := flag.Bool("stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC), with fault tools")
 	flag.Parse()
 	if *stdio {
 		return serveStdio(*version)
 	}
 
-	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version, NativeTasks: *nativeTasks, Conformance: *conformance}
+	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version, NativeTasks: *nativeTasks, Conformance: *conformance, Notify: *notify}
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -1,0 +1,406 @@
+package gateway
+
+// What a session the gateway holds in front of a stateless upstream
+// (front2025_stateless.go) changes after initialize, and its GET stream.
+//
+// 2026-07-28 dropped the session-scoped requests a 2025-11-25 client still
+// sends (changelog: logging/setLevel removed, resources/subscribe replaced
+// by subscriptions/listen's filter; SEP-2575). The gateway keeps their
+// effect in the session's record (taskstore/session_state.go), so every
+// replica applies it:
+//
+//	logging/setLevel        the level, sent as _meta
+//	                        "io.modelcontextprotocol/logLevel" on every
+//	                        request made for the session (SEP-2575: a server
+//	                        sends notifications/message only for requests
+//	                        that carry it); the messages reach the client on
+//	                        its call's stream, a task's on the GET stream
+//	resources/subscribe,    the URIs, sent as the listen filter's
+//	resources/unsubscribe   resourceSubscriptions
+//	notifications/cancelled the plain call it names (its task, found through
+//	                        the record) cancelled
+//	DELETE                  announced: every replica's GET stream of the
+//	                        session ends
+//
+// The GET stream is the upstream's subscriptions/listen stream, opened with
+// the session's filter and reopened whenever another request changes it
+// (an announcement on the session's channel), merged with the gateway's
+// own notifications of the session's tasks.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+const (
+	// maxSubscriptions bounds the resources one held session subscribes to.
+	maxSubscriptions = 256
+	// maxSubscriptionURI bounds one subscribed URI.
+	maxSubscriptionURI = 4096
+	// metaSubscriptionID tags a listen stream's notifications (2026-07-28
+	// schema, SubscriptionsListenResultMetaObject); not the client's.
+	metaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
+)
+
+// logLevels are MCP's LoggingLevel values (RFC 5424 severities).
+var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "warning": true,
+	"error": true, "critical": true, "alert": true, "emergency": true}
+
+// setLogLevel answers logging/setLevel of held session s: the level
+// recorded for every request made for it from now on.
+func (f *front2025) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+	var p struct {
+		Level string `json:"level"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || !logLevels[p.Level] {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			"logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
+		return
+	}
+	if err := f.store.SetSessionLogLevel(r.Context(), s.ID, p.Level); err != nil {
+		f.sessionStateFailed(w, r, msg, err)
+		return
+	}
+	f.announce(r, s.ID, taskstore.SessionChanged)
+	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
+}
+
+// subscribe answers resources/subscribe (on) and resources/unsubscribe of
+// held session s: the URI joins or leaves its GET stream's filter.
+func (f *front2025) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, on bool) {
+	method := msg.MethodName()
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || p.URI == "" {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, method+": params must name a uri"))
+		return
+	}
+	if len(p.URI) > maxSubscriptionURI {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			fmt.Sprintf("%s: the uri takes more than %d bytes", method, maxSubscriptionURI)))
+		return
+	}
+	changed, err := f.store.SubscribeSession(r.Context(), s.ID, p.URI, on, maxSubscriptions)
+	if errors.Is(err, taskstore.ErrTooManySubscriptions) {
+		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+			fmt.Sprintf("resources/subscribe: the session already has %d subscriptions; unsubscribe first", maxSubscriptions)))
+		return
+	}
+	if err != nil {
+		f.sessionStateFailed(w, r, msg, err)
+		return
+	}
+	if changed {
+		f.announce(r, s.ID, taskstore.SessionChanged)
+	}
+	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
+}
+
+// sessionStateFailed answers a request whose change to the session record
+// failed: gone (404, initialize again), or the store's error.
+func (f *front2025) sessionStateFailed(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
+	if errors.Is(err, taskstore.ErrNoSession) {
+		f.sessions.delete(r.Header.Get("Mcp-Session-Id"))
+		writeSessionNotFound(w)
+		return
+	}
+	mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+}
+
+// announce tells every replica's GET stream of session id what happened
+// (best effort: a stream that misses it re-reads at its next reopen).
+func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	defer cancel()
+	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
+		f.log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
+	}
+}
+
+// logLevelOf is the level held session s set, "" for none (or when the
+// store cannot tell now: the request goes without, so it gets no logs).
+func (f *front2025) logLevelOf(ctx context.Context, s *sessionInfo) string {
+	level, err := f.store.SessionLogLevel(ctx, s.ID)
+	if err != nil {
+		f.log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
+	}
+	return level
+}
+
+// cancelPlainCall cancels the plain call of held session s that
+// notifications/cancelled names (MCP "Cancellation"): its task, so the
+// worker aborts the upstream call. A call that already ended, or one the
+// gateway does not know, is ignored, as the spec asks of a receiver.
+func (f *front2025) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+		Reason    string          `json:"reason"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	id, err := f.store.SessionCall(r.Context(), s.ID, callKey(p.RequestID))
+	if err != nil || id == "" {
+		return
+	}
+	why := "the client cancelled the call"
+	if p.Reason != "" {
+		why += ": " + truncate(p.Reason, 200)
+	}
+	f.abandonCall(ownerOf(r), id, why)
+}
+
+// callKey is a JSON-RPC id as the record keys it: compact JSON, so the id
+// of notifications/cancelled finds the call whatever its spacing.
+func callKey(id json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, id) != nil {
+		return string(id)
+	}
+	return b.String()
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// emulatedStream serves the GET stream of held session s until the client
+// goes, the session ends, or the upstream's listen stream ends.
+func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	ctx := r.Context()
+	watch, err := f.store.WatchSession(ctx, s.ID)
+	if err != nil {
+		mcpwire.WriteError(w, nil, rpcError(err, era2025))
+		return
+	}
+	defer watch.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	write := func(ev []byte) bool {
+		if _, err := w.Write(ev); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	write(nil)
+	for {
+		rec, err := f.store.GetSession(ctx, s.ID)
+		if errors.Is(err, taskstore.ErrNoSession) {
+			return // deleted or expired: the client initializes again
+		}
+		var level string
+		var subs []string
+		if rec != nil {
+			level, subs = rec.LogLevel, rec.Subscriptions
+		}
+		lctx, stop := context.WithCancel(ctx)
+		events, readErr := f.openListen(lctx, r, s, level, subs)
+		reopen := false
+		for !reopen {
+			select {
+			case ev := <-events:
+				if !write(ev) {
+					stop()
+					return
+				}
+			case ev, ok := <-watch.C:
+				switch {
+				case !ok:
+					stop()
+					return
+				case ev.Kind == taskstore.EventMessage:
+					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+						stop()
+						return
+					}
+				case ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+					stop()
+					return
+				case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
+					reopen = true // the filter may have changed: listen again
+				}
+			case <-readErr:
+				stop()
+				return // the upstream ended its stream: so does this one
+			case <-ctx.Done():
+				stop()
+				return
+			}
+		}
+		stop()
+	}
+}
+
+// openListen opens the upstream's subscriptions/listen stream for held
+// session s with its filter (the list changes, subs) and log level, and
+// returns its events as a 2025-11-25 client's (listenEvent). When the
+// upstream has no stream to give, both channels stay silent: the GET
+// stream carries the gateway's notifications alone. Ending ctx closes it.
+func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionInfo, level string, subs []string) (<-chan []byte, <-chan error) {
+	events, readErr := make(chan []byte), make(chan error, 1)
+	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
+	if len(subs) > 0 {
+		filter["resourceSubscriptions"] = subs
+	}
+	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": filter}), s, level)
+	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
+		"method": "subscriptions/listen", "params": params})
+	header := forwardedAuth(r)
+	header.Set("Content-Type", "application/json")
+	header.Set("Accept", "application/json, text/event-stream")
+	header.Set("Mcp-Protocol-Version", version2026)
+	header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(body))
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream")
+		}
+		return events, readErr
+	}
+	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+		resp.Body.Close()
+		return events, readErr
+	}
+	go func() {
+		defer resp.Body.Close()
+		sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
+		for {
+			ev, err := sr.Next()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			out := listenEvent(ev.Data)
+			if out == nil {
+				continue
+			}
+			select {
+			case events <- out:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events, readErr
+}
+
+// listenEvent is one event of a subscriptions/listen stream as a
+// 2025-11-25 GET stream's, nil when it is not the client's: the
+// notifications it asked for (list changes, resource updates, log
+// messages) without the stream's subscription _meta. The stream's
+// acknowledgement and closing response are the gateway's.
+func listenEvent(data []byte) []byte {
+	var n struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if len(data) == 0 || json.Unmarshal(data, &n) != nil || n.ID != nil {
+		return nil
+	}
+	switch {
+	case strings.HasSuffix(n.Method, "/list_changed"):
+		n.Params = nil
+	case n.Method == "notifications/resources/updated", n.Method == "notifications/message":
+		n.Params = withoutMetaKeys(n.Params, metaSubscriptionID)
+	default:
+		return nil
+	}
+	return mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, n.Params))
+}
+
+// logMessage relays an upstream's notifications/message sent during task
+// t's call to the client (taskNotifier): a plain call's stream, or the
+// GET stream of the task's session. A 2026-07-28 client's task has
+// neither.
+func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+	if t.Protocol != taskstore.Protocol2025 {
+		return
+	}
+	if sessionID == "" {
+		_ = f.store.PublishTask(ctx, owner, t.ID, mcpwire.Notification("notifications/message", params))
+		return
+	}
+	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	_ = f.store.PublishSession(ctx, sessionID, msg)
+}
+
+// plainCallTimeout bounds the store writes that map a plain call's id to
+// its task.
+const plainCallTimeout = storeTimeout
+
+// trackPlainCall records the plain call msg of held session s as task
+// id, for notifications/cancelled; the returned func forgets it.
+func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
+	key := callKey(msg.ID)
+	if err := f.store.SetSessionCall(r.Context(), s.ID, key, id); err != nil {
+		f.log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
+		return func() {}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), plainCallTimeout)
+		defer cancel()
+		_ = f.store.ClearSessionCall(ctx, s.ID, key, id)
+	}
+}
+
+// sessionIdle is how long an idle held session's record lives: a day, an
+// hour for one opened without Authorization (anyone can open those, so
+// they are also counted against the anonymous caps, anonymousSessionTTL).
+func sessionIdle(s *sessionInfo) time.Duration {
+	if s.emulated() && s.Principal == "" {
+		return anonymousSessionTTL
+	}
+	return sessionTTL
+}
+
+// anonymousSessionTTL is sessionTTL for a held session opened without
+// Authorization.
+const anonymousSessionTTL = time.Hour
+
+// anonSessionSlot is the id a held session opened without Authorization
+// counts under in the anonymous caps (never a task's id).
+func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
+
+// releaseAnonymous gives back the anonymous caps' place of held session
+// id (its DELETE, or an initialize that failed after counting it).
+func (f *front2025) releaseAnonymous(r *http.Request, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	defer cancel()
+	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(id), clientAddr(r))
+}
+
+// anonymousSessionRefused is the answer to an initialize without
+// Authorization that the anonymous caps refuse.
+func anonymousSessionRefused(err error) *mcpwire.Error {
+	switch {
+	case errors.Is(err, taskstore.ErrTooManyFromAddress):
+		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
+			"too many sessions and tasks without Authorization from this address: end unused sessions (DELETE), wait (an hour at most), or send credentials")
+	case errors.Is(err, taskstore.ErrTooManyAnonymous):
+		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
+			"too many sessions and tasks of clients without Authorization right now: retry later, or send credentials")
+	}
+	return rpcError(err, era2025)
+}
