@@ -72,7 +72,7 @@ type front2025Store interface {
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
 	// A session the gateway holds (front2025_stateless_stream.go).
-	SetSessionLogLevel(ctx context.Context, id, level string) error
+	SetSessionLogLevel(ctx context.Context, id, level string) (bool, error)
 	SessionLogLevel(ctx context.Context, id string) (string, error)
 	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
 	SetSessionCall(ctx context.Context, id, reqID, taskID string) error
@@ -81,6 +81,7 @@ type front2025Store interface {
 	AnnounceSession(ctx context.Context, id string, what taskstore.Status) error
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
+	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
 	upstreamTaskStore
 }
 

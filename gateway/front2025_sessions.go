@@ -55,6 +55,9 @@ type sessionInfo struct {
 	// (front2025_stateless.go): only that principal may use it.
 	ClientInfo json.RawMessage
 	Principal  string
+	// Addr is the address that opened such a session without
+	// Authorization: its place in the anonymous caps is counted there.
+	Addr string
 
 	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
 	// noTasks: the client declared no capabilities.tasks, so with the
@@ -215,6 +218,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 			f.sessions.put(id, newSessionEntry(nil, now))
 			return nil, nil
 		}
+		f.renewAnonymous(ctx, e.info)
 		return e.info, nil
 	}
 	rec, err := f.store.GetSession(ctx, id)
@@ -232,7 +236,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
-	info.ClientInfo, info.Principal = rec.ClientInfo, rec.Principal
+	info.ClientInfo, info.Principal, info.Addr = rec.ClientInfo, rec.Principal, rec.Address
 	f.sessions.put(id, newSessionEntry(info, now))
 	return info, nil
 }
@@ -241,7 +245,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 // the client must not learn the session id.
 func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
 	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
-		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal}, sessionIdle(s))
+		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal, Address: s.Addr}, sessionIdle(s))
 	if err != nil {
 		return err
 	}

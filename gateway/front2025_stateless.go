@@ -108,10 +108,11 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
 	s.ClientInfo, s.Principal = clientInfo, authOwner(r)
 	if s.Principal == "" {
+		s.Addr = clientAddr(r)
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), clientAddr(r), anonymousSessionTTL)
+		err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
 			f.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
@@ -120,7 +121,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	if err := f.recordSession(r.Context(), s); err != nil {
 		if s.Principal == "" {
-			f.releaseAnonymous(r, s.ID)
+			f.releaseAnonymous(r, s)
 		}
 		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 		return
@@ -378,6 +379,9 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
 		return
 	}
+	// Recorded before anything else: a notifications/cancelled the client
+	// sends at once finds the call.
+	defer f.trackPlainCall(r, msg, s, j.task.ID)()
 	// Watched before the worker starts: its first progress is not lost.
 	watch, err := f.store.Watch(r.Context(), owner, j.task.ID)
 	f.runner.start(j)
@@ -387,7 +391,6 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	defer watch.Close()
-	defer f.trackPlainCall(r, msg, s, j.task.ID)() // for notifications/cancelled
 	f.plainCallStream(w, r, msg, owner, j.task.ID, watch)
 }
 
@@ -535,7 +538,7 @@ func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
 		f.forgetSession(r)
 		f.announce(r, s.ID, taskstore.SessionEnded) // its GET streams, on any replica
 		if s.Principal == "" {
-			f.releaseAnonymous(r, s.ID)
+			f.releaseAnonymous(r, s)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,11 +42,14 @@ import (
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 const (
-	// maxSubscriptions bounds the resources one held session subscribes to.
-	maxSubscriptions = 256
+	// maxSubscriptions bounds the resources one held session subscribes
+	// to, and maxAnonymousSubscriptions one opened without Authorization.
+	maxSubscriptions          = 256
+	maxAnonymousSubscriptions = 32
 	// maxSubscriptionURI bounds one subscribed URI.
 	maxSubscriptionURI = 4096
 	// metaSubscriptionID tags a listen stream's notifications (2026-07-28
@@ -68,11 +72,14 @@ func (f *front2025) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcp
 			"logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
 		return
 	}
-	if err := f.store.SetSessionLogLevel(r.Context(), s.ID, p.Level); err != nil {
+	changed, err := f.store.SetSessionLogLevel(r.Context(), s.ID, p.Level)
+	if err != nil {
 		f.sessionStateFailed(w, r, msg, err)
 		return
 	}
-	f.announce(r, s.ID, taskstore.SessionChanged)
+	if changed {
+		f.announce(r, s.ID, taskstore.SessionChanged)
+	}
 	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
 }
 
@@ -92,10 +99,14 @@ func (f *front2025) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			fmt.Sprintf("%s: the uri takes more than %d bytes", method, maxSubscriptionURI)))
 		return
 	}
-	changed, err := f.store.SubscribeSession(r.Context(), s.ID, p.URI, on, maxSubscriptions)
+	most := maxSubscriptions
+	if s.Principal == "" {
+		most = maxAnonymousSubscriptions
+	}
+	changed, err := f.store.SubscribeSession(r.Context(), s.ID, p.URI, on, most)
 	if errors.Is(err, taskstore.ErrTooManySubscriptions) {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
-			fmt.Sprintf("resources/subscribe: the session already has %d subscriptions; unsubscribe first", maxSubscriptions)))
+			fmt.Sprintf("resources/subscribe: the session already has %d subscriptions; unsubscribe first", most)))
 		return
 	}
 	if err != nil {
@@ -181,7 +192,8 @@ func truncate(s string, n int) string {
 }
 
 // emulatedStream serves the GET stream of held session s until the client
-// goes, the session ends, or the upstream's listen stream ends.
+// goes, the session ends, or the upstream's listen stream ends or refuses
+// the client's credentials.
 func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	ctx := r.Context()
 	watch, err := f.store.WatchSession(ctx, s.ID)
@@ -190,9 +202,8 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 		return
 	}
 	defer watch.Close()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(resyncInterval(f.store))
+	defer tick.Stop()
 	flusher, _ := w.(http.Flusher)
 	write := func(ev []byte) bool {
 		if _, err := w.Write(ev); err != nil {
@@ -203,23 +214,51 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 		}
 		return true
 	}
-	write(nil)
+	var cur listenState
+	started := false
+	// quiet counts the listens in a row that gave no stream, or one that
+	// ended before it delivered anything (an upstream with nothing to
+	// subscribe to answers at once, one that is down not at all): each
+	// waits twice as long as the one before to try again.
+	quiet := 0
 	for {
-		rec, err := f.store.GetSession(ctx, s.ID)
-		if errors.Is(err, taskstore.ErrNoSession) {
+		next, gone := f.listenStateOf(ctx, s, cur)
+		if gone {
+			if !started {
+				writeSessionNotFound(w)
+			}
 			return // deleted or expired: the client initializes again
 		}
-		var level string
-		var subs []string
-		if rec != nil {
-			level, subs = rec.LogLevel, rec.Subscriptions
-		}
+		cur = next
 		lctx, stop := context.WithCancel(ctx)
-		events, readErr := f.openListen(lctx, r, s, level, subs)
-		reopen := false
-		for !reopen {
+		events, readErr, refused := f.openListen(lctx, r, s, cur)
+		if refused != nil {
+			stop()
+			if !started {
+				// The upstream refuses the client's credentials: its 401 or
+				// 403 and challenge, so the client authorizes again.
+				e := rpcError(refused, era2025)
+				passChallenge(w, refused, e)
+				mcpwire.WriteError(w, nil, e)
+			}
+			return // a stream already open ends: the client reconnects, and learns it then
+		}
+		if !started {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			write(nil)
+			started = true
+		}
+		listening := events != nil
+		if !listening {
+			quiet++
+		}
+		retryAt := time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
+		for reopen := false; !reopen; {
 			select {
 			case ev := <-events:
+				quiet = 0 // a stream that delivers
 				if !write(ev) {
 					stop()
 					return
@@ -240,30 +279,94 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 				case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
 					reopen = true // the filter may have changed: listen again
 				}
+				if watch.Dropped(true) {
+					reopen = true // an announcement may be among the lost
+				}
+			case <-tick.C:
+				// Announcements are best effort: look at the record now and
+				// then, and listen again if the filter changed unannounced,
+				// or, now and then, if there is no stream from upstream.
+				next, gone := f.listenStateOf(ctx, s, cur)
+				changed := gone || !next.equal(cur)
+				if changed {
+					quiet = 0
+				}
+				reopen = changed || !listening && !time.Now().Before(retryAt)
 			case <-readErr:
-				stop()
-				return // the upstream ended its stream: so does this one
+				// The upstream ended its stream (a graceful close, or
+				// nothing to listen for): the gateway's notifications go on.
+				events, readErr, listening = nil, nil, false
+				quiet++
+				retryAt = time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
 			case <-ctx.Done():
 				stop()
 				return
 			}
 		}
 		stop()
+		// Changes already queued are in the record the next listen reads:
+		// a burst of them reopens it once, not once each.
+		for drained := false; !drained; {
+			select {
+			case ev, ok := <-watch.C:
+				switch {
+				case !ok, ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+					return
+				case ev.Kind == taskstore.EventMessage:
+					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+						return
+					}
+				}
+			default:
+				drained = true
+			}
+		}
 	}
 }
 
-// openListen opens the upstream's subscriptions/listen stream for held
-// session s with its filter (the list changes, subs) and log level, and
-// returns its events as a 2025-11-25 client's (listenEvent). When the
-// upstream has no stream to give, both channels stay silent: the GET
-// stream carries the gateway's notifications alone. Ending ctx closes it.
-func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionInfo, level string, subs []string) (<-chan []byte, <-chan error) {
-	events, readErr := make(chan []byte), make(chan error, 1)
-	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
-	if len(subs) > 0 {
-		filter["resourceSubscriptions"] = subs
+// maxListenRetry bounds how long a GET stream without an upstream listen
+// stream waits to try again.
+const maxListenRetry = 5 * time.Minute
+
+// listenState is what a held session's listen stream is opened with.
+type listenState struct {
+	level string
+	subs  []string
+}
+
+func (a listenState) equal(b listenState) bool {
+	return a.level == b.level && slices.Equal(a.subs, b.subs)
+}
+
+// listenStateOf reads held session s's level and subscriptions; gone
+// when its record is. When the store cannot tell now, last stands.
+func (f *front2025) listenStateOf(ctx context.Context, s *sessionInfo, last listenState) (st listenState, gone bool) {
+	rec, err := f.store.GetSession(ctx, s.ID)
+	switch {
+	case errors.Is(err, taskstore.ErrNoSession):
+		return last, true
+	case err != nil:
+		if ctx.Err() == nil {
+			f.log.Warn().Str("op", "listen").Err(err).Msg("cannot read the session's subscriptions; listening as before")
+		}
+		return last, false
 	}
-	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": filter}), s, level)
+	return listenState{level: rec.LogLevel, subs: rec.Subscriptions}, false
+}
+
+// openListen opens the upstream's subscriptions/listen stream for held
+// session s with its filter (the list changes, its subscriptions) and log
+// level, and returns its events as a 2025-11-25 client's (listenEvent).
+// events is nil when the upstream has no stream to give (the GET stream
+// then carries the gateway's notifications alone), and refused is set
+// when it refuses the client's credentials (401, 403). Ending ctx closes
+// it.
+func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionInfo, st listenState) (events <-chan []byte, readErr <-chan error, refused error) {
+	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
+	if len(st.subs) > 0 {
+		filter["resourceSubscriptions"] = st.subs
+	}
+	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": filter}), s, st.level)
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
 		"method": "subscriptions/listen", "params": params})
 	header := forwardedAuth(r)
@@ -274,35 +377,40 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
-			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream")
+			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
 		}
-		return events, readErr
+		return nil, nil, nil
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		resp.Body.Close()
+		return nil, nil, &upstream.StatusError{Status: resp.StatusCode, Authenticate: resp.Header.Values("WWW-Authenticate")}
 	}
 	if resp.StatusCode != http.StatusOK || !isStream(resp) {
 		resp.Body.Close()
-		return events, readErr
+		return nil, nil, nil
 	}
+	out, errc := make(chan []byte), make(chan error, 1)
 	go func() {
 		defer resp.Body.Close()
 		sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
 		for {
 			ev, err := sr.Next()
 			if err != nil {
-				readErr <- err
+				errc <- err
 				return
 			}
-			out := listenEvent(ev.Data)
-			if out == nil {
+			data := listenEvent(ev.Data)
+			if data == nil {
 				continue
 			}
 			select {
-			case events <- out:
+			case out <- data:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return events, readErr
+	return out, errc, nil
 }
 
 // listenEvent is one event of a subscriptions/listen stream as a
@@ -385,10 +493,22 @@ func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
 
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
-func (f *front2025) releaseAnonymous(r *http.Request, id string) {
+func (f *front2025) releaseAnonymous(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 	defer cancel()
-	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(id), clientAddr(r))
+	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(s.ID), s.Addr)
+}
+
+// renewAnonymous keeps the place of held session s, opened without
+// Authorization and still in use, in the anonymous caps for another idle
+// lifetime (lookupSession, each time it renews the record).
+func (f *front2025) renewAnonymous(ctx context.Context, s *sessionInfo) {
+	if !s.emulated() || s.Principal != "" || s.Addr == "" {
+		return
+	}
+	if err := f.store.RenewAnonymous(ctx, anonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
+		f.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
+	}
 }
 
 // anonymousSessionRefused is the answer to an initialize without

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -244,6 +246,25 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 	if first == "" || second == "" {
 		t.Fatalf("two anonymous sessions: %q %q", first, second)
 	}
+	// A session in use keeps its place past its first idle lifetime: each
+	// renewal of its record moves its place's expiry on.
+	slot := redis.NewClient(&redis.Options{Addr: fl.mr.Addr()})
+	defer slot.Close()
+	placeOf := func() float64 {
+		return slot.ZScore(context.Background(), "tg:{anon}:live", anonSessionSlot(first)).Val()
+	}
+	before := placeOf()
+	if before == 0 {
+		t.Fatal("the anonymous session has no place in the caps")
+	}
+	time.Sleep(emulatedRecheck + 100*time.Millisecond) // the replica's next look at the record renews it
+	ping := &mcpClient{t: t, urls: fl.urls, sid: first}
+	if r := ping.call("ping", map[string]any{}); r.Error != nil {
+		t.Fatal(r.Error.Message)
+	}
+	if after := placeOf(); after <= before {
+		t.Errorf("the session's place expires at %v after use, %v before: not renewed", after, before)
+	}
 	// The third place goes to a task of the first session.
 	c := &mcpClient{t: t, urls: fl.urls, sid: first}
 	c.startTask("slow", map[string]any{"seconds": 0.01}, nil)
@@ -307,4 +328,14 @@ func TestStatelessUpstreamChallenge(t *testing.T) {
 	refuse.Store(true) // the token expires
 	resp := c.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
 	check("tools/list after the token expired", resp)
+	// The GET stream too: its upstream listen is refused.
+	req, _ := http.NewRequest(http.MethodGet, fl.urls[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("Authorization", c.auth)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("GET after the token expired", resp)
 }

@@ -78,6 +78,28 @@ func (s *Store) ReserveAnonymous(ctx context.Context, id, addr string, expiry ti
 	return nil
 }
 
+// renewAnonCmd moves the expiry of a reserved place later, without the
+// caps' check: a place already held is kept, not taken anew. KEYS and
+// ARGV[1], ARGV[3] as reserveAnonCmd's.
+var renewAnonCmd = redis.NewScript(`
+for i = 1, 2 do
+  redis.call('ZADD', KEYS[i], 'GT', ARGV[3], ARGV[1])
+  local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[i], last[2])
+end
+return 1
+`)
+
+// RenewAnonymous keeps id's place in the anonymous caps until expiry (a
+// session without Authorization still in use): it counts as before, or
+// again if its place had lapsed, whatever the caps say now.
+func (s *Store) RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error {
+	if err := renewAnonCmd.Run(ctx, s.rdb, []string{s.k.anonLive(), s.k.anonAddr(addr)}, id, s.nowMS(), expiry.UnixMilli()).Err(); err != nil {
+		return fmt.Errorf("taskstore: renew anonymous place %s: %w", id, classify(ctx, err))
+	}
+	return nil
+}
+
 // ReleaseAnonymous gives back what ReserveAnonymous counted for id, for a
 // task that was not created after all.
 func (s *Store) ReleaseAnonymous(ctx context.Context, id, addr string) error {

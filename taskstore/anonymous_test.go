@@ -51,6 +51,30 @@ func TestReserveAnonymous(t *testing.T) {
 	})
 }
 
+// TestRenewAnonymous: a renewed place keeps counting past its first
+// expiry, even when the caps are full, and is never moved earlier.
+func TestRenewAnonymous(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		now := e.clock.Now()
+		if err := s.ReserveAnonymous(ctx, "session:a", "10.0.0.9", now.Add(time.Second), -1, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RenewAnonymous(ctx, "session:a", "10.0.0.9", now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RenewAnonymous(ctx, "session:a", "10.0.0.9", now.Add(2*time.Second)); err != nil { // earlier: ignored
+			t.Fatal(err)
+		}
+		e.elapse(5 * time.Second)
+		err := s.ReserveAnonymous(ctx, "session:b", "10.0.0.9", e.clock.Now().Add(time.Second), -1, 1)
+		wantErr(t, err, ErrTooManyFromAddress)
+		if ttl := e.rdb.PTTL(ctx, s.k.anonAddr("10.0.0.9")).Val(); ttl < 50*time.Minute {
+			t.Errorf("the address index expires in %v, before the renewed place", ttl)
+		}
+	})
+}
+
 // TestCreateWithID: a caller-minted id is the task's; one that is not a
 // UUID is refused.
 func TestCreateWithID(t *testing.T) {

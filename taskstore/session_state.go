@@ -78,9 +78,26 @@ func (s *Store) setSessionField(ctx context.Context, id, field, value string) er
 	return nil
 }
 
-// SetSessionLogLevel records the log level the client of session id set.
-func (s *Store) SetSessionLogLevel(ctx context.Context, id, level string) error {
-	return s.setSessionField(ctx, id, fSessLevel, level)
+// setLevelCmd sets the ll field of an existing session record. Reply: 1
+// changed, 0 already so, -1 no record.
+var setLevelCmd = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[1], 'll') == ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'll', ARGV[1])
+return 1
+`)
+
+// SetSessionLogLevel records the log level the client of session id set,
+// and reports whether it changed.
+func (s *Store) SetSessionLogLevel(ctx context.Context, id, level string) (bool, error) {
+	n, err := setLevelCmd.Run(ctx, s.rdb, []string{s.k.session(id)}, level).Int()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("taskstore: update session %s: %w", id, classify(ctx, err))
+	case n < 0:
+		return false, fmt.Errorf("taskstore: update session %s: %w", id, ErrNoSession)
+	}
+	return n == 1, nil
 }
 
 // SessionLogLevel returns the log level recorded for session id, "" when

@@ -14,7 +14,8 @@ func TestSessionState(t *testing.T) {
 		s := e.store(t)
 		_, err := s.SubscribeSession(ctx, "none", "test://a", true, 2)
 		wantErr(t, err, ErrNoSession)
-		wantErr(t, s.SetSessionLogLevel(ctx, "none", "info"), ErrNoSession)
+		_, err = s.SetSessionLogLevel(ctx, "none", "info")
+		wantErr(t, err, ErrNoSession)
 		wantErr(t, s.SetSessionCall(ctx, "none", "1", "task"), ErrNoSession)
 		if n, _ := s.rdb.Exists(ctx, s.k.session("none")).Result(); n != 0 {
 			t.Fatal("a change to a session without a record created one")
@@ -26,8 +27,10 @@ func TestSessionState(t *testing.T) {
 		if level, err := s.SessionLogLevel(ctx, "s1"); err != nil || level != "" {
 			t.Fatalf("level before any set: %q %v", level, err)
 		}
-		if err := s.SetSessionLogLevel(ctx, "s1", "warning"); err != nil {
-			t.Fatal(err)
+		for i, want := range []bool{true, false} { // the second time: no change
+			if changed, err := s.SetSessionLogLevel(ctx, "s1", "warning"); err != nil || changed != want {
+				t.Fatalf("set level #%d: changed %v %v, want %v", i, changed, err, want)
+			}
 		}
 		for _, c := range []struct {
 			uri      string

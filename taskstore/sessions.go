@@ -58,6 +58,9 @@ type Session struct {
 	// the gateway holds itself (session_state.go).
 	LogLevel      string
 	Subscriptions []string
+	// Address is the client address that opened a session the gateway
+	// holds without Authorization (its place in the anonymous caps).
+	Address string
 }
 
 // Session hash fields.
@@ -70,6 +73,7 @@ const (
 	fSessFallbk  = "fb"
 	fSessInfo    = "ci"
 	fSessPrinc   = "pr"
+	fSessAddr    = "ad"
 )
 
 // session is a session's record: <prefix>:session:<sha256(id)[:32 hex]>.
@@ -99,6 +103,9 @@ func (s *Store) PutSession(ctx context.Context, sess Session, ttl time.Duration)
 		if sess.Principal != "" {
 			fields = append(fields, fSessPrinc, sess.Principal)
 		}
+		if sess.Address != "" {
+			fields = append(fields, fSessAddr, sess.Address)
+		}
 		p.HSet(ctx, key, fields...)
 		p.PExpire(ctx, key, ttl)
 		return nil
@@ -125,6 +132,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*Session, error) {
 	return &Session{
 		LogLevel:           level,
 		Subscriptions:      subs,
+		Address:            m[fSessAddr],
 		ID:                 id,
 		ClientVersion:      m[fSessClient],
 		UpstreamVersion:    m[fSessUp],
