@@ -203,7 +203,7 @@ func (d *decider) learnTools(ctx context.Context, declared map[string]toolDecl) 
 // catalogFresh, else the store is read.
 func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 	now := time.Now()
-	local, known, fresh := d.tools.get(tool, now)
+	local, _, fresh := d.tools.get(tool, now)
 	if fresh || d.store == nil {
 		return local.decl, local.listed
 	}
@@ -215,13 +215,11 @@ func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 		return local.decl, local.listed // stale or absent, the best there is
 	}
 	if !ok {
-		if known {
-			return local.decl, local.listed
-		}
-		// Remember "not listed" too, briefly: without it every call of a
-		// tool nobody listed yet costs a Redis read.
-		d.tools.set(tool, catalogEntry{at: now.Add(catalogMissFresh - catalogFresh)})
-		return toolDecl{}, false
+		// Remember "not in the store" too, briefly: without it every call
+		// of a tool nobody listed yet (or whose entry the store lost)
+		// costs a Redis read. What this replica knew of it stands.
+		d.tools.set(tool, catalogEntry{decl: local.decl, listed: local.listed, at: now.Add(catalogMissFresh - catalogFresh)})
+		return local.decl, local.listed
 	}
 	decl := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations, output: info.OutputSchema}
 	d.tools.set(tool, catalogEntry{decl: decl, listed: true, at: now})
