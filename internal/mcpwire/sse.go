@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // Server-Sent Events (WHATWG HTML, "Server-sent events"), as MCP's
@@ -33,16 +34,50 @@ type Event struct {
 
 // Reader parses a text/event-stream body into events.
 type Reader struct {
-	br   *bufio.Reader
-	max  int
-	raw  bool
-	buf  bytes.Buffer // raw mode: the bytes of the event being read
-	data bytes.Buffer
+	src io.Reader
+	br  *bufio.Reader // nil after Release, until it is needed again
+	max int
+	raw bool
+	// Yield makes Next return an empty Event (no data, no error) instead
+	// of reading on past a blank line when nothing more is buffered, so
+	// that a caller can wait for the source apart (keep-alive comments
+	// included) before calling Next again.
+	Yield bool
+	buf   bytes.Buffer // raw mode: the bytes of the event being read
+	data  bytes.Buffer
 }
 
 // NewReader reads events of at most max bytes of data from r.
 func NewReader(r io.Reader, max int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+	return &Reader{src: r, br: bufio.NewReaderSize(r, readerSize), max: max}
+}
+
+// readerSize is a Reader's buffer: most events fit in it.
+const readerSize = 16 << 10
+
+// bufPool holds the buffers Release gave back.
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readerSize) }}
+
+// Release gives the reader's buffer back to a pool if it holds nothing
+// (Buffered is 0), until the reader needs one again: for a caller that
+// waits for the source apart between events (Yield), perhaps for long.
+// Call it only while the source has reported neither its end nor an error
+// (which the buffer would keep for Next).
+func (r *Reader) Release() {
+	if r.br != nil && r.br.Buffered() == 0 {
+		r.br.Reset(nil)
+		bufPool.Put(r.br)
+		r.br = nil
+	}
+}
+
+// buffer is the reader's buffer, from the pool after Release.
+func (r *Reader) buffer() *bufio.Reader {
+	if r.br == nil {
+		r.br = bufPool.Get().(*bufio.Reader)
+		r.br.Reset(r.src)
+	}
+	return r.br
 }
 
 // NewRawReader is NewReader keeping each event's raw bytes and non-data
@@ -54,9 +89,18 @@ func NewRawReader(r io.Reader, max int) *Reader {
 	return rd
 }
 
+// Buffered is how many bytes the reader holds that Next has not yet
+// consumed: 0 means the next event is read from r.
+func (r *Reader) Buffered() int {
+	if r.br == nil {
+		return 0
+	}
+	return r.br.Buffered()
+}
+
 // Rest reads what follows the last event Next returned, buffered bytes
 // first.
-func (r *Reader) Rest() io.Reader { return r.br }
+func (r *Reader) Rest() io.Reader { return r.buffer() }
 
 // Next returns the next event: its lines up to a blank line. A reader made
 // with NewReader returns only events with data (a comment such as a
@@ -82,6 +126,9 @@ func (r *Reader) Next() (Event, error) {
 				r.buf.Reset()
 				r.data.Reset()
 				lines, hasData, ev = 0, false, Event{}
+				if r.Yield && r.br.Buffered() == 0 {
+					return ev, nil
+				}
 				continue
 			}
 			if hasData {
@@ -123,7 +170,8 @@ func (r *Reader) Next() (Event, error) {
 // readLine returns one line without its terminator (LF or CRLF); a last
 // line without one is returned as a line, and the next call gets io.EOF.
 func (r *Reader) readLine() ([]byte, error) {
-	line, err := r.br.ReadSlice('\n')
+	br := r.buffer()
+	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		// A long line: gather it.
 		buf := bytes.Clone(line)
@@ -131,7 +179,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			if len(buf) > r.max {
 				return nil, fmt.Errorf("%w: a line longer than %d bytes", ErrTooLarge, r.max)
 			}
-			line, err = r.br.ReadSlice('\n')
+			line, err = br.ReadSlice('\n')
 			buf = append(buf, line...)
 		}
 		line = buf
