@@ -121,32 +121,50 @@ func Encode(req *jsonrpc.Request) (body []byte, name string, err error) {
 
 // call is Call that also returns the HTTP response headers.
 func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opts CallOptions) (*jsonrpc.Response, http.Header, error) {
-	if !req.ID.IsValid() {
-		return nil, nil, fmt.Errorf("upstream: call %s: request has no id", req.Method)
-	}
-	body := opts.Body
-	if body == nil {
-		var err error
-		if body, err = jsonrpc.EncodeMessage(req); err != nil {
-			return nil, nil, fmt.Errorf("upstream: encode %s: %w", req.Method, err)
-		}
+	body, err := encodeCall(req, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	resp, err := c.postNamed(ctx, s, req.Method, opts.Name, body)
 	if err != nil {
 		return nil, nil, err
 	}
+	r, err := c.answer(ctx, s, resp, req.ID, opts)
+	return r, resp.Header, err
+}
+
+// encodeCall is the body of a call of req: opts.Body, or req encoded.
+func encodeCall(req *jsonrpc.Request, opts CallOptions) ([]byte, error) {
+	if !req.ID.IsValid() {
+		return nil, fmt.Errorf("upstream: call %s: request has no id", req.Method)
+	}
+	if opts.Body != nil {
+		return opts.Body, nil
+	}
+	body, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: encode %s: %w", req.Method, err)
+	}
+	return body, nil
+}
+
+// answer reads the upstream's answer to request id from resp, and closes
+// resp's body.
+func (c *Client) answer(ctx context.Context, s *Session, resp *http.Response, id jsonrpc.ID, opts CallOptions) (*jsonrpc.Response, error) {
 	defer resp.Body.Close()
 	if err := c.checkStatus(resp, s); err != nil {
-		if r := c.errorAnswer(err, req.ID); r != nil {
-			return r, resp.Header, nil
+		if r := c.errorAnswer(err, id); r != nil {
+			return r, nil
 		}
-		return nil, resp.Header, err
+		return nil, err
 	}
-	var r *jsonrpc.Response
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch ct {
+	var (
+		r   *jsonrpc.Response
+		err error
+	)
+	switch mediaType(resp) {
 	case "text/event-stream":
-		r, err = c.readStream(ctx, s, resp.Body, req.ID, opts)
+		r, err = c.readStream(ctx, s, resp.Body, id, opts)
 		if err == nil {
 			drainStream(resp.Body)
 		}
@@ -159,49 +177,64 @@ func (c *Client) call(ctx context.Context, s *Session, req *jsonrpc.Request, opt
 		case len(data) > maxEventBytes:
 			err = &ProtocolError{URL: c.URL(), Err: fmt.Errorf("response larger than %d bytes", maxEventBytes)}
 		default:
-			r, err = c.decodeResponse(data, req.ID)
+			r, err = c.decodeResponse(data, id)
 		}
 	default:
 		err = &ProtocolError{URL: c.URL(), Err: fmt.Errorf("unexpected Content-Type %q for a request", resp.Header.Get("Content-Type"))}
 	}
-	return r, resp.Header, err
+	return r, err
+}
+
+// mediaType is resp's Content-Type without its parameters.
+func mediaType(resp *http.Response) string {
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return ct
 }
 
 // readStream consumes an SSE response until the response to id arrives.
 func (c *Client) readStream(ctx context.Context, s *Session, body io.Reader, id jsonrpc.ID, opts CallOptions) (*jsonrpc.Response, error) {
 	sr := mcpwire.NewReader(body, maxEventBytes)
 	for {
-		ev, err := sr.Next()
-		if err != nil {
-			if err == io.EOF {
-				return nil, c.broken(ctx, ErrNoResponse)
-			}
-			return nil, c.broken(ctx, err)
-		}
-		if len(ev.Data) == 0 {
-			continue // a comment (keep-alive), or an event without data
-		}
-		msg, err := jsonrpc.DecodeMessage(ev.Data)
-		if err != nil {
-			return nil, &ProtocolError{URL: c.URL(), Err: err}
-		}
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			if m.ID == id {
-				return m, nil
-			}
-			// A response to some other request on a shared stream: not ours.
-		case *jsonrpc.Request:
-			switch {
-			case m.ID.IsValid() && opts.OnRequest != nil:
-				opts.OnRequest(m)
-			case m.ID.IsValid():
-				c.refuse(ctx, s, m)
-			case opts.OnNotification != nil:
-				opts.OnNotification(m)
-			}
+		if r, err, end := c.nextEvent(ctx, s, sr, id, opts); end {
+			return r, err
 		}
 	}
+}
+
+// nextEvent reads one event of an SSE response and acts on it; end says
+// the call is over: r is the response to id, or err why there is none.
+func (c *Client) nextEvent(ctx context.Context, s *Session, sr *mcpwire.Reader, id jsonrpc.ID, opts CallOptions) (r *jsonrpc.Response, err error, end bool) {
+	ev, err := sr.Next()
+	if err != nil {
+		if err == io.EOF {
+			return nil, c.broken(ctx, ErrNoResponse), true
+		}
+		return nil, c.broken(ctx, err), true
+	}
+	if len(ev.Data) == 0 {
+		return nil, nil, false // a comment (keep-alive), or an event without data
+	}
+	msg, err := jsonrpc.DecodeMessage(ev.Data)
+	if err != nil {
+		return nil, &ProtocolError{URL: c.URL(), Err: err}, true
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		if m.ID == id {
+			return m, nil, true
+		}
+		// A response to some other request on a shared stream: not ours.
+	case *jsonrpc.Request:
+		switch {
+		case m.ID.IsValid() && opts.OnRequest != nil:
+			opts.OnRequest(m)
+		case m.ID.IsValid():
+			c.refuse(ctx, s, m)
+		case opts.OnNotification != nil:
+			opts.OnNotification(m)
+		}
+	}
+	return nil, nil, false
 }
 
 // refuse answers a server→client request nobody handles, so the upstream
@@ -286,6 +319,21 @@ func (c *Client) post(ctx context.Context, s *Session, method string, body []byt
 // postNamed is post with the request's Mcp-Name given (name; "": read from
 // body).
 func (c *Client) postNamed(ctx context.Context, s *Session, method, name string, body []byte) (*http.Response, error) {
+	req, span, err := c.newPost(ctx, s, method, name, body)
+	if err != nil {
+		return nil, err
+	}
+	if method == "" {
+		method = "response"
+	}
+	resp, err := c.roundTrip(c.own, req, method)
+	endSpan(span, resp, err)
+	return resp, err
+}
+
+// newPost is the request of post, and its client span (nil without a
+// tracer), which the caller ends (endSpan).
+func (c *Client) newPost(ctx context.Context, s *Session, method, name string, body []byte) (*http.Request, trace.Span, error) {
 	var span trace.Span
 	if c.tracer != nil {
 		name := method
@@ -300,7 +348,7 @@ func (c *Client) postNamed(ctx context.Context, s *Session, method, name string,
 	req, err := c.newRequest(ctx, http.MethodPost, bytes.NewReader(body))
 	if err != nil {
 		endSpan(span, nil, err)
-		return nil, err
+		return nil, nil, err
 	}
 	h := req.Header
 	if s != nil {
@@ -327,15 +375,10 @@ func (c *Client) postNamed(ctx context.Context, s *Session, method, name string,
 			h.Set("Mcp-Name", HeaderValue(name))
 		}
 	}
-	if method == "" {
-		method = "response"
-	}
 	if span != nil {
 		inject(ctx, h)
 	}
-	resp, err := c.roundTrip(c.own, req, method)
-	endSpan(span, resp, err)
-	return resp, err
+	return req, span, nil
 }
 
 // Respond posts the answer to a server→client request on session s.

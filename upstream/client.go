@@ -290,15 +290,24 @@ func (c *Client) setHeader(h http.Header) {
 // unreachable upstream in the error.
 func (c *Client) roundTrip(rt http.RoundTripper, req *http.Request, method string) (*http.Response, error) {
 	observe := c.observe.Load()
+	var start time.Time
+	if observe != nil {
+		start = time.Now()
+	}
+	resp, err := rt.RoundTrip(req)
+	return c.observed(observe, req.Context(), method, start, resp, err)
+}
+
+// observed is the end of roundTrip, once the response headers arrived or
+// the exchange failed (started at start; ctx is the request's): observe,
+// when set, hears of it, and an error names the unreachable upstream.
+func (c *Client) observed(observe *func(Observation), ctx context.Context, method string, start time.Time, resp *http.Response, err error) (*http.Response, error) {
 	if observe == nil {
-		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			return nil, c.unreachable(err)
 		}
 		return resp, nil
 	}
-	start := time.Now()
-	resp, err := rt.RoundTrip(req)
 	o := Observation{Method: method, Took: time.Since(start), Err: err}
 	if resp != nil {
 		o.Status = resp.StatusCode
@@ -306,7 +315,7 @@ func (c *Client) roundTrip(rt http.RoundTripper, req *http.Request, method strin
 	if err != nil {
 		err = c.unreachable(err)
 	}
-	if req.Context().Err() == nil {
+	if ctx.Err() == nil {
 		(*observe)(o)
 	}
 	return resp, err

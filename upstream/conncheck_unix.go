@@ -38,3 +38,38 @@ func connCheck(conn net.Conn, tlsConn bool) bool {
 	})
 	return err == nil && alive
 }
+
+// canWait: waitReadable can watch a socket here.
+const canWait = true
+
+// waitReadable returns once conn's socket has bytes to read, has ended or
+// failed, or was closed: the netpoller's wait, through a peek that reads
+// nothing, so whoever reads conn next finds what it would have found. It
+// returns at once for a connection that is not a socket.
+func waitReadable(conn net.Conn) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Read(readable)
+}
+
+// readable is waitReadable's test of the socket: true (stop waiting)
+// unless reading it now would block.
+func readable(fd uintptr) bool {
+	var b [1]byte
+	for {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK):
+			return false
+		}
+		return true // bytes, the end of the stream, or an error
+	}
+}

@@ -40,12 +40,16 @@ type connTransport struct {
 	reaper *time.Timer         // closes expired idle connections; nil when none are idle
 }
 
-// pconn is one connection with its read buffer, which lives as long as the
-// connection (a response is read through it, and what the server sent
-// after a response stays in it). The write buffer is pooled.
+// pconn is one connection. Its read buffer is taken from a pool when a
+// response is to be read and given back once the response was read to its
+// end with nothing after it, so neither an idle connection nor one whose
+// request waits for the upstream's first byte holds one (a held task's
+// call waits so for as long as the tool runs). A buffer still holding
+// bytes stays with its connection (alive then refuses to reuse it). The
+// write buffer is pooled too.
 type pconn struct {
 	conn   net.Conn
-	br     *bufio.Reader
+	br     *bufio.Reader // nil: no buffer taken (nothing buffered)
 	key    string
 	idleAt time.Time
 }
@@ -55,7 +59,31 @@ const (
 	connWriteBuffer = 2 << 10 // as NewTransport's WriteBufferSize
 )
 
-var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connWriteBuffer) }}
+var (
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connWriteBuffer) }}
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, connReadBuffer) }}
+)
+
+// reader is pc's read buffer, taken from the pool if it has none.
+func (pc *pconn) reader() *bufio.Reader {
+	if pc.br == nil {
+		pc.br = readerPool.Get().(*bufio.Reader)
+		pc.br.Reset(pc.conn)
+	}
+	return pc.br
+}
+
+// releaseReader gives pc's read buffer back to the pool if it holds
+// nothing. Only the goroutine reading pc may call it, and only when no
+// reader of a response (whose body reads through the buffer) will read
+// again.
+func (pc *pconn) releaseReader() {
+	if pc.br != nil && pc.br.Buffered() == 0 {
+		pc.br.Reset(nil)
+		readerPool.Put(pc.br)
+		pc.br = nil
+	}
+}
 
 func newConnTransport(opts Options, fallback http.RoundTripper) *connTransport {
 	dial := opts.dialTimeout()
@@ -85,10 +113,7 @@ func connKey(req *http.Request) (key, addr string) {
 }
 
 func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if p, err := http.ProxyFromEnvironment(req); p != nil || err != nil {
-		return t.fallback.RoundTrip(req)
-	}
-	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+	if t.standard(req) {
 		return t.fallback.RoundTrip(req)
 	}
 	if err := checkHeader(req.Header); err != nil {
@@ -107,22 +132,9 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.Body = body
 			req = &r
 		}
-		var pc *pconn
-		reused := false
-		if attempt == 0 {
-			// An idle connection the server closed meanwhile is dropped
-			// before anything is written on it, so that no request needs
-			// to be sent twice on its account.
-			for pc = t.getIdle(key); pc != nil && !pc.alive(); pc = t.getIdle(key) {
-				pc.conn.Close()
-			}
-			reused = pc != nil
-		}
-		if pc == nil {
-			var err error
-			if pc, err = t.dial(ctx, req, key, addr); err != nil {
-				return nil, err
-			}
+		pc, reused, err := t.connect(ctx, req, key, addr, attempt == 0)
+		if err != nil {
+			return nil, err
 		}
 		resp, retry, err := t.exchange(ctx, req, pc, reused)
 		if err == nil {
@@ -133,6 +145,73 @@ func (t *connTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
+}
+
+// standard reports whether req goes through the fallback transport: to a
+// proxy, or not http(s).
+func (t *connTransport) standard(req *http.Request) bool {
+	if p, err := http.ProxyFromEnvironment(req); p != nil || err != nil {
+		return true
+	}
+	return req.URL.Scheme != "http" && req.URL.Scheme != "https"
+}
+
+// connect returns a connection for req: an idle one if idle may and one
+// is left (reused), else a new one.
+func (t *connTransport) connect(ctx context.Context, req *http.Request, key, addr string, idle bool) (pc *pconn, reused bool, err error) {
+	if idle {
+		// An idle connection the server closed meanwhile is dropped
+		// before anything is written on it, so that no request needs
+		// to be sent twice on its account.
+		for pc = t.getIdle(key); pc != nil && !pc.alive(); pc = t.getIdle(key) {
+			pc.conn.Close()
+		}
+		if pc != nil {
+			return pc, true, nil
+		}
+	}
+	pc, err = t.dial(ctx, req, key, addr)
+	return pc, false, err
+}
+
+// start writes req, which must not be idempotent (it is never sent
+// twice), and returns what reads its response, without reading: the
+// caller may wait for the response apart (pending.await). ok false means
+// req is not for this split: it goes through RoundTrip.
+func (t *connTransport) start(req *http.Request) (p *pending, ok bool, err error) {
+	if idempotent(req) || t.standard(req) {
+		return nil, false, nil
+	}
+	if err := checkHeader(req.Header); err != nil {
+		return nil, true, err
+	}
+	ctx := req.Context()
+	key, addr := connKey(req)
+	pc, reused, err := t.connect(ctx, req, key, addr, true)
+	if err != nil {
+		return nil, true, err
+	}
+	s, _, err := t.send(ctx, req, pc, reused)
+	if err != nil {
+		return nil, true, err
+	}
+	// What reads the response needs of the request only its method (and
+	// Close, kept in s); its header and body need not live as long as the
+	// call.
+	s.req = methodOnly(req.Method)
+	return &s, true, nil
+}
+
+// postOnly is the request a response to a POST is read for once the POST
+// is written: http.ReadResponse looks only at its method.
+var postOnly = &http.Request{Method: http.MethodPost}
+
+// methodOnly is a request of method with nothing else, as postOnly.
+func methodOnly(method string) *http.Request {
+	if method == http.MethodPost {
+		return postOnly
+	}
+	return &http.Request{Method: method}
 }
 
 // idempotent reports whether req may be sent twice (RFC 9110 §9.2.2). A
@@ -152,7 +231,7 @@ func idempotent(req *http.Request) bool {
 // wait in its buffer, and a peek at the socket that cannot block finds
 // neither an end of stream nor a reset (connCheck).
 func (pc *pconn) alive() bool {
-	if pc.br.Buffered() > 0 {
+	if pc.br != nil && pc.br.Buffered() > 0 {
 		return false // an idle HTTP/1.1 connection has nothing to say
 	}
 	conn, tlsConn := pc.conn, false
@@ -188,15 +267,30 @@ func checkHeader(h http.Header) error {
 // failure happened before the server could have seen the request (pc was
 // reused and the server had closed it).
 func (t *connTransport) exchange(ctx context.Context, req *http.Request, pc *pconn, reused bool) (resp *http.Response, retry bool, err error) {
-	stop := context.AfterFunc(ctx, func() { pc.conn.Close() })
-	fail := func(err error, retry bool) (*http.Response, bool, error) {
-		stop()
-		pc.conn.Close()
-		if ctx.Err() != nil {
-			return nil, false, context.Cause(ctx)
-		}
+	p, retry, err := t.send(ctx, req, pc, reused)
+	if err != nil {
 		return nil, retry, err
 	}
+	return p.receive()
+}
+
+// pending is a request written on its connection whose response is yet to
+// be read.
+type pending struct {
+	t      *connTransport
+	pc     *pconn
+	ctx    context.Context
+	stop   func() bool // stops the context.AfterFunc that closes pc
+	req    *http.Request
+	close  bool // req.Close: the connection is not reused after it
+	reused bool
+	body   *connBody // the response's body, once received (nil: none)
+}
+
+// send writes req on pc.
+func (t *connTransport) send(ctx context.Context, req *http.Request, pc *pconn, reused bool) (p pending, retry bool, err error) {
+	p = pending{t: t, pc: pc, ctx: ctx, req: req, close: req.Close, reused: reused}
+	p.stop = context.AfterFunc(ctx, func() { pc.conn.Close() })
 	bw := writerPool.Get().(*bufio.Writer)
 	bw.Reset(pc.conn)
 	err = req.Write(bw)
@@ -206,17 +300,39 @@ func (t *connTransport) exchange(ctx context.Context, req *http.Request, pc *pco
 	bw.Reset(nil)
 	writerPool.Put(bw)
 	if err != nil {
-		return fail(err, reused)
+		retry, err = p.fail(err, reused)
+		return p, retry, err
 	}
+	return p, false, nil
+}
+
+// fail closes the connection of a request that failed; the error is the
+// request context's cause if that ended.
+func (p *pending) fail(err error, retry bool) (bool, error) {
+	p.stop()
+	p.pc.conn.Close()
+	if p.ctx.Err() != nil {
+		return false, context.Cause(p.ctx)
+	}
+	return retry, err
+}
+
+// receive reads the response headers; its body reads on from the
+// connection.
+func (p *pending) receive() (resp *http.Response, retry bool, err error) {
+	pc, req := p.pc, p.req
+	br := pc.reader()
 	// Nothing read yet: a reused connection the server had closed fails
 	// here with EOF or a reset, before any byte of a response.
-	if _, err := pc.br.Peek(1); err != nil {
-		return fail(err, reused && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)))
+	if _, err := br.Peek(1); err != nil {
+		retry, err = p.fail(err, p.reused && (err == io.EOF || errors.Is(err, syscall.ECONNRESET)))
+		return nil, retry, err
 	}
 	for {
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = http.ReadResponse(br, req)
 		if err != nil {
-			return fail(err, false)
+			_, err = p.fail(err, false)
+			return nil, false, err
 		}
 		// 1xx informational responses precede the real one (101 is not
 		// one of them, but a POST never switches protocols).
@@ -225,13 +341,47 @@ func (t *connTransport) exchange(ctx context.Context, req *http.Request, pc *pco
 		}
 		break
 	}
-	b := &connBody{t: t, pc: pc, ctx: ctx, stop: stop, body: resp.Body, keep: !resp.Close && !req.Close}
+	b := &connBody{t: p.t, pc: pc, ctx: p.ctx, stop: p.stop, body: resp.Body, keep: !resp.Close && !p.close}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, false, nil
 	}
 	resp.Body = b
+	p.body = b
 	return resp, false, nil
+}
+
+// await calls then once pc has something to read, or has ended: on a new
+// goroutine that waits with nothing of the caller's on its stack, so a
+// call the upstream works on for long waits on the smallest goroutine
+// stack there is (docs/BENCHMARKS.md, "Memory per held task") and the
+// caller's goroutine, which wrote the request, ends. Nothing is read: then
+// finds what it would have found reading at once. Where the socket cannot
+// be watched without reading (TLS, see waitable), then runs at once, on
+// this goroutine.
+func (pc *pconn) await(then func()) {
+	if !pc.waitable() {
+		then()
+		return
+	}
+	go awaitReadable(pc.conn, then)
+}
+
+// awaitReadable is the goroutine of await.
+func awaitReadable(conn net.Conn, then func()) {
+	waitReadable(conn)
+	then()
+}
+
+// waitable reports whether await can wait for pc apart: a plain
+// connection (a TLS one may hold decrypted bytes the socket does not
+// show) on a system where a socket can be watched.
+func (pc *pconn) waitable() bool {
+	if _, ok := pc.conn.(*tls.Conn); ok {
+		return false
+	}
+	_, ok := pc.conn.(syscall.Conn)
+	return ok && canWait
 }
 
 // dial opens a connection to addr, with TLS for https.
@@ -261,7 +411,7 @@ func (t *connTransport) dial(ctx context.Context, req *http.Request, key, addr s
 		}
 		conn = tc
 	}
-	return &pconn{conn: conn, br: bufio.NewReaderSize(conn, connReadBuffer), key: key}, nil
+	return &pconn{conn: conn, key: key}, nil
 }
 
 // getIdle takes the most recently used idle connection to key, closing
@@ -403,6 +553,13 @@ func (b *connBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// empty reports whether reading b on needs bytes the connection has not
+// sent yet: it has not ended, and its buffer holds nothing (the readers of
+// the body between b and the buffer hold no bytes of their own).
+func (b *connBody) empty() bool {
+	return !b.done.Load() && b.pc.br != nil && b.pc.br.Buffered() == 0
+}
+
 func (b *connBody) Close() error {
 	b.finish(false)
 	return nil
@@ -416,6 +573,9 @@ func (b *connBody) finish(reuse bool) {
 	}
 	stopped := b.stop()
 	if reuse && stopped && b.ctx.Err() == nil {
+		// Read to its end, by the goroutine calling finish: the buffer
+		// is no longer read through.
+		b.pc.releaseReader()
 		b.t.putIdle(b.pc)
 		return
 	}
