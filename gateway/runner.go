@@ -48,6 +48,7 @@ type runnerStore interface {
 // to one of its requests, and a cancellation.
 type upstreamCaller interface {
 	Call(ctx context.Context, s *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error)
+	CallAsync(ctx context.Context, s *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error))
 	Respond(ctx context.Context, s *upstream.Session, r *jsonrpc.Response) error
 	Cancel(ctx context.Context, s *upstream.Session, id jsonrpc.ID, reason string) error
 }

@@ -72,29 +72,30 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 	if !reserved {
 		rn.count()
 	}
-	// The encoding's deep stack stays on this goroutine: the call's
-	// goroutine may wait for the answer for as long as the task runs.
+	// The encoding's deep stack stays on this goroutine, the request's
+	// writing on the call's first goroutine, which ends once it is written
+	// (upstream.Client.CallAsync): the answer is waited for on a goroutine
+	// of the smallest stack, for as long as the task runs.
 	body, name, _ := upstream.Encode(req) // on error, Call encodes and says so
 	rn.wg.Add(1)
-	go func() {
+	go rn.callUpstream(ctx, sess, req, upstream.CallOptions{
+		Body: body, Name: name,
+		OnRequest: func(m *jsonrpc.Request) {
+			select {
+			case c.requests <- m:
+				c.poke()
+			case <-ctx.Done():
+			}
+		},
+		OnNotification: func(n *jsonrpc.Request) {
+			select {
+			case c.notes <- n:
+				c.poke()
+			default: // progress is best effort; never stall the stream
+			}
+		},
+	}, func(resp *jsonrpc.Response, err error) {
 		defer rn.wg.Done()
-		resp, err := rn.callUpstream(ctx, sess, req, upstream.CallOptions{
-			Body: body, Name: name,
-			OnRequest: func(m *jsonrpc.Request) {
-				select {
-				case c.requests <- m:
-					c.poke()
-				case <-ctx.Done():
-				}
-			},
-			OnNotification: func(n *jsonrpc.Request) {
-				select {
-				case c.notes <- n:
-					c.poke()
-				default: // progress is best effort; never stall the stream
-				}
-			},
-		})
 		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause // say why we aborted, not just "context canceled"
 		}
@@ -104,6 +105,6 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 		rn.unreserve()
 		c.done <- callResult{resp, err}
 		c.poke()
-	}()
+	})
 	return c
 }

@@ -64,14 +64,23 @@ var errUpstreamSessionLost = errors.New("the upstream session behind the upstrea
 const resultRetries = 5
 
 // callUpstream sends req: through the upstream's task when it is
-// task-augmented, else as it is.
-func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
-	if sess.ID == "" && sess.ProtocolVersion == version2026 {
-		return rn.callStateless(ctx, sess, req, opts) // runner_native2026.go
+// task-augmented, else as it is; done gets the outcome. A plain call's
+// answer is waited for apart (upstream.Client.CallAsync), so done may run
+// on another goroutine.
+func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+	switch {
+	case sess.ID == "" && sess.ProtocolVersion == version2026:
+		rn.callStateless(ctx, sess, req, opts, done) // runner_native2026.go
+	case !viaUpstreamTask(req):
+		rn.up.CallAsync(ctx, sess, req, opts, done)
+	default:
+		done(rn.callNative(ctx, sess, req, opts))
 	}
-	if !viaUpstreamTask(req) {
-		return rn.up.Call(ctx, sess, req, opts)
-	}
+}
+
+// callNative holds the upstream's own task of req, a task-augmented
+// tools/call.
+func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
 	resp, err := rn.up.Call(ctx, sess, req, opts)
 	if err != nil || resp.Error != nil {
 		return resp, err

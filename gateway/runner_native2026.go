@@ -91,25 +91,42 @@ func heldRequest(req *jsonrpc.Request) (taskID string, responses json.RawMessage
 }
 
 // callStateless sends req to a stateless upstream: as it is, or, when the
-// upstream runs the tool only as its own task, holding that task.
-func (rn *runner) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
+// upstream runs the tool only as its own task, holding that task; done
+// gets the outcome. The answer to req as it is is waited for apart
+// (upstream.Client.CallAsync), so done may run on another goroutine.
+func (rn *runner) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	if id, responses, ok := heldRequest(req); ok {
-		// The worker's retry of a held task's round: the answers go to the
-		// task, which then goes on.
-		meta := metaOf(withTasksExtensionMeta(req.Params))
-		params := mcpwire.MustMarshal(map[string]any{"taskId": id, "inputResponses": responses, "_meta": meta})
-		if _, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/update", Params: params}, upstream.CallOptions{}); err != nil {
-			return nil, err
-		}
-		return rn.holdTask2026(ctx, sess, id, meta)
+		done(rn.resumeTask2026(ctx, sess, id, responses, req.Params))
+		return
 	}
-	resp, err := rn.up.Call(ctx, sess, req, opts)
+	again := opts
+	again.Body, again.Name = nil, "" // the pre-encoded body is req's: not kept while the call waits
+	rn.up.CallAsync(ctx, sess, req, opts, func(resp *jsonrpc.Response, err error) {
+		done(rn.statelessAnswered(ctx, sess, req, again, resp, err))
+	})
+}
+
+// resumeTask2026 is the worker's retry of a held task's round: the answers
+// go to the task, which then goes on.
+func (rn *runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
+	meta := metaOf(withTasksExtensionMeta(params))
+	update := mcpwire.MustMarshal(map[string]any{"taskId": id, "inputResponses": responses, "_meta": meta})
+	if _, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
+		return nil, err
+	}
+	return rn.holdTask2026(ctx, sess, id, meta)
+}
+
+// statelessAnswered goes on from the upstream's answer to req as it is:
+// that is the outcome, unless the upstream runs the tool only as its own
+// task (-32021), which is then asked for and held (with opts, which carry
+// no pre-encoded body).
+func (rn *runner) statelessAnswered(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
 	if err != nil || req.Method != "tools/call" || !requiresTasksExtension(resp) {
 		return resp, err
 	}
 	ext := &jsonrpc.Request{ID: newUpstreamID(), Method: req.Method, Params: withTasksExtensionMeta(req.Params)}
-	opts.Body, opts.Name = nil, "" // the pre-encoded body is req's
-	resp, err = rn.up.Call(ctx, sess, ext, opts)
+	resp, err = rn.up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
 	if err != nil || resp.Error != nil {
 		return resp, err
 	}

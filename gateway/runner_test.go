@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +50,13 @@ func (s *statusLog) seen() []taskstore.Status {
 // in-process Redis and a stateless go-sdk upstream.
 func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
 	t.Helper()
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
+	return newLoneRunnerOn(t, testupstream.Handler(testupstream.Options{Stateless: true}), maxInflight, log)
+}
+
+// newLoneRunnerOn is newLoneRunner with the upstream served by h.
+func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+	t.Helper()
+	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
 	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
 	if err != nil {
@@ -149,5 +158,110 @@ func TestRunnerAdmission(t *testing.T) {
 	}
 	if e := rn.admit(); e != errDraining {
 		t.Fatalf("admit while draining = %v, want errDraining", e)
+	}
+}
+
+// TestRunnerHeldCallWaitsApart: while the upstream works on a task's call,
+// the call waits for the answer on a goroutine with nothing of the runner
+// on its stack (upstream.Client.CallAsync: the smallest stack, the memory
+// of a held task), and no goroutine of the runner's call path is left.
+// The answer still reaches the task, a cancellation still ends the call
+// (the upstream sees its connection go), and an upstream that drops the
+// call fails the task.
+func TestRunnerHeldCallWaitsApart(t *testing.T) {
+	for _, end := range []string{"answer", "cancel", "drop"} {
+		t.Run(end, func(t *testing.T) {
+			release, left := make(chan struct{}), make(chan struct{})
+			inner := testupstream.Handler(testupstream.Options{Stateless: true})
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if bytes.Contains(body, []byte(`"tools/call"`)) {
+					select {
+					case <-release:
+					case <-r.Context().Done():
+						close(left)
+						return
+					}
+					if end == "drop" {
+						if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+							conn.Close()
+						}
+						return
+					}
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				inner.ServeHTTP(w, r)
+			})
+			rn, store, _, target := newLoneRunnerOn(t, h, 0, zerolog.Nop())
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			params := json.RawMessage(`{"name":"echo","arguments":{"text":"apart"},"_meta":{` +
+				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+			if e := rn.admit(); e != nil {
+				t.Fatal(e)
+			}
+			j := &job{owner: "o", sess: target.Session, slot: true,
+				req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+				client2026: &job2026{target: target, params: params}}
+			if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			rn.start(j)
+			// Wait until the call waits apart and its first goroutine ended.
+			for {
+				if ctx.Err() != nil {
+					t.Fatal("the held call never waited apart")
+				}
+				var b bytes.Buffer
+				_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+				waiting, runner := 0, false
+				for _, g := range strings.Split(b.String(), "\n\n") {
+					stack, _, _ := strings.Cut(g, "created by")
+					if strings.Contains(stack, "[IO wait") && strings.Contains(stack, "upstream.waitReadable") {
+						waiting++
+						if strings.Contains(stack, "gateway.") {
+							t.Fatalf("the goroutine waiting for the upstream has the runner's frames:\n%s", g)
+						}
+					}
+					if strings.Contains(stack, "gateway.(*runner).callUpstream") || strings.Contains(stack, "gateway.(*runner).callStateless") {
+						runner = true
+					}
+				}
+				if waiting == 1 && !runner {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			want := taskstore.StatusCompleted
+			switch end {
+			case "cancel":
+				if _, err := store.RequestCancel(ctx, "o", j.task.ID, "the test cancels"); err != nil {
+					t.Fatal(err)
+				}
+				want = taskstore.StatusCancelled
+			case "drop":
+				want = taskstore.StatusFailed
+				close(release)
+			default:
+				close(release)
+			}
+			done, err := store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done.Status != want || (want == taskstore.StatusCompleted && !strings.Contains(string(done.Result), "apart")) {
+				t.Fatalf("task = %s %s %s %s, want %s", done.Status, done.StatusMessage, done.Result, done.Error, want)
+			}
+			if end == "cancel" {
+				select {
+				case <-left: // the upstream saw the call's connection go
+				case <-ctx.Done():
+					t.Fatal("the cancelled call's connection stayed open")
+				}
+			}
+			if err := rn.idle(ctx); err != nil || rn.inflight() != 0 {
+				t.Fatalf("after the task: idle %v, inflight %d", err, rn.inflight())
+			}
+		})
 	}
 }
