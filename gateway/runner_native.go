@@ -64,9 +64,9 @@ var errUpstreamSessionLost = errors.New("the upstream session behind the upstrea
 const resultRetries = 5
 
 // callUpstream sends req: through the upstream's task when it is
-// task-augmented, else as it is; done gets the outcome. A plain call's
-// answer is waited for apart (upstream.Client.CallAsync), so done may run
-// on another goroutine.
+// task-augmented, else as it is; done gets the outcome. The answer is
+// waited for apart (upstream.Client.CallAsync), so done may run on another
+// goroutine.
 func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	switch {
 	case sess.ID == "" && sess.ProtocolVersion == version2026:
@@ -74,65 +74,97 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 	case !viaUpstreamTask(req):
 		rn.up.CallAsync(ctx, sess, req, opts, done)
 	default:
-		done(rn.callNative(ctx, sess, req, opts))
+		rn.callNative(ctx, sess, req, opts, done)
 	}
 }
 
 // callNative holds the upstream's own task of req, a task-augmented
-// tools/call.
-func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions) (*jsonrpc.Response, error) {
+// tools/call; done gets the outcome. The task's tasks/result is waited for
+// apart (upstream.Client.CallAsync), so done may run on another goroutine.
+func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	resp, err := rn.up.Call(ctx, sess, req, opts)
 	if err != nil || resp.Error != nil {
-		return resp, err
+		done(resp, err)
+		return
 	}
 	if !hasMember(resp.Result, "task") {
 		// The upstream ran it as a plain call after all (it may, for a
 		// tool whose taskSupport is "optional"): that is the outcome.
-		return resp, nil
+		done(resp, nil)
+		return
 	}
 	t, _, err := parseCreateTaskResult(resp.Result)
 	if err != nil {
-		return nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, quoteAnswer(resp.Result))
+		done(nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, quoteAnswer(resp.Result)))
+		return
 	}
 	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
 		Msg("upstream task held")
-	params := mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID})
-	for try := 0; ; {
-		began := time.Now()
-		res, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/result", Params: params},
-			upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification})
-		switch {
-		case ctx.Err() != nil:
-			rn.cancelUpstreamTask(ctx, sess, t.TaskID)
-			return res, err
-		case errors.Is(err, upstream.ErrSessionNotFound):
-			return nil, errUpstreamSessionLost
-		case err == nil && res.Error == nil:
-			res.Result = withoutRelatedTask(res.Result)
-			return res, nil
-		case err == nil:
-			return res, nil // the task's own JSON-RPC error: it ended upstream
-		case errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable):
-			// The stream broke before the answer, or the upstream is
-			// restarting: ask again (a restarted upstream answers 404). A
-			// stream that lasted was not the trouble: the budget starts
-			// over.
-			if time.Since(began) > resultStreamLasted {
-				try = 0
-			}
-			if try < resultRetries {
-				try++
-				select {
-				case <-time.After(time.Duration(try) * 200 * time.Millisecond):
-				case <-ctx.Done():
-				}
-				continue
-			}
+	h := &nativeHold{rn: rn, ctx: ctx, sess: sess, taskID: t.TaskID,
+		params: mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID}),
+		opts:   upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification}, done: done}
+	h.ask()
+}
+
+// nativeHold is the tasks/result of an upstream task callNative holds,
+// asked again while its stream breaks before the answer.
+type nativeHold struct {
+	rn     *runner
+	ctx    context.Context
+	sess   *upstream.Session
+	taskID string
+	params json.RawMessage
+	opts   upstream.CallOptions
+	done   func(*jsonrpc.Response, error)
+	try    int       // asked again so often since a stream last lasted
+	began  time.Time // when the last tasks/result was sent
+}
+
+// ask sends tasks/result; answered goes on.
+func (h *nativeHold) ask() {
+	h.began = time.Now()
+	h.rn.up.CallAsync(h.ctx, h.sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
+}
+
+// answered acts on tasks/result's outcome: the call's outcome, or asked
+// again.
+func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
+	rn, ctx := h.rn, h.ctx
+	switch {
+	case ctx.Err() != nil:
+		rn.cancelUpstreamTask(ctx, h.sess, h.taskID)
+		h.done(res, err)
+		return
+	case errors.Is(err, upstream.ErrSessionNotFound):
+		h.done(nil, errUpstreamSessionLost)
+		return
+	case err == nil && res.Error == nil:
+		res.Result = withoutRelatedTask(res.Result)
+		h.done(res, nil)
+		return
+	case err == nil:
+		h.done(res, nil) // the task's own JSON-RPC error: it ended upstream
+		return
+	case errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable):
+		// The stream broke before the answer, or the upstream is
+		// restarting: ask again (a restarted upstream answers 404). A
+		// stream that lasted was not the trouble: the budget starts over.
+		if time.Since(h.began) > resultStreamLasted {
+			h.try = 0
 		}
-		// Given up: the upstream's task must not run on for nobody.
-		rn.cancelUpstreamTask(ctx, sess, t.TaskID)
-		return res, err
+		if h.try < resultRetries {
+			h.try++
+			select {
+			case <-time.After(time.Duration(h.try) * 200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			h.ask()
+			return
+		}
 	}
+	// Given up: the upstream's task must not run on for nobody.
+	rn.cancelUpstreamTask(ctx, h.sess, h.taskID)
+	h.done(res, err)
 }
 
 // resultStreamLasted: a tasks/result stream that broke after this long
