@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 )
 
@@ -28,8 +29,12 @@ func init() {
 		line := func(when string) {
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			fmt.Fprintf(w, "%s: rss_kib=%d heap_alloc=%d heap_inuse=%d heap_idle=%d heap_released=%d stack_inuse=%d sys=%d next_gc=%d num_gc=%d goroutines=%d\n",
-				when, rssKiB(), m.HeapAlloc, m.HeapInuse, m.HeapIdle, m.HeapReleased, m.StackInuse, m.Sys, m.NextGC, m.NumGC, runtime.NumGoroutine())
+			// The stack size new goroutines start with (the runtime sets
+			// it from the average stack it scanned last).
+			start := []metrics.Sample{{Name: "/gc/stack/starting-size:bytes"}}
+			metrics.Read(start)
+			fmt.Fprintf(w, "%s: rss_kib=%d heap_alloc=%d heap_inuse=%d heap_idle=%d heap_released=%d stack_inuse=%d stack_start=%d sys=%d next_gc=%d num_gc=%d goroutines=%d\n",
+				when, rssKiB(), m.HeapAlloc, m.HeapInuse, m.HeapIdle, m.HeapReleased, m.StackInuse, start[0].Value.Uint64(), m.Sys, m.NextGC, m.NumGC, runtime.NumGoroutine())
 		}
 		line("before")
 		runtime.GC()
