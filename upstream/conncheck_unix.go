@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // connCheck peeks at conn's socket without blocking: closed by the peer
@@ -43,9 +45,12 @@ func connCheck(conn net.Conn, tlsConn bool) bool {
 const canWait = true
 
 // waitReadable returns once conn's socket has bytes to read, has ended or
-// failed, or was closed: the netpoller's wait, through a peek that reads
-// nothing, so whoever reads conn next finds what it would have found. It
-// returns at once for a connection that is not a socket.
+// failed, or was closed: the netpoller's wait, with a test of the socket
+// that neither reads nor clears anything (poll(2), not a peek: a peek
+// would take a pending error such as a reset, and the reader after it
+// would find a plain end of stream), so whoever reads conn next finds
+// what it would have found. It returns at once for a connection that is
+// not a socket.
 func waitReadable(conn net.Conn) {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
@@ -61,15 +66,17 @@ func waitReadable(conn net.Conn) {
 // readable is waitReadable's test of the socket: true (stop waiting)
 // unless reading it now would block.
 func readable(fd uintptr) bool {
-	var b [1]byte
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		n, err := unix.Poll(fds[:], 0)
 		switch {
-		case errors.Is(err, syscall.EINTR):
+		case err == unix.EINTR:
 			continue
-		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK):
-			return false
+		case err != nil:
+			return true // cannot tell: the reader finds out
 		}
-		return true // bytes, the end of the stream, or an error
+		// POLLIN: bytes or the end of the stream; POLLERR, POLLHUP: a
+		// failure, a hang-up (reported whatever was asked).
+		return n > 0 && fds[0].Revents != 0
 	}
 }

@@ -263,7 +263,7 @@ func TestCallAsyncCancel(t *testing.T) {
 // the call waits (before any answer, or inside its stream) gives CallAsync
 // the error Call gets.
 func TestCallAsyncUpstreamGone(t *testing.T) {
-	for _, stage := range []string{"headers", "stream", "partial event"} {
+	for _, stage := range []string{"headers", "headers, reset", "stream", "stream, reset", "partial event"} {
 		t.Run(stage, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.ReadAll(r.Body)
@@ -271,8 +271,11 @@ func TestCallAsyncUpstreamGone(t *testing.T) {
 				if err != nil {
 					return
 				}
+				if strings.HasSuffix(stage, "reset") {
+					_ = conn.(*net.TCPConn).SetLinger(0) // close with a reset
+				}
 				defer conn.Close()
-				if stage != "headers" {
+				if !strings.HasPrefix(stage, "headers") {
 					brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
 					chunk := event(`{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`)
 					if stage == "partial event" {
@@ -299,8 +302,11 @@ func TestCallAsyncUpstreamGone(t *testing.T) {
 				t.Errorf("CallAsync = %v, %v; want Call's error %v", res.r, res.err, syncErr)
 			}
 			want := upstream.ErrNoResponse
-			if stage == "headers" {
+			if strings.HasPrefix(stage, "headers") {
 				want = upstream.ErrUnreachable
+			}
+			if strings.HasSuffix(stage, "reset") && !strings.Contains(res.err.Error(), "reset") {
+				t.Errorf("CallAsync error %v, want the reset named", res.err)
 			}
 			if !errors.Is(res.err, want) {
 				t.Errorf("CallAsync error %v, want %v", res.err, want)
