@@ -6,7 +6,7 @@ package main
 //     20000) in front of a stateless (2026-07-28) upstream on its own
 //     redis-server; VmRSS of taskgate (and of the upstream, for context)
 //     before and after -held concurrent slow calls are created as tasks and
-//     held (each is one upstream POST the gateway keeps open). Target ≤ 32
+//     held (each is one upstream POST the gateway keeps open). Target ≤ 24
 //     KiB of taskgate RSS per held task.
 //  2. tasks/get throughput, 1 replica vs 3 replicas on one redis-server (a
 //     fresh one): the same c=-concurrency load on completed tasks against
