@@ -120,7 +120,7 @@ Notes that go with the figures:
   three replicas cost, not how they scale. The target is for a machine with
   spare cores; it is reported as missed all the same.
 - tasks/get is measured with taskgate's per-owner poll rate limiter off
-  (` + "`--poll-limit 0`" + `): the load polls 8 tasks of one owner as fast as it can,
+  (` + "`" + `--poll-limit 0` + "`" + `): the load polls 8 tasks of one owner as fast as it can,
   which is what the limiter exists to stop (HTTP 429).
 - Memory per held task is VmRSS of the taskgate process (what an operator
   sees), not the Go heap, so GC headroom is included: RSS is watched for a
@@ -128,12 +128,12 @@ Notes that go with the figures:
   Held tasks keep renewing their leases (garbage), so with the default
   GOGC=100 the heap keeps growing toward the GC goal for minutes; the
   "settled" column, taken right after creation, is what earlier versions of
-  this file reported and understates it. ` + "`GOGC=50`" + ` in taskgate's
-  environment is the documented operator knob (or ` + "`GOMEMLIMIT`" + `, sized to the
+  this file reported and understates it. ` + "`" + `GOGC=50` + "`" + ` in taskgate's
+  environment is the documented operator knob (or ` + "`" + `GOMEMLIMIT` + "`" + `, sized to the
   container); both rows are shown.
 - Where a held task's memory goes (heap and goroutine profiles, and
   runtime.MemStats before and after forced collections, of a 10,000-task
-  run: ` + "`go run ./bench -mode scale -pprof DIR`" + `). Before the two
+  run: ` + "`" + `go run ./bench -mode scale -pprof DIR` + "`" + `). Before the two
   changes below, every held task was 4 goroutines (the worker, the goroutine in the
   upstream round trip, and net/http's readLoop and writeLoop of the
   connection it held), ~25 KiB of stacks per task, plus ~22 KiB of live
@@ -163,11 +163,42 @@ Notes that go with the figures:
   heap (1 KiB read buffer, goroutine descriptors, context chain, Redis
   watch, the job), and the heap growth between collections (the settled
   versus largest gap).
+- Then the round trip's stack. A held call's answer is now waited for on
+  a goroutine of its own that holds nothing but the wait
+  (upstream.Client.CallAsync, upstream/held.go): the goroutine that
+  encodes and writes the request ends once it is written, and a new one
+  waits for the socket to become readable (RawConn.Read with a zero-timeout
+  poll(2), which reads and clears nothing) and only then reads the
+  answer; an SSE answer's every wait between events is such a goroutine
+  too, without the SSE reader's 16 KiB buffer. Parked a few frames deep
+  (RawConn.Read and the netpoller's), it fits the runtime's smallest
+  stack (2 KiB), which it starts with as long as such waits are most of
+  the goroutines (the runtime sizes new stacks by the average it last
+  scanned). The waiting call keeps none of the request (header map,
+  encoded body, http.Request), and a connection's 1 KiB read buffer is
+  pooled: taken when a response is read, so neither a held call nor an
+  idle connection holds one. A native tool's upstream task is held the
+  same way (its tasks/result). Measured on 10,000 held tasks (` + "`" + `-pprof` + "`" + `,
+  memory statistics after two forced collections, the commit before the
+  change and this one): stacks 83.0 → 22.8 MB (8.2 → 2.3 KiB per
+  goroutine; /gc/stack/starting-size 2048 bytes), live heap 93.9 → 74.4
+  MB (9.4 → 7.4 KiB per task). Since the GC goal counts stacks as well as
+  the live heap, the largest RSS sample falls by about twice what is
+  saved: in two back-to-back A/B runs of ` + "`" + `-mode scale` + "`" + ` (BENCH_TASKGATE_BIN
+  with the commit before the change; the first pair at 81942e6, the
+  second at the final commit, run in the other order), 31.8 → 18.5 and
+  31.4 → 19.4 KiB per held task at the default GC settings (settled 25.0
+  → 16.2 and 25.0 → 16.0), 27.1 → 15.4 and 25.8 → 15.3 KiB with
+  ` + "`" + `GOGC=50` + "`" + `. Creation rates moved with the machine's load, not the build
+  (1447 → 1664/s in one pair, 1805 → 1276/s in the other). TLS upstreams
+  (a tls.Conn may hold decrypted bytes the socket does not show) and an
+  injected Transport (a stdio child's) still wait on the caller's
+  goroutine, as before.
 - Pass-through is not measurably slower for the smaller buffers: in A/B
   runs the proxy CPU per call, taskgate / httputil, was 0.97–1.21× before
   and 0.93–1.16× after.
 - tasks/get: the CPU profile of taskgate under the tasks/get load
-  (` + "`go run ./bench -mode tasksget -pprof DIR`" + `) showed the 2026-07-28
+  (` + "`" + `go run ./bench -mode tasksget -pprof DIR` + "`" + `) showed the 2026-07-28
   params decoded three times per request (~16 % of the samples), every
   result validated and compacted twice on the way out, and the stored
   result re-rendered on every poll (~12.5 %). Now the params are decoded
@@ -202,22 +233,40 @@ Notes that go with the figures:
   to the client's own transport (upstream/conntransport.go: the request
   written and the answer read on the handler's goroutine, not handed to
   two goroutines per connection): a -mode ratios run then gave CPU per
-  call 0.83× httputil's and throughput 1.07×. What is left is net/http's
-  server side and the relay's reader goroutine per SSE answer.
-- Memory per held task: a held task now costs one goroutine (the upstream
-  call's) instead of two (the worker has none while it only waits,
-  gateway/runner_worker.go), about 24 KiB right after creation. The
-  largest sample over the minute (30.5 KiB here) is the heap growing
-  toward the GC goal with the renewals' garbage: the live heap is ~9 KiB
-  per task, the call's goroutine stack 8 KiB. Below 24 KiB at the largest
-  sample needs either a smaller live heap or that goroutine waiting on a
-  4 KiB stack (its call chain is too deep for the runtime to shrink it),
-  which needs the upstream client split into send and receive halves.
+  call 0.83× httputil's and throughput 1.07×. Then a CPU profile of the
+  pass-through load (` + "`" + `go run ./bench -mode passthrough -pprof DIR` + "`" + `) showed
+  15 % of taskgate's samples in one Redis read per call: the catalogue
+  entry of a tool nobody listed (the load calls echo without tools/list)
+  was read again on every call once this replica's own entry was 30 s old
+  (gateway/catalog.go, toolInfo). Now it is read at most once per 30 s;
+  passthrough runs right after, with other work on the machine, gave
+  1.14× and 1.27× httputil's throughput at 0.84× and 0.79× its CPU per
+  call. What is left is mostly system calls (the writes to both sockets),
+  net/http's server side and the relay's reader goroutine per SSE answer.
+- In the report above pass-through throughput came out 1.03× httputil's
+  (CPU per call 0.87×); ` + "`" + `-mode ratios` + "`" + ` right after gave 1.12× (0.84×).
+  The load generator, the upstream and the proxy share 2 CPUs, so a proxy
+  that saves some CPU per call gains throughput only in proportion to the
+  whole call's CPU (here ~36 µs of ~1 ms, about 3–4 %). The throughput
+  ratio therefore swings around the 1.1× goal from run to run, while CPU
+  per call, the proxy's own cost, stays under 0.9× in every run.
+- Memory per held task: a held task costs one goroutine, which waits for
+  the upstream's answer on a 2 KiB stack with nothing of the call's path
+  on it (upstream.Client.CallAsync; before, the call's own goroutine
+  waited on 8 KiB), and ~7.4 KiB of live heap (the worker's state and
+  context chain, the Redis watch, the connection, the job). The largest
+  sample over the minute (19.4 KiB here, 16.0 KiB settled) is that plus
+  the heap growing toward the GC goal with the renewals' garbage. What is
+  left is mostly that live heap, whose pieces are each a few hundred bytes
+  (the upstream session's Authorization header map, the worker's channels
+  and contexts, the watch's hub entries). A held call to a TLS upstream,
+  or to a stdio child (` + "`" + `--upstream-command` + "`" + `: an in-process transport),
+  still waits on its caller's deeper goroutine.
 - Latency targets are for an idle machine: a load average above nproc in
   the machine table means other work competed for the CPUs during the run,
   and latencies (CreateTaskResult p50, auto / pass-through p50) suffer
   first.
-- A/B runs: ` + "`BENCH_TASKGATE_BIN=/path/to/taskgate go run ./bench -mode …`" + `
+- A/B runs: ` + "`" + `BENCH_TASKGATE_BIN=/path/to/taskgate go run ./bench -mode …` + "`" + `
   measures another taskgate build (say, of the commit before a change)
   with this checkout's bench, upstream and baselines.
 `
