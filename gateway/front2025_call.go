@@ -84,14 +84,9 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, e := p.Task.ttl()
+	ttl, params, e := taskCall(msg, &p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
-	params, err := mcpwire.WithoutMember(msg.Params, "task")
-	if err != nil {
-		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
 	owner := ownerOf(r)
@@ -99,6 +94,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if f.decider.upstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
 		// holds the upstream's (runner_native.go).
+		var err error
 		if params, err = withUpstreamTask(params, ttl); err != nil {
 			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 			return

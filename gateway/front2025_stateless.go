@@ -313,14 +313,9 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, e := p.Task.ttl()
+	ttl, params, e := taskCall(msg, &p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
-	params, err := mcpwire.WithoutMember(msg.Params, "task")
-	if err != nil {
-		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
 	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))

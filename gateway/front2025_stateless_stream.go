@@ -73,14 +73,7 @@ func (f *front2025) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcp
 		return
 	}
 	changed, err := f.store.SetSessionLogLevel(r.Context(), s.ID, p.Level)
-	if err != nil {
-		f.sessionStateFailed(w, r, msg, err)
-		return
-	}
-	if changed {
-		f.announce(r, s.ID, taskstore.SessionChanged)
-	}
-	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
+	f.answerStateChange(w, r, msg, s, changed, err)
 }
 
 // subscribe answers resources/subscribe (on) and resources/unsubscribe of
@@ -109,25 +102,26 @@ func (f *front2025) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			fmt.Sprintf("resources/subscribe: the session already has %d subscriptions; unsubscribe first", most)))
 		return
 	}
-	if err != nil {
-		f.sessionStateFailed(w, r, msg, err)
+	f.answerStateChange(w, r, msg, s, changed, err)
+}
+
+// answerStateChange answers a request that changed held session s's
+// record (err nil: {}, announced to its GET streams when something
+// changed), or whose change failed: the session gone (404, initialize
+// again), or the store's error.
+func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
+	switch {
+	case errors.Is(err, taskstore.ErrNoSession):
+		f.sessions.delete(s.ID)
+		writeSessionNotFound(w)
 		return
-	}
-	if changed {
+	case err != nil:
+		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		return
+	case changed:
 		f.announce(r, s.ID, taskstore.SessionChanged)
 	}
 	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
-}
-
-// sessionStateFailed answers a request whose change to the session record
-// failed: gone (404, initialize again), or the store's error.
-func (f *front2025) sessionStateFailed(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
-	if errors.Is(err, taskstore.ErrNoSession) {
-		f.sessions.delete(r.Header.Get("Mcp-Session-Id"))
-		writeSessionNotFound(w)
-		return
-	}
-	mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
 }
 
 // announce tells every replica's GET stream of session id what happened
@@ -454,10 +448,6 @@ func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.T
 	_ = f.store.PublishSession(ctx, sessionID, msg)
 }
 
-// plainCallTimeout bounds the store writes that map a plain call's id to
-// its task.
-const plainCallTimeout = storeTimeout
-
 // trackPlainCall records the plain call msg of held session s as task
 // id, for notifications/cancelled; the returned func forgets it.
 func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
@@ -467,7 +457,7 @@ func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *ses
 		return func() {}
 	}
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), plainCallTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
 		defer cancel()
 		_ = f.store.ClearSessionCall(ctx, s.ID, key, id)
 	}

@@ -83,18 +83,7 @@ func TestRunnerAlone(t *testing.T) {
 	var logMu sync.Mutex
 	rn, store, notes, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
 	ctx := context.Background()
-	params := json.RawMessage(`{"name":"echo","arguments":{"text":"alone"},"_meta":{` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
-	if e := rn.admit(); e != nil {
-		t.Fatal(e)
-	}
-	j := &job{owner: "o", sess: target.Session, slot: true,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-		client2026: &job2026{target: target, params: params}}
-	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	rn.start(j)
+	j := startEcho(t, ctx, rn, target, "alone")
 	done, err := store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
 	if err != nil {
 		t.Fatal(err)
@@ -195,18 +184,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 			rn, store, _, target := newLoneRunnerOn(t, h, 0, zerolog.Nop())
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			params := json.RawMessage(`{"name":"echo","arguments":{"text":"apart"},"_meta":{` +
-				`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
-			if e := rn.admit(); e != nil {
-				t.Fatal(e)
-			}
-			j := &job{owner: "o", sess: target.Session, slot: true,
-				req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-				client2026: &job2026{target: target, params: params}}
-			if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
-				t.Fatal(err)
-			}
-			rn.start(j)
+			j := startEcho(t, ctx, rn, target, "apart")
 			// Wait until the call waits apart and its first goroutine ended.
 			for {
 				if ctx.Err() != nil {
@@ -264,4 +242,23 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startEcho creates and starts, on rn, owner "o"'s 2026-07-28 task of the
+// echo tool with text, in front of target.
+func startEcho(t *testing.T, ctx context.Context, rn *runner, target *upstreamTarget, text string) *job {
+	t.Helper()
+	params := json.RawMessage(`{"name":"echo","arguments":{"text":"` + text + `"},"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	if e := rn.admit(); e != nil {
+		t.Fatal(e)
+	}
+	j := &job{owner: "o", sess: target.Session, slot: true,
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		client2026: &job2026{target: target, params: params}}
+	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	rn.start(j)
+	return j
 }

@@ -169,6 +169,21 @@ func (t *taskParam) ttl() (time.Duration, *mcpwire.Error) {
 	return msDuration(*t.TTL), nil
 }
 
+// taskCall is what a 2025-11-25 tools/call msg with params p asks of a
+// task: the ttl (0: none) and the params to send upstream, without
+// params.task (the gateway's, never the upstream's).
+func taskCall(msg *mcpwire.Message, p *toolsCallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
+	ttl, e := p.Task.ttl()
+	if e != nil {
+		return 0, nil, e
+	}
+	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	if err != nil {
+		return 0, nil, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object")
+	}
+	return ttl, params, nil
+}
+
 // task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
 type task2025 struct {
 	TaskID        string `json:"taskId"`
