@@ -44,3 +44,19 @@ func sizeFlag(c *cli.Context, name string) (int64, error) {
 	}
 	return n, nil
 }
+
+// The categories `serve --help` groups its flags under (urfave/cli
+// Flag.Category), in the order a new user needs them. Every serve flag
+// names one.
+const (
+	catUpstream      = "Upstream"
+	catListen        = "Listening and TLS"
+	catIdentity      = "Identity and sign-in"
+	catPolicy        = "Policy"
+	catTasks         = "Tasks and limits"
+	catStore         = "Store"
+	catFallback      = "Fallback and keep-alive"
+	catObservability = "Observability"
+)
+
+var _ = []string{catUpstream, catListen, catIdentity, catPolicy, catTasks, catStore, catFallback, catObservability}
