@@ -1,0 +1,197 @@
+package stdio
+
+// The children's lifecycle: start and initialize, restart with backoff,
+// idle reaping, and what ends with a child, a session or a call.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+)
+
+// spawn starts a child and initializes it with params. A child that
+// started but failed its handshake is stopped and returned with the error.
+func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
+	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
+		maxLine: b.opts.MaxLine, log: b.log, dispatch: b.dispatch})
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.closed { // Close took its list of children already
+		b.mu.Unlock()
+		p.kill("the gateway shut down")
+		<-p.exited
+		return p, errors.New("the bridge is closed")
+	}
+	b.procs = append(b.procs, p)
+	b.mu.Unlock()
+	go func() { <-p.exited; b.forget(p) }()
+	if err := p.handshake(params, b.opts.InitTimeout); err != nil {
+		p.kill("its initialize failed")
+		<-p.exited
+		return p, err
+	}
+	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("protocol_version", p.version).Msg("upstream process ready")
+	return p, nil
+}
+
+// supervise keeps the shared child running: when it exits, its calls fail
+// and it is started again after a jittered, capped backoff.
+func (b *Bridge) supervise(p *proc, err error) {
+	defer b.wg.Done()
+	backoff := backoffMin
+	for {
+		var started time.Time
+		if err == nil {
+			started = time.Now()
+			b.mu.Lock()
+			b.shared, b.down = p, nil
+			b.mu.Unlock()
+			select {
+			case <-p.exited:
+				err = p.exitErr
+			case <-b.stop:
+				return
+			}
+		}
+		b.mu.Lock()
+		b.shared, b.down = nil, err
+		closed := b.closed
+		b.mu.Unlock()
+		if closed {
+			return
+		}
+		if !started.IsZero() && time.Since(started) > stableAfter {
+			backoff = backoffMin
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		b.log.Warn().Str("op", "stdio").Err(err).Float64("restart_in_seconds", wait.Seconds()).Msg("upstream process down; restarting it")
+		select {
+		case <-time.After(wait):
+		case <-b.stop:
+			return
+		}
+		backoff = min(2*backoff, backoffMax)
+		p, err = b.spawn(initParams)
+		if err != nil && p == nil {
+			b.mu.Lock()
+			b.down = err
+			b.mu.Unlock()
+		}
+	}
+}
+
+// forget fails the calls of a child that exited, ends its sessions
+// (PerSession) and drops it.
+func (b *Bridge) forget(p *proc) {
+	b.mu.Lock()
+	var failed []*call
+	for k, c := range b.calls {
+		if c.proc == p {
+			failed = append(failed, c)
+			delete(b.calls, k)
+			delete(b.tokens, c.token)
+			c.sess.inflight--
+		}
+	}
+	for k, a := range b.asks {
+		if a.proc == p {
+			delete(b.asks, k)
+		}
+	}
+	for _, s := range b.sessions {
+		if s.proc == p {
+			b.endSessionLocked(s)
+		}
+	}
+	for i, q := range b.procs {
+		if q == p {
+			b.procs = append(b.procs[:i], b.procs[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+	for _, c := range failed {
+		c.final <- errorMessage(c.origID, -32603, p.exitErr.Error())
+	}
+	if len(failed) > 0 {
+		b.log.Warn().Str("op", "stdio").Int("failed_calls", len(failed)).Err(p.exitErr).Msg("calls in flight on the upstream process failed")
+	}
+}
+
+// reap ends sessions idle for SessionIdle.
+func (b *Bridge) reap() {
+	defer b.wg.Done()
+	every := min(max(b.opts.SessionIdle/4, 10*time.Millisecond), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-t.C:
+			var stops []*proc
+			b.mu.Lock()
+			for _, s := range b.sessions {
+				if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
+					if s.proc != nil {
+						stops = append(stops, s.proc)
+					}
+					b.endSessionLocked(s)
+				}
+			}
+			b.mu.Unlock()
+			for _, p := range stops {
+				go b.stopProc(p, "its session was idle")
+			}
+		}
+	}
+}
+
+func (b *Bridge) stopProc(p *proc, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.stop(ctx, why)
+}
+
+// endSessionLocked drops session s, closing its GET streams and
+// refusing the child's requests only it could answer.
+func (b *Bridge) endSessionLocked(s *session) {
+	if b.sessions[s.id] != s {
+		return
+	}
+	delete(b.sessions, s.id)
+	if s.adopted {
+		b.adopted--
+	} else {
+		b.owned--
+	}
+	for ch := range s.streams {
+		close(ch)
+	}
+	s.streams = nil
+	for k, a := range b.asks {
+		if a.sess == s {
+			delete(b.asks, k)
+			_ = a.proc.send(errorMessage(a.childID, -32603, "the client session ended before it answered"))
+		}
+	}
+}
+
+// endCallLocked forgets call c, and refuses the child's requests sent on
+// it that were not answered.
+func (b *Bridge) endCallLocked(c *call) {
+	delete(b.calls, c.key)
+	delete(b.tokens, c.token)
+	c.sess.inflight--
+	c.sess.lastUsed = time.Now()
+	for k, a := range b.asks {
+		if a.call == c {
+			delete(b.asks, k)
+			_ = a.proc.send(errorMessage(a.childID, -32603, "the client's call ended before it answered"))
+		}
+	}
+}
