@@ -2,7 +2,7 @@
 // a process, for humans and for the benchmark program.
 //
 //	testupstream --listen 127.0.0.1:8081 [--stateless] [--json] [--protocol-version 2025-06-18]
-//	testupstream --stdio
+//	testupstream --stdio [--protocol-version 2026-07-28]
 //
 // MCP Streamable HTTP is served at /mcp; with --stdio, MCP over stdin and
 // stdout instead, with fault tools for the stdio bridge's tests (stdio.go).
