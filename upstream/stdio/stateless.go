@@ -74,12 +74,12 @@ type statelessSide struct {
 	sess *session // every call counts against it; never in Bridge.sessions
 
 	mu       sync.Mutex
-	proc     *proc                   // the running child; nil while down
-	down     error                   // why it is not running
-	probes   map[*proc]chan []byte   // children being probed → their answer
-	listens  map[string]bool         // bridge ids of the listens in flight
-	versions []string                // the child's supportedVersions
-	tools    toolHeaders             // x-mcp-header annotations of its tools
+	proc     *proc                 // the running child; nil while down
+	down     error                 // why it is not running
+	probes   map[*proc]chan []byte // children being probed → their answer
+	listens  map[string]bool       // bridge ids of the listens in flight
+	versions []string              // the child's supportedVersions
+	tools    toolHeaders           // x-mcp-header annotations of its tools
 }
 
 // startStateless probes a first child. It reports true when the child
