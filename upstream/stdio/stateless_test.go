@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // everythingPkg is the go-sdk's conformance server: a real 2026-07-28
@@ -330,5 +332,53 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A child that gives the probe no answer, or exits, is served with
+// sessions; the probe does not hold the start longer than its timeout.
+func TestStatelessProbeFallback(t *testing.T) {
+	for name, cmd := range map[string][]string{
+		"silent": {"sh", "-c", "exec sleep 30"},
+		"exits":  {"true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &logBuf{}
+			b, err := Start(Options{Command: cmd, InitTimeout: 300 * time.Millisecond, Logger: zerolog.New(logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = b.Close(ctx)
+			}()
+			if b.st != nil {
+				t.Fatal("served statelessly")
+			}
+			if !strings.Contains(logs.String(), "does not speak 2026-07-28") {
+				t.Errorf("no log line says why: %s", logs.String())
+			}
+		})
+	}
+}
+
+// A 2026-07-28 child that dies fails its requests in flight, is restarted
+// and probed again, and serves the next requests.
+func TestStatelessRestart(t *testing.T) {
+	b := startStatelessBridge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, _ := b.st.child()
+	p.kill("the test killed it")
+	<-p.exited
+	waitFor(t, func() bool {
+		q, _ := b.st.child()
+		return q != nil && q != p && b.Ready(ctx) == nil
+	})
+	resp := post2026(t, ctx, b, "tools/call", map[string]any{"name": "test_simple_text", "arguments": map[string]any{}},
+		map[string]string{"Mcp-Name": "test_simple_text"})
+	if a := answer(t, resp); a.Error != nil || !strings.Contains(string(a.Result), "text") {
+		t.Fatalf("after the restart: %d %s %+v", resp.StatusCode, a.Result, a.Error)
 	}
 }
