@@ -1,0 +1,202 @@
+package auth
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
+
+func TestGuardJWT(t *testing.T) {
+	ti := newTestIssuer(t, "", false)
+	g := ti.guard(t, "mcp:tools")
+	p, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != (Principal{Issuer: ti.url, Subject: "alice", ClientID: "app"}) {
+		t.Fatalf("principal %+v", p)
+	}
+	// A client-credentials token has no sub: the client is the principal.
+	c := ti.claims()
+	delete(c, "sub")
+	if p, err := g.Authenticate(context.Background(), bearer(ti.token(c))); err != nil || p.Subject != "" || p.ClientID != "app" {
+		t.Fatalf("without sub: %+v %v", p, err)
+	}
+}
+
+// TestGuardJWTBadInput is issue 26's list of bad tokens: each is refused
+// with its precise error, and no message quotes the token.
+func TestGuardJWTBadInput(t *testing.T) {
+	ti := newTestIssuer(t, "", false)
+	rsaKey := newKey(t, "r1", jose.RS256)
+	ti.rotate(rsaKey)
+	ti.rotate(newKey(t, "k2", jose.ES256)) // signs; k1 and r1 stay published
+	g := ti.guard(t, "mcp:tools")
+	with := func(change func(map[string]any)) string {
+		c := ti.claims()
+		change(c)
+		return ti.token(c)
+	}
+	valid := ti.token(ti.claims())
+	parts := strings.Split(valid, ".")
+	b64 := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	der, err := x509.MarshalPKIXPublicKey(rsaKey.key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	hs := func(secret []byte) string {
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: secret}, (&jose.SignerOptions{}).WithHeader("kid", "r1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := s.Sign([]byte(parts[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := obj.CompactSerialize()
+		return out
+	}
+	impostor := newKey(t, "k2", jose.ES256) // same kid, another key
+	for _, tc := range []struct {
+		name, token string
+		want        error
+	}{
+		{"malformed", "not-a-jwt", ErrInvalidToken},
+		{"malformed three parts", "a.b.c", ErrInvalidToken},
+		{"bad signature", parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2])), ErrInvalidToken},
+		{"signed by another key with a known kid", sign(t, impostor, ti.claims()), ErrInvalidToken},
+		{"alg none", b64(map[string]string{"alg": "none", "kid": "k2"}) + "." + parts[1] + ".", ErrInvalidToken},
+		{"HS256 signed with the public key (PEM)", hs(pubPEM), ErrInvalidToken},
+		{"HS256 signed with the public key (DER)", hs(der), ErrInvalidToken},
+		{"expired", with(func(c map[string]any) { c["exp"] = time.Now().Add(-time.Hour).Unix() }), ErrInvalidToken},
+		{"not yet valid", with(func(c map[string]any) { c["nbf"] = time.Now().Add(time.Hour).Unix() }), ErrInvalidToken},
+		{"no exp", with(func(c map[string]any) { delete(c, "exp") }), ErrInvalidToken},
+		{"wrong audience", with(func(c map[string]any) { c["aud"] = "https://other.example/mcp" }), ErrInvalidToken},
+		{"no audience", with(func(c map[string]any) { delete(c, "aud") }), ErrInvalidToken},
+		{"wrong issuer", with(func(c map[string]any) { c["iss"] = "https://evil.example" }), ErrInvalidToken},
+		{"unknown kid", sign(t, newKey(t, "nobody", jose.ES256), ti.claims()), ErrInvalidToken},
+		{"no kid, no key fits", sign(t, newKey(t, "", jose.ES256), ti.claims()), ErrInvalidToken},
+		{"missing scope", with(func(c map[string]any) { c["scope"] = "openid" }), ErrInsufficientScope},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := g.Authenticate(context.Background(), bearer(tc.token))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if len(tc.token) > 8 && strings.Contains(err.Error(), tc.token) {
+				t.Fatalf("the error quotes the token: %v", err)
+			}
+		})
+	}
+	var se *ScopeError
+	if _, err := g.Authenticate(context.Background(), bearer(with(func(c map[string]any) { c["scope"] = "openid" }))); !errors.As(err, &se) || se.Missing[0] != "mcp:tools" {
+		t.Fatalf("scope error %v", err)
+	}
+	// The leeway: a token that expired a moment ago still passes.
+	if _, err := g.Authenticate(context.Background(), bearer(with(func(c map[string]any) { c["exp"] = time.Now().Add(-5 * time.Second).Unix() }))); err != nil {
+		t.Fatalf("within leeway: %v", err)
+	}
+	// scp, as an array, grants scopes too.
+	if _, err := g.Authenticate(context.Background(), bearer(with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"mcp:tools"} }))); err != nil {
+		t.Fatalf("scp: %v", err)
+	}
+}
+
+// TestGuardKeyRotation: a token signed with a key the issuer published
+// after the gateway fetched its keys (a new kid) verifies, with one more
+// fetch; made-up kids cannot make it fetch more than the bucket allows.
+func TestGuardKeyRotation(t *testing.T) {
+	ti := newTestIssuer(t, "/tenant", true) // OIDC discovery, an issuer with a path
+	g := ti.guard(t)
+	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); err != nil {
+		t.Fatal(err)
+	}
+	if n := ti.jwks.Load(); n != 1 {
+		t.Fatalf("%d key fetches, want 1", n)
+	}
+	ti.rotate(newKey(t, "k2", jose.RS256))
+	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); err != nil {
+		t.Fatalf("after rotation: %v", err)
+	}
+	if n := ti.jwks.Load(); n != 2 {
+		t.Fatalf("%d key fetches, want 2", n)
+	}
+	for i := range 20 {
+		c := ti.claims()
+		c["jti"] = i
+		_, err := g.Authenticate(context.Background(), bearer(sign(t, newKey(t, "made-up", jose.ES256), c)))
+		if !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("made-up kid: %v", err)
+		}
+	}
+	if n := ti.jwks.Load(); n > 2+keyRefreshBurst {
+		t.Fatalf("%d key fetches for 20 made-up kids, want at most %d", n, 2+keyRefreshBurst)
+	}
+}
+
+// TestGuardIssuerDown: without keys, a token gets ErrUnavailable with a
+// Retry-After, never a pass; with keys cached, known kids still verify.
+func TestGuardIssuerDown(t *testing.T) {
+	ti := newTestIssuer(t, "", false)
+	ti.down.Store(true)
+	g := ti.guard(t)
+	tok := ti.token(ti.claims())
+	_, err := g.Authenticate(context.Background(), bearer(tok))
+	if !errors.Is(err, ErrUnavailable) || RetryAfter(err, 0) <= 0 {
+		t.Fatalf("issuer down: %v (retry after %v)", err, RetryAfter(err, 0))
+	}
+	// Within the backoff, no new attempt: the same answer at once.
+	if _, err := g.Authenticate(context.Background(), bearer(tok)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("issuer down, again: %v", err)
+	}
+
+	ti2 := newTestIssuer(t, "", false)
+	g2 := ti2.guard(t)
+	if _, err := g2.Authenticate(context.Background(), bearer(ti2.token(ti2.claims()))); err != nil {
+		t.Fatal(err)
+	}
+	ti2.down.Store(true)
+	c := ti2.claims()
+	c["sub"] = "bob" // another token: not in the cache, but its key is
+	if p, err := g2.Authenticate(context.Background(), bearer(ti2.token(c))); err != nil || p.Subject != "bob" {
+		t.Fatalf("cached keys with the issuer down: %+v %v", p, err)
+	}
+	// A new kid cannot be checked: 503, not 401 and not a pass.
+	if _, err := g2.Authenticate(context.Background(), bearer(sign(t, newKey(t, "k9", jose.ES256), ti2.claims()))); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("new kid with the issuer down: %v", err)
+	}
+}
+
+func TestDiscoveryIssuerMismatch(t *testing.T) {
+	ti := newTestIssuer(t, "", false)
+	g, err := New(Config{Issuer: ti.url + "/other", Audience: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The metadata at the RFC 8414 location of .../other is not there;
+	// nothing else names that issuer.
+	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := New(Config{Issuer: "ftp://x", Audience: []string{"x"}}); err == nil {
+		t.Fatal("an ftp issuer was accepted")
+	}
+	if _, err := New(Config{Issuer: ti.url}); err == nil {
+		t.Fatal("JWTs without an audience were accepted")
+	}
+}
