@@ -31,6 +31,7 @@ type Handler struct {
 	end  context.CancelFunc
 
 	origins *originPolicy // the allowed Origins (frontdoor.go)
+	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
 	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
@@ -54,7 +55,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: c, log: c.Logger, origins: origins}
+	pub, err := newPublicURLs(c.PublicURL, c.Path, c.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.trace = newTracing(c.Tracer, c.ReplicaID)
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)

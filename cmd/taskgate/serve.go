@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -156,6 +156,10 @@ func serve(c *cli.Context) error {
 	if r := c.Duration("lease-renew"); r <= 0 || r >= c.Duration("lease") {
 		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
 	}
+	publicURL, proxies, err := publicIdentity(c)
+	if err != nil {
+		return err
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log, tp)
 	if err != nil {
@@ -184,6 +188,8 @@ func serve(c *cli.Context) error {
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),
 		Anonymous:      door.anonymous,
+		PublicURL:      publicURL,
+		TrustedProxies: proxies,
 		Fallback:       fallback,
 		Tracer:         tp,
 	})
