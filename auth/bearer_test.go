@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/taskgate/taskgate/internal/authtest"
 )
 
 func TestBearerToken(t *testing.T) {
@@ -73,12 +75,12 @@ func FuzzBearerToken(f *testing.F) {
 // FuzzGuardJWT: any Authorization value is a principal or one of the
 // sentinels, never a panic; tokens that verify are only the issuer's.
 func FuzzGuardJWT(f *testing.F) {
-	ti := newTestIssuer(f, "", false)
-	good := ti.token(ti.claims())
+	ti := authtest.NewIssuer(f, "", false)
+	good := ti.Token(ti.Claims(testAudience))
 	for _, s := range []string{"Bearer " + good, "Bearer " + good[:len(good)-3], "Bearer eyJhbGciOiJub25lIn0.e30.", "Bearer a.b.c", "Basic x"} {
 		f.Add(s)
 	}
-	g, err := New(Config{Issuer: ti.url, Audience: []string{"https://gw.example/mcp"}})
+	g, err := New(Config{Issuer: ti.URL, Audience: []string{testAudience}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func FuzzGuardJWT(f *testing.F) {
 		p, err := g.Authenticate(context.Background(), http.Header{"Authorization": {v}})
 		switch {
 		case err == nil:
-			if p.Issuer != ti.url || p.Subject != "alice" {
+			if p.Issuer != ti.URL || p.Subject != "alice" {
 				t.Fatalf("%q passed as %+v", v, p)
 			}
 		case !(errors.Is(err, ErrNoToken) || errors.Is(err, ErrBadRequest) || errors.Is(err, ErrInvalidToken)):

@@ -78,14 +78,14 @@ func TestGuardIntrospection(t *testing.T) {
 	ti := newTestIntrospection(t)
 	clk := &clock{t: time.Now()}
 	g, err := New(Config{IntrospectionURL: ti.srv.URL, ClientID: "gw", ClientSecret: "s3cr%t",
-		Audience: []string{"https://gw.example/mcp"}, RequiredScopes: []string{"mcp"}, Now: clk.now})
+		Audience: []string{testAudience}, RequiredScopes: []string{"mcp"}, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	exp := clk.now().Add(90 * time.Second).Unix()
 	ti.add("opaque-1", map[string]any{"active": true, "sub": "alice", "client_id": "app", "scope": "mcp",
-		"iss": "https://as.example", "aud": "https://gw.example/mcp", "exp": exp})
+		"iss": "https://as.example", "aud": testAudience, "exp": exp})
 	ti.add("no-sub", map[string]any{"active": true, "client_id": "svc", "scope": "mcp"})
 	ti.add("other-aud", map[string]any{"active": true, "sub": "alice", "scope": "mcp", "aud": []string{"https://other/mcp"}})
 	ti.add("no-scope", map[string]any{"active": true, "sub": "alice"})

@@ -13,24 +13,26 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/taskgate/taskgate/internal/authtest"
 )
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
 
 func TestGuardJWT(t *testing.T) {
-	ti := newTestIssuer(t, "", false)
-	g := ti.guard(t, "mcp:tools")
-	p, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims())))
+	ti := authtest.NewIssuer(t, "", false)
+	g := testGuard(t, ti, "mcp:tools")
+	p, err := g.Authenticate(context.Background(), bearer(ti.Token(ti.Claims(testAudience))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p != (Principal{Issuer: ti.url, Subject: "alice", ClientID: "app"}) {
+	if p != (Principal{Issuer: ti.URL, Subject: "alice", ClientID: "app"}) {
 		t.Fatalf("principal %+v", p)
 	}
 	// A client-credentials token has no sub: the client is the principal.
-	c := ti.claims()
+	c := ti.Claims(testAudience)
 	delete(c, "sub")
-	if p, err := g.Authenticate(context.Background(), bearer(ti.token(c))); err != nil || p.Subject != "" || p.ClientID != "app" {
+	if p, err := g.Authenticate(context.Background(), bearer(ti.Token(c))); err != nil || p.Subject != "" || p.ClientID != "app" {
 		t.Fatalf("without sub: %+v %v", p, err)
 	}
 }
@@ -38,23 +40,23 @@ func TestGuardJWT(t *testing.T) {
 // TestGuardJWTBadInput is issue 26's list of bad tokens: each is refused
 // with its precise error, and no message quotes the token.
 func TestGuardJWTBadInput(t *testing.T) {
-	ti := newTestIssuer(t, "", false)
-	rsaKey := newKey(t, "r1", jose.RS256)
-	ti.rotate(rsaKey)
-	ti.rotate(newKey(t, "k2", jose.ES256)) // signs; k1 and r1 stay published
-	g := ti.guard(t, "mcp:tools")
+	ti := authtest.NewIssuer(t, "", false)
+	rsaKey := authtest.NewKey(t, "r1", jose.RS256)
+	ti.Rotate(rsaKey)
+	ti.Rotate(authtest.NewKey(t, "k2", jose.ES256)) // signs; k1 and r1 stay published
+	g := testGuard(t, ti, "mcp:tools")
 	with := func(change func(map[string]any)) string {
-		c := ti.claims()
+		c := ti.Claims(testAudience)
 		change(c)
-		return ti.token(c)
+		return ti.Token(c)
 	}
-	valid := ti.token(ti.claims())
+	valid := ti.Token(ti.Claims(testAudience))
 	parts := strings.Split(valid, ".")
 	b64 := func(v any) string {
 		b, _ := json.Marshal(v)
 		return base64.RawURLEncoding.EncodeToString(b)
 	}
-	der, err := x509.MarshalPKIXPublicKey(rsaKey.key.Public())
+	der, err := x509.MarshalPKIXPublicKey(rsaKey.Key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestGuardJWTBadInput(t *testing.T) {
 		out, _ := obj.CompactSerialize()
 		return out
 	}
-	impostor := newKey(t, "k2", jose.ES256) // same kid, another key
+	impostor := authtest.NewKey(t, "k2", jose.ES256) // same kid, another key
 	for _, tc := range []struct {
 		name, token string
 		want        error
@@ -79,7 +81,7 @@ func TestGuardJWTBadInput(t *testing.T) {
 		{"malformed", "not-a-jwt", ErrInvalidToken},
 		{"malformed three parts", "a.b.c", ErrInvalidToken},
 		{"bad signature", parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2])), ErrInvalidToken},
-		{"signed by another key with a known kid", sign(t, impostor, ti.claims()), ErrInvalidToken},
+		{"signed by another key with a known kid", authtest.Sign(t, impostor, ti.Claims(testAudience)), ErrInvalidToken},
 		{"alg none", b64(map[string]string{"alg": "none", "kid": "k2"}) + "." + parts[1] + ".", ErrInvalidToken},
 		{"HS256 signed with the public key (PEM)", hs(pubPEM), ErrInvalidToken},
 		{"HS256 signed with the public key (DER)", hs(der), ErrInvalidToken},
@@ -89,8 +91,8 @@ func TestGuardJWTBadInput(t *testing.T) {
 		{"wrong audience", with(func(c map[string]any) { c["aud"] = "https://other.example/mcp" }), ErrInvalidToken},
 		{"no audience", with(func(c map[string]any) { delete(c, "aud") }), ErrInvalidToken},
 		{"wrong issuer", with(func(c map[string]any) { c["iss"] = "https://evil.example" }), ErrInvalidToken},
-		{"unknown kid", sign(t, newKey(t, "nobody", jose.ES256), ti.claims()), ErrInvalidToken},
-		{"no kid, no key fits", sign(t, newKey(t, "", jose.ES256), ti.claims()), ErrInvalidToken},
+		{"unknown kid", authtest.Sign(t, authtest.NewKey(t, "nobody", jose.ES256), ti.Claims(testAudience)), ErrInvalidToken},
+		{"no kid, no key fits", authtest.Sign(t, authtest.NewKey(t, "", jose.ES256), ti.Claims(testAudience)), ErrInvalidToken},
 		{"missing scope", with(func(c map[string]any) { c["scope"] = "openid" }), ErrInsufficientScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,30 +123,30 @@ func TestGuardJWTBadInput(t *testing.T) {
 // after the gateway fetched its keys (a new kid) verifies, with one more
 // fetch; made-up kids cannot make it fetch more than the bucket allows.
 func TestGuardKeyRotation(t *testing.T) {
-	ti := newTestIssuer(t, "/tenant", true) // OIDC discovery, an issuer with a path
-	g := ti.guard(t)
-	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); err != nil {
+	ti := authtest.NewIssuer(t, "/tenant", true) // OIDC discovery, an issuer with a path
+	g := testGuard(t, ti)
+	if _, err := g.Authenticate(context.Background(), bearer(ti.Token(ti.Claims(testAudience)))); err != nil {
 		t.Fatal(err)
 	}
-	if n := ti.jwks.Load(); n != 1 {
+	if n := ti.JWKS.Load(); n != 1 {
 		t.Fatalf("%d key fetches, want 1", n)
 	}
-	ti.rotate(newKey(t, "k2", jose.RS256))
-	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); err != nil {
+	ti.Rotate(authtest.NewKey(t, "k2", jose.RS256))
+	if _, err := g.Authenticate(context.Background(), bearer(ti.Token(ti.Claims(testAudience)))); err != nil {
 		t.Fatalf("after rotation: %v", err)
 	}
-	if n := ti.jwks.Load(); n != 2 {
+	if n := ti.JWKS.Load(); n != 2 {
 		t.Fatalf("%d key fetches, want 2", n)
 	}
 	for i := range 20 {
-		c := ti.claims()
+		c := ti.Claims(testAudience)
 		c["jti"] = i
-		_, err := g.Authenticate(context.Background(), bearer(sign(t, newKey(t, "made-up", jose.ES256), c)))
+		_, err := g.Authenticate(context.Background(), bearer(authtest.Sign(t, authtest.NewKey(t, "made-up", jose.ES256), c)))
 		if !errors.Is(err, ErrInvalidToken) {
 			t.Fatalf("made-up kid: %v", err)
 		}
 	}
-	if n := ti.jwks.Load(); n > 2+keyRefreshBurst {
+	if n := ti.JWKS.Load(); n > 2+keyRefreshBurst {
 		t.Fatalf("%d key fetches for 20 made-up kids, want at most %d", n, 2+keyRefreshBurst)
 	}
 }
@@ -152,10 +154,10 @@ func TestGuardKeyRotation(t *testing.T) {
 // TestGuardIssuerDown: without keys, a token gets ErrUnavailable with a
 // Retry-After, never a pass; with keys cached, known kids still verify.
 func TestGuardIssuerDown(t *testing.T) {
-	ti := newTestIssuer(t, "", false)
-	ti.down.Store(true)
-	g := ti.guard(t)
-	tok := ti.token(ti.claims())
+	ti := authtest.NewIssuer(t, "", false)
+	ti.Down.Store(true)
+	g := testGuard(t, ti)
+	tok := ti.Token(ti.Claims(testAudience))
 	_, err := g.Authenticate(context.Background(), bearer(tok))
 	if !errors.Is(err, ErrUnavailable) || RetryAfter(err, 0) <= 0 {
 		t.Fatalf("issuer down: %v (retry after %v)", err, RetryAfter(err, 0))
@@ -165,38 +167,38 @@ func TestGuardIssuerDown(t *testing.T) {
 		t.Fatalf("issuer down, again: %v", err)
 	}
 
-	ti2 := newTestIssuer(t, "", false)
-	g2 := ti2.guard(t)
-	if _, err := g2.Authenticate(context.Background(), bearer(ti2.token(ti2.claims()))); err != nil {
+	ti2 := authtest.NewIssuer(t, "", false)
+	g2 := testGuard(t, ti2)
+	if _, err := g2.Authenticate(context.Background(), bearer(ti2.Token(ti2.Claims(testAudience)))); err != nil {
 		t.Fatal(err)
 	}
-	ti2.down.Store(true)
-	c := ti2.claims()
+	ti2.Down.Store(true)
+	c := ti2.Claims(testAudience)
 	c["sub"] = "bob" // another token: not in the cache, but its key is
-	if p, err := g2.Authenticate(context.Background(), bearer(ti2.token(c))); err != nil || p.Subject != "bob" {
+	if p, err := g2.Authenticate(context.Background(), bearer(ti2.Token(c))); err != nil || p.Subject != "bob" {
 		t.Fatalf("cached keys with the issuer down: %+v %v", p, err)
 	}
 	// A new kid cannot be checked: 503, not 401 and not a pass.
-	if _, err := g2.Authenticate(context.Background(), bearer(sign(t, newKey(t, "k9", jose.ES256), ti2.claims()))); !errors.Is(err, ErrUnavailable) {
+	if _, err := g2.Authenticate(context.Background(), bearer(authtest.Sign(t, authtest.NewKey(t, "k9", jose.ES256), ti2.Claims(testAudience)))); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("new kid with the issuer down: %v", err)
 	}
 }
 
 func TestDiscoveryIssuerMismatch(t *testing.T) {
-	ti := newTestIssuer(t, "", false)
-	g, err := New(Config{Issuer: ti.url + "/other", Audience: []string{"x"}})
+	ti := authtest.NewIssuer(t, "", false)
+	g, err := New(Config{Issuer: ti.URL + "/other", Audience: []string{"x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The metadata at the RFC 8414 location of .../other is not there;
 	// nothing else names that issuer.
-	if _, err := g.Authenticate(context.Background(), bearer(ti.token(ti.claims()))); !errors.Is(err, ErrUnavailable) {
+	if _, err := g.Authenticate(context.Background(), bearer(ti.Token(ti.Claims(testAudience)))); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("got %v", err)
 	}
 	if _, err := New(Config{Issuer: "ftp://x", Audience: []string{"x"}}); err == nil {
 		t.Fatal("an ftp issuer was accepted")
 	}
-	if _, err := New(Config{Issuer: ti.url}); err == nil {
+	if _, err := New(Config{Issuer: ti.URL}); err == nil {
 		t.Fatal("JWTs without an audience were accepted")
 	}
 }
