@@ -128,6 +128,15 @@ type Config struct {
 	// X-Forwarded-Proto/X-Forwarded-Host headers say what the client
 	// reached, when PublicURL is empty. Nil: nobody's.
 	TrustedProxies []netip.Prefix
+	// Auth, when set, makes the gateway an OAuth 2.1 resource server: a
+	// request to the MCP endpoint needs a bearer token Auth accepts, and
+	// its principal owns the tasks (auth.go). Nil: the gateway checks no
+	// token, and the upstream is the resource server.
+	Auth Authenticator
+	// AuthStrip drops the client's Authorization once Auth accepted it,
+	// so nothing sends it upstream: for an upstream that trusts the
+	// gateway. False: it is forwarded as sent. Ignored without Auth.
+	AuthStrip bool
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks

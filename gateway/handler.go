@@ -177,7 +177,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.Path:
 		r = h.trace.startRequest(r, rec)
 		if h.frontDoor(w, r) {
-			h.serveMCP(w, r)
+			if r, ok := h.authenticate(w, r); ok {
+				h.serveMCP(w, r)
+			}
 		}
 	case "/healthz":
 		h.serveHealth(w, r)
