@@ -32,6 +32,7 @@ type Handler struct {
 
 	origins *originPolicy // the allowed Origins (frontdoor.go)
 	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
 	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
@@ -62,6 +63,11 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.trace = newTracing(c.Tracer, c.ReplicaID)
+	var own ownMetadata
+	if c.Auth != nil {
+		own = c.Auth
+	}
+	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
@@ -170,7 +176,7 @@ func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
 
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &recorder{ResponseWriter: w}
+	rec := &recorder{ResponseWriter: w, pub: h.pub, req: r}
 	defer h.served(rec, r, time.Now())
 	w = rec
 	switch r.URL.Path {
@@ -188,7 +194,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.MetricsPath:
 		h.metrics.handler().ServeHTTP(w, r)
 	default:
-		http.NotFound(w, r)
+		if !h.meta.serve(w, r) {
+			http.NotFound(w, r)
+		}
 	}
 }
 
