@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), identityFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -160,6 +160,10 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	authn, err := authenticator(c, publicURL, door.scheme(), c.String("listen"), path, log)
+	if err != nil {
+		return err
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log, tp)
 	if err != nil {
@@ -191,6 +195,8 @@ func serve(c *cli.Context) error {
 		PublicURL:      publicURL,
 		TrustedProxies: proxies,
 		Fallback:       fallback,
+		Auth:           authn,
+		AuthStrip:      authn != nil && !c.Bool("auth-forward"),
 		Tracer:         tp,
 	})
 	if err != nil {
