@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/redistest"
 )
 
 // oauthServer is a running simpleStreamableHttp.js --oauth, stopped by
@@ -117,6 +119,7 @@ type oauthOut struct {
 		NativeTask    struct{ Status string } `json:"nativeTask"`
 		NativeResult  string                  `json:"nativeResult"`
 		FirstGet      string                  `json:"firstGet"`
+		FirstDone     string                  `json:"firstDone"`
 		SecondGet     jsAttempt               `json:"secondGet"`
 		SecondList    jsAttempt               `json:"secondList"`
 		SecondResult  jsAttempt               `json:"secondResult"`
@@ -240,5 +243,69 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("GET %s: %v: %s", u, err, body)
+	}
+}
+
+// TestOAuthTasksOutliveTokens: with validation on (the demo's
+// introspection endpoint), a task belongs to the principal: the same
+// client signed in again (a new token, a new session) on another replica
+// sharing one redis-server reads, lists, gets the result of and cancels
+// the tasks its first token created, the gateway's and the upstream's own
+// (routed to the session that created it); another client (another
+// principal) gets -32602 for them and lists none.
+func TestOAuthTasksOutliveTokens(t *testing.T) {
+	node := ensureJS(t)
+	srv := startOAuthServer(t, node)
+	addrs := make([]string, 2)
+	for i := range addrs {
+		a, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = a
+	}
+	// Each replica accepts tokens issued for either's URL: behind one
+	// load balancer they would share one public URL.
+	args := []string{"--redis-url", "redis://" + redistest.Start(t), "--poll-interval", "100ms", "--task", "greet",
+		"--auth-issuer", srv.Issuer(), "--auth-introspection-url", srv.Issuer() + "/introspect",
+		"--auth-audience", "http://" + addrs[0] + "/mcp,http://" + addrs[1] + "/mcp"}
+	var urls []string
+	for _, a := range addrs {
+		g, err := startGatewayAt(t, a, srv.URL(), args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, g.URL)
+	}
+	out := runOAuth(t, node, "refresh", urls...)
+	s := out.Steps
+	if !out.NewToken || s.FirstGet != "working" || s.FirstDone != "completed" {
+		t.Fatalf("setup: new token %v, held %q, done %q", out.NewToken, s.FirstGet, s.FirstDone)
+	}
+	if s.SecondGet.Error != nil || string(s.SecondGet.Result) != `"working"` {
+		t.Errorf("the second token reads the held task: %s %+v", s.SecondGet.Result, s.SecondGet.Error)
+	}
+	for _, id := range []string{out.IDs["held"], out.IDs["done"]} {
+		if !strings.Contains(string(s.SecondList.Result), id) {
+			t.Errorf("the second token's list %s %+v lacks %s", s.SecondList.Result, s.SecondList.Error, id)
+		}
+		if strings.Contains(string(s.OtherList.Result), id) {
+			t.Errorf("another principal lists %s: %s", id, s.OtherList.Result)
+		}
+	}
+	if string(s.SecondResult.Result) != `"Hello, done!"` {
+		t.Errorf("the second token reads the result: %s %+v", s.SecondResult.Result, s.SecondResult.Error)
+	}
+	for name, a := range map[string]jsAttempt{"get": s.OtherGet, "cancel": s.OtherCancel} {
+		if a.Error == nil || a.Error.Code != -32602 {
+			t.Errorf("another principal's %s: %s %+v, want -32602", name, a.Result, a.Error)
+		}
+	}
+	if s.OtherList.Error != nil {
+		t.Errorf("another principal's list: %+v", s.OtherList.Error)
+	}
+	if string(s.SecondCancel.Result) != `"cancelled"` || string(s.FirstAfter.Result) != `"cancelled"` {
+		t.Errorf("cancel with the second token: %s %+v; then the first reads %s %+v",
+			s.SecondCancel.Result, s.SecondCancel.Error, s.FirstAfter.Result, s.FirstAfter.Error)
 	}
 }

@@ -12,10 +12,10 @@
 // code, which is read from the redirect), the token, then tools/list, a
 // plain call, a task the gateway makes of a plain tool (--task greet) and
 // one of the upstream's own task tools (delay).
-// refresh: one client signs in twice (two tokens of one principal); a
-// task created with the first token on URL1 is read, listed, has its
-// result read and is cancelled with the second token on URL2; a second
-// client (another principal) gets -32602 for it.
+// refresh: one client signs in twice (two tokens of one principal, two
+// sessions); tasks created with the first token on URL1 are read, listed,
+// have their result read and are cancelled with the second token on URL2;
+// a second client (another principal) gets -32602 for them.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
@@ -159,8 +159,11 @@ try {
     const p = provider();
     const first = await signIn('taskgate-e2e-first', urls[0], p, 'first');
     const firstToken = p.saved.access_token;
-    const held = await createTask(first, 'multi-greet', { name: 'held' });
+    // held: the upstream's own task (delay), routed to the session that
+    // created it; done: the gateway's task (--task greet).
+    const held = await createTask(first, 'delay', { duration: 60_000 });
     const done = await createTask(first, 'greet', { name: 'done' });
+    out.steps.firstDone = (await waitStatus(first, done)).status;
     out.steps.firstGet = (await first.experimental.tasks.getTask(held, REQ)).status;
     // The same client signs in again: a new token for the same principal.
     p.saved = undefined;
