@@ -56,7 +56,7 @@ type verifier interface {
 
 // Guard checks the bearer tokens of requests: the gateway as an OAuth 2.1
 // resource server (MCP 2025-06-18, Authorization, "Token Handling").
-// Valid tokens are cached by their hash (cache.go). Safe for concurrent
+// Valid tokens are cached (cache.go). Safe for concurrent
 // use; it holds no goroutine.
 type Guard struct {
 	v      verifier
@@ -121,15 +121,14 @@ func (g *Guard) Authenticate(ctx context.Context, h http.Header) (Principal, err
 // Check verifies token (from the cache when it was verified lately) and
 // that it grants the required scopes.
 func (g *Guard) Check(ctx context.Context, token string) (Token, error) {
-	key := tokenKey(token)
 	now := g.now()
-	t, ok := g.cache.get(key, now)
+	t, ok := g.cache.get(token, now)
 	if !ok {
 		var err error
 		if t, err = g.v.verify(ctx, token); err != nil {
 			return Token{}, err
 		}
-		g.cache.put(key, t, now)
+		g.cache.put(token, t, now)
 	}
 	if missing := missingScopes(t.Scopes, g.scopes); len(missing) > 0 {
 		return t, &ScopeError{Missing: missing}
