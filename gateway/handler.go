@@ -33,6 +33,7 @@ type Handler struct {
 	origins *originPolicy // the allowed Origins (frontdoor.go)
 	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
 	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
 	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
@@ -88,6 +89,9 @@ func New(cfg Config) (*Handler, error) {
 		return h, nil
 	}
 	c.Store.AddHook(storeHook{h.metrics})
+	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
+		h.creds = newCredentials(c.Store, c.Logger)
+	}
 	h.metrics.registerPool(c.Store.PoolStats)
 	var polls *pollLimiter
 	if c.PollLimit > 0 {
@@ -103,7 +107,7 @@ func New(cfg Config) (*Handler, error) {
 	h.runner = newRunner(runnerParams{
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
-		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
+		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
 	})
 	inflight = h.runner.inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
@@ -184,6 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = h.trace.startRequest(r, rec)
 		if h.frontDoor(w, r) {
 			if r, ok := h.authenticate(w, r); ok {
+				h.creds.note(r)
 				h.serveMCP(w, r)
 			}
 		}

@@ -1,9 +1,15 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +103,131 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 			t.Fatalf("alice's result with her second token: %+v", a)
 		}
 	})
+}
+
+// authSeen wraps an upstream handler, recording the Authorization of each
+// JSON-RPC request by method.
+type authSeen struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen []string // "method token"
+}
+
+func (a *authSeen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &m)
+	a.mu.Lock()
+	a.seen = append(a.seen, m.Method+" "+r.Header.Get("Authorization"))
+	a.mu.Unlock()
+	a.next.ServeHTTP(w, r)
+}
+
+func (a *authSeen) since(n int) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.seen[n:]...)
+}
+
+func (a *authSeen) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.seen)
+}
+
+// TestFreshestTokenForLaterCalls: the requests the gateway makes later on
+// a task's behalf carry the freshest token its principal presented, on
+// any replica. Alice creates a task on replica A with one token; the
+// upstream holds it as its own task (a stateless upstream with native
+// tasks asking two questions); she answers it with a refreshed token on
+// replica B; A's worker then resumes and polls the upstream's task with
+// the refreshed token, not the one that created the task. The token is
+// in the store only sealed.
+func TestFreshestTokenForLaterCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	iss := authtest.NewIssuer(t, "", false)
+	const public = "http://gw.test/mcp"
+	addr := redistest.Start(t)
+	seen := &authSeen{next: testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true})}
+	up := httptest.NewServer(seen)
+	t.Cleanup(up.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
+	var hs []*Handler
+	for range 2 {
+		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, fl.add(func(c *Config) {
+			c.Auth, c.PublicURL = g, public
+			c.Policy = rulesPolicy(rules(t, "elicit2", policy.Task))
+		}))
+	}
+	// Replica A's clock jumps past credLocal once B took the new token, as
+	// if the answer came later: A then asks the store.
+	var skew atomic.Int64
+	hs[0].creds.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	token := func(n int) string {
+		c := iss.Claims(public)
+		c["jti"] = string(rune('0' + n))
+		return "Bearer " + iss.Token(c)
+	}
+	first, refreshed := token(1), token(2)
+	onA := &modernClient{t: t, urls: fl.urls[:1], auth: first}
+	onB := &modernClient{t: t, urls: fl.urls[1:], auth: refreshed}
+
+	tk := onA.toolTask("elicit2", map[string]any{})
+	ir := onA.waitTask(tk.TaskID, "input_required")
+	responses := map[string]any{}
+	for k, in := range ir.InputRequests {
+		for q, v := range map[string]string{"name": "Ada", "color": "teal"} {
+			if strings.Contains(string(in.Params), testupstream.Elicit2Questions[q]) {
+				responses[k] = map[string]any{"action": "accept", "content": map[string]any{q: v}}
+			}
+		}
+	}
+	before := seen.count()
+	for _, r := range seen.since(0) {
+		if !strings.HasSuffix(r, first) {
+			t.Fatalf("before the refresh, the upstream got %q", r)
+		}
+	}
+	skew.Store(int64(time.Minute))
+	if r := onB.call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
+		t.Fatalf("tasks/update with the refreshed token on B: %+v", r.Error)
+	}
+	done := onB.waitTask(tk.TaskID, "completed")
+	if text, _, _ := resultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
+		t.Fatalf("result %s", done.Result)
+	}
+	later := seen.since(before)
+	if len(later) == 0 {
+		t.Fatal("the upstream got no request after the answer")
+	}
+	for _, r := range later {
+		if !strings.HasSuffix(r, refreshed) {
+			t.Errorf("after the refresh, the upstream got %q, want the refreshed token", strings.TrimSuffix(r, first)+"<first token>")
+		}
+	}
+	// In the store, only sealed.
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	keys, err := rdb.Keys(context.Background(), "*:cred:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("credential records %v %v, want alice's one", keys, err)
+	}
+	for _, k := range keys {
+		v, _ := rdb.Get(context.Background(), k).Bytes()
+		for _, tok := range []string{first, refreshed} {
+			if bytes.Contains(v, []byte(strings.TrimPrefix(tok, "Bearer "))) {
+				t.Fatalf("the store holds a token in clear under %s", k)
+			}
+		}
+	}
 }
