@@ -18,7 +18,7 @@ const maxDocument = 1 << 20
 
 // DefaultHTTPTimeout bounds one call to the authorization server when
 // Config.HTTPClient is nil.
-const DefaultHTTPTimeout = 10 * time.Second
+const DefaultHTTPTimeout = 5 * time.Second
 
 // errNotFound: the document is not there (404), so discovery tries the
 // next well-known location.

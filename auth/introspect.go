@@ -53,9 +53,11 @@ func (in *introspector) verify(ctx context.Context, token string) (Token, error)
 	}
 	a, err := in.ask(ctx, token)
 	if err != nil {
-		in.mu.Lock()
-		in.downUntil = in.now().Add(introspectFailBackoff)
-		in.mu.Unlock()
+		if ctx.Err() == nil { // a client that left is no failure of the endpoint
+			in.mu.Lock()
+			in.downUntil = in.now().Add(introspectFailBackoff)
+			in.mu.Unlock()
+		}
 		return Token{}, &UnavailableError{RetryAfter: introspectFailBackoff, Err: err}
 	}
 	now := in.now()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -200,5 +201,66 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 	}
 	if _, err := New(Config{Issuer: ti.URL}); err == nil {
 		t.Fatal("JWTs without an audience were accepted")
+	}
+}
+
+// TestGuardStaleKeys: keys older than keyMaxAge are fetched again on
+// use; with the issuer down then, the old keys go on verifying.
+func TestGuardStaleKeys(t *testing.T) {
+	ti := authtest.NewIssuer(t, "", false)
+	clk := &clock{t: time.Now()}
+	g, err := New(Config{Issuer: ti.URL, Audience: []string{testAudience}, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(sub string) string {
+		c := ti.Claims(testAudience)
+		c["sub"], c["exp"] = sub, clk.now().Add(5*time.Hour).Unix()
+		return ti.Token(c)
+	}
+	for i, step := range []struct {
+		advance time.Duration
+		down    bool
+		fetches int64
+	}{{0, false, 1}, {30 * time.Minute, false, 1}, {31 * time.Minute, false, 2}, {keyMaxAge + time.Minute, true, 2}} {
+		clk.add(step.advance)
+		ti.Down.Store(step.down)
+		if _, err := g.Authenticate(context.Background(), bearer(token(fmt.Sprint("user", i)))); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if n := ti.JWKS.Load(); n != step.fetches {
+			t.Fatalf("step %d: %d key fetches, want %d", i, n, step.fetches)
+		}
+	}
+}
+
+// TestGuardClientLeavesDuringFetch: the client whose token started the
+// key fetch leaving does not end the fetch the others wait for, nor make
+// the issuer look down.
+func TestGuardClientLeavesDuringFetch(t *testing.T) {
+	ti := authtest.NewIssuer(t, "", false)
+	ti.Gate = make(chan struct{})
+	g := testGuard(t, ti)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.Authenticate(ctx, bearer(ti.Token(ti.Claims(testAudience))))
+		first <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ti.JWKS.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the key set was never asked for")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	close(ti.Gate)
+	if err := <-first; err != nil {
+		t.Fatalf("the fetch ended with its client: %v", err)
+	}
+	c := ti.Claims(testAudience)
+	c["sub"] = "bob"
+	if _, err := g.Authenticate(context.Background(), bearer(ti.Token(c))); err != nil {
+		t.Fatalf("after the client left: %v", err)
 	}
 }

@@ -24,6 +24,8 @@ const (
 	// tokens with made-up kids cannot make the gateway flood the issuer.
 	keyRefreshBurst = 5
 	keyRefreshEvery = 30 * time.Second
+	// staleFetchTimeout bounds the refresh of keys past keyMaxAge.
+	staleFetchTimeout = 2 * time.Second
 )
 
 // keySet is the issuer's JSON Web Key Set, found by discovery and cached.
@@ -63,7 +65,7 @@ func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey
 			return nil, err
 		}
 	} else if s.now().Sub(fetched) > keyMaxAge {
-		_ = s.fetch(ctx, gen) // old keys still serve if the issuer is down now
+		s.refreshStale(ctx, gen)
 	}
 	s.mu.Lock()
 	keys, gen = s.keys, s.gen
@@ -115,11 +117,32 @@ func (s *keySet) takeRefresh() bool {
 	return true
 }
 
+// refreshStale fetches keys past keyMaxAge again, for at most
+// staleFetchTimeout and only when no other fetch is under way: the old
+// keys go on serving meanwhile, and if the issuer is down now, so a slow
+// issuer delays one request by that much at most, not every one.
+func (s *keySet) refreshStale(ctx context.Context, seen uint64) {
+	if !s.fetchMu.TryLock() {
+		return
+	}
+	defer s.fetchMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), staleFetchTimeout)
+	defer cancel()
+	_ = s.fetchLocked(ctx, seen)
+}
+
 // fetch fetches the key set (discovering its URL first if need be),
 // unless another fetch ended since the caller saw generation seen.
 func (s *keySet) fetch(ctx context.Context, seen uint64) error {
 	s.fetchMu.Lock()
 	defer s.fetchMu.Unlock()
+	// Other requests wait for this fetch: the client that started it
+	// leaving must not end it (the HTTP client's timeout bounds it).
+	return s.fetchLocked(context.WithoutCancel(ctx), seen)
+}
+
+// fetchLocked is fetch with fetchMu held.
+func (s *keySet) fetchLocked(ctx context.Context, seen uint64) error {
 	s.mu.Lock()
 	gen, failedUntil := s.gen, s.failedUntil
 	s.mu.Unlock()

@@ -27,6 +27,9 @@ type Issuer struct {
 	Srv  *httptest.Server
 	JWKS atomic.Int64 // key set fetches so far
 	Down atomic.Bool  // when set, every request gets 503
+	// Gate, when set before the first request, holds each key set
+	// request (counted in JWKS first) until it is closed.
+	Gate chan struct{}
 	t    testing.TB
 	path string
 	oidc bool
@@ -86,6 +89,9 @@ func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": i.URL, "jwks_uri": i.Srv.URL + "/jwks"})
 	case "/jwks":
 		i.JWKS.Add(1)
+		if i.Gate != nil {
+			<-i.Gate
+		}
 		i.mu.Lock()
 		var set jose.JSONWebKeySet
 		for _, k := range i.keys {
