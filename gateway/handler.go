@@ -185,6 +185,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 	switch r.URL.Path {
 	case h.cfg.Path:
+		r = h.pub.resolve(r)
+		rec.req = r
 		r = h.trace.startRequest(r, rec)
 		if h.frontDoor(w, r) {
 			if r, ok := h.authenticate(w, r); ok {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -154,6 +155,36 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 	}
 	if r := post(t, gw.URL+"/.well-known/oauth-authorization-server", "application/json", "{}", nil); r.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST to metadata: %d", r.StatusCode)
+	}
+}
+
+// TestDiscoveryBehindProxy: behind a trusted proxy the challenge of the
+// MCP endpoint, and the metadata, name the origin the proxy says the
+// client reached, though the front door drops the forwarding headers
+// before the request goes upstream.
+func TestDiscoveryBehindProxy(t *testing.T) {
+	own := newOwnServer(t)
+	gw := metaGateway(t, own.srv.URL+"/mcp", func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	})
+	fwd := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"mcp.example.com"}}
+	resp := post(t, gw.URL+"/mcp", "application/json", toolsList, fwd)
+	resp.Body.Close()
+	want := `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.Contains(got, want) {
+		t.Fatalf("%d %q, want %s", resp.StatusCode, got, want)
+	}
+	req, _ := http.NewRequest("GET", gw.URL+"/.well-known/oauth-protected-resource/mcp", nil)
+	req.Header = fwd
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var doc map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&doc)
+	if doc["resource"] != "https://mcp.example.com/mcp" || doc["authorization_servers"].([]any)[0] != "https://mcp.example.com" {
+		t.Fatalf("metadata behind the proxy: %v", doc)
 	}
 }
 

@@ -6,6 +6,7 @@ package gateway
 // TLS termination or an ingress.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -71,8 +72,25 @@ func (p *publicURLs) origin(r *http.Request) string {
 	if p.fixed != nil {
 		return p.fixed.Scheme + "://" + p.fixed.Host
 	}
+	if o, ok := r.Context().Value(publicOriginKey{}).(string); ok {
+		return o
+	}
 	scheme, host := p.fromRequest(r)
 	return scheme + "://" + host
+}
+
+type publicOriginKey struct{}
+
+// resolve returns r carrying the origin a trusted proxy's forwarding
+// headers name, read before the front door drops those headers (they
+// must not reach the upstream as the gateway's word); r itself when no
+// trusted proxy sent it.
+func (p *publicURLs) resolve(r *http.Request) *http.Request {
+	if p.fixed != nil || !p.fromTrusted(r.RemoteAddr) {
+		return r
+	}
+	scheme, host := p.fromRequest(r)
+	return r.WithContext(context.WithValue(r.Context(), publicOriginKey{}, scheme+"://"+host))
 }
 
 // mcpPath is the path of the MCP endpoint as clients see it.
