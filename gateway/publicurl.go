@@ -39,7 +39,7 @@ func newPublicURLs(public string, path string, trusted []netip.Prefix) (*publicU
 	if err != nil {
 		return nil, fmt.Errorf("gateway: Config.PublicURL: %w", err)
 	}
-	if u.Path == "" {
+	if u.Path == "" || u.Path == "/" { // an origin alone, as --auth-audience's default reads it too
 		u.Path, u.RawPath = path, ""
 	}
 	p.fixed = u
