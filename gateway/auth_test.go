@@ -166,3 +166,37 @@ func TestAuthStrip(t *testing.T) {
 		t.Fatalf("the upstream got Authorization %q", got)
 	}
 }
+
+// TestAuthEveryMethod: the session stream (GET) and its end (DELETE) need
+// the token too; a browser's CORS preflight, which carries none, does not.
+func TestAuthEveryMethod(t *testing.T) {
+	iss := authtest.NewIssuer(t, "", false)
+	ag := newAuthGateway(t, iss, false)
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, ag.url, nil)
+		req.Header.Set("Mcp-Session-Id", "s1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s without a token: %d %q", method, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	req, _ := http.NewRequest(http.MethodOptions, ag.url, nil)
+	req.Header.Set("Origin", "http://localhost:3000")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("preflight: %d", resp.StatusCode)
+	}
+	if got := ag.upstreamGot(); len(got) != 0 {
+		t.Errorf("the upstream got %d requests", len(got))
+	}
+}
