@@ -264,3 +264,22 @@ func TestGuardClientLeavesDuringFetch(t *testing.T) {
 		t.Fatalf("after the client left: %v", err)
 	}
 }
+
+// TestGuardKnownKidOtherAlg: a token naming a known kid with another
+// algorithm is refused at once, without fetching the keys again.
+func TestGuardKnownKidOtherAlg(t *testing.T) {
+	ti := authtest.NewIssuer(t, "", false)
+	g := testGuard(t, ti)
+	if _, err := g.Authenticate(context.Background(), bearer(ti.Token(ti.Claims(testAudience)))); err != nil {
+		t.Fatal(err)
+	}
+	other := authtest.NewKey(t, "k1", jose.RS256) // k1 is the issuer's ES256 key
+	for range 10 {
+		if _, err := g.Authenticate(context.Background(), bearer(authtest.Sign(t, other, ti.Claims(testAudience)))); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if n := ti.JWKS.Load(); n != 1 {
+		t.Fatalf("%d key fetches, want 1", n)
+	}
+}

@@ -58,7 +58,7 @@ func newKeySet(c *http.Client, issuer, jwksURL string, now func() time.Time) *ke
 // when no key fits, ErrUnavailable when the keys could not be fetched.
 func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey, error) {
 	s.mu.Lock()
-	keys, gen, fetched := s.keys, s.gen, s.fetched
+	gen, fetched := s.gen, s.fetched
 	s.mu.Unlock()
 	if gen == 0 {
 		if err := s.fetch(ctx, gen); err != nil {
@@ -67,14 +67,13 @@ func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey
 	} else if s.now().Sub(fetched) > keyMaxAge {
 		s.refreshStale(ctx, gen)
 	}
-	s.mu.Lock()
-	keys, gen = s.keys, s.gen
-	s.mu.Unlock()
-	if match := matching(keys, kid, alg); len(match) > 0 || kid == "" {
-		if len(match) == 0 {
-			return nil, fmt.Errorf("%w: no key of the issuer is for alg %s", ErrInvalidToken, alg)
+	keys, gen := s.current()
+	if kid == "" || hasKID(keys, kid) {
+		// A known kid (or none): no fetch would change the answer.
+		if match := matching(keys, kid, alg); len(match) > 0 {
+			return match, nil
 		}
-		return match, nil
+		return nil, fmt.Errorf("%w: no key of the issuer with kid %q is for alg %s", ErrInvalidToken, kid, alg)
 	}
 	if !s.takeRefresh() {
 		return nil, fmt.Errorf("%w: unknown kid %q (the issuer's keys were fetched again too often just now)", ErrInvalidToken, kid)
@@ -82,13 +81,27 @@ func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey
 	if err := s.fetch(ctx, gen); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	keys = s.keys
-	s.mu.Unlock()
+	keys, _ = s.current()
 	if match := matching(keys, kid, alg); len(match) > 0 {
 		return match, nil
 	}
 	return nil, fmt.Errorf("%w: unknown kid %q for alg %s", ErrInvalidToken, kid, alg)
+}
+
+// current is the key set and its generation.
+func (s *keySet) current() ([]jose.JSONWebKey, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys, s.gen
+}
+
+func hasKID(keys []jose.JSONWebKey, kid string) bool {
+	for _, k := range keys {
+		if k.KeyID == kid {
+			return true
+		}
+	}
+	return false
 }
 
 // matching are the keys with kid (any kid when it is empty) that may
