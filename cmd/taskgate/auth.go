@@ -70,6 +70,9 @@ func authenticator(c *cli.Context, publicURL, scheme, listen, path string, log z
 	mode := "jwt"
 	if introspect != "" {
 		mode = "introspection"
+		if issuer == "" {
+			log.Warn().Str("op", "auth").Msg("--auth-introspection-url without --auth-issuer: the gateway's metadata names no authorization server, so clients cannot discover where to sign in")
+		}
 	}
 	log.Info().Str("op", "auth").Str("issuer", issuer).Str("introspection", introspect).Strs("audience", audience).
 		Str("mode", mode).Bool("forward", c.Bool("auth-forward")).Msg("validating bearer tokens")
