@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
@@ -64,7 +66,7 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	var scopeErr *auth.ScopeError
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
-		status, msg = http.StatusServiceUnavailable, "Service Unavailable: the authorization server cannot be reached to check the token; retry later"
+		status, code, msg = http.StatusServiceUnavailable, "unavailable", "Service Unavailable: the authorization server cannot be reached to check the token; retry later"
 	case errors.As(err, &scopeErr):
 		status, code, msg = http.StatusForbidden, "insufficient_scope", "Forbidden: the token lacks the scopes "+strings.Join(scopeErr.Missing, " ")
 	case errors.Is(err, auth.ErrBadRequest):
@@ -72,6 +74,11 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, auth.ErrInvalidToken):
 		code, msg = "invalid_token", "Unauthorized: the access token is invalid or expired"
 	}
+	reason := code
+	if reason == "" {
+		reason = "no_token"
+	}
+	h.metrics.authRefusals.WithLabelValues(reason).Inc()
 	hdr := w.Header()
 	if status == http.StatusServiceUnavailable {
 		secs := int(math.Ceil(auth.RetryAfter(err, authRetryAfter).Seconds()))
@@ -99,4 +106,20 @@ func (h *Handler) challenge(r *http.Request, code string) string {
 		parts = append(parts, fmt.Sprintf("scope=%q", strings.Join(scopes, " ")))
 	}
 	return "Bearer " + strings.Join(parts, ", ")
+}
+
+// authReasons are the reasons a request is refused: no token, the RFC 6750
+// error codes, and an authorization server that cannot be reached.
+var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable"}
+
+// registerAuth adds taskgate_auth_refusals_total, every reason present at
+// 0 so alerts see a rise from the start.
+func (m *metrics) registerAuth() {
+	m.authRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503).",
+	}, []string{"reason"})
+	for _, r := range authReasons {
+		m.authRefusals.WithLabelValues(r)
+	}
+	m.register(m.authRefusals)
 }

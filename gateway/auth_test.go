@@ -125,6 +125,19 @@ func TestAuthRefusals(t *testing.T) {
 	if got := ag.upstreamGot(); len(got) != 0 {
 		t.Fatalf("refused requests reached the upstream: %d", len(got))
 	}
+	metrics, err := http.Get(strings.TrimSuffix(ag.url, "/mcp") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	for _, want := range []string{`taskgate_auth_refusals_total{reason="no_token"} 2`, `taskgate_auth_refusals_total{reason="invalid_token"} 6`,
+		`taskgate_auth_refusals_total{reason="insufficient_scope"} 1`, `taskgate_auth_refusals_total{reason="invalid_request"} 1`,
+		`taskgate_auth_refusals_total{reason="unavailable"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	// The valid token passes, and is forwarded as sent.
 	resp := post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + valid}})
 	if resp.StatusCode != http.StatusOK {

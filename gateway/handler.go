@@ -82,6 +82,9 @@ func New(cfg Config) (*Handler, error) {
 	h.metrics.trace = h.trace
 	h.metrics.registerBuild(c.Version)
 	h.metrics.registerLimit(c.MaxInflight)
+	if c.Auth != nil {
+		h.metrics.registerAuth()
+	}
 	if c.Store == nil {
 		if c.Fallback.Enabled {
 			return nil, errors.New("gateway: Config.Fallback needs a Store (the fallback tools run tasks)")
