@@ -3,12 +3,9 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,39 +102,6 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 	})
 }
 
-// authSeen wraps an upstream handler, recording the Authorization of each
-// JSON-RPC request by method.
-type authSeen struct {
-	next http.Handler
-	mu   sync.Mutex
-	seen []string // "method token"
-}
-
-func (a *authSeen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var m struct {
-		Method string `json:"method"`
-	}
-	_ = json.Unmarshal(body, &m)
-	a.mu.Lock()
-	a.seen = append(a.seen, m.Method+" "+r.Header.Get("Authorization"))
-	a.mu.Unlock()
-	a.next.ServeHTTP(w, r)
-}
-
-func (a *authSeen) since(n int) []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.seen[n:]...)
-}
-
-func (a *authSeen) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.seen)
-}
-
 // TestFreshestTokenForLaterCalls: the requests the gateway makes later on
 // a task's behalf carry the freshest token its principal presented, on
 // any replica. Alice creates a task on replica A with one token; the
@@ -153,10 +117,10 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
 	addr := redistest.Start(t)
-	seen := &authSeen{next: testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true})}
-	up := httptest.NewServer(seen)
-	t.Cleanup(up.Close)
-	fl := newFleet(t, up.URL+"/mcp")
+	up := newEraUpstream(t, true)
+	native := testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true})
+	up.next.Store(&native)
+	fl := newFleet(t, up.url)
 	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
 	var hs []*Handler
 	for range 2 {
@@ -192,10 +156,10 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 			}
 		}
 	}
-	before := seen.count()
-	for _, r := range seen.since(0) {
-		if !strings.HasSuffix(r, first) {
-			t.Fatalf("before the refresh, the upstream got %q", r)
+	before := len(up.posts(""))
+	for _, p := range up.posts("") {
+		if p.auth != first {
+			t.Fatalf("before the refresh, the upstream got %s without the first token", p.method)
 		}
 	}
 	skew.Store(int64(time.Minute))
@@ -206,13 +170,13 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 	if text, _, _ := resultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
 		t.Fatalf("result %s", done.Result)
 	}
-	later := seen.since(before)
+	later := up.posts("")[before:]
 	if len(later) == 0 {
 		t.Fatal("the upstream got no request after the answer")
 	}
-	for _, r := range later {
-		if !strings.HasSuffix(r, refreshed) {
-			t.Errorf("after the refresh, the upstream got %q, want the refreshed token", strings.TrimSuffix(r, first)+"<first token>")
+	for _, p := range later {
+		if p.auth != refreshed {
+			t.Errorf("after the refresh, the upstream got %s with the first token %v, want the refreshed one", p.method, p.auth == first)
 		}
 	}
 	// In the store, only sealed.
