@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +23,7 @@ import (
 // read, listed and cancelled with another token of hers (a refreshed one)
 // on the other replica, through the extension and through the fallback
 // tools; bob's valid token gets -32602 (the fallback tools: "task not
-// found") and lists nothing.
+// found") and lists nothing. Alice has one owner session upstream.
 func TestPrincipalOwnsTasks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server")
@@ -32,9 +31,8 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
 	addr := redistest.Start(t)
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
-	t.Cleanup(up.Close)
-	fl := newFleet(t, up.URL+"/mcp")
+	up := newEraUpstream(t, false) // a session server: 2026-07-28 clients get owner sessions
+	fl := newFleet(t, up.url)
 	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
 	for range 2 {
 		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
@@ -100,6 +98,17 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 			t.Fatalf("alice's result with her second token: %+v", a)
 		}
 	})
+
+	// One owner session upstream for alice, whichever token and replica.
+	sessions := map[string]bool{}
+	for _, p := range up.posts("") {
+		if p.session != "" && (p.auth == alice1 || p.auth == alice2) {
+			sessions[p.session] = true
+		}
+	}
+	if len(sessions) != 1 {
+		t.Errorf("alice's requests went on %d upstream sessions, want her one owner session", len(sessions))
+	}
 }
 
 // TestFreshestTokenForLaterCalls: the requests the gateway makes later on
