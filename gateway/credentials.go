@@ -51,6 +51,10 @@ const (
 	credEntries = 4096
 	// credTimeout bounds one store request for a token.
 	credTimeout = 2 * time.Second
+	// credRetry: after a store request for a token failed, this replica
+	// waits this long before the next (a store outage must not slow
+	// every request by credTimeout).
+	credRetry = 10 * time.Second
 )
 
 // errSealed is a sealed token that does not open (another secret, or
@@ -136,7 +140,7 @@ func (c *credentials) note(r *http.Request) {
 	}
 	if err != nil {
 		c.mu.Lock()
-		e.stored = time.Time{} // try again with the next request
+		e.stored = now.Add(credRetry - credRestore) // try again in credRetry
 		c.mu.Unlock()
 		c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
 			Msg("cannot store the newest token: other replicas keep using an older one")
@@ -192,6 +196,11 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 			c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
 				Msg("cannot read the newest token: using the one this replica has")
 		}
+		c.mu.Lock()
+		if e := c.byPrincipal[key]; e != nil {
+			e.checked = now.Add(credRetry - credLocal) // ask again in credRetry
+		}
+		c.mu.Unlock()
 		return local
 	}
 	c.mu.Lock()
