@@ -107,27 +107,30 @@ type oauthOut struct {
 	Registered       bool         `json:"registered"`
 	TokenType        string       `json:"tokenType"`
 	NewToken         bool         `json:"newToken"`
+	AnsweredBy       []string     `json:"answeredBy"`
 	Tools            []struct {
 		Name        string `json:"name"`
 		TaskSupport string `json:"taskSupport"`
 	} `json:"tools"`
 	IDs   map[string]string `json:"ids"`
 	Steps struct {
-		Greet         string                  `json:"greet"`
-		GatewayTask   struct{ Status string } `json:"gatewayTask"`
-		GatewayResult string                  `json:"gatewayResult"`
-		NativeTask    struct{ Status string } `json:"nativeTask"`
-		NativeResult  string                  `json:"nativeResult"`
-		FirstGet      string                  `json:"firstGet"`
-		FirstDone     string                  `json:"firstDone"`
-		SecondGet     jsAttempt               `json:"secondGet"`
-		SecondList    jsAttempt               `json:"secondList"`
-		SecondResult  jsAttempt               `json:"secondResult"`
-		OtherGet      jsAttempt               `json:"otherGet"`
-		OtherCancel   jsAttempt               `json:"otherCancel"`
-		OtherList     jsAttempt               `json:"otherList"`
-		SecondCancel  jsAttempt               `json:"secondCancel"`
-		FirstAfter    jsAttempt               `json:"firstAfter"`
+		Greet          string                  `json:"greet"`
+		GatewayTask    struct{ Status string } `json:"gatewayTask"`
+		GatewayResult  string                  `json:"gatewayResult"`
+		NativeTask     struct{ Status string } `json:"nativeTask"`
+		NativeResult   string                  `json:"nativeResult"`
+		FirstGet       string                  `json:"firstGet"`
+		FirstDone      string                  `json:"firstDone"`
+		FirstAsked     string                  `json:"firstAsked"`
+		SecondAnswered jsAttempt               `json:"secondAnswered"`
+		SecondGet      jsAttempt               `json:"secondGet"`
+		SecondList     jsAttempt               `json:"secondList"`
+		SecondResult   jsAttempt               `json:"secondResult"`
+		OtherGet       jsAttempt               `json:"otherGet"`
+		OtherCancel    jsAttempt               `json:"otherCancel"`
+		OtherList      jsAttempt               `json:"otherList"`
+		SecondCancel   jsAttempt               `json:"secondCancel"`
+		FirstAfter     jsAttempt               `json:"firstAfter"`
 	} `json:"steps"`
 }
 
@@ -251,8 +254,9 @@ func getJSON(t *testing.T, u string, v any) {
 // client signed in again (a new token, a new session) on another replica
 // sharing one redis-server reads, lists, gets the result of and cancels
 // the tasks its first token created, the gateway's and the upstream's own
-// (routed to the session that created it); another client (another
-// principal) gets -32602 for them and lists none.
+// (routed to the session that created it), and answers the question one
+// asks; another client (another principal) gets -32602 for them and lists
+// none.
 func TestOAuthTasksOutliveTokens(t *testing.T) {
 	node := ensureJS(t)
 	srv := startOAuthServer(t, node)
@@ -267,7 +271,7 @@ func TestOAuthTasksOutliveTokens(t *testing.T) {
 	// Each replica accepts tokens issued for either's URL: behind one
 	// load balancer they would share one public URL.
 	args := []string{"--redis-url", "redis://" + redistest.Start(t), "--poll-interval", "100ms", "--task", "greet",
-		"--auth-issuer", srv.Issuer(), "--auth-introspection-url", srv.Issuer() + "/introspect",
+		"--task", "collect-user-info", "--auth-issuer", srv.Issuer(), "--auth-introspection-url", srv.Issuer() + "/introspect",
 		"--auth-audience", "http://" + addrs[0] + "/mcp,http://" + addrs[1] + "/mcp"}
 	var urls []string
 	for _, a := range addrs {
@@ -279,8 +283,12 @@ func TestOAuthTasksOutliveTokens(t *testing.T) {
 	}
 	out := runOAuth(t, node, "refresh", urls...)
 	s := out.Steps
-	if !out.NewToken || s.FirstGet != "working" || s.FirstDone != "completed" {
-		t.Fatalf("setup: new token %v, held %q, done %q", out.NewToken, s.FirstGet, s.FirstDone)
+	if !out.NewToken || s.FirstGet != "working" || s.FirstDone != "completed" || s.FirstAsked != "input_required" {
+		t.Fatalf("setup: new token %v, held %q, done %q, asked %q", out.NewToken, s.FirstGet, s.FirstDone, s.FirstAsked)
+	}
+	if !strings.Contains(string(s.SecondAnswered.Result), "Collected contact information") || !strings.Contains(string(s.SecondAnswered.Result), "Ada") ||
+		len(out.AnsweredBy) != 1 || out.AnsweredBy[0] != "taskgate-e2e-second" {
+		t.Errorf("the second token answers the task's question: %s %+v, answered by %v", s.SecondAnswered.Result, s.SecondAnswered.Error, out.AnsweredBy)
 	}
 	if s.SecondGet.Error != nil || string(s.SecondGet.Result) != `"working"` {
 		t.Errorf("the second token reads the held task: %s %+v", s.SecondGet.Result, s.SecondGet.Error)

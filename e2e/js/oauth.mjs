@@ -14,12 +14,13 @@
 // one of the upstream's own task tools (delay).
 // refresh: one client signs in twice (two tokens of one principal, two
 // sessions); tasks created with the first token on URL1 are read, listed,
-// have their result read and are cancelled with the second token on URL2;
+// answered, have their result read and are cancelled with the second
+// token on URL2;
 // a second client (another principal) gets -32602 for them.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const [mode, urlList] = process.argv.slice(2);
 const urls = urlList.split(',');
@@ -98,13 +99,24 @@ function provider() {
   return p;
 }
 
+// newClient declares form elicitation and answers it (as name), noting who
+// answered.
+function newClient(name) {
+  const c = new Client({ name, version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+  c.setRequestHandler(ElicitRequestSchema, async () => {
+    (out.answeredBy ??= []).push(name);
+    return { action: 'accept', content: { name: 'Ada', email: 'ada@example.com' } };
+  });
+  return c;
+}
+
 // signIn connects a client to url with p, running the whole flow when p
 // has no token yet: the first connect fails with UnauthorizedError once
 // the code is in hand, finishAuth trades it for a token, and a second
 // transport connects with it.
 async function signIn(name, url, p, label) {
   const opts = { authProvider: p, fetch: recording(label) };
-  const client = new Client({ name, version: '1.0.0' });
+  const client = newClient(name);
   try {
     await client.connect(new StreamableHTTPClientTransport(new URL(url), opts));
     return client;
@@ -113,7 +125,7 @@ async function signIn(name, url, p, label) {
   }
   const t = new StreamableHTTPClientTransport(new URL(url), opts);
   await t.finishAuth(p.code);
-  const again = new Client({ name, version: '1.0.0' });
+  const again = newClient(name);
   await again.connect(new StreamableHTTPClientTransport(new URL(url), opts));
   return again;
 }
@@ -126,11 +138,12 @@ async function createTask(client, name, args) {
   return r.task.taskId;
 }
 
-// waitStatus polls tasks/get until the task leaves working.
-async function waitStatus(client, id) {
+// waitStatus polls tasks/get until the task leaves working (and
+// input_required, unless until names it).
+async function waitStatus(client, id, until) {
   for (let i = 0; i < 300; i++) {
     const t = await client.experimental.tasks.getTask(id, REQ);
-    if (!['working', 'input_required'].includes(t.status)) return t;
+    if (t.status === until || !['working', 'input_required'].includes(t.status)) return t;
     await sleep(100);
   }
   return { status: 'still running' };
@@ -164,6 +177,10 @@ try {
     const held = await createTask(first, 'delay', { duration: 60_000 });
     const done = await createTask(first, 'greet', { name: 'done' });
     out.steps.firstDone = (await waitStatus(first, done)).status;
+    // asked: the gateway's task (--task collect-user-info) waiting for
+    // the user's answer.
+    const asked = await createTask(first, 'collect-user-info', { infoType: 'contact' });
+    out.steps.firstAsked = (await waitStatus(first, asked, 'input_required')).status;
     out.steps.firstGet = (await first.experimental.tasks.getTask(held, REQ)).status;
     // The same client signs in again: a new token for the same principal.
     p.saved = undefined;
@@ -172,6 +189,8 @@ try {
     out.steps.secondGet = await attempt(async () => (await second.experimental.tasks.getTask(held, REQ)).status);
     out.steps.secondList = await attempt(async () => (await second.experimental.tasks.listTasks(undefined, REQ)).tasks.map((t) => t.taskId));
     out.steps.secondResult = await attempt(async () => text(await second.experimental.tasks.getTaskResult(done, CallToolResultSchema, REQ)));
+    // The second token answers the question on the task's result stream.
+    out.steps.secondAnswered = await attempt(async () => text(await second.experimental.tasks.getTaskResult(asked, CallToolResultSchema, REQ)));
     // Another client (another principal) on either replica sees none of it.
     const q = provider();
     const other = await signIn('taskgate-e2e-other', urls[1], q, 'other');
@@ -180,7 +199,7 @@ try {
     out.steps.otherList = await attempt(async () => (await other.experimental.tasks.listTasks(undefined, REQ)).tasks.map((t) => t.taskId));
     out.steps.secondCancel = await attempt(async () => (await second.experimental.tasks.cancelTask(held, REQ)).status);
     out.steps.firstAfter = await attempt(async () => (await first.experimental.tasks.getTask(held, REQ)).status);
-    out.ids = { held, done };
+    out.ids = { held, done, asked };
     for (const c of [first, second, other]) await c.close().catch(() => {});
   }
   clearTimeout(deadline);
