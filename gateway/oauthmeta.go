@@ -350,15 +350,23 @@ func (d *oauthMeta) endpointsOf(doc map[string]any) []string {
 // documents fetched so far and, when none names path, at the two root
 // documents (so a replica that served none of the metadata knows the
 // endpoints too); both are cached, so an unknown path costs no upstream
-// request once they are.
+// request once they are. An upstream with neither document has the
+// default endpoints of MCP 2025-03-26 (Authorization, "Fallbacks for
+// Servers without Metadata Discovery"), which its clients use.
 func (d *oauthMeta) isEndpoint(r *http.Request, path string) bool {
 	if d.named(path) {
 		return true
 	}
+	none := true
 	for _, p := range []string{wellKnownServer, wellKnownOIDC} {
-		if _, err := d.fetch(r, p); err != nil {
+		doc, err := d.fetch(r, p)
+		if err != nil {
 			return false
 		}
+		none = none && doc.status != http.StatusOK
+	}
+	if none {
+		return path == "/authorize" || path == "/token" || path == "/register"
 	}
 	return d.named(path)
 }

@@ -158,6 +158,35 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 	}
 }
 
+// TestDiscoveryDefaultEndpoints: an upstream without authorization server
+// metadata has the 2025-03-26 default endpoints on its origin; they pass
+// through, nothing else does.
+func TestDiscoveryDefaultEndpoints(t *testing.T) {
+	var got atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/authorize", "/token", "/register", "/other":
+			got.Add(1)
+			w.Write([]byte(r.URL.Path))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(up.Close)
+	gw := metaGateway(t, up.URL+"/mcp", nil)
+	for _, path := range []string{"/authorize", "/token", "/register"} {
+		resp := post(t, gw.URL+path, "application/x-www-form-urlencoded", "x=1", nil)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != path {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, body)
+		}
+	}
+	if status, _, _ := getDoc(t, gw.URL+"/other"); status != 404 || got.Load() != 3 {
+		t.Errorf("/other: %d, the upstream got %d requests, want 3", status, got.Load())
+	}
+}
+
 // TestDiscoveryBehindProxy: behind a trusted proxy the challenge of the
 // MCP endpoint, and the metadata, name the origin the proxy says the
 // client reached, though the front door drops the forwarding headers
