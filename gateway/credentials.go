@@ -5,7 +5,7 @@ package gateway
 // upstream's own task for its result again, cancelling it, retrying a
 // call with the client's answers. Those use the newest valid token the
 // task's principal presented, on any replica; the token that created the
-// task is the fallback (issue 26, item 3).
+// task is the fallback.
 //
 // Tokens are kept in the store sealed (AES-256-GCM under the store's
 // shared secret "credentials", the principal as associated data), never

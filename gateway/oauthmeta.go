@@ -17,6 +17,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,9 @@ func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path st
 // was.
 func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
+	if p != path.Clean(p) || strings.Contains(r.URL.RawPath, "%2") {
+		return false // a path that names another one ("..", "%2F") is passed on nowhere
+	}
 	switch {
 	case under(p, wellKnownResource):
 		if d.answerable(w, r) {

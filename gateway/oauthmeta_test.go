@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,7 +35,7 @@ func newOwnServer(t *testing.T) *ownServer {
 	mcp := testupstream.Handler(testupstream.Options{})
 	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		base := "http://" + r.Host
-		switch r.URL.Path {
+		switch path.Clean(r.URL.Path) { // as servers that resolve ".." do
 		case "/mcp":
 			if r.Header.Get("Authorization") == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="say resource_metadata=\"x\"", resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
@@ -148,7 +149,8 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.got.Load())
 	}
 	// What the metadata does not name stays the gateway's: 404.
-	for _, path := range []string{"/secret", "/login", "/.well-known/oauth-protected-resource/other"} {
+	for _, path := range []string{"/secret", "/login", "/.well-known/oauth-protected-resource/other",
+		"/.well-known/oauth-authorization-server/../../secret", "/.well-known/openid-configuration/..%2f..%2fsecret"} {
 		if status, _, _ := getDoc(t, gw.URL+path); status != 404 {
 			t.Errorf("%s: %d, want 404", path, status)
 		}
