@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/internal/authtest"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -202,5 +203,37 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 				t.Fatalf("the store holds a token in clear under %s", k)
 			}
 		}
+	}
+}
+
+// TestPrincipalSharesPollLimit: the per-owner poll limit counts a
+// principal's polls whatever token they carry: a refreshed token does
+// not get a fresh budget.
+func TestPrincipalSharesPollLimit(t *testing.T) {
+	iss := authtest.NewIssuer(t, "", false)
+	const public = "http://gw.test/mcp"
+	up := newEraUpstream(t, false)
+	fl := newFleet(t, up.url)
+	g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.add(func(c *Config) {
+		c.Auth, c.PublicURL, c.PollLimit = g, public, 0.5 // a burst of one poll, then one in 2 s
+		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
+	})
+	token := func(n int) string {
+		c := iss.Claims(public)
+		c["jti"] = string(rune('0' + n))
+		return "Bearer " + iss.Token(c)
+	}
+	first := &modernClient{t: t, urls: fl.urls, auth: token(1)}
+	refreshed := &modernClient{t: t, urls: fl.urls, auth: token(2)}
+	id := first.toolTask("slow", map[string]any{"seconds": 30}).TaskID
+	if r := first.call("tasks/get", map[string]any{"taskId": id}); r.Error != nil {
+		t.Fatalf("the first poll: %+v", r.Error)
+	}
+	if r := refreshed.call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != mcpwire.CodeRateLimited {
+		t.Fatalf("the second poll, with the refreshed token: %+v, want the poll limit's error", r.Error)
 	}
 }
