@@ -1,8 +1,10 @@
 package gateway
 
 import (
-	"go.opentelemetry.io/otel/trace"
+	"net/netip"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/google/uuid"
 
@@ -115,6 +117,26 @@ type Config struct {
 	// Origin check); empty or a wildcard address adds nothing to
 	// localhost.
 	ListenHost string
+	// PublicURL is the gateway's external MCP URL
+	// ("https://mcp.example.com/mcp"), when it runs behind TLS termination
+	// or an ingress: the protected resource OAuth clients ask tokens for
+	// (RFC 9728, RFC 8707). An empty path means Path. Empty: each
+	// request's Host and TLS, with the forwarding headers of
+	// TrustedProxies (publicurl.go).
+	PublicURL string
+	// TrustedProxies are the peers whose Forwarded (RFC 7239) and
+	// X-Forwarded-Proto/X-Forwarded-Host headers say what the client
+	// reached, when PublicURL is empty. Nil: nobody's.
+	TrustedProxies []netip.Prefix
+	// Auth, when set, makes the gateway an OAuth 2.1 resource server: a
+	// request to the MCP endpoint needs a bearer token Auth accepts, and
+	// its principal owns the tasks (auth.go). Nil: the gateway checks no
+	// token, and the upstream is the resource server.
+	Auth Authenticator
+	// AuthStrip drops the client's Authorization once Auth accepted it,
+	// so nothing sends it upstream: for an upstream that trusts the
+	// gateway. False: it is forwarded as sent. Ignored without Auth.
+	AuthStrip bool
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks

@@ -42,6 +42,7 @@ import (
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
+//	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
@@ -66,6 +67,7 @@ type metrics struct {
 	recovered     prometheus.Counter
 	pollLimited   *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
+	authRefusals  *prometheus.CounterVec // nil without Config.Auth
 	requests      requestMetrics
 
 	tools toolLabels

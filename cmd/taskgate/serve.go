@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -156,6 +156,14 @@ func serve(c *cli.Context) error {
 	if r := c.Duration("lease-renew"); r <= 0 || r >= c.Duration("lease") {
 		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
 	}
+	publicURL, proxies, err := publicIdentity(c)
+	if err != nil {
+		return err
+	}
+	authn, err := authenticator(c, publicURL, door.scheme(), c.String("listen"), path, log)
+	if err != nil {
+		return err
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log, tp)
 	if err != nil {
@@ -184,7 +192,11 @@ func serve(c *cli.Context) error {
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),
 		Anonymous:      door.anonymous,
+		PublicURL:      publicURL,
+		TrustedProxies: proxies,
 		Fallback:       fallback,
+		Auth:           authn,
+		AuthStrip:      authn != nil && !c.Bool("auth-forward"),
 		Tracer:         tp,
 	})
 	if err != nil {
