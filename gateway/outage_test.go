@@ -106,6 +106,7 @@ type outageRig struct {
 	rec   *testupstream.Recorder
 	urls  []string // each replica's MCP endpoint
 	bases []string // each replica's base URL (/readyz)
+	hs    []*Handler
 }
 
 // outageRules: slow is a task (both flavours), echo is always sync, every
@@ -144,6 +145,7 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outa
 		rig.urls = append(rig.urls, f.urls[i])
 		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
 	}
+	rig.hs = f.hs
 	return rig
 }
 
@@ -355,6 +357,7 @@ func (c *outageClient) task(tool string, args map[string]any) string {
 
 // taskState is a task as tasks/get shows it, either flavour.
 type taskState struct {
+	TaskID        string          `json:"taskId"`
 	Status        string          `json:"status"`
 	StatusMessage string          `json:"statusMessage"`
 	Result        json.RawMessage `json:"result"`
@@ -402,6 +405,29 @@ func wantRPCError(t *testing.T, what string, status int, r rpcReply, want ...str
 	}
 }
 
+// wantCachedTask checks a tasks/get answered, during a store outage, from
+// the replica's render cache: HTTP 200 and the completed task id.
+func wantCachedTask(t *testing.T, what string, status int, r rpcReply, id string) {
+	t.Helper()
+	var ts taskState
+	if r.Error != nil || status != http.StatusOK || json.Unmarshal(r.Result, &ts) != nil || ts.TaskID != id || ts.Status != "completed" {
+		t.Errorf("%s: HTTP %d error %+v result %s, want task %s completed from the render cache", what, status, r.Error, r.Result, id)
+	}
+}
+
+// waitNoticesLost waits until replica i's render cache has been told its
+// removal notices are no longer live (the store's pub/sub connection saw
+// Redis go away).
+func (rig *outageRig) waitNoticesLost(i int) {
+	rig.t.Helper()
+	renders := rig.hs[i].front2025.renders
+	for deadline := time.Now().Add(hangGuard); renders.live.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			rig.t.Fatalf("replica %d: the removal notices still look live %s after Redis stopped", i, hangGuard)
+		}
+	}
+}
+
 // resultTextOf is the text of a CallToolResult.
 func resultTextOf(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
@@ -412,7 +438,9 @@ func resultTextOf(t *testing.T, raw json.RawMessage) string {
 // TestRedisOutageStoreRequestsFailFast: while Redis is down, every request
 // that needs the task store is answered at once with -32603 "task store
 // unavailable" (never hangs, never passes through to the upstream), on the
-// replica that knows the session and on one that has never seen it. Once
+// replica that knows the session and on one that has never seen it; the
+// one exception is a tasks/get of a finished task the replica has in its
+// render cache, which is answered from there (servableInOutage). Once
 // Redis is back, the same requests work again on the same session.
 func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
@@ -428,11 +456,19 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	modern.waitTask(modernDone)
 
 	rig.redis.Stop()
+	// Replica 0 rendered both finished tasks (their last polls) and keeps
+	// them in its render cache. Wait until it knows the removal notices
+	// are lost: its polls of them then read the stamp, which fails, and
+	// must still be answered from the cache (servableInOutage). Before
+	// that they are answered from the cache without a read (zeroRTT), so
+	// both ways give the same answer, whenever the loss is noticed.
+	rig.waitNoticesLost(0)
 	calls := rig.rec.Count("", testupstream.Called)
 	for _, c := range []struct {
-		name string
-		cl   *outageClient
-	}{{"replica-with-session-cached", legacyA}, {"replica-without-session-cached", legacyB}} {
+		name   string
+		cl     *outageClient
+		cached bool
+	}{{"replica-with-session-cached", legacyA, true}, {"replica-without-session-cached", legacyB, false}} {
 		cl := c.cl
 		for _, m := range []struct {
 			method string
@@ -445,6 +481,10 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 			{"tasks/cancel", map[string]any{"taskId": legacyDone}},
 		} {
 			status, r := cl.call(m.method, m.params)
+			if c.cached && m.method == "tasks/get" {
+				wantCachedTask(t, c.name+" legacy tasks/get", status, r, legacyDone)
+				continue
+			}
 			wantRPCError(t, c.name+" legacy "+m.method, status, r, storeDownMsg)
 		}
 	}
@@ -465,6 +505,10 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	} {
 		for i, url := range rig.urls {
 			status, r := modern.on(url).call(m.method, m.params)
+			if i == 0 && m.method == "tasks/get" {
+				wantCachedTask(t, "replica 0 modern tasks/get", status, r, modernDone)
+				continue
+			}
 			wantRPCError(t, fmt.Sprintf("replica %d modern %s", i, m.method), status, r, storeDownMsg)
 		}
 	}
