@@ -122,7 +122,7 @@ func (quietRedis) Printf(context.Context, string, ...interface{}) {}
 
 var quietRedisOnce sync.Once
 
-func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outageRig {
+func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options, mods ...func(i int, c *Config)) *outageRig {
 	t.Helper()
 	quietRedisOnce.Do(func() { redis.SetLogger(quietRedis{}) })
 	rig := &outageRig{t: t, rec: &testupstream.Recorder{}}
@@ -141,6 +141,9 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outa
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
 			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), hybridPolicy(outageRules(t), 200*time.Millisecond), -1
+			for _, mod := range mods {
+				mod(i, c)
+			}
 		})
 		rig.urls = append(rig.urls, f.urls[i])
 		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
@@ -178,6 +181,23 @@ func (rig *outageRig) readyz(i int) (int, map[string]string) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	return resp.StatusCode, body.Checks
+}
+
+// upstreamUp is replica i's taskgate_upstream_up, as /metrics shows it.
+func (rig *outageRig) upstreamUp(i int) string {
+	rig.t.Helper()
+	resp, err := http.Get(rig.bases[i] + "/metrics")
+	if err != nil {
+		rig.t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "taskgate_upstream_up "); ok {
+			return v
+		}
+	}
+	return "missing"
 }
 
 // waitReady polls replica i's /readyz until it answers status.
@@ -671,10 +691,20 @@ func TestRedisOutageReadiness(t *testing.T) {
 // TestUpstreamOutage: the upstream dies mid-call, or is down when a task's
 // worker starts: the task ends failed with a message naming the upstream,
 // never stuck working; a plain call gets HTTP 200 and -32603 naming the
-// upstream; /readyz says 503 "upstream" until it is back.
+// upstream; /readyz stays 200 (the store answers: clients can still read
+// their tasks) with the upstream named unreachable in its body and
+// taskgate_upstream_up 0, except on the replica that requires the upstream
+// (Config.ReadyRequiresUpstream), which says 503 until it is back.
 func TestUpstreamOutage(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		rig := newOutageRig(t, 2, testupstream.Options{Stateless: stateless})
+		rig := newOutageRig(t, 2, testupstream.Options{Stateless: stateless}, func(i int, c *Config) {
+			c.ReadyRequiresUpstream = i == 1
+		})
+		for i := range rig.urls {
+			if status, checks := rig.readyz(i); status != http.StatusOK || checks["upstream"] != "ok" || rig.upstreamUp(i) != "1" {
+				t.Fatalf("replica %d before the outage: /readyz %d %v, taskgate_upstream_up %s", i, status, checks, rig.upstreamUp(i))
+			}
+		}
 		var cl *outageClient
 		if stateless {
 			cl = &outageClient{t: t, url: rig.urls[0], modern: true}
@@ -721,12 +751,20 @@ func TestUpstreamOutage(t *testing.T) {
 			wantRPCError(t, fmt.Sprintf("replica %d: tools/list", i), status, r, "the upstream", "unreachable")
 		}
 
-		checks := rig.waitReady(0, http.StatusServiceUnavailable)
-		if !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], rig.up.URL) || checks["store"] != "ok" {
-			t.Errorf("/readyz checks with the upstream down = %v, want the upstream unreachable (without its address) and the store ok", checks)
+		for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+			status, checks := rig.readyz(i)
+			if status != want || !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], rig.up.URL) || checks["store"] != "ok" {
+				t.Errorf("replica %d: /readyz with the upstream down = %d %v, want %d, the upstream unreachable (without its address) and the store ok", i, status, checks, want)
+			}
+			if up := rig.upstreamUp(i); up != "0" {
+				t.Errorf("replica %d: taskgate_upstream_up with the upstream down = %s, want 0", i, up)
+			}
 		}
 		rig.up.start()
-		rig.waitReady(0, http.StatusOK)
+		rig.waitReady(1, http.StatusOK)
+		if status, checks := rig.readyz(0); status != http.StatusOK || checks["upstream"] != "ok" || rig.upstreamUp(0) != "1" {
+			t.Errorf("/readyz after the upstream came back: %d %v, taskgate_upstream_up %s", status, checks, rig.upstreamUp(0))
+		}
 		if !stateless {
 			// The restarted upstream forgot the session; a new one works.
 			cl = &outageClient{t: t, url: rig.urls[1], version: version2025}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,8 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "ready-requires-upstream", EnvVars: env("ready-requires-upstream"),
+				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
 			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
@@ -92,32 +95,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
-	if err != nil {
-		return err
-	}
-	defer func() { // last: the spans of the shutdown itself are flushed
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stopTracing(ctx)
-	}()
-	up, err := openUpstream(c, log, maxBody, tp)
-	if err != nil {
-		return err
-	}
-	// After the drain (the deferred calls run last-in first-out, and this
-	// is the first): the child gets SIGTERM once held calls finished, and
-	// SIGKILL after --shutdown-timeout.
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
-		defer cancel()
-		up.close(ctx)
-	}()
 	door, err := frontDoor(c, log)
-	if err != nil {
-		return err
-	}
-	fallback, err := fallbackConfig(c, up.Client, log)
 	if err != nil {
 		return err
 	}
@@ -156,6 +134,45 @@ func serve(c *cli.Context) error {
 	if r := c.Duration("lease-renew"); r <= 0 || r >= c.Duration("lease") {
 		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
 	}
+	// Then listen, before anything starts: a busy port is reported at
+	// once, not after a stdio child started or Redis was dialled.
+	ln, err := listen(c, "listen")
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this is for the errors before
+	var mln net.Listener
+	if c.String("metrics-listen") != "" {
+		if mln, err = listen(c, "metrics-listen"); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
+	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
+	if err != nil {
+		return err
+	}
+	defer func() { // last: the spans of the shutdown itself are flushed
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopTracing(ctx)
+	}()
+	up, err := openUpstream(c, log, maxBody, tp)
+	if err != nil {
+		return err
+	}
+	// After the drain (the deferred calls run last-in first-out, and this
+	// is the first): the child gets SIGTERM once held calls finished, and
+	// SIGKILL after --shutdown-timeout.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+		defer cancel()
+		up.close(ctx)
+	}()
+	fallback, err := fallbackConfig(c, up.Client, log)
+	if err != nil {
+		return err
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log, tp)
 	if err != nil {
@@ -186,20 +203,18 @@ func serve(c *cli.Context) error {
 		Anonymous:      door.anonymous,
 		Fallback:       fallback,
 		Tracer:         tp,
+
+		ReadyRequiresUpstream: c.Bool("ready-requires-upstream"),
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.String("listen"))
-	if err != nil {
-		return fmt.Errorf("cannot listen on --listen %s: %v", c.String("listen"), cause(err))
+	if up.bridge == nil {
+		// A wrong URL is in the log (at error, with the fix) before the
+		// first client comes; an upstream not up yet is a warning.
+		_ = h.CheckUpstream(c.Context)
 	}
-	if addr := c.String("metrics-listen"); addr != "" {
-		mln, err := net.Listen("tcp", addr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("cannot listen on --metrics-listen %s: %v", addr, cause(err))
-		}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle(gateway.DefaultMetricsPath, h.Metrics())
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -296,6 +311,27 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(interface{ Fd() uintptr })
 	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// listen opens the listener of the address flag name (--listen,
+// --metrics-listen), with errors that name the fix.
+func listen(c *cli.Context, name string) (net.Listener, error) {
+	addr := c.String(name)
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+			return nil, fmt.Errorf("invalid --%s %s: want HOST:PORT, e.g. 127.0.0.1:%s (or :%s for every interface)", name, addr, addr, addr)
+		}
+		return nil, fmt.Errorf("invalid --%s %q: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface)", name, addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		msg := cause(err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			msg += ": another process listens there (stop it, or give another --" + name + ")"
+		}
+		return nil, fmt.Errorf("cannot listen on --%s %s: %s", name, addr, msg)
+	}
+	return ln, nil
 }
 
 // cause strips the operation prefix from a net error, leaving e.g.
