@@ -19,9 +19,8 @@ import (
 // or curl, so its HEALTHCHECK runs this.
 func healthcheckCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "healthcheck",
-		Usage:        "exit 0 when a running gateway's /readyz answers 200, else 1 saying why",
-		OnUsageError: usageError,
+		Name:  "healthcheck",
+		Usage: "exit 0 when a running gateway's /readyz answers 200, else 1 saying why",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080/readyz", EnvVars: env("healthcheck-url"),
 				Usage: "readiness `URL` to probe; a gateway's base URL (http://host:8080) means its /readyz"},

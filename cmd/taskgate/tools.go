@@ -30,9 +30,8 @@ import (
 
 func toolsCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "tools",
-		Usage:        "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
-		OnUsageError: usageError,
+		Name:  "tools",
+		Usage: "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
 				Usage: "`URL` of the MCP server, as for serve (this or --upstream-command is required)"},
