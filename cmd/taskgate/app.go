@@ -46,6 +46,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			serveCommand(),
 			toolsCommand(),
 			healthcheckCommand(),
+			callCommand(),
 			completionCommand(),
 			{
 				Name:  "version",
