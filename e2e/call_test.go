@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -81,5 +83,37 @@ func TestCall(t *testing.T) {
 	}
 	if _, errOut, code = runCall(t, g.URL); code != 2 || !strings.Contains(errOut, "want the gateway's MCP URL and a tool name") {
 		t.Errorf("no tool: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCallWrongUpstream: a gateway whose --upstream lacks the server's
+// /mcp logs the fix at start; taskgate call through it exits 2 pointing at
+// the gateway's --upstream, and healthcheck says the upstream is no MCP
+// endpoint while the gateway stays ready.
+func TestCallWrongUpstream(t *testing.T) {
+	t.Parallel()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	mux := http.NewServeMux() // MCP at /mcp only, as a server binary serves it
+	mux.Handle("/mcp", testupstream.Handler(testupstream.Options{}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() { closeBounded(t, srv) })
+	up := srv.URL
+	g := startGateway(t, up)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for !strings.Contains(g.stderr.String(), "did you mean "+up+"/mcp?") {
+		if ctx.Err() != nil {
+			t.Fatalf("no log line with the fix:\n%s", g.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, errOut, code := runCall(t, g.URL, "echo", "text=x"); code != 2 || !strings.Contains(errOut, "its --upstream") {
+		t.Errorf("call through the gateway: exit %d, stderr %q", code, errOut)
+	}
+	out, err := exec.Command(taskgateBin, "healthcheck", "--url", g.base).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ready; the upstream: not an MCP endpoint") {
+		t.Errorf("healthcheck: %v %s", err, out)
 	}
 }

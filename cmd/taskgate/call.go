@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -322,7 +323,14 @@ func (cl *caller) notCalled(method string, err error) error {
 	msg := method + ": " + strings.Replace(err.Error(), "the upstream", "the server", 1)
 	var se *upstream.StatusError
 	if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) && method == "initialize" {
-		msg += "; " + upstream.PathHint(cl.opts.url)
+		if u, perr := url.Parse(cl.opts.url); perr == nil && (u.Path == "" || u.Path == "/") {
+			msg += "; " + upstream.PathHint(cl.opts.url)
+		} else if perr == nil {
+			// A gateway relays its upstream's answers as they are: a
+			// gateway whose --upstream is wrong answers 404 too.
+			u.Path, u.RawQuery = "", ""
+			msg += fmt.Sprintf("; check the URL's path, or, if it is a taskgate gateway, its --upstream (its log says; so does taskgate healthcheck --url %s)", u.Redacted())
+		}
 	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) && cl.opts.task && method == "tools/call" && we.Code == jsonrpc.CodeMethodNotFound {

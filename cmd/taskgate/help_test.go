@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // TestServeHelpGrouped: every serve flag names a category of flags.go's
@@ -80,5 +84,27 @@ func TestWrap(t *testing.T) {
 	got := wrap("aaa bbb ccc dddddddddddd e", 2, 10)
 	if want := "  aaa bbb\n  ccc\n  dddddddddddd\n  e"; got != want {
 		t.Errorf("wrap = %q, want %q", got, want)
+	}
+}
+
+// TestFlagsDocumented: every flag of every command is named (as
+// "`--name") in README.md or a page under docs/, so the reference that
+// moved out of the README stays whole.
+func TestFlagsDocumented(t *testing.T) {
+	var docs strings.Builder
+	pages, _ := filepath.Glob("../../docs/*.md")
+	for _, p := range append(pages, "../../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(b)
+	}
+	for _, cmd := range []*cli.Command{serveCommand(), toolsCommand(), callCommand(), healthcheckCommand()} {
+		for _, f := range cmd.Flags {
+			if name := f.Names()[0]; !strings.Contains(docs.String(), "`--"+name) {
+				t.Errorf("taskgate %s --%s is in no page of docs/ nor in README.md", cmd.Name, name)
+			}
+		}
 	}
 }
