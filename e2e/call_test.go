@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"strings"
@@ -95,9 +94,7 @@ func TestCallWrongUpstream(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	mux := http.NewServeMux() // MCP at /mcp only, as a server binary serves it
-	mux.Handle("/mcp", testupstream.Handler(testupstream.Options{}))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(testupstream.Mux(testupstream.Options{})) // MCP at /mcp only
 	t.Cleanup(func() { closeBounded(t, srv) })
 	up := srv.URL
 	g := startGateway(t, up)

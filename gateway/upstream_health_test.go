@@ -28,9 +28,7 @@ type healthRig struct {
 
 func newHealthRig(t *testing.T, path string, mod func(*Config)) *healthRig {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", testupstream.Handler(testupstream.Options{}))
-	up := httptest.NewServer(mux)
+	up := httptest.NewServer(testupstream.Mux(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	client, err := upstream.New(up.URL+path, upstream.Options{})
 	if err != nil {

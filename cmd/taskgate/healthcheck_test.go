@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -21,9 +20,7 @@ import (
 // the gateway's base URL.
 func startGateway(t *testing.T, upstreamPath string) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", testupstream.Handler(testupstream.Options{}))
-	up := httptest.NewServer(mux)
+	up := httptest.NewServer(testupstream.Mux(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	client, err := upstream.New(up.URL+upstreamPath, upstream.Options{})
 	if err != nil {
