@@ -51,8 +51,8 @@ func (c *commandCounter) reset() map[string]int {
 // answers the very bytes of the full read; a removal notice makes the next
 // poll read the stamp (one HMGET), and a stamp that changed the whole
 // record; near its expiry a task's stamp is read on every poll; another
-// owner, an expired task and an unreachable store get what they get
-// without the cache.
+// owner and an expired task get what they get without the cache; with the
+// store unreachable the cached task is still answered, an uncached one not.
 func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cmds := &commandCounter{n: map[string]int{}}
 	var skew atomic.Int64
