@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usageErrorOf(cmd)
-		if cmd.Name == "serve" {
+		if cmd.Name == "serve" || cmd.Name == "call" {
 			cmd.CustomHelpTemplate = commandHelp(cmd)
 		}
 	}

@@ -138,7 +138,8 @@ func callArgs(args []string) (callOpts, bool, error) {
 func call(c *cli.Context) error {
 	o, help, err := callArgs(c.Args().Slice())
 	if help {
-		return cli.ShowSubcommandHelp(c)
+		_, err := fmt.Fprint(c.App.Writer, commandHelpText(c.Command))
+		return err
 	}
 	if err != nil {
 		return cli.Exit(err.Error(), callNotCalled)

@@ -20,6 +20,12 @@ const flagColumn = 34
 // urfave/cli's own template lists a category's flags unwrapped, hundreds
 // of characters wide, and its categories alphabetically.
 func commandHelp(cmd *cli.Command) string {
+	// A template: escape what text/template would read.
+	return strings.ReplaceAll(commandHelpText(cmd), "{{", `{{"{{"}}`)
+}
+
+// commandHelpText is commandHelp's text as it is printed.
+func commandHelpText(cmd *cli.Command) string {
 	var b strings.Builder
 	usage := cmd.UsageText
 	if usage == "" {
@@ -29,27 +35,38 @@ func commandHelp(cmd *cli.Command) string {
 	if cmd.Description != "" {
 		b.WriteString("\n" + wrap(cmd.Description, 3, helpWidth) + "\n")
 	}
-	b.WriteString("\nFLAGS:\n" + wrap("Each flag can also be set with the environment variable TASKGATE_<FLAG>, upper case with - as _ (TASKGATE_UPSTREAM, TASKGATE_REDIS_URL).", 3, helpWidth) + "\n")
+	b.WriteString("\nFLAGS:\n")
 	byCat := map[string][]cli.Flag{}
+	withEnv := false
 	for _, f := range cmd.Flags {
+		if f.Names()[0] == cli.HelpFlag.Names()[0] {
+			continue // last, below
+		}
 		byCat[flagCategory(f)] = append(byCat[flagCategory(f)], f)
+		if df, ok := f.(cli.DocGenerationFlag); ok && len(df.GetEnvVars()) > 0 {
+			withEnv = true
+		}
+	}
+	if withEnv {
+		b.WriteString(wrap("Each flag can also be set with the environment variable TASKGATE_<FLAG>, upper case with - as _ (TASKGATE_UPSTREAM, TASKGATE_REDIS_URL).", 3, helpWidth) + "\n")
 	}
 	for _, cat := range append(append([]string{}, categories...), "") {
 		flags := byCat[cat]
 		if len(flags) == 0 {
 			continue
 		}
-		if cat == "" {
+		if cat == "" && len(byCat) > 1 {
 			cat = "Other"
 		}
-		b.WriteString("\n" + cat + "\n")
+		if cat != "" {
+			b.WriteString("\n" + cat + "\n")
+		}
 		for _, f := range flags {
 			b.WriteString(flagHelp(f))
 		}
 	}
 	b.WriteString("\n" + flagHelp(cli.HelpFlag))
-	// A template: escape what text/template would read.
-	return strings.ReplaceAll(b.String(), "{{", `{{"{{"}}`)
+	return b.String()
 }
 
 // flagCategory is f's Category ("" without one).
