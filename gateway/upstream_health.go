@@ -10,6 +10,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,11 @@ func (h *Handler) CheckUpstream(ctx context.Context) error {
 		h.health.notMCP(proto.Err.Error())
 	case errors.Is(err, upstream.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
 		log.Warn().Err(err).Msg("the upstream does not answer yet; serving anyway")
+	case errors.As(err, &status) && (status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden):
+		// An upstream behind sign-in: each client brings its own
+		// credentials (MCP Authorization).
+		log.Info().Int("status", status.Status).Msg("the upstream wants credentials for initialize; clients bring their own")
+		return nil
 	case errors.As(err, &status):
 		log.Warn().Err(err).Msg("the upstream refused initialize; serving anyway")
 	default:

@@ -358,6 +358,11 @@ func notMCP(req *http.Request, resp *http.Response) string {
 	if req.Method != http.MethodPost {
 		return ""
 	}
+	if (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && mediaType(resp) == "application/json" {
+		// A JSON-RPC error with it (a 2026-07-28 server refusing a
+		// method it removed answers 404 so): an MCP endpoint's answer.
+		return ""
+	}
 	switch {
 	case resp.StatusCode == http.StatusMethodNotAllowed:
 		return "HTTP 405 to a POST"

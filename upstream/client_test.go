@@ -314,6 +314,7 @@ func TestObservationNotMCP(t *testing.T) {
 		{"404 without a session", http.StatusNotFound, "text/plain", "", true},
 		{"404 to a session", http.StatusNotFound, "text/plain", "s1", false},
 		{"405", http.StatusMethodNotAllowed, "", "", true},
+		{"404 with a JSON-RPC error", http.StatusNotFound, "application/json", "", false},
 		{"html page", http.StatusOK, "text/html; charset=utf-8", "", true},
 		{"json", http.StatusOK, "application/json", "", false},
 		{"sse", http.StatusOK, "text/event-stream", "", false},
