@@ -66,7 +66,7 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ready-requires-upstream", Category: catObservability, EnvVars: env("ready-requires-upstream"),
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), stdioFlags(true), upstreamFlags(), fallbackFlags())...),
+			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
