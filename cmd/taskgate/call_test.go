@@ -40,3 +40,28 @@ func TestCallArgs(t *testing.T) {
 		t.Error("--help not seen")
 	}
 }
+
+// FuzzCallArgs: any command line gets options or a one-line error, never
+// a panic; a parsed one has a URL and a tool.
+func FuzzCallArgs(f *testing.F) {
+	for _, seed := range []string{
+		"http://127.0.0.1:8080/mcp slow seconds=3 --task",
+		"--header 'A: b' http://h/mcp t x={\"a\":[1]} --timeout=1s",
+		"127.0.0.1:8080/mcp echo text=",
+		"--tsk http://h/mcp",
+		"http://h/mcp t =v",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		o, help, err := callArgs(strings.Fields(line))
+		switch {
+		case err != nil:
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("multi-line error %q", err)
+			}
+		case !help && (o.url == "" || o.tool == "" || o.timeout <= 0):
+			t.Errorf("callArgs(%q) = %+v without an error", line, o)
+		}
+	})
+}
