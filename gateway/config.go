@@ -46,6 +46,12 @@ type Config struct {
 	// nil means a plain pass-through proxy (no tasks), and /readyz checks
 	// only the upstream.
 	Store *taskstore.Store
+	// ReadyRequiresUpstream makes /readyz answer 503 while the upstream is
+	// unreachable or not an MCP endpoint. False: /readyz is 200 whenever
+	// the Store answers (the replica can still serve its tasks: polls,
+	// results, cancels), and the upstream's state is in the body and in
+	// taskgate_upstream_up. Without a Store the upstream always counts.
+	ReadyRequiresUpstream bool
 	// Policy decides every tools/call and what 2025-11-25 clients see in
 	// tools/list (policy.Decide). It is read per call, so a Config stored
 	// in it (a reload) applies from the next call on; tasks already created

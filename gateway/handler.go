@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // Handler is the gateway's http.Handler: it reads and parses each request
@@ -37,6 +38,8 @@ type Handler struct {
 	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
+	// health is the upstream's as last seen (upstream_health.go).
+	health *upstreamHealth
 
 	// With a store only (nil: a plain pass-through proxy).
 	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
@@ -78,7 +81,11 @@ func New(cfg Config) (*Handler, error) {
 		}
 		return float64(inflight())
 	})
-	c.Upstream.SetObserver(h.metrics.observeUpstream)
+	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.upstreamUp)
+	c.Upstream.SetObserver(func(o upstream.Observation) {
+		h.metrics.observeUpstream(o)
+		h.health.observe(o)
+	})
 	h.metrics.trace = h.trace
 	h.metrics.registerBuild(c.Version)
 	h.metrics.registerLimit(c.MaxInflight)

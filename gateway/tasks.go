@@ -119,6 +119,11 @@ func sessionOwner(r *http.Request) string {
 // correlate lines, never a session id or credential.
 func logOwner(owner string) string {
 	kind, _, _ := strings.Cut(owner, ":")
+	if isAnonymous(owner) {
+		// One word in the log for both kinds ("anonymous", "anon:<task>"):
+		// the digest still tells them apart.
+		kind = anonymousOwner
+	}
 	sum := sha256.Sum256([]byte(owner))
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }

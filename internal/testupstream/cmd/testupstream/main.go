@@ -50,8 +50,7 @@ func run() error {
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", testupstream.Handler(opts))
+	mux := testupstream.Mux(opts)
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
