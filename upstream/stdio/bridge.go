@@ -108,6 +108,8 @@ type Bridge struct {
 	adopted  int              // sessions adopted from other replicas
 	closed   bool
 
+	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }

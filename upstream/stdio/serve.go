@@ -20,6 +20,9 @@ import (
 
 // ServeHTTP serves the Streamable HTTP endpoint (any path).
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.forward(w, r) { // a session whose child runs on another replica (replicas.go)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		b.post(w, r)
@@ -198,6 +201,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.sessions[s.id] = s
 	opened = true
 	b.mu.Unlock()
+	b.recordSession(s.id) // for the other replicas (replicas.go)
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resultMessage(env.ID, result))
