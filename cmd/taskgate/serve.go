@@ -63,7 +63,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -219,6 +219,15 @@ func serve(c *cli.Context) error {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: door.certs.getCertificate}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
+	// Before the store closes (deferred after it): this replica's
+	// records of its stdio sessions go with it.
+	handler, leave, err := joinReplicas(c, h, up, store, ln.Addr(), scheme, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer leave()
+	srv.Handler = handler
 	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.name).Str("path", path).
 		Str("version", buildVersion()).Bool("tracing", tp != nil).Msg("taskgate serving")
 

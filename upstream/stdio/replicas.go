@@ -388,3 +388,7 @@ func validSessionID(id string) bool {
 	}
 	return true
 }
+
+// PerSession reports whether each session has a child of its own, so
+// that sessions can follow their child (JoinReplicas).
+func (b *Bridge) PerSession() bool { return b.opts.PerSession }
