@@ -226,18 +226,21 @@ func (b *Bridge) localSessions() []string {
 	return ids
 }
 
-// recordSession records a session opened here. A failure is logged, not
-// the client's: the session works here, and the next renewal records it.
-func (b *Bridge) recordSession(id string) {
+// recordSession records a session opened here before its id is shown
+// (docs/ARCHITECTURE.md, invariant 9): a session the other replicas
+// cannot find would be a 404 there.
+func (b *Bridge) recordSession(id string) error {
 	rp := b.rep.Load()
 	if rp == nil || rp.left() {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 	defer cancel()
 	if err := rp.Directory.PutSessionReplica(ctx, id, rp.URL, rp.TTL); err != nil {
-		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a new session for the other replicas; retried at the next renewal")
+		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a new session for the other replicas; it is refused")
+		return errors.New("cannot record the session for the other replicas: the store is unavailable")
 	}
+	return nil
 }
 
 // sessionEnded queues the removal of an ended session's record. It is

@@ -299,6 +299,20 @@ func TestReplicasStoreDown(t *testing.T) {
 	if r.StatusCode != http.StatusServiceUnavailable || len(ms) != 1 || ms[0].Error == nil || !strings.Contains(ms[0].Error.Message, "store is unavailable") {
 		t.Fatalf("store down: HTTP %d %+v", r.StatusCode, ms)
 	}
+	// A session that cannot be recorded is refused, its child stopped.
+	c.sid = ""
+	r = c.post(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
+	ms = readAll(t, r)
+	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Mcp-Session-Id") != "" || len(ms) != 1 || ms[0].Error == nil ||
+		!strings.Contains(ms[0].Error.Message, "cannot record the session") {
+		t.Fatalf("initialize with the store down: HTTP %d %+v", r.StatusCode, ms)
+	}
+	waitFor(t, "the unrecorded session's child to stop", func() bool {
+		b.b.mu.Lock()
+		defer b.b.mu.Unlock()
+		return len(b.b.procs) == 0 && len(b.b.sessions) == 0
+	})
 }
 
 // TestReplicasRecordsRenewed: records are renewed while their session

@@ -189,6 +189,13 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 		// asked for, which the child's messages also satisfy.
 		result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v)))
 	}
+	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
+		if s.proc != nil {
+			go b.stopProc(s.proc, "its session could not be recorded")
+		}
+		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, err.Error())
+		return
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -201,7 +208,6 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.sessions[s.id] = s
 	opened = true
 	b.mu.Unlock()
-	b.recordSession(s.id) // for the other replicas (replicas.go)
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resultMessage(env.ID, result))
