@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os/exec"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -110,6 +114,19 @@ func TestStdioReplicasMemory(t *testing.T) {
 	}
 	if n := len(childPIDs(gs[0].stderr.String())); n != 2 {
 		t.Errorf("replica 1 started %d processes, want 2 (sessions a and b)", n)
+	}
+
+	// Replica 2 shuts down: its session's record goes with it.
+	rdb := redis.NewClient(&redis.Options{Addr: strings.TrimPrefix(redisURL, "redis://")})
+	defer rdb.Close()
+	sum := sha256.Sum256([]byte(s.SessionC))
+	key := "tg:stdio:" + hex.EncodeToString(sum[:16])
+	if got := rdb.Get(context.Background(), key).Val(); got != gs[1].base {
+		t.Errorf("record of session c = %q, want replica 2's %q", got, gs[1].base)
+	}
+	gs[1].stop()
+	if n := rdb.Exists(context.Background(), key).Val(); n != 0 {
+		t.Errorf("replica 2 shut down, and its session's record stays")
 	}
 }
 
@@ -211,3 +228,36 @@ func TestStdioReplicasTasks(t *testing.T) {
 	}
 }
 
+
+// TestStdioReplicasStartErrors: --advertise-url that cannot be used stops
+// serve at once with one line saying why.
+func TestStdioReplicasStartErrors(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	redisURL := "redis://" + redistest.Start(t)
+	perSession := []string{"serve", "--listen", "127.0.0.1:0", "--upstream-command", stdioServerBin + " --stdio", "--upstream-per-session"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp", "--advertise-url", "http://10.0.0.1:8080"}, "--advertise-url goes with --upstream-command"},
+		{append(slices.Clone(perSession), "--advertise-url", "http://10.0.0.1:8080"), "--advertise-url goes with a process per session and --redis-url"},
+		{append(slices.Clone(perSession), "--redis-url", redisURL, "--advertise-url", "10.0.0.1:8080"), "invalid --advertise-url"},
+		{append(slices.Clone(perSession), "--redis-url", redisURL, "--advertise-url", "http://10.0.0.1:8080/mcp"), "invalid --advertise-url"},
+		{append(slices.Clone(perSession), "--redis-url", redisURL, "--path", "/_taskgate/stdio-hop"), "the replicas use it among themselves"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, taskgateBin, tc.args...).CombinedOutput()
+		cancel()
+		var last string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if !strings.HasPrefix(l, "{") { // serve's own log lines are JSON; the error is not
+				last = l
+			}
+		}
+		if err == nil || !strings.Contains(last, tc.want) {
+			t.Errorf("%v: %v\n%s\nwant a line with %q", tc.args, err, out, tc.want)
+		}
+	}
+}

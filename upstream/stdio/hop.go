@@ -124,6 +124,10 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(hopErrorHeader, why)
 		http.Error(w, why, status)
 	}
+	if r.Header.Get("Mcp-Session-Id") == "" { // a hop is for a session that exists
+		refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id)")
+		return
+	}
 	var body []byte
 	if r.Body != nil {
 		var err error

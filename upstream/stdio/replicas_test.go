@@ -23,6 +23,14 @@ import (
 
 var testSecret = bytes.Repeat([]byte("k"), 32)
 
+// quietRedis drops go-redis' dial failures (TestReplicasStoreDown causes
+// them on purpose).
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietRedis{}) }
+
 // replica is one Bridge with a child per session, joined to a directory,
 // its hop served on a real listener.
 type replica struct {
@@ -190,6 +198,24 @@ func TestReplicasOwnerGone(t *testing.T) {
 	}
 }
 
+// TestReplicasChildExits: a session whose child exits ends, its record
+// with it, and the replica that forwarded its requests answers 404.
+func TestReplicasChildExits(t *testing.T) {
+	dir, _ := newDirectory(t)
+	a, b := startReplica(t, dir, nil), startReplica(t, dir, nil)
+	cb := newClient(t, a.b).on(b)
+	if got := cb.tool(1, "exit", map[string]any{"code": 3}); !strings.Contains(got, "exited with status 3") {
+		t.Fatalf("exit through B: %q", got)
+	}
+	waitFor(t, "the record of the session whose child exited to go", func() bool {
+		url, _ := dir.SessionReplica(context.Background(), cb.sid)
+		return url == ""
+	})
+	if r := cb.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}); r.StatusCode != http.StatusNotFound {
+		t.Fatalf("after its child exited: HTTP %d, want 404", r.StatusCode)
+	}
+}
+
 // TestReplicasNoLoop: a request that arrived over the hop is served where
 // it lands, never sent on; a record naming this replica for a session it
 // does not have is a 404 here, and the record goes.
@@ -247,6 +273,7 @@ func TestHopAuth(t *testing.T) {
 		status  int
 	}{
 		{"valid", signHop(testSecret, "POST", ca.sid, now, body), ca.sid, http.StatusOK},
+		{"no session", signHop(testSecret, "POST", "", now, body), "", http.StatusBadRequest},
 		{"missing", "", ca.sid, http.StatusUnauthorized},
 		{"malformed", "t=12,s=zz", ca.sid, http.StatusBadRequest},
 		{"no signature", "t=" + strings.Repeat("1", 13), ca.sid, http.StatusBadRequest},
@@ -259,7 +286,9 @@ func TestHopAuth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
-			req.Header.Set("Mcp-Session-Id", tc.session)
+			if tc.session != "" {
+				req.Header.Set("Mcp-Session-Id", tc.session)
+			}
 			if tc.header != "" {
 				req.Header.Set(HopHeader, tc.header)
 			}
