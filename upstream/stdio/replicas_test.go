@@ -17,6 +17,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -41,7 +42,7 @@ type replica struct {
 }
 
 // newDirectory is a taskstore on a fresh miniredis.
-func newDirectory(t *testing.T) (*taskstore.Store, *miniredis.Miniredis) {
+func newDirectory(t testing.TB) (*taskstore.Store, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1})
@@ -50,9 +51,21 @@ func newDirectory(t *testing.T) (*taskstore.Store, *miniredis.Miniredis) {
 	return s, m
 }
 
-func startReplica(t *testing.T, dir Directory, mod func(*Replicas)) *replica {
+func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 	t.Helper()
-	b, _ := startBridge(t, func(o *Options) { o.PerSession = true })
+	logs := &logBuf{}
+	b, err := Start(Options{Command: []string{serverBin, "--stdio"}, PerSession: true, Logger: zerolog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.Close(ctx)
+		if t.Failed() {
+			t.Logf("bridge log:\n%s", logs.String())
+		}
+	})
 	rp := &replica{b: b}
 	rp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HopPath {
@@ -426,4 +439,40 @@ func FuzzParseHop(f *testing.F) {
 			t.Fatalf("a fresh signature is refused: %v", err)
 		}
 	})
+}
+
+// BenchmarkHop: a tools/call answered by the session's child on this
+// replica, and the same call landing on another replica and forwarded over
+// the hop (a directory lookup on miniredis, a loopback HTTP round trip).
+func BenchmarkHop(bm *testing.B) {
+	dir, _ := newDirectory(bm)
+	a, b := startReplica(bm, dir, nil), startReplica(bm, dir, nil)
+	post := func(h *http.Client, sid, body string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, URL, strings.NewReader(body))
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := h.Do(req)
+		if err != nil {
+			bm.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, out
+	}
+	onA, onB := &http.Client{Transport: a.b.Transport()}, &http.Client{Transport: b.b.Transport()}
+	resp, _ := post(onA, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	for _, via := range []struct {
+		name string
+		h    *http.Client
+	}{{"local", onA}, {"hop", onB}} {
+		bm.Run(via.name, func(bm *testing.B) {
+			for bm.Loop() {
+				if resp, out := post(via.h, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`); resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"text":"x"`)) {
+					bm.Fatalf("echo: HTTP %d %s", resp.StatusCode, out)
+				}
+			}
+		})
+	}
 }
