@@ -229,7 +229,6 @@ func TestStdioReplicasTasks(t *testing.T) {
 	}
 }
 
-
 // TestStdioReplicasStartErrors: --advertise-url that cannot be used stops
 // serve at once with one line saying why.
 func TestStdioReplicasStartErrors(t *testing.T) {

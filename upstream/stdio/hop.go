@@ -2,14 +2,16 @@ package stdio
 
 // The hop between replicas is authenticated with the secret they share:
 //
-//	Taskgate-Hop: t=<unix ms>,s=<64 hex digits>
+//	Taskgate-Hop: t=<unix ms>,b=<hex SHA-256 of the body>,s=<hex MAC>
 //
 // s is HMAC-SHA256(secret, "taskgate-stdio-hop/1" NUL method NUL session
-// id NUL t NUL hex(SHA-256(body))). The session id and the body are bound,
-// so a captured hop cannot be turned into another request; t must be
-// within MaxSkew of the receiver's clock, so it cannot be replayed later.
-// A refused hop is answered with a precise status and Taskgate-Hop-Error
-// naming the reason, which the sender logs and turns into a 502.
+// id NUL t NUL b NUL). The session id and the body are bound, so a captured
+// hop cannot be turned into another request; t must be within MaxSkew of
+// the receiver's clock, so it cannot be replayed later. The header is
+// checked before the body is read (a request not signed costs no more
+// than its header), then the body against b. A refused hop is answered
+// with a precise status and Taskgate-Hop-Error naming the reason, which
+// the sender logs and turns into a 502.
 
 import (
 	"bytes"
@@ -37,63 +39,74 @@ var (
 	errHopMalformed = errors.New("malformed " + HopHeader + " header")
 	errHopStale     = errors.New("the hop's timestamp is too far from this replica's clock")
 	errHopForged    = errors.New("the hop's signature does not match")
+	errHopBody      = errors.New("the hop's body does not match its signature")
 )
+
+// hopSig is a parsed Taskgate-Hop value.
+type hopSig struct {
+	t    int64  // unix ms
+	body []byte // SHA-256 of the body
+	mac  []byte
+}
 
 // signHop is the Taskgate-Hop value for a request sent at now.
 func signHop(secret []byte, method, session string, now time.Time, body []byte) string {
-	t := now.UnixMilli()
-	return "t=" + strconv.FormatInt(t, 10) + ",s=" + hex.EncodeToString(hopMAC(secret, method, session, t, body))
+	t, sum := now.UnixMilli(), sha256.Sum256(body)
+	return "t=" + strconv.FormatInt(t, 10) + ",b=" + hex.EncodeToString(sum[:]) + ",s=" + hex.EncodeToString(hopMAC(secret, method, session, t, sum[:]))
 }
 
-func hopMAC(secret []byte, method, session string, t int64, body []byte) []byte {
-	sum := sha256.Sum256(body)
+func hopMAC(secret []byte, method, session string, t int64, bodySum []byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	for _, part := range []string{"taskgate-stdio-hop/1", method, session, strconv.FormatInt(t, 10), hex.EncodeToString(sum[:])} {
+	for _, part := range []string{"taskgate-stdio-hop/1", method, session, strconv.FormatInt(t, 10), hex.EncodeToString(bodySum)} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
 	return m.Sum(nil)
 }
 
-// parseHop reads a Taskgate-Hop value: its timestamp (unix ms) and MAC.
-func parseHop(v string) (int64, []byte, error) {
+// parseHop reads a Taskgate-Hop value.
+func parseHop(v string) (hopSig, error) {
 	if v == "" {
-		return 0, nil, errHopMissing
+		return hopSig{}, errHopMissing
 	}
-	ts, sig, ok := strings.Cut(v, ",")
-	if !ok {
-		return 0, nil, errHopMalformed
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return hopSig{}, errHopMalformed
 	}
-	ts, ok1 := strings.CutPrefix(ts, "t=")
-	sig, ok2 := strings.CutPrefix(sig, "s=")
-	if !ok1 || !ok2 || len(ts) == 0 || len(ts) > 15 || len(sig) != 2*sha256.Size {
-		return 0, nil, errHopMalformed
+	ts, ok1 := strings.CutPrefix(parts[0], "t=")
+	body, ok2 := strings.CutPrefix(parts[1], "b=")
+	mac, ok3 := strings.CutPrefix(parts[2], "s=")
+	if !ok1 || !ok2 || !ok3 || len(ts) == 0 || len(ts) > 15 || ts[0] < '0' || ts[0] > '9' || len(body) != 2*sha256.Size || len(mac) != 2*sha256.Size {
+		return hopSig{}, errHopMalformed
 	}
-	t, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || t < 0 || ts[0] == '+' {
-		return 0, nil, errHopMalformed
+	var sig hopSig
+	var err error
+	if sig.t, err = strconv.ParseInt(ts, 10, 64); err != nil {
+		return hopSig{}, errHopMalformed
 	}
-	mac, err := hex.DecodeString(sig)
-	if err != nil {
-		return 0, nil, errHopMalformed
+	if sig.body, err = hex.DecodeString(body); err != nil {
+		return hopSig{}, errHopMalformed
 	}
-	return t, mac, nil
+	if sig.mac, err = hex.DecodeString(mac); err != nil {
+		return hopSig{}, errHopMalformed
+	}
+	return sig, nil
 }
 
-// checkHop verifies a hop's header against its method, session and body
-// at now.
-func checkHop(secret []byte, header, method, session string, body []byte, now time.Time, skew time.Duration) error {
-	t, mac, err := parseHop(header)
+// checkHop verifies a hop's header against its method and session at now,
+// and returns the SHA-256 its body must have.
+func checkHop(secret []byte, header, method, session string, now time.Time, skew time.Duration) ([]byte, error) {
+	sig, err := parseHop(header)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if d := now.UnixMilli() - t; d > skew.Milliseconds() || -d > skew.Milliseconds() {
-		return errHopStale
+	if d := now.UnixMilli() - sig.t; d > skew.Milliseconds() || -d > skew.Milliseconds() {
+		return nil, errHopStale
 	}
-	if !hmac.Equal(mac, hopMAC(secret, method, session, t, body)) {
-		return errHopForged
+	if !hmac.Equal(sig.mac, hopMAC(secret, method, session, sig.t, sig.body)) {
+		return nil, errHopForged
 	}
-	return nil
+	return sig.body, nil
 }
 
 // hopStatus is the status a refused hop gets.
@@ -101,7 +114,7 @@ func hopStatus(err error) int {
 	switch {
 	case errors.Is(err, errHopMissing), errors.Is(err, errHopStale):
 		return http.StatusUnauthorized
-	case errors.Is(err, errHopForged):
+	case errors.Is(err, errHopForged), errors.Is(err, errHopBody):
 		return http.StatusForbidden
 	}
 	return http.StatusBadRequest
@@ -128,9 +141,9 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id)")
 		return
 	}
+	sum, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
 	var body []byte
-	if r.Body != nil {
-		var err error
+	if err == nil && r.Body != nil {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1)); err != nil {
 			refuse(http.StatusBadRequest, "cannot read the body")
 			return
@@ -140,7 +153,10 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), body, time.Now(), rp.MaxSkew); err != nil {
+	if got := sha256.Sum256(body); err == nil && !hmac.Equal(got[:], sum) {
+		err = errHopBody
+	}
+	if err != nil {
 		b.log.Warn().Str("op", "stdio").Str("remote", r.RemoteAddr).Err(err).Msg("a hop from another replica was refused")
 		refuse(hopStatus(err), err.Error())
 		return

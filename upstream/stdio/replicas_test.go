@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +20,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -53,19 +55,7 @@ func newDirectory(t testing.TB) (*taskstore.Store, *miniredis.Miniredis) {
 
 func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 	t.Helper()
-	logs := &logBuf{}
-	b, err := Start(Options{Command: []string{serverBin, "--stdio"}, PerSession: true, Logger: zerolog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = b.Close(ctx)
-		if t.Failed() {
-			t.Logf("bridge log:\n%s", logs.String())
-		}
-	})
+	b, _ := startBridge(t, func(o *Options) { o.PerSession = true })
 	rp := &replica{b: b}
 	rp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HopPath {
@@ -320,6 +310,21 @@ func TestHopAuth(t *testing.T) {
 		})
 	}
 
+	// A hop whose header does not verify is refused before its body is
+	// read: this one announces 1 MiB and sends none.
+	conn, err := net.Dial("tcp", a.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(15 * time.Second)) // a hang guard
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\nMcp-Session-Id: %s\r\n%s: %s\r\n\r\n",
+		HopPath, ca.sid, HopHeader, signHop(other, "POST", ca.sid, now, body))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a forged hop whose body never comes: %v, %v; want 403 at once", resp, err)
+	}
+
 	// A replica with another secret: the client gets a 502 that says so.
 	b := startReplica(t, dir, func(r *Replicas) { r.Secret = other })
 	r := ca.on(b).post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
@@ -412,67 +417,37 @@ func hashID(id string) string {
 }
 
 func FuzzParseHop(f *testing.F) {
-	for _, s := range []string{"", "t=1,s=", "t=1732630000123,s=" + strings.Repeat("ab", 32), "t=-1,s=" + strings.Repeat("0", 64),
-		"t=+1,s=" + strings.Repeat("0", 64), "s=00,t=1", ",", "t=99999999999999999999,s=" + strings.Repeat("0", 64),
+	zeros := strings.Repeat("0", 64)
+	for _, s := range []string{"", "t=1,b=,s=", "t=1732630000123,b=" + zeros + ",s=" + strings.Repeat("ab", 32), "t=-1,b=" + zeros + ",s=" + zeros,
+		"t=+1,b=" + zeros + ",s=" + zeros, "s=00,t=1,b=00", ",,", "t=99999999999999999999,b=" + zeros + ",s=" + zeros,
 		signHop(testSecret, "POST", "sid", time.Unix(0, 0), nil)} {
-		f.Add(s, "POST", "sid", []byte("{}"))
+		f.Add(s, "POST", "sid")
 	}
-	f.Fuzz(func(t *testing.T, header, method, session string, body []byte) {
-		ts, mac, err := parseHop(header)
+	f.Fuzz(func(t *testing.T, header, method, session string) {
+		sig, err := parseHop(header)
 		if err != nil {
-			if hopStatus(err) < 400 || ts != 0 || mac != nil {
-				t.Fatalf("parseHop(%q) = %d, %x, %v", header, ts, mac, err)
+			if hopStatus(err) < 400 || sig.t != 0 || sig.mac != nil || sig.body != nil {
+				t.Fatalf("parseHop(%q) = %+v, %v", header, sig, err)
 			}
 			return
 		}
-		if ts < 0 || len(mac) != 32 {
-			t.Fatalf("parseHop(%q) accepted %d, %x", header, ts, mac)
+		if sig.t < 0 || len(sig.mac) != 32 || len(sig.body) != 32 {
+			t.Fatalf("parseHop(%q) accepted %+v", header, sig)
 		}
 		// Whatever parses, only the right signature passes.
-		at := time.UnixMilli(ts)
-		good := checkHop(testSecret, header, method, session, body, at, time.Second)
-		want := strings.EqualFold(hex.EncodeToString(hopMAC(testSecret, method, session, ts, body)), header[strings.Index(header, ",s=")+3:])
+		at := time.UnixMilli(sig.t)
+		_, good := checkHop(testSecret, header, method, session, at, time.Second)
+		want := hmac.Equal(sig.mac, hopMAC(testSecret, method, session, sig.t, sig.body))
 		if (good == nil) != want {
 			t.Fatalf("checkHop(%q) = %v, signature right: %v", header, good, want)
 		}
-		if err := checkHop(testSecret, signHop(testSecret, method, session, at, body), method, session, body, at, time.Second); err != nil {
-			t.Fatalf("a fresh signature is refused: %v", err)
+		if _, err := checkHop(testSecret, header, method, session, at.Add(2*time.Second), time.Second); err == nil {
+			t.Fatalf("checkHop(%q) accepted a hop 2 s old with a 1 s skew", header)
+		}
+		body := []byte(header)
+		sum, err := checkHop(testSecret, signHop(testSecret, method, session, at, body), method, session, at, time.Second)
+		if want := sha256.Sum256(body); err != nil || !bytes.Equal(sum, want[:]) {
+			t.Fatalf("a fresh signature: %x, %v", sum, err)
 		}
 	})
-}
-
-// BenchmarkHop: a tools/call answered by the session's child on this
-// replica, and the same call landing on another replica and forwarded over
-// the hop (a directory lookup on miniredis, a loopback HTTP round trip).
-func BenchmarkHop(bm *testing.B) {
-	dir, _ := newDirectory(bm)
-	a, b := startReplica(bm, dir, nil), startReplica(bm, dir, nil)
-	post := func(h *http.Client, sid, body string) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, URL, strings.NewReader(body))
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		resp, err := h.Do(req)
-		if err != nil {
-			bm.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, out
-	}
-	onA, onB := &http.Client{Transport: a.b.Transport()}, &http.Client{Transport: b.b.Transport()}
-	resp, _ := post(onA, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	for _, via := range []struct {
-		name string
-		h    *http.Client
-	}{{"local", onA}, {"hop", onB}} {
-		bm.Run(via.name, func(bm *testing.B) {
-			for bm.Loop() {
-				if resp, out := post(via.h, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`); resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"text":"x"`)) {
-					bm.Fatalf("echo: HTTP %d %s", resp.StatusCode, out)
-				}
-			}
-		})
-	}
 }
