@@ -7,11 +7,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +65,11 @@ func joinReplicas(c *cli.Context, h http.Handler, up *openedUpstream, store *ope
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot read the replicas' shared secret from --redis-url: %v", err)
 	}
-	leave, err := up.bridge.JoinReplicas(stdio.Replicas{Directory: store.Store, URL: self, Secret: secret})
+	tlsCfg, err := hopTLS(c.String("tls-cert"))
+	if err != nil {
+		return nil, nil, err
+	}
+	leave, err := up.bridge.JoinReplicas(stdio.Replicas{Directory: store.Store, URL: self, Secret: secret, TLS: tlsCfg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,6 +87,26 @@ func joinReplicas(c *cli.Context, h http.Handler, up *openedUpstream, store *ope
 		defer cancel()
 		leave(ctx)
 	}, nil
+}
+
+// hopTLS is what the hop trusts with --tls-cert: the system's roots and
+// the certificates of --tls-cert, which replicas usually share.
+func hopTLS(certFile string) (*tls.Config, error) {
+	if certFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --tls-cert: %v", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("invalid --tls-cert %s: no PEM certificate in it", certFile)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
 
 // advertiseURL is --advertise-url checked, or the URL derived from the

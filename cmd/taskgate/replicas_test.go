@@ -1,8 +1,14 @@
 package main
 
 import (
+	"encoding/pem"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +64,35 @@ func TestAdvertiseURL(t *testing.T) {
 				t.Fatalf("advertiseURL = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHopTLS: with --tls-cert the hop trusts that certificate (replicas
+// usually serve the same one) on top of the system's roots.
+func TestHopTLS(t *testing.T) {
+	if cfg, err := hopTLS(""); cfg != nil || err != nil {
+		t.Fatalf("no --tls-cert: %v, %v; want the defaults", cfg, err)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	defer srv.Close()
+	dir := t.TempDir()
+	certFile := filepath.Join(dir, "cert.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := hopTLS(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("a replica serving --tls-cert is not trusted: %v", err)
+	}
+	resp.Body.Close()
+	bad := filepath.Join(dir, "bad.pem")
+	_ = os.WriteFile(bad, []byte("not PEM"), 0o600)
+	if _, err := hopTLS(bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a --tls-cert without PEM: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ package stdio
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -69,8 +70,11 @@ type Replicas struct {
 	// clock, either way: a captured hop can be replayed only this long.
 	// Zero means DefaultMaxSkew.
 	MaxSkew time.Duration
+	// TLS configures the hop to https replicas. Nil: the system's roots.
+	TLS *tls.Config
 	// Client sends the hop. Nil: a client that gives up connecting after
-	// 5 s and has no overall timeout (a call's stream lasts as the call).
+	// 5 s and has no overall timeout (a call's stream lasts as the call),
+	// with TLS.
 	Client *http.Client
 }
 
@@ -127,6 +131,7 @@ func (b *Bridge) JoinReplicas(r Replicas) (leave func(context.Context), err erro
 			Proxy:               nil, // replicas talk directly
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			TLSHandshakeTimeout: 5 * time.Second,
+			TLSClientConfig:     r.TLS,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		}}
@@ -321,10 +326,17 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 	}
 	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, time.Now(), body))
 	resp, err := rp.Client.Do(req)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return true // the client went away
-		}
+	var badCert *tls.CertificateVerificationError
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		return true // the client went away
+	case errors.As(err, &badCert):
+		// The owner answers, with a certificate this replica does not
+		// trust: a configuration fault, and the session may be alive.
+		b.log.Error().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process has a certificate this one does not trust")
+		jsonError(w, http.StatusBadGateway, nil, -32603, "cannot reach the replica running this session's upstream process: its TLS certificate is not trusted")
+		return true
+	case err != nil:
 		// The owner is gone (or unreachable): the session went with it.
 		b.log.Warn().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process does not answer; the session is gone")
 		return false

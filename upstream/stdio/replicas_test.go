@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -57,7 +59,7 @@ func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 	t.Helper()
 	b, _ := startBridge(t, func(o *Options) { o.PerSession = true })
 	rp := &replica{b: b}
-	rp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HopPath {
 			http.NotFound(w, r)
 			return
@@ -65,11 +67,17 @@ func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 		rp.hops.Add(1)
 		b.HopHandler().ServeHTTP(w, r)
 	}))
-	t.Cleanup(rp.srv.Close)
-	cfg := Replicas{Directory: dir, URL: rp.srv.URL, Secret: testSecret}
+	cfg := Replicas{Directory: dir, Secret: testSecret}
 	if mod != nil {
 		mod(&cfg)
 	}
+	if cfg.URL == "https" {
+		rp.srv.StartTLS()
+	} else {
+		rp.srv.Start()
+	}
+	t.Cleanup(rp.srv.Close)
+	cfg.URL = rp.srv.URL
 	leave, err := b.JoinReplicas(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -331,6 +339,33 @@ func TestHopAuth(t *testing.T) {
 	ms := readAll(t, r)
 	if r.StatusCode != http.StatusBadGateway || len(ms) != 1 || ms[0].Error == nil || !strings.Contains(ms[0].Error.Message, "signature does not match") {
 		t.Fatalf("hop with another secret: HTTP %d %+v", r.StatusCode, ms)
+	}
+}
+
+// TestReplicasTLS: replicas that serve https hop with TLS, trusting what
+// Replicas.TLS says; a certificate not trusted is a 502 that says so, not
+// a 404 that would end the session.
+func TestReplicasTLS(t *testing.T) {
+	dir, _ := newDirectory(t)
+	a := startReplica(t, dir, func(r *Replicas) { r.URL = "https" })
+	roots := x509.NewCertPool()
+	roots.AddCert(a.srv.Certificate())
+	trusting := startReplica(t, dir, func(r *Replicas) { r.TLS = &tls.Config{RootCAs: roots} })
+	distrusting := startReplica(t, dir, nil)
+	ca := newClient(t, a.b)
+	if !strings.HasPrefix(a.srv.URL, "https://") {
+		t.Fatalf("A serves %s", a.srv.URL)
+	}
+	if got := ca.on(trusting).tool(1, "counter", nil); got != "1" {
+		t.Fatalf("counter over a TLS hop: %q", got)
+	}
+	r := ca.on(distrusting).post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+	ms := readAll(t, r)
+	if r.StatusCode != http.StatusBadGateway || len(ms) != 1 || ms[0].Error == nil || !strings.Contains(ms[0].Error.Message, "certificate is not trusted") {
+		t.Fatalf("hop to an untrusted certificate: HTTP %d %+v", r.StatusCode, ms)
+	}
+	if got := ca.tool(3, "counter", nil); got != "2" {
+		t.Fatalf("the session after the refused hop: %q, want it alive (2)", got)
 	}
 }
 
