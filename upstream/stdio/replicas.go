@@ -137,11 +137,18 @@ func (b *Bridge) JoinReplicas(r Replicas) (leave func(context.Context), err erro
 		}}
 	}
 	rp := &replicas{Replicas: r, quit: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
-	if !b.rep.CompareAndSwap(nil, rp) {
+	b.mu.Lock() // Close waits for follow only if it starts before Close
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return nil, errors.New("stdio: replicas: the bridge is closed")
+	case !b.rep.CompareAndSwap(nil, rp):
+		b.mu.Unlock()
 		return nil, errors.New("stdio: replicas: joined already")
 	}
-	b.renew(rp) // sessions opened before (none, as a rule) are recorded now
 	b.wg.Add(1)
+	b.mu.Unlock()
+	b.renew(rp) // sessions opened before (none, as a rule) are recorded now
 	go b.follow(rp)
 	return rp.leave(b), nil
 }

@@ -443,6 +443,10 @@ func TestJoinReplicasErrors(t *testing.T) {
 			t.Errorf("JoinReplicas(%+v) accepted", r)
 		}
 	}
+	_ = b.Close(context.Background())
+	if _, err := b.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed bridge: %v", err)
+	}
 }
 
 // hashID is taskstore's digest of a session id in its key.
