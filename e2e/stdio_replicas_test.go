@@ -261,3 +261,26 @@ func TestStdioReplicasStartErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestStdioReplicasModernClient: a 2026-07-28 client (ext-tasks) on two
+// replicas with a process per session. The gateway holds one upstream
+// session per owner, opened on one replica and recorded in Redis; the
+// other replica's requests on it reach its process over the hop.
+func TestStdioReplicasModernClient(t *testing.T) {
+	node := ensureJS(t)
+	d := &modernDeployment{rec: &testupstream.Recorder{}}
+	args := []string{"--task", "elicit", "--task", "slow", "--task", "fail", "--task", "rpcerror", "--poll-interval", "100ms",
+		"--upstream-per-session", "--redis-url", "redis://" + redistest.Start(t)}
+	var gs []*gateway
+	for range 2 {
+		g := startGateway(t, stdioUpstream(t), args...)
+		recordChild(g, d.rec)
+		d.urls = append(d.urls, g.URL)
+		gs = append(gs, g)
+	}
+	out := runExtTasks(t, node, "elicit,elicit2,outcomes,cancel", d.urls)
+	checkExtTasks(t, out, d, false)
+	if n1, n2 := len(childPIDs(gs[0].stderr.String())), len(childPIDs(gs[1].stderr.String())); n1+n2 != 1 {
+		t.Errorf("processes started: %d on replica 1, %d on replica 2; want 1 in all (one owner session)", n1, n2)
+	}
+}

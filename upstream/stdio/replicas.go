@@ -94,7 +94,7 @@ const (
 type replicas struct {
 	Replicas
 	quit chan struct{} // closed by leave
-	done chan struct{} // closed when run returns
+	done chan struct{} // closed when follow returns
 	once sync.Once
 
 	mu    sync.Mutex
