@@ -490,3 +490,39 @@ func FuzzParseHop(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHop: a tools/call answered by the session's child on this
+// replica, and the same call landing on another replica and forwarded over
+// the hop (a directory lookup on miniredis, a loopback HTTP round trip).
+func BenchmarkHop(bm *testing.B) {
+	dir, _ := newDirectory(bm)
+	a, b := startReplica(bm, dir, nil), startReplica(bm, dir, nil)
+	post := func(h *http.Client, sid, body string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, URL, strings.NewReader(body))
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := h.Do(req)
+		if err != nil {
+			bm.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, out
+	}
+	onA, onB := &http.Client{Transport: a.b.Transport()}, &http.Client{Transport: b.b.Transport()}
+	resp, _ := post(onA, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	for _, via := range []struct {
+		name string
+		h    *http.Client
+	}{{"local", onA}, {"hop", onB}} {
+		bm.Run(via.name, func(bm *testing.B) {
+			for bm.Loop() {
+				if resp, out := post(via.h, sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`); resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"text":"x"`)) {
+					bm.Fatalf("echo: HTTP %d %s", resp.StatusCode, out)
+				}
+			}
+		})
+	}
+}
