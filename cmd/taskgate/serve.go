@@ -66,7 +66,7 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ready-requires-upstream", Category: catObservability, EnvVars: env("ready-requires-upstream"),
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -246,6 +246,15 @@ func serve(c *cli.Context) error {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: door.certs.getCertificate}
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
+	// Before the store closes (deferred after it): this replica's
+	// records of its stdio sessions go with it.
+	handler, leave, err := joinReplicas(c, h, up, store, ln.Addr(), scheme, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer leave()
+	srv.Handler = handler
 	log.Info().Str("listen", ln.Addr().String()).Str("scheme", scheme).Str("upstream", up.name).Str("path", path).
 		Str("version", buildVersion()).Bool("tracing", tp != nil).Msg("taskgate serving")
 

@@ -109,6 +109,8 @@ type Bridge struct {
 	closed   bool
 	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
+	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }

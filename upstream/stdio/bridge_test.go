@@ -64,7 +64,7 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
-func startBridge(t *testing.T, mod func(*Options)) (*Bridge, *logBuf) {
+func startBridge(t testing.TB, mod func(*Options)) (*Bridge, *logBuf) {
 	t.Helper()
 	logs := &logBuf{}
 	opts := Options{Command: []string{serverBin, "--stdio"}, Logger: zerolog.New(logs)}
@@ -87,7 +87,7 @@ func startBridge(t *testing.T, mod func(*Options)) (*Bridge, *logBuf) {
 	return b, logs
 }
 
-func waitReady(t *testing.T, b *Bridge) {
+func waitReady(t testing.TB, b *Bridge) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for b.Ready(context.Background()) != nil {

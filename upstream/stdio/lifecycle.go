@@ -164,6 +164,7 @@ func (b *Bridge) endSessionLocked(s *session) {
 		return
 	}
 	delete(b.sessions, s.id)
+	b.sessionEnded(s) // its record goes (replicas.go)
 	if s.adopted {
 		b.adopted--
 	} else {

@@ -24,6 +24,9 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.serveStateless(w, r)
 		return
 	}
+	if b.forward(w, r) { // a session whose child runs on another replica (replicas.go)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		b.post(w, r)
@@ -189,6 +192,13 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 		// The child speaks a newer version; the client gets the one it
 		// asked for, which the child's messages also satisfy.
 		result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v)))
+	}
+	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
+		if s.proc != nil {
+			go b.stopProc(s.proc, "its session could not be recorded")
+		}
+		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, err.Error())
+		return
 	}
 	b.mu.Lock()
 	if b.closed {

@@ -316,23 +316,11 @@ func TestStatelessListen(t *testing.T) {
 	lcancel()
 	for range events {
 	}
-	waitFor(t, func() bool {
+	waitFor(t, "the listen call to end", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.calls) == 0
 	})
-}
-
-// waitFor polls cond until it holds (a hang guard of 10 s).
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A child that gives the probe no answer, or exits, is served with
@@ -372,7 +360,7 @@ func TestStatelessRestart(t *testing.T) {
 	p, _ := b.st.child()
 	p.kill("the test killed it")
 	<-p.exited
-	waitFor(t, func() bool {
+	waitFor(t, "the restarted child", func() bool {
 		q, _ := b.st.child()
 		return q != nil && q != p && b.Ready(ctx) == nil
 	})

@@ -1,0 +1,167 @@
+package stdio
+
+// The hop between replicas is authenticated with the secret they share:
+//
+//	Taskgate-Hop: t=<unix ms>,b=<hex SHA-256 of the body>,s=<hex MAC>
+//
+// s is HMAC-SHA256(secret, "taskgate-stdio-hop/1" NUL method NUL session
+// id NUL t NUL b NUL). The session id and the body are bound, so a captured
+// hop cannot be turned into another request; t must be within MaxSkew of
+// the receiver's clock, so it cannot be replayed later. The header is
+// checked before the body is read (a request not signed costs no more
+// than its header), then the body against b. A refused hop is answered
+// with a precise status and Taskgate-Hop-Error naming the reason, which
+// the sender logs and turns into a 502.
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HopHeader carries the hop's signature.
+const HopHeader = "Taskgate-Hop"
+
+// hopErrorHeader says why a hop was refused.
+const hopErrorHeader = "Taskgate-Hop-Error"
+
+// Why a hop is refused.
+var (
+	errHopMissing   = errors.New("no " + HopHeader + " header")
+	errHopMalformed = errors.New("malformed " + HopHeader + " header")
+	errHopStale     = errors.New("the hop's timestamp is too far from this replica's clock")
+	errHopForged    = errors.New("the hop's signature does not match")
+	errHopBody      = errors.New("the hop's body does not match its signature")
+)
+
+// hopSig is a parsed Taskgate-Hop value.
+type hopSig struct {
+	t    int64  // unix ms
+	body []byte // SHA-256 of the body
+	mac  []byte
+}
+
+// signHop is the Taskgate-Hop value for a request sent at now.
+func signHop(secret []byte, method, session string, now time.Time, body []byte) string {
+	t, sum := now.UnixMilli(), sha256.Sum256(body)
+	return "t=" + strconv.FormatInt(t, 10) + ",b=" + hex.EncodeToString(sum[:]) + ",s=" + hex.EncodeToString(hopMAC(secret, method, session, t, sum[:]))
+}
+
+func hopMAC(secret []byte, method, session string, t int64, bodySum []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	for _, part := range []string{"taskgate-stdio-hop/1", method, session, strconv.FormatInt(t, 10), hex.EncodeToString(bodySum)} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// parseHop reads a Taskgate-Hop value.
+func parseHop(v string) (hopSig, error) {
+	if v == "" {
+		return hopSig{}, errHopMissing
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return hopSig{}, errHopMalformed
+	}
+	ts, ok1 := strings.CutPrefix(parts[0], "t=")
+	body, ok2 := strings.CutPrefix(parts[1], "b=")
+	mac, ok3 := strings.CutPrefix(parts[2], "s=")
+	if !ok1 || !ok2 || !ok3 || len(ts) == 0 || len(ts) > 15 || ts[0] < '0' || ts[0] > '9' || len(body) != 2*sha256.Size || len(mac) != 2*sha256.Size {
+		return hopSig{}, errHopMalformed
+	}
+	var sig hopSig
+	var err error
+	if sig.t, err = strconv.ParseInt(ts, 10, 64); err != nil {
+		return hopSig{}, errHopMalformed
+	}
+	if sig.body, err = hex.DecodeString(body); err != nil {
+		return hopSig{}, errHopMalformed
+	}
+	if sig.mac, err = hex.DecodeString(mac); err != nil {
+		return hopSig{}, errHopMalformed
+	}
+	return sig, nil
+}
+
+// checkHop verifies a hop's header against its method and session at now,
+// and returns the SHA-256 its body must have.
+func checkHop(secret []byte, header, method, session string, now time.Time, skew time.Duration) ([]byte, error) {
+	sig, err := parseHop(header)
+	if err != nil {
+		return nil, err
+	}
+	if d := now.UnixMilli() - sig.t; d > skew.Milliseconds() || -d > skew.Milliseconds() {
+		return nil, errHopStale
+	}
+	if !hmac.Equal(sig.mac, hopMAC(secret, method, session, sig.t, sig.body)) {
+		return nil, errHopForged
+	}
+	return sig.body, nil
+}
+
+// hopStatus is the status a refused hop gets.
+func hopStatus(err error) int {
+	switch {
+	case errors.Is(err, errHopMissing), errors.Is(err, errHopStale):
+		return http.StatusUnauthorized
+	case errors.Is(err, errHopForged), errors.Is(err, errHopBody):
+		return http.StatusForbidden
+	}
+	return http.StatusBadRequest
+}
+
+// HopHandler serves the hop (at HopPath on the gateway's listener): a
+// request another replica forwards for a session whose child runs here,
+// served as if it came through Transport, and never forwarded again.
+// Before JoinReplicas, and for a request without a valid signature, it
+// serves nothing.
+func (b *Bridge) HopHandler() http.Handler { return http.HandlerFunc(b.serveHop) }
+
+func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
+	rp := b.rep.Load()
+	if rp == nil {
+		http.NotFound(w, r)
+		return
+	}
+	refuse := func(status int, why string) {
+		w.Header().Set(hopErrorHeader, why)
+		http.Error(w, why, status)
+	}
+	if r.Header.Get("Mcp-Session-Id") == "" { // a hop is for a session that exists
+		refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id)")
+		return
+	}
+	sum, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
+	var body []byte
+	if err == nil && r.Body != nil {
+		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1)); err != nil {
+			refuse(http.StatusBadRequest, "cannot read the body")
+			return
+		}
+		if len(body) > b.opts.MaxLine {
+			refuse(http.StatusRequestEntityTooLarge, "body larger than the upstream process accepts")
+			return
+		}
+	}
+	if got := sha256.Sum256(body); err == nil && !hmac.Equal(got[:], sum) {
+		err = errHopBody
+	}
+	if err != nil {
+		b.log.Warn().Str("op", "stdio").Str("remote", r.RemoteAddr).Err(err).Msg("a hop from another replica was refused")
+		refuse(hopStatus(err), err.Error())
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), hopKey{}, true))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	b.ServeHTTP(w, r)
+}

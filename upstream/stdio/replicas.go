@@ -1,0 +1,416 @@
+package stdio
+
+// Sessions follow their child across replicas. With a child per session
+// (PerSession) a session lives on the replica that started its child.
+// Everything reaches a Bridge through its handler (Transport in process,
+// HopHandler over the network), so that is where a request for a session
+// of another replica is sent on:
+//
+//	replica B (the request landed here)          replica A (runs the child)
+//	Transport ─▶ ServeHTTP ─▶ forward:
+//	  session not here ─▶ Directory: A's URL
+//	  POST/GET/DELETE, signed ──── HTTP ────▶ HopHandler: signature checked,
+//	                                          the request marked as hopped
+//	  the answer streamed back ◀── SSE ────── ServeHTTP: the session's own
+//	                                          answer, GET stream, DELETE
+//
+// A hopped request is served where it lands, never sent on again (no
+// loops). No record, a record naming this replica, or an owner that does
+// not answer: the request is served here, where the session is unknown, so
+// the client gets 404 for it, as from a restarted server (MCP 2025-11-25,
+// Transports, "Session Management": a 404 tells the client to initialize
+// anew). Each replica records the sessions it opens, renews the records
+// while they live and removes them when they end; a replica that dies
+// leaves records that expire after TTL.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// Directory records which replica runs each session's child. It is safe
+// for concurrent use; taskstore.Store implements it on Redis.
+type Directory interface {
+	// PutSessionReplica records that session id's child runs on the
+	// replica reached at url, for ttl.
+	PutSessionReplica(ctx context.Context, id, url string, ttl time.Duration) error
+	// SessionReplica is the URL recorded for session id, "" when none.
+	SessionReplica(ctx context.Context, id string) (string, error)
+	// RenewSessionReplicas extends the records of ids to ttl from now and
+	// returns those that have none; it creates none.
+	RenewSessionReplicas(ctx context.Context, ids []string, ttl time.Duration) ([]string, error)
+	// RemoveSessionReplicas deletes the records of ids.
+	RemoveSessionReplicas(ctx context.Context, ids []string) error
+}
+
+// Replicas configure how sessions follow their child (Bridge.JoinReplicas).
+type Replicas struct {
+	// Directory is where sessions are recorded and looked up. Required.
+	Directory Directory
+	// URL is this replica's base URL as the other replicas reach it
+	// (scheme://host:port); the hop goes to URL + HopPath. Required.
+	URL string
+	// Secret signs and checks the hop; every replica has the same.
+	// Required, at least 16 bytes.
+	Secret []byte
+	// TTL is how long a record outlives its last renewal (renewed every
+	// TTL/3): how long a dead replica's sessions stay recorded. Zero means
+	// DefaultRecordTTL.
+	TTL time.Duration
+	// MaxSkew is how far a hop's timestamp may be from this replica's
+	// clock, either way: a captured hop can be replayed only this long.
+	// Zero means DefaultMaxSkew.
+	MaxSkew time.Duration
+	// TLS configures the hop to https replicas. Nil: the system's roots.
+	TLS *tls.Config
+	// Client sends the hop. Nil: a client that gives up connecting after
+	// 5 s and has no overall timeout (a call's stream lasts as the call),
+	// with TLS.
+	Client *http.Client
+}
+
+// Defaults of Replicas, and the hop's path.
+const (
+	DefaultRecordTTL = time.Minute
+	DefaultMaxSkew   = 30 * time.Second
+	// HopPath is where a replica serves the hop (HopHandler), on the
+	// gateway's listener.
+	HopPath = "/_taskgate/stdio-hop"
+	// directoryTimeout bounds one directory operation.
+	directoryTimeout = 5 * time.Second
+)
+
+// replicas is a Bridge's membership: its settings and the goroutine that
+// renews its records and removes those of ended sessions.
+type replicas struct {
+	Replicas
+	quit chan struct{} // closed by leave
+	done chan struct{} // closed when follow returns
+	once sync.Once
+
+	mu    sync.Mutex
+	ended []string      // sessions ended, their records not yet removed
+	kick  chan struct{} // ended grew
+}
+
+// JoinReplicas makes this Bridge record its sessions in r.Directory and
+// send a request for a session it does not have to the replica that
+// does. Call it once, before the Bridge serves clients, and leave (the
+// returned function) before r.Directory closes: it stops the renewals and
+// removes this replica's records. Only a Bridge with a child per session
+// has sessions to share.
+func (b *Bridge) JoinReplicas(r Replicas) (leave func(context.Context), err error) {
+	switch {
+	case !b.opts.PerSession:
+		return nil, errors.New("stdio: sessions follow their child only with a child per session")
+	case r.Directory == nil:
+		return nil, errors.New("stdio: replicas: no directory")
+	case len(r.Secret) < 16:
+		return nil, errors.New("stdio: replicas: the hop secret is shorter than 16 bytes")
+	}
+	if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("stdio: replicas: %q is not an http(s) URL with a host", r.URL)
+	}
+	if r.TTL <= 0 {
+		r.TTL = DefaultRecordTTL
+	}
+	if r.MaxSkew <= 0 {
+		r.MaxSkew = DefaultMaxSkew
+	}
+	if r.Client == nil {
+		r.Client = &http.Client{Transport: &http.Transport{
+			Proxy:               nil, // replicas talk directly
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 5 * time.Second,
+			TLSClientConfig:     r.TLS,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	rp := &replicas{Replicas: r, quit: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	b.mu.Lock() // Close waits for follow only if it starts before Close
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return nil, errors.New("stdio: replicas: the bridge is closed")
+	case !b.rep.CompareAndSwap(nil, rp):
+		b.mu.Unlock()
+		return nil, errors.New("stdio: replicas: joined already")
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	b.renew(rp) // sessions opened before (none, as a rule) are recorded now
+	go b.follow(rp)
+	return rp.leave(b), nil
+}
+
+// left reports whether leave was called.
+func (rp *replicas) left() bool {
+	select {
+	case <-rp.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave stops rp's goroutine and removes the records of the sessions
+// still open here: the replica is going away.
+func (rp *replicas) leave(b *Bridge) func(context.Context) {
+	return func(ctx context.Context) {
+		rp.once.Do(func() { close(rp.quit) })
+		<-rp.done
+		ids := b.localSessions()
+		rp.mu.Lock()
+		ids = append(ids, rp.ended...)
+		rp.ended = nil
+		rp.mu.Unlock()
+		if err := rp.Directory.RemoveSessionReplicas(ctx, ids); err != nil {
+			b.log.Warn().Str("op", "stdio").Err(err).Int("sessions", len(ids)).Msg("cannot remove this replica's session records; they expire on their own")
+		}
+	}
+}
+
+// follow renews this replica's records every TTL/3 and removes those of
+// ended sessions as they end, until leave or Close.
+func (b *Bridge) follow(rp *replicas) {
+	defer b.wg.Done()
+	defer close(rp.done)
+	t := time.NewTicker(rp.TTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-rp.quit:
+			return
+		case <-b.stop:
+			return
+		case <-t.C:
+			b.renew(rp)
+		case <-rp.kick:
+			rp.mu.Lock()
+			ids := rp.ended
+			rp.ended = nil
+			rp.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+			if err := rp.Directory.RemoveSessionReplicas(ctx, ids); err != nil {
+				b.log.Warn().Str("op", "stdio").Err(err).Int("sessions", len(ids)).Msg("cannot remove the records of ended sessions; they expire on their own")
+			}
+			cancel()
+		}
+	}
+}
+
+// renew extends the records of this replica's sessions, and puts back
+// those that are missing (lost by Redis, or never written).
+func (b *Bridge) renew(rp *replicas) {
+	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+	defer cancel()
+	missing, err := rp.Directory.RenewSessionReplicas(ctx, b.localSessions(), rp.TTL)
+	for _, id := range missing {
+		if err == nil {
+			err = rp.Directory.PutSessionReplica(ctx, id, rp.URL, rp.TTL)
+		}
+	}
+	if err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot renew this replica's session records: other replicas may answer 404 for its sessions")
+	}
+}
+
+// localSessions are the ids of the sessions whose child runs here.
+func (b *Bridge) localSessions() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := make([]string, 0, len(b.sessions))
+	for id, s := range b.sessions {
+		if !s.adopted {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// recordSession records a session opened here before its id is shown
+// (docs/ARCHITECTURE.md, invariant 9): a session the other replicas
+// cannot find would be a 404 there.
+func (b *Bridge) recordSession(id string) error {
+	rp := b.rep.Load()
+	if rp == nil || rp.left() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+	defer cancel()
+	if err := rp.Directory.PutSessionReplica(ctx, id, rp.URL, rp.TTL); err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a new session for the other replicas; it is refused")
+		return errors.New("cannot record the session for the other replicas: the store is unavailable")
+	}
+	return nil
+}
+
+// sessionEnded queues the removal of an ended session's record. It is
+// called with b.mu held, so it never waits.
+func (b *Bridge) sessionEnded(s *session) {
+	rp := b.rep.Load()
+	if rp == nil || s.adopted {
+		return
+	}
+	rp.mu.Lock()
+	rp.ended = append(rp.ended, s.id)
+	rp.mu.Unlock()
+	select {
+	case rp.kick <- struct{}{}:
+	default:
+	}
+}
+
+// hopKey marks a request that arrived over the hop.
+type hopKey struct{}
+
+func hopped(ctx context.Context) bool { return ctx.Value(hopKey{}) != nil }
+
+// forward sends r on to the replica running its session's child, when
+// that is another replica, and reports whether it did (then the answer is
+// written). Otherwise r is served here.
+func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
+	rp := b.rep.Load()
+	id := r.Header.Get("Mcp-Session-Id")
+	if rp == nil || id == "" || hopped(r.Context()) || !validSessionID(id) {
+		return false
+	}
+	b.mu.Lock()
+	_, here := b.sessions[id]
+	b.mu.Unlock()
+	if here {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), directoryTimeout)
+	owner, err := rp.Directory.SessionReplica(ctx, id)
+	cancel()
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		return true // the client went away
+	case err != nil:
+		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot look up the replica of a session")
+		jsonError(w, http.StatusServiceUnavailable, nil, -32603, "cannot find where this session's upstream process runs: the store is unavailable")
+		return true
+	case owner == "":
+		return false // no such session anywhere: 404 here
+	case owner == rp.URL:
+		// This replica's record of a session it no longer has (a restart
+		// at the same address): 404 here, and the record goes.
+		b.sessionEnded(&session{id: id})
+		return false
+	}
+	var body []byte
+	if r.Method == http.MethodPost {
+		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1)); err != nil {
+			jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
+			return true
+		}
+		if len(body) > b.opts.MaxLine {
+			jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, "message larger than the upstream process accepts")
+			return true
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body)) // served here after all if the owner is gone
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, owner+HopPath, bytes.NewReader(body))
+	if err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Str("owner", owner).Msg("a session's record names an unusable replica URL")
+		return false
+	}
+	for k, vs := range r.Header {
+		if !hopByHop[http.CanonicalHeaderKey(k)] {
+			req.Header[k] = vs
+		}
+	}
+	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, time.Now(), body))
+	resp, err := rp.Client.Do(req)
+	var badCert *tls.CertificateVerificationError
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		return true // the client went away
+	case errors.As(err, &badCert):
+		// The owner answers, with a certificate this replica does not
+		// trust: a configuration fault, and the session may be alive.
+		b.log.Error().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process has a certificate this one does not trust")
+		jsonError(w, http.StatusBadGateway, nil, -32603, "cannot reach the replica running this session's upstream process: its TLS certificate is not trusted")
+		return true
+	case err != nil:
+		// The owner is gone (or unreachable): the session went with it.
+		b.log.Warn().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process does not answer; the session is gone")
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get(hopErrorHeader) != "" {
+		// The owner refused the hop itself: a configuration fault (clocks
+		// apart, another secret), not the client's.
+		b.log.Error().Str("op", "stdio").Str("owner", owner).Int("status", resp.StatusCode).Str("reason", resp.Header.Get(hopErrorHeader)).
+			Msg("the replica running a session's upstream process refused the hop")
+		jsonError(w, http.StatusBadGateway, nil, -32603, "the replica running this session's upstream process refused to serve it: "+resp.Header.Get(hopErrorHeader))
+		return true
+	}
+	for k, vs := range resp.Header {
+		if !hopByHop[http.CanonicalHeaderKey(k)] {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	copyFlushing(w, resp.Body)
+	return true
+}
+
+// copyFlushing streams src to w, each piece as it comes (SSE).
+func copyFlushing(w http.ResponseWriter, src io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hopByHop are the headers not passed on over the hop: those of one
+// connection (RFC 9110, section 7.6.1), the length (the body is streamed)
+// and the hop's own.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
+	"Content-Length": true, HopHeader: true, hopErrorHeader: true,
+}
+
+// validSessionID: MCP 2025-11-25, Transports, "Session Management": a
+// session id contains only visible ASCII (0x21 to 0x7E). Ours are UUIDs;
+// anything else longer than 128 bytes is not worth a lookup.
+func validSessionID(id string) bool {
+	if len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// PerSession reports whether each session has a child of its own, so
+// that sessions can follow their child (JoinReplicas).
+func (b *Bridge) PerSession() bool { return b.opts.PerSession }
