@@ -11,11 +11,14 @@ import (
 	"time"
 )
 
-// spawn starts a child and initializes it with params. A child that
-// started but failed its handshake is stopped and returned with the error.
-func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
+// spawn starts a child and initializes it with params; sess is the
+// session it is for (nil: the shared child), whose GET stream its first
+// requests wait for. A child that started but failed its handshake is
+// stopped and returned with the error.
+func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxLine, log: b.log, dispatch: b.dispatch})
+		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, tooLarge: b.tooLarge,
+		sess: sess})
 	if err != nil {
 		return nil, err
 	}
@@ -30,6 +33,7 @@ func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
 	b.mu.Unlock()
 	go func() { <-p.exited; b.forget(p) }()
 	if err := p.handshake(params, b.opts.InitTimeout); err != nil {
+		b.log.Error().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Err(err).Msg("upstream process failed its initialize; stopped")
 		p.kill("its initialize failed")
 		<-p.exited
 		return p, err
@@ -75,7 +79,7 @@ func (b *Bridge) supervise(p *proc, err error) {
 			return
 		}
 		backoff = min(2*backoff, backoffMax)
-		p, err = b.spawn(initParams)
+		p, err = b.spawn(initParams, nil)
 		if err != nil && p == nil {
 			b.mu.Lock()
 			b.down = err
@@ -84,17 +88,15 @@ func (b *Bridge) supervise(p *proc, err error) {
 	}
 }
 
-// forget fails the calls of a child that exited, ends its sessions
-// (PerSession) and drops it.
+// forget fails the calls of a child that exited, ends its session (a
+// session's own child) and drops it.
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
-	var failed []*call
-	for k, c := range b.calls {
+	failed := 0
+	for _, c := range b.calls {
 		if c.proc == p {
-			failed = append(failed, c)
-			delete(b.calls, k)
-			delete(b.tokens, c.token)
-			c.sess.inflight--
+			failed++
+			b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, p.exitErr.Error())})
 		}
 	}
 	for k, a := range b.asks {
@@ -102,9 +104,11 @@ func (b *Bridge) forget(p *proc) {
 			delete(b.asks, k)
 		}
 	}
-	for _, s := range b.sessions {
-		if s.proc == p {
-			b.endSessionLocked(s)
+	if s := p.sess; s != nil && !s.ended && b.sessions[s.id] == s {
+		b.endSessionLocked(s)
+		if p.killReason() == "" { // it ended by itself, not because its session did
+			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
+				Msg("the session's upstream process exited; the session ended (its client gets 404 and initializes again)")
 		}
 	}
 	for i, q := range b.procs {
@@ -114,11 +118,8 @@ func (b *Bridge) forget(p *proc) {
 		}
 	}
 	b.mu.Unlock()
-	for _, c := range failed {
-		c.final <- errorMessage(c.origID, -32603, p.exitErr.Error())
-	}
-	if len(failed) > 0 {
-		b.log.Warn().Str("op", "stdio").Int("failed_calls", len(failed)).Err(p.exitErr).Msg("calls in flight on the upstream process failed")
+	if failed > 0 {
+		b.log.Warn().Str("op", "stdio").Int("failed_calls", failed).Err(p.exitErr).Msg("calls in flight on the upstream process failed")
 	}
 }
 
@@ -164,6 +165,8 @@ func (b *Bridge) endSessionLocked(s *session) {
 		return
 	}
 	delete(b.sessions, s.id)
+	s.ended = true
+	dropHeldLocked(s)
 	if s.adopted {
 		b.adopted--
 	} else {
@@ -179,6 +182,13 @@ func (b *Bridge) endSessionLocked(s *session) {
 			_ = a.proc.send(errorMessage(a.childID, -32603, "the client session ended before it answered"))
 		}
 	}
+}
+
+// finishLocked ends call c with its reply: the one place a reply is sent,
+// under b.mu, by whoever takes c out of b.calls.
+func (b *Bridge) finishLocked(c *call, r reply) {
+	b.endCallLocked(c)
+	c.final <- r // never blocks: one reply per call, in a buffer of one
 }
 
 // endCallLocked forgets call c, and refuses the child's requests sent on
