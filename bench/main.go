@@ -8,7 +8,7 @@
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
 //	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
 //	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
-//	go run ./bench -mode stdio     # pass-through and tasks/get, stdio child vs HTTP upstream (stdio.go)
+//	go run ./bench -mode stdio     # stdio child vs HTTP upstream (stdio.go); taskgate vs supergateway in front of a stdio server (stdiopeer.go)
 //	go run ./bench -mode ratios    # one line per performance goal, met or missed, in ~3 min (ratios.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
