@@ -148,8 +148,10 @@ type toolText struct {
 // takes its allowed folders from the client's roots, which it asks for
 // right after initialized. Client A declares fsA, client B fsB, at once:
 // each is asked (no roots/list_changed sent), each is allowed its own
-// folder only, B is denied A's secret and reads its own file, and A reads
-// a 3 MiB file (about 6.3 MB of JSON on one line of the child's stdout).
+// folder only, B is denied A's secret and reads its own file; client C,
+// which declares no roots, has no folder and is denied A's secret too; A
+// reads a 3 MiB file (about 6.3 MB of JSON on one line of the child's
+// stdout).
 func TestStdioServerFilesystem(t *testing.T) {
 	t.Parallel()
 	node := ensureJS(t)
@@ -186,6 +188,9 @@ func TestStdioServerFilesystem(t *testing.T) {
 			SecretA toolText `json:"secretA"`
 			Own     string   `json:"own"`
 		} `json:"b"`
+		C struct {
+			SecretA toolText `json:"secretA"`
+		} `json:"c"`
 		Big struct {
 			IsError bool   `json:"isError"`
 			Error   *tsErr `json:"error"`
@@ -207,6 +212,9 @@ func TestStdioServerFilesystem(t *testing.T) {
 		}
 		if !o.B.SecretA.IsError || !strings.Contains(o.B.SecretA.Text, "Access denied") {
 			t.Errorf("%s: B reads A's secret: %+v, want access denied", via, o.B.SecretA)
+		}
+		if !o.C.SecretA.IsError || !strings.Contains(o.C.SecretA.Text, "Access denied") {
+			t.Errorf("%s: C, with no roots, reads A's secret: %+v, want access denied", via, o.C.SecretA)
 		}
 		if o.B.Own != "B's own\n" {
 			t.Errorf("%s: B reads its own file: %q", via, o.B.Own)

@@ -98,9 +98,10 @@ const scenarios = {
   // allowed folders, asked for right after initialized.
   async filesystem() {
     const [dirA, dirB] = [process.env.TG_FS_A, process.env.TG_FS_B];
-    const [a, b] = await Promise.all([
+    const [a, b, c] = await Promise.all([
       connect('A', { roots: { listChanged: true } }, { roots: [{ uri: `file://${dirA}`, name: 'fsA' }] }),
       connect('B', { roots: { listChanged: true } }, { roots: [{ uri: `file://${dirB}`, name: 'fsB' }] }),
+      connect('C', {}), // no roots: no folder at all
     ]);
     // The server asks each client for its roots on its own (no
     // roots/list_changed is ever sent); its folders follow once it has
@@ -116,9 +117,10 @@ const scenarios = {
       return r.text;
     };
     const [allowedA, allowedB] = await Promise.all([allowed(a, dirA), allowed(b, dirB)]);
-    const [secretA, secretB, ownB, big] = await Promise.all([
+    const [secretA, secretB, secretC, ownB, big] = await Promise.all([
       call(a, 'read_text_file', { path: join(dirA, 'secretA.txt') }),
       call(b, 'read_text_file', { path: join(dirA, 'secretA.txt') }),
+      call(c, 'read_text_file', { path: join(dirA, 'secretA.txt') }),
       call(b, 'read_text_file', { path: join(dirB, 'b.txt') }),
       call(a, 'read_text_file', { path: join(dirA, 'big.txt') }),
     ]);
@@ -128,6 +130,7 @@ const scenarios = {
     Object.assign(out, {
       a: { roots: a.seen.roots, allowed: allowedA, secret: secretA.text, secretError: secretA.isError },
       b: { roots: b.seen.roots, allowed: allowedB, secretA: secretB, own: ownB.text },
+      c: { secretA: secretC },
       big: { ...big, length: bigText.length, sha256: createHash('sha256').update(bigText).digest('hex') },
     });
   },
@@ -179,7 +182,7 @@ const scenarios = {
     const longA = call(a, 'trigger-long-running-operation', { duration: 3, steps: 3 }, {
       onprogress: () => { a.seen.progress++; inFlight(); },
     });
-    await started;
+    await Promise.race([started, longA]);
     const [elicit, sample, unofferedB] = await Promise.all([
       call(a, 'trigger-elicitation-request', {}),
       call(a, 'trigger-sampling-request', { prompt: 'hello from A', maxTokens: 5 }),
