@@ -23,8 +23,11 @@ import (
 // (--upstream-command, default flags). Through taskgate each client must
 // get what it gets from its own process: its roots, its state, its
 // capabilities, its answers to the server's questions, its large answers.
-// A child shared by every session (--upstream-shared) fails each of these
-// tests.
+// A child shared by every session (--upstream-shared) fails the
+// filesystem, memory, thinking and everything tests; a 4 MiB line limit
+// (--upstream-max-message 4MiB, the old limit) fails the filesystem and
+// commands tests; the shared child of earlier releases, which such a line
+// stopped for every session, fails all five.
 
 // npmServer is the command that runs the stdio server at rel (under
 // js/node_modules) with node.
