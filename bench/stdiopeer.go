@@ -57,7 +57,10 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 		}
 	}
 	serve := func(addr string, extra ...string) []string {
-		return append([]string{"serve", "--listen", addr, "--upstream-command", child, "--log-level", "warn",
+		// error: the test server writes a stderr line per call, which
+		// taskgate would otherwise warn about each second (supergateway
+		// runs with --logLevel none).
+		return append([]string{"serve", "--listen", addr, "--upstream-command", child, "--log-level", "error",
 			"--max-sessions", strconv.Itoa(o.concurrency + 8)}, extra...)
 	}
 	_, sgPort, _ := strings.Cut(addrs[2], ":")
