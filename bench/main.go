@@ -83,6 +83,7 @@ type options struct {
 	toolsList   bool
 	pprofDir    string          // write taskgate profiles here (scale and tasksget phases)
 	sections    string          // report mode: which sections, comma-separated
+	stdioServer string          // stdio mode: the server behind taskgate and supergateway
 	holdWindow  time.Duration   // scale mode: how long RSS is watched with the tasks held
 	gcEnv       string          // scale mode: a second memory run with this taskgate environment
 	set         map[string]bool // flags given on the command line
@@ -97,6 +98,7 @@ func run() error {
 	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
 	flag.DurationVar(&o.holdWindow, "hold-window", 30*time.Second, "scale mode: how long taskgate's RSS is watched (every second, largest sample kept) once the held tasks are created and RSS settled")
 	flag.StringVar(&o.gcEnv, "gc-env", "", "scale mode: also measure memory per held task with this environment for taskgate (a GC knob such as GOGC=50 or GOMEMLIMIT=256MiB; space-separated); empty: defaults only")
+	flag.StringVar(&o.stdioServer, "stdio-server", "test", "stdio mode: the stdio server taskgate and supergateway front: test (the test server, Go) or everything (@modelcontextprotocol/server-everything, node)")
 	flag.StringVar(&o.sections, "sections", "passthrough,tasks,tasksget,modern,scale,stdio", "report mode: the sections to run, in this order")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")

@@ -126,6 +126,6 @@ func stdioBench(o options) error {
 	}
 	b.WriteString(peer)
 	fmt.Fprintf(&b, "\nLoad average %s at start, %s at end.\n", run.load0, loadAvg())
-	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "stdio", "duration", "rounds", "concurrency", "latency-requests", "tasks"))
+	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "stdio", "duration", "rounds", "concurrency", "latency-requests", "tasks", "stdio-server"))
 	return emit(b.String())
 }

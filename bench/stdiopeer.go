@@ -4,7 +4,8 @@ package main
 // the peer that does the same job, supergateway 4.0.0 (npm, pinned in
 // e2e/js) in its stateful Streamable HTTP mode, which like taskgate's
 // default starts a process per client session. All three front the same
-// server (the test server's --stdio mode, echo tool), in one run: taskgate
+// server (-stdio-server: the test server's --stdio mode, or the reference
+// server from npm under node; echo tool), in one run: taskgate
 // with a child per session (the default), taskgate with one shared child
 // (--upstream-shared), supergateway. Each of the -concurrency clients has
 // a session of its own, as real clients do; latency is one client's.
@@ -48,8 +49,20 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 	var ps procs
 	defer ps.stopAll()
 	// supergateway runs --stdio with a shell; taskgate splits the words
-	// itself: both get the path quoted.
-	child := "'" + tu + "' --stdio"
+	// itself: both get the paths quoted.
+	child, server := "'"+tu+"' --stdio", "the test server's --stdio mode (Go)"
+	call := request{want: []byte(`hello`),
+		body: `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`}
+	switch o.stdioServer {
+	case "test":
+	case "everything":
+		script := filepath.Join(jsDir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+		child, server = "'"+node+"' '"+script+"' stdio", "@modelcontextprotocol/server-everything (node)"
+		call = request{want: []byte(`Echo: hello`),
+			body: `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}`}
+	default:
+		return "", fmt.Errorf("unknown -stdio-server %q: want test or everything", o.stdioServer)
+	}
 	addrs := make([]string, 3)
 	for i := range addrs {
 		if addrs[i], err = freeAddr(); err != nil {
@@ -87,8 +100,7 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 	}
 	c := newClient(o.concurrency)
 	for _, x := range targets {
-		x.call = request{want: []byte(`hello`),
-			body: `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}`}
+		x.call = call
 		for range o.concurrency {
 			sid, err := initSession(ctx, c, x.url)
 			if err != nil {
@@ -126,10 +138,10 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## stdio server: taskgate against supergateway\n\n")
-	fmt.Fprintf(&b, "The same stdio server (the test server's --stdio mode, echo tool) behind taskgate with a child per session, "+
+	fmt.Fprintf(&b, "The same stdio server (%s, echo tool) behind taskgate with a child per session, "+
 		"taskgate with one shared child, and supergateway 4.0.0 (`--outputTransport streamableHttp --stateful`, a child per session) "+
 		"under Node %s. %d rounds × %s per target; throughput at %d concurrent clients, each with a session of its own; latency at 1.\n\n",
-		versionOf(node, "--version"), o.rounds, o.duration, o.concurrency)
+		server, versionOf(node, "--version"), o.rounds, o.duration, o.concurrency)
 	fmt.Fprintf(&b, "| gateway | req/s (c=%d) | p50 | p99 | p50 (c=1) | p99 (c=1) | gateway CPU per request | errors |\n|---|---|---|---|---|---|---|---|\n", o.concurrency)
 	for _, x := range targets {
 		r, l := thr[x.name], lat[x.name]
