@@ -175,23 +175,30 @@ const scenarios = {
     // B: a long call of its own in flight meanwhile, and the tools it was
     // not offered.
     const longB = call(b, 'trigger-long-running-operation', { duration: 3, steps: 3 });
-    // A: its questions are asked while its own long call is in flight
-    // (its first progress notification says so), and B's.
+    // A: a long call of its own that runs until A's questions are
+    // answered (then A abandons it), so they are asked while it is in
+    // flight (its first progress notification says it is), with another
+    // long call of A's, and B's.
+    const hold = new AbortController();
     let inFlight;
     const started = new Promise((r) => (inFlight = r));
-    const longA = call(a, 'trigger-long-running-operation', { duration: 3, steps: 3 }, {
-      onprogress: () => { a.seen.progress++; inFlight(); },
+    const held = call(a, 'trigger-long-running-operation', { duration: 60, steps: 60 }, {
+      signal: hold.signal, onprogress: () => inFlight(),
     });
-    await Promise.race([started, longA]);
+    const longA = call(a, 'trigger-long-running-operation', { duration: 3, steps: 3 }, {
+      onprogress: () => a.seen.progress++,
+    });
+    await Promise.race([started, held]);
     const [elicit, sample, unofferedB] = await Promise.all([
       call(a, 'trigger-elicitation-request', {}),
       call(a, 'trigger-sampling-request', { prompt: 'hello from A', maxTokens: 5 }),
       call(b, 'trigger-sampling-request', { prompt: 'hello from B', maxTokens: 5 }),
     ]);
+    hold.abort('answered');
     delete elicit.structured;
     delete sample.structured;
     out.a = {
-      elicit, sample, long: await longA, progress: a.seen.progress > 0,
+      elicit, sample, long: await longA, progress: a.seen.progress > 0, held: await held,
       elicitations: a.seen.elicitations, samples: a.seen.samples,
     };
     out.b = { long: await longB, unoffered: unofferedB };
