@@ -61,7 +61,9 @@ func TestStdioTasksTypeScript(t *testing.T) {
 				rec := &testupstream.Recorder{}
 				args := slices.Clone(taskFlags)
 				if replicas > 1 {
-					args = append(args, "--redis-url", "redis://"+redistest.Start(t))
+					// The client alternates replicas on every request: only a
+					// shared child serves a session on any replica.
+					args = append(args, "--redis-url", "redis://"+redistest.Start(t), "--upstream-shared")
 				}
 				var urls []string
 				for range replicas {
@@ -86,11 +88,11 @@ func TestStdioTasksTypeScript(t *testing.T) {
 	}
 }
 
-// TestStdioChildExits: a child that exits mid-call fails the task with
-// its exit status, a plain call gets -32603 with it, /readyz is 503 until
-// the child is back, and then calls work again.
+// TestStdioChildExits: a shared child that exits mid-call fails the task
+// with its exit status, a plain call gets -32603 with it, /readyz is 503
+// until the child is back, and then calls work again.
 func TestStdioChildExits(t *testing.T) {
-	g := startGateway(t, stdioUpstream(t), "--task", "exit")
+	g := startGateway(t, stdioUpstream(t), "--task", "exit", "--upstream-shared")
 	c := newRawSession(t, g.URL, "")
 	c.initialize()
 	created := c.call("tools/call", map[string]any{"name": "exit", "arguments": map[string]any{"code": 7}, "task": map[string]any{}})
@@ -359,8 +361,9 @@ func TestStdioToolsCommand(t *testing.T) {
 	}
 }
 
-// TestStdioPerSession: with --upstream-per-session each client session has
-// a child of its own (its own state); on shutdown the gateway stops them.
+// TestStdioPerSession: each client session has a child of its own (its
+// own state), by default; on shutdown the gateway stops them. The
+// deprecated --upstream-per-session is accepted, with a warning.
 func TestStdioPerSession(t *testing.T) {
 	g := startGateway(t, stdioUpstream(t), "--upstream-per-session")
 	counter := func(s *rawSession) string {
@@ -382,6 +385,9 @@ func TestStdioPerSession(t *testing.T) {
 	pids := childPIDs(g.stderr.String())
 	if len(pids) != 2 {
 		t.Fatalf("children started: %v, want 2", pids)
+	}
+	if !strings.Contains(g.stderr.String(), "--upstream-per-session is deprecated") {
+		t.Errorf("no deprecation warning for --upstream-per-session")
 	}
 	g.stop()
 	waitUntil(t, 10*time.Second, func() bool {

@@ -159,14 +159,15 @@ func newBigLine(start []byte) *bigLine {
 	return l
 }
 
-// write adds p to the line; max is the limit (0: none).
+// write adds p to the line; max is the limit on the message (0: none),
+// which its newline does not count against.
 func (l *bigLine) write(p []byte, max int64) {
 	l.m.feed(p)
 	l.size += int64(len(p))
 	if l.f == nil {
 		return
 	}
-	if max > 0 && l.size > max {
+	if max > 0 && l.size > max+1 {
 		l.discard(fmt.Errorf("its answer is larger than the upstream message limit of %d bytes (--upstream-max-message)", max))
 		return
 	}

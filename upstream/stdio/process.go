@@ -273,10 +273,10 @@ func (p *proc) readStdout(r io.Reader, maxLine int, o procOptions) {
 		chunk, err := br.ReadSlice('\n')
 		switch {
 		case big != nil:
-			big.write(chunk, int64(maxLine)+1)
+			big.write(chunk, int64(maxLine))
 		case len(line)+len(chunk) > min(spillAt, maxLine+1):
 			big = newBigLine(line)
-			big.write(chunk, int64(maxLine)+1)
+			big.write(chunk, int64(maxLine))
 			line = line[:0]
 		default:
 			line = append(line, chunk...)
