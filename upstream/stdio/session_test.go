@@ -105,7 +105,7 @@ func TestBridgeRootsAtStart(t *testing.T) {
 	}
 
 	z, _ := initialize(t, b, map[string]any{"roots": map[string]any{}}) // opens no stream
-	waitFor(t, func() bool { // held (a call in flight first would get it on its stream)
+	waitFor(t, func() bool {                                            // held (a call in flight first would get it on its stream)
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.sessions[z.sid].held) == 1
@@ -303,7 +303,9 @@ func TestBridgeChildExitsWhileIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.exited
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "the session's upstream process exited; the session ended") })
+	waitFor(t, func() bool {
+		return strings.Contains(logs.String(), "the session's upstream process exited; the session ended")
+	})
 	r := c.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
 	r.Body.Close()
 	if r.StatusCode != http.StatusNotFound {
