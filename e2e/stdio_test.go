@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
@@ -472,5 +474,40 @@ func TestNativeUpstreamTasks(t *testing.T) {
 	logs := a.stderr.String() + b.stderr.String()
 	if !strings.Contains(logs, "upstream task passed through") || strings.Contains(logs, `"op":"created"`) {
 		t.Errorf("want the upstream's task passed through and no gateway task:\n%s", logs)
+	}
+}
+
+// TestStdioChildAsksOnGetStream: through the gateway, a request of a
+// session's own child that names no call reaches the client on its GET
+// stream (a real go-sdk client, which answers what comes on any stream):
+// roots/list asked right after initialized, as server-filesystem does
+// (held by the bridge until the client opens the stream), and an
+// elicitation while two calls of the session are in flight.
+func TestStdioChildAsksOnGetStream(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t)+" --roots-at-start")
+	rec := &testupstream.Recorder{}
+	recordChild(g, rec)
+	gc := connectGo(t, g.URL, "2025-11-25", &http.Client{}, true)
+	if got, _ := gc.callText(t, &mcp.CallToolParams{Name: "startroots"}); got != root1+","+root2 {
+		t.Fatalf("the roots the child got at start: %q, want %q", got, root1+","+root2)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := gc.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"seconds": 2, "text": "s"}})
+		slow <- err
+	}()
+	waitUntil(t, 15*time.Second, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	if got, _ := gc.callText(t, &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{}}); got != "Hello, "+goName+"!" {
+		t.Fatalf("elicit with another call in flight: %q", got)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("slow: %v", err)
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if len(gc.elicitations) != 1 || gc.rootsRequests != 1 {
+		t.Fatalf("the client was asked %d elicitations and %d roots/list, want 1 and 1", len(gc.elicitations), gc.rootsRequests)
 	}
 }
