@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,11 +82,10 @@ func runPeers(t *testing.T, node, scenario string, command, env []string, flags 
 				Error        string   `json:"error"`
 				ClientErrors []string `json:"clientErrors"`
 			}
-			if jerr := json.Unmarshal(bytes.TrimSpace(out), &res); err == nil && (jerr != nil || res.Error != "") {
+			if jerr := json.Unmarshal(bytes.TrimSpace(out), &res); err == nil && jerr != nil {
 				err = jerr
-				if res.Error != "" {
-					err = errString(res.Error)
-				}
+			} else if err == nil && res.Error != "" {
+				err = errors.New(res.Error)
 			}
 			// The SDK reports progress that comes after the call it was
 			// for has ended (a server-everything habit, direct too).
@@ -98,7 +99,7 @@ func runPeers(t *testing.T, node, scenario string, command, env []string, flags 
 			defer mu.Unlock()
 			outs[via] = bytes.TrimSpace(out)
 			if err != nil {
-				errs[via] = errString(err.Error() + "\nstdout: " + string(out) + "\nstderr: " + stderr.String())
+				errs[via] = fmt.Errorf("%w\nstdout: %s\nstderr: %s", err, out, stderr.Bytes())
 			}
 		}()
 	}
@@ -111,10 +112,6 @@ func runPeers(t *testing.T, node, scenario string, command, env []string, flags 
 	}
 	return outs["direct"], outs["gateway"]
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
 
 // decodeBoth decodes what the direct and the gateway runs printed.
 func decodeBoth[T any](t *testing.T, direct, through []byte) (d, g T) {
