@@ -7,8 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // spawn starts a child and initializes it with params; sess is the
@@ -41,6 +46,55 @@ func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
 	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("protocol_version", p.version).Msg("upstream process ready")
 	return p, nil
 }
+
+// childFor gives session s its child, started and initialized with the
+// client's initialize params (the shared one, when Shared), and returns
+// the initialize result for the client.
+func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (json.RawMessage, error) {
+	var asked struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(body, &asked)
+	var v struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(asked.Params, &v)
+	if b.opts.Shared {
+		if shared == nil {
+			return nil, &refusal{http.StatusServiceUnavailable, -32603, "the upstream process is not running: " + down.Error()}
+		}
+		result := shared.init
+		if frontable[v.ProtocolVersion] && v.ProtocolVersion < shared.version {
+			// The child speaks a newer version; the client gets the one it
+			// asked for, which the child's messages also satisfy.
+			result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v.ProtocolVersion)))
+		}
+		return result, nil
+	}
+	if len(asked.Params) == 0 || asked.Params[0] != '{' {
+		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
+	}
+	start := time.Now()
+	p, err := b.spawn(asked.Params, s)
+	if err != nil {
+		b.mu.Lock()
+		s.ended = true
+		dropHeldLocked(s)
+		b.mu.Unlock()
+		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
+	}
+	s.proc = p
+	b.log.Debug().Str("op", "stdio").Str("session", s.id).Float64("initialize_seconds", time.Since(start).Seconds()).Msg("session's upstream process ready")
+	return p.init, nil
+}
+
+// refusal is an initialize refused with an HTTP status and a JSON-RPC code.
+type refusal struct {
+	status, code int
+	msg          string
+}
+
+func (r *refusal) Error() string { return r.msg }
 
 // supervise keeps the shared child running: when it exits, its calls fail
 // and it is started again after a jittered, capped backoff.

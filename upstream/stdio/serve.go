@@ -159,7 +159,9 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	s := &session{id: uuid.NewString(), streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
 	result, err := b.childFor(s, body, shared, down)
 	if err != nil {
-		jsonError(w, http.StatusOK, env.ID, -32603, err.Error())
+		r := &refusal{status: http.StatusOK, code: -32603}
+		errors.As(err, &r)
+		jsonError(w, r.status, env.ID, r.code, err.Error())
 		return
 	}
 	b.mu.Lock()
@@ -179,47 +181,6 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resultMessage(env.ID, result))
-}
-
-// childFor gives session s its child, started and initialized with the
-// client's initialize params (the shared one, when Shared), and returns
-// the initialize result for the client.
-func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (json.RawMessage, error) {
-	var asked struct {
-		Params json.RawMessage `json:"params"`
-	}
-	_ = json.Unmarshal(body, &asked)
-	var v struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	_ = json.Unmarshal(asked.Params, &v)
-	if b.opts.Shared {
-		if shared == nil {
-			return nil, errors.New("the upstream process is not running: " + down.Error())
-		}
-		result := shared.init
-		if frontable[v.ProtocolVersion] && v.ProtocolVersion < shared.version {
-			// The child speaks a newer version; the client gets the one it
-			// asked for, which the child's messages also satisfy.
-			result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v.ProtocolVersion)))
-		}
-		return result, nil
-	}
-	if len(asked.Params) == 0 || asked.Params[0] != '{' {
-		return nil, errors.New("initialize: params must be an object (MCP 2025-11-25, Lifecycle, \"Initialization\")")
-	}
-	start := time.Now()
-	p, err := b.spawn(asked.Params, s)
-	if err != nil {
-		b.mu.Lock()
-		s.ended = true
-		dropHeldLocked(s)
-		b.mu.Unlock()
-		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
-	}
-	s.proc = p
-	b.log.Debug().Str("op", "stdio").Str("session", s.id).Float64("initialize_seconds", time.Since(start).Seconds()).Msg("session's upstream process ready")
-	return p.init, nil
 }
 
 // procOf is the child serving s, or nil while it is down.
