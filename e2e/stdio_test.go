@@ -314,12 +314,14 @@ func TestStdioReferenceServer(t *testing.T) {
 // TestStdioExtTasksClient: 2026-07-28 clients (the SDK v2 with
 // @modelcontextprotocol/ext-tasks) in front of a stdio child, across two
 // replicas: the gateway's owner sessions on the child carry the extension
-// tasks, input and cancel as in front of a session server over HTTP.
+// tasks, input and cancel as in front of a session server over HTTP. An
+// owner session is shared by the replicas through Redis: only a shared
+// child serves it on both.
 func TestStdioExtTasksClient(t *testing.T) {
 	node := ensureJS(t)
 	d := &modernDeployment{rec: &testupstream.Recorder{}}
 	args := []string{"--task", "elicit", "--task", "slow", "--task", "fail", "--task", "rpcerror", "--poll-interval", "100ms",
-		"--redis-url", "redis://" + redistest.Start(t)}
+		"--redis-url", "redis://" + redistest.Start(t), "--upstream-shared"}
 	for range 2 {
 		g := startGateway(t, stdioUpstream(t), args...)
 		recordChild(g, d.rec)
