@@ -126,7 +126,8 @@ func decodeBoth[T any](t *testing.T, direct, through []byte) (d, g T) {
 }
 
 // sameAsDirect fails the test unless the two runs printed the same thing
-// (key order aside; clientErrors are logged, not compared).
+// (key order aside; clientErrors are logged, not compared, and
+// gatewayOnly is what only a gateway can do, such as tasks).
 func sameAsDirect(t *testing.T, direct, through []byte) {
 	t.Helper()
 	strip := func(raw []byte) string {
@@ -135,6 +136,7 @@ func sameAsDirect(t *testing.T, direct, through []byte) {
 			t.Fatalf("%s: %v", raw, err)
 		}
 		delete(m, "clientErrors")
+		delete(m, "gatewayOnly")
 		b, _ := json.Marshal(m)
 		return canonicalJSON(b)
 	}
@@ -257,22 +259,30 @@ func TestStdioServerMemory(t *testing.T) {
 // TestStdioServerSequentialThinking: server-sequential-thinking keeps the
 // thought history and branches in the process. After A's three thoughts
 // and a branch, B's first thought answers thoughtHistoryLength 1 and no
-// branch; A's fourth answers 4.
+// branch, also as a task (--task: the task's worker calls B's process);
+// A's fourth answers 4.
 func TestStdioServerSequentialThinking(t *testing.T) {
 	t.Parallel()
 	node := ensureJS(t)
 	direct, through := runPeers(t, node, "thinking",
-		npmServer(t, node, "@modelcontextprotocol/server-sequential-thinking/dist/index.js"), nil)
+		npmServer(t, node, "@modelcontextprotocol/server-sequential-thinking/dist/index.js"), nil,
+		"--task", "sequentialthinking", "--poll-interval", "100ms")
 	type thought struct {
 		ThoughtNumber        int      `json:"thoughtNumber"`
 		Branches             []string `json:"branches"`
 		ThoughtHistoryLength int      `json:"thoughtHistoryLength"`
 	}
 	type out struct {
-		A []thought `json:"a"`
-		B []thought `json:"b"`
+		A           []thought `json:"a"`
+		B           []thought `json:"b"`
+		GatewayOnly struct {
+			BTask []string `json:"bTask"`
+		} `json:"gatewayOnly"`
 	}
 	d, g := decodeBoth[out](t, direct, through)
+	if bt := g.GatewayOnly.BTask; len(bt) < 2 || bt[0] != "taskCreated" || bt[len(bt)-1] != "result" || !slices.Equal(d.GatewayOnly.BTask, []string{"result"}) {
+		t.Errorf("B's first thought: %v through taskgate, %v directly; want a task (taskCreated … result), and a plain call", bt, d.GatewayOnly.BTask)
+	}
 	for via, o := range map[string]out{"direct": d, "gateway": g} {
 		if len(o.B) != 1 || o.B[0].ThoughtHistoryLength != 1 || len(o.B[0].Branches) != 0 {
 			t.Errorf("%s: B's first thought: %+v, want thoughtHistoryLength 1 and no branch", via, o.B)

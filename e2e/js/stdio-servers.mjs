@@ -93,6 +93,30 @@ async function call(c, name, args, options = {}) {
   }
 }
 
+// asTask calls a tool as a task (2025-11-25 task-augmented tools/call)
+// where the server lists it as one, and plainly where it does not (as
+// the SDK's own callToolStream would without the task option). It returns
+// the stream's messages: taskCreated, taskStatus…, then result or error.
+async function asTask(c, tool, args) {
+  const messages = [];
+  const result = (res) => ({ type: 'result', text: texts(res), structured: res.structuredContent });
+  if (!['optional', 'required'].includes(tool?.execution?.taskSupport)) {
+    const r = await call(c, tool.name, args);
+    messages.push(r.error ? { type: 'error', error: r.error } : { type: 'result', text: r.text, structured: r.structured });
+    return messages;
+  }
+  try {
+    for await (const m of c.client.experimental.tasks.callToolStream({ name: tool.name, arguments: args }, CallToolResultSchema,
+      { ...REQ, task: { ttl: 60_000 } })) {
+      messages.push(m.type === 'result' ? result(m.result)
+        : m.type === 'error' ? { type: m.type, error: errInfo(m.error) } : { type: m.type, status: m.task?.status });
+    }
+  } catch (e) {
+    messages.push({ type: 'thrown', error: errInfo(e) });
+  }
+  return messages;
+}
+
 const scenarios = {
   // server-filesystem started with no folder: each client's roots are its
   // allowed folders, asked for right after initialized.
@@ -158,8 +182,17 @@ const scenarios = {
       thought: `${c.name} thinks ${n}`, thoughtNumber: n, totalThoughts: 4, nextThoughtNeeded: true, ...extra,
     }).then((r) => r.structured ?? r);
     out.a = [await think(a, 1), await think(a, 2, { branchFromThought: 1, branchId: 'a-branch' }), await think(a, 3)];
-    out.b = [await think(b, 1)];
+    // B's first thought as a task where taskgate makes the tool one: the
+    // task's worker calls B's process.
+    const tool = (await b.client.listTools(undefined, REQ)).tools.find((t) => t.name === 'sequentialthinking');
+    const messages = await asTask(b, tool, {
+      thought: 'B thinks 1', thoughtNumber: 1, totalThoughts: 4, nextThoughtNeeded: true,
+    });
+    const last = messages.at(-1);
+    out.b = [last?.type === 'result' ? last.structured : last];
     out.a.push(await think(a, 4));
+    // Not compared with the direct run: the server has no tasks.
+    out.gatewayOnly = { bTask: messages.map((m) => m.type) };
   },
 
   // server-everything: tools as the client's capabilities allow, and the
@@ -202,24 +235,8 @@ const scenarios = {
       elicitations: a.seen.elicitations, samples: a.seen.samples,
     };
     out.b = { long: await longB, unoffered: unofferedB };
-    // A tool as a task (2025-11-25 task-augmented tools/call) where the
-    // server lists it as one; a plain call where it forbids it.
-    const messages = [];
-    const long = listA.find((t) => t.name === 'trigger-long-running-operation');
-    if (!['optional', 'required'].includes(long?.execution?.taskSupport)) {
-      const r = await call(a, long.name, { duration: 1, steps: 2 });
-      messages.push(r.error ? { type: 'error', error: r.error } : { type: 'result', text: r.text });
-    } else try {
-      for await (const m of a.client.experimental.tasks.callToolStream(
-        { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 2 } }, CallToolResultSchema,
-        { ...REQ, task: { ttl: 60_000 } },
-      )) {
-        messages.push(m.type === 'result' ? { type: m.type, text: texts(m.result) }
-          : m.type === 'error' ? { type: m.type, error: errInfo(m.error) } : { type: m.type, status: m.task?.status });
-      }
-    } catch (e) {
-      messages.push({ type: 'thrown', error: errInfo(e) });
-    }
+    // A tool as a task, where taskgate makes it one.
+    const messages = await asTask(a, listA.find((t) => t.name === 'trigger-long-running-operation'), { duration: 1, steps: 2 });
     out.a.task = messages;
   },
 
