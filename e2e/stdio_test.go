@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -511,5 +512,76 @@ func TestStdioChildAsksOnGetStream(t *testing.T) {
 	defer gc.mu.Unlock()
 	if len(gc.elicitations) != 1 || gc.rootsRequests != 1 {
 		t.Fatalf("the client was asked %d elicitations and %d roots/list, want 1 and 1", len(gc.elicitations), gc.rootsRequests)
+	}
+}
+
+// TestStdioTasksAskOnGetStream: with two tasks of a session held on its
+// child, a question of the child names neither: it reaches the client on
+// the session's GET stream (not a guessed task), and the client's answer
+// reaches the child, which completes the task that asked.
+func TestStdioTasksAskOnGetStream(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t), "--task", "slow", "--task", "elicit", "--poll-interval", "100ms")
+	rec := &testupstream.Recorder{}
+	recordChild(g, rec)
+	s := newRawSession(t, g.URL, "")
+	if m := s.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "taskgate-e2e-raw", "version": "1.0.0"}}); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Error)
+	}
+	if status, _ := s.post(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: HTTP %d", status)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	asked := make(chan rpcMsg, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var m rpcMsg
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &m) == nil && m.Method == "elicitation/create" {
+				asked <- m
+				return
+			}
+		}
+	}()
+	task := func(name string, args map[string]any) string {
+		var res struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		mustDecode(t, s.mustResult("tools/call", map[string]any{"name": name, "arguments": args, "task": map[string]any{}}), &res)
+		return res.Task.TaskID
+	}
+	task("slow", map[string]any{"seconds": 3, "text": "s"})
+	waitUntil(t, 15*time.Second, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	id := task("elicit", map[string]any{})
+	var m rpcMsg
+	select {
+	case m = <-asked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no elicitation on the GET stream")
+	}
+	if status, _ := s.post(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}); status != http.StatusAccepted {
+		t.Fatalf("the answer: HTTP %d", status)
+	}
+	var st struct {
+		Status string `json:"status"`
+	}
+	waitUntil(t, 20*time.Second, func() bool {
+		mustDecode(t, s.mustResult("tasks/get", map[string]any{"taskId": id}), &st)
+		return st.Status == "completed"
+	})
+	if r := s.mustResult("tasks/result", map[string]any{"taskId": id}); !strings.Contains(string(r), "Hello, Ada!") {
+		t.Fatalf("the elicit task's result: %s", r)
 	}
 }
