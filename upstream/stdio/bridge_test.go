@@ -432,19 +432,11 @@ func TestBridgeAnswersStayInTheirSession(t *testing.T) {
 	// Two calls in flight: the question cannot be placed.
 	slow := make(chan string, 1)
 	go func() { slow <- z.tool(20, "slow", map[string]any{"seconds": 1.5, "text": "z"}) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(t, func() bool { // the slow call in flight
 		b.mu.Lock()
-		n := len(b.calls)
-		b.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slow call never went in flight")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer b.mu.Unlock()
+		return len(b.calls) == 1
+	})
 	if text := a.tool(21, "elicit", map[string]any{}); !strings.Contains(text, "cannot relay elicitation/create") {
 		t.Fatalf("elicit with two calls in flight: %q", text)
 	}

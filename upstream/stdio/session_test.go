@@ -147,6 +147,7 @@ func TestBridgeAskWithSeveralCalls(t *testing.T) {
 	}
 }
 
+// waitFor polls cond for up to 20 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
