@@ -153,16 +153,20 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 		if ok {
 			return "met"
 		}
-		return "MISSED"
+		return "**missed**"
 	}
+	// One line per target, "- … (target …)": the report's summary
+	// collects them (report.go).
+	b.WriteString("\n")
 	for i, x := range targets[:2] {
 		tr := thr[x.name].rps() / thr[sg].rps()
 		pr := float64(lat[x.name].pct(.5)) / float64(lat[sg].pct(.5))
 		figure(fmt.Sprintf("stdio.peer%d.rps", i), tr)
 		figure(fmt.Sprintf("stdio.peer%d.p50", i), pr)
-		fmt.Fprintf(&b, "\n- %s / supergateway: throughput **%.2f×** (goal ≥ 1.5×: %s), p50 at c=1 **%.2f×** (goal ≤ 0.8×: %s)",
-			x.name, tr, met(tr >= 1.5), pr, met(pr <= 0.8))
+		fmt.Fprintf(&b, "- stdio server: %s / supergateway throughput: **%.2f×** (target ≥ 1.5×: %s)\n", x.name, tr, met(tr >= 1.5))
+		fmt.Fprintf(&b, "- stdio server: %s / supergateway p50 at c=1: **%.2f×** (target ≤ 0.8×: %s); %s vs %s\n", x.name, pr, met(pr <= 0.8),
+			ms(lat[x.name].pct(.5)), ms(lat[sg].pct(.5)))
 	}
-	fmt.Fprintf(&b, "\n\nCPU is the gateway process's own (taskgate, or supergateway's node), not its children's.\n")
+	fmt.Fprintf(&b, "\nCPU is the gateway process's own (taskgate, or supergateway's node), not its children's.\n")
 	return b.String(), nil
 }
