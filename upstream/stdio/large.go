@@ -125,8 +125,16 @@ func (m *members) noteID(c byte, _ int) {
 
 func (m *members) endID() {
 	m.inID = false
-	m.id = bytes.TrimRight(m.id, " \t\r")
+	m.id = bytes.TrimRight(m.id, " \t\r\n")
 	m.idEnd = m.idStart + int64(len(m.id))
+}
+
+// end notes the end of the line: an id value still being read (a line
+// cut short after it) ends there.
+func (m *members) end() {
+	if m.inID && m.depth == 1 && !m.inStr {
+		m.endID()
+	}
 }
 
 // named is the id when it was read whole.

@@ -75,3 +75,35 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+// idLastServer answers like a TypeScript SDK server, the id after the
+// result: a 2 MB answer, then the same cut short (malformed), then a small
+// one.
+const idLastServer = `read -r init
+printf '%s\n' '{"jsonrpc":"2.0","id":"taskgate-stdio-initialize","result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"idlast","version":"1"}}}'
+read -r initialized
+big() { printf '{"result":{"content":[{"type":"text","text":"'; head -c 2000000 /dev/zero | tr '\0' x; printf '"}]},"jsonrpc":"2.0","id":"taskgate-stdio-%s"%s\n' "$1" "$2"; }
+read -r first
+big 1 '}'
+read -r second
+big 2 ''
+read -r third
+printf '%s\n' '{"jsonrpc":"2.0","id":"taskgate-stdio-3","result":{"content":[{"type":"text","text":"small"}]}}'
+exec cat >/dev/null
+`
+
+// TestBridgeLargeAnswerIDLast: a large answer whose id comes last reaches
+// its call with the client's id; a malformed one fails only its call.
+func TestBridgeLargeAnswerIDLast(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.Command = []string{"/bin/sh", "-c", idLastServer} })
+	c := newClient(t, b)
+	if got := c.tool(11, "any", nil); len(got) != 2000000 || strings.Trim(got, "x") != "" {
+		t.Fatalf("the 2 MB answer: %d bytes %.40q", len(got), got)
+	}
+	if got := c.tool(12, "any", nil); !strings.Contains(got, "answer was dropped: it is not a complete JSON object") {
+		t.Fatalf("the malformed answer: %.200q", got)
+	}
+	if got := c.tool(13, "any", nil); got != "small" {
+		t.Fatalf("after it: %q", got)
+	}
+}

@@ -22,7 +22,7 @@ import (
 // stopped and returned with the error.
 func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, tooLarge: b.tooLarge,
+		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, failCall: b.failCall,
 		sess: sess})
 	if err != nil {
 		return nil, err

@@ -63,9 +63,9 @@ type procOptions struct {
 	// file, for the call id names; false: no such call (it is then read
 	// back and dispatched). It must not block.
 	answer func(p *proc, id []byte, a *bigAnswer) bool
-	// tooLarge fails the call id names with err, its answer being over
-	// the limit; false: no such call.
-	tooLarge func(p *proc, id []byte, err error) bool
+	// failCall fails the call id names with err, its answer being over
+	// the limit or malformed; false: no such call.
+	failCall func(p *proc, id []byte, err error) bool
 }
 
 // queueLen bounds the messages waiting for the child to read its stdin;
@@ -304,10 +304,11 @@ func (p *proc) readStdout(r io.Reader, maxLine int, o procOptions) {
 // it, anything else read back; one over the limit fails the request it
 // answers, and is otherwise only logged.
 func (p *proc) handleBig(l *bigLine, o procOptions) {
+	l.m.end()
 	id := l.m.named()
 	if l.f == nil {
 		ev := p.log.Error().Str("op", "stdio").Int64("line_bytes", l.size).Str("id", string(id)).Err(l.err)
-		if id != nil && !l.m.method && o.tooLarge != nil && o.tooLarge(p, id, l.err) {
+		if id != nil && !l.m.method && o.failCall != nil && o.failCall(p, id, l.err) {
 			ev.Msg("the upstream process wrote an answer over the limit; its request failed, the process keeps running")
 			return
 		}
@@ -315,6 +316,13 @@ func (p *proc) handleBig(l *bigLine, o procOptions) {
 		return
 	}
 	if id != nil && !l.m.method && (l.m.result || l.m.err) && string(id) != initID && o.answer != nil {
+		if l.m.depth != 0 || l.m.inStr { // what would be streamed is not one JSON object
+			l.discard(errors.New("it is not a complete JSON object"))
+			if o.failCall(p, id, l.err) {
+				p.log.Error().Str("op", "stdio").Int64("line_bytes", l.size).Msg("the upstream process wrote a malformed answer; its request failed")
+			}
+			return
+		}
 		a := &bigAnswer{f: l.f, size: l.size, idStart: l.m.idStart, idEnd: l.m.idEnd}
 		// The line's end (its newline, a CR) is not the message's.
 		for a.size > a.idEnd {
@@ -324,9 +332,11 @@ func (p *proc) handleBig(l *bigLine, o procOptions) {
 			}
 			a.size--
 		}
-		if o.answer(p, id, a) {
-			return
+		if !o.answer(p, id, a) {
+			a.release()
+			p.log.Debug().Str("op", "stdio").Str("id", string(id)).Msg("a large response to no call in flight; dropped")
 		}
+		return
 	}
 	msg, err := l.bytes()
 	if err != nil {

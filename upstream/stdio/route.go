@@ -299,8 +299,9 @@ func (b *Bridge) answerFile(p *proc, id []byte, a *bigAnswer) bool {
 	return true
 }
 
-// tooLarge fails call id of child p, whose answer is over the limit.
-func (b *Bridge) tooLarge(p *proc, id []byte, err error) bool {
+// failCall fails call id of child p, whose answer cannot be passed on
+// (over the limit, or malformed).
+func (b *Bridge) failCall(p *proc, id []byte, err error) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.calls[string(id)]
