@@ -34,7 +34,7 @@ func stdioFlags(serve bool) []cli.Flag {
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
-				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server) unless --upstream-shared"},
+				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared"},
 			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
 				Usage: "end an --upstream-command session, and stop its process, after this long without a request or a call in flight"},
 		)
@@ -113,11 +113,13 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 			}
 			log.Warn().Msg("--upstream-per-session is deprecated and does nothing: each client session gets its own --upstream-command process by default (--upstream-shared shares one)")
 		}
-		sopts.MaxSessions = c.Int("max-sessions")
-		sopts.SessionIdle = c.Duration("session-idle")
-		if sopts.MaxSessions <= 0 {
-			return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", sopts.MaxSessions)
+		if c.IsSet("max-sessions") { // else the bridge's default for the mode
+			sopts.MaxSessions = c.Int("max-sessions")
+			if sopts.MaxSessions <= 0 {
+				return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", sopts.MaxSessions)
+			}
 		}
+		sopts.SessionIdle = c.Duration("session-idle")
 		if sopts.SessionIdle <= 0 {
 			return nil, fmt.Errorf("invalid --session-idle %s: it must be positive", sopts.SessionIdle)
 		}

@@ -64,7 +64,7 @@ type Options struct {
 	Shared bool
 	// MaxSessions bounds the sessions (each a child of its own unless
 	// Shared); an initialize beyond it is refused. Zero means
-	// DefaultMaxSessions.
+	// DefaultMaxSessions (DefaultSharedMaxSessions when Shared).
 	MaxSessions int
 	// SessionIdle ends a session with no call in flight and no request for
 	// this long (its child stopped, unless Shared). Zero means
@@ -85,6 +85,8 @@ const (
 	// of RSS once initialized (docs/stdio.md), so 20 of them leave a 2 GiB
 	// container room for taskgate and its in-flight answers.
 	DefaultMaxSessions = 20
+	// DefaultSharedMaxSessions: sessions of a shared child cost no process.
+	DefaultSharedMaxSessions = 1000
 	DefaultSessionIdle = 30 * time.Minute
 	DefaultMaxMessage  = 64 << 20
 	DefaultHoldAsk     = 30 * time.Second
@@ -188,6 +190,9 @@ func Start(opts Options) (*Bridge, error) {
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
+		if opts.Shared {
+			opts.MaxSessions = DefaultSharedMaxSessions
+		}
 	}
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultSessionIdle
