@@ -87,11 +87,11 @@ const (
 	DefaultMaxSessions = 20
 	// DefaultSharedMaxSessions: sessions of a shared child cost no process.
 	DefaultSharedMaxSessions = 1000
-	DefaultSessionIdle = 30 * time.Minute
-	DefaultMaxMessage  = 64 << 20
-	DefaultHoldAsk     = 30 * time.Second
-	backoffMin         = 100 * time.Millisecond
-	backoffMax         = 30 * time.Second
+	DefaultSessionIdle       = 30 * time.Minute
+	DefaultMaxMessage        = 64 << 20
+	DefaultHoldAsk           = 30 * time.Second
+	backoffMin               = 100 * time.Millisecond
+	backoffMax               = 30 * time.Second
 	// stableAfter: a child that lived this long restarts from backoffMin.
 	stableAfter = 10 * time.Second
 )
