@@ -127,10 +127,11 @@ type Bridge struct {
 
 type session struct {
 	id       string
-	proc     *proc                    // its own child; nil when Shared
-	adopted  bool                     // opened by another replica's bridge (session)
-	streams  map[chan []byte]struct{} // open GET streams
-	held     []*heldAsk               // the child's requests waiting for a GET stream
+	proc     *proc                      // its own child; nil when Shared
+	adopted  bool                       // opened by another replica's bridge (session)
+	streams  map[chan []byte]struct{}   // open GET streams
+	caps     map[string]json.RawMessage // what its client declared; nil when Shared
+	held     []*heldAsk                 // the child's requests waiting for a GET stream
 	ended    bool
 	inflight int
 	lastUsed time.Time

@@ -56,7 +56,8 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 	}
 	_ = json.Unmarshal(body, &asked)
 	var v struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 	}
 	_ = json.Unmarshal(asked.Params, &v)
 	if b.opts.Shared {
@@ -73,6 +74,10 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 	}
 	if len(asked.Params) == 0 || asked.Params[0] != '{' {
 		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
+	}
+	s.caps = v.Capabilities
+	if s.caps == nil {
+		s.caps = map[string]json.RawMessage{}
 	}
 	start := time.Now()
 	p, err := b.spawn(asked.Params, s)

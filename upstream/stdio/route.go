@@ -125,6 +125,11 @@ func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	}
 	b.mu.Lock()
 	c, sess, why := b.routeLocked(p)
+	if need := capabilityOf[env.Method]; sess != nil && sess.caps != nil && sess.caps[need] == nil && need != "" {
+		// No stream will ever carry it to a client that cannot answer it
+		// (MCP 2025-11-25, Lifecycle, "Capability Negotiation").
+		sess, why = nil, "its client did not declare the "+need+" capability"
+	}
 	var a *ask
 	held := false
 	if sess != nil {
@@ -147,6 +152,9 @@ func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 		b.refuse(key, a, p, env.ID, env.Method, why)
 	}
 }
+
+// capabilityOf is the client capability a request of the server needs.
+var capabilityOf = map[string]string{"roots/list": "roots", "elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
 
 // refuse answers the child's request with an error saying why no client
 // got it, and logs it.

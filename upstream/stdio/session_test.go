@@ -358,3 +358,29 @@ func TestBridgeClientCapabilities(t *testing.T) {
 		t.Fatalf("tools: %d for a client that declared nothing (want 13), %d for one that declared all (want 16)", none, all)
 	}
 }
+
+// asksRootsServer asks roots/list right after initialized, and writes the
+// answer it got to stderr.
+const asksRootsServer = `read -r init
+printf '%s\n' '{"jsonrpc":"2.0","id":"taskgate-stdio-initialize","result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"roots","version":"1"}}}'
+read -r initialized
+printf '%s\n' '{"jsonrpc":"2.0","id":"r1","method":"roots/list"}'
+read -r answer
+printf 'answer: %s\n' "$answer" >&2
+exec cat >/dev/null
+`
+
+// TestBridgeAskRefusedByCapability: a request the client declared no
+// capability for is refused at once, saying so (no stream will ever carry
+// it to a client that can answer).
+func TestBridgeAskRefusedByCapability(t *testing.T) {
+	b, logs := startBridge(t, func(o *Options) {
+		o.Command = []string{"/bin/sh", "-c", asksRootsServer}
+		o.HoldAsk = time.Hour // a hold would never end within the test
+	})
+	initialize(t, b, map[string]any{"elicitation": map[string]any{}})
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "answer: ") })
+	if !strings.Contains(logs.String(), "taskgate cannot relay roots/list: its client did not declare the roots capability") {
+		t.Fatalf("the child's answer:\n%s", logs)
+	}
+}
