@@ -235,6 +235,20 @@ func (a *bigAnswer) writeTo(w http.ResponseWriter, started bool, origID []byte) 
 	return err
 }
 
+// bytes is the reply's message; one kept in a file is read back whole
+// (for the bridge's own requests, whose answers it parses).
+func (r reply) bytes() ([]byte, error) {
+	if r.big == nil {
+		return r.msg, nil
+	}
+	defer r.big.release()
+	buf := make([]byte, r.big.size)
+	if _, err := r.big.f.ReadAt(buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
 func (a *bigAnswer) release() {
 	if a != nil {
 		_ = a.f.Close()

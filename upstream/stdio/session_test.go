@@ -147,18 +147,6 @@ func TestBridgeAskWithSeveralCalls(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 20 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestBridgeLargeAnswers: an answer past spillAt streams whole; one over
 // the limit fails only its own request, while another call of the session
 // goes on and the child keeps running.
