@@ -8,7 +8,7 @@
 //	go run ./bench -mode tasks     # tasks: taskgate + redis-server vs a native TS SDK task server
 //	go run ./bench -mode modern    # 2026-07-28 tasks: auto vs pass-through vs direct, tasks/get, tasks/update
 //	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
-//	go run ./bench -mode stdio     # pass-through and tasks/get, stdio child vs HTTP upstream (stdio.go)
+//	go run ./bench -mode stdio     # stdio child vs HTTP upstream (stdio.go); taskgate vs supergateway in front of a stdio server (stdiopeer.go)
 //	go run ./bench -mode ratios    # one line per performance goal, met or missed, in ~3 min (ratios.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
@@ -83,6 +83,7 @@ type options struct {
 	toolsList   bool
 	pprofDir    string          // write taskgate profiles here (scale and tasksget phases)
 	sections    string          // report mode: which sections, comma-separated
+	stdioServer string          // stdio mode: the server behind taskgate and supergateway
 	holdWindow  time.Duration   // scale mode: how long RSS is watched with the tasks held
 	gcEnv       string          // scale mode: a second memory run with this taskgate environment
 	set         map[string]bool // flags given on the command line
@@ -97,6 +98,7 @@ func run() error {
 	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
 	flag.DurationVar(&o.holdWindow, "hold-window", 30*time.Second, "scale mode: how long taskgate's RSS is watched (every second, largest sample kept) once the held tasks are created and RSS settled")
 	flag.StringVar(&o.gcEnv, "gc-env", "", "scale mode: also measure memory per held task with this environment for taskgate (a GC knob such as GOGC=50 or GOMEMLIMIT=256MiB; space-separated); empty: defaults only")
+	flag.StringVar(&o.stdioServer, "stdio-server", "test", "stdio mode: the stdio server taskgate and supergateway front: test (the test server, Go) or everything (@modelcontextprotocol/server-everything, node)")
 	flag.StringVar(&o.sections, "sections", "passthrough,tasks,tasksget,modern,scale,stdio", "report mode: the sections to run, in this order")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "load time per target per round")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each round loads every target once")

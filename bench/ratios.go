@@ -12,6 +12,7 @@ package main
 //	tasks/get throughput, both flavours, vs the parse-and-GET floor (tasksget.go)
 //	taskgate RSS per held task, 10,000 held, default GC (scale.go)
 //	lease renewal of 1,000 held tasks: round trips and time, batched vs one per task (here)
+//	a stdio server behind taskgate (both modes) vs behind supergateway 4.0.0 (stdiopeer.go)
 
 import (
 	"context"
@@ -84,6 +85,11 @@ func ratiosBench(o options) error {
 		return fmt.Errorf("lease renewal: %w", err)
 	}
 
+	fmt.Fprintln(os.Stderr, "bench: ratios: stdio server, taskgate against supergateway")
+	if _, err := stdioPeerBench(ctx, q, tg, tu); err != nil {
+		return fmt.Errorf("stdio against supergateway: %w", err)
+	}
+
 	var b strings.Builder
 	line := func(name string, got, goal float64, atLeast bool, unit, base string) {
 		ok := got <= goal
@@ -106,6 +112,10 @@ func ratiosBench(o options) error {
 	line("lease renewal round trips per period", float64(lr.batchedRTT), 1, false, "", fmt.Sprintf("%d held tasks; one per task: %d", lr.held, lr.perTaskRTT))
 	line("lease renewal time, one per task / batched", lr.perTask.Seconds()/lr.batched.Seconds(), 1, true, "×",
 		fmt.Sprintf("%s vs %s for %d leases", lr.perTask.Round(time.Microsecond), lr.batched.Round(time.Microsecond), lr.held))
+	for i, mode := range []string{"per-session", "shared"} { // stdiopeer.go's targets 0 and 1
+		line("stdio "+mode+" throughput / supergateway", figures[fmt.Sprintf("stdio.peer%d.rps", i)], 1.5, true, "×", "req/s at c=16, a session per client, same stdio server")
+		line("stdio "+mode+" p50 at c=1 / supergateway", figures[fmt.Sprintf("stdio.peer%d.p50", i)], 0.8, false, "×", "one client")
+	}
 	return emit(b.String())
 }
 

@@ -79,7 +79,7 @@ func reportBench(o options) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\n")
 	fmt.Fprintf(&b, "Everything below comes from one command, run from the repository root:\n\n    %s\n\n", reproduceReport(o))
-	fmt.Fprintf(&b, "It builds taskgate and the test upstream from the checkout and starts, as separate processes on 127.0.0.1 only, everything it measures: the go-sdk test upstream (stateful and stateless), redis-server on free ports (no persistence, never 6379), taskgate, and the baselines (upstream direct, `httputil.ReverseProxy`, the parse-and-GET server, a native TypeScript SDK task server). Each process it starts is stopped by its PID. ")
+	fmt.Fprintf(&b, "It builds taskgate and the test upstream from the checkout and starts, as separate processes on 127.0.0.1 only, everything it measures: the go-sdk test upstream (stateful and stateless), redis-server on free ports (no persistence, never 6379), taskgate, and the baselines (upstream direct, `httputil.ReverseProxy`, the parse-and-GET server, a native TypeScript SDK task server, supergateway in front of a stdio server). Each process it starts is stopped by its PID. ")
 	fmt.Fprintf(&b, "Targets are measured interleaved in rounds and every target is judged by a ratio against a baseline measured in the same run, because absolute figures on a shared VM drift by 20–30 %% between runs. Each section can be rerun alone with the command at its end (`-out FILE` writes just that section).\n\n")
 	fmt.Fprintf(&b, "## Machine\n\n%s\n", machineTable(load0, load1, wall))
 	fmt.Fprintf(&b, "\n## Targets\n\n")

@@ -4,6 +4,8 @@ package main
 // (--upstream-command) next to taskgate in front of the same server over
 // HTTP, in one run: pass-through tools/call (echo) and tasks/get of
 // completed tasks, throughput and latency, and the gateway's CPU per call.
+// Then taskgate (both stdio modes) against supergateway in front of the
+// same stdio server (stdiopeer.go).
 
 import (
 	"encoding/json"
@@ -118,6 +120,12 @@ func stdioBench(o options) error {
 			ms(lat[s].pct(.5)), ms(lat[h].pct(.5)))
 	}
 	fmt.Fprintf(&b, "\n\nThe stdio side's CPU includes the child's pipes and the bridge (one gateway process; the child's own CPU is not counted, as the HTTP upstream's is not).\n")
-	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "stdio", "duration", "rounds", "concurrency", "latency-requests", "tasks"))
+	peer, err := stdioPeerBench(ctx, o, tg, tu)
+	if err != nil {
+		return fmt.Errorf("against supergateway: %w", err)
+	}
+	b.WriteString(peer)
+	fmt.Fprintf(&b, "\nLoad average %s at start, %s at end.\n", run.load0, loadAvg())
+	fmt.Fprintf(&b, "\nReproduce: `%s`\n", reproduce(o, "stdio", "duration", "rounds", "concurrency", "latency-requests", "tasks", "stdio-server"))
 	return emit(b.String())
 }

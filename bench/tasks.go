@@ -304,17 +304,23 @@ func orDash(s string) string {
 
 // npmCI installs bench/js's locked dependencies when node_modules lacks them.
 func npmCI(ctx context.Context, jsDir string) error {
-	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
+	return npmCIFor(ctx, jsDir, filepath.Join("@modelcontextprotocol", "sdk", "package.json"))
+}
+
+// npmCIFor installs jsDir's locked dependencies when its node_modules
+// lacks the file marker.
+func npmCIFor(ctx context.Context, jsDir, marker string) error {
+	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", marker)); err == nil {
 		return nil
 	}
-	fmt.Fprintln(os.Stderr, "bench: npm ci in bench/js")
+	fmt.Fprintf(os.Stderr, "bench: npm ci in %s\n", jsDir)
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
 	cmd.Dir = jsDir
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("npm ci in bench/js: %w", err)
+		return fmt.Errorf("npm ci in %s: %w", jsDir, err)
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func TestStdioReplicasMemory(t *testing.T) {
 	redisURL := "redis://" + redistest.Start(t)
 	var gs []*gateway
 	for range 2 {
-		g := startGateway(t, "stdio:"+bin, "--upstream-per-session", "--redis-url", redisURL,
+		g := startGateway(t, "stdio:"+bin, "--redis-url", redisURL,
 			"--upstream-env", "MEMORY_FILE_PATH="+filepath.Join(t.TempDir(), "memory.jsonl"))
 		gs = append(gs, g)
 	}
@@ -198,7 +198,7 @@ func TestStdioReplicasTasks(t *testing.T) {
 		t.Run(sc, func(t *testing.T) {
 			t.Parallel()
 			rec := &testupstream.Recorder{}
-			args := append(slices.Clone(taskFlags), "--upstream-per-session", "--redis-url", "redis://"+redistest.Start(t))
+			args := append(slices.Clone(taskFlags), "--redis-url", "redis://"+redistest.Start(t))
 			var urls []string
 			var gs []*gateway
 			for range 2 {
@@ -236,7 +236,7 @@ func TestStdioReplicasStartErrors(t *testing.T) {
 		t.Fatal(buildErr)
 	}
 	redisURL := "redis://" + redistest.Start(t)
-	perSession := []string{"serve", "--listen", "127.0.0.1:0", "--upstream-command", stdioServerBin + " --stdio", "--upstream-per-session"}
+	perSession := []string{"serve", "--listen", "127.0.0.1:0", "--upstream-command", stdioServerBin + " --stdio"}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -270,7 +270,7 @@ func TestStdioReplicasModernClient(t *testing.T) {
 	node := ensureJS(t)
 	d := &modernDeployment{rec: &testupstream.Recorder{}}
 	args := []string{"--task", "elicit", "--task", "slow", "--task", "fail", "--task", "rpcerror", "--poll-interval", "100ms",
-		"--upstream-per-session", "--redis-url", "redis://" + redistest.Start(t)}
+		"--redis-url", "redis://" + redistest.Start(t)}
 	var gs []*gateway
 	for range 2 {
 		g := startGateway(t, stdioUpstream(t), args...)

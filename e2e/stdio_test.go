@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -61,7 +64,11 @@ func TestStdioTasksTypeScript(t *testing.T) {
 				rec := &testupstream.Recorder{}
 				args := slices.Clone(taskFlags)
 				if replicas > 1 {
-					args = append(args, "--redis-url", "redis://"+redistest.Start(t))
+					// The client alternates replicas on every request, here
+					// with one shared child per replica (the default, a child
+					// per session followed across replicas, is
+					// TestStdioReplicasTasks).
+					args = append(args, "--redis-url", "redis://"+redistest.Start(t), "--upstream-shared")
 				}
 				var urls []string
 				for range replicas {
@@ -86,11 +93,11 @@ func TestStdioTasksTypeScript(t *testing.T) {
 	}
 }
 
-// TestStdioChildExits: a child that exits mid-call fails the task with
-// its exit status, a plain call gets -32603 with it, /readyz names the
+// TestStdioChildExits: a shared child that exits mid-call fails the task
+// with its exit status, a plain call gets -32603 with it, /readyz names the
 // upstream down until the child is back, and then calls work again.
 func TestStdioChildExits(t *testing.T) {
-	g := startGateway(t, stdioUpstream(t), "--task", "exit")
+	g := startGateway(t, stdioUpstream(t), "--task", "exit", "--upstream-shared")
 	c := newRawSession(t, g.URL, "")
 	c.initialize()
 	created := c.call("tools/call", map[string]any{"name": "exit", "arguments": map[string]any{"code": 7}, "task": map[string]any{}})
@@ -316,12 +323,15 @@ func TestStdioReferenceServer(t *testing.T) {
 // TestStdioExtTasksClient: 2026-07-28 clients (the SDK v2 with
 // @modelcontextprotocol/ext-tasks) in front of a stdio child, across two
 // replicas: the gateway's owner sessions on the child carry the extension
-// tasks, input and cancel as in front of a session server over HTTP.
+// tasks, input and cancel as in front of a session server over HTTP. Here
+// each replica has one shared child, which serves the owner session the
+// replicas share through Redis on both (with a child per session, the
+// default, the session follows its child: TestStdioReplicasModernClient).
 func TestStdioExtTasksClient(t *testing.T) {
 	node := ensureJS(t)
 	d := &modernDeployment{rec: &testupstream.Recorder{}}
 	args := []string{"--task", "elicit", "--task", "slow", "--task", "fail", "--task", "rpcerror", "--poll-interval", "100ms",
-		"--redis-url", "redis://" + redistest.Start(t)}
+		"--redis-url", "redis://" + redistest.Start(t), "--upstream-shared"}
 	for range 2 {
 		g := startGateway(t, stdioUpstream(t), args...)
 		recordChild(g, d.rec)
@@ -365,8 +375,9 @@ func TestStdioToolsCommand(t *testing.T) {
 	}
 }
 
-// TestStdioPerSession: with --upstream-per-session each client session has
-// a child of its own (its own state); on shutdown the gateway stops them.
+// TestStdioPerSession: each client session has a child of its own (its
+// own state), by default; on shutdown the gateway stops them. The
+// deprecated --upstream-per-session is accepted, with a warning.
 func TestStdioPerSession(t *testing.T) {
 	g := startGateway(t, stdioUpstream(t), "--upstream-per-session")
 	counter := func(s *rawSession) string {
@@ -388,6 +399,9 @@ func TestStdioPerSession(t *testing.T) {
 	pids := childPIDs(g.stderr.String())
 	if len(pids) != 2 {
 		t.Fatalf("children started: %v, want 2", pids)
+	}
+	if !strings.Contains(g.stderr.String(), "--upstream-per-session is deprecated") {
+		t.Errorf("no deprecation warning for --upstream-per-session")
 	}
 	g.stop()
 	waitUntil(t, 10*time.Second, func() bool {
@@ -472,5 +486,111 @@ func TestNativeUpstreamTasks(t *testing.T) {
 	logs := a.stderr.String() + b.stderr.String()
 	if !strings.Contains(logs, "upstream task passed through") || strings.Contains(logs, `"op":"created"`) {
 		t.Errorf("want the upstream's task passed through and no gateway task:\n%s", logs)
+	}
+}
+
+// TestStdioChildAsksOnGetStream: through the gateway, a request of a
+// session's own child that names no call reaches the client on its GET
+// stream (a real go-sdk client, which answers what comes on any stream):
+// roots/list asked right after initialized, as server-filesystem does
+// (held by the bridge until the client opens the stream), and an
+// elicitation while two calls of the session are in flight.
+func TestStdioChildAsksOnGetStream(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t)+" --roots-at-start")
+	rec := &testupstream.Recorder{}
+	recordChild(g, rec)
+	gc := connectGo(t, g.URL, "2025-11-25", &http.Client{}, true)
+	if got, _ := gc.callText(t, &mcp.CallToolParams{Name: "startroots"}); got != root1+","+root2 {
+		t.Fatalf("the roots the child got at start: %q, want %q", got, root1+","+root2)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := gc.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"seconds": 2, "text": "s"}})
+		slow <- err
+	}()
+	waitUntil(t, 15*time.Second, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	if got, _ := gc.callText(t, &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{}}); got != "Hello, "+goName+"!" {
+		t.Fatalf("elicit with another call in flight: %q", got)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("slow: %v", err)
+	}
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if len(gc.elicitations) != 1 || gc.rootsRequests != 1 {
+		t.Fatalf("the client was asked %d elicitations and %d roots/list, want 1 and 1", len(gc.elicitations), gc.rootsRequests)
+	}
+}
+
+// TestStdioTasksAskOnGetStream: with two tasks of a session held on its
+// child, a question of the child names neither: it reaches the client on
+// the session's GET stream (not a guessed task), and the client's answer
+// reaches the child, which completes the task that asked.
+func TestStdioTasksAskOnGetStream(t *testing.T) {
+	g := startGateway(t, stdioUpstream(t), "--task", "slow", "--task", "elicit", "--poll-interval", "100ms")
+	rec := &testupstream.Recorder{}
+	recordChild(g, rec)
+	s := newRawSession(t, g.URL, "")
+	if m := s.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "taskgate-e2e-raw", "version": "1.0.0"}}); m.Error != nil {
+		t.Fatalf("initialize: %s", m.Error)
+	}
+	if status, _ := s.post(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}); status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: HTTP %d", status)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	asked := make(chan rpcMsg, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var m rpcMsg
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &m) == nil && m.Method == "elicitation/create" {
+				asked <- m
+				return
+			}
+		}
+	}()
+	task := func(name string, args map[string]any) string {
+		var res struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		mustDecode(t, s.mustResult("tools/call", map[string]any{"name": name, "arguments": args, "task": map[string]any{}}), &res)
+		return res.Task.TaskID
+	}
+	task("slow", map[string]any{"seconds": 3, "text": "s"})
+	waitUntil(t, 15*time.Second, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	id := task("elicit", map[string]any{})
+	var m rpcMsg
+	select {
+	case m = <-asked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no elicitation on the GET stream")
+	}
+	if status, _ := s.post(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}); status != http.StatusAccepted {
+		t.Fatalf("the answer: HTTP %d", status)
+	}
+	var st struct {
+		Status string `json:"status"`
+	}
+	waitUntil(t, 20*time.Second, func() bool {
+		mustDecode(t, s.mustResult("tasks/get", map[string]any{"taskId": id}), &st)
+		return st.Status == "completed"
+	})
+	if r := s.mustResult("tasks/result", map[string]any{"taskId": id}); !strings.Contains(string(r), "Hello, Ada!") {
+		t.Fatalf("the elicit task's result: %s", r)
 	}
 }

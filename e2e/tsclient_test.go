@@ -199,7 +199,7 @@ func checkTSOutcome(t *testing.T, out tsOutcome) {
 
 // jsPackages are the packages js/ needs; a node_modules without one of them
 // (installed before it was added) is installed again.
-var jsPackages = []string{"sdk", "client", "ext-tasks", "server-everything"}
+var jsPackages = []string{"sdk", "client", "ext-tasks", "server-everything", "server-filesystem", "server-memory", "server-sequential-thinking"}
 
 // jsMu serializes ensureJS: two npm ci in one directory at once break each
 // other.

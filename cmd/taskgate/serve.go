@@ -165,7 +165,7 @@ func serve(c *cli.Context) error {
 		defer cancel()
 		stopTracing(ctx)
 	}()
-	up, err := openUpstream(c, log, maxBody, tp)
+	up, err := openUpstream(c, log, tp)
 	if err != nil {
 		return err
 	}

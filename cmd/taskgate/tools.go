@@ -52,7 +52,7 @@ func toolsCommand() *cli.Command {
 }
 
 func tools(c *cli.Context) error {
-	up, err := openUpstream(c, zerolog.New(c.App.ErrWriter).Level(zerolog.WarnLevel).With().Timestamp().Logger(), 4<<20, nil)
+	up, err := openUpstream(c, zerolog.New(c.App.ErrWriter).Level(zerolog.WarnLevel).With().Timestamp().Logger(), nil)
 	if err != nil {
 		return err
 	}

@@ -18,21 +18,25 @@ import (
 // stdioFlags start the upstream as a child process (serve and tools).
 func stdioFlags(serve bool) []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "upstream-command", Category: catUpstream, EnvVars: env("upstream-command"),
-			Usage: "`'CMD ARG...'` of an MCP server that speaks stdio, run as a child instead of --upstream; split as a shell would, but no shell runs"},
-		&cli.StringSliceFlag{Name: "upstream-env", Category: catUpstream, EnvVars: env("upstream-env"),
+		&cli.StringFlag{Name: "upstream-command", EnvVars: env("upstream-command"), Category: catUpstream,
+			Usage: "`'CMD ARG...'` of an MCP server that speaks stdio, run as a child instead of --upstream (one per client session); split as a shell would, but no shell runs"},
+		&cli.StringSliceFlag{Name: "upstream-env", EnvVars: env("upstream-env"), Category: catUpstream,
 			Usage: "`KEY=VALUE` added to the environment of --upstream-command (repeatable)"},
-		&cli.StringFlag{Name: "upstream-dir", Category: catUpstream, EnvVars: env("upstream-dir"), TakesFile: true,
+		&cli.StringFlag{Name: "upstream-dir", EnvVars: env("upstream-dir"), TakesFile: true, Category: catUpstream,
 			Usage: "working `DIR` of --upstream-command (default: taskgate's)"},
+		&cli.StringFlag{Name: "upstream-max-message", Value: "64MiB", EnvVars: env("upstream-max-message"), Category: catUpstream,
+			Usage: "largest `SIZE` of a message to or from --upstream-command; a larger answer fails only its request"},
 	}
 	if serve {
 		flags = append(flags,
-			&cli.BoolFlag{Name: "upstream-per-session", Category: catUpstream, EnvVars: env("upstream-per-session"),
-				Usage: "give each client session its own --upstream-command process, for servers that keep per-client state"},
-			&cli.IntFlag{Name: "max-sessions", Category: catUpstream, Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"),
-				Usage: "most client sessions of --upstream-command on this replica (each a process with --upstream-per-session)"},
-			&cli.DurationFlag{Name: "session-idle", Category: catUpstream, Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"),
-				Usage: "end an --upstream-command session (and its process, with --upstream-per-session) after this long without a request or a call in flight"},
+			&cli.BoolFlag{Name: "upstream-shared", EnvVars: env("upstream-shared"), Category: catUpstream,
+				Usage: "one --upstream-command process for every client session of a replica, for servers that keep nothing per client (roots, state, log level and subscriptions are then shared; see docs/stdio.md)"},
+			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
+				Usage: "deprecated: a process per client session is the default"},
+			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
+				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared"},
+			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
+				Usage: "end an --upstream-command session, and stop its process, after this long without a request or a call in flight"},
 		)
 	}
 	return flags
@@ -54,8 +58,8 @@ func (o *openedUpstream) close(ctx context.Context) {
 }
 
 // openUpstream reads --upstream or --upstream-command (exactly one) and
-// the flags that go with them. maxLine bounds a stdio message (--max-body).
-func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64, tp trace.TracerProvider) (*openedUpstream, error) {
+// the flags that go with them.
+func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*openedUpstream, error) {
 	url, command := c.String("upstream"), c.String("upstream-command")
 	switch {
 	case url == "" && command == "":
@@ -69,7 +73,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64, tp trace.Tr
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-max-message"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
@@ -93,14 +97,29 @@ func openUpstream(c *cli.Context, log zerolog.Logger, maxLine int64, tp trace.Tr
 			return nil, fmt.Errorf("invalid --upstream-env %q: want KEY=VALUE", kv)
 		}
 	}
-	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxLine: int(maxLine), Logger: log}
+	maxMessage, err := sizeFlag(c, "upstream-max-message")
+	if err != nil {
+		return nil, err
+	}
+	if maxMessage > 1<<31-1 {
+		return nil, fmt.Errorf("invalid --upstream-max-message %q: at most 2GiB", c.String("upstream-max-message"))
+	}
+	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxMessage: int(maxMessage), Logger: log}
 	if c.Command.Name == "serve" {
-		sopts.PerSession = c.Bool("upstream-per-session")
-		sopts.MaxSessions = c.Int("max-sessions")
-		sopts.SessionIdle = c.Duration("session-idle")
-		if sopts.MaxSessions <= 0 {
-			return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", sopts.MaxSessions)
+		sopts.Shared = c.Bool("upstream-shared")
+		if c.Bool("upstream-per-session") {
+			if sopts.Shared {
+				return nil, errors.New("give --upstream-shared or --upstream-per-session, not both (--upstream-per-session is deprecated: a process per client session is the default)")
+			}
+			log.Warn().Msg("--upstream-per-session is deprecated and does nothing: each client session gets its own --upstream-command process by default (--upstream-shared shares one)")
 		}
+		if c.IsSet("max-sessions") { // else the bridge's default for the mode
+			sopts.MaxSessions = c.Int("max-sessions")
+			if sopts.MaxSessions <= 0 {
+				return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", sopts.MaxSessions)
+			}
+		}
+		sopts.SessionIdle = c.Duration("session-idle")
 		if sopts.SessionIdle <= 0 {
 			return nil, fmt.Errorf("invalid --session-idle %s: it must be positive", sopts.SessionIdle)
 		}

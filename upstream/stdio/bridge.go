@@ -5,29 +5,30 @@
 // http.Handler; Transport hands it the upstream client's requests in
 // process, with no socket.
 //
-// One child serves every client session (or, with PerSession, one child
-// per session):
+// Each client session gets a child of its own, initialized with the
+// client's own initialize: a stdio server assumes one client per process
+// (its roots, its state, its log level). With Shared, one child serves
+// every session instead, for servers that keep nothing per client:
 //
 //	client request        its id rewritten to a bridge id, and its
-//	                      _meta.progressToken to a bridge token, so that the
-//	                      sessions sharing the child never collide; the answer
-//	                      comes back on the request's SSE stream with the
-//	                      client's id
+//	                      _meta.progressToken to a bridge token, so that
+//	                      requests never collide on a shared child; the
+//	                      answer comes back on the request's SSE stream with
+//	                      the client's id, written as it is read
 //	child request         (elicitation, sampling, roots) sent on the stream
-//	                      of the one call in flight on the child, under a
-//	                      bridge id only that call's session may answer; the
-//	                      answer goes back with the child's id. With several
-//	                      calls in flight it is refused: stdio does not say
-//	                      which call asked
+//	                      of the session's one call in flight, else on the
+//	                      session's GET stream (held until the client opens
+//	                      one, for HoldAsk), under a bridge id only that
+//	                      session may answer; the answer goes back with the
+//	                      child's id (route.go)
 //	child notification    progress to the call whose token it names;
-//	                      anything else to every session's GET stream
+//	                      anything else to the session's GET streams
 //	cancel, DELETE,       notifications/cancelled to the child
 //	client gone
 //
-// The child is initialized by the bridge once, declaring elicitation,
-// sampling and roots; each client session's initialize is answered from
-// that result. A child that exits fails its calls in flight with a
-// JSON-RPC error naming its exit status and is restarted with backoff.
+// A child that exits fails its calls in flight with a JSON-RPC error
+// naming its exit status; a shared child is restarted with backoff, a
+// session's own child ends its session (the client initializes again).
 package stdio
 
 import (
@@ -54,37 +55,49 @@ type Options struct {
 	Env []string
 	// Dir is the child's working directory; empty: the gateway's.
 	Dir string
-	// MaxLine bounds a line the child writes, and a message sent to it.
-	// Zero means 4 MiB.
-	MaxLine int
-	// PerSession gives each client session a child of its own.
-	PerSession bool
-	// MaxSessions bounds the sessions (each a child with PerSession); an
-	// initialize beyond it is refused. Zero means DefaultMaxSessions.
+	// MaxMessage bounds a line the child writes, and a message sent to
+	// it. A longer answer fails only the request it answers. Zero means
+	// DefaultMaxMessage.
+	MaxMessage int
+	// Shared serves every client session with one child, initialized by
+	// the bridge, instead of a child per session.
+	Shared bool
+	// MaxSessions bounds the sessions (each a child of its own unless
+	// Shared); an initialize beyond it is refused. Zero means
+	// DefaultMaxSessions (DefaultSharedMaxSessions when Shared).
 	MaxSessions int
 	// SessionIdle ends a session with no call in flight and no request for
-	// this long (its child stopped, with PerSession). Zero means
+	// this long (its child stopped, unless Shared). Zero means
 	// DefaultSessionIdle.
 	SessionIdle time.Duration
 	// InitTimeout bounds the child's answer to initialize. Zero: 30 s.
 	InitTimeout time.Duration
+	// HoldAsk bounds how long a request of the child waits for its
+	// session's client to open a GET stream. Zero: DefaultHoldAsk.
+	HoldAsk time.Duration
 	// Logger gets the child's stderr and the bridge's events.
 	Logger zerolog.Logger
 }
 
 // Defaults of Options.
 const (
-	DefaultMaxSessions = 1000
-	DefaultSessionIdle = 30 * time.Minute
-	defaultMaxLine     = 4 << 20
-	backoffMin         = 100 * time.Millisecond
-	backoffMax         = 30 * time.Second
+	// DefaultMaxSessions: a node MCP server's child takes about 68 MiB
+	// of RSS once initialized (docs/stdio.md), so 20 of them leave a 2 GiB
+	// container room for taskgate and its in-flight answers.
+	DefaultMaxSessions = 20
+	// DefaultSharedMaxSessions: sessions of a shared child cost no process.
+	DefaultSharedMaxSessions = 1000
+	DefaultSessionIdle       = 30 * time.Minute
+	DefaultMaxMessage        = 64 << 20
+	DefaultHoldAsk           = 30 * time.Second
+	backoffMin               = 100 * time.Millisecond
+	backoffMax               = 30 * time.Second
 	// stableAfter: a child that lived this long restarts from backoffMin.
 	stableAfter = 10 * time.Second
 )
 
-// clientCaps are what the bridge declares for the shared child: every
-// kind of request it may send, since some client may answer it.
+// initParams is the shared child's initialize: every kind of request it
+// may send is declared, since some client may answer it.
 var initParams = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}},"sampling":{},"roots":{"listChanged":true}},"clientInfo":{"name":"taskgate","version":"1.0.0"}}`)
 
 // frontable are the versions a client may negotiate with the bridge.
@@ -97,7 +110,7 @@ type Bridge struct {
 	seq  atomic.Uint64
 
 	mu       sync.Mutex
-	shared   *proc   // the running shared child; nil while down or with PerSession
+	shared   *proc   // the running shared child; nil while down or unless Shared
 	down     error   // why the shared child is not running
 	procs    []*proc // every running child, for Close
 	sessions map[string]*session
@@ -117,9 +130,12 @@ type Bridge struct {
 
 type session struct {
 	id       string
-	proc     *proc                    // PerSession: its own child
-	adopted  bool                     // opened by another replica's bridge (session)
-	streams  map[chan []byte]struct{} // open GET streams
+	proc     *proc                      // its own child; nil when Shared
+	adopted  bool                       // opened by another replica's bridge (session)
+	streams  map[chan []byte]struct{}   // open GET streams
+	caps     map[string]json.RawMessage // what its client declared; nil when Shared
+	held     []*heldAsk                 // the child's requests waiting for a GET stream
+	ended    bool
 	inflight int
 	lastUsed time.Time
 }
@@ -133,7 +149,15 @@ type call struct {
 	proc      *proc
 	started   time.Time
 	out       chan []byte // requests and progress for the call's stream
-	final     chan []byte // its response, exactly one
+	final     chan reply  // its response (or an error), exactly one
+}
+
+// reply is a call's response: a message, or one too large to hold
+// (large.go), streamed from a file. Whoever takes the call out of
+// Bridge.calls sends it, under Bridge.mu (finishLocked).
+type reply struct {
+	msg []byte
+	big *bigAnswer
 }
 
 // ask is a request of the child sent to a client, awaiting its answer.
@@ -142,10 +166,11 @@ type ask struct {
 	proc    *proc
 	sess    *session // only this session may answer it
 	call    *call    // the call it was sent on; nil: a session's GET stream
+	method  string
 }
 
-// Start checks that the command can run, starts the shared child (unless
-// PerSession) and its supervisor, and returns the Bridge. A command that
+// Start checks that the command can run, starts the shared child (when
+// Shared) and its supervisor, and returns the Bridge. A command that
 // is not found or not executable is an error; a child that starts but
 // fails its handshake is restarted like one that exited.
 func Start(opts Options) (*Bridge, error) {
@@ -161,11 +186,17 @@ func Start(opts Options) (*Bridge, error) {
 		return nil, fmt.Errorf("cannot run %q: %v", opts.Command[0], unwrapExec(errors.Unwrap(err)))
 	}
 	opts.Command = append([]string{path}, opts.Command[1:]...)
-	if opts.MaxLine <= 0 {
-		opts.MaxLine = defaultMaxLine
+	if opts.MaxMessage <= 0 {
+		opts.MaxMessage = DefaultMaxMessage
+	}
+	if opts.HoldAsk <= 0 {
+		opts.HoldAsk = DefaultHoldAsk
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
+		if opts.Shared {
+			opts.MaxSessions = DefaultSharedMaxSessions
+		}
 	}
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultSessionIdle
@@ -181,8 +212,8 @@ func Start(opts Options) (*Bridge, error) {
 	} else if stateless {
 		return b, nil
 	}
-	if !opts.PerSession {
-		p, err := b.spawn(initParams)
+	if opts.Shared {
+		p, err := b.spawn(initParams, nil)
 		if err != nil && p == nil {
 			return nil, err
 		}
@@ -197,8 +228,8 @@ func Start(opts Options) (*Bridge, error) {
 	return b, nil
 }
 
-// Ready reports whether a request can be served now: the shared child is
-// running (with PerSession: the bridge is open).
+// Ready reports whether a request can be served now: the bridge is open
+// (and, when Shared, the shared child is running).
 func (b *Bridge) Ready(context.Context) error {
 	if b.st != nil {
 		return b.st.ready()
@@ -208,7 +239,7 @@ func (b *Bridge) Ready(context.Context) error {
 	switch {
 	case b.closed:
 		return errors.New("the upstream process is stopped")
-	case b.opts.PerSession, b.shared != nil && b.shared.alive():
+	case !b.opts.Shared, b.shared != nil && b.shared.alive():
 		return nil
 	case b.shared != nil:
 		return errors.New("upstream process down: it is exiting")
@@ -226,6 +257,9 @@ func (b *Bridge) Close(ctx context.Context) error {
 	}
 	b.closed = true
 	procs := append([]*proc(nil), b.procs...)
+	for _, s := range b.sessions {
+		b.endSessionLocked(s) // their held requests' timers stop
+	}
 	b.mu.Unlock()
 	close(b.stop)
 	var wg sync.WaitGroup

@@ -144,11 +144,11 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 	sum, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
 	var body []byte
 	if err == nil && r.Body != nil {
-		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1)); err != nil {
+		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
 			refuse(http.StatusBadRequest, "cannot read the body")
 			return
 		}
-		if len(body) > b.opts.MaxLine {
+		if len(body) > b.opts.MaxMessage {
 			refuse(http.StatusRequestEntityTooLarge, "body larger than the upstream process accepts")
 			return
 		}

@@ -7,15 +7,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
-// spawn starts a child and initializes it with params. A child that
-// started but failed its handshake is stopped and returned with the error.
-func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
+// spawn starts a child and initializes it with params; sess is the
+// session it is for (nil: the shared child), whose GET stream its first
+// requests wait for. A child that started but failed its handshake is
+// stopped and returned with the error.
+func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxLine, log: b.log, dispatch: b.dispatch})
+		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, failCall: b.failCall,
+		sess: sess})
 	if err != nil {
 		return nil, err
 	}
@@ -30,6 +38,7 @@ func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
 	b.mu.Unlock()
 	go func() { <-p.exited; b.forget(p) }()
 	if err := p.handshake(params, b.opts.InitTimeout); err != nil {
+		b.log.Error().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Err(err).Msg("upstream process failed its initialize; stopped")
 		p.kill("its initialize failed")
 		<-p.exited
 		return p, err
@@ -37,6 +46,60 @@ func (b *Bridge) spawn(params json.RawMessage) (*proc, error) {
 	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("protocol_version", p.version).Msg("upstream process ready")
 	return p, nil
 }
+
+// childFor gives session s its child, started and initialized with the
+// client's initialize params (the shared one, when Shared), and returns
+// the initialize result for the client.
+func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (json.RawMessage, error) {
+	var asked struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(body, &asked)
+	var v struct {
+		ProtocolVersion string                     `json:"protocolVersion"`
+		Capabilities    map[string]json.RawMessage `json:"capabilities"`
+	}
+	_ = json.Unmarshal(asked.Params, &v)
+	if b.opts.Shared {
+		if shared == nil {
+			return nil, &refusal{http.StatusServiceUnavailable, -32603, "the upstream process is not running: " + down.Error()}
+		}
+		result := shared.init
+		if frontable[v.ProtocolVersion] && v.ProtocolVersion < shared.version {
+			// The child speaks a newer version; the client gets the one it
+			// asked for, which the child's messages also satisfy.
+			result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v.ProtocolVersion)))
+		}
+		return result, nil
+	}
+	if len(asked.Params) == 0 || asked.Params[0] != '{' {
+		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
+	}
+	s.caps = v.Capabilities
+	if s.caps == nil {
+		s.caps = map[string]json.RawMessage{}
+	}
+	start := time.Now()
+	p, err := b.spawn(asked.Params, s)
+	if err != nil {
+		b.mu.Lock()
+		s.ended = true
+		dropHeldLocked(s)
+		b.mu.Unlock()
+		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
+	}
+	s.proc = p
+	b.log.Debug().Str("op", "stdio").Str("session", s.id).Float64("initialize_seconds", time.Since(start).Seconds()).Msg("session's upstream process ready")
+	return p.init, nil
+}
+
+// refusal is an initialize refused with an HTTP status and a JSON-RPC code.
+type refusal struct {
+	status, code int
+	msg          string
+}
+
+func (r *refusal) Error() string { return r.msg }
 
 // supervise keeps the shared child running: when it exits, its calls fail
 // and it is started again after a jittered, capped backoff.
@@ -75,7 +138,7 @@ func (b *Bridge) supervise(p *proc, err error) {
 			return
 		}
 		backoff = min(2*backoff, backoffMax)
-		p, err = b.spawn(initParams)
+		p, err = b.spawn(initParams, nil)
 		if err != nil && p == nil {
 			b.mu.Lock()
 			b.down = err
@@ -84,17 +147,15 @@ func (b *Bridge) supervise(p *proc, err error) {
 	}
 }
 
-// forget fails the calls of a child that exited, ends its sessions
-// (PerSession) and drops it.
+// forget fails the calls of a child that exited, ends its session (a
+// session's own child) and drops it.
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
-	var failed []*call
-	for k, c := range b.calls {
+	failed := 0
+	for _, c := range b.calls {
 		if c.proc == p {
-			failed = append(failed, c)
-			delete(b.calls, k)
-			delete(b.tokens, c.token)
-			c.sess.inflight--
+			failed++
+			b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, p.exitErr.Error())})
 		}
 	}
 	for k, a := range b.asks {
@@ -102,9 +163,11 @@ func (b *Bridge) forget(p *proc) {
 			delete(b.asks, k)
 		}
 	}
-	for _, s := range b.sessions {
-		if s.proc == p {
-			b.endSessionLocked(s)
+	if s := p.sess; s != nil && !s.ended && b.sessions[s.id] == s {
+		b.endSessionLocked(s)
+		if p.killReason() == "" { // it ended by itself, not because its session did
+			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
+				Msg("the session's upstream process exited; the session ended (its client gets 404 and initializes again)")
 		}
 	}
 	for i, q := range b.procs {
@@ -114,11 +177,8 @@ func (b *Bridge) forget(p *proc) {
 		}
 	}
 	b.mu.Unlock()
-	for _, c := range failed {
-		c.final <- errorMessage(c.origID, -32603, p.exitErr.Error())
-	}
-	if len(failed) > 0 {
-		b.log.Warn().Str("op", "stdio").Int("failed_calls", len(failed)).Err(p.exitErr).Msg("calls in flight on the upstream process failed")
+	if failed > 0 {
+		b.log.Warn().Str("op", "stdio").Int("failed_calls", failed).Err(p.exitErr).Msg("calls in flight on the upstream process failed")
 	}
 }
 
@@ -165,6 +225,8 @@ func (b *Bridge) endSessionLocked(s *session) {
 	}
 	delete(b.sessions, s.id)
 	b.sessionEnded(s) // its record goes (replicas.go)
+	s.ended = true
+	dropHeldLocked(s)
 	if s.adopted {
 		b.adopted--
 	} else {
@@ -180,6 +242,13 @@ func (b *Bridge) endSessionLocked(s *session) {
 			_ = a.proc.send(errorMessage(a.childID, -32603, "the client session ended before it answered"))
 		}
 	}
+}
+
+// finishLocked ends call c with its reply: the one place a reply is sent,
+// under b.mu, by whoever takes c out of b.calls.
+func (b *Bridge) finishLocked(c *call, r reply) {
+	b.endCallLocked(c)
+	c.final <- r // never blocks: one reply per call, in a buffer of one
 }
 
 // endCallLocked forgets call c, and refuses the child's requests sent on

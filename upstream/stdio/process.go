@@ -38,6 +38,8 @@ type proc struct {
 	init    json.RawMessage // the initialize result
 	version string          // the protocol version it chose
 
+	sess *session // the session it serves; nil: the shared child (the bridge's, set once)
+
 	initDone chan json.RawMessage // the answer to initialize (response message)
 	exited   chan struct{}        // closed once the process has exited
 	exitErr  error                // why, set before exited closes
@@ -47,6 +49,7 @@ type proc struct {
 
 // procOptions start a proc.
 type procOptions struct {
+	sess    *session
 	argv    []string
 	env     []string
 	dir     string
@@ -56,6 +59,13 @@ type procOptions struct {
 	// the bridge's initialize, in order, on the reader goroutine. It must
 	// not block.
 	dispatch func(p *proc, msg []byte)
+	// answer takes an answer too large to hold (large.go), streamed from a
+	// file, for the call id names; false: no such call (it is then read
+	// back and dispatched). It must not block.
+	answer func(p *proc, id []byte, a *bigAnswer) bool
+	// failCall fails the call id names with err, its answer being over
+	// the limit or malformed; false: no such call.
+	failCall func(p *proc, id []byte, err error) bool
 }
 
 // queueLen bounds the messages waiting for the child to read its stdin;
@@ -100,12 +110,12 @@ func startProc(o procOptions) (*proc, error) {
 		errR.Close()
 		return nil, fmt.Errorf("cannot start %s: %w", o.argv[0], unwrapExec(err))
 	}
-	p := &proc{log: o.log.With().Int("pid", cmd.Process.Pid).Logger(), cmd: cmd, stdin: stdin,
+	p := &proc{log: o.log.With().Int("pid", cmd.Process.Pid).Logger(), cmd: cmd, stdin: stdin, sess: o.sess,
 		queue: make(chan []byte, queueLen), initDone: make(chan json.RawMessage, 1), exited: make(chan struct{})}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() { defer readers.Done(); p.readStderr(errR) }()
-	go func() { defer readers.Done(); p.readStdout(outR, o.maxLine, o.dispatch) }()
+	go func() { defer readers.Done(); p.readStdout(outR, o.maxLine, o) }()
 	go p.writeLoop()
 	go func() {
 		err := cmd.Wait()
@@ -251,33 +261,90 @@ func compact(msg []byte) []byte {
 	return b.Bytes()
 }
 
-// readStdout reads messages until EOF. A line longer than maxLine kills
-// the child (a server that sends one is broken, and the stream cannot be
-// resynchronised cheaply); a line that is not a JSON-RPC message is logged
-// and skipped.
-func (p *proc) readStdout(r io.Reader, maxLine int, dispatch func(*proc, []byte)) {
+// readStdout reads messages until EOF. A line past spillAt goes to a file
+// (large.go) rather than memory; one longer than maxLine is discarded as
+// it is read and fails only the request it answers: the child keeps
+// running. A line that is not a JSON-RPC message is logged and skipped.
+func (p *proc) readStdout(r io.Reader, maxLine int, o procOptions) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var line []byte
+	var big *bigLine
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxLine+1 {
-			p.log.Error().Str("op", "stdio").Int("limit_bytes", maxLine).
-				Msg("the upstream process wrote a line longer than --max-body; restarting it")
-			p.kill(fmt.Sprintf("it wrote a line longer than %d bytes", maxLine))
-			_, _ = io.Copy(io.Discard, br)
-			return
+		switch {
+		case big != nil:
+			big.write(chunk, int64(maxLine))
+		case len(line)+len(chunk) > min(spillAt, maxLine+1):
+			big = newBigLine(line)
+			big.write(chunk, int64(maxLine))
+			line = line[:0]
+		default:
+			line = append(line, chunk...)
 		}
-		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
-		if msg := bytes.TrimSpace(line); len(msg) > 0 {
-			p.handleLine(msg, dispatch)
+		if big != nil {
+			p.handleBig(big, o)
+			big = nil
+		} else if msg := bytes.TrimSpace(line); len(msg) > 0 {
+			p.handleLine(msg, o.dispatch)
+		}
+		if cap(line) > spillAt {
+			line = nil // a line near spillAt is not kept for the next
 		}
 		line = line[:0]
 		if err != nil {
 			return
 		}
+	}
+}
+
+// handleBig passes on a line that went to a file: an answer streamed from
+// it, anything else read back; one over the limit fails the request it
+// answers, and is otherwise only logged.
+func (p *proc) handleBig(l *bigLine, o procOptions) {
+	l.m.end()
+	id := l.m.named()
+	if l.f == nil {
+		ev := p.log.Error().Str("op", "stdio").Int64("line_bytes", l.size).Str("id", string(id)).Err(l.err)
+		if id != nil && !l.m.method && o.failCall != nil && o.failCall(p, id, l.err) {
+			ev.Msg("the upstream process wrote an answer over the limit; its request failed, the process keeps running")
+			return
+		}
+		ev.Msg("the upstream process wrote a line over the limit; skipped")
+		return
+	}
+	if id != nil && !l.m.method && (l.m.result || l.m.err) && string(id) != initID && o.answer != nil {
+		if l.m.depth != 0 || l.m.inStr { // what would be streamed is not one JSON object
+			l.discard(errors.New("it is not a complete JSON object"))
+			if o.failCall(p, id, l.err) {
+				p.log.Error().Str("op", "stdio").Int64("line_bytes", l.size).Msg("the upstream process wrote a malformed answer; its request failed")
+			}
+			return
+		}
+		a := &bigAnswer{f: l.f, size: l.size, idStart: l.m.idStart, idEnd: l.m.idEnd}
+		// The line's end (its newline, a CR) is not the message's.
+		for a.size > a.idEnd {
+			var c [1]byte
+			if _, err := l.f.ReadAt(c[:], a.size-1); err != nil || (c[0] != '\n' && c[0] != '\r' && c[0] != ' ') {
+				break
+			}
+			a.size--
+		}
+		if !o.answer(p, id, a) {
+			a.release()
+			p.log.Debug().Str("op", "stdio").Str("id", string(id)).Msg("a large response to no call in flight; dropped")
+		}
+		return
+	}
+	msg, err := l.bytes()
+	if err != nil {
+		p.log.Error().Str("op", "stdio").Err(err).Msg("cannot read back a large line of the upstream process; skipped")
+		return
+	}
+	if msg = bytes.TrimSpace(msg); len(msg) > 0 {
+		p.handleLine(msg, o.dispatch)
 	}
 }
 
@@ -300,18 +367,50 @@ func (p *proc) handleLine(msg []byte, dispatch func(*proc, []byte)) {
 	dispatch(p, append([]byte(nil), msg...))
 }
 
-// readStderr logs the child's stderr line by line.
+// Logging of the child's stderr is rate-limited: a child that floods it
+// must not flood the gateway's log (nor slow the pipe it must drain).
+const (
+	stderrRate  = 50  // lines a second, sustained
+	stderrBurst = 200 // lines at once
+)
+
+// readStderr logs the child's stderr line by line, at most stderrRate a
+// second after a burst; what is skipped is counted in the next line logged.
 func (p *proc) readStderr(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 1<<20)
+	tokens, last := float64(stderrBurst), time.Now()
+	skipped := 0
 	for sc.Scan() {
-		if line := bytes.TrimRight(sc.Bytes(), "\r"); len(line) > 0 {
-			p.log.Info().Str("op", "upstream_stderr").Str("line", truncate(line)).Msg("upstream process")
+		line := bytes.TrimRight(sc.Bytes(), "\r")
+		if len(line) == 0 {
+			continue
 		}
+		now := time.Now()
+		tokens = min(stderrBurst, tokens+now.Sub(last).Seconds()*stderrRate)
+		last = now
+		if tokens < 1 {
+			skipped++
+			continue
+		}
+		tokens--
+		if skipped > 0 {
+			p.logSkipped(skipped)
+			skipped = 0
+		}
+		p.log.Info().Str("op", "upstream_stderr").Str("line", truncate(line)).Msg("upstream process")
+	}
+	if skipped > 0 {
+		p.logSkipped(skipped)
 	}
 	if err := sc.Err(); err != nil { // a line over 1 MiB: keep draining
 		_, _ = io.Copy(io.Discard, r)
 	}
+}
+
+func (p *proc) logSkipped(n int) {
+	p.log.Warn().Str("op", "upstream_stderr").Int("lines_skipped", n).
+		Msgf("the upstream process writes more than %d lines a second to stderr; %d lines were not logged", stderrRate, n)
 }
 
 func truncate(b []byte) string {

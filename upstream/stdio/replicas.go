@@ -110,7 +110,7 @@ type replicas struct {
 // has sessions to share.
 func (b *Bridge) JoinReplicas(r Replicas) (leave func(context.Context), err error) {
 	switch {
-	case !b.opts.PerSession:
+	case b.opts.Shared:
 		return nil, errors.New("stdio: sessions follow their child only with a child per session")
 	case r.Directory == nil:
 		return nil, errors.New("stdio: replicas: no directory")
@@ -311,11 +311,11 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
-		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1)); err != nil {
+		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
 			jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
 			return true
 		}
-		if len(body) > b.opts.MaxLine {
+		if len(body) > b.opts.MaxMessage {
 			jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, "message larger than the upstream process accepts")
 			return true
 		}
@@ -413,4 +413,4 @@ func validSessionID(id string) bool {
 
 // PerSession reports whether each session has a child of its own, so
 // that sessions can follow their child (JoinReplicas).
-func (b *Bridge) PerSession() bool { return b.opts.PerSession }
+func (b *Bridge) PerSession() bool { return !b.opts.Shared }

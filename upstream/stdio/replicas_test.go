@@ -57,7 +57,7 @@ func newDirectory(t testing.TB) (*taskstore.Store, *miniredis.Miniredis) {
 
 func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 	t.Helper()
-	b, _ := startBridge(t, func(o *Options) { o.PerSession = true })
+	b, _ := startBridge(t, nil)
 	rp := &replica{b: b}
 	rp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HopPath {
@@ -421,7 +421,7 @@ func TestReplicasRecordsRenewed(t *testing.T) {
 }
 
 func startBridgeOnly(t *testing.T) *Bridge {
-	b, _ := startBridge(t, func(o *Options) { o.PerSession = true })
+	b, _ := startBridge(t, nil)
 	return b
 }
 

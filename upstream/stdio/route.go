@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -28,19 +29,17 @@ func (b *Bridge) dispatch(p *proc, msg []byte) {
 	case env.Method == "" && len(env.ID) > 0: // a response
 		b.mu.Lock()
 		c := b.calls[string(env.ID)]
-		if c != nil {
-			b.endCallLocked(c)
+		if c != nil && c.proc == p {
+			out, err := mcpwire.WithMember(msg, "id", c.origID)
+			if err != nil {
+				out = errorMessage(c.origID, -32603, "the upstream process sent a malformed response")
+			}
+			b.finishLocked(c, reply{msg: out})
 		}
 		b.mu.Unlock()
 		if c == nil {
 			b.log.Debug().Str("op", "stdio").Str("id", string(env.ID)).Msg("a response to no call in flight; dropped")
-			return
 		}
-		out, err := mcpwire.WithMember(msg, "id", c.origID)
-		if err != nil {
-			out = errorMessage(c.origID, -32603, "the upstream process sent a malformed response")
-		}
-		c.final <- out
 	case env.Method != "" && len(env.ID) > 0: // a request to the client
 		b.childRequest(p, msg, env)
 	case env.Method == "notifications/progress":
@@ -110,9 +109,10 @@ func (b *Bridge) deliver(a *ask, msg []byte) bool {
 	return took
 }
 
-// childRequest sends a request of the child to the client whose call is
-// in flight on it, or refuses it when no single call or session can be
-// named (stdio messages say nothing of the request they belong to).
+// childRequest sends a request of the child to the client it is for: the
+// one call of its session in flight, else the session's GET stream, held
+// until the client opens one (HoldAsk). It is refused only when no client
+// can answer it, saying why.
 func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	if env.Method == "ping" {
 		_ = p.send(resultMessage(env.ID, json.RawMessage(`{}`)))
@@ -125,62 +125,199 @@ func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	}
 	b.mu.Lock()
 	c, sess, why := b.routeLocked(p)
+	if need := capabilityOf[env.Method]; sess != nil && sess.caps != nil && sess.caps[need] == nil && need != "" {
+		// No stream will ever carry it to a client that cannot answer it
+		// (MCP 2025-11-25, Lifecycle, "Capability Negotiation").
+		sess, why = nil, "its client did not declare the "+need+" capability"
+	}
 	var a *ask
+	held := false
 	if sess != nil {
-		a = &ask{childID: env.ID, proc: p, sess: sess, call: c}
+		a = &ask{childID: env.ID, proc: p, sess: sess, call: c, method: env.Method}
 		b.asks[key] = a
 		if c == nil && len(sess.streams) == 0 {
-			why = "no call is in flight and the session has no stream open to ask on"
+			held, why = b.holdLocked(sess, key, a, out)
 		}
 	}
 	b.mu.Unlock()
+	if held {
+		b.log.Info().Str("op", "stdio").Str("method", env.Method).Str("session", sess.id).
+			Msg("the upstream process asked before its client opened a stream; held until one opens")
+		return
+	}
 	if why == "" && !b.deliver(a, out) {
 		why = "the client's stream is not keeping up"
 	}
 	if why != "" {
-		if a != nil {
-			b.mu.Lock()
-			delete(b.asks, key)
-			b.mu.Unlock()
-		}
-		b.log.Warn().Str("op", "stdio").Str("method", env.Method).Msg("cannot relay the upstream process's request: " + why)
-		_ = p.send(errorMessage(env.ID, -32603, "taskgate cannot relay "+env.Method+": "+why))
+		b.refuse(key, a, p, env.ID, env.Method, why)
 	}
 }
 
-// routeLocked picks whom a request of child p is for: its one call in
-// flight; with none, its one session's GET streams. With several calls in
-// flight it cannot tell which one asked, and a wrong guess would show a
-// question to the wrong client: it says why not.
+// capabilityOf is the client capability a request of the server needs.
+var capabilityOf = map[string]string{"roots/list": "roots", "elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
+
+// refuse answers the child's request with an error saying why no client
+// got it, and logs it.
+func (b *Bridge) refuse(key string, a *ask, p *proc, childID json.RawMessage, method, why string) {
+	if a != nil {
+		b.mu.Lock()
+		delete(b.asks, key)
+		b.mu.Unlock()
+	}
+	b.log.Warn().Str("op", "stdio").Str("method", method).Msg("cannot relay the upstream process's request: " + why)
+	_ = p.send(errorMessage(childID, -32603, "taskgate cannot relay "+method+": "+why))
+}
+
+// routeLocked picks whom a request of child p is for: the one call in
+// flight of the session it serves, else that session's GET stream (call
+// nil). A shared child serves several sessions: a request is placed only
+// when the calls in flight, or the sessions, name one; a wrong guess would
+// show a question to the wrong client, so it says why not.
 func (b *Bridge) routeLocked(p *proc) (*call, *session, string) {
+	if s := p.sess; s != nil { // a session's own child
+		if s.inflight == 1 {
+			for _, c := range b.calls {
+				if c.sess == s {
+					return c, s, ""
+				}
+			}
+		}
+		if s.ended {
+			return nil, nil, "its client session ended"
+		}
+		return nil, s, "" // several calls, or none: the session's GET stream
+	}
 	var only *call
 	n := 0
+	var sess *session
 	for _, c := range b.calls {
 		if c.proc == p {
 			only = c
 			n++
+			if sess == nil || sess == c.sess {
+				sess = c.sess
+			} else {
+				sess = nil
+				break
+			}
 		}
 	}
 	switch {
 	case n == 1:
 		return only, only.sess, ""
+	case n > 1 && sess != nil:
+		return nil, sess, "" // all of one session's calls: its GET stream
 	case n > 1:
-		return nil, nil, fmt.Sprintf("%d calls are in flight on the upstream process and a stdio request does not say which one it belongs to "+
-			"(--upstream-per-session gives each client session its own process)", n)
+		return nil, nil, "calls of several client sessions are in flight on the shared upstream process and a stdio request does not say which one it belongs to " +
+			"(without --upstream-shared each client session has its own process)"
 	}
-	var sess *session
 	for _, s := range b.sessions {
-		if s.proc == p || (s.proc == nil && p == b.shared) {
+		if s.proc == nil {
 			if sess != nil {
-				return nil, nil, "no call is in flight and several client sessions share the upstream process"
+				return nil, nil, "no call is in flight and several client sessions share the upstream process " +
+					"(without --upstream-shared each client session has its own process)"
 			}
 			sess = s
 		}
 	}
 	if sess == nil {
-		return nil, nil, "no client session is open"
+		return nil, nil, "no client session is open on the shared upstream process"
 	}
 	return nil, sess, ""
+}
+
+// heldAsk is a request of the child waiting for its session's client to
+// open a GET stream.
+type heldAsk struct {
+	key   string
+	a     *ask
+	msg   []byte
+	timer *time.Timer
+}
+
+// maxHeld bounds the requests held per session (below a stream's buffer,
+// so that a stream that opens takes them all).
+const maxHeld = 32
+
+// holdLocked keeps the child's request for session s until the client
+// opens a GET stream, for HoldAsk at most; it reports whether it was
+// held, or why not.
+func (b *Bridge) holdLocked(s *session, key string, a *ask, msg []byte) (bool, string) {
+	if len(s.held) >= maxHeld {
+		return false, fmt.Sprintf("%d requests already wait for the client to open a stream", maxHeld)
+	}
+	h := &heldAsk{key: key, a: a, msg: msg}
+	h.timer = time.AfterFunc(b.opts.HoldAsk, func() { b.expire(s, h) })
+	s.held = append(s.held, h)
+	return true, ""
+}
+
+// expire refuses a held request whose session opened no stream in time.
+func (b *Bridge) expire(s *session, h *heldAsk) {
+	b.mu.Lock()
+	found := false
+	for i, x := range s.held {
+		if x == h {
+			s.held = append(s.held[:i], s.held[i+1:]...)
+			found = true
+			break
+		}
+	}
+	b.mu.Unlock()
+	if found {
+		b.refuse(h.key, h.a, h.a.proc, h.a.childID, h.a.method,
+			fmt.Sprintf("the client opened no stream to receive it within %s (a GET on its session)", b.opts.HoldAsk))
+	}
+}
+
+// releaseHeldLocked sends session s's held requests to stream ch, which
+// just opened.
+func (b *Bridge) releaseHeldLocked(s *session, ch chan []byte) {
+	for len(s.held) > 0 {
+		h := s.held[0]
+		select {
+		case ch <- h.msg:
+		default:
+			return // the rest wait for the stream to drain, or their time
+		}
+		h.timer.Stop()
+		s.held = s.held[1:]
+	}
+}
+
+// dropHeldLocked forgets session s's held requests (their asks are
+// refused by the caller).
+func dropHeldLocked(s *session) {
+	for _, h := range s.held {
+		h.timer.Stop()
+	}
+	s.held = nil
+}
+
+// answerFile hands call id of child p its answer, kept in a file
+// (large.go); false: no such call.
+func (b *Bridge) answerFile(p *proc, id []byte, a *bigAnswer) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.calls[string(id)]
+	if c == nil || c.proc != p {
+		return false
+	}
+	b.finishLocked(c, reply{big: a})
+	return true
+}
+
+// failCall fails call id of child p, whose answer cannot be passed on
+// (over the limit, or malformed).
+func (b *Bridge) failCall(p *proc, id []byte, err error) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.calls[string(id)]
+	if c == nil || c.proc != p {
+		return false
+	}
+	b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, "the upstream process's answer was dropped: "+err.Error())})
+	return true
 }
 
 // progress delivers a progress notification to the call whose token it

@@ -50,12 +50,12 @@ func jsonError(w http.ResponseWriter, status int, id json.RawMessage, code int, 
 }
 
 func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1))
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
 		return
 	}
-	if len(body) > b.opts.MaxLine {
+	if len(body) > b.opts.MaxMessage {
 		jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, "message larger than the upstream process accepts")
 		return
 	}
@@ -95,8 +95,8 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
 // session is r's session, touched; nil when unknown. A shared child keeps
 // no state per client session, so a session another replica's bridge
 // opened (the client's requests spread over replicas) is adopted: it is
-// served here as if opened here. With PerSession a session lives where its
-// child runs.
+// served here as if opened here. A session's own child lives on one
+// replica: elsewhere the session is unknown.
 func (b *Bridge) session(r *http.Request) *session {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
@@ -108,7 +108,7 @@ func (b *Bridge) session(r *http.Request) *session {
 	switch {
 	case s != nil:
 		s.lastUsed = time.Now()
-	case !b.opts.PerSession && !b.closed && len(id) <= 128:
+	case b.opts.Shared && !b.closed && len(id) <= 128:
 		// Adopted sessions do not count against --max-sessions (made-up
 		// ids must not lock clients out); they are bounded on their own,
 		// the least recently used idle one making room.
@@ -138,9 +138,9 @@ func (b *Bridge) evictAdoptedLocked() bool {
 	return true
 }
 
-// initialize opens a session: answered from the shared child's initialize
-// result, or (PerSession) by a child of its own initialized with the
-// client's own params.
+// initialize opens a session: by a child of its own, initialized with the
+// client's own params (what it can do, its version, its name), or, when
+// Shared, answered from the shared child's initialize result.
 func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.mu.Lock()
 	full := b.owned >= b.opts.MaxSessions
@@ -150,7 +150,9 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	shared, down := b.shared, b.down
 	b.mu.Unlock()
 	if full {
-		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("too many sessions on the upstream process (--max-sessions %d)", b.opts.MaxSessions))
+		b.log.Warn().Str("op", "stdio").Int("max_sessions", b.opts.MaxSessions).Msg("initialize refused: the session limit is reached")
+		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("taskgate refused the session: this replica already runs its limit of %d sessions of the stdio server "+
+			"(--max-sessions); one frees up when a client ends its session (DELETE) or leaves it idle for --session-idle", b.opts.MaxSessions))
 		return
 	}
 	opened := false
@@ -162,36 +164,12 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 		}
 	}()
 	s := &session{id: uuid.NewString(), streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
-	var p *proc
-	if b.opts.PerSession {
-		var params struct {
-			Params json.RawMessage `json:"params"`
-		}
-		_ = json.Unmarshal(body, &params)
-		if len(params.Params) == 0 {
-			params.Params = initParams
-		}
-		var err error
-		if p, err = b.spawn(params.Params); err != nil {
-			jsonError(w, http.StatusOK, env.ID, -32603, "cannot start the upstream process for this session: "+err.Error())
-			return
-		}
-		s.proc = p
-	} else if p = shared; p == nil {
-		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is not running: "+down.Error())
+	result, err := b.childFor(s, body, shared, down)
+	if err != nil {
+		r := &refusal{status: http.StatusOK, code: -32603}
+		errors.As(err, &r)
+		jsonError(w, r.status, env.ID, r.code, err.Error())
 		return
-	}
-	var asked struct {
-		Params struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(body, &asked)
-	result := p.init
-	if v := asked.Params.ProtocolVersion; !b.opts.PerSession && frontable[v] && v < p.version {
-		// The child speaks a newer version; the client gets the one it
-		// asked for, which the child's messages also satisfy.
-		result, _ = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(strconv.Quote(v)))
 	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
 		if s.proc != nil {
@@ -202,6 +180,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	}
 	b.mu.Lock()
 	if b.closed {
+		s.ended = true
+		dropHeldLocked(s)
 		b.mu.Unlock()
 		if s.proc != nil {
 			go b.stopProc(s.proc, "the gateway shut down")
@@ -307,7 +287,7 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 	}
 	n := strconv.FormatUint(b.seq.Add(1), 10)
 	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, sess: s, proc: p, started: time.Now(),
-		out: make(chan []byte, 64), final: make(chan []byte, 1)}
+		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
 		out, err = b.withToken(out, env.Params, c, n)
@@ -331,6 +311,18 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		jsonError(w, http.StatusBadGateway, env.ID, -32603, err.Error())
 		return
 	}
+	b.stream(w, r, c)
+}
+
+// stream writes what belongs to call c on its SSE answer until its reply.
+func (b *Bridge) stream(w http.ResponseWriter, r *http.Request, c *call) {
+	defer func() { // a reply that came as the client left: its file closed
+		select {
+		case rp := <-c.final:
+			rp.big.release()
+		default:
+		}
+	}()
 	sse := mcpwire.NewWriter(w)
 	for {
 		select {
@@ -339,7 +331,7 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 				b.cancel(c, "the client went away")
 				return
 			}
-		case m := <-c.final:
+		case rp := <-c.final:
 			for drained := false; !drained; { // what came before the answer goes first
 				select {
 				case x := <-c.out:
@@ -348,7 +340,13 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 					drained = true
 				}
 			}
-			_ = sse.SendRaw(m)
+			if rp.big != nil {
+				if err := rp.big.writeTo(w, sse.Started(), c.origID); err != nil {
+					b.log.Debug().Str("op", "stdio").Err(err).Msg("a large answer did not reach its client")
+				}
+				return
+			}
+			_ = sse.SendRaw(rp.msg)
 			return
 		case <-r.Context().Done():
 			b.cancel(c, "the client went away")
@@ -383,13 +381,16 @@ func (b *Bridge) drop(c *call) bool {
 
 // cancel tells the child that the client gave up on call c.
 func (b *Bridge) cancel(c *call, reason string) {
-	if !b.drop(c) {
+	b.mu.Lock()
+	if b.calls[c.key] != c {
+		b.mu.Unlock()
 		return
 	}
+	b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, "the request was cancelled: "+reason)})
+	b.mu.Unlock()
 	msg := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
 		"params": map[string]any{"requestId": json.RawMessage(c.key), "reason": reason}})
 	_ = c.proc.send(msg)
-	c.final <- errorMessage(c.origID, -32603, "the request was cancelled: "+reason)
 }
 
 // get serves a session's stream of the child's notifications.
@@ -407,6 +408,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.streams[ch] = struct{}{}
+	b.releaseHeldLocked(s, ch) // what the child asked before the stream opened
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
@@ -430,7 +432,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 }
 
 // delete ends a session: its calls in flight are cancelled, its own child
-// (PerSession) stopped.
+// stopped.
 func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 	s := b.session(r)
 	if s == nil {

@@ -112,7 +112,7 @@ func (b *Bridge) startStateless() (bool, error) {
 // when it returns with the error.
 func (b *Bridge) spawnStateless() (*proc, []string, error) {
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxLine, log: b.log, dispatch: b.dispatchStateless})
+		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatchStateless, answer: b.answerFile, failCall: b.failCall})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -306,14 +306,10 @@ func (b *Bridge) serverCancelled(env envelope) {
 	}
 	_ = json.Unmarshal(env.Params, &params)
 	b.mu.Lock()
-	c := b.calls[string(params.RequestID)]
-	if c != nil {
-		b.endCallLocked(c)
+	if c := b.calls[string(params.RequestID)]; c != nil {
+		b.finishLocked(c, reply{msg: errorMessage(c.origID, mcpwire.CodeInternalError, "the upstream process ended the request")})
 	}
 	b.mu.Unlock()
-	if c != nil {
-		c.final <- errorMessage(c.origID, mcpwire.CodeInternalError, "the upstream process ended the request")
-	}
 }
 
 // notifyStateless sends a notification of the child to the stream it
@@ -367,7 +363,7 @@ func (b *Bridge) notifyStateless(p *proc, msg []byte, env envelope) {
 func (b *Bridge) send(p *proc, body []byte, env envelope) (*call, error) {
 	n := strconv.FormatUint(b.seq.Add(1), 10)
 	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, sess: b.st.sess, proc: p, started: time.Now(),
-		out: make(chan []byte, 64), final: make(chan []byte, 1)}
+		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
 		out, err = b.withToken(out, env.Params, c, n)
@@ -401,7 +397,11 @@ func (b *Bridge) ask(ctx context.Context, p *proc, method string, params map[str
 		return nil, err
 	}
 	select {
-	case m := <-c.final:
+	case rp := <-c.final:
+		m, err := rp.bytes()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
 		var resp struct {
 			Result json.RawMessage `json:"result"`
 			Error  *struct {

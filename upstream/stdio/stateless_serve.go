@@ -18,12 +18,12 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed: the upstream process speaks 2026-07-28, which has no GET stream and no sessions", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxLine)+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1))
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "cannot read the request body")
 		return
 	}
-	if len(body) > b.opts.MaxLine {
+	if len(body) > b.opts.MaxMessage {
 		jsonError(w, http.StatusRequestEntityTooLarge, nil, mcpwire.CodeInvalidRequest, "message larger than the upstream process accepts")
 		return
 	}
@@ -72,6 +72,13 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 			b.st.mu.Unlock()
 		}()
 	}
+	defer func() { // a reply that came as the client left: its file closed
+		select {
+		case rp := <-c.final:
+			rp.big.release()
+		default:
+		}
+	}()
 	var sse *mcpwire.Writer
 	for {
 		select {
@@ -83,7 +90,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 				b.cancel(c, "the client went away")
 				return
 			}
-		case m := <-c.final:
+		case rp := <-c.final:
 			for drained := false; !drained; { // what came before the answer goes first
 				select {
 				case x := <-c.out:
@@ -95,11 +102,15 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 					drained = true
 				}
 			}
-			if sse != nil {
-				_ = sse.SendRaw(m)
+			if rp.big != nil { // streamed from its file, as an SSE event
+				_ = rp.big.writeTo(w, sse != nil && sse.Started(), c.origID)
 				return
 			}
-			mcpwire.WriteBody(w, answerStatus(m), "application/json", m)
+			if sse != nil {
+				_ = sse.SendRaw(rp.msg)
+				return
+			}
+			mcpwire.WriteBody(w, answerStatus(rp.msg), "application/json", rp.msg)
 			return
 		case <-r.Context().Done():
 			b.cancel(c, "the client went away")

@@ -2,7 +2,7 @@
 // a process, for humans and for the benchmark program.
 //
 //	testupstream --listen 127.0.0.1:8081 [--stateless] [--json] [--protocol-version 2025-06-18]
-//	testupstream --stdio [--protocol-version 2026-07-28]
+//	testupstream --stdio [--roots-at-start] [--protocol-version 2026-07-28]
 //
 // MCP Streamable HTTP is served at /mcp; with --stdio, MCP over stdin and
 // stdout instead, with fault tools for the stdio bridge's tests (stdio.go).
@@ -41,9 +41,10 @@ func run() error {
 	nativeTasks := flag.Bool("native-tasks", false, "with -stateless: run some tools as tasks of the upstream's own (the 2026-07-28 tasks extension)")
 	notify := flag.Bool("notify", false, "also serve logging, a subscribable resource (test://note) and the log and touch tools")
 	stdio := flag.Bool("stdio", false, "serve MCP on stdin/stdout (newline-delimited JSON-RPC), with fault tools")
+	rootsAtStart := flag.Bool("roots-at-start", false, "with -stdio: ask the client for its roots right after initialized")
 	flag.Parse()
 	if *stdio {
-		return serveStdio(*version)
+		return serveStdio(*version, *rootsAtStart)
 	}
 
 	opts := testupstream.Options{Stateless: *stateless, JSONResponse: *jsonResp, ProtocolVersion: *version, NativeTasks: *nativeTasks, Conformance: *conformance, Notify: *notify}

@@ -20,6 +20,10 @@ import (
 //	hugeline {bytes} writes one line of that many bytes to stdout, then answers "ok"
 //	counter {}       a count kept by this process: 1, 2, 3…
 //	env {name}       the value of an environment variable, and the working directory
+//	bigtext {bytes}  answers with a text of that many bytes (one long stdout line)
+//	flood {lines}    writes that many lines to stderr, then answers "ok"
+//	startroots {}    with rootsAtStart: the roots the client gave when asked
+//	                 right after notifications/initialized (waits for them)
 //
 // and says "testupstream stdio ready" on stderr, then one line
 // "testupstream-event TOOL KIND" per event of its Recorder.
@@ -29,7 +33,7 @@ import (
 // and the stdio tests of sessions need a session server. With
 // --protocol-version 2026-07-28 it is a dual-era server, as the go-sdk
 // makes one by default.
-func serveStdio(version string) error {
+func serveStdio(version string, rootsAtStart bool) error {
 	if version == "" {
 		version = "2025-11-25"
 	}
@@ -66,6 +70,56 @@ func serveStdio(version string) error {
 		wd, _ := os.Getwd()
 		return text(os.Getenv(in.Name) + " " + wd), nil, nil
 	})
+	type bigIn struct {
+		Bytes int `json:"bytes"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "bigtext", Description: "Answers with a long text."}, func(_ context.Context, _ *mcp.CallToolRequest, in bigIn) (*mcp.CallToolResult, any, error) {
+		return text(strings.Repeat("x", in.Bytes)), nil, nil
+	})
+	type floodIn struct {
+		Lines int `json:"lines"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "flood", Description: "Writes many lines to stderr."}, func(_ context.Context, _ *mcp.CallToolRequest, in floodIn) (*mcp.CallToolResult, any, error) {
+		line := []byte("testupstream flood line\n")
+		for range in.Lines {
+			_, _ = os.Stderr.Write(line)
+		}
+		return text("ok"), nil, nil
+	})
+	if rootsAtStart {
+		// As @modelcontextprotocol/server-filesystem does: roots/list as
+		// soon as the client said initialized, before any call.
+		got := make(chan string, 1)
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				res, err := next(ctx, method, req)
+				if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "notifications/initialized" {
+					go func() {
+						r, err := ss.ListRoots(context.Background(), &mcp.ListRootsParams{})
+						if err != nil {
+							got <- "error: " + err.Error()
+							return
+						}
+						uris := make([]string, 0, len(r.Roots))
+						for _, root := range r.Roots {
+							uris = append(uris, root.URI)
+						}
+						got <- strings.Join(uris, ",")
+					}()
+				}
+				return res, err
+			}
+		})
+		mcp.AddTool(s, &mcp.Tool{Name: "startroots", Description: "The roots asked for at start."}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			select {
+			case r := <-got:
+				got <- r
+				return text(r), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+	}
 	fmt.Fprintln(os.Stderr, "testupstream stdio ready")
 	return s.Run(context.Background(), &mcp.StdioTransport{})
 }
