@@ -428,7 +428,7 @@ func startBridgeOnly(t *testing.T) *Bridge {
 // TestJoinReplicasErrors: what JoinReplicas refuses.
 func TestJoinReplicasErrors(t *testing.T) {
 	dir, _ := newDirectory(t)
-	shared, _ := startBridge(t, nil)
+	shared, _ := startBridge(t, func(o *Options) { o.Shared = true })
 	if _, err := shared.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "child per session") {
 		t.Errorf("shared child: %v", err)
 	}
