@@ -48,6 +48,7 @@ type upstreamSide struct {
 
 	probe  eraProbe      // upstream_era.go
 	owners ownerSessions // upstream_owner.go
+	feeds  listenFeeds   // owner sessions' GET streams (upstream_listen.go)
 	// discovery is this replica's own listing of the upstream's tools
 	// (catalog.go, toolDeclared).
 	discovery discovery

@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// TestListenListChangedEveryEra: the go-sdk client at its default version
+// (2026-07-28) with a ToolListChangedHandler opens subscriptions/listen
+// while it connects. Through the gateway it connects, in front of a session
+// upstream as of a stateless one, and hears the upstream's tool list change
+// (in front of a session upstream the gateway bridges the owner session's
+// GET stream into the listen stream).
+func TestListenListChangedEveryEra(t *testing.T) {
+	for _, era := range upstreamEras {
+		t.Run(era.name, func(t *testing.T) {
+			srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.stateless, ListChanged: true}))
+			t.Cleanup(srv.Close)
+			gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
+			changed := make(chan struct{}, 8)
+			client := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					changed <- struct{}{}
+				},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a hang guard
+			defer cancel()
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw, MaxRetries: -1}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != version2026 {
+				t.Fatalf("negotiated %q, want %s", v, version2026)
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "grow"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				t.Fatal("no notifications/tools/list_changed reached the client")
+			}
+			res, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, tool := range res.Tools {
+				found = found || tool.Name == testupstream.GrownTool
+			}
+			if !found {
+				t.Errorf("tools/list after the change has no %s", testupstream.GrownTool)
+			}
+		})
+	}
+}
+
+// listenAck opens a subscriptions/listen stream with filter and returns
+// its first event's params (the acknowledgement) and the response, whose
+// headers must come at once.
+func listenAck(t *testing.T, url string, filter map[string]any) (json.RawMessage, *http.Response) {
+	t.Helper()
+	resp := mpost(t, url, "subscriptions/listen", map[string]any{"notifications": filter}, modernMeta(), nil)
+	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+		t.Fatalf("listen: HTTP %d %s, want an event stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ev, err := mcpwire.NewReader(resp.Body, 1<<20).Next()
+	if err != nil {
+		t.Fatalf("listen: no first event: %v", err)
+	}
+	var n struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(ev.Data, &n) != nil || n.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first event %s, want the acknowledgement", ev.Data)
+	}
+	return n.Params, resp
+}
+
+// TestListenSessionUpstreamGrants: in front of a session upstream, a
+// listen is acknowledged at once with what the upstream offers: tools list
+// changes (it has tools), not prompts (it has none), the resource it
+// accepts a subscription to; and still acknowledged (granting nothing of
+// the upstream's) when the upstream has no GET stream to give.
+func TestListenSessionUpstreamGrants(t *testing.T) {
+	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": []string{testupstream.NoteURI}}
+	t.Run("offered", func(t *testing.T) {
+		srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Notify: true}))
+		t.Cleanup(srv.Close)
+		gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
+		params, _ := listenAck(t, gw, filter)
+		var p struct {
+			Notifications map[string]any `json:"notifications"`
+			Meta          map[string]any `json:"_meta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if p.Notifications["toolsListChanged"] != true || p.Notifications["promptsListChanged"] != nil {
+			t.Errorf("granted %v, want toolsListChanged only of the list changes", p.Notifications)
+		}
+		if subs, _ := p.Notifications["resourceSubscriptions"].([]any); len(subs) != 1 || subs[0] != testupstream.NoteURI {
+			t.Errorf("granted subscriptions %v, want [%s]", p.Notifications["resourceSubscriptions"], testupstream.NoteURI)
+		}
+		if p.Meta[subscriptionIDKey] != float64(7) {
+			t.Errorf("_meta %v, want the subscription id 7", p.Meta)
+		}
+	})
+	t.Run("no-get-stream", func(t *testing.T) {
+		up := testupstream.Handler(testupstream.Options{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				return
+			}
+			up.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
+		params, _ := listenAck(t, gw, filter)
+		var p struct {
+			Notifications map[string]any `json:"notifications"`
+		}
+		_ = json.Unmarshal(params, &p)
+		if p.Notifications["promptsListChanged"] != nil || p.Notifications["resourceSubscriptions"] != nil {
+			t.Errorf("granted %v, want nothing the upstream lacks", p.Notifications)
+		}
+	})
+}
+
+// TestListenResourceUpdated: a resource update on the owner session
+// reaches the listen stream that subscribed to it, tagged with its
+// subscription id.
+func TestListenResourceUpdated(t *testing.T) {
+	srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Notify: true}))
+	t.Cleanup(srv.Close)
+	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
+	_, resp := listenAck(t, gw, map[string]any{"resourceSubscriptions": []string{testupstream.NoteURI}})
+	events := make(chan []byte, 8)
+	go func() {
+		defer close(events)
+		sr := mcpwire.NewReader(resp.Body, 1<<20)
+		for {
+			ev, err := sr.Next()
+			if err != nil {
+				return
+			}
+			events <- ev.Data
+		}
+	}()
+	deadline := time.After(20 * time.Second) // a hang guard
+	for {
+		// Touch until an update comes: the feed's GET stream opens after
+		// the acknowledgement, and an update before it is not delivered.
+		r := mpost(t, gw, "tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}, modernMeta(), nil)
+		var res struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		okResult(t, r, &res)
+		select {
+		case data, ok := <-events:
+			if !ok {
+				t.Fatal("the listen stream ended")
+			}
+			var n struct {
+				Method string `json:"method"`
+				Params struct {
+					URI  string         `json:"uri"`
+					Meta map[string]any `json:"_meta"`
+				} `json:"params"`
+			}
+			_ = json.Unmarshal(data, &n)
+			if n.Method != "notifications/resources/updated" || n.Params.URI != testupstream.NoteURI || n.Params.Meta[subscriptionIDKey] != float64(7) {
+				t.Fatalf("event %s, want the note's update with subscription id 7", data)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notifications/resources/updated")
+		}
+	}
+}
