@@ -146,3 +146,14 @@ func TestOldServerToolsCommand(t *testing.T) {
 		t.Errorf("progress does not say the upstream's version: %s", stderr.String())
 	}
 }
+
+// TestOldServerModernRules: in front of a 2024-11-05 session server the
+// rules, the hybrid (auto) decision and an MRTR round before a task work
+// for 2026-07-28 clients as in front of any session server.
+func TestOldServerModernRules(t *testing.T) {
+	d := &modernDeployment{rec: &testupstream.Recorder{}}
+	up := newUpstream(t, testupstream.Options{ProtocolVersion: "2024-11-05", Elicit2: true, Recorder: d.rec})
+	d.urls = []string{startGateway(t, up, singleReplicaFlags...).URL}
+	t.Run("rules", func(t *testing.T) { testModernRules(t, d) })
+	t.Run("mrtr-before-task", func(t *testing.T) { testMRTRBeforeTask(t, d, false) })
+}
