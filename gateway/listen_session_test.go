@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,6 +189,50 @@ func TestListenResourceUpdated(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		case <-deadline:
 			t.Fatal("no notifications/resources/updated")
+		}
+	}
+}
+
+// TestListenSharedAcrossReplicas: two replicas serve listen streams of one
+// owner. The upstream gives its owner session one GET stream (a second is
+// refused 409): the replica holding it shares what it reads through the
+// store, and both streams hear the tool list change.
+func TestListenSharedAcrossReplicas(t *testing.T) {
+	srv := httptest.NewServer(testupstream.Handler(testupstream.Options{ListChanged: true}))
+	t.Cleanup(srv.Close)
+	rp := newReplicas(t, srv.URL+"/mcp", 2, nil)
+	heard := make(chan int, 64)
+	for i, url := range rp.urls {
+		_, resp := listenAck(t, url, map[string]any{"toolsListChanged": true})
+		go func() {
+			sr := mcpwire.NewReader(resp.Body, 1<<20)
+			for {
+				ev, err := sr.Next()
+				if err != nil {
+					return
+				}
+				if json.Valid(ev.Data) && strings.Contains(string(ev.Data), `"notifications/tools/list_changed"`) {
+					heard <- i
+				}
+			}
+		}()
+	}
+	got := map[int]bool{}
+	deadline := time.After(9 * time.Second) // a hang guard (mpost's streams end at 10 s)
+	for len(got) < 2 {
+		var res json.RawMessage
+		okResult(t, mpost(t, rp.urls[0], "tools/call", map[string]any{"name": "grow", "arguments": map[string]any{}}, modernMeta(), nil), &res)
+		wait := time.After(200 * time.Millisecond)
+	drain:
+		for {
+			select {
+			case i := <-heard:
+				got[i] = true
+			case <-wait:
+				break drain
+			case <-deadline:
+				t.Fatalf("list change heard on replicas %v, want both", got)
+			}
 		}
 	}
 }

@@ -23,19 +23,29 @@ package gateway
 // then carry the gateway's own task notifications alone). Resource
 // subscriptions made on an owner session stay for its life: the filter of
 // each listen stream decides what its client sees.
+//
+// Replicas share an owner session, and so its one GET stream: the feed
+// that holds it publishes what it reads on the owner's channel in the
+// store; a replica whose GET is refused (409: another holds it) relays
+// that channel to its listen streams instead, and tries again now and
+// then (feedConflictRetry), to take over when the holder lets go.
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -100,8 +110,8 @@ func (f listenFilter) wants(method string, params json.RawMessage) bool {
 
 // feedNote is one notification an owner session's GET stream delivered.
 type feedNote struct {
-	Method string
-	Params json.RawMessage
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // maxSubscribeURIs bounds the resource subscriptions one listen makes
@@ -158,6 +168,16 @@ func (u *upstreamSide) subscribeOwner(ctx context.Context, target *upstreamTarge
 // each try that gives no stream doubles it, up to maxListenRetry.
 const feedRetry = time.Second
 
+// feedConflictRetry is how often a replica whose GET stream is refused
+// because another holds it tries again.
+const feedConflictRetry = 5 * time.Second
+
+// feedChannel is the store channel owner's GET stream is shared on.
+func feedChannel(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return "listen:" + hex.EncodeToString(sum[:16])
+}
+
 // feedReadyWait bounds how long a listen's acknowledgement waits for its
 // feed's GET stream to open.
 const feedReadyWait = 2 * time.Second
@@ -166,12 +186,42 @@ const feedReadyWait = 2 * time.Second
 // ends, and publishes the notifications it carries. ready is called once
 // the first try opened its stream or failed.
 func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Header, publish func(feedNote), ready func()) {
+	var holding atomic.Bool
+	share := func(feedNote) {}
+	if u.store != nil {
+		ch := feedChannel(owner)
+		if watch, err := u.store.WatchSession(ctx, ch); err == nil {
+			relayed := make(chan struct{})
+			defer func() { watch.Close(); <-relayed }()
+			go func() { // what the replica holding the GET stream reads
+				defer close(relayed)
+				for ev := range watch.C {
+					var n feedNote
+					if ev.Kind == taskstore.EventMessage && !holding.Load() && json.Unmarshal([]byte(ev.Data), &n) == nil {
+						publish(n)
+					}
+				}
+			}()
+		}
+		share = func(n feedNote) {
+			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			defer cancel()
+			_ = u.store.PublishSession(sctx, ch, mcpwire.MustMarshal(n))
+		}
+	}
 	for quiet := 0; ; quiet++ {
-		if u.feedOnce(ctx, owner, auth, publish, ready) {
+		wait := time.Duration(0)
+		switch opened, conflict := u.feedOnce(ctx, owner, auth, func(n feedNote) { publish(n); share(n) }, &holding, ready); {
+		case conflict:
+			quiet, wait = 0, feedConflictRetry
+		case opened:
 			quiet = 0
 		}
 		ready()
-		t := time.NewTimer(min(feedRetry<<min(quiet, 10), maxListenRetry))
+		if wait == 0 {
+			wait = min(feedRetry<<min(quiet, 10), maxListenRetry)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -181,12 +231,13 @@ func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Head
 	}
 }
 
-// feedOnce opens owner's GET stream and reads it to its end; it reports
-// whether a stream opened (and then calls opened).
-func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Header, publish func(feedNote), opened func()) bool {
+// feedOnce opens owner's GET stream and reads it to its end, holding set
+// meanwhile; it reports whether a stream opened (and then calls opened),
+// or another holds it (409).
+func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Header, publish func(feedNote), holding *atomic.Bool, opened func()) (ok, conflict bool) {
 	target, err := u.target(ctx, owner, auth, "")
 	if err != nil || target.Stateless || target.Session.ID == "" {
-		return false
+		return false, false
 	}
 	resp, err := u.openGet(ctx, target.Session)
 	if err == nil && resp.StatusCode == http.StatusNotFound {
@@ -199,20 +250,25 @@ func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Hea
 		if ctx.Err() == nil {
 			u.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the owner session's GET stream; retrying later")
 		}
-		return false
+		return false, false
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusConflict {
+		return false, true // another replica holds it: its channel is relayed
+	}
 	if resp.StatusCode != http.StatusOK || !isStream(resp) {
 		u.log.Debug().Str("op", "listen").Int("status", resp.StatusCode).Msg("the upstream gives no GET stream on the owner session; retrying later")
-		return false
+		return false, false
 	}
+	holding.Store(true)
+	defer holding.Store(false)
 	opened()
 	sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
 	defer sr.Release()
 	for {
 		ev, err := sr.Next()
 		if err != nil {
-			return true
+			return true, false
 		}
 		var m struct {
 			ID     json.RawMessage `json:"id"`
