@@ -77,30 +77,7 @@ func viewGo(t *testing.T, url, version string, listen bool) clientView {
 			}
 		}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go", Version: "1"}, opts)
-	// Connect does not give up when ctx ends while its subscriptions/listen
-	// waits for an answer (go-sdk v1.8.0): it runs apart, so that a hang
-	// fails the test rather than stalling the suite.
-	type connected struct {
-		cs  *mcp.ClientSession
-		err error
-	}
-	ch := make(chan connected, 1)
-	go func() {
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1},
-			&mcp.ClientSessionOptions{ProtocolVersion: version})
-		ch <- connected{cs, err}
-	}()
-	var cs *mcp.ClientSession
-	select {
-	case c := <-ch:
-		if c.err != nil {
-			t.Fatalf("connect %s: %v", url, c.err)
-		}
-		cs = c.cs
-	case <-ctx.Done():
-		t.Fatalf("connect %s: no session after 30 s", url)
-	}
+	cs := connectGoHung(t, ctx, url, version, opts)
 	defer cs.Close()
 	var v clientView
 	list := func() []string {
@@ -138,6 +115,56 @@ func viewGo(t *testing.T, url, version string, listen bool) clientView {
 	}
 	v.Grown = slices.ContainsFunc(list(), func(s string) bool { return s == testupstream.GrownTool+": Added by grow." })
 	return v
+}
+
+// connectGoHung connects go-sdk's client with opts at version. Connect
+// does not give up when ctx ends while its subscriptions/listen waits for
+// an answer (go-sdk v1.8.0): it runs apart, so that a hang fails the test
+// rather than stalling the suite.
+func connectGoHung(t *testing.T, ctx context.Context, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-go", Version: "1"}, opts)
+	type connected struct {
+		cs  *mcp.ClientSession
+		err error
+	}
+	ch := make(chan connected, 1)
+	go func() {
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		ch <- connected{cs, err}
+	}()
+	select {
+	case c := <-ch:
+		if c.err != nil {
+			t.Fatalf("connect %s: %v", url, c.err)
+		}
+		return c.cs
+	case <-ctx.Done():
+		t.Fatalf("connect %s: no session before the deadline", url)
+	}
+	return nil
+}
+
+// TestGoSDKListenStdioChild: go-sdk's client at its default version with a
+// ToolListChangedHandler connects through taskgate in front of a stdio
+// child (its subscriptions/listen used to get 404 -32601).
+func TestGoSDKListenStdioChild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	g := startGateway(t, stdioUpstream(t))
+	cs := connectGoHung(t, ctx, g.URL, "", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q, want 2026-07-28", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "via a child"}})
+	if err != nil || res.IsError {
+		t.Fatalf("echo: %+v, %v", res, err)
+	}
+	if tc, _ := res.Content[0].(*mcp.TextContent); tc == nil || tc.Text != "via a child" {
+		t.Errorf("echo = %+v", res.Content)
+	}
 }
 
 // TestGoSDKClientsThroughGateway: go-sdk v1.8.0's client at its default
