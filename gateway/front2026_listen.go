@@ -118,10 +118,13 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		var release func()
 		upGranted, notes, release, err = f.up.listenUpstream(r.Context(), sessionOwner(r), forwardedAuth(r), p.Notifications.listenFilter)
 		if err != nil {
-			f.up.statelessFailure(w, r, msg, err)
-			return
+			// The upstream cannot be reached now: the stream goes on with
+			// the gateway's notifications alone, granting none of its.
+			f.log.Warn().Str("op", "listen").Err(err).Msg("cannot subscribe to the upstream's notifications; the listen stream carries the gateway's alone")
+			upGranted, notes = listenFilter{}, nil
+		} else {
+			defer release()
 		}
-		defer release()
 	}
 	ctx := r.Context()
 	meta := map[string]any{subscriptionIDKey: msg.ID}
