@@ -236,3 +236,34 @@ func TestListenSharedAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestListenUpstreamDown: a session upstream that cannot open the owner
+// session: a listen with taskIds is still acknowledged, granting the tasks
+// part and none of the upstream's.
+func TestListenUpstreamDown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		if m.Method == "server/discover" { // a session server's answer: the era is known
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32601,"message":"no"}}`))
+			return
+		}
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
+	meta := modernMeta()
+	meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	resp := mpost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
+	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+		t.Fatalf("listen: HTTP %d, want the stream", resp.StatusCode)
+	}
+	ev, err := mcpwire.NewReader(resp.Body, 1<<20).Next()
+	if err != nil || !strings.Contains(string(ev.Data), `"notifications":{"taskIds":[]}`) {
+		t.Fatalf("first event %s (%v), want the acknowledgement granting taskIds only", ev.Data, err)
+	}
+}
