@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -79,41 +80,75 @@ func viewGo(t *testing.T, url, version string, listen bool) clientView {
 	}
 	cs := connectGoHung(t, ctx, url, version, opts)
 	defer cs.Close()
-	var v clientView
+	return observe(t, ctx, clientOps{
+		list: func() ([]string, error) {
+			res, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			return toolLines(res.Tools, func(t *mcp.Tool) string { return t.Name + ": " + t.Description }), nil
+		},
+		call: func(name string, args map[string]any) (string, error) {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+			if err != nil {
+				return "", err
+			}
+			tc, _ := res.Content[0].(*mcp.TextContent)
+			if tc == nil {
+				return "", fmt.Errorf("content %+v", res.Content)
+			}
+			return tc.Text + map[bool]string{true: " (isError)"}[res.IsError], nil
+		},
+	}, notified, listen)
+}
+
+// toolLines is tools as line renders each.
+func toolLines[T any](tools []T, line func(T) string) []string {
+	out := make([]string, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, line(t))
+	}
+	return out
+}
+
+// clientOps are one client's tools/list (each tool as "name: description")
+// and tools/call (the text, " (isError)" added when it is one).
+type clientOps struct {
+	list func() ([]string, error)
+	call func(name string, args map[string]any) (string, error)
+}
+
+// observe is what a client sees through ops: the tools, the echo and fail
+// calls, and after grow the tool list again; when listen it calls grow
+// until notified fires.
+func observe(t *testing.T, ctx context.Context, ops clientOps, notified <-chan struct{}, listen bool) clientView {
+	t.Helper()
 	list := func() []string {
-		res, err := cs.ListTools(ctx, nil)
+		out, err := ops.list()
 		if err != nil {
 			t.Fatalf("tools/list: %v", err)
-		}
-		var out []string
-		for _, tool := range res.Tools {
-			out = append(out, tool.Name+": "+tool.Description)
 		}
 		slices.Sort(out)
 		return out
 	}
-	call := func(name string, args map[string]any) (string, bool) {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	call := func(name string, args map[string]any) string {
+		text, err := ops.call(name, args)
 		if err != nil {
 			t.Fatalf("tools/call %s: %v", name, err)
 		}
-		tc, _ := res.Content[0].(*mcp.TextContent)
-		if tc == nil {
-			t.Fatalf("tools/call %s: %+v", name, res.Content)
-		}
-		return tc.Text, res.IsError
+		return text
 	}
+	var v clientView
 	v.Tools = list()
-	v.Echo, _ = call("echo", map[string]any{"text": "same both ways"})
-	text, isErr := call("fail", nil)
-	v.Fail = text + map[bool]string{true: " (isError)"}[isErr]
-	grow := func(context.Context) error { call("grow", nil); return nil }
+	v.Echo = call("echo", map[string]any{"text": "same both ways"})
+	v.Fail = call("fail", map[string]any{})
+	grow := func(context.Context) error { call("grow", map[string]any{}); return nil }
 	if listen {
 		v.Notified = growUntilNotified(ctx, grow, notified)
 	} else {
 		_ = grow(ctx)
 	}
-	v.Grown = slices.ContainsFunc(list(), func(s string) bool { return s == testupstream.GrownTool+": Added by grow." })
+	v.Grown = slices.Contains(list(), testupstream.GrownTool+": Added by grow.")
 	return v
 }
 
@@ -283,40 +318,25 @@ func viewMcpGo(t *testing.T, url, version string, listen bool) clientView {
 		}()
 		defer func() { stop(); <-done }()
 	}
-	var v clientView
-	list := func() []string {
-		res, err := c.ListTools(ctx, mg.ListToolsRequest{})
-		if err != nil {
-			t.Fatalf("tools/list: %v", err)
-		}
-		var out []string
-		for _, tool := range res.Tools {
-			out = append(out, tool.Name+": "+tool.Description)
-		}
-		slices.Sort(out)
-		return out
-	}
-	call := func(name string, args map[string]any) string {
-		req := mg.CallToolRequest{}
-		req.Params.Name = name
-		req.Params.Arguments = args
-		res, err := c.CallTool(ctx, req)
-		if err != nil {
-			t.Fatalf("tools/call %s: %v", name, err)
-		}
-		return mgText(t, name, res.Content, res.IsError)
-	}
-	v.Tools = list()
-	v.Echo = call("echo", map[string]any{"text": "same both ways"})
-	v.Fail = call("fail", map[string]any{})
-	grow := func(context.Context) error { call("grow", map[string]any{}); return nil }
-	if listen {
-		v.Notified = growUntilNotified(ctx, grow, notified)
-	} else {
-		_ = grow(ctx)
-	}
-	v.Grown = slices.ContainsFunc(list(), func(s string) bool { return s == testupstream.GrownTool+": Added by grow." })
-	return v
+	return observe(t, ctx, clientOps{
+		list: func() ([]string, error) {
+			res, err := c.ListTools(ctx, mg.ListToolsRequest{})
+			if err != nil {
+				return nil, err
+			}
+			return toolLines(res.Tools, func(t mg.Tool) string { return t.Name + ": " + t.Description }), nil
+		},
+		call: func(name string, args map[string]any) (string, error) {
+			req := mg.CallToolRequest{}
+			req.Params.Name = name
+			req.Params.Arguments = args
+			res, err := c.CallTool(ctx, req)
+			if err != nil {
+				return "", err
+			}
+			return mgText(t, name, res.Content, res.IsError), nil
+		},
+	}, notified, listen)
 }
 
 // TestMcpGoClientThroughGateway: mcp-go's client, at its default version
