@@ -114,9 +114,10 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	defer f.listens.release(subscriber)
 	var upGranted listenFilter
 	var notes <-chan feedNote
+	var feedReady <-chan struct{}
 	if err == nil && !era.stateless && !p.Notifications.listenFilter.empty() {
 		var release func()
-		upGranted, notes, release, err = f.up.listenUpstream(r.Context(), sessionOwner(r), forwardedAuth(r), p.Notifications.listenFilter)
+		upGranted, notes, feedReady, release, err = f.up.listenUpstream(r.Context(), sessionOwner(r), forwardedAuth(r), p.Notifications.listenFilter)
 		if err != nil {
 			// The upstream cannot be reached now: the stream goes on with
 			// the gateway's notifications alone, granting none of its.
@@ -189,6 +190,26 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		}(id)
 	}
 	sse := mcpwire.NewWriter(w)
+	if feedReady != nil {
+		// Acknowledged once the owner session's GET stream is open, so that
+		// what changes after the acknowledgement reaches the client; the
+		// headers go at once, and the acknowledgement never later than
+		// feedReadyWait (the stream then opens after it).
+		select {
+		case <-feedReady:
+		default:
+			if sse.Comment("subscribing upstream") != nil {
+				return
+			}
+			t := time.NewTimer(feedReadyWait)
+			select {
+			case <-feedReady:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
 	acked := map[string]any{}
 	_ = json.Unmarshal(mcpwire.MustMarshal(upGranted), &acked)
 	if p.Notifications.TaskIDs != nil {

@@ -120,34 +120,25 @@ const maxSubscribeURIs = 64
 
 // listenUpstream subscribes a 2026-07-28 client's listen stream to its
 // owner session's notifications on a session upstream: it returns what is
-// granted, the notifications (nil when nothing is), and the release to
-// call when the stream ends.
-func (u *upstreamSide) listenUpstream(ctx context.Context, owner string, auth http.Header, want listenFilter) (listenFilter, <-chan feedNote, func(), error) {
+// granted, the notifications (nil when nothing is), a channel closed once
+// the feed's GET stream opened (or failed to), and the release to call
+// when the stream ends.
+func (u *upstreamSide) listenUpstream(ctx context.Context, owner string, auth http.Header, want listenFilter) (listenFilter, <-chan feedNote, <-chan struct{}, func(), error) {
 	rec, err := u.ownerSession(ctx, owner, auth)
 	if err != nil {
-		return listenFilter{}, nil, nil, err
+		return listenFilter{}, nil, nil, nil, err
 	}
 	granted := want.offered(rec.Init)
 	if n := len(granted.ResourceSubscriptions); n > 0 {
 		granted.ResourceSubscriptions = u.subscribeOwner(ctx, ownerTarget(rec, auth), granted.ResourceSubscriptions[:min(n, maxSubscribeURIs)])
 	}
 	if granted.empty() {
-		return granted, nil, func() {}, nil
+		return granted, nil, nil, func() {}, nil
 	}
 	c, ready, release := u.feeds.subscribe(owner, func(ctx context.Context, publish func(feedNote), ready func()) {
 		u.runFeed(ctx, owner, auth, publish, ready)
 	})
-	// Acknowledged once the GET stream is open, so that what changes after
-	// the acknowledgement reaches the client; never later than
-	// feedReadyWait (the stream then opens after it).
-	t := time.NewTimer(feedReadyWait)
-	defer t.Stop()
-	select {
-	case <-ready:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return granted, c, release, nil
+	return granted, c, ready, release, nil
 }
 
 // subscribeOwner sends resources/subscribe for each of uris on the owner
