@@ -222,6 +222,15 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	}
 	resync := time.NewTicker(resyncInterval(f.store))
 	defer resync.Stop()
+	// An SSE comment now and then keeps a quiet stream from being closed by
+	// intermediaries (Streamable HTTP 2026-07-28: encouraged for listen
+	// streams); Config.KeepAlive sets how often, as for plain calls.
+	var beat <-chan time.Time
+	if f.up.keepAlive > 0 {
+		t := time.NewTicker(f.up.keepAlive)
+		defer t.Stop()
+		beat = t.C
+	}
 	send := func(id string) error {
 		if done[id] {
 			return nil
@@ -250,6 +259,10 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			return
 		case id := <-changes:
 			if send(id) != nil {
+				return
+			}
+		case <-beat:
+			if sse.Comment("") != nil {
 				return
 			}
 		case n := <-notes:

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // TestListenListChangedEveryEra: the go-sdk client at its default version
@@ -300,4 +305,38 @@ func FuzzListenFilter(f *testing.F) {
 			t.Fatalf("%s passed an empty filter", method)
 		}
 	})
+}
+
+// TestListenKeepAlive: a quiet listen stream carries an SSE comment every
+// Config.KeepAlive.
+func TestListenKeepAlive(t *testing.T) {
+	srv := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(srv.Close)
+	up, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	store := taskstore.New(rdb, taskstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	h, err := New(Config{Upstream: up, Store: store, KeepAlive: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close() })
+	t.Cleanup(gw.Close)
+	_, resp := listenAck(t, gw.URL+"/mcp", map[string]any{"toolsListChanged": true})
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no keep-alive comment before the stream ended: %v", err)
+		}
+		if strings.HasPrefix(line, ":") {
+			return
+		}
+	}
 }
