@@ -147,29 +147,10 @@ func usedMetrics(t *testing.T) map[string][]string {
 // /metrics, or, for a family that has no series yet (labelled counters
 // before their first event), against the families it registers.
 func TestMetricsExist(t *testing.T) {
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
-	t.Cleanup(up.Close)
-	emb, err := taskstore.OpenEmbedded(zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Close() })
-	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, _ := policy.NewRule("slow", policy.Task)
-	h, err := gateway.New(gateway.Config{Upstream: client, Store: taskstore.New(emb.Client(), taskstore.Options{}),
-		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
-	gw := httptest.NewServer(h)
-	t.Cleanup(gw.Close)
-	work(t, gw.URL+"/mcp")
+	h, base := runningGateway(t)
+	work(t, base+"/mcp")
 
-	resp, err := http.Get(gw.URL + "/metrics")
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +182,60 @@ func TestMetricsExist(t *testing.T) {
 		if !exported[always] {
 			t.Errorf("%s missing from /metrics after the work", always)
 		}
+	}
+}
+
+// runningGateway is a gateway (embedded store, a task rule for slow) in
+// front of the test upstream; it returns the Handler and its base URL.
+func runningGateway(t *testing.T) (*gateway.Handler, string) {
+	t.Helper()
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
+	t.Cleanup(up.Close)
+	emb, err := taskstore.OpenEmbedded(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Close() })
+	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := policy.NewRule("slow", policy.Task)
+	h, err := gateway.New(gateway.Config{Upstream: client, Store: taskstore.New(emb.Client(), taskstore.Options{}),
+		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	gw := httptest.NewServer(h)
+	t.Cleanup(gw.Close)
+	return h, gw.URL
+}
+
+// TestMetricTable: the metric table of docs/operations.md names exactly
+// the taskgate_* metric families a gateway registers.
+func TestMetricTable(t *testing.T) {
+	h, _ := runningGateway(t)
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(taskgate_[a-z_]+)` \\|").FindAllStringSubmatch(string(mustRead(t, "../docs/operations.md")), -1) {
+		documented[m[1]] = true
+	}
+	registered := map[string]bool{}
+	for _, name := range h.MetricNames() {
+		if strings.HasPrefix(name, "taskgate_") {
+			registered[name] = true
+			if !documented[name] {
+				t.Errorf("%s is registered but not in docs/operations.md's metric table", name)
+			}
+		}
+	}
+	for name := range documented {
+		if !registered[name] {
+			t.Errorf("docs/operations.md's metric table has %s, which no gateway registers", name)
+		}
+	}
+	if len(registered) < 10 {
+		t.Fatalf("only %d taskgate_ metrics registered: %v", len(registered), h.MetricNames())
 	}
 }
 
@@ -316,16 +351,16 @@ func TestGracePeriods(t *testing.T) {
 }
 
 // TestEnvNamesFlags: every TASKGATE_* variable the kit sets is one that
-// taskgate reads (TASKGATE_<FLAG> for a flag in the README's table).
+// taskgate reads (TASKGATE_<FLAG> for a flag in docs/flags.md's table).
 func TestEnvNamesFlags(t *testing.T) {
-	readme := string(mustRead(t, "../README.md"))
+	readme := string(mustRead(t, "../docs/flags.md"))
 	seen := 0
 	for _, path := range []string{"docker-compose.yml", "kubernetes/deployment.yaml"} {
 		for _, v := range regexp.MustCompile(`TASKGATE_[A-Z_]+`).FindAllString(string(mustRead(t, path)), -1) {
 			seen++
 			flag := "--" + strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(v, "TASKGATE_"), "_", "-"))
 			if !strings.Contains(readme, "| `"+flag) {
-				t.Errorf("%s: %s names no flag (%s is not in the README's flag table)", path, v, flag)
+				t.Errorf("%s: %s names no flag (%s is not in docs/flags.md's flag table)", path, v, flag)
 			}
 		}
 	}

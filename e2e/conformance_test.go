@@ -12,7 +12,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -68,23 +67,9 @@ type conformanceCheck struct {
 // runConformance runs one scenario against url and returns its checks.
 func runConformance(t *testing.T, node, suite, url, scenario string) []conformanceCheck {
 	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, suite, "server", "--url", url, "--scenario", scenario, "-o", dir)
-	cmd.WaitDelay = 5 * time.Second
-	out, runErr := cmd.CombinedOutput()
-	files, _ := filepath.Glob(filepath.Join(dir, "server-"+scenario+"-*", "checks.json"))
-	if len(files) != 1 {
-		t.Fatalf("%s: no checks.json (%v)\n%s", scenario, runErr, out)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var checks []conformanceCheck
-	if err := json.Unmarshal(raw, &checks); err != nil {
-		t.Fatalf("%s: checks.json: %v", scenario, err)
+	checks, runErr := runScenario(node, suite, url, scenario, "", t.TempDir())
+	if checks == nil {
+		t.Fatal(runErr)
 	}
 	failed := false
 	for _, c := range checks {

@@ -222,7 +222,9 @@ func (s *stoppableHTTP) start(t *testing.T) {
 
 // TestUpstreamOutageBinary: the upstream dies mid-task. The task ends
 // failed naming the upstream (not stuck working), a plain call gets HTTP
-// 200 with -32603 naming it, /readyz says 503 "upstream" until it is back.
+// 200 with -32603 naming it; /readyz stays 200 (the store answers, so the
+// replica stays in its load balancer and clients can read their tasks)
+// and says "upstream" unreachable in its body until it is back.
 func TestUpstreamOutageBinary(t *testing.T) {
 	t.Parallel()
 	rec := &testupstream.Recorder{}
@@ -250,10 +252,20 @@ func TestUpstreamOutageBinary(t *testing.T) {
 		t.Fatalf("echo with the upstream down: HTTP %d %+v, want 200 and one response", status, msgs)
 	}
 	wantInternal(t, "echo with the upstream down", msgs[0], "the upstream", "unreachable")
-	checks := g.waitReadyz(t, http.StatusServiceUnavailable)
-	if !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], upURL) || checks["store"] != "ok" {
-		t.Errorf("/readyz checks with the upstream down = %v", checks)
+	code, checks := g.readyz(t)
+	if code != http.StatusOK || !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], upURL) || checks["store"] != "ok" {
+		t.Errorf("/readyz with the upstream down = %d %v, want 200 saying the upstream is unreachable", code, checks)
+	}
+	if status, msg := waitTerminal(t, s, id); status != "failed" || msg == "" {
+		t.Errorf("the failed task is not readable with the upstream down: %s %q", status, msg)
 	}
 	up.start(t)
-	g.waitReadyz(t, http.StatusOK)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, checks = g.readyz(t); code == http.StatusOK && checks["upstream"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the upstream came back = %d %v", code, checks)
+		}
+	}
 }

@@ -87,8 +87,8 @@ func TestStdioTasksTypeScript(t *testing.T) {
 }
 
 // TestStdioChildExits: a child that exits mid-call fails the task with
-// its exit status, a plain call gets -32603 with it, /readyz is 503 until
-// the child is back, and then calls work again.
+// its exit status, a plain call gets -32603 with it, /readyz names the
+// upstream down until the child is back, and then calls work again.
 func TestStdioChildExits(t *testing.T) {
 	g := startGateway(t, stdioUpstream(t), "--task", "exit")
 	c := newRawSession(t, g.URL, "")
@@ -130,6 +130,9 @@ func TestStdioChildExits(t *testing.T) {
 }
 
 // waitReady polls /readyz until it answers 200.
+// waitReady waits until /readyz says the gateway is ready and its
+// upstream (the child) is up: readiness itself is the store's, and stays
+// 200 while the child restarts.
 func waitReady(t *testing.T, g *gateway) {
 	t.Helper()
 	waitUntil(t, 20*time.Second, func() bool {
@@ -137,8 +140,11 @@ func waitReady(t *testing.T, g *gateway) {
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		defer resp.Body.Close()
+		var body struct {
+			Checks map[string]string `json:"checks"`
+		}
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&body) == nil && body.Checks["upstream"] == "ok"
 	})
 }
 

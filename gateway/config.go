@@ -1,8 +1,10 @@
 package gateway
 
 import (
-	"go.opentelemetry.io/otel/trace"
+	"net/netip"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/google/uuid"
 
@@ -44,6 +46,12 @@ type Config struct {
 	// nil means a plain pass-through proxy (no tasks), and /readyz checks
 	// only the upstream.
 	Store *taskstore.Store
+	// ReadyRequiresUpstream makes /readyz answer 503 while the upstream is
+	// unreachable or not an MCP endpoint. False: /readyz is 200 whenever
+	// the Store answers (the replica can still serve its tasks: polls,
+	// results, cancels), and the upstream's state is in the body and in
+	// taskgate_upstream_up. Without a Store the upstream always counts.
+	ReadyRequiresUpstream bool
 	// Policy decides every tools/call and what 2025-11-25 clients see in
 	// tools/list (policy.Decide). It is read per call, so a Config stored
 	// in it (a reload) applies from the next call on; tasks already created
@@ -115,6 +123,26 @@ type Config struct {
 	// Origin check); empty or a wildcard address adds nothing to
 	// localhost.
 	ListenHost string
+	// PublicURL is the gateway's external MCP URL
+	// ("https://mcp.example.com/mcp"), when it runs behind TLS termination
+	// or an ingress: the protected resource OAuth clients ask tokens for
+	// (RFC 9728, RFC 8707). An empty path means Path. Empty: each
+	// request's Host and TLS, with the forwarding headers of
+	// TrustedProxies (publicurl.go).
+	PublicURL string
+	// TrustedProxies are the peers whose Forwarded (RFC 7239) and
+	// X-Forwarded-Proto/X-Forwarded-Host headers say what the client
+	// reached, when PublicURL is empty. Nil: nobody's.
+	TrustedProxies []netip.Prefix
+	// Auth, when set, makes the gateway an OAuth 2.1 resource server: a
+	// request to the MCP endpoint needs a bearer token Auth accepts, and
+	// its principal owns the tasks (auth.go). Nil: the gateway checks no
+	// token, and the upstream is the resource server.
+	Auth Authenticator
+	// AuthStrip drops the client's Authorization once Auth accepted it,
+	// so nothing sends it upstream: for an upstream that trusts the
+	// gateway. False: it is forwarded as sent. Ignored without Auth.
+	AuthStrip bool
 	// Anonymous bounds the tasks of 2026-07-28 clients that send no
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks

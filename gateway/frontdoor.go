@@ -96,6 +96,7 @@ const corsHeaders = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Pr
 // an allowed cross-origin request goes on with its CORS headers set.
 func (h *Handler) frontDoor(w http.ResponseWriter, r *http.Request) bool {
 	if len(r.Header.Values("Authorization")) > 1 {
+		h.log.Warn().Str("op", "auth").Int("status", http.StatusBadRequest).Str("remote", r.RemoteAddr).Msg("request refused: more than one Authorization header")
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
 			"Invalid Request: more than one Authorization header; send one credential"))
 		return false

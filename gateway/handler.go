@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // Handler is the gateway's http.Handler: it reads and parses each request
@@ -31,9 +32,14 @@ type Handler struct {
 	end  context.CancelFunc
 
 	origins *originPolicy // the allowed Origins (frontdoor.go)
+	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
 	trace   *tracing      // spans (tracing.go); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
+	// health is the upstream's as last seen (upstream_health.go).
+	health *upstreamHealth
 
 	// With a store only (nil: a plain pass-through proxy).
 	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
@@ -54,9 +60,18 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: c, log: c.Logger, origins: origins}
+	pub, err := newPublicURLs(c.PublicURL, c.Path, c.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.trace = newTracing(c.Tracer, c.ReplicaID)
+	var own ownMetadata
+	if c.Auth != nil {
+		own = c.Auth
+	}
+	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
@@ -66,10 +81,17 @@ func New(cfg Config) (*Handler, error) {
 		}
 		return float64(inflight())
 	})
-	c.Upstream.SetObserver(h.metrics.observeUpstream)
+	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.upstreamUp)
+	c.Upstream.SetObserver(func(o upstream.Observation) {
+		h.metrics.observeUpstream(o)
+		h.health.observe(o)
+	})
 	h.metrics.trace = h.trace
 	h.metrics.registerBuild(c.Version)
 	h.metrics.registerLimit(c.MaxInflight)
+	if c.Auth != nil {
+		h.metrics.registerAuth()
+	}
 	if c.Store == nil {
 		if c.Fallback.Enabled {
 			return nil, errors.New("gateway: Config.Fallback needs a Store (the fallback tools run tasks)")
@@ -77,6 +99,9 @@ func New(cfg Config) (*Handler, error) {
 		return h, nil
 	}
 	c.Store.AddHook(storeHook{h.metrics})
+	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
+		h.creds = newCredentials(c.Store, c.Logger)
+	}
 	h.metrics.registerPool(c.Store.PoolStats)
 	var polls *pollLimiter
 	if c.PollLimit > 0 {
@@ -92,7 +117,7 @@ func New(cfg Config) (*Handler, error) {
 	h.runner = newRunner(runnerParams{
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
-		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight,
+		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
 	})
 	inflight = h.runner.inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
@@ -165,14 +190,19 @@ func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
 
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &recorder{ResponseWriter: w}
+	rec := &recorder{ResponseWriter: w, pub: h.pub, req: r}
 	defer h.served(rec, r, time.Now())
 	w = rec
 	switch r.URL.Path {
 	case h.cfg.Path:
+		r = h.pub.resolve(r)
+		rec.req = r
 		r = h.trace.startRequest(r, rec)
 		if h.frontDoor(w, r) {
-			h.serveMCP(w, r)
+			if r, ok := h.authenticate(w, r); ok {
+				h.creds.note(r)
+				h.serveMCP(w, r)
+			}
 		}
 	case "/healthz":
 		h.serveHealth(w, r)
@@ -181,7 +211,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.MetricsPath:
 		h.metrics.handler().ServeHTTP(w, r)
 	default:
-		http.NotFound(w, r)
+		if !h.meta.serve(w, r) {
+			http.NotFound(w, r)
+		}
 	}
 }
 

@@ -17,9 +17,15 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	mcpwire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// serveReady answers readiness: the upstream accepts connections and the
-// task store answers. 503 lists what is not ready; a draining replica
-// (Drain) is not ready.
+// serveReady answers readiness: can this replica serve its clients' tasks?
+// That is its task store answering. The upstream is checked too (it
+// accepts connections, and its answers are an MCP endpoint's:
+// upstream_health.go) and reported in the body and in
+// taskgate_upstream_up, but it makes the replica unready only with
+// Config.ReadyRequiresUpstream (or without a store): an upstream outage
+// must not take every replica out of its load balancer, or clients could
+// not even poll the tasks they hold. 503 lists what is not ready; a
+// draining replica (Drain) is not ready.
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -29,9 +35,9 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
-	if err := h.up.client.Ping(ctx); err != nil {
+	if err := h.health.check(ctx, h.cfg.Upstream); err != nil {
 		checks["upstream"] = err.Error() // the reason, never the address
-		ready = false
+		ready = h.cfg.Store != nil && !h.cfg.ReadyRequiresUpstream
 	}
 	if h.cfg.Store != nil {
 		checks["store"] = "ok"

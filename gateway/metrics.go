@@ -36,12 +36,14 @@ import (
 //	taskgate_task_input_wait_seconds{tool}            time a task waited for its client's answers
 //	taskgate_upstream_request_duration_seconds{method} until the upstream's response headers
 //	taskgate_upstream_errors_total{method,reason}     unreachable|http_4xx|http_5xx
+//	taskgate_upstream_up                              1 when the upstream was last seen reachable and answering as MCP (upstream_health.go)
 //	taskgate_store_command_duration_seconds{command}  one Redis command or pipeline
 //	taskgate_store_errors_total{command}              failed Redis commands (not "no such key")
 //	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
+//	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
@@ -61,11 +63,13 @@ type metrics struct {
 	inputWait     *prometheus.HistogramVec
 	upDuration    *prometheus.HistogramVec
 	upErrors      *prometheus.CounterVec
+	upstreamUp    prometheus.Gauge
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	recovered     prometheus.Counter
 	pollLimited   *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
+	authRefusals  *prometheus.CounterVec // nil without Config.Auth
 	requests      requestMetrics
 
 	tools toolLabels
@@ -105,6 +109,9 @@ func newMetrics(heldCalls func() float64) *metrics {
 		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_upstream_errors_total", Help: "Upstream requests that failed, per MCP method and reason (unreachable, http_4xx, http_5xx).",
 		}, []string{"method", "reason"}),
+		upstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "taskgate_upstream_up", Help: "1 when the upstream was last seen reachable and answering as an MCP endpoint (a request, or a /readyz probe), else 0.",
+		}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_store_command_duration_seconds", Help: "Redis command round trips of the task store, per command (pipeline for a pipeline).",
 			Buckets: fastBuckets,
@@ -127,7 +134,7 @@ func newMetrics(heldCalls func() float64) *metrics {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
-	m.register(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors,
+	m.register(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors, m.upstreamUp,
 		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, m.reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.requests = newRequestMetrics(m.register)

@@ -33,7 +33,7 @@ type eraUpstream struct {
 }
 
 type upstreamPost struct {
-	method, session, version, name string
+	method, session, version, name, auth string
 }
 
 func newEraUpstream(t *testing.T, stateless bool) *eraUpstream {
@@ -55,7 +55,7 @@ func newEraUpstream(t *testing.T, stateless bool) *eraUpstream {
 			_ = json.Unmarshal(body, &m)
 			u.mu.Lock()
 			u.seen = append(u.seen, upstreamPost{m.Method, r.Header.Get("Mcp-Session-Id"),
-				r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Name")})
+				r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Name"), r.Header.Get("Authorization")})
 			u.mu.Unlock()
 		}
 		(*u.next.Load()).ServeHTTP(w, r)

@@ -106,6 +106,7 @@ type outageRig struct {
 	rec   *testupstream.Recorder
 	urls  []string // each replica's MCP endpoint
 	bases []string // each replica's base URL (/readyz)
+	hs    []*Handler
 }
 
 // outageRules: slow is a task (both flavours), echo is always sync, every
@@ -121,7 +122,7 @@ func (quietRedis) Printf(context.Context, string, ...interface{}) {}
 
 var quietRedisOnce sync.Once
 
-func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outageRig {
+func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options, mods ...func(i int, c *Config)) *outageRig {
 	t.Helper()
 	quietRedisOnce.Do(func() { redis.SetLogger(quietRedis{}) })
 	rig := &outageRig{t: t, rec: &testupstream.Recorder{}}
@@ -140,10 +141,14 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options) *outa
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
 			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), hybridPolicy(outageRules(t), 200*time.Millisecond), -1
+			for _, mod := range mods {
+				mod(i, c)
+			}
 		})
 		rig.urls = append(rig.urls, f.urls[i])
 		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
 	}
+	rig.hs = f.hs
 	return rig
 }
 
@@ -176,6 +181,23 @@ func (rig *outageRig) readyz(i int) (int, map[string]string) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	return resp.StatusCode, body.Checks
+}
+
+// upstreamUp is replica i's taskgate_upstream_up, as /metrics shows it.
+func (rig *outageRig) upstreamUp(i int) string {
+	rig.t.Helper()
+	resp, err := http.Get(rig.bases[i] + "/metrics")
+	if err != nil {
+		rig.t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "taskgate_upstream_up "); ok {
+			return v
+		}
+	}
+	return "missing"
 }
 
 // waitReady polls replica i's /readyz until it answers status.
@@ -355,6 +377,7 @@ func (c *outageClient) task(tool string, args map[string]any) string {
 
 // taskState is a task as tasks/get shows it, either flavour.
 type taskState struct {
+	TaskID        string          `json:"taskId"`
 	Status        string          `json:"status"`
 	StatusMessage string          `json:"statusMessage"`
 	Result        json.RawMessage `json:"result"`
@@ -402,6 +425,29 @@ func wantRPCError(t *testing.T, what string, status int, r rpcReply, want ...str
 	}
 }
 
+// wantCachedTask checks a tasks/get answered, during a store outage, from
+// the replica's render cache: HTTP 200 and the completed task id.
+func wantCachedTask(t *testing.T, what string, status int, r rpcReply, id string) {
+	t.Helper()
+	var ts taskState
+	if r.Error != nil || status != http.StatusOK || json.Unmarshal(r.Result, &ts) != nil || ts.TaskID != id || ts.Status != "completed" {
+		t.Errorf("%s: HTTP %d error %+v result %s, want task %s completed from the render cache", what, status, r.Error, r.Result, id)
+	}
+}
+
+// waitNoticesLost waits until replica i's render cache has been told its
+// removal notices are no longer live (the store's pub/sub connection saw
+// Redis go away).
+func (rig *outageRig) waitNoticesLost(i int) {
+	rig.t.Helper()
+	renders := rig.hs[i].front2025.renders
+	for deadline := time.Now().Add(hangGuard); renders.live.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			rig.t.Fatalf("replica %d: the removal notices still look live %s after Redis stopped", i, hangGuard)
+		}
+	}
+}
+
 // resultTextOf is the text of a CallToolResult.
 func resultTextOf(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
@@ -412,7 +458,9 @@ func resultTextOf(t *testing.T, raw json.RawMessage) string {
 // TestRedisOutageStoreRequestsFailFast: while Redis is down, every request
 // that needs the task store is answered at once with -32603 "task store
 // unavailable" (never hangs, never passes through to the upstream), on the
-// replica that knows the session and on one that has never seen it. Once
+// replica that knows the session and on one that has never seen it; the
+// one exception is a tasks/get of a finished task the replica has in its
+// render cache, which is answered from there (servableInOutage). Once
 // Redis is back, the same requests work again on the same session.
 func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
@@ -428,11 +476,19 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	modern.waitTask(modernDone)
 
 	rig.redis.Stop()
+	// Replica 0 rendered both finished tasks (their last polls) and keeps
+	// them in its render cache. Wait until it knows the removal notices
+	// are lost: its polls of them then read the stamp, which fails, and
+	// must still be answered from the cache (servableInOutage). Before
+	// that they are answered from the cache without a read (zeroRTT), so
+	// both ways give the same answer, whenever the loss is noticed.
+	rig.waitNoticesLost(0)
 	calls := rig.rec.Count("", testupstream.Called)
 	for _, c := range []struct {
-		name string
-		cl   *outageClient
-	}{{"replica-with-session-cached", legacyA}, {"replica-without-session-cached", legacyB}} {
+		name   string
+		cl     *outageClient
+		cached bool
+	}{{"replica-with-session-cached", legacyA, true}, {"replica-without-session-cached", legacyB, false}} {
 		cl := c.cl
 		for _, m := range []struct {
 			method string
@@ -445,6 +501,10 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 			{"tasks/cancel", map[string]any{"taskId": legacyDone}},
 		} {
 			status, r := cl.call(m.method, m.params)
+			if c.cached && m.method == "tasks/get" {
+				wantCachedTask(t, c.name+" legacy tasks/get", status, r, legacyDone)
+				continue
+			}
 			wantRPCError(t, c.name+" legacy "+m.method, status, r, storeDownMsg)
 		}
 	}
@@ -465,6 +525,10 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	} {
 		for i, url := range rig.urls {
 			status, r := modern.on(url).call(m.method, m.params)
+			if i == 0 && m.method == "tasks/get" {
+				wantCachedTask(t, "replica 0 modern tasks/get", status, r, modernDone)
+				continue
+			}
 			wantRPCError(t, fmt.Sprintf("replica %d modern %s", i, m.method), status, r, storeDownMsg)
 		}
 	}
@@ -627,10 +691,20 @@ func TestRedisOutageReadiness(t *testing.T) {
 // TestUpstreamOutage: the upstream dies mid-call, or is down when a task's
 // worker starts: the task ends failed with a message naming the upstream,
 // never stuck working; a plain call gets HTTP 200 and -32603 naming the
-// upstream; /readyz says 503 "upstream" until it is back.
+// upstream; /readyz stays 200 (the store answers: clients can still read
+// their tasks) with the upstream named unreachable in its body and
+// taskgate_upstream_up 0, except on the replica that requires the upstream
+// (Config.ReadyRequiresUpstream), which says 503 until it is back.
 func TestUpstreamOutage(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		rig := newOutageRig(t, 2, testupstream.Options{Stateless: stateless})
+		rig := newOutageRig(t, 2, testupstream.Options{Stateless: stateless}, func(i int, c *Config) {
+			c.ReadyRequiresUpstream = i == 1
+		})
+		for i := range rig.urls {
+			if status, checks := rig.readyz(i); status != http.StatusOK || checks["upstream"] != "ok" || rig.upstreamUp(i) != "1" {
+				t.Fatalf("replica %d before the outage: /readyz %d %v, taskgate_upstream_up %s", i, status, checks, rig.upstreamUp(i))
+			}
+		}
 		var cl *outageClient
 		if stateless {
 			cl = &outageClient{t: t, url: rig.urls[0], modern: true}
@@ -677,12 +751,20 @@ func TestUpstreamOutage(t *testing.T) {
 			wantRPCError(t, fmt.Sprintf("replica %d: tools/list", i), status, r, "the upstream", "unreachable")
 		}
 
-		checks := rig.waitReady(0, http.StatusServiceUnavailable)
-		if !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], rig.up.URL) || checks["store"] != "ok" {
-			t.Errorf("/readyz checks with the upstream down = %v, want the upstream unreachable (without its address) and the store ok", checks)
+		for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+			status, checks := rig.readyz(i)
+			if status != want || !strings.Contains(checks["upstream"], "unreachable") || strings.Contains(checks["upstream"], rig.up.URL) || checks["store"] != "ok" {
+				t.Errorf("replica %d: /readyz with the upstream down = %d %v, want %d, the upstream unreachable (without its address) and the store ok", i, status, checks, want)
+			}
+			if up := rig.upstreamUp(i); up != "0" {
+				t.Errorf("replica %d: taskgate_upstream_up with the upstream down = %s, want 0", i, up)
+			}
 		}
 		rig.up.start()
-		rig.waitReady(0, http.StatusOK)
+		rig.waitReady(1, http.StatusOK)
+		if status, checks := rig.readyz(0); status != http.StatusOK || checks["upstream"] != "ok" || rig.upstreamUp(0) != "1" {
+			t.Errorf("/readyz after the upstream came back: %d %v, taskgate_upstream_up %s", status, checks, rig.upstreamUp(0))
+		}
 		if !stateless {
 			// The restarted upstream forgot the session; a new one works.
 			cl = &outageClient{t: t, url: rig.urls[1], version: version2025}

@@ -12,12 +12,15 @@ package gateway
 // further for a poll of a terminal task already rendered: it reads only the
 // record's stamp, not the whole record, and while the store's removal
 // notices are live (taskstore.WatchRemovals) not even that: see zeroRTT.
+// While the store is unavailable such a poll is answered from the cache
+// (servableInOutage).
 
 import (
 	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -258,6 +261,9 @@ func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f render
 	epoch := c.epoch.Load()
 	st, found, err := store.Stamp(ctx, owner, id)
 	if err != nil {
+		if servableInOutage(err, expires, now) {
+			return out, in.trace, true, nil
+		}
 		return nil, "", false, err
 	}
 	if !found || string(st.Status) != in.status || !st.LastUpdatedAt.Equal(in.updated) {
@@ -265,6 +271,20 @@ func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f render
 	}
 	c.markChecked(f, &in, epoch, time.Now())
 	return out, in.trace, true, nil
+}
+
+// servableInOutage reports whether a cached terminal rendering may answer
+// a poll whose stamp read failed with err: yes when the store is
+// unavailable and the task is more than zeroRTTSkew from its expiry. Its
+// record cannot have changed (terminal states are sticky) and nothing can
+// remove it while Redis is down; the first poll after the outage reads
+// the stamp again (the outage started a new epoch), so a Redis that came
+// back without its data is seen then. Without this a poll during an outage
+// got the cached answer or -32603 depending on whether the pub/sub
+// connection had yet noticed the loss (zeroRTT): now both ways give the
+// cached answer. Polls of tasks not cached here still get -32603.
+func servableInOutage(err error, expires, now time.Time) bool {
+	return errors.Is(err, taskstore.ErrUnavailable) && now.Before(expires.Add(-zeroRTTSkew))
 }
 
 // get is the marshalled result of a tasks/get (flavour f) of the owner's

@@ -45,11 +45,18 @@ type recorder struct {
 	bytes  int64
 	method string
 	span   trace.Span // the request's server span; nil without tracing
+	// pub and req point a 401's or 403's challenges at the gateway's
+	// metadata (oauthmeta.go); nil pub: as written.
+	pub *publicURLs
+	req *http.Request
 }
 
 func (rec *recorder) WriteHeader(code int) {
 	if rec.status == 0 {
 		rec.status = code
+		if (code == http.StatusUnauthorized || code == http.StatusForbidden) && rec.pub != nil {
+			pointChallenges(rec.Header(), rec.pub.metadataURL(rec.req))
+		}
 	}
 	rec.ResponseWriter.WriteHeader(code)
 }

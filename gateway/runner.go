@@ -74,6 +74,7 @@ type runnerParams struct {
 	lease       time.Duration // how long a lease lasts unrenewed
 	renew       time.Duration // how often it is renewed, and the recoverer sweeps
 	maxInflight int           // 0: no limit
+	creds       *credentials  // the principals' freshest tokens; nil: none
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.

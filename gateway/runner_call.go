@@ -72,6 +72,9 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 	if !reserved {
 		rn.count()
 	}
+	// Every request of the call, now or later, carries its principal's
+	// freshest token (credentials.go).
+	sess = rn.creds.bind(sess)
 	// The encoding's deep stack stays on this goroutine, the request's
 	// writing on the call's first goroutine, which ends once it is written
 	// (upstream.Client.CallAsync): the answer is waited for on a goroutine

@@ -51,8 +51,8 @@ func (c *commandCounter) reset() map[string]int {
 // answers the very bytes of the full read; a removal notice makes the next
 // poll read the stamp (one HMGET), and a stamp that changed the whole
 // record; near its expiry a task's stamp is read on every poll; another
-// owner, an expired task and an unreachable store get what they get
-// without the cache.
+// owner and an expired task get what they get without the cache; with the
+// store unreachable the cached task is still answered, an uncached one not.
 func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cmds := &commandCounter{n: map[string]int{}}
 	var skew atomic.Int64
@@ -135,12 +135,17 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	}
 	skew.Store(0)
 
-	// Store unreachable: once the replica has noticed (its pub/sub
-	// connection broke), "task store unavailable", not the cached answer.
-	get(alice)
+	// Store unreachable, and the replica has noticed (its pub/sub
+	// connection broke, so the stamp is read, and fails): still the
+	// cached answer (servableInOutage), as before it noticed; a task not
+	// cached gets "task store unavailable".
+	cachedNow, _ := get(alice)
 	mr.Close()
 	waitFor(t, func() bool { return !renders.live.Load() })
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
-		t.Errorf("tasks/get with Redis down = %s %+v, want task store unavailable", r.Result, r.Error)
+	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
+		t.Errorf("tasks/get with Redis down = %s %+v, want the cached answer %s", r.Result, r.Error, cachedNow)
+	}
+	if r := alice.call("tasks/get", map[string]any{"taskId": "never-cached"}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
+		t.Errorf("tasks/get of a task not cached with Redis down = %s %+v, want task store unavailable", r.Result, r.Error)
 	}
 }

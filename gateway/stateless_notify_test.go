@@ -288,7 +288,9 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 
 // TestStatelessUpstreamChallenge: credentials the stateless upstream
 // refuses get the client its 401 and WWW-Authenticate challenge, at
-// initialize (server/discover) and later, so its authorization flow starts.
+// initialize (server/discover) and later, so its authorization flow starts;
+// the challenge's resource_metadata names the gateway's metadata
+// (oauthmeta.go), whose resource is the URL the client calls.
 func TestStatelessUpstreamChallenge(t *testing.T) {
 	inner := testupstream.Handler(testupstream.Options{Stateless: true})
 	const challenge = `Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"`
@@ -304,11 +306,12 @@ func TestStatelessUpstreamChallenge(t *testing.T) {
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	fl.add(nil)
+	pointed := `Bearer resource_metadata="` + strings.TrimSuffix(fl.urls[0], "/mcp") + `/.well-known/oauth-protected-resource/mcp"`
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 	check := func(what string, resp *http.Response) {
 		t.Helper()
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != challenge {
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != pointed {
 			t.Errorf("%s: HTTP %d, WWW-Authenticate %q; want 401 with the upstream's challenge", what, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -45,6 +46,9 @@ const anonymousOwner = "anonymous"
 // anonPrefix starts the owner of an anonymous task (anonOwner).
 const anonPrefix = "anon:"
 
+// principalPrefix starts the owner of a validated principal (authOwner).
+const principalPrefix = "principal:"
+
 // ownerOf is the owner of a 2025-11-25 client's request
 // (docs/ARCHITECTURE.md invariant 3; MCP 2025-11-25, Tasks, "Task Isolation
 // and Access Control"): the SHA-256 of the Authorization header when there
@@ -61,9 +65,17 @@ func ownerOf(r *http.Request) string {
 	return anonymousOwner
 }
 
-// authOwner is the owner the request's Authorization makes ("" without
-// one): its SHA-256, never the credential itself.
+// authOwner is the owner the request's credentials make ("" without
+// any). With the gateway's own validation (Config.Auth) it is the
+// validated principal (issuer and subject, or client), so a refreshed
+// token, a new session of the same user and any replica see the same
+// tasks, limits and owner session. Without it, it is the Authorization's
+// SHA-256, never the credential itself: a refreshed token is then another
+// owner.
 func authOwner(r *http.Request) string {
+	if p, ok := auth.FromContext(r.Context()); ok {
+		return principalPrefix + p.Key()
+	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
 		return ""
@@ -107,6 +119,11 @@ func sessionOwner(r *http.Request) string {
 // correlate lines, never a session id or credential.
 func logOwner(owner string) string {
 	kind, _, _ := strings.Cut(owner, ":")
+	if isAnonymous(owner) {
+		// One word in the log for both kinds ("anonymous", "anon:<task>"):
+		// the digest still tells them apart.
+		kind = anonymousOwner
+	}
 	sum := sha256.Sum256([]byte(owner))
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The example in doc.go and README.md.
+// The example in doc.go and docs/policy.md.
 const exampleFile = `{
   "rules": [
     {"tool": "deploy_*", "mode": "task-required", "ttl": "2h", "pollInterval": "10s"},
@@ -38,7 +38,7 @@ func TestParseFileExample(t *testing.T) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
 	// The documented example is this one.
-	for _, doc := range []string{"doc.go", "../README.md"} {
+	for _, doc := range []string{"doc.go", "../docs/policy.md"} {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestParseFileExample(t *testing.T) {
 }
 
 // normalise drops Go comment markers and indentation, so the example
-// can be found in doc.go as in README.md.
+// can be found in doc.go as in docs/policy.md.
 func normalise(b []byte) []byte {
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {

@@ -20,6 +20,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 (cd e2e/js && npm ci --no-audit --no-fund --loglevel=error)
+# A real OpenID provider (oidc-provider) for the --auth-issuer tests.
+(cd e2e/oidc && npm ci --no-audit --no-fund --loglevel=error)
 # The official MCP conformance suite, with the Node 22 it needs (from npm).
 (cd e2e/conformance && npm ci --no-audit --no-fund --loglevel=error)
 

@@ -32,6 +32,10 @@ type Session struct {
 	// Header holds further headers sent on every request, typically the
 	// client's Authorization. It is not modified.
 	Header http.Header
+	// Authorization, when set, is asked on every request for the
+	// Authorization to send instead of Header's ("": Header's): the
+	// freshest token of the client a task's later requests are made for.
+	Authorization func(ctx context.Context) string
 }
 
 // CallOptions receive what the upstream sends while it works on a call.
@@ -354,6 +358,11 @@ func (c *Client) newPost(ctx context.Context, s *Session, method, name string, b
 	if s != nil {
 		for k, vv := range s.Header {
 			h[k] = vv
+		}
+		if s.Authorization != nil {
+			if v := s.Authorization(ctx); v != "" {
+				h["Authorization"] = []string{v}
+			}
 		}
 		if s.ID != "" {
 			h.Set("Mcp-Session-Id", s.ID)

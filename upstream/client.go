@@ -57,6 +57,9 @@ type Observation struct {
 	Took   time.Duration // until the response headers, or the failure
 	Status int           // HTTP status; 0 when Err is set
 	Err    error         // no response (the upstream is unreachable)
+	// NotMCP, when set, says why the answer cannot be an MCP endpoint's
+	// (notMCP): the upstream URL most likely names the wrong path.
+	NotMCP string
 }
 
 type methodKey struct{}
@@ -131,6 +134,12 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("upstream URL is empty")
 	}
+	if !strings.Contains(rawURL, "://") {
+		// "127.0.0.1:3000/mcp" does not parse, and "localhost:3000/mcp"
+		// parses with the scheme "localhost": name the fix for both.
+		fixed := RedactURL("http://" + rawURL)
+		return nil, fmt.Errorf("upstream URL %q has no scheme: did you mean %s?", strings.TrimPrefix(fixed, "http://"), fixed)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url's error quotes the whole URL, password included.
@@ -143,6 +152,22 @@ func ParseURL(rawURL string) (*url.URL, error) {
 		return nil, fmt.Errorf("upstream URL %q has no host", u.Redacted())
 	}
 	return u, nil
+}
+
+// PathHint is the likely fix for an upstream URL whose answers are not an
+// MCP endpoint's (Observation.NotMCP): "did you mean …/mcp?" when its path
+// is empty or "/" (the path MCP servers commonly serve at), else a plea to
+// check the path. The URL's password is masked.
+func PathHint(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "check the upstream URL"
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/mcp"
+		return "did you mean " + u.Redacted() + "?"
+	}
+	return "check the path of " + u.Redacted() + ": it must be the server's MCP endpoint (often /mcp)"
 }
 
 // RedactURL masks the userinfo of a URL that may not parse: whatever
@@ -295,13 +320,13 @@ func (c *Client) roundTrip(rt http.RoundTripper, req *http.Request, method strin
 		start = time.Now()
 	}
 	resp, err := rt.RoundTrip(req)
-	return c.observed(observe, req.Context(), method, start, resp, err)
+	return c.observed(observe, req, method, start, resp, err)
 }
 
-// observed is the end of roundTrip, once the response headers arrived or
-// the exchange failed (started at start; ctx is the request's): observe,
-// when set, hears of it, and an error names the unreachable upstream.
-func (c *Client) observed(observe *func(Observation), ctx context.Context, method string, start time.Time, resp *http.Response, err error) (*http.Response, error) {
+// observed is the end of roundTrip, once the response headers to req
+// arrived or the exchange failed (started at start): observe, when set,
+// hears of it, and an error names the unreachable upstream.
+func (c *Client) observed(observe *func(Observation), req *http.Request, method string, start time.Time, resp *http.Response, err error) (*http.Response, error) {
 	if observe == nil {
 		if err != nil {
 			return nil, c.unreachable(err)
@@ -311,14 +336,46 @@ func (c *Client) observed(observe *func(Observation), ctx context.Context, metho
 	o := Observation{Method: method, Took: time.Since(start), Err: err}
 	if resp != nil {
 		o.Status = resp.StatusCode
+		o.NotMCP = notMCP(req, resp)
 	}
 	if err != nil {
 		err = c.unreachable(err)
 	}
-	if ctx.Err() == nil {
+	if req.Context().Err() == nil {
 		(*observe)(o)
 	}
 	return resp, err
+}
+
+// notMCP says why resp, the answer to req, cannot come from an MCP
+// endpoint, or "" when it may. Only a POST tells: an MCP endpoint accepts
+// POST (so no 405), answers 404 only to a session id it does not know
+// (Streamable HTTP, "Session Management"), and answers a request with
+// application/json or text/event-stream ("Sending Messages to the
+// Server"; a 200 without a Content-Type may be an empty answer to a
+// notification). A GET may get 405 from any MCP server, and a DELETE too.
+func notMCP(req *http.Request, resp *http.Response) string {
+	if req.Method != http.MethodPost {
+		return ""
+	}
+	if (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && mediaType(resp) == "application/json" {
+		// A JSON-RPC error with it (a 2026-07-28 server refusing a
+		// method it removed answers 404 so): an MCP endpoint's answer.
+		return ""
+	}
+	switch {
+	case resp.StatusCode == http.StatusMethodNotAllowed:
+		return "HTTP 405 to a POST"
+	case resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") == "":
+		return "HTTP 404 to a POST without a session"
+	case resp.StatusCode == http.StatusOK:
+		switch ct := mediaType(resp); ct {
+		case "application/json", "text/event-stream", "": // "": an empty answer to a notification
+		default:
+			return fmt.Sprintf("Content-Type %q in answer to a POST", ct)
+		}
+	}
+	return ""
 }
 
 func (c *Client) newRequest(ctx context.Context, method string, body io.Reader) (*http.Request, error) {

@@ -275,6 +275,80 @@ func TestParseURL(t *testing.T) {
 	if _, err := upstream.ParseURL("https://mcp.example.com/mcp"); err != nil {
 		t.Error(err)
 	}
+	// No scheme: the message names the fix.
+	for in, want := range map[string]string{
+		"127.0.0.1:3000/mcp":     "did you mean http://127.0.0.1:3000/mcp?",
+		"localhost:3000/mcp":     "did you mean http://localhost:3000/mcp?",
+		"u:s3cret@h:3000/mcp":    "did you mean http://xxxxx@h:3000/mcp?",
+		"mcp.example.com/v1/mcp": "did you mean http://mcp.example.com/v1/mcp?",
+	} {
+		if _, err := upstream.ParseURL(in); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("ParseURL(%q) = %v, want it to say %q", in, err, want)
+		}
+	}
+}
+
+func TestPathHint(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:3000":         "did you mean http://127.0.0.1:3000/mcp?",
+		"http://u:s3cret@h:3000/":       "did you mean http://u:xxxxx@h:3000/mcp?",
+		"https://mcp.example.com/v1":    "check the path of https://mcp.example.com/v1",
+		"http://127.0.0.1:3000/mcp/sse": "check the path of http://127.0.0.1:3000/mcp/sse",
+	} {
+		if got := upstream.PathHint(in); !strings.HasPrefix(got, want) {
+			t.Errorf("PathHint(%q) = %q, want %q…", in, got, want)
+		}
+	}
+}
+
+// TestObservationNotMCP: the observer is told which answers cannot be an
+// MCP endpoint's: a POST's 404 without a session, 405, an HTML page.
+func TestObservationNotMCP(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		status  int
+		ctype   string
+		session string
+		want    bool
+	}{
+		{"404 without a session", http.StatusNotFound, "text/plain", "", true},
+		{"404 to a session", http.StatusNotFound, "text/plain", "s1", false},
+		{"405", http.StatusMethodNotAllowed, "", "", true},
+		{"404 with a JSON-RPC error", http.StatusNotFound, "application/json", "", false},
+		{"html page", http.StatusOK, "text/html; charset=utf-8", "", true},
+		{"json", http.StatusOK, "application/json", "", false},
+		{"sse", http.StatusOK, "text/event-stream", "", false},
+		{"empty 200", http.StatusOK, "", "", false},
+		{"401", http.StatusUnauthorized, "application/json", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.ctype != "" {
+					w.Header().Set("Content-Type", c.ctype)
+				}
+				w.WriteHeader(c.status)
+			}))
+			defer srv.Close()
+			cl, err := upstream.New(srv.URL, upstream.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got upstream.Observation
+			cl.SetObserver(func(o upstream.Observation) { got = o })
+			h := http.Header{"Content-Type": {"application/json"}}
+			if c.session != "" {
+				h.Set("Mcp-Session-Id", c.session)
+			}
+			resp, err := cl.Forward(context.Background(), http.MethodPost, h, strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if (got.NotMCP != "") != c.want {
+				t.Errorf("NotMCP = %q, want set: %t", got.NotMCP, c.want)
+			}
+		})
+	}
 }
 
 // TestCallReusesConnections pins a fix: Call used to close an SSE body

@@ -57,16 +57,16 @@ func (c *Client) CallAsync(ctx context.Context, s *Session, req *jsonrpc.Request
 		done(c.answer(ctx, s, resp, req.ID, opts))
 		return
 	}
-	rctx, method, id := hreq.Context(), req.Method, req.ID
+	method, id := req.Method, req.ID
 	if err != nil {
-		_, err = c.observed(observe, rctx, method, start, nil, err)
+		_, err = c.observed(observe, hreq, method, start, nil, err)
 		endSpan(span, nil, err)
 		done(nil, err)
 		return
 	}
 	p.pc.await(func() {
 		resp, _, err := p.receive()
-		resp, err = c.observed(observe, rctx, method, start, resp, err)
+		resp, err = c.observed(observe, hreq, method, start, resp, err)
 		endSpan(span, resp, err)
 		if err != nil {
 			done(nil, err)

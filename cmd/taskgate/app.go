@@ -28,20 +28,25 @@ func buildVersion() string {
 // main to print; usage errors never dump the help text.
 func run(args []string, stdout, stderr io.Writer) error {
 	app := &cli.App{
-		Name:      "taskgate",
-		Usage:     "give MCP Tasks to an unmodified MCP server",
+		Name:  "taskgate",
+		Usage: "give MCP Tasks to an unmodified MCP server",
+		UsageText: "taskgate serve --upstream http://127.0.0.1:3000/mcp [flags]   (taskgate serve --help lists them)\n" +
+			"taskgate COMMAND --help",
 		Version:   buildVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
 		// One-line errors: we print them in main.
-		ExitErrHandler:       func(*cli.Context, error) {},
-		HideHelpCommand:      true,
-		OnUsageError:         usageError,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		HideHelpCommand: true,
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError("taskgate", c.App.Flags, err)
+		},
 		EnableBashCompletion: true, // taskgate completion
 		Commands: []*cli.Command{
 			serveCommand(),
 			toolsCommand(),
 			healthcheckCommand(),
+			callCommand(),
 			completionCommand(),
 			{
 				Name:  "version",
@@ -53,6 +58,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 			},
 		},
 	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = usageErrorOf(cmd)
+		if cmd.Name == "serve" || cmd.Name == "call" {
+			cmd.CustomHelpTemplate = commandHelp(cmd)
+		}
+	}
+	app.Action = func(c *cli.Context) error {
+		if !c.Args().Present() {
+			return cli.ShowAppHelp(c)
+		}
+		name := c.Args().First()
+		var names []string
+		for _, cmd := range app.Commands {
+			names = append(names, cmd.Names()...)
+		}
+		if s := didYouMean(name, names); s != "" {
+			return fmt.Errorf("unknown command %q: did you mean %q? (see taskgate --help)", name, s)
+		}
+		return fmt.Errorf("unknown command %q (see taskgate --help)", name)
+	}
 	return app.Run(args)
 }
 
@@ -61,10 +86,19 @@ var (
 	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -+([\w-]+)`)
 )
 
+// usageErrorOf is cmd's OnUsageError: usageError, with a misspelt flag
+// matched against cmd's flags.
+func usageErrorOf(cmd *cli.Command) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return usageError("taskgate "+cmd.Name, cmd.Flags, err)
+	}
+}
+
 // usageError turns urfave/cli's parse errors into one line that names the
 // flag and what to fix, instead of a help dump.
-func usageError(_ *cli.Context, err error, _ bool) error {
+func usageError(command string, flags []cli.Flag, err error) error {
 	msg := err.Error()
+	see := command + " --help"
 	if m := badValue.FindStringSubmatch(msg); m != nil {
 		want := "a valid value"
 		switch m[2] {
@@ -74,7 +108,10 @@ func usageError(_ *cli.Context, err error, _ bool) error {
 		return fmt.Errorf("invalid --%s %q: want %s", m[2], m[1], want)
 	}
 	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("unknown flag --%s (see taskgate --help)", m[1])
+		if s := didYouMean(m[1], flagNames(flags)); s != "" {
+			return fmt.Errorf("unknown flag --%s: did you mean --%s? (see %s)", m[1], s, see)
+		}
+		return fmt.Errorf("unknown flag --%s (see %s)", m[1], see)
 	}
-	return errors.New(msg + " (see taskgate --help)")
+	return errors.New(msg + " (see " + see + ")")
 }

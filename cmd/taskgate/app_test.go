@@ -6,7 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,10 +61,21 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--upstream-header", "X-Key: ${TASKGATE_TEST_SURELY_UNSET}"}, "the environment has no ${TASKGATE_TEST_SURELY_UNSET}"},
 		{[]string{"serve", "--upstream", "http://u:s3cret@[::1/mcp"}, "invalid --upstream"},
 		{[]string{"serve", up, "--fallback-tools", "--fallback-prefix", "my tools "}, "invalid --fallback-prefix"},
+		{[]string{"serve", "--upstream", "127.0.0.1:3000/mcp"}, `upstream URL "127.0.0.1:3000/mcp" has no scheme: did you mean http://127.0.0.1:3000/mcp?`},
+		{[]string{"serve", up, "--listen", "8081"}, "invalid --listen 8081: want HOST:PORT, e.g. 127.0.0.1:8081 (or :8081 for every interface)"},
+		{[]string{"serve", up, "--listen", "localhost"}, `invalid --listen "localhost": want HOST:PORT`},
+		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--metrics-listen", "9090"}, "invalid --metrics-listen 9090: want HOST:PORT, e.g. 127.0.0.1:9090"},
+		{[]string{"serve", up, "--listen", busy.Addr().String()}, "another process listens there (stop it, or give another --listen)"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
-		err := run(append([]string{"taskgate"}, tt.args...), &out, &errOut)
+		args := tt.args
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen") }) {
+			// Never the default port: a gateway running on this machine
+			// may hold it, and serve listens before it starts anything.
+			args = append([]string{args[0], "--listen=127.0.0.1:0"}, args[1:]...)
+		}
+		err := run(append([]string{"taskgate"}, args...), &out, &errOut)
 		if err == nil {
 			t.Errorf("%v: no error", tt.args)
 			continue
@@ -80,6 +94,7 @@ func TestFlagErrors(t *testing.T) {
 
 func TestEnvVarSetsFlag(t *testing.T) {
 	t.Setenv("TASKGATE_UPSTREAM", "ftp://from-env/mcp")
+	t.Setenv("TASKGATE_LISTEN", "127.0.0.1:0")
 	err := run([]string{"taskgate", "serve"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "ftp://from-env/mcp") {
 		t.Fatalf("TASKGATE_UPSTREAM not read: %v", err)
@@ -188,5 +203,23 @@ func TestHelpText(t *testing.T) {
 	_ = run([]string{"taskgate", "tools", "--help"}, &out, &errOut)
 	if !strings.Contains(out.String(), "--policy FILE") || strings.Contains(out.String(), "SIGHUP") {
 		t.Errorf("tools --help: want --policy FILE and no SIGHUP promise:\n%s", out.String())
+	}
+}
+
+// TestBusyPortBeforeChild: a busy --listen is reported before the stdio
+// child starts (it would have created the file).
+func TestBusyPortBeforeChild(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	marker := filepath.Join(t.TempDir(), "child-ran")
+	err = run([]string{"taskgate", "serve", "--listen", busy.Addr().String(), "--upstream-command", "touch " + marker}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "another process listens there") {
+		t.Fatalf("serve on a busy port: %v", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the stdio child was started before the busy port was found")
 	}
 }

@@ -34,10 +34,9 @@ autoload -U +X bashcompinit && bashcompinit
 
 func completionCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "completion",
-		Usage:        "print a shell completion script: source <(taskgate completion bash), or zsh",
-		ArgsUsage:    "bash|zsh",
-		OnUsageError: usageError,
+		Name:      "completion",
+		Usage:     "print a shell completion script: source <(taskgate completion bash), or zsh",
+		ArgsUsage: "bash|zsh",
 		Action: func(c *cli.Context) error {
 			scripts := map[string]string{"bash": bashCompletion, "zsh": zshCompletion}
 			if c.Args().Len() != 1 || scripts[c.Args().First()] == "" {

@@ -15,9 +15,9 @@ import (
 
 func fallbackFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "fallback-tools", EnvVars: env("fallback-tools"),
+		&cli.BoolFlag{Name: "fallback-tools", Category: catFallback, EnvVars: env("fallback-tools"),
 			Usage: "give clients that cannot do tasks a task for a long call of a task candidate, and the tools to follow it (task_status, task_result, task_cancel, task_answer)"},
-		&cli.StringFlag{Name: "fallback-prefix", Value: gateway.DefaultFallbackPrefix, EnvVars: env("fallback-prefix"),
+		&cli.StringFlag{Name: "fallback-prefix", Category: catFallback, Value: gateway.DefaultFallbackPrefix, EnvVars: env("fallback-prefix"),
 			Usage: "`PREFIX` of the fallback tools' names; it must not make the name of an upstream tool"},
 	}
 }

@@ -59,4 +59,5 @@ const (
 	catObservability = "Observability"
 )
 
-var _ = []string{catUpstream, catListen, catIdentity, catPolicy, catTasks, catStore, catFallback, catObservability}
+// categories are the flag categories in the order help shows them.
+var categories = []string{catUpstream, catListen, catIdentity, catPolicy, catTasks, catStore, catFallback, catObservability}

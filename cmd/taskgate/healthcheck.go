@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -17,12 +19,11 @@ import (
 // or curl, so its HEALTHCHECK runs this.
 func healthcheckCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "healthcheck",
-		Usage:        "exit 0 when a running gateway's /readyz answers 200, else 1 saying why",
-		OnUsageError: usageError,
+		Name:  "healthcheck",
+		Usage: "exit 0 when a running gateway's /readyz answers 200, else 1 saying why",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "url", Value: "http://127.0.0.1:8080/readyz", EnvVars: env("healthcheck-url"),
-				Usage: "readiness `URL` to probe"},
+				Usage: "readiness `URL` to probe; a gateway's base URL (http://host:8080) means its /readyz"},
 			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "how long the probe may take"},
 		},
 		Action: healthcheck,
@@ -35,7 +36,11 @@ func healthcheck(c *cli.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.String("url"), nil)
+	target, err := readyURL(c.String("url"))
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return fmt.Errorf("invalid --url %q: %v", c.String("url"), err)
 	}
@@ -54,6 +59,28 @@ func healthcheck(c *cli.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("not ready: HTTP %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
-	_, err = fmt.Fprintln(c.App.Writer, "ready")
+	line := "ready"
+	var ready struct {
+		Checks map[string]string `json:"checks"`
+	}
+	if json.Unmarshal(body, &ready) == nil {
+		if up, ok := ready.Checks["upstream"]; ok && up != "ok" {
+			line += "; the upstream: " + up
+		}
+	}
+	_, err = fmt.Fprintln(c.App.Writer, line)
 	return err
+}
+
+// readyURL is the URL healthcheck probes: --url, or its /readyz when it is
+// a gateway's base URL (no path).
+func readyURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("invalid --url %q: want the gateway's URL, e.g. http://127.0.0.1:8080 (its /readyz is probed)", raw)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/readyz"
+	}
+	return u.String(), nil
 }

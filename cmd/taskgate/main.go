@@ -4,13 +4,21 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"github.com/urfave/cli/v2"
 )
 
 func main() {
 	if err := run(os.Args, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "taskgate: "+err.Error())
-		os.Exit(1)
+		code := 1
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) && ec.ExitCode() > 0 {
+			code = ec.ExitCode() // taskgate call's outcome
+		}
+		os.Exit(code)
 	}
 }

@@ -19,22 +19,22 @@ const maxPolicyFile = 1 << 20
 // policyFlags are the policy's flags; reloads says the command keeps
 // running and reloads the rules file (serve), or reads it once (tools).
 func policyFlags(reloads bool) []cli.Flag {
-	usage := "rules `FILE` (JSON, see README \"Policy\"); its rules come after --task/--task-required/--sync, first match wins"
+	usage := "rules `FILE` (JSON, see docs/policy.md); its rules come after --task/--task-required/--sync, first match wins"
 	if reloads {
 		usage += "; reloaded on SIGHUP and when it changes"
 	}
 	return []cli.Flag{
-		&cli.StringFlag{Name: "policy", EnvVars: env("policy"), Usage: usage},
-		&cli.DurationFlag{Name: "auto-after", Value: policy.DefaultAutoAfter, EnvVars: env("auto-after"),
+		&cli.StringFlag{Name: "policy", Category: catPolicy, EnvVars: env("policy"), Usage: usage},
+		&cli.DurationFlag{Name: "auto-after", Category: catPolicy, Value: policy.DefaultAutoAfter, EnvVars: env("auto-after"),
 			Usage: "a tool no rule matches becomes a task candidate once its learned p95 latency exceeds this"},
-		&cli.DurationFlag{Name: "hybrid-wait", Value: policy.DefaultHybridWait, EnvVars: env("hybrid-wait"),
+		&cli.DurationFlag{Name: "hybrid-wait", Category: catPolicy, Value: policy.DefaultHybridWait, EnvVars: env("hybrid-wait"),
 			Usage: "how long a 2026-07-28 client's call of a no-rule tool is held before it becomes a task"},
 	}
 }
 
 // latencySyncFlag sets how often replicas share learned latencies.
 func latencySyncFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "latency-sync", Value: gateway.DefaultLatencySync, EnvVars: env("latency-sync"),
+	return &cli.DurationFlag{Name: "latency-sync", Category: catPolicy, Value: gateway.DefaultLatencySync, EnvVars: env("latency-sync"),
 		Usage: "how often this replica shares the tool latencies it learned through Redis (and reads the other replicas')"}
 }
 

@@ -25,11 +25,11 @@ const ruleOrder = "First match wins: flags in command-line order, then TASKGATE_
 
 func ruleFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringSliceFlag{Name: "task", EnvVars: env("task"),
+		&cli.StringSliceFlag{Name: "task", Category: catPolicy, EnvVars: env("task"),
 			Usage: "tools matching `GLOB` may run as tasks (2025-11-25 clients see taskSupport \"optional\"); repeatable, comma-separated. " + ruleOrder},
-		&cli.StringSliceFlag{Name: "task-required", EnvVars: env("task-required"),
+		&cli.StringSliceFlag{Name: "task-required", Category: catPolicy, EnvVars: env("task-required"),
 			Usage: "tools matching `GLOB` must run as tasks (taskSupport \"required\"); repeatable, comma-separated; first match wins (see --task)"},
-		&cli.StringSliceFlag{Name: "sync", EnvVars: env("sync"),
+		&cli.StringSliceFlag{Name: "sync", Category: catPolicy, EnvVars: env("sync"),
 			Usage: "tools matching `GLOB` never run as tasks (no taskSupport); repeatable, comma-separated; first match wins (see --task)"},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,44 +27,46 @@ import (
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "serve",
-		Usage:        "serve MCP at --listen in front of the --upstream MCP server",
-		OnUsageError: usageError,
+		Name:      "serve",
+		Usage:     "serve MCP at --listen in front of the --upstream MCP server",
+		UsageText: "taskgate serve (--upstream URL | --upstream-command 'CMD ARG...') [flags]",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: env("listen"),
+			&cli.StringFlag{Name: "listen", Category: catListen, Value: "127.0.0.1:8080", EnvVars: env("listen"),
 				Usage: "`ADDR` to serve on (host:port)"},
-			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
+			&cli.StringFlag{Name: "upstream", Category: catUpstream, EnvVars: env("upstream"),
 				Usage: "`URL` of the MCP server to front, e.g. http://127.0.0.1:3000/mcp (this or --upstream-command is required)"},
-			&cli.StringFlag{Name: "path", Value: gateway.DefaultPath, EnvVars: env("path"),
+			&cli.StringFlag{Name: "path", Category: catListen, Value: gateway.DefaultPath, EnvVars: env("path"),
 				Usage: "HTTP `PATH` of the MCP endpoint"},
-			&cli.StringFlag{Name: "max-body", Value: "4MiB", EnvVars: env("max-body"),
+			&cli.StringFlag{Name: "max-body", Category: catListen, Value: "4MiB", EnvVars: env("max-body"),
 				Usage: "largest POST body accepted (`SIZE`: 4194304, 512KiB, 4MiB); larger ones get HTTP 413"},
-			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
+			&cli.DurationFlag{Name: "shutdown-timeout", Category: catListen, Value: 10 * time.Second, EnvVars: env("shutdown-timeout"),
 				Usage: "after draining (--drain-timeout), how long open requests may run before they are cut"},
-			&cli.BoolFlag{Name: "access-log", EnvVars: env("access-log"),
+			&cli.BoolFlag{Name: "access-log", Category: catObservability, EnvVars: env("access-log"),
 				Usage: "log one line per HTTP request when it ends: method, status, bytes, duration, remote address"},
-			&cli.StringFlag{Name: "replica-id", EnvVars: env("replica-id"), DefaultText: "the hostname",
+			&cli.StringFlag{Name: "replica-id", Category: catStore, EnvVars: env("replica-id"), DefaultText: "the hostname",
 				Usage: "`ID` of this replica in leases, failed-task messages and every log line; unique per replica sharing a store (two processes on one host need their own)"},
-			&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, EnvVars: env("drain-timeout"),
+			&cli.DurationFlag{Name: "drain-timeout", Category: catListen, Value: 30 * time.Second, EnvVars: env("drain-timeout"),
 				Usage: "after SIGTERM, how long held upstream calls may finish before their tasks are failed"},
-			&cli.Float64Flag{Name: "poll-limit", Value: gateway.DefaultPollLimit, EnvVars: env("poll-limit"),
+			&cli.Float64Flag{Name: "poll-limit", Category: catTasks, Value: gateway.DefaultPollLimit, EnvVars: env("poll-limit"),
 				Usage: "most tasks/get (and tasks/list) per second one client may send for one task on this replica, bursts of twice that; faster polls get HTTP 429 with Retry-After (0: no limit)"},
-			&cli.StringFlag{Name: "metrics-listen", EnvVars: env("metrics-listen"),
+			&cli.StringFlag{Name: "metrics-listen", Category: catObservability, EnvVars: env("metrics-listen"),
 				Usage: "serve the Prometheus metrics on this `ADDR` instead of at /metrics on --listen"},
-			&cli.IntFlag{Name: "max-inflight", Value: 1000, EnvVars: env("max-inflight"),
+			&cli.IntFlag{Name: "max-inflight", Category: catTasks, Value: 1000, EnvVars: env("max-inflight"),
 				Usage: "most upstream calls held at once for tasks on this replica; past it new tasks are refused (0: no limit)"},
-			&cli.DurationFlag{Name: "lease", Value: gateway.DefaultLease, EnvVars: env("lease"),
+			&cli.DurationFlag{Name: "lease", Category: catTasks, Value: gateway.DefaultLease, EnvVars: env("lease"),
 				Usage: "how long a worker's claim on its task lasts unrenewed; when a replica dies, another fails its tasks this long (plus a 2s grace) after its last renewal"},
-			&cli.DurationFlag{Name: "lease-renew", Value: gateway.DefaultLeaseRenew, EnvVars: env("lease-renew"),
+			&cli.DurationFlag{Name: "lease-renew", Category: catTasks, Value: gateway.DefaultLeaseRenew, EnvVars: env("lease-renew"),
 				Usage: "how often a worker renews its lease, and how often each replica sweeps for expired ones; shorter than --lease"},
-			&cli.DurationFlag{Name: "mrtr-hold", EnvVars: env("mrtr-hold"), DefaultText: "8 x the call's hybrid wait",
+			&cli.DurationFlag{Name: "mrtr-hold", Category: catTasks, EnvVars: env("mrtr-hold"), DefaultText: "8 x the call's hybrid wait",
 				Usage: "how long an input_required round a 2026-07-28 client got before its task began (a session upstream asked for input within the hybrid wait) waits for the client's retry; then the held upstream call is cancelled"},
-			&cli.StringFlag{Name: "log-format", Value: "json", EnvVars: env("log-format"),
+			&cli.StringFlag{Name: "log-format", Category: catObservability, Value: "json", EnvVars: env("log-format"),
 				Usage: "json or console"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("log-level"),
+			&cli.StringFlag{Name: "log-level", Category: catObservability, Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "ready-requires-upstream", Category: catObservability, EnvVars: env("ready-requires-upstream"),
+				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), fallbackFlags())...),
 		Action: serve,
 	}
 }
@@ -92,32 +95,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
-	if err != nil {
-		return err
-	}
-	defer func() { // last: the spans of the shutdown itself are flushed
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stopTracing(ctx)
-	}()
-	up, err := openUpstream(c, log, maxBody, tp)
-	if err != nil {
-		return err
-	}
-	// After the drain (the deferred calls run last-in first-out, and this
-	// is the first): the child gets SIGTERM once held calls finished, and
-	// SIGKILL after --shutdown-timeout.
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
-		defer cancel()
-		up.close(ctx)
-	}()
 	door, err := frontDoor(c, log)
-	if err != nil {
-		return err
-	}
-	fallback, err := fallbackConfig(c, up.Client, log)
 	if err != nil {
 		return err
 	}
@@ -156,6 +134,53 @@ func serve(c *cli.Context) error {
 	if r := c.Duration("lease-renew"); r <= 0 || r >= c.Duration("lease") {
 		return fmt.Errorf("invalid --lease-renew %s: it must be positive and shorter than --lease %s", r, c.Duration("lease"))
 	}
+	publicURL, proxies, err := publicIdentity(c)
+	if err != nil {
+		return err
+	}
+	authn, err := authenticator(c, publicURL, door.scheme(), c.String("listen"), path, log)
+	if err != nil {
+		return err
+	}
+	// Then listen, before anything starts: a busy port is reported at
+	// once, not after a stdio child started or Redis was dialled.
+	ln, err := listen(c, "listen")
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // Serve closes it too; this is for the errors before
+	var mln net.Listener
+	if c.String("metrics-listen") != "" {
+		if mln, err = listen(c, "metrics-listen"); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
+	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
+	if err != nil {
+		return err
+	}
+	defer func() { // last: the spans of the shutdown itself are flushed
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopTracing(ctx)
+	}()
+	up, err := openUpstream(c, log, maxBody, tp)
+	if err != nil {
+		return err
+	}
+	// After the drain (the deferred calls run last-in first-out, and this
+	// is the first): the child gets SIGTERM once held calls finished, and
+	// SIGKILL after --shutdown-timeout.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
+		defer cancel()
+		up.close(ctx)
+	}()
+	fallback, err := fallbackConfig(c, up.Client, log)
+	if err != nil {
+		return err
+	}
 	current := policy.NewCurrent(policyCfg)
 	store, err := openStore(c, log, tp)
 	if err != nil {
@@ -184,22 +209,24 @@ func serve(c *cli.Context) error {
 		AllowedOrigins: door.origins,
 		ListenHost:     listenHost(c.String("listen")),
 		Anonymous:      door.anonymous,
+		PublicURL:      publicURL,
+		TrustedProxies: proxies,
 		Fallback:       fallback,
+		Auth:           authn,
+		AuthStrip:      authn != nil && !c.Bool("auth-forward"),
 		Tracer:         tp,
+
+		ReadyRequiresUpstream: c.Bool("ready-requires-upstream"),
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.String("listen"))
-	if err != nil {
-		return fmt.Errorf("cannot listen on --listen %s: %v", c.String("listen"), cause(err))
+	if up.bridge == nil {
+		// A wrong URL is in the log (at error, with the fix) before the
+		// first client comes; an upstream not up yet is a warning.
+		_ = h.CheckUpstream(c.Context)
 	}
-	if addr := c.String("metrics-listen"); addr != "" {
-		mln, err := net.Listen("tcp", addr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("cannot listen on --metrics-listen %s: %v", addr, cause(err))
-		}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle(gateway.DefaultMetricsPath, h.Metrics())
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -298,6 +325,27 @@ func isTerminal(w io.Writer) bool {
 	return ok && isatty.IsTerminal(f.Fd())
 }
 
+// listen opens the listener of the address flag name (--listen,
+// --metrics-listen), with errors that name the fix.
+func listen(c *cli.Context, name string) (net.Listener, error) {
+	addr := c.String(name)
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
+			return nil, fmt.Errorf("invalid --%s %s: want HOST:PORT, e.g. 127.0.0.1:%s (or :%s for every interface)", name, addr, addr, addr)
+		}
+		return nil, fmt.Errorf("invalid --%s %q: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface)", name, addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		msg := cause(err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			msg += ": another process listens there (stop it, or give another --" + name + ")"
+		}
+		return nil, fmt.Errorf("cannot listen on --%s %s: %s", name, addr, msg)
+	}
+	return ln, nil
+}
+
 // cause strips the operation prefix from a net error, leaving e.g.
 // "address already in use".
 func cause(err error) string {
@@ -334,21 +382,21 @@ func metricsPath(metricsListen string) string {
 // fields, and TLS).
 func frontDoorFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "keepalive", Value: gateway.DefaultKeepAlive, EnvVars: env("keepalive"),
+		&cli.DurationFlag{Name: "keepalive", Category: catFallback, Value: gateway.DefaultKeepAlive, EnvVars: env("keepalive"),
 			Usage: "while a plain tools/call runs, send a keep-alive on its answer stream this often when nothing else was sent: a progress notification when the client gave a progressToken, else an SSE comment (0: off)"},
-		&cli.DurationFlag{Name: "read-timeout", Value: gateway.DefaultReadTimeout, EnvVars: env("read-timeout"),
+		&cli.DurationFlag{Name: "read-timeout", Category: catListen, Value: gateway.DefaultReadTimeout, EnvVars: env("read-timeout"),
 			Usage: "how long a POSTed body may take to arrive; a slower one gets HTTP 408 (0: no limit)"},
-		&cli.StringSliceFlag{Name: "allowed-origins", EnvVars: env("allowed-origins"),
+		&cli.StringSliceFlag{Name: "allowed-origins", Category: catListen, EnvVars: env("allowed-origins"),
 			Usage: "`ORIGIN`s (https://app.example:8443) whose browser pages may call the endpoint, repeatable or comma-separated; * allows any. Default: requests without Origin, and from localhost or the --listen host; others get 403"},
-		&cli.BoolFlag{Name: "allow-anonymous-tasks", Value: true, EnvVars: env("allow-anonymous-tasks"),
+		&cli.BoolFlag{Name: "allow-anonymous-tasks", Category: catIdentity, Value: true, EnvVars: env("allow-anonymous-tasks"),
 			Usage: "run tasks for 2026-07-28 clients that send no Authorization (each such task is its own owner: its id is its credential); false: such clients get plain calls only"},
-		&cli.IntFlag{Name: "anonymous-tasks-max", Value: gateway.DefaultAnonymousMax, EnvVars: env("anonymous-tasks-max"),
+		&cli.IntFlag{Name: "anonymous-tasks-max", Category: catIdentity, Value: gateway.DefaultAnonymousMax, EnvVars: env("anonymous-tasks-max"),
 			Usage: "most anonymous tasks not yet expired, over all replicas (-1: no limit)"},
-		&cli.IntFlag{Name: "anonymous-tasks-per-address", Value: gateway.DefaultAnonymousPerAddress, EnvVars: env("anonymous-tasks-per-address"),
+		&cli.IntFlag{Name: "anonymous-tasks-per-address", Category: catIdentity, Value: gateway.DefaultAnonymousPerAddress, EnvVars: env("anonymous-tasks-per-address"),
 			Usage: "most anonymous tasks not yet expired from one client address (-1: no limit)"},
-		&cli.StringFlag{Name: "tls-cert", EnvVars: env("tls-cert"), TakesFile: true,
+		&cli.StringFlag{Name: "tls-cert", Category: catListen, EnvVars: env("tls-cert"), TakesFile: true,
 			Usage: "serve HTTPS with this PEM certificate `FILE` (with --tls-key); reloaded when it changes"},
-		&cli.StringFlag{Name: "tls-key", EnvVars: env("tls-key"), TakesFile: true,
+		&cli.StringFlag{Name: "tls-key", Category: catListen, EnvVars: env("tls-key"), TakesFile: true,
 			Usage: "PEM private key `FILE` of --tls-cert"},
 	}
 }

@@ -17,18 +17,18 @@ import (
 
 func storeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
+		&cli.StringFlag{Name: "redis-url", Category: catStore, EnvVars: env("redis-url"),
 			Usage: "`URL` of the Redis shared by all replicas: redis://host:6379/0, rediss://…, redis+cluster://h1:p,h2:p, redis+sentinel://s1:26379,s2:26379/master. Unset: an embedded in-memory store (single replica, lost on exit)"},
-		&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
+		&cli.DurationFlag{Name: "default-ttl", Category: catTasks, Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
 			Usage: "task lifetime when the client asks for none"},
-		&cli.DurationFlag{Name: "max-ttl", Value: taskstore.DefaultMaxTTL, EnvVars: env("max-ttl"),
+		&cli.DurationFlag{Name: "max-ttl", Category: catTasks, Value: taskstore.DefaultMaxTTL, EnvVars: env("max-ttl"),
 			Usage: "longest task lifetime granted; longer requests are clamped"},
-		&cli.DurationFlag{Name: "poll-interval", Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
+		&cli.DurationFlag{Name: "poll-interval", Category: catTasks, Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
 			Usage: "pollInterval suggested to clients"},
-		&cli.IntFlag{Name: "max-tasks-per-owner", Value: taskstore.DefaultMaxTasksPerOwner, EnvVars: env("max-tasks-per-owner"),
+		&cli.IntFlag{Name: "max-tasks-per-owner", Category: catTasks, Value: taskstore.DefaultMaxTasksPerOwner, EnvVars: env("max-tasks-per-owner"),
 			Usage: "live (non-terminal) tasks one owner may have; negative means no limit"},
-		&cli.StringFlag{Name: "max-result-bytes", Value: "8MiB", EnvVars: env("max-result-bytes"),
-			Usage: "largest tool result a task stores; a larger one fails the task with a clear error"},
+		&cli.StringFlag{Name: "max-result-bytes", Category: catTasks, Value: "8MiB", EnvVars: env("max-result-bytes"),
+			Usage: "largest tool result a task stores (`SIZE`: 8388608, 512KiB, 8MiB); a larger one fails the task with a clear error"},
 	}
 }
 

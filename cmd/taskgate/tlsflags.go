@@ -21,13 +21,13 @@ import (
 // certificate, headers it requires (serve and tools).
 func upstreamFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "upstream-ca", EnvVars: env("upstream-ca"), TakesFile: true,
+		&cli.StringFlag{Name: "upstream-ca", Category: catUpstream, EnvVars: env("upstream-ca"), TakesFile: true,
 			Usage: "PEM `FILE` of the CA certificates that sign an https upstream's certificate (default: the system's)"},
-		&cli.StringFlag{Name: "upstream-client-cert", EnvVars: env("upstream-client-cert"), TakesFile: true,
+		&cli.StringFlag{Name: "upstream-client-cert", Category: catUpstream, EnvVars: env("upstream-client-cert"), TakesFile: true,
 			Usage: "PEM certificate `FILE` the gateway presents to an https upstream (with --upstream-client-key)"},
-		&cli.StringFlag{Name: "upstream-client-key", EnvVars: env("upstream-client-key"), TakesFile: true,
+		&cli.StringFlag{Name: "upstream-client-key", Category: catUpstream, EnvVars: env("upstream-client-key"), TakesFile: true,
 			Usage: "PEM private key `FILE` of --upstream-client-cert"},
-		&cli.StringSliceFlag{Name: "upstream-header", EnvVars: env("upstream-header"),
+		&cli.StringSliceFlag{Name: "upstream-header", Category: catUpstream, EnvVars: env("upstream-header"),
 			Usage: "`'Name: value'` header sent on every request to the upstream (repeatable); ${VAR} in the value is taken from the environment, so secrets stay out of argv"},
 	}
 }

@@ -30,9 +30,8 @@ import (
 
 func toolsCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "tools",
-		Usage:        "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
-		OnUsageError: usageError,
+		Name:  "tools",
+		Usage: "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
 				Usage: "`URL` of the MCP server, as for serve (this or --upstream-command is required)"},
@@ -342,7 +341,7 @@ func joinReasons(reasons ...string) string {
 // printTools writes the table; withStats adds the learned latency columns.
 func printTools(w io.Writer, rows []toolRow, withStats bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "TOOL\tLEGACY\tMODERN\tTASKS\tTTL\tPOLL"
+	head := "TOOL\t2025-11-25\t2026-07-28\tTASKS\tTTL\tPOLL" // the clients of each protocol revision
 	if withStats {
 		head += "\tSAMPLES\tP50\tP95"
 	}

@@ -18,20 +18,20 @@ import (
 // stdioFlags start the upstream as a child process (serve and tools).
 func stdioFlags(serve bool) []cli.Flag {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "upstream-command", EnvVars: env("upstream-command"),
+		&cli.StringFlag{Name: "upstream-command", Category: catUpstream, EnvVars: env("upstream-command"),
 			Usage: "`'CMD ARG...'` of an MCP server that speaks stdio, run as a child instead of --upstream; split as a shell would, but no shell runs"},
-		&cli.StringSliceFlag{Name: "upstream-env", EnvVars: env("upstream-env"),
+		&cli.StringSliceFlag{Name: "upstream-env", Category: catUpstream, EnvVars: env("upstream-env"),
 			Usage: "`KEY=VALUE` added to the environment of --upstream-command (repeatable)"},
-		&cli.StringFlag{Name: "upstream-dir", EnvVars: env("upstream-dir"), TakesFile: true,
+		&cli.StringFlag{Name: "upstream-dir", Category: catUpstream, EnvVars: env("upstream-dir"), TakesFile: true,
 			Usage: "working `DIR` of --upstream-command (default: taskgate's)"},
 	}
 	if serve {
 		flags = append(flags,
-			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"),
+			&cli.BoolFlag{Name: "upstream-per-session", Category: catUpstream, EnvVars: env("upstream-per-session"),
 				Usage: "give each client session its own --upstream-command process, for servers that keep per-client state"},
-			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"),
+			&cli.IntFlag{Name: "max-sessions", Category: catUpstream, Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"),
 				Usage: "most client sessions of --upstream-command on this replica (each a process with --upstream-per-session)"},
-			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"),
+			&cli.DurationFlag{Name: "session-idle", Category: catUpstream, Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"),
 				Usage: "end an --upstream-command session (and its process, with --upstream-per-session) after this long without a request or a call in flight"},
 		)
 	}

@@ -110,6 +110,18 @@ func NewServer(opts Options) *mcp.Server {
 	return s
 }
 
+// Path is where Mux serves MCP.
+const Path = "/mcp"
+
+// Mux serves Handler at Path only (404 elsewhere), as the testupstream
+// command does: an upstream URL without /mcp then fails as a real
+// server's does.
+func Mux(opts Options) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(Path, Handler(opts))
+	return mux
+}
+
 // Handler returns the Streamable HTTP handler of a fresh upstream. It serves
 // MCP on every path; mount it where you like (the testupstream command uses
 // /mcp).

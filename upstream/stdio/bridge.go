@@ -107,6 +107,7 @@ type Bridge struct {
 	owned    int              // sessions opened here (initialize), and those being opened
 	adopted  int              // sessions adopted from other replicas
 	closed   bool
+	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -173,6 +174,11 @@ func Start(opts Options) (*Bridge, error) {
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
 		sessions: map[string]*session{}, calls: map[string]*call{}, asks: map[string]*ask{}, tokens: map[string]*call{},
 		stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+	if stateless, err := b.startStateless(); err != nil {
+		return nil, err
+	} else if stateless {
+		return b, nil
+	}
 	if !opts.PerSession {
 		p, err := b.spawn(initParams)
 		if err != nil && p == nil {
@@ -192,6 +198,9 @@ func Start(opts Options) (*Bridge, error) {
 // Ready reports whether a request can be served now: the shared child is
 // running (with PerSession: the bridge is open).
 func (b *Bridge) Ready(context.Context) error {
+	if b.st != nil {
+		return b.st.ready()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {

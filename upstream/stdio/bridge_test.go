@@ -19,8 +19,10 @@ import (
 )
 
 // serverBin is the test MCP server (internal/testupstream/cmd/testupstream),
-// built once; it serves stdio with --stdio.
-var serverBin string
+// built once; it serves stdio with --stdio. everythingBin is the go-sdk's own
+// conformance server (a 2026-07-28 server over stdio), from the module
+// cache.
+var serverBin, everythingBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "stdio-test")
@@ -31,6 +33,12 @@ func TestMain(m *testing.M) {
 	out, err := exec.Command("go", "build", "-o", serverBin, "github.com/taskgate/taskgate/internal/testupstream/cmd/testupstream").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building the test server: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	everythingBin = filepath.Join(dir, "everything-server")
+	out, err = exec.Command("go", "build", "-o", everythingBin, everythingPkg).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building %s: %v\n%s", everythingPkg, err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

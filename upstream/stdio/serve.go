@@ -20,6 +20,10 @@ import (
 
 // ServeHTTP serves the Streamable HTTP endpoint (any path).
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.st != nil {
+		b.serveStateless(w, r)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		b.post(w, r)

@@ -2,7 +2,7 @@
 // a process, for humans and for the benchmark program.
 //
 //	testupstream --listen 127.0.0.1:8081 [--stateless] [--json] [--protocol-version 2025-06-18]
-//	testupstream --stdio
+//	testupstream --stdio [--protocol-version 2026-07-28]
 //
 // MCP Streamable HTTP is served at /mcp; with --stdio, MCP over stdin and
 // stdout instead, with fault tools for the stdio bridge's tests (stdio.go).
@@ -35,7 +35,7 @@ func run() error {
 	listen := flag.String("listen", "127.0.0.1:8081", "address to listen on")
 	stateless := flag.Bool("stateless", false, "serve a modern 2026-07-28 stateless server instead of a session server")
 	jsonResp := flag.Bool("json", false, "answer POSTs with application/json instead of SSE")
-	version := flag.String("protocol-version", "", "newest protocol version to speak, e.g. 2025-06-18 to emulate an older server (default: all the go-sdk knows)")
+	version := flag.String("protocol-version", "", "newest protocol version to speak, e.g. 2025-06-18 to emulate an older server (default: all the go-sdk knows; with --stdio, 2025-11-25)")
 	verbose := flag.Bool("v", false, "log SDK server activity to stderr")
 	conformance := flag.Bool("conformance", false, "also serve the conformance suite's tasks fixture tools (greet, slow_compute, failing_job, …)")
 	nativeTasks := flag.Bool("native-tasks", false, "with -stateless: run some tools as tasks of the upstream's own (the 2026-07-28 tasks extension)")
@@ -50,8 +50,7 @@ func run() error {
 	if *verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", testupstream.Handler(opts))
+	mux := testupstream.Mux(opts)
 
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -23,7 +23,16 @@ import (
 //
 // and says "testupstream stdio ready" on stderr, then one line
 // "testupstream-event TOOL KIND" per event of its Recorder.
+//
+// It speaks 2025-11-25 at most unless version says otherwise: a stdio
+// child that answers server/discover at 2026-07-28 is served statelessly,
+// and the stdio tests of sessions need a session server. With
+// --protocol-version 2026-07-28 it is a dual-era server, as the go-sdk
+// makes one by default.
 func serveStdio(version string) error {
+	if version == "" {
+		version = "2025-11-25"
+	}
 	rec := &testupstream.Recorder{Echo: func(e testupstream.Event) {
 		fmt.Fprintf(os.Stderr, "testupstream-event %s %s\n", e.Tool, e.Kind)
 	}}

@@ -1,0 +1,274 @@
+package gateway
+
+// The freshest token of each principal, for the requests the gateway makes
+// later on a task's behalf, when no client request carries one: asking an
+// upstream's own task for its result again, cancelling it, retrying a
+// call with the client's answers. Those use the newest valid token the
+// task's principal presented, on any replica; the token that created the
+// task is the fallback.
+//
+// Tokens are kept in the store sealed (AES-256-GCM under the store's
+// shared secret "credentials", the principal as associated data), never
+// in clear, and never logged. The store rather than pub/sub between
+// replicas: a replica started after a refresh, or one whose subscription
+// dropped a message, still finds the newest token; nothing has to be
+// resent; and a sealed record expires on its own (credKeep after it was
+// last seen). The seal guards the tokens against what shows single
+// records (a key dump, SLOWLOG, MONITOR output, logs of the store); it
+// cannot guard against a reader of the whole store, which holds the
+// secret too, as it holds the tasks' results: restrict access to the
+// store (ACLs, TLS) as for the tasks.
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+const (
+	// credKeep is how long a stored token outlives the last time a
+	// replica stored it.
+	credKeep = time.Hour
+	// credRestore is how often a replica stores again a token it keeps
+	// seeing (renewing credKeep).
+	credRestore = 5 * time.Minute
+	// credLocal: a token seen on this replica, or read from the store,
+	// this recently is used without asking the store.
+	credLocal = 2 * time.Second
+	// credEntries bounds the principals a replica remembers.
+	credEntries = 4096
+	// credTimeout bounds one store request for a token.
+	credTimeout = 2 * time.Second
+	// credRetry: after a store request for a token failed, this replica
+	// waits this long before the next (a store outage must not slow
+	// every request by credTimeout).
+	credRetry = 10 * time.Second
+)
+
+// errSealed is a sealed token that does not open (another secret, or
+// another principal's record).
+var errSealed = errors.New("a stored token does not open with the shared secret")
+
+// credentialStore is the store's part credentials use.
+type credentialStore interface {
+	SharedSecret(ctx context.Context, name string) ([]byte, error)
+	PutCredential(ctx context.Context, principal string, blob []byte, ttl time.Duration) error
+	Credential(ctx context.Context, principal string) ([]byte, error)
+}
+
+// credentials remembers, per principal, the newest Authorization seen,
+// and stores it sealed for the other replicas. A nil *credentials does
+// nothing (no validation, no store, or tokens not forwarded). Safe for
+// concurrent use; it holds no goroutine.
+type credentials struct {
+	store credentialStore
+	log   zerolog.Logger
+	now   func() time.Time
+
+	sealMu sync.Mutex
+	aead   cipher.AEAD // from the shared secret, once read
+
+	mu          sync.Mutex
+	byPrincipal map[string]*credEntry
+	byToken     map[[sha256.Size]byte]string // an Authorization's digest → its principal
+}
+
+// credEntry is the newest Authorization of one principal this replica
+// knows.
+type credEntry struct {
+	header  string
+	seen    time.Time // last sent to this replica
+	stored  time.Time // last stored by this replica
+	checked time.Time // last read from the store
+}
+
+func newCredentials(store credentialStore, log zerolog.Logger) *credentials {
+	return &credentials{store: store, log: log, now: time.Now,
+		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]string{}}
+}
+
+// note records r's Authorization as its principal's newest: in memory at
+// once, and in the store when it changed or was stored more than
+// credRestore ago. A store that fails costs the other replicas the
+// newest token, never the request.
+func (c *credentials) note(r *http.Request) {
+	if c == nil {
+		return
+	}
+	p, ok := auth.FromContext(r.Context())
+	v := r.Header.Get("Authorization")
+	if !ok || v == "" {
+		return
+	}
+	key, now := p.Key(), c.now()
+	c.mu.Lock()
+	e := c.byPrincipal[key]
+	if e == nil || e.header != v {
+		if len(c.byPrincipal) >= credEntries {
+			c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]string{} // start over rather than grow
+		}
+		e = &credEntry{header: v}
+		c.byPrincipal[key] = e
+		c.byToken[sha256.Sum256([]byte(v))] = key
+	}
+	e.seen = now
+	store := now.Sub(e.stored) >= credRestore
+	if store {
+		e.stored = now
+	}
+	c.mu.Unlock()
+	if !store {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), credTimeout)
+	defer cancel()
+	blob, err := c.seal(ctx, key, v)
+	if err == nil {
+		err = c.store.PutCredential(ctx, key, blob, credKeep)
+	}
+	if err != nil {
+		c.mu.Lock()
+		e.stored = now.Add(credRetry - credRestore) // try again in credRetry
+		c.mu.Unlock()
+		c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+			Msg("cannot store the newest token: other replicas keep using an older one")
+	}
+}
+
+// bind returns sess asking for its principal's freshest token on every
+// request, when sess carries a token this replica saw with a validated
+// principal; else sess itself.
+func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
+	if c == nil || sess == nil || sess.Authorization != nil {
+		return sess
+	}
+	v := sess.Header.Get("Authorization")
+	if v == "" {
+		return sess
+	}
+	c.mu.Lock()
+	key, ok := c.byToken[sha256.Sum256([]byte(v))]
+	c.mu.Unlock()
+	if !ok {
+		return sess
+	}
+	bound := *sess
+	bound.Authorization = func(ctx context.Context) string { return c.freshest(ctx, key) }
+	return &bound
+}
+
+// freshest is the newest Authorization of principal key: this replica's
+// when it saw or read it within credLocal, else the store's; "" when
+// neither has one (the caller's own is then sent).
+func (c *credentials) freshest(ctx context.Context, key string) string {
+	now := c.now()
+	c.mu.Lock()
+	var local string
+	if e := c.byPrincipal[key]; e != nil {
+		local = e.header
+		if now.Sub(e.seen) < credLocal || now.Sub(e.checked) < credLocal {
+			c.mu.Unlock()
+			return local
+		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), credTimeout)
+	defer cancel()
+	blob, err := c.store.Credential(ctx, key)
+	var v string
+	if err == nil {
+		v, err = c.open(ctx, key, blob)
+	}
+	if err != nil {
+		if !errors.Is(err, taskstore.ErrNotFound) {
+			c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+				Msg("cannot read the newest token: using the one this replica has")
+		}
+		c.mu.Lock()
+		if e := c.byPrincipal[key]; e != nil {
+			e.checked = now.Add(credRetry - credLocal) // ask again in credRetry
+		}
+		c.mu.Unlock()
+		return local
+	}
+	c.mu.Lock()
+	e := c.byPrincipal[key]
+	if e == nil {
+		if len(c.byPrincipal) >= credEntries {
+			c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]string{}
+		}
+		e = &credEntry{}
+		c.byPrincipal[key] = e
+	}
+	if e.header != v {
+		e.header = v
+		c.byToken[sha256.Sum256([]byte(v))] = key
+	}
+	e.checked = now
+	c.mu.Unlock()
+	return v
+}
+
+// cipher is the AEAD of the shared secret "credentials".
+func (c *credentials) cipher(ctx context.Context) (cipher.AEAD, error) {
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	if c.aead != nil {
+		return c.aead, nil
+	}
+	secret, err := c.store.SharedSecret(ctx, "credentials")
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(secret) // 32 bytes: AES-256
+	if err != nil {
+		return nil, err
+	}
+	if c.aead, err = cipher.NewGCM(block); err != nil {
+		return nil, err
+	}
+	return c.aead, nil
+}
+
+// seal encrypts token for principal key: nonce ‖ ciphertext, with the
+// principal as associated data, so a record moved to another principal's
+// key does not open.
+func (c *credentials) seal(ctx context.Context, key, token string) ([]byte, error) {
+	aead, err := c.cipher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(token)+aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return aead.Seal(nonce, nonce, []byte(token), []byte(key)), nil
+}
+
+// open is seal's inverse.
+func (c *credentials) open(ctx context.Context, key string, blob []byte) (string, error) {
+	aead, err := c.cipher(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(blob) < aead.NonceSize() {
+		return "", errSealed
+	}
+	plain, err := aead.Open(nil, blob[:aead.NonceSize()], blob[aead.NonceSize():], []byte(key))
+	if err != nil {
+		return "", errSealed
+	}
+	return string(plain), nil
+}

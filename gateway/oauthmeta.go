@@ -1,0 +1,503 @@
+package gateway
+
+// OAuth discovery through the gateway (MCP 2025-06-18 and later,
+// Authorization). Without validation of its own the upstream stays the
+// resource server, and a client must still find out, from the gateway's
+// URL, where to sign in: the gateway serves the upstream's protected
+// resource metadata (RFC 9728) with the gateway's public URL as the
+// resource, points the upstream's challenges at it, and passes through
+// the authorization server metadata (RFC 8414, OpenID Connect Discovery)
+// and the endpoints it names when the upstream is its own authorization
+// server (the 2025-03-26 revision's default). With validation on, the
+// gateway is the resource server and serves its own document.
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// The well-known paths of authorization server metadata: RFC 8414 §3 and
+// OpenID Connect Discovery 1.0 §4.
+const (
+	wellKnownServer = "/.well-known/oauth-authorization-server"
+	wellKnownOIDC   = "/.well-known/openid-configuration"
+)
+
+// Bounds of the metadata cache.
+const (
+	discoveryTTL     = 5 * time.Minute  // how long an upstream document is reused
+	discoveryMissTTL = 30 * time.Second // how long an upstream's 4xx is
+	discoveryEntries = 64               // documents kept at once
+	maxMetadataBytes = 256 << 10        // the largest document read
+)
+
+// errMetadata is an upstream document the gateway cannot use.
+var errMetadata = errors.New("the upstream's OAuth metadata is not a JSON object")
+
+// ownMetadata is the gateway's own token validation, as its protected
+// resource metadata names it (auth.Guard).
+type ownMetadata interface{ Metadata() auth.Metadata }
+
+// oauthMeta serves the well-known documents and endpoints of OAuth
+// discovery on the gateway's origin. Safe for concurrent use.
+type oauthMeta struct {
+	up      *upstream.Client
+	pub     *publicURLs
+	upURL   *url.URL    // the upstream's MCP endpoint, without credentials
+	own     ownMetadata // nil: the upstream is the resource server
+	path    string      // Config.Path
+	maxBody int64
+	log     zerolog.Logger
+	now     func() time.Time
+
+	mu   sync.Mutex
+	docs map[string]*upstreamDoc // by the upstream path it came from
+}
+
+// upstreamDoc is one metadata document of the upstream (or its answer
+// when it had none), as it sent it.
+type upstreamDoc struct {
+	status    int            // the upstream's: 200, or a 4xx
+	doc       map[string]any // with 200
+	endpoints []string       // the paths on the upstream's origin it names (server metadata)
+	expires   time.Time
+}
+
+func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path string, maxBody int64, log zerolog.Logger) *oauthMeta {
+	d := &oauthMeta{up: up, pub: pub, own: own, path: path, maxBody: maxBody, log: log, now: time.Now,
+		docs: map[string]*upstreamDoc{}}
+	// A stdio child (its bridge's host is under .invalid, RFC 6761 §6.4)
+	// has no origin to discover anything on.
+	if u := up.Endpoint(); !strings.HasSuffix(u.Hostname(), ".invalid") {
+		d.upURL = u
+	}
+	return d
+}
+
+// serve answers r when it is a discovery request, and reports whether it
+// was.
+func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
+	p := r.URL.Path
+	if p != path.Clean(p) || strings.Contains(r.URL.RawPath, "%2") {
+		return false // a path that names another one ("..", "%2F") is passed on nowhere
+	}
+	switch {
+	case under(p, wellKnownResource):
+		if d.answerable(w, r) {
+			d.serveResource(w, r, p[len(wellKnownResource):])
+		}
+	case d.own != nil || d.upURL == nil:
+		return false // nothing else to pass through
+	case under(p, wellKnownServer) || under(p, wellKnownOIDC) || strings.HasSuffix(p, wellKnownOIDC):
+		if d.answerable(w, r) {
+			d.serveServer(w, r)
+		}
+	case d.isEndpoint(r, p):
+		d.passEndpoint(w, r)
+	default:
+		return false
+	}
+	return true
+}
+
+// under reports whether path is prefix or below it.
+func under(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix) && path[len(prefix)] == '/'
+}
+
+// answerable answers what is not a GET of a metadata document (a CORS
+// preflight, a wrong method), and reports whether r is a GET (or HEAD).
+// Metadata is public: any origin may read it, as browser-based clients
+// must (RFC 9728 §3, RFC 8414 §3 use plain GETs).
+func (d *oauthMeta) answerable(w http.ResponseWriter, r *http.Request) bool {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return true
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Headers", "MCP-Protocol-Version")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+	return false
+}
+
+// serveResource serves the protected resource metadata of the MCP
+// endpoint (RFC 9728 §3): at the well-known path with the endpoint's path
+// inserted (§3.1), or without it (the root form clients fall back to).
+func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix string) {
+	if suffix != "" && suffix != d.pub.mcpPath() && suffix != d.path {
+		http.NotFound(w, r)
+		return
+	}
+	if d.own != nil {
+		m := d.own.Metadata()
+		doc := map[string]any{"resource": d.pub.mcpURL(r), "bearer_methods_supported": []string{"header"}}
+		if len(m.AuthorizationServers) > 0 {
+			doc["authorization_servers"] = m.AuthorizationServers
+		}
+		if len(m.ScopesSupported) > 0 {
+			doc["scopes_supported"] = m.ScopesSupported
+		}
+		writeMetadata(w, doc)
+		return
+	}
+	if d.upURL == nil {
+		http.NotFound(w, r)
+		return
+	}
+	// The upstream's document: path-inserted first, then the root form,
+	// the order MCP clients try (MCP 2025-11-25, Authorization,
+	// "Protected Resource Metadata Discovery Requirements").
+	paths := []string{wellKnownResource + strings.TrimSuffix(d.upURL.EscapedPath(), "/")}
+	if paths[0] != wellKnownResource {
+		paths = append(paths, wellKnownResource)
+	}
+	var doc *upstreamDoc
+	for _, p := range paths {
+		var err error
+		if doc, err = d.fetch(r, p); err != nil {
+			d.failed(w, r, err)
+			return
+		}
+		if doc.status == http.StatusOK {
+			break
+		}
+	}
+	if doc.status != http.StatusOK {
+		http.Error(w, http.StatusText(doc.status), doc.status)
+		return
+	}
+	out := d.rewrite(r, doc.doc).(map[string]any)
+	out["resource"] = d.pub.mcpURL(r) // RFC 9728 §3.3: the URL the client asked about
+	writeMetadata(w, out)
+}
+
+// serveServer serves the upstream origin's authorization server metadata
+// at the same path, its URLs on the upstream's origin moved to the
+// gateway's.
+func (d *oauthMeta) serveServer(w http.ResponseWriter, r *http.Request) {
+	doc, err := d.fetch(r, r.URL.EscapedPath())
+	if err != nil {
+		d.failed(w, r, err)
+		return
+	}
+	if doc.status != http.StatusOK {
+		http.Error(w, http.StatusText(doc.status), doc.status)
+		return
+	}
+	writeMetadata(w, d.rewrite(r, doc.doc))
+}
+
+// failed answers a discovery request whose upstream document could not be
+// had.
+func (d *oauthMeta) failed(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	d.log.Warn().Str("op", "discovery").Str("path", r.URL.Path).Err(err).Msg("the upstream's OAuth metadata is unavailable")
+	http.Error(w, "the upstream's OAuth metadata is unavailable", http.StatusBadGateway)
+}
+
+func writeMetadata(w http.ResponseWriter, doc any) {
+	b, _ := json.Marshal(doc)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(int64(len(b))))
+	_, _ = w.Write(b)
+}
+
+// fetch is the upstream's document at path, from the cache while it is
+// fresh. A 4xx is cached too (briefly); a failure is not.
+func (d *oauthMeta) fetch(r *http.Request, path string) (*upstreamDoc, error) {
+	now := d.now()
+	d.mu.Lock()
+	doc, ok := d.docs[path]
+	d.mu.Unlock()
+	if ok && now.Before(doc.expires) {
+		return doc, nil
+	}
+	ctx := upstream.WithMethod(r.Context(), "oauth")
+	resp, err := d.up.ForwardPath(ctx, http.MethodGet, path, "", http.Header{"Accept": {"application/json"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	doc = &upstreamDoc{status: resp.StatusCode, expires: now.Add(discoveryMissTTL)}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBytes+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(body) > maxMetadataBytes || json.Unmarshal(body, &doc.doc) != nil || doc.doc == nil {
+			return nil, errMetadata
+		}
+		doc.expires = now.Add(discoveryTTL)
+		if !under(path, wellKnownResource) {
+			doc.endpoints = d.endpointsOf(doc.doc)
+		}
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		doc.status = http.StatusNotFound // nothing here, whatever the reason
+	default:
+		return nil, &upstream.StatusError{Status: resp.StatusCode}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.docs) >= discoveryEntries {
+		for k, v := range d.docs {
+			if !now.Before(v.expires) || len(d.docs) >= discoveryEntries {
+				delete(d.docs, k)
+			}
+		}
+	}
+	d.docs[path] = doc
+	return doc, nil
+}
+
+// upstreamOrigin is the upstream's origin, "http://host:port".
+func (d *oauthMeta) upstreamOrigin() string { return d.upURL.Scheme + "://" + d.upURL.Host }
+
+// rewrite copies v, a JSON value, with every URL on the upstream's origin
+// moved to the gateway's origin for r.
+func (d *oauthMeta) rewrite(r *http.Request, v any) any {
+	from, to := d.upstreamOrigin(), d.pub.origin(r)
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			if rest, ok := onOrigin(v, from); ok {
+				return to + rest
+			}
+			return v
+		case []any:
+			out := make([]any, len(v))
+			for i, e := range v {
+				out[i] = walk(e)
+			}
+			return out
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, e := range v {
+				out[k] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	return walk(v)
+}
+
+// onOrigin reports whether s is a URL on origin, and returns what follows
+// the origin ("/token", "" for the origin itself).
+func onOrigin(s, origin string) (rest string, ok bool) {
+	if len(s) < len(origin) || !strings.EqualFold(s[:len(origin)], origin) {
+		return "", false
+	}
+	rest = s[len(origin):]
+	if rest != "" && rest[0] != '/' && rest[0] != '?' && rest[0] != '#' {
+		return "", false // "http://host:30001" is not on "http://host:3000"
+	}
+	return rest, true
+}
+
+// endpointsOf are the paths on the upstream's origin that an authorization
+// server metadata document names, other than metadata and the MCP
+// endpoint: its authorization, token, registration endpoints and the
+// like, which a client then calls on the gateway's origin.
+func (d *oauthMeta) endpointsOf(doc map[string]any) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			rest, ok := onOrigin(v, d.upstreamOrigin())
+			if !ok {
+				return
+			}
+			u, err := url.Parse(rest)
+			if err != nil || u.Path == "" || u.Path == "/" || strings.HasPrefix(u.Path, "/.well-known/") || u.Path == d.upURL.Path || u.Path == d.path {
+				return
+			}
+			out = append(out, u.Path)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return out
+}
+
+// isEndpoint reports whether path is an endpoint the upstream's
+// authorization server metadata names on its origin. It looks at the
+// documents fetched so far and, when none names path, at the two root
+// documents (so a replica that served none of the metadata knows the
+// endpoints too); both are cached, so an unknown path costs no upstream
+// request once they are. An upstream with neither document has the
+// default endpoints of MCP 2025-03-26 (Authorization, "Fallbacks for
+// Servers without Metadata Discovery"), which its clients use.
+func (d *oauthMeta) isEndpoint(r *http.Request, path string) bool {
+	if d.named(path) {
+		return true
+	}
+	none := true
+	for _, p := range []string{wellKnownServer, wellKnownOIDC} {
+		doc, err := d.fetch(r, p)
+		if err != nil {
+			return false
+		}
+		none = none && doc.status != http.StatusOK
+	}
+	if none {
+		return path == "/authorize" || path == "/token" || path == "/register"
+	}
+	return d.named(path)
+}
+
+// named reports whether a fresh cached document names path.
+func (d *oauthMeta) named(path string) bool {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, doc := range d.docs {
+		if now.Before(doc.expires) {
+			for _, e := range doc.endpoints {
+				if e == path {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// passEndpoint relays r to the same path on the upstream's origin, and
+// its answer back, with a redirect to the upstream's origin moved to the
+// gateway's.
+func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = http.MaxBytesReader(w, r.Body, d.maxBody)
+	}
+	ctx := upstream.WithMethod(r.Context(), "oauth")
+	resp, err := d.up.ForwardPath(ctx, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header, body)
+	if err != nil {
+		if r.Context().Err() == nil {
+			d.log.Warn().Str("op", "discovery").Str("path", r.URL.Path).Err(err).Msg("the upstream's authorization endpoint failed")
+			http.Error(w, "the upstream's authorization endpoint is unavailable", http.StatusBadGateway)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	copyUpstreamHeader(w.Header(), resp.Header)
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if rest, ok := onOrigin(loc, d.upstreamOrigin()); ok {
+			w.Header().Set("Location", d.pub.origin(r)+rest)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(writerOnly{w}, resp.Body)
+}
+
+// pointChallenges points the resource_metadata of the Bearer challenges in
+// hdr's WWW-Authenticate (RFC 9728 §5.1) at metaURL, the gateway's own
+// metadata: a client that followed the upstream's would find a resource
+// other than the URL it called, and refuse it (RFC 9728 §3.3).
+func pointChallenges(hdr http.Header, metaURL string) {
+	values := hdr["Www-Authenticate"]
+	for i, v := range values {
+		if nv, ok := withResourceMetadata(v, metaURL); ok {
+			if i == 0 {
+				values = append([]string(nil), values...) // not the upstream's own slice
+				hdr["Www-Authenticate"] = values
+			}
+			values[i] = nv
+		}
+	}
+}
+
+// withResourceMetadata returns challenge with the value of each
+// resource_metadata auth-param (RFC 9110 §11.2) replaced by url, and
+// whether it had one. Quoted strings are skipped whole, so a parameter
+// named inside another's value is left alone.
+func withResourceMetadata(challenge, url string) (string, bool) {
+	const name = "resource_metadata"
+	var b strings.Builder
+	found := false
+	i, last := 0, 0
+	for i < len(challenge) {
+		c := challenge[i]
+		if c == '"' {
+			i = skipQuoted(challenge, i)
+			continue
+		}
+		boundary := i == 0 || challenge[i-1] == ' ' || challenge[i-1] == ',' || challenge[i-1] == '\t'
+		if !boundary || len(challenge)-i < len(name) || !strings.EqualFold(challenge[i:i+len(name)], name) {
+			i++
+			continue
+		}
+		j := i + len(name)
+		for j < len(challenge) && (challenge[j] == ' ' || challenge[j] == '\t') {
+			j++
+		}
+		if j == len(challenge) || challenge[j] != '=' {
+			i++
+			continue
+		}
+		j++
+		for j < len(challenge) && (challenge[j] == ' ' || challenge[j] == '\t') {
+			j++
+		}
+		end := j
+		if end < len(challenge) && challenge[end] == '"' {
+			end = skipQuoted(challenge, end)
+		} else {
+			for end < len(challenge) && challenge[end] != ',' && challenge[end] != ' ' && challenge[end] != '\t' {
+				end++
+			}
+		}
+		b.WriteString(challenge[last:j])
+		b.WriteString(strconv.Quote(url))
+		last, i, found = end, end, true
+	}
+	if !found {
+		return challenge, false
+	}
+	b.WriteString(challenge[last:])
+	return b.String(), true
+}
+
+// skipQuoted returns the index just past the quoted-string starting at
+// s[i] (or len(s) when it is not closed).
+func skipQuoted(s string, i int) int {
+	for i++; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(s)
+}

@@ -1,0 +1,40 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// Endpoint is the upstream's MCP endpoint without its credentials: the
+// origin and path the gateway maps the upstream's OAuth discovery from
+// (MCP 2025-06-18, Authorization).
+func (c *Client) Endpoint() *url.URL {
+	u := *c.url
+	u.User = nil
+	return &u
+}
+
+// ForwardPath is Forward to another path (and raw query) on the upstream's
+// origin: its OAuth metadata and, for a server that is its own
+// authorization server, the endpoints that metadata names. Options.Header
+// goes with it, as to the MCP endpoint; the URL's credentials do not.
+func (c *Client) ForwardPath(ctx context.Context, method, path, rawQuery string, header http.Header, body io.Reader) (*http.Response, error) {
+	req, err := c.newRequest(ctx, method, body)
+	if err != nil {
+		return nil, err
+	}
+	u := c.Endpoint()
+	u.Path, u.RawPath, u.RawQuery, u.Fragment = path, "", rawQuery, ""
+	req.URL = u
+	CopyHeader(req.Header, header)
+	for k, vv := range c.header {
+		req.Header[k] = vv
+	}
+	name, _ := ctx.Value(methodKey{}).(string)
+	if name == "" {
+		name = method
+	}
+	return c.roundTrip(c.rt, req, name)
+}
