@@ -54,9 +54,10 @@ type taskSetup struct {
 }
 
 var (
-	oneReplica    = taskSetup{"one-replica", 1, testupstream.Options{}}
-	twoReplicas   = taskSetup{"two-replicas", 2, testupstream.Options{}}
-	olderUpstream = taskSetup{"upstream-2025-06-18", 1, testupstream.Options{ProtocolVersion: "2025-06-18"}}
+	oneReplica     = taskSetup{"one-replica", 1, testupstream.Options{}}
+	twoReplicas    = taskSetup{"two-replicas", 2, testupstream.Options{}}
+	olderUpstream  = taskSetup{"upstream-2025-06-18", 1, testupstream.Options{ProtocolVersion: "2025-06-18"}}
+	oldestUpstream = taskSetup{"upstream-2024-11-05", 1, testupstream.Options{ProtocolVersion: "2024-11-05"}}
 	// The gateway is the session of a stateless 2026-07-28 upstream.
 	statelessUpstream = taskSetup{"stateless-upstream", 2, testupstream.Options{Stateless: true}}
 )
@@ -91,6 +92,7 @@ func TestTasksTypeScript(t *testing.T) {
 		{oneReplica, []string{"lifecycle", "cancel", "list", "access"}},
 		{twoReplicas, []string{"lifecycle", "cancel", "list", "access"}},
 		{olderUpstream, []string{"lifecycle", "cancel"}},
+		{oldestUpstream, []string{"lifecycle", "cancel"}},
 		{statelessUpstream, []string{"lifecycle", "cancel", "list", "access"}},
 	} {
 		for _, sc := range c.scenarios {

@@ -56,33 +56,46 @@ func (c *streamCounter) release(who string) {
 	}
 }
 
-// listen answers a subscriptions/listen that asks for task
-// notifications (SEP-2663 "Task Status Notifications"): it acknowledges
-// with the granted ids, only the caller's own tasks, then sends
-// notifications/tasks with the full DetailedTask on every change, made by
-// whichever replica. A listen without taskIds is the upstream's business.
+// listen answers a subscriptions/listen. In front of a stateless upstream,
+// a listen without taskIds is the upstream's business. Otherwise the
+// gateway acknowledges at once and serves the stream itself: task
+// notifications (SEP-2663 "Task Status Notifications") for the granted
+// taskIds, only the caller's own tasks, with the full DetailedTask on
+// every change, made by whichever replica; and, in front of a session
+// upstream, the list changes and resource updates of the owner session
+// (upstream_listen.go).
 //
-// The gateway serves task notifications only; other filters on the same
-// request are not granted (the acknowledgement says so by omitting them).
+// The acknowledgement grants only what is served (SubscriptionsAcknowledged
+// NotificationParams: unsupported types are omitted).
 func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	var p struct {
-		Notifications struct {
+		Notifications *struct {
+			listenFilter
 			TaskIDs *[]string `json:"taskIds"`
 		} `json:"notifications"`
 	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil {
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Notifications == nil {
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
 		return
 	}
+	era, err := f.up.era(r.Context(), forwardedAuth(r))
 	if p.Notifications.TaskIDs == nil {
-		f.forward(w, r, msg, mr, "")
-		return
-	}
-	if !mr.Tasks {
+		switch {
+		case err != nil:
+			f.up.statelessFailure(w, r, msg, err)
+			return
+		case era.stateless:
+			f.forward(w, r, msg, mr, "")
+			return
+		}
+	} else if !mr.Tasks {
 		writeStatelessError(w, msg.ID, missingTasksCapability("task notifications need the tasks extension declared"))
 		return
 	}
-	ids := *p.Notifications.TaskIDs
+	var ids []string
+	if p.Notifications.TaskIDs != nil {
+		ids = *p.Notifications.TaskIDs
+	}
 	if len(ids) > maxListenTasks {
 		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "too many taskIds on one subscription"))
 		return
@@ -99,6 +112,21 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		return
 	}
 	defer f.listens.release(subscriber)
+	var upGranted listenFilter
+	var notes <-chan feedNote
+	var feedReady <-chan struct{}
+	if err == nil && !era.stateless && !p.Notifications.listenFilter.empty() {
+		var release func()
+		upGranted, notes, feedReady, release, err = f.up.listenUpstream(r.Context(), sessionOwner(r), forwardedAuth(r), p.Notifications.listenFilter)
+		if err != nil {
+			// The upstream cannot be reached now: the stream goes on with
+			// the gateway's notifications alone, granting none of its.
+			f.log.Warn().Str("op", "listen").Err(err).Msg("cannot subscribe to the upstream's notifications; the listen stream carries the gateway's alone")
+			upGranted, notes = listenFilter{}, nil
+		} else {
+			defer release()
+		}
+	}
 	ctx := r.Context()
 	meta := map[string]any{subscriptionIDKey: msg.ID}
 
@@ -162,13 +190,47 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		}(id)
 	}
 	sse := mcpwire.NewWriter(w)
+	if feedReady != nil {
+		// Acknowledged once the owner session's GET stream is open, so that
+		// what changes after the acknowledgement reaches the client; the
+		// headers go at once, and the acknowledgement never later than
+		// feedReadyWait (the stream then opens after it).
+		select {
+		case <-feedReady:
+		default:
+			if sse.Comment("subscribing upstream") != nil {
+				return
+			}
+			t := time.NewTimer(feedReadyWait)
+			select {
+			case <-feedReady:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+	acked := map[string]any{}
+	_ = json.Unmarshal(mcpwire.MustMarshal(upGranted), &acked)
+	if p.Notifications.TaskIDs != nil {
+		acked["taskIds"] = granted
+	}
 	ack := mcpwire.Request{JSONRPC: "2.0", Method: "notifications/subscriptions/acknowledged",
-		Params: mcpwire.MustMarshal(map[string]any{"notifications": map[string]any{"taskIds": granted}, "_meta": meta})}
+		Params: mcpwire.MustMarshal(map[string]any{"notifications": acked, "_meta": meta})}
 	if sse.Send(ack) != nil {
 		return
 	}
 	resync := time.NewTicker(resyncInterval(f.store))
 	defer resync.Stop()
+	// An SSE comment now and then keeps a quiet stream from being closed by
+	// intermediaries (Streamable HTTP 2026-07-28: encouraged for listen
+	// streams); Config.KeepAlive sets how often, as for plain calls.
+	var beat <-chan time.Time
+	if f.up.keepAlive > 0 {
+		t := time.NewTicker(f.up.keepAlive)
+		defer t.Stop()
+		beat = t.C
+	}
 	send := func(id string) error {
 		if done[id] {
 			return nil
@@ -197,6 +259,17 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			return
 		case id := <-changes:
 			if send(id) != nil {
+				return
+			}
+		case <-beat:
+			if sse.Comment("") != nil {
+				return
+			}
+		case n := <-notes:
+			if !upGranted.wants(n.Method, n.Params) {
+				continue
+			}
+			if sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, subscriptionIDKey, msg.ID))) != nil {
 				return
 			}
 		case <-resync.C:

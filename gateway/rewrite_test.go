@@ -150,3 +150,14 @@ func TestSameID(t *testing.T) {
 		}
 	}
 }
+
+// TestPresentsTasks: the session versions whose 2025-11-25 clients get the
+// gateway's tasks (taskgate tools reports the others as pass-through).
+func TestPresentsTasks(t *testing.T) {
+	for v, want := range map[string]bool{"": true, "2026-07-28": true, "2025-11-25": true, "2025-06-18": true,
+		"2025-03-26": true, "2024-11-05": true, "2024-10-07": false} {
+		if got := PresentsTasks(v); got != want {
+			t.Errorf("PresentsTasks(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

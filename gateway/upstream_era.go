@@ -169,10 +169,28 @@ func refusesEra(status int) bool {
 	return status >= 400 && status < 500
 }
 
+// version2024 is the oldest session protocol (MCP 2024-11-05), which many
+// published servers still speak.
+const version2024 = "2024-11-05"
+
 // frontable are the upstream versions presented as 2025-11-25 to a client
 // that asks for it, so older servers gain tasks too. Their messages are a
-// subset of 2025-11-25's for everything the gateway relays unchanged.
-var frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true}
+// subset of 2025-11-25's for everything the gateway relays unchanged: what
+// an older server cannot do (elicitation before 2025-06-18, structured
+// output and MCP-Protocol-Version before 2025-06-18, audio content and
+// tool annotations before 2025-03-26) it simply never sends. The session
+// goes on at the upstream's version on the upstream side (the
+// MCP-Protocol-Version header of each request rewritten to it,
+// upstreamHeader).
+var frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true, version2024: true}
+
+// PresentsTasks reports whether 2025-11-25 clients get the gateway's tasks
+// in front of a session upstream that chose version at initialize (its
+// own, or one the gateway presents as 2025-11-25); any version for a
+// stateless upstream (2026-07-28), whose sessions the gateway holds.
+func PresentsTasks(version string) bool {
+	return version == "" || version >= version2025 || frontable[version]
+}
 
 // supportedVersions are the versions the gateway serves, newest first:
 // 2026-07-28 statelessly, and through initialize the session versions the

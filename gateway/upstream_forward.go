@@ -48,6 +48,7 @@ type upstreamSide struct {
 
 	probe  eraProbe      // upstream_era.go
 	owners ownerSessions // upstream_owner.go
+	feeds  listenFeeds   // owner sessions' GET streams (upstream_listen.go)
 	// discovery is this replica's own listing of the upstream's tools
 	// (catalog.go, toolDeclared).
 	discovery discovery
@@ -58,6 +59,10 @@ type ownerStore interface {
 	GetOwnerSession(ctx context.Context, owner string) (*taskstore.OwnerSession, error)
 	TouchOwnerSession(ctx context.Context, owner string, ttl time.Duration) (bool, error)
 	PutOwnerSession(ctx context.Context, owner string, next taskstore.OwnerSession, replaced string, ttl time.Duration) (*taskstore.OwnerSession, bool, error)
+	// The channel an owner session's GET stream is shared on between
+	// replicas (upstream_listen.go).
+	PublishSession(ctx context.Context, sessionID string, msg []byte) error
+	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
 }
 
 func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {

@@ -87,11 +87,19 @@ func tools(c *cli.Context) error {
 	progress := c.App.ErrWriter
 
 	fmt.Fprintf(progress, "listing the tools of %s\n", up.name)
-	list, err := listTools(ctx, up.Client, header)
+	list, version, err := listToolsAt(ctx, up.Client, header)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "%d tools\n", len(list))
+	presented := gateway.PresentsTasks(version)
+	if version != "" && version != "2025-11-25" && version != "2026-07-28" {
+		what := "presented to 2025-11-25 clients as 2025-11-25, with the gateway's tasks"
+		if !presented {
+			what = "passed through to its clients unchanged: no tasks for them"
+		}
+		fmt.Fprintf(progress, "the upstream speaks %s: %s\n", version, what)
+	}
 
 	var stats map[string]policy.Histogram
 	if url := c.String("redis-url"); url != "" {
@@ -101,6 +109,12 @@ func tools(c *cli.Context) error {
 		fmt.Fprintf(progress, "learned latencies of %d tools from %s\n", len(stats), taskstore.RedactURL(url))
 	}
 	rows := decideTools(cfg, list, stats, c.Duration("default-ttl"))
+	if !presented {
+		for i := range rows {
+			rows[i].Legacy = "none"
+			rows[i].Reason = joinReasons("the upstream speaks "+version+", which taskgate passes through to session clients unchanged", rows[i].Reason)
+		}
+	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
@@ -141,6 +155,13 @@ const maxToolPages = 1000
 // tools/list. An upstream that refuses initialize is asked once more as a
 // stateless 2026-07-28 server.
 func listTools(ctx context.Context, up *upstream.Client, header http.Header) ([]listedTool, error) {
+	list, _, err := listToolsAt(ctx, up, header)
+	return list, err
+}
+
+// listToolsAt is listTools, and the protocol version the upstream spoke:
+// the one it chose at initialize, or 2026-07-28.
+func listToolsAt(ctx context.Context, up *upstream.Client, header http.Header) ([]listedTool, string, error) {
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": "2025-11-25",
 		"capabilities":    map[string]any{},
@@ -149,10 +170,11 @@ func listTools(ctx context.Context, up *upstream.Client, header http.Header) ([]
 	sess, _, err := up.Initialize(ctx, header, params)
 	if err == nil {
 		defer func() { _ = up.CloseSession(context.WithoutCancel(ctx), sess) }()
-		return listPages(ctx, up, sess, nil)
+		list, err := listPages(ctx, up, sess, nil)
+		return list, sess.ProtocolVersion, err
 	}
 	if errors.Is(err, upstream.ErrUnreachable) || ctx.Err() != nil {
-		return nil, fmt.Errorf("cannot list the tools of %s: %v", up.URL(), err)
+		return nil, "", fmt.Errorf("cannot list the tools of %s: %v", up.URL(), err)
 	}
 	list, merr := listPages(ctx, up, &upstream.Session{ProtocolVersion: "2026-07-28", Header: header}, map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
@@ -160,9 +182,9 @@ func listTools(ctx context.Context, up *upstream.Client, header http.Header) ([]
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "taskgate-tools", "version": buildVersion()},
 	})
 	if merr != nil {
-		return nil, fmt.Errorf("cannot list the tools of %s: initialize: %v", up.URL(), err)
+		return nil, "", fmt.Errorf("cannot list the tools of %s: initialize: %v", up.URL(), err)
 	}
-	return list, nil
+	return list, "2026-07-28", nil
 }
 
 // listPages reads every page of tools/list on sess; meta, when set, is the

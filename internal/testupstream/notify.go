@@ -51,3 +51,20 @@ func addNotify(s *mcp.Server, rec *Recorder) {
 			return text("touched"), nil
 		})
 }
+
+// GrownTool is the tool the grow tool of Options.ListChanged adds.
+const GrownTool = "grown"
+
+// addGrow registers grow: it adds GrownTool (again, if it is there),
+// which the go-sdk announces to every session with
+// notifications/tools/list_changed, then returns "grown".
+func addGrow(s *mcp.Server, rec *Recorder) {
+	add(s, rec, &mcp.Tool{Name: "grow", Description: "Adds the grown tool, changing the tool list."},
+		func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, error) {
+			add(s, rec, &mcp.Tool{Name: GrownTool, Description: "Added by grow."},
+				func(context.Context, *mcp.CallToolRequest, none) (*mcp.CallToolResult, error) {
+					return text("grown"), nil
+				})
+			return text("grown"), nil
+		})
+}

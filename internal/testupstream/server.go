@@ -51,6 +51,9 @@ type Options struct {
 	// newer gets HTTP 400, as from a server that does not know it. Unset:
 	// every version the go-sdk supports.
 	ProtocolVersion string
+	// ListChanged adds the grow tool (notify.go), which changes the tool
+	// list: every session gets notifications/tools/list_changed.
+	ListChanged bool
 }
 
 // protocolVersions is the go-sdk's supported versions (newest first) up to
@@ -94,6 +97,9 @@ func NewServer(opts Options) *mcp.Server {
 	addTools(s, opts.Recorder)
 	if opts.Notify {
 		addNotify(s, opts.Recorder)
+	}
+	if opts.ListChanged {
+		addGrow(s, opts.Recorder)
 	}
 	if opts.Conformance {
 		addConformance(s, opts.Recorder)
