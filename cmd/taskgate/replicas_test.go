@@ -1,16 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskgate/taskgate/upstream/stdio"
 )
 
 func TestAdvertiseURL(t *testing.T) {
@@ -94,5 +103,41 @@ func TestHopTLS(t *testing.T) {
 	_ = os.WriteFile(bad, []byte("not PEM"), 0o600)
 	if _, err := hopTLS(bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a --tls-cert without PEM: %v", err)
+	}
+}
+
+// TestJoinReplicasStateless: a 2026-07-28 child serves every client from
+// one process, so with --redis-url there is no session to follow: serve
+// needs no advertise URL (none could be derived on a host with several
+// addresses listening on 0.0.0.0) and joins nothing.
+func TestJoinReplicasStateless(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "everything-server")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server").CombinedOutput(); err != nil {
+		t.Fatalf("building the 2026-07-28 server: %v\n%s", err, out)
+	}
+	br, err := stdio.Start(stdio.Options{Command: []string{bin}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = br.Close(context.Background()) })
+	set := flag.NewFlagSet("serve", flag.ContinueOnError)
+	set.String("advertise-url", "", "")
+	set.String("redis-url", "redis://127.0.0.1:1", "")
+	set.String("path", "/mcp", "")
+	c := cli.NewContext(nil, set, nil)
+	c.Context = context.Background()
+	h := http.NotFoundHandler()
+	several := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+	got, leave, err := joinReplicas(c, h, &openedUpstream{bridge: br}, &openedStore{}, several, "http", zerolog.Nop())
+	if err != nil {
+		t.Fatalf("a 2026-07-28 child with --redis-url: %v; want it served without joining the replicas", err)
+	}
+	leave()
+	if reflect.ValueOf(got).Pointer() != reflect.ValueOf(h).Pointer() {
+		t.Error("a 2026-07-28 child with --redis-url serves the hop")
+	}
+	_ = set.Set("advertise-url", "http://h:1")
+	if _, _, err := joinReplicas(c, h, &openedUpstream{bridge: br}, &openedStore{}, several, "http", zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "process per session") {
+		t.Errorf("--advertise-url with a 2026-07-28 child: %v", err)
 	}
 }

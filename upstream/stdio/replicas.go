@@ -110,8 +110,8 @@ type replicas struct {
 // has sessions to share.
 func (b *Bridge) JoinReplicas(r Replicas) (leave func(context.Context), err error) {
 	switch {
-	case b.opts.Shared:
-		return nil, errors.New("stdio: sessions follow their child only with a child per session")
+	case !b.PerSession():
+		return nil, errors.New("stdio: sessions follow their child only with a child per session (not with a shared child, nor a 2026-07-28 one)")
 	case r.Directory == nil:
 		return nil, errors.New("stdio: replicas: no directory")
 	case len(r.Secret) < 16:
@@ -412,5 +412,7 @@ func validSessionID(id string) bool {
 }
 
 // PerSession reports whether each session has a child of its own, so
-// that sessions can follow their child (JoinReplicas).
-func (b *Bridge) PerSession() bool { return !b.opts.Shared }
+// that sessions can follow their child (JoinReplicas). A shared child and
+// a 2026-07-28 child (stateless.go: one child, no sessions) have none.
+// Start probes the child before it returns, so the answer holds from then.
+func (b *Bridge) PerSession() bool { return !b.opts.Shared && b.st == nil }

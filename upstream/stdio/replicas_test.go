@@ -432,6 +432,18 @@ func TestJoinReplicasErrors(t *testing.T) {
 	if _, err := shared.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "child per session") {
 		t.Errorf("shared child: %v", err)
 	}
+	// A 2026-07-28 child serves every client statelessly: no session to
+	// follow, so no advertise URL, records or renewals (cmd asks PerSession).
+	stateless := startStatelessBridge(t)
+	if stateless.PerSession() {
+		t.Error("a 2026-07-28 bridge reports a child per session")
+	}
+	if _, err := stateless.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "child per session") {
+		t.Errorf("2026-07-28 child: %v", err)
+	}
+	if !startBridgeOnly(t).PerSession() {
+		t.Error("a bridge with a child per session reports none")
+	}
 	b := startBridgeOnly(t)
 	for _, r := range []Replicas{
 		{URL: "http://h:1", Secret: testSecret},
