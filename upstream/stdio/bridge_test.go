@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -487,5 +488,49 @@ func TestBridgeRelativeCommandInDir(t *testing.T) {
 	b, _ := startBridge(t, func(o *Options) { o.Command = []string{"./server", "--stdio"}; o.Dir = dir })
 	if text := newClient(t, b).tool(1, "echo", map[string]any{"text": "here"}); text != "here" {
 		t.Fatalf("echo: %q", text)
+	}
+}
+
+// TestBridgeProgressStaysWithItsChild: a progress notification reaches a
+// call only from the child serving it. A session's child that names
+// another session's token (guessed, or learnt) reaches nothing.
+func TestBridgeProgressStaysWithItsChild(t *testing.T) {
+	b, _ := startBridge(t, nil)
+	a, z := newClient(t, b), newClient(t, b)
+	stream := make(chan []string, 1)
+	go func() {
+		resp := z.post(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+			"name": "slow", "arguments": map[string]any{"seconds": 1.0, "text": "z"}, "_meta": map[string]any{"progressToken": "z-token"}}})
+		var got []string
+		each(t, resp, func(m msg) bool {
+			if m.Method == "notifications/progress" {
+				got = append(got, string(m.Params))
+			}
+			return m.Method != ""
+		})
+		stream <- got
+	}()
+	var tok string
+	waitFor(t, "z's call in flight", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for k := range b.tokens {
+			tok = k
+		}
+		return tok != ""
+	})
+	if _, err := strconv.Atoi(tok[strings.LastIndexByte(tok, '-')+1:]); err == nil {
+		t.Errorf("bridge token %q is sequential: another child could guess it", tok)
+	}
+	b.mu.Lock()
+	pa, pz := b.sessions[a.sid].proc, b.sessions[z.sid].proc
+	b.mu.Unlock()
+	forge := func(text string) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + strconv.Quote(tok) + `,"progress":1,"message":"` + text + `"}}`)
+	}
+	b.dispatch(pa, forge("from a's child"))
+	b.dispatch(pz, forge("from z's child"))
+	if got := <-stream; len(got) != 1 || !strings.Contains(got[0], "from z's child") || !strings.Contains(got[0], `"z-token"`) {
+		t.Fatalf("z's stream got progress %q; want only its own child's, under its own token", got)
 	}
 }

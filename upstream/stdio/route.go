@@ -43,7 +43,7 @@ func (b *Bridge) dispatch(p *proc, msg []byte) {
 	case env.Method != "" && len(env.ID) > 0: // a request to the client
 		b.childRequest(p, msg, env)
 	case env.Method == "notifications/progress":
-		b.progress(msg, env)
+		b.progress(p, msg, env)
 	case env.Method == "notifications/cancelled":
 		b.childCancelled(p, msg, env)
 	case env.Method != "":
@@ -320,26 +320,30 @@ func (b *Bridge) failCall(p *proc, id []byte, err error) bool {
 	return true
 }
 
-// progress delivers a progress notification to the call whose token it
-// names, with the client's own token.
-func (b *Bridge) progress(msg []byte, env envelope) {
-	var p struct {
+// progress delivers a progress notification of child p to the call whose
+// token it names, with the client's own token. The call must be one p
+// serves: a session's child never reaches another session's call.
+func (b *Bridge) progress(p *proc, msg []byte, env envelope) {
+	var params struct {
 		Token json.RawMessage `json:"progressToken"`
 	}
-	_ = json.Unmarshal(env.Params, &p)
+	_ = json.Unmarshal(env.Params, &params)
 	var tok string
-	_ = json.Unmarshal(p.Token, &tok)
+	_ = json.Unmarshal(params.Token, &tok)
 	b.mu.Lock()
 	c := b.tokens[tok]
 	b.mu.Unlock()
-	if c == nil {
-		return // a call already answered, or a token the bridge never gave
+	if c == nil || c.proc != p {
+		// A call already answered, a token the bridge never gave, or
+		// another child's call.
+		b.log.Debug().Str("op", "stdio").Msg("a progress notification for no call of this process; dropped")
+		return
 	}
-	params, err := mcpwire.WithMember(env.Params, "progressToken", c.origToken)
+	withTok, err := mcpwire.WithMember(env.Params, "progressToken", c.origToken)
 	if err != nil {
 		return
 	}
-	out, err := mcpwire.WithMember(msg, "params", params)
+	out, err := mcpwire.WithMember(msg, "params", withTok)
 	if err != nil {
 		return
 	}

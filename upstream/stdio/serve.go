@@ -290,7 +290,7 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
-		out, err = b.withToken(out, env.Params, c, n)
+		out, err = b.withToken(out, env.Params, c)
 	}
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request: "+err.Error())
@@ -356,14 +356,16 @@ func (b *Bridge) stream(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // withToken replaces the request's _meta.progressToken with a bridge token
-// (the sessions' tokens would collide on one child).
-func (b *Bridge) withToken(msg, params json.RawMessage, c *call, n string) (json.RawMessage, error) {
+// (the sessions' tokens would collide on one child). The token is random:
+// a child cannot guess the token of a call it does not serve (progress is
+// also checked against the child that sent it, Bridge.progress).
+func (b *Bridge) withToken(msg, params json.RawMessage, c *call) (json.RawMessage, error) {
 	meta := mcpwire.Meta(params)
 	tok, ok := meta["progressToken"]
 	if !ok {
 		return msg, nil
 	}
-	c.origToken, c.token = tok, "taskgate-stdio-"+n
+	c.origToken, c.token = tok, "taskgate-stdio-progress-"+uuid.NewString()
 	params = mcpwire.WithMeta(params, "progressToken", c.token)
 	return mcpwire.WithMember(msg, "params", params)
 }

@@ -289,7 +289,7 @@ func (b *Bridge) dispatchStateless(p *proc, msg []byte) {
 		_ = p.send(errorMessage(env.ID, mcpwire.CodeMethodNotFound,
 			"taskgate serves this process statelessly (2026-07-28): ask for client input with an InputRequiredResult, not a request"))
 	case env.Method == "notifications/progress":
-		b.progress(msg, env)
+		b.progress(p, msg, env)
 	case env.Method == "notifications/cancelled":
 		b.serverCancelled(env)
 	default:
@@ -366,7 +366,7 @@ func (b *Bridge) send(p *proc, body []byte, env envelope) (*call, error) {
 		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
-		out, err = b.withToken(out, env.Params, c, n)
+		out, err = b.withToken(out, env.Params, c)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Invalid Request: %w", err)
