@@ -28,7 +28,9 @@ package stdio
 //	            headers, so the bridge checks them as the HTTP server would.
 //	listen      subscriptions/listen is a request like the others; the
 //	            child's notifications that name it in
-//	            _meta.subscriptionId go to its stream under the client's id.
+//	            _meta.subscriptionId go to its stream under the client's id;
+//	            progress goes to the call its token names; any other
+//	            notification names no client and is dropped.
 //	cancel      a client that goes away cancels its request
 //	            (notifications/cancelled to the child, SEP-2575 "Request
 //	            Cancellation": stdio).
@@ -312,48 +314,39 @@ func (b *Bridge) serverCancelled(env envelope) {
 	b.mu.Unlock()
 }
 
-// notifyStateless sends a notification of the child to the stream it
-// belongs to: the listen its _meta.subscriptionId names (under the
-// client's id), else the one request in flight that is not a listen (a
-// log message of a tool call). Anything else has no client to go to.
+// notifyStateless sends a notification of the child to the listen its
+// _meta.subscriptionId names, under the client's id (SEP-2575, "Multiple
+// Concurrent Subscriptions": on stdio's one channel that key is what ties
+// a notification to its stream). Progress names its call by token
+// (Bridge.progress); the 2026-07-28 schema defines no other key that ties a
+// notification to a request, and the child serves every client at once, so
+// an untagged one (a log line, possibly sent after its request was
+// answered) could belong to any of them: it is dropped, never guessed.
 func (b *Bridge) notifyStateless(p *proc, msg []byte, env envelope) {
 	if env.Method == "notifications/tools/list_changed" {
 		b.st.tools.forget()
 	}
 	sub, tagged := mcpwire.Meta(env.Params)[subscriptionIDKey]
-	b.mu.Lock()
 	var to *call
 	if tagged {
-		to = b.calls[string(sub)]
-	} else {
-		b.st.mu.Lock()
-		for k, c := range b.calls {
-			if c.proc != p || b.st.listens[k] {
-				continue
-			}
-			if to != nil {
-				to = nil
-				break
-			}
+		b.mu.Lock()
+		if c := b.calls[string(sub)]; c != nil && c.proc == p {
 			to = c
 		}
-		b.st.mu.Unlock()
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 	if to == nil {
-		b.log.Debug().Str("op", "stdio").Str("method", env.Method).Msg("a notification of the upstream process for no client; dropped")
+		b.log.Debug().Str("op", "stdio").Str("method", env.Method).Bool("tagged", tagged).
+			Msg("a notification of the upstream process names no request in flight; dropped")
 		return
 	}
-	if tagged {
-		params := mcpwire.WithMeta(env.Params, subscriptionIDKey, to.origID)
-		out, err := mcpwire.WithMember(msg, "params", params)
-		if err != nil {
-			return
-		}
-		msg = out
+	params := mcpwire.WithMeta(env.Params, subscriptionIDKey, to.origID)
+	out, err := mcpwire.WithMember(msg, "params", params)
+	if err != nil {
+		return
 	}
 	select {
-	case to.out <- msg:
+	case to.out <- out:
 	default: // never stall the child's stdout for a slow client
 	}
 }

@@ -370,3 +370,38 @@ func TestStatelessRestart(t *testing.T) {
 		t.Fatalf("after the restart: %d %s %+v", resp.StatusCode, a.Result, a.Error)
 	}
 }
+
+// TestStatelessUntaggedNotification: the 2026-07-28 child serves every
+// client at once, so a notification that names no request of its own (a
+// log line of client A's call, read after A's answer, while B's call is
+// the one in flight) reaches no client; one that names a request (its
+// subscriptionId) reaches that request, under the client's id.
+func TestStatelessUntaggedNotification(t *testing.T) {
+	b := startStatelessBridge(t)
+	p, err := b.st.child()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B's call in flight, as send registers it.
+	bCall := &call{key: `"taskgate-stdio-b"`, origID: json.RawMessage(`"b-1"`), sess: b.st.sess, proc: p,
+		started: time.Now(), out: make(chan []byte, 4), final: make(chan reply, 1)}
+	b.mu.Lock()
+	b.calls[bCall.key] = bCall
+	b.mu.Unlock()
+	t.Cleanup(func() { b.drop(bCall) })
+	b.dispatchStateless(p, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"A's late log line"}}`))
+	select {
+	case m := <-bCall.out:
+		t.Fatalf("an untagged notification went to the one call in flight: %s", m)
+	default:
+	}
+	b.dispatchStateless(p, []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x","_meta":{"io.modelcontextprotocol/subscriptionId":"taskgate-stdio-b"}}}`))
+	select {
+	case m := <-bCall.out:
+		if !strings.Contains(string(m), `"io.modelcontextprotocol/subscriptionId":"b-1"`) {
+			t.Fatalf("a tagged notification: %s; want it under the client's id", m)
+		}
+	default:
+		t.Fatal("a notification naming the call did not reach it")
+	}
+}
