@@ -6,8 +6,10 @@ package stdio
 // never sees the headers, so the bridge, the HTTP side of it, does.
 //
 // The annotations come from the child's tools/list, asked by the bridge
-// and kept until the child says its tools changed, a call names a tool
-// not in it, or the child restarts.
+// and kept until the child says its tools changed or restarts (a call
+// naming a tool not in it lists again, at most once per relistUnknown).
+// When they cannot be read, a tools/call is refused rather than passed
+// unchecked.
 
 import (
 	"context"
@@ -20,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -30,28 +33,65 @@ type paramHeader struct {
 	name string
 }
 
-// toolHeaders holds the annotations of the child's tools.
+// toolHeaders holds the annotations of the child's tools. A complete
+// listing is authoritative until the child says its tools changed (or
+// restarts): a call naming a tool not in it lists again at most once per
+// relistUnknown, so calls to a tool that does not exist cost no listing
+// each, and one listing at a time is made, without holding up the calls
+// to known tools.
 type toolHeaders struct {
-	mu     sync.Mutex
-	byTool map[string][]paramHeader // nil: not known
+	list sync.Mutex // held while listing: concurrent misses wait for one listing
+
+	mu       sync.Mutex
+	byTool   map[string][]paramHeader // nil: not known
+	listedAt time.Time                // when byTool was read
+	gen      uint64                   // forget calls; a listing started before one is not kept
 }
+
+// relistUnknown: how often a call naming a tool not in a complete listing
+// may list the tools again (a child that added a tool without saying so).
+const relistUnknown = 10 * time.Second
+
+// errUnchecked: the Mcp-Param headers of a call cannot be checked, since
+// the tools' annotations cannot be read; the call is refused (fail closed).
+var errUnchecked = errors.New("cannot check the Mcp-Param headers")
 
 func (t *toolHeaders) forget() {
 	t.mu.Lock()
 	t.byTool = nil
+	t.gen++
 	t.mu.Unlock()
+}
+
+// lookup is tool's annotations when they are known, or the tool known to
+// be absent (found false, settled true); settled false: list again.
+func (t *toolHeaders) lookup(tool string, now time.Time) (hs []paramHeader, settled bool, gen uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byTool == nil {
+		return nil, false, t.gen
+	}
+	if hs, ok := t.byTool[tool]; ok {
+		return hs, true, t.gen
+	}
+	return nil, now.Sub(t.listedAt) < relistUnknown, t.gen
 }
 
 // maxToolPages bounds the tools/list pages read for the annotations.
 const maxToolPages = 100
 
-// annotations returns tool's annotations, reading the child's tools/list
-// when they are not known (or the tool is not among them).
+// annotations returns tool's annotations (none for a tool the child does
+// not list), reading the child's tools/list when they are not known, or
+// the tool is not in a listing older than relistUnknown.
 func (b *Bridge) annotations(ctx context.Context, p *proc, tool string) ([]paramHeader, error) {
 	t := &b.st.tools
-	t.mu.Lock() // held while reading: concurrent calls wait for one read
-	defer t.mu.Unlock()
-	if hs, ok := t.byTool[tool]; ok {
+	if hs, settled, _ := t.lookup(tool, time.Now()); settled {
+		return hs, nil
+	}
+	t.list.Lock()
+	defer t.list.Unlock()
+	hs, settled, gen := t.lookup(tool, time.Now()) // listed while this call waited
+	if settled {
 		return hs, nil
 	}
 	byTool := map[string][]paramHeader{}
@@ -82,7 +122,11 @@ func (b *Bridge) annotations(ctx context.Context, p *proc, tool string) ([]param
 			break
 		}
 	}
-	t.byTool = byTool
+	t.mu.Lock()
+	if t.gen == gen { // else the tools changed while listing: list again next time
+		t.byTool, t.listedAt = byTool, time.Now()
+	}
+	t.mu.Unlock()
 	return byTool[tool], nil
 }
 
@@ -130,8 +174,8 @@ func (b *Bridge) checkParamHeaders(r *http.Request, p *proc, params json.RawMess
 	defer cancel()
 	hs, err := b.annotations(ctx, p, call.Name)
 	if err != nil {
-		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot read the tools' x-mcp-header annotations; Mcp-Param headers unchecked")
-		return nil
+		b.log.Warn().Str("op", "stdio").Str("tool", call.Name).Err(err).Msg("cannot read the tools' x-mcp-header annotations; the call is refused")
+		return fmt.Errorf("%w: the upstream process's tools/list failed: %v", errUnchecked, err)
 	}
 	for _, h := range hs {
 		header := "Mcp-Param-" + h.name

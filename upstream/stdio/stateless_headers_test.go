@@ -1,8 +1,12 @@
 package stdio
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/taskgate/taskgate/upstream"
@@ -63,5 +67,67 @@ func TestParamHeaderRules(t *testing.T) {
 		if _, err := decodeParam(bad); err == nil {
 			t.Errorf("%q accepted as a plain header value", bad)
 		}
+	}
+}
+
+// TestStatelessUnknownToolListsOnce: a complete tools/list is
+// authoritative: calls naming a tool not in it do not list the tools
+// again each (under the lock every client's calls wait on), until the
+// child says its tools changed.
+func TestStatelessUnknownToolListsOnce(t *testing.T) {
+	b := startStatelessBridge(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	call := func(name string) {
+		t.Helper()
+		a := answer(t, post2026(t, ctx, b, "tools/call", map[string]any{"name": name, "arguments": map[string]any{}}, map[string]string{"Mcp-Name": name}))
+		if a.Error == nil && name == "no_such_tool" {
+			t.Fatalf("%s: %s, want an error", name, a.Result)
+		}
+	}
+	// Every request to the child (calls and the bridge's own listings)
+	// takes a bridge id.
+	before := b.seq.Load()
+	for range 3 {
+		call("no_such_tool")
+	}
+	if n := b.seq.Load() - before; n != 4 {
+		t.Fatalf("3 calls of an unknown tool sent %d requests to the child; want 4 (one tools/list)", n)
+	}
+	b.st.tools.forget() // what notifications/tools/list_changed does
+	before = b.seq.Load()
+	call("no_such_tool")
+	if n := b.seq.Load() - before; n != 2 {
+		t.Fatalf("a call after the tools changed sent %d requests; want 2 (the listing again)", n)
+	}
+}
+
+// failingListServer is a 2026-07-28 server over stdio whose tools/list
+// fails, and whose tools/call would succeed.
+const failingListServer = `while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\("[^"]*"\|[0-9][0-9]*\).*/\1/p')
+  case "$line" in
+  *'"server/discover"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"nolist","version":"1"}}}\n' "$id" ;;
+  *'"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"no listing today"}}\n' "$id" ;;
+  *'"tools/call"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"unchecked"}]}}\n' "$id" ;;
+  esac
+done`
+
+// TestStatelessParamHeadersFailClosed: when the tools' annotations cannot
+// be read, a call's Mcp-Param headers cannot be checked, and the call is
+// refused with a precise error rather than passed on unchecked.
+func TestStatelessParamHeadersFailClosed(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.Command = []string{"/bin/sh", "-c", failingListServer} })
+	if b.st == nil {
+		t.Fatal("the script is not served statelessly")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp := post2026(t, ctx, b, "tools/call", map[string]any{"name": "t", "arguments": map[string]any{"region": "us"}},
+		map[string]string{"Mcp-Name": "t", "Mcp-Param-Region": "eu"})
+	a := answer(t, resp)
+	if resp.StatusCode != http.StatusBadGateway || a.Error == nil || a.Error.Code != -32603 ||
+		!strings.Contains(a.Error.Message, "cannot check the Mcp-Param headers") || !strings.Contains(a.Error.Message, "no listing today") {
+		t.Fatalf("a call whose headers cannot be checked: %d %s %+v; want 502 -32603 naming why", resp.StatusCode, a.Result, a.Error)
 	}
 }

@@ -5,6 +5,7 @@ package stdio
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
@@ -52,7 +53,10 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if env.Method == "tools/call" {
-		if err := b.checkParamHeaders(r, p, env.Params); err != nil {
+		if err := b.checkParamHeaders(r, p, env.Params); errors.Is(err, errUnchecked) {
+			jsonError(w, http.StatusBadGateway, env.ID, mcpwire.CodeInternalError, err.Error())
+			return
+		} else if err != nil {
 			jsonError(w, http.StatusBadRequest, env.ID, mcpwire.CodeHeaderMismatch, "Header mismatch: "+err.Error())
 			return
 		}
