@@ -7,7 +7,10 @@ package stdio
 // s is HMAC-SHA256(secret, "taskgate-stdio-hop/1" NUL method NUL session
 // id NUL t NUL b NUL). The session id and the body are bound, so a captured
 // hop cannot be turned into another request; t must be within MaxSkew of
-// the receiver's clock, so it cannot be replayed later. The header is
+// the receiver's clock, so it cannot be replayed later, and the receiver
+// remembers the MACs it accepted for that long (seenHops), so it cannot be
+// replayed sooner either: the sender never signs two hops with the same
+// t (replicas.hopTime), so a repeated MAC is a replay. The header is
 // checked before the body is read (a request not signed costs no more
 // than its header), then the body against b. A refused hop is answered
 // with a precise status and Taskgate-Hop-Error naming the reason, which
@@ -24,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -40,6 +44,8 @@ var (
 	errHopStale     = errors.New("the hop's timestamp is too far from this replica's clock")
 	errHopForged    = errors.New("the hop's signature does not match")
 	errHopBody      = errors.New("the hop's body does not match its signature")
+	errHopReplayed  = errors.New("the hop was received already (a replay)")
+	errHopBusy      = errors.New("too many hops within the skew window to tell a replay")
 )
 
 // hopSig is a parsed Taskgate-Hop value.
@@ -94,19 +100,61 @@ func parseHop(v string) (hopSig, error) {
 }
 
 // checkHop verifies a hop's header against its method and session at now,
-// and returns the SHA-256 its body must have.
-func checkHop(secret []byte, header, method, session string, now time.Time, skew time.Duration) ([]byte, error) {
+// and returns it: sig.body is the SHA-256 its body must have.
+func checkHop(secret []byte, header, method, session string, now time.Time, skew time.Duration) (hopSig, error) {
 	sig, err := parseHop(header)
 	if err != nil {
-		return nil, err
+		return hopSig{}, err
 	}
 	if d := now.UnixMilli() - sig.t; d > skew.Milliseconds() || -d > skew.Milliseconds() {
-		return nil, errHopStale
+		return hopSig{}, errHopStale
 	}
 	if !hmac.Equal(sig.mac, hopMAC(secret, method, session, sig.t, sig.body)) {
-		return nil, errHopForged
+		return hopSig{}, errHopForged
 	}
-	return sig.body, nil
+	return sig, nil
+}
+
+// maxSeenHops bounds the MACs a replica remembers (about 100 bytes each):
+// past it, within one skew window, a hop is refused (503) rather than
+// let through unchecked for a replay.
+const maxSeenHops = 1 << 18
+
+// seenHops remembers the MACs of the hops accepted while they are fresh
+// (within MaxSkew of their t): a hop seen again then is a replay.
+type seenHops struct {
+	mu    sync.Mutex
+	until map[[sha256.Size]byte]int64 // MAC → unix ms its hop stays fresh to
+	sweep int                         // size at which the stale ones are swept
+}
+
+// add records the hop sig accepted at now, or says it is a replay.
+func (s *seenHops) add(sig hopSig, now time.Time, skew time.Duration) error {
+	var k [sha256.Size]byte
+	copy(k[:], sig.mac)
+	ms := now.UnixMilli()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.until == nil {
+		s.until = map[[sha256.Size]byte]int64{}
+	}
+	if until, ok := s.until[k]; ok && until >= ms {
+		return errHopReplayed
+	}
+	// Amortized: the map doubles between sweeps, until it is full.
+	if len(s.until) >= min(s.sweep, maxSeenHops) {
+		for k, until := range s.until {
+			if until < ms {
+				delete(s.until, k)
+			}
+		}
+		s.sweep = max(1024, 2*len(s.until))
+	}
+	if len(s.until) >= maxSeenHops {
+		return errHopBusy
+	}
+	s.until[k] = sig.t + skew.Milliseconds()
+	return nil
 }
 
 // hopStatus is the status a refused hop gets.
@@ -116,6 +164,10 @@ func hopStatus(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, errHopForged), errors.Is(err, errHopBody):
 		return http.StatusForbidden
+	case errors.Is(err, errHopReplayed):
+		return http.StatusConflict
+	case errors.Is(err, errHopBusy):
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusBadRequest
 }
@@ -141,7 +193,7 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id)")
 		return
 	}
-	sum, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
+	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
 	var body []byte
 	if err == nil && r.Body != nil {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
@@ -153,8 +205,11 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if got := sha256.Sum256(body); err == nil && !hmac.Equal(got[:], sum) {
+	if got := sha256.Sum256(body); err == nil && !hmac.Equal(got[:], sig.body) {
 		err = errHopBody
+	}
+	if err == nil { // only a hop that verified is remembered
+		err = rp.seen.add(sig, time.Now(), rp.MaxSkew)
 	}
 	if err != nil {
 		b.log.Warn().Str("op", "stdio").Str("remote", r.RemoteAddr).Err(err).Msg("a hop from another replica was refused")

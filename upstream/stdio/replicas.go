@@ -34,6 +34,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +101,25 @@ type replicas struct {
 	mu    sync.Mutex
 	ended []string      // sessions ended, their records not yet removed
 	kick  chan struct{} // ended grew
+
+	seen    seenHops     // hops accepted here, to refuse a replay (hop.go)
+	lastHop atomic.Int64 // the t (unix ms) of the last hop signed here
+}
+
+// hopTime is the t of a hop signed at now: later than any signed here
+// before, so that two identical requests forwarded within a millisecond
+// get distinct MACs, and the receiver does not take the second for a
+// replay.
+func (rp *replicas) hopTime(now time.Time) time.Time {
+	for {
+		last, t := rp.lastHop.Load(), now.UnixMilli()
+		if t <= last {
+			t = last + 1
+		}
+		if rp.lastHop.CompareAndSwap(last, t) {
+			return time.UnixMilli(t)
+		}
+	}
 }
 
 // JoinReplicas makes this Bridge record its sessions in r.Directory and
@@ -331,7 +351,7 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 			req.Header[k] = vs
 		}
 	}
-	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, time.Now(), body))
+	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, rp.hopTime(time.Now()), body))
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {

@@ -10,11 +10,13 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -284,6 +286,8 @@ func TestHopAuth(t *testing.T) {
 		status  int
 	}{
 		{"valid", signHop(testSecret, "POST", ca.sid, now, body), ca.sid, http.StatusOK},
+		{"replayed", signHop(testSecret, "POST", ca.sid, now, body), ca.sid, http.StatusConflict},
+		{"valid again, signed later", signHop(testSecret, "POST", ca.sid, now.Add(time.Millisecond), body), ca.sid, http.StatusOK},
 		{"no session", signHop(testSecret, "POST", "", now, body), "", http.StatusBadRequest},
 		{"missing", "", ca.sid, http.StatusUnauthorized},
 		{"malformed", "t=12,s=zz", ca.sid, http.StatusBadRequest},
@@ -339,6 +343,48 @@ func TestHopAuth(t *testing.T) {
 	ms := readAll(t, r)
 	if r.StatusCode != http.StatusBadGateway || len(ms) != 1 || ms[0].Error == nil || !strings.Contains(ms[0].Error.Message, "signature does not match") {
 		t.Fatalf("hop with another secret: HTTP %d %+v", r.StatusCode, ms)
+	}
+}
+
+// TestSeenHops: a hop's MAC is remembered while the hop is fresh, and
+// forgotten after; past maxSeenHops fresh ones, a hop is refused rather
+// than let through unchecked. A sender never signs two hops with one t.
+func TestSeenHops(t *testing.T) {
+	var s seenHops
+	now := time.UnixMilli(1_700_000_000_000)
+	sig := func(i int) hopSig {
+		mac := sha256.Sum256([]byte(strconv.Itoa(i)))
+		return hopSig{t: now.UnixMilli(), mac: mac[:]}
+	}
+	if err := s.add(sig(0), now, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.add(sig(0), now.Add(time.Second), time.Second); !errors.Is(err, errHopReplayed) || hopStatus(err) != http.StatusConflict {
+		t.Fatalf("a repeat while fresh: %v (%d)", err, hopStatus(err))
+	}
+	later := now.Add(1001 * time.Millisecond) // stale now: checkHop refuses it first
+	for i := 1; i < maxSeenHops; i++ {
+		if err := s.add(sig(i), now, time.Second); err != nil {
+			t.Fatalf("hop %d: %v", i, err)
+		}
+	}
+	if err := s.add(sig(maxSeenHops), now, time.Second); !errors.Is(err, errHopBusy) || hopStatus(err) != http.StatusServiceUnavailable {
+		t.Fatalf("past maxSeenHops fresh hops: %v (%d)", err, hopStatus(err))
+	}
+	// Once they are stale they are swept: a hop fresh at later is taken.
+	fresh := sig(-1)
+	fresh.t = later.UnixMilli()
+	if err := s.add(fresh, later, time.Second); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	if n := len(s.until); n != 1 {
+		t.Fatalf("%d MACs remembered after the sweep, want 1", n)
+	}
+
+	var rp replicas
+	a, b := rp.hopTime(now), rp.hopTime(now)
+	if !b.After(a) {
+		t.Fatalf("two hops signed in one millisecond: t %v then %v", a, b)
 	}
 }
 
@@ -496,9 +542,9 @@ func FuzzParseHop(f *testing.F) {
 			t.Fatalf("checkHop(%q) accepted a hop 2 s old with a 1 s skew", header)
 		}
 		body := []byte(header)
-		sum, err := checkHop(testSecret, signHop(testSecret, method, session, at, body), method, session, at, time.Second)
-		if want := sha256.Sum256(body); err != nil || !bytes.Equal(sum, want[:]) {
-			t.Fatalf("a fresh signature: %x, %v", sum, err)
+		fresh, err := checkHop(testSecret, signHop(testSecret, method, session, at, body), method, session, at, time.Second)
+		if want := sha256.Sum256(body); err != nil || !bytes.Equal(fresh.body, want[:]) {
+			t.Fatalf("a fresh signature: %x, %v", fresh.body, err)
 		}
 	})
 }
