@@ -297,6 +297,15 @@ func TestConformanceServerSuite(t *testing.T) {
 				t.Logf("%s %s %s: %v fail as against the stateless server direct (a stateless upstream sends no requests to the client)", r.target, r.version, sc, reg)
 				continue
 			}
+			if r.target == "stdio" && sc == "tools-call-with-logging" {
+				// A 2026-07-28 child serves every client on one stdout, and
+				// its log lines name no request (the revision defines no
+				// key for it): the bridge drops them rather than guess a
+				// client (upstream/stdio/stateless.go, notifyStateless).
+				limits++
+				t.Logf("%s %s %s: %v fail: a stdio child's log lines name no request, and are dropped", r.target, r.version, sc, reg)
+				continue
+			}
 			failed++
 			for _, id := range reg {
 				msg := ""
