@@ -47,7 +47,7 @@ type abandonItem struct {
 	keys   []string // createCmd's KEYS
 	id     string
 	member string // the task's member in the operator's index
-	since time.Time
+	since  time.Time
 }
 
 // abandon queues the removal of the task a failed Create may have written
