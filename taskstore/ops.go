@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -243,4 +245,53 @@ func parseOpsCursor(c string) (int64, string, error) {
 		return 0, "", fmt.Errorf("taskstore: ops list: %w", ErrBadCursor)
 	}
 	return n, m, nil
+}
+
+// OpsInput is one input request of a task as the console shows it: its
+// key, its method while outstanding (an answered request's method is not
+// kept), and whether it was answered.
+type OpsInput struct {
+	Key      string
+	Method   string
+	Answered bool
+}
+
+// OpsInputs lists every input request ever issued for t, outstanding
+// ones with their method. Keys are sorted.
+func (s *Store) OpsInputs(ctx context.Context, t *Task) ([]OpsInput, error) {
+	m, err := s.rdb.HGetAll(ctx, s.k.task(t.Owner, t.ID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("taskstore: ops inputs %s: %w", t.ID, classify(ctx, err))
+	}
+	var out []OpsInput
+	for f := range m {
+		key, ok := strings.CutPrefix(f, prefixUsedKey)
+		if !ok {
+			continue
+		}
+		in := OpsInput{Key: key, Answered: true}
+		if r, ok := t.InputRequests[key]; ok {
+			in.Method, in.Answered = r.Method, false
+		}
+		out = append(out, in)
+	}
+	slices.SortFunc(out, func(a, b OpsInput) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// ReplicasSeen returns the replicas that published their latencies
+// (PublishLatencies) within d, with the time of their last publish.
+func (s *Store) ReplicasSeen(ctx context.Context, d time.Duration) (map[string]time.Time, error) {
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, s.k.latencyReplicas(), &redis.ZRangeBy{
+		Min: strconv.FormatInt(s.nowMS()-d.Milliseconds(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("taskstore: replicas seen: %w", classify(ctx, err))
+	}
+	out := make(map[string]time.Time, len(zs))
+	for _, z := range zs {
+		if r, ok := z.Member.(string); ok {
+			out[r] = fromMS(int64(z.Score))
+		}
+	}
+	return out, nil
 }
