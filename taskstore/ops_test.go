@@ -2,6 +2,7 @@ package taskstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -200,5 +201,47 @@ func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		c.pipes++
 		c.cmds += len(cmds)
 		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkOpsIndex measures what the operator's index adds to Create,
+// Get and Complete, as ratios against the same store without it,
+// interleaved (order alternating) in one run on one redis-server.
+func BenchmarkOpsIndex(b *testing.B) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(b)})
+	defer rdb.Close()
+	with := New(rdb, Options{MaxTasksPerOwner: -1})
+	defer with.Close()
+	without := New(rdb, Options{MaxTasksPerOwner: -1, Prefix: "tgx"})
+	defer without.Close()
+	without.ops = false
+	var spent [2][3]time.Duration // store, op
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range 2 {
+			j := (i + k) % 2
+			s := []*Store{with, without}[j]
+			start := time.Now()
+			task, err := s.Create(ctx, NewTask{Owner: "bench", Tool: "slow", Protocol: Protocol2026, TTL: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if _, err := s.Get(ctx, "bench", task.ID); err != nil {
+				b.Fatal(err)
+			}
+			t2 := time.Now()
+			if err := s.Complete(ctx, "bench", task.ID, json.RawMessage(`{}`)); err != nil {
+				b.Fatal(err)
+			}
+			t3 := time.Now()
+			spent[j][0] += t1.Sub(start)
+			spent[j][1] += t2.Sub(t1)
+			spent[j][2] += t3.Sub(t2)
+		}
+	}
+	for op, name := range []string{"create", "get", "complete"} {
+		b.ReportMetric(float64(spent[0][op])/float64(spent[1][op]), name+"-index/noindex")
 	}
 }
