@@ -31,13 +31,13 @@ var (
 )
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	store *taskstore.Store
 	srv   *httptest.Server
 	con   *Console
 }
 
-func newFixture(t *testing.T, tok string, cfg func(*Config)) *fixture {
+func newFixture(t testing.TB, tok string, cfg func(*Config)) *fixture {
 	t.Helper()
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
