@@ -25,6 +25,13 @@ fi
 # The official MCP conformance suite, with the Node 22 it needs (from npm).
 (cd e2e/conformance && npm ci --no-audit --no-fund --loglevel=error)
 
+# Headless Chromium for the console's browser test (e2e TestConsoleBrowser,
+# which skips when it is missing). Not fatal: no network, no browser test.
+if ! command -v chromium >/dev/null 2>&1; then
+  (need_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive need_root apt-get install -y -qq chromium) >/dev/null 2>&1 ||
+    echo "test.sh: could not install chromium; TestConsoleBrowser will be skipped" >&2
+fi
+
 go vet ./...
 # go test prints a failing test's log (and the e2e tests the gateways'
 # logs) before its package's FAIL line, so the assertion that failed can be

@@ -44,14 +44,15 @@ type abandoner struct {
 }
 
 type abandonItem struct {
-	keys  []string // createCmd's KEYS
-	id    string
-	since time.Time
+	keys   []string // createCmd's KEYS
+	id     string
+	member string // the task's member in the operator's index
+	since  time.Time
 }
 
 // abandon queues the removal of the task a failed Create may have written
 // under keys.
-func (s *Store) abandon(keys []string, id string) {
+func (s *Store) abandon(keys []string, id, member string) {
 	a := &s.ab
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -62,7 +63,7 @@ func (s *Store) abandon(keys []string, id string) {
 		a.pending = map[string]abandonItem{}
 		a.stopped = make(chan struct{})
 	}
-	a.pending[keys[0]] = abandonItem{keys: keys, id: id, since: time.Now()}
+	a.pending[keys[0]] = abandonItem{keys: keys, id: id, member: member, since: time.Now()}
 	if !a.running {
 		a.running = true
 		a.wg.Add(1)
@@ -97,7 +98,7 @@ func (s *Store) abandonLoop() {
 		a.mu.Unlock()
 		down := false
 		for _, it := range items {
-			_, err := s.run(ctx, abandonCmd, it.keys, it.id, ms(abandonTombstone), s.k.removals())
+			_, err := s.run(ctx, abandonCmd, it.keys, it.id, ms(abandonTombstone), s.k.removals(), it.member)
 			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil && time.Since(it.since) < abandonFor {
 				down = true // still down: try again later
 				break

@@ -75,8 +75,8 @@ func TestCreateWithLostReplyLeavesNoTask(t *testing.T) {
 	}
 	// The lost write, executed late (a command queued on a cut
 	// connection), creates nothing.
-	ks := []string{s.k.task("alice", id), s.k.gone("alice", id), s.k.created("alice"), s.k.active("alice")}
-	vals, err := createCmd.Run(ctx, rdb, ks, id, 0, 60000, 86400000, -1, 0, "1", fID, id, fOwner, "alice", fStatus, "working").Slice()
+	ks := s.withOps([]string{s.k.task("alice", id), s.k.gone("alice", id), s.k.created("alice"), s.k.active("alice")})
+	vals, err := createCmd.Run(ctx, rdb, ks, id, 0, 60000, 86400000, -1, 0, "1", opsMember("alice", id), fID, id, fOwner, "alice", fStatus, "working").Slice()
 	if err != nil || code(vals) != codeExists || mr.Exists(ks[0]) {
 		t.Errorf("a late create after the abandon = %v %v (task exists: %t), want refused (exists)", vals, err, mr.Exists(ks[0]))
 	}
@@ -117,7 +117,8 @@ func (l *loseReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 			if c.Name() == "evalsha" || c.Name() == "eval" {
 				if vals, e := c.(*redis.Cmd).Slice(); e == nil && code(vals) == 0 {
 					l.landed.Store(true)
-					l.id.Store(c.Args()[7].(string)) // evalsha sha numkeys k1 k2 k3 k4 ARGV[1]=id
+					n, _ := c.Args()[2].(int) // evalsha sha numkeys k1 … kn ARGV[1]=id
+					l.id.Store(c.Args()[3+n].(string))
 				}
 			}
 			c.SetErr(io.EOF)

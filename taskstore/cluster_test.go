@@ -2,6 +2,7 @@ package taskstore
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ func TestCluster(t *testing.T) {
 	defer rdb.Close()
 	s := New(rdb, Options{ResyncInterval: time.Minute, LeaseGrace: 10 * time.Millisecond})
 	defer s.Close()
+	// The operator's index is in its own slot: no script can write it
+	// with a task, so the store keeps none (ops.go) and says so.
+	if _, err := s.OpsList(ctx, OpsQuery{}); s.OpsEnabled() || !errors.Is(err, ErrOpsDisabled) {
+		t.Fatalf("OpsList on Cluster = %v (enabled %t), want ErrOpsDisabled", err, s.OpsEnabled())
+	}
 
 	owners := []string{"alice", "bob", "carol", "dave"} // spread over slots
 	// One ExtendMany renews leases on every shard.

@@ -61,6 +61,38 @@ func (k keys) active(owner string) string { return k.ownerBase(owner) + ":active
 // its own slot and is only a hint; the task hash is the truth (see lease.go).
 func (k keys) leases() string { return k.prefix + ":leases" }
 
+// ops returns the keys of the operator's index (ops.go), in the order the
+// scripts expect them after their own keys: live, exp, ids, then one ZSET
+// per status group (run, completed, failed, cancelled). They share the
+// hash tag {ops}: one slot, so a script on a single node can write them
+// with the task; on Cluster no script can (the task is in its owner's
+// slot), and the Store keeps no index there.
+//
+//	<prefix>:{ops}:live      ZSET "<id>|<ownerTag>" -> created ms (every live task)
+//	<prefix>:{ops}:exp       ZSET "<id>|<ownerTag>" -> expiry ms  (trimming)
+//	<prefix>:{ops}:ids       HASH id -> ownerTag                 (search by id)
+//	<prefix>:{ops}:run       ZSET non-terminal members -> created ms
+//	<prefix>:{ops}:completed, :failed, :cancelled   ZSET terminal members -> created ms
+func (k keys) ops() []string {
+	b := k.prefix + ":{ops}:"
+	return []string{b + "live", b + "exp", b + "ids", b + "run", b + "completed", b + "failed", b + "cancelled"}
+}
+
+// taskByTag is the task hash of the owner whose tag (ownerTag) is tag.
+func (k keys) taskByTag(tag, id string) string { return k.prefix + ":{" + tag + "}:t:" + id }
+
+// opsMember is a task's member in the operator's index: the id (fixed
+// length) and the owner's tag, never the owner itself (it may be a
+// session id).
+func opsMember(owner, id string) string { return id + "|" + ownerTag(owner) }
+
+func splitOpsMember(m string) (id, tag string, ok bool) {
+	if len(m) != 36+1+32 || m[36] != '|' {
+		return "", "", false
+	}
+	return m[:36], m[37:], true
+}
+
 // taskKeys returns the keys of a task's own state, in the order the
 // transition scripts expect: KEYS[1] task, KEYS[2] active.
 func (k keys) taskKeys(owner, id string) []string {

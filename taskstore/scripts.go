@@ -22,6 +22,22 @@ if not t[1] or t[1] ~= ARGV[1] then return {1} end
 if tonumber(t[3]) + tonumber(t[4]) <= tonumber(ARGV[2]) then return {2} end
 local status = t[2]
 local function terminal(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end
+` + luaOps
+
+// luaOps keeps the operator's index (keys.ops, ops.go) as a task ends:
+// opsEnd moves the member from run to its terminal status' ZSET, keeping
+// its created score. o is the KEYS position of the index's first key; a
+// script called without the index keys (Redis Cluster: they are in
+// another slot) leaves it alone.
+const luaOps = `
+local function opsEnd(o, member, to)
+  if member == '' or #KEYS < o + 6 then return end
+  local sc = redis.call('ZSCORE', KEYS[o], member)
+  if not sc then return end
+  local at = {completed = 4, failed = 5, cancelled = 6}
+  redis.call('ZREM', KEYS[o + 3], member)
+  redis.call('ZADD', KEYS[o + at[to]], sc, member)
+end
 `
 
 // createCmd creates a task and indexes it under its owner. Before the cap
@@ -29,11 +45,15 @@ local function terminal(s) return s == 'completed' or s == 'failed' or s == 'can
 // counts only live tasks, and trims the created index of ids older than
 // MaxTTL (surely expired). The owner's index keys live MaxTTL past the
 // owner's last Create, so an owner who goes away leaves nothing behind.
+// With the operator's index keys it also adds the task there, after
+// dropping up to 100 members whose ttl has elapsed: each create adds one
+// and may drop many, so the index holds live tasks only.
 //
 // KEYS[1] -> <prefix>:{<owner>}:t:<id>       task hash
 // KEYS[2] -> <prefix>:{<owner>}:t:<id>:gone  tombstone
 // KEYS[3] -> <prefix>:{<owner>}:created      ZSET id -> created ms
 // KEYS[4] -> <prefix>:{<owner>}:active       ZSET non-terminal id -> expiry ms
+// KEYS[5..11] -> the operator's index (keys.ops), absent on Cluster
 // ARGV[1] -> task id
 // ARGV[2] -> now, unix ms
 // ARGV[3] -> ttl ms
@@ -41,7 +61,8 @@ local function terminal(s) return s == 'completed' or s == 'failed' or s == 'can
 // ARGV[5] -> max non-terminal tasks for the owner, -1 for no limit
 // ARGV[6] -> tombstone window ms after expiry, 0 for none
 // ARGV[7] -> "1": listed (indexed in KEYS[3] for List), "0": not
-// ARGV[8..] -> field, value pairs of the task hash
+// ARGV[8] -> the task's member in the operator's index (opsMember)
+// ARGV[9..] -> field, value pairs of the task hash
 //
 // Returns {0} created, {5} owner at the cap, {6} id exists (or existed:
 // a tombstone, e.g. abandonCmd's, is there).
@@ -53,7 +74,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local max = tonumber(ARGV[5])
 if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+redis.call('HSET', KEYS[1], unpack(ARGV, 9))
 redis.call('PEXPIRE', KEYS[1], ttl)
 local window = tonumber(ARGV[6])
 if window > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl + window) end
@@ -62,6 +83,16 @@ if ARGV[7] == '1' then redis.call('ZADD', KEYS[3], now, ARGV[1]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], maxttl)
 redis.call('PEXPIRE', KEYS[4], maxttl)
+if #KEYS >= 11 then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, 100)) do
+    for i = 5, 11 do if i ~= 7 then redis.call('ZREM', KEYS[i], m) end end
+    redis.call('HDEL', KEYS[7], string.sub(m, 1, 36))
+  end
+  redis.call('ZADD', KEYS[5], now, ARGV[8])
+  redis.call('ZADD', KEYS[6], now + ttl, ARGV[8])
+  redis.call('HSET', KEYS[7], ARGV[1], string.sub(ARGV[8], 38))
+  redis.call('ZADD', KEYS[8], now, ARGV[8])
+end
 return {0}
 `)
 
@@ -73,9 +104,11 @@ return {0}
 // once the hash is gone.
 //
 // KEYS[1..4] -> as createCmd's
+// KEYS[5..11] -> the operator's index (keys.ops), absent on Cluster
 // ARGV[1] -> task id
 // ARGV[2] -> tombstone lifetime ms
 // ARGV[3] -> the removals channel (keys.removals)
+// ARGV[4] -> the task's member in the operator's index
 //
 // Returns {0}.
 var abandonCmd = redis.NewScript(`
@@ -83,6 +116,10 @@ if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) 
 redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
+if #KEYS >= 11 then
+  for i = 5, 11 do if i ~= 7 then redis.call('ZREM', KEYS[i], ARGV[4]) end end
+  redis.call('HDEL', KEYS[7], ARGV[1])
+end
 return {0}
 `)
 
@@ -100,6 +137,8 @@ return {0}
 // ARGV[4] -> channel
 // ARGV[5] -> new status (validated by the caller)
 // ARGV[6] -> status message, empty for none
+// ARGV[7] -> the task's member in the operator's index
+// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
 //
 // Returns {0, old status}, {1} not found, {2} expired, {3, status} terminal,
 // {4, status} self-transition.
@@ -109,7 +148,10 @@ if terminal(status) then return {3, status} end
 if status == to then return {4, status} end
 redis.call('HSET', KEYS[1], 'status', to, 'updated', ARGV[2])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
-if terminal(to) then redis.call('ZREM', KEYS[2], ARGV[3]) end
+if terminal(to) then
+  redis.call('ZREM', KEYS[2], ARGV[3])
+  opsEnd(3, ARGV[7], to)
+end
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -130,6 +172,8 @@ return {0, status}
 // ARGV[7] -> result JSON, empty for none
 // ARGV[8] -> error JSON, empty for none
 // ARGV[9] -> write id, empty for none
+// ARGV[10] -> the task's member in the operator's index
+// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
 //
 // Returns {0, old status}, {1}, {2}, {3, status}. A task already terminal
 // through a write with this write id answers {0, status}: a retry of a
@@ -147,6 +191,7 @@ if ARGV[8] ~= '' then table.insert(set, 'error'); table.insert(set, ARGV[8]) end
 if ARGV[9] ~= '' then table.insert(set, 'write'); table.insert(set, ARGV[9]) end
 redis.call('HSET', KEYS[1], unpack(set))
 redis.call('ZREM', KEYS[2], ARGV[3])
+opsEnd(3, ARGV[10], to)
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -163,6 +208,8 @@ return {0, status}
 // ARGV[3] -> task id
 // ARGV[4] -> channel
 // ARGV[5] -> status message, empty for none
+// ARGV[6] -> the task's member in the operator's index
+// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
 //
 // Returns {0, field, value, …} (the task after the change), {1}, {2},
 // {3, status}.
@@ -171,6 +218,7 @@ if terminal(status) then return {3, status} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'updated', ARGV[2], 'cancel', '1')
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5]) else redis.call('HDEL', KEYS[1], 'message') end
 redis.call('ZREM', KEYS[2], ARGV[3])
+opsEnd(3, ARGV[6], 'cancelled')
 redis.call('PUBLISH', ARGV[4], 'cancel:cancelled')
 local r = redis.call('HGETALL', KEYS[1])
 table.insert(r, 1, 0)

@@ -115,6 +115,10 @@ type Store struct {
 	// with its next renewal: the deadlines its last one set (lease.go).
 	rescoreMu sync.Mutex
 	rescore   map[string][]redis.Z
+
+	// ops: the scripts keep the operator's index (ops.go); false on
+	// Cluster, where the index is in another slot than any task.
+	ops bool
 }
 
 // New returns a Store on rdb, which may be a standalone, Sentinel (failover)
@@ -122,7 +126,8 @@ type Store struct {
 // Store.Close.
 func New(rdb redis.UniversalClient, opt Options) *Store {
 	opt = opt.withDefaults()
-	s := &Store{rdb: rdb, opt: opt, k: keys{prefix: opt.Prefix}}
+	_, cluster := rdb.(*redis.ClusterClient)
+	s := &Store{rdb: rdb, opt: opt, k: keys{prefix: opt.Prefix}, ops: !cluster}
 	s.hub = newHub(rdb, opt.Logger)
 	return s
 }
@@ -219,6 +224,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		listed = "0"
 	}
 	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(), listed,
+		opsMember(t.Owner, t.ID),
 		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
 		fStatus, string(t.Status), fCreated, nowMS, fUpdated, nowMS,
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}
@@ -238,13 +244,13 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 			p.ZAdd(ctx, s.k.leases(), redis.Z{Score: float64(until), Member: leaseMember(t.Owner, t.ID)})
 		}
 	}
-	ks := []string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)}
+	ks := s.withOps([]string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)})
 	vals, err := s.runWith(ctx, createCmd, ks, args, lease)
 	if err != nil {
 		// Redis went away (or the context ended) before the reply came:
 		// the write may have landed. The caller tells its client the
 		// create failed, so no task must remain: remove it.
-		s.abandon(ks, t.ID)
+		s.abandon(ks, t.ID, opsMember(t.Owner, t.ID))
 	}
 	if err == nil {
 		// codeExists can only mean that go-redis retried our own write
@@ -388,8 +394,8 @@ func (s *Store) transition(ctx context.Context, owner, id string, to Status, mes
 	if !validID(id) {
 		return ErrNotFound
 	}
-	vals, err := s.run(ctx, transitionCmd, s.k.taskKeys(owner, id),
-		owner, s.nowMS(), id, s.k.channel(owner, id), string(to), message)
+	vals, err := s.run(ctx, transitionCmd, s.withOps(s.k.taskKeys(owner, id)),
+		owner, s.nowMS(), id, s.k.channel(owner, id), string(to), message, opsMember(owner, id))
 	if err != nil {
 		return err
 	}
@@ -447,8 +453,9 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 	err := ErrNotFound
 	if validID(id) {
 		var vals []interface{}
-		vals, err = s.run(ctx, finishCmd, s.k.taskKeys(owner, id), owner, s.nowMS(), id,
-			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error), o.WriteID)
+		vals, err = s.run(ctx, finishCmd, s.withOps(s.k.taskKeys(owner, id)), owner, s.nowMS(), id,
+			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error), o.WriteID,
+			opsMember(owner, id))
 		if err == nil {
 			err = s.replyErr(ctx, owner, id, vals)
 		}
@@ -487,7 +494,8 @@ func (s *Store) requestCancel(ctx context.Context, owner, id, message string) (*
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	vals, err := s.run(ctx, cancelCmd, s.k.taskKeys(owner, id), owner, s.nowMS(), id, s.k.channel(owner, id), message)
+	vals, err := s.run(ctx, cancelCmd, s.withOps(s.k.taskKeys(owner, id)), owner, s.nowMS(), id,
+		s.k.channel(owner, id), message, opsMember(owner, id))
 	if err != nil {
 		return nil, err
 	}

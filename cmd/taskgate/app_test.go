@@ -45,6 +45,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--metrics-listen", "256.1.1.1:1"}, "cannot listen on --metrics-listen 256.1.1.1:1"}, // not the default port: a gateway running on this machine would take it
 		{[]string{"serve", up, "--drain-timeout", "later"}, `invalid --drain-timeout "later": want a duration`},
 		{[]string{"serve", up, "--lease", "0s"}, "invalid --lease 0s"},
+		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--console-listen", "0.0.0.0:0"}, "not a loopback address, without a token"},
+		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--console-trace-url", "javascript:x"}, "invalid trace URL"},
 		{[]string{"serve", up, "--lease", "2s", "--lease-renew", "2s"}, "invalid --lease-renew 2s: it must be positive and shorter than --lease 2s"},
 		{[]string{"serve", up, "--lease-renew", "-1s"}, "invalid --lease-renew -1s"},
 		{[]string{"serve", up, "--read-timeout", "-1s"}, "invalid --read-timeout -1s"},

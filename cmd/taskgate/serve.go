@@ -66,7 +66,8 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ready-requires-upstream", Category: catObservability, EnvVars: env("ready-requires-upstream"),
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
-			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags())...),
+			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags(),
+			consoleFlags())...),
 		Action: serve,
 	}
 }
@@ -156,6 +157,13 @@ func serve(c *cli.Context) error {
 		}
 		defer mln.Close()
 	}
+	cln, err := listenConsole(c)
+	if err != nil {
+		return err
+	}
+	if cln != nil {
+		defer cln.Close()
+	}
 	tp, stopTracing, err := openTracing(c.Context, replica, buildVersion(), log)
 	if err != nil {
 		return err
@@ -233,6 +241,13 @@ func serve(c *cli.Context) error {
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
+	}
+	if cln != nil {
+		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
+		if err != nil {
+			return err
+		}
+		defer stopConsole()
 	}
 	srv := &http.Server{
 		Handler:           h,

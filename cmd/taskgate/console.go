@@ -1,0 +1,82 @@
+package main
+
+// The operator's console (package console, docs/console.md): its own
+// listener, never the MCP one, so it is not exposed by accident.
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/taskgate/taskgate/console"
+	"github.com/taskgate/taskgate/gateway"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+func consoleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "console-listen", Category: catObservability, EnvVars: env("console-listen"),
+			Usage: "serve the operator's console (every live task, the tools, the replicas, the failures; cancel) on this `ADDR`; off by default, and only on a loopback address without --console-token"},
+		&cli.StringFlag{Name: "console-token", Category: catObservability, EnvVars: env("console-token"),
+			Usage: "`TOKEN` the console requires: Authorization: Bearer, or its login form (an HttpOnly, SameSite cookie)"},
+		&cli.StringFlag{Name: "console-trace-url", Category: catObservability, EnvVars: env("console-trace-url"),
+			Usage: "`URL` that links a task's trace id on the console, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})"},
+	}
+}
+
+// listenConsole opens the console's listener, or returns nil without
+// --console-listen. A non-loopback address needs a token.
+func listenConsole(c *cli.Context) (net.Listener, error) {
+	addr := c.String("console-listen")
+	if addr == "" {
+		return nil, nil
+	}
+	if err := console.CheckListen(addr, c.String("console-token")); err != nil {
+		return nil, err
+	}
+	return listen(c, "console-listen")
+}
+
+// serveConsole serves the console on ln until the returned stop.
+func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *upstream.Client, current *policy.Current, log zerolog.Logger) (stop func(), err error) {
+	defaultTTL := c.Duration("default-ttl")
+	con, err := console.New(console.Config{
+		Store:    store,
+		Token:    c.String("console-token"),
+		TraceURL: c.String("console-trace-url"),
+		Logger:   log,
+		Tools: func(ctx context.Context) ([]console.ToolRow, error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			list, err := listTools(ctx, up, nil)
+			if err != nil {
+				return nil, err
+			}
+			stats, err := gateway.FleetLatencies(ctx, store, "")
+			if err != nil {
+				return nil, err
+			}
+			rows := decideTools(current.Load(), list, stats, defaultTTL)
+			out := make([]console.ToolRow, len(rows))
+			for i, r := range rows {
+				out[i] = console.ToolRow{Tool: r.Tool, Legacy: r.Legacy, Modern: r.Modern, Tasks: r.Tasks, Reason: r.Reason,
+					Samples: r.Samples, P50Ms: r.P50Ms, P95Ms: r.P95Ms}
+			}
+			return out, nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: con, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	log.Info().Str("console_listen", ln.Addr().String()).Bool("token", c.String("console-token") != "").Msg("console served")
+	return func() { _ = srv.Close(); <-done }, nil
+}

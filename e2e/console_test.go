@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/console"
+	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// TestConsole runs two replicas on one redis-server, each with its
+// console: a task created on A shows on B's console, without its owner's
+// credential; the operator's cancel on B's console reaches the upstream
+// call A holds, as a client's tasks/cancel does; the MCP port serves no
+// console.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	const token = "console-e2e-token"
+	const credential = "Bearer console-e2e-client-credential"
+	rec := &testupstream.Recorder{}
+	up := newUpstream(t, testupstream.Options{Recorder: rec})
+	redisURL := "redis://" + redistest.Start(t)
+	var consoles []string
+	var replicas []*gateway
+	for range 2 {
+		caddr, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(slices.Clone(twoReplicaFlags), "--redis-url", redisURL,
+			"--console-listen", caddr, "--console-token", token)
+		replicas = append(replicas, startGateway(t, up, args...))
+		consoles = append(consoles, "http://"+caddr)
+	}
+	a, b := replicas[0], replicas[1]
+	mc := newMClient(t, []string{a.URL, b.URL}, credential, true)
+	id := mc.createTask(replicaA, "slow", map[string]any{"seconds": 60, "text": "console"}).TaskID
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(base, path string, auth string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	// B's console lists A's task, and its page.
+	code, list := get(consoles[1], "/", "Bearer "+token)
+	if code != http.StatusOK || !strings.Contains(list, id) || !strings.Contains(list, "slow") {
+		t.Fatalf("B's console list = %d:\n%s", code, list)
+	}
+	code, page := get(consoles[1], "/tasks/"+id, "Bearer "+token)
+	if code != http.StatusOK || !strings.Contains(page, "working") || !strings.Contains(page, "e2e-") {
+		t.Fatalf("B's console task page = %d:\n%s", code, page)
+	}
+	for _, body := range []string{list, page} {
+		if strings.Contains(body, "console-e2e-client-credential") || strings.Contains(body, token) {
+			t.Fatal("the console shows a credential")
+		}
+	}
+	if code, _ := get(consoles[1], "/", ""); code != http.StatusSeeOther {
+		t.Errorf("console without the token = %d, want a redirect to its login", code)
+	}
+
+	// The MCP port serves no console, with or without the token.
+	for _, path := range []string{"/", "/tasks/" + id, "/login", "/failures"} {
+		if code, body := get(a.base, path, "Bearer "+token); code == http.StatusOK && strings.Contains(body, "taskgate console") {
+			t.Errorf("the MCP port serves the console at %s", path)
+		}
+	}
+
+	// The operator cancels on B; A's worker cancels the upstream call.
+	req, _ := http.NewRequest(http.MethodPost, consoles[1]+"/tasks/"+id+"/cancel", strings.NewReader(url.Values{}.Encode()))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("console cancel = %d", resp.StatusCode)
+	}
+	if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
+		t.Fatalf("the upstream never saw the operator's cancel: %v", err)
+	}
+	tk := mc.get(replicaA, id)
+	if tk.Status != "cancelled" || tk.StatusMessage != console.CancelMessage {
+		t.Errorf("the client sees %s %q after the operator's cancel", tk.Status, tk.StatusMessage)
+	}
+	if _, page := get(consoles[0], "/?status=cancelled", "Bearer "+token); !strings.Contains(page, id) {
+		t.Error("A's console does not list the cancelled task")
+	}
+}
