@@ -80,8 +80,9 @@ func TestWatchEvents(t *testing.T) {
 	})
 }
 
-// A waiter wakes within milliseconds of the change, from the event, not
-// from the slow timer.
+// A waiter wakes on the change's event, not from the slow timer: its
+// resync is a minute, so waking within the 5 s guard can only be the event.
+// (No bound on how fast: a timed assertion fails on a loaded machine.)
 func TestWaitForWakesOnSignal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		s := e.store(t, func(o *Options) { o.ResyncInterval = time.Minute })
@@ -113,11 +114,7 @@ func TestWaitForWakesOnSignal(t *testing.T) {
 			if r.err != nil || r.task.Status != StatusCompleted || string(r.task.Result) != `{"ok":true}` {
 				t.Fatalf("WaitFor = %+v, %v", r.task, r.err)
 			}
-			lat := r.at.Sub(start)
-			t.Logf("woke %v after Complete", lat)
-			if lat > 100*time.Millisecond {
-				t.Errorf("woke after %v, want milliseconds", lat)
-			}
+			t.Logf("woke %v after Complete", r.at.Sub(start))
 		case <-time.After(5 * time.Second):
 			t.Fatal("waiter did not wake")
 		}
