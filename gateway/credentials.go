@@ -56,6 +56,9 @@ const (
 	// credLocal: a token seen on this replica, or read from the store,
 	// this recently is used without asking the store.
 	credLocal = 2 * time.Second
+	// credPrevious bounds the replaced tokens of one client a replica
+	// still binds to its freshest one (credEntry.previous).
+	credPrevious = 8
 	// credEntries bounds the principals' clients a replica remembers.
 	credEntries = 4096
 	// credTimeout bounds one store request for a token.
@@ -91,8 +94,14 @@ type credentials struct {
 	aead   cipher.AEAD // from the shared secret, once read
 
 	mu          sync.Mutex
-	byPrincipal map[string]*credEntry        // by ClientKey
-	byToken     map[[sha256.Size]byte]string // the digest of an entry's Authorization → its ClientKey
+	byPrincipal map[string]*credEntry          // by ClientKey
+	byToken     map[[sha256.Size]byte]tokenRef // the digest of an entry's Authorization, or of one of its previous ones
+}
+
+// tokenRef is whose a token is, and when this replica last saw it.
+type tokenRef struct {
+	key  string // ClientKey
+	seen time.Time
 }
 
 // credEntry is the newest Authorization of one principal's client this
@@ -102,11 +111,15 @@ type credEntry struct {
 	seen    time.Time // last sent to this replica
 	stored  time.Time // last stored by this replica
 	checked time.Time // last read from the store
+	// previous are the digests of the credPrevious tokens header replaced,
+	// oldest first, kept in byToken so that a call retried with a task's
+	// older token is still bound; older ones leave byToken.
+	previous [][sha256.Size]byte
 }
 
 func newCredentials(store credentialStore, log zerolog.Logger) *credentials {
 	return &credentials{store: store, log: log, now: time.Now,
-		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]string{}}
+		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]tokenRef{}}
 }
 
 // note records r's Authorization as its principal's client's newest: in memory at
@@ -129,6 +142,7 @@ func (c *credentials) note(r *http.Request) {
 		e = c.replace(key, e, v)
 	}
 	e.seen = now
+	c.byToken[sha256.Sum256([]byte(v))] = tokenRef{key: key, seen: now}
 	store := now.Sub(e.stored) >= credRestore
 	if store {
 		e.stored = now
@@ -153,26 +167,45 @@ func (c *credentials) note(r *http.Request) {
 }
 
 // replace makes v the Authorization of key, whose entry was e (nil: none),
-// and returns the new entry; the old token's digest goes, so byToken
-// holds one per entry. Called with c.mu held.
+// and returns the new entry. The old token's digest joins previous; the
+// oldest beyond credPrevious leaves byToken, so byToken holds at most
+// credPrevious+1 digests per entry however often a client refreshes.
+// Called with c.mu held.
 func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
+	d := sha256.Sum256([]byte(v))
+	n := &credEntry{header: v}
 	if e != nil {
-		if old := sha256.Sum256([]byte(e.header)); c.byToken[old] == key {
-			delete(c.byToken, old)
+		old := sha256.Sum256([]byte(e.header))
+		for _, p := range e.previous {
+			if p != d && p != old {
+				n.previous = append(n.previous, p)
+			}
+		}
+		n.previous = append(n.previous, old)
+		if len(n.previous) > credPrevious {
+			if gone := n.previous[0]; c.byToken[gone].key == key {
+				delete(c.byToken, gone)
+			}
+			n.previous = n.previous[1:]
 		}
 	} else if len(c.byPrincipal) >= credEntries {
-		c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]string{} // start over rather than grow
+		c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]tokenRef{} // start over rather than grow
 	}
-	e = &credEntry{header: v}
-	c.byPrincipal[key] = e
-	c.byToken[sha256.Sum256([]byte(v))] = key
-	return e
+	c.byPrincipal[key] = n
+	if ref, ok := c.byToken[d]; !ok || ref.key != key {
+		c.byToken[d] = tokenRef{key: key}
+	}
+	return n
 }
 
 // bind returns sess asking for its principal's client's freshest token on
-// every request after the first (which carries sess's own, the freshest
-// then), when sess carries a token this replica saw with a validated
-// principal; else sess itself.
+// every request, when sess carries a token this replica saw with a
+// validated principal; else sess itself. The first request of a call
+// whose token this replica saw within credLocal (a client's request that
+// starts the call now) carries that token: it is the freshest there, and
+// the one the client chose for the call. A call started later (a retry
+// with the client's answers, a task taken over) gets the freshest from
+// its first request on.
 func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
 	if c == nil || sess == nil || sess.Authorization != nil {
 		return sess
@@ -182,7 +215,7 @@ func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
 		return sess
 	}
 	c.mu.Lock()
-	key, ok := c.byToken[sha256.Sum256([]byte(v))]
+	ref, ok := c.byToken[sha256.Sum256([]byte(v))]
 	c.mu.Unlock()
 	if !ok {
 		return sess
@@ -190,10 +223,10 @@ func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
 	bound := *sess
 	var later atomic.Bool
 	bound.Authorization = func(ctx context.Context) string {
-		if !later.Swap(true) {
-			return "" // the call's first request: its own token
+		if !later.Swap(true) && c.now().Sub(ref.seen) < credLocal {
+			return "" // the first request of a call a client starts now: its own token
 		}
-		return c.freshest(ctx, key)
+		return c.freshest(ctx, ref.key)
 	}
 	return &bound
 }

@@ -137,11 +137,16 @@ func TestCredentialsBounded(t *testing.T) {
 		seen(a, p, fmt.Sprintf("Bearer t-%d", i))
 		*clock = clock.Add(time.Second)
 	}
-	if len(a.byToken) != 1 || len(a.byPrincipal) != 1 {
-		t.Fatalf("after 50 refreshes: %d token digests, %d entries; want 1 and 1", len(a.byToken), len(a.byPrincipal))
+	if len(a.byToken) != credPrevious+1 || len(a.byPrincipal) != 1 {
+		t.Fatalf("after 50 refreshes: %d token digests, %d entries; want %d and 1", len(a.byToken), len(a.byPrincipal), credPrevious+1)
+	}
+	// A call retried with a recent older token is still bound to the
+	// freshest one, from its first request on.
+	retried := a.bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-45"}}})
+	if got := retried.Authorization(context.Background()); got != "Bearer t-49" {
+		t.Fatalf("a call retried with an older token: %q, want the freshest", got)
 	}
 	bound := a.bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-49"}}})
-	bound.Authorization(context.Background()) // the first request
 	mr.SetError("LOADING the store is down")
 	seen(a, p, "Bearer t-50") // not stored
 	mr.SetError("")
