@@ -58,17 +58,8 @@ func (s *tomcatServer) requests() []*http.Request {
 // tomcatGateway is a gateway in front of s whose --upstream-header sets
 // an operator's Authorization and an API key.
 func tomcatGateway(t testing.TB, s *tomcatServer) http.Handler {
-	client, err := upstream.New(s.srv.URL+"/mcp", upstream.Options{Header: http.Header{
-		"Authorization": {"Bearer operator"}, "X-Api-Key": {"k"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{Upstream: client})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	return metaHandler(t, s.srv.URL+"/mcp", upstream.Options{Header: http.Header{
+		"Authorization": {"Bearer operator"}, "X-Api-Key": {"k"}}}, nil)
 }
 
 // TestDiscoveryNoTraversal: below the well-known paths only plain
