@@ -72,6 +72,10 @@ func (in *introspector) verify(ctx context.Context, token string) (Token, error)
 		return Token{}, fmt.Errorf("%w: issuer %q, want %q", ErrInvalidToken, a.Iss, in.issuer)
 	case len(a.Aud) > 0 && len(in.audience) > 0 && !anyOf(a.Aud, in.audience):
 		return Token{}, fmt.Errorf("%w: audience %q, want one of %q", ErrInvalidToken, []string(a.Aud), []string(in.audience))
+	case a.Sub == "" && a.ClientID == "":
+		// RFC 7662 §2.2 makes both optional, but a principal needs one:
+		// a bare {"active":true} would make every user one owner.
+		return Token{}, fmt.Errorf("%w: the introspection answer names neither sub nor client_id", ErrInvalidToken)
 	}
 	iss := a.Iss
 	if iss == "" {

@@ -89,6 +89,8 @@ func TestGuardIntrospection(t *testing.T) {
 	ti.add("no-sub", map[string]any{"active": true, "client_id": "svc", "scope": "mcp"})
 	ti.add("other-aud", map[string]any{"active": true, "sub": "alice", "scope": "mcp", "aud": []string{"https://other/mcp"}})
 	ti.add("no-scope", map[string]any{"active": true, "sub": "alice"})
+	ti.add("nobody", map[string]any{"active": true, "scope": "mcp"})
+	ti.add("nobody-2", map[string]any{"active": true, "scope": "mcp", "iss": "https://as.example"})
 	ti.add("expired", map[string]any{"active": true, "sub": "alice", "scope": "mcp", "exp": clk.now().Add(-time.Minute).Unix()})
 
 	p, err := g.Authenticate(ctx, bearer("opaque-1"))
@@ -100,7 +102,7 @@ func TestGuardIntrospection(t *testing.T) {
 		t.Fatalf("%+v %v", p, err)
 	}
 	for tok, want := range map[string]error{"unknown": ErrInvalidToken, "other-aud": ErrInvalidToken,
-		"no-scope": ErrInsufficientScope, "expired": ErrInvalidToken} {
+		"no-scope": ErrInsufficientScope, "expired": ErrInvalidToken, "nobody": ErrInvalidToken, "nobody-2": ErrInvalidToken} {
 		if _, err := g.Authenticate(ctx, bearer(tok)); !errors.Is(err, want) {
 			t.Errorf("%s: got %v, want %v", tok, err, want)
 		}

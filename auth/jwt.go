@@ -84,6 +84,11 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (Token, error) {
 	if client == "" {
 		client = extra.AZP
 	}
+	if std.Subject == "" && client == "" {
+		// RFC 9068 §2.2 requires sub and client_id; without either the
+		// token names no one, and every such token would be one principal.
+		return Token{}, fmt.Errorf("%w: neither sub nor client_id (RFC 9068 §2.2 requires both)", ErrInvalidToken)
+	}
 	return Token{
 		Principal: Principal{Issuer: std.Issuer, Subject: std.Subject, ClientID: client},
 		Scopes:    scopes(extra.Scope, extra.SCP),

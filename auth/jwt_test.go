@@ -94,6 +94,7 @@ func TestGuardJWTBadInput(t *testing.T) {
 		{"wrong issuer", with(func(c map[string]any) { c["iss"] = "https://evil.example" }), ErrInvalidToken},
 		{"unknown kid", authtest.Sign(t, authtest.NewKey(t, "nobody", jose.ES256), ti.Claims(testAudience)), ErrInvalidToken},
 		{"no kid, no key fits", authtest.Sign(t, authtest.NewKey(t, "", jose.ES256), ti.Claims(testAudience)), ErrInvalidToken},
+		{"neither sub nor client_id", with(func(c map[string]any) { delete(c, "sub"); delete(c, "client_id"); delete(c, "azp") }), ErrInvalidToken},
 		{"missing scope", with(func(c map[string]any) { c["scope"] = "openid" }), ErrInsufficientScope},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

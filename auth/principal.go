@@ -38,6 +38,16 @@ func (p Principal) Key() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ClientKey is the principal as one client: the same user signed in to
+// two applications (client_id, or azp) is two of these. A token may stand
+// in for another only within one ClientKey: an application's token
+// carries the scopes and consent granted to that application (RFC 6749
+// §3.3, RFC 9068 §2.2.3), not to the user's other ones. A digest.
+func (p Principal) ClientKey() string {
+	sum := sha256.Sum256([]byte(p.Key() + "\x00" + p.ClientID))
+	return hex.EncodeToString(sum[:])
+}
+
 type principalKey struct{}
 
 // WithPrincipal returns ctx carrying p, the principal of the request.

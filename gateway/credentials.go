@@ -1,14 +1,21 @@
 package gateway
 
-// The freshest token of each principal, for the requests the gateway makes
-// later on a task's behalf, when no client request carries one: asking an
-// upstream's own task for its result again, cancelling it, retrying a
-// call with the client's answers. Those use the newest valid token the
-// task's principal presented, on any replica; the token that created the
-// task is the fallback.
+// The freshest token of each principal's client, for the requests the
+// gateway makes later on a task's behalf, when no client request carries
+// one: asking an upstream's own task for its result again, cancelling it,
+// retrying a call with the client's answers. Those use the newest valid
+// token the same client (client_id) of the task's principal presented, on
+// any replica; the token that created the task is the fallback. Never
+// another client's token of the same user: each application's token
+// carries the scopes granted to it (RFC 6749 §3.3), and a read-only
+// application's task must not run with the user's full-scope one. The
+// first request of a call carries the call's own token, the freshest
+// there is.
 //
 // Tokens are kept in the store sealed (AES-256-GCM under the store's
-// shared secret "credentials", the principal as associated data), never
+// shared secret "credentials", the principal's client as associated
+// data, with the time it was stored, so an older record never replaces a
+// token seen later), never
 // in clear, and never logged. The store rather than pub/sub between
 // replicas: a replica started after a refresh, or one whose subscription
 // dropped a message, still finds the newest token; nothing has to be
@@ -25,9 +32,11 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -47,7 +56,10 @@ const (
 	// credLocal: a token seen on this replica, or read from the store,
 	// this recently is used without asking the store.
 	credLocal = 2 * time.Second
-	// credEntries bounds the principals a replica remembers.
+	// credPrevious bounds the replaced tokens of one client a replica
+	// still binds to its freshest one (credEntry.previous).
+	credPrevious = 8
+	// credEntries bounds the principals' clients a replica remembers.
 	credEntries = 4096
 	// credTimeout bounds one store request for a token.
 	credTimeout = 2 * time.Second
@@ -68,7 +80,8 @@ type credentialStore interface {
 	Credential(ctx context.Context, principal string) ([]byte, error)
 }
 
-// credentials remembers, per principal, the newest Authorization seen,
+// credentials remembers, per principal's client (auth.Principal.ClientKey),
+// the newest Authorization seen,
 // and stores it sealed for the other replicas. A nil *credentials does
 // nothing (no validation, no store, or tokens not forwarded). Safe for
 // concurrent use; it holds no goroutine.
@@ -81,25 +94,35 @@ type credentials struct {
 	aead   cipher.AEAD // from the shared secret, once read
 
 	mu          sync.Mutex
-	byPrincipal map[string]*credEntry
-	byToken     map[[sha256.Size]byte]string // an Authorization's digest → its principal
+	byPrincipal map[string]*credEntry          // by ClientKey
+	byToken     map[[sha256.Size]byte]tokenRef // the digest of an entry's Authorization, or of one of its previous ones
 }
 
-// credEntry is the newest Authorization of one principal this replica
-// knows.
+// tokenRef is whose a token is, and when this replica last saw it.
+type tokenRef struct {
+	key  string // ClientKey
+	seen time.Time
+}
+
+// credEntry is the newest Authorization of one principal's client this
+// replica knows.
 type credEntry struct {
 	header  string
 	seen    time.Time // last sent to this replica
 	stored  time.Time // last stored by this replica
 	checked time.Time // last read from the store
+	// previous are the digests of the credPrevious tokens header replaced,
+	// oldest first, kept in byToken so that a call retried with a task's
+	// older token is still bound; older ones leave byToken.
+	previous [][sha256.Size]byte
 }
 
 func newCredentials(store credentialStore, log zerolog.Logger) *credentials {
 	return &credentials{store: store, log: log, now: time.Now,
-		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]string{}}
+		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]tokenRef{}}
 }
 
-// note records r's Authorization as its principal's newest: in memory at
+// note records r's Authorization as its principal's client's newest: in memory at
 // once, and in the store when it changed or was stored more than
 // credRestore ago. A store that fails costs the other replicas the
 // newest token, never the request.
@@ -112,18 +135,14 @@ func (c *credentials) note(r *http.Request) {
 	if !ok || v == "" {
 		return
 	}
-	key, now := p.Key(), c.now()
+	key, now := p.ClientKey(), c.now()
 	c.mu.Lock()
 	e := c.byPrincipal[key]
 	if e == nil || e.header != v {
-		if len(c.byPrincipal) >= credEntries {
-			c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]string{} // start over rather than grow
-		}
-		e = &credEntry{header: v}
-		c.byPrincipal[key] = e
-		c.byToken[sha256.Sum256([]byte(v))] = key
+		e = c.replace(key, e, v)
 	}
 	e.seen = now
+	c.byToken[sha256.Sum256([]byte(v))] = tokenRef{key: key, seen: now}
 	store := now.Sub(e.stored) >= credRestore
 	if store {
 		e.stored = now
@@ -134,7 +153,7 @@ func (c *credentials) note(r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), credTimeout)
 	defer cancel()
-	blob, err := c.seal(ctx, key, v)
+	blob, err := c.seal(ctx, key, v, now)
 	if err == nil {
 		err = c.store.PutCredential(ctx, key, blob, credKeep)
 	}
@@ -147,9 +166,46 @@ func (c *credentials) note(r *http.Request) {
 	}
 }
 
-// bind returns sess asking for its principal's freshest token on every
-// request, when sess carries a token this replica saw with a validated
-// principal; else sess itself.
+// replace makes v the Authorization of key, whose entry was e (nil: none),
+// and returns the new entry. The old token's digest joins previous; the
+// oldest beyond credPrevious leaves byToken, so byToken holds at most
+// credPrevious+1 digests per entry however often a client refreshes.
+// Called with c.mu held.
+func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
+	d := sha256.Sum256([]byte(v))
+	n := &credEntry{header: v}
+	if e != nil {
+		old := sha256.Sum256([]byte(e.header))
+		for _, p := range e.previous {
+			if p != d && p != old {
+				n.previous = append(n.previous, p)
+			}
+		}
+		n.previous = append(n.previous, old)
+		if len(n.previous) > credPrevious {
+			if gone := n.previous[0]; c.byToken[gone].key == key {
+				delete(c.byToken, gone)
+			}
+			n.previous = n.previous[1:]
+		}
+	} else if len(c.byPrincipal) >= credEntries {
+		c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]tokenRef{} // start over rather than grow
+	}
+	c.byPrincipal[key] = n
+	if ref, ok := c.byToken[d]; !ok || ref.key != key {
+		c.byToken[d] = tokenRef{key: key}
+	}
+	return n
+}
+
+// bind returns sess asking for its principal's client's freshest token on
+// every request, when sess carries a token this replica saw with a
+// validated principal; else sess itself. The first request of a call
+// whose token this replica saw within credLocal (a client's request that
+// starts the call now) carries that token: it is the freshest there, and
+// the one the client chose for the call. A call started later (a retry
+// with the client's answers, a task taken over) gets the freshest from
+// its first request on.
 func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
 	if c == nil || sess == nil || sess.Authorization != nil {
 		return sess
@@ -159,19 +215,27 @@ func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
 		return sess
 	}
 	c.mu.Lock()
-	key, ok := c.byToken[sha256.Sum256([]byte(v))]
+	ref, ok := c.byToken[sha256.Sum256([]byte(v))]
 	c.mu.Unlock()
 	if !ok {
 		return sess
 	}
 	bound := *sess
-	bound.Authorization = func(ctx context.Context) string { return c.freshest(ctx, key) }
+	var later atomic.Bool
+	bound.Authorization = func(ctx context.Context) string {
+		if !later.Swap(true) && c.now().Sub(ref.seen) < credLocal {
+			return "" // the first request of a call a client starts now: its own token
+		}
+		return c.freshest(ctx, ref.key)
+	}
 	return &bound
 }
 
-// freshest is the newest Authorization of principal key: this replica's
-// when it saw or read it within credLocal, else the store's; "" when
-// neither has one (the caller's own is then sent).
+// freshest is the newest Authorization of key, a principal's client: this
+// replica's when it saw or read it within credLocal, or saw it after the
+// store's copy was stored (a store write that failed leaves an older
+// one there), else the store's; "" when neither has one (the caller's
+// own is then sent).
 func (c *credentials) freshest(ctx context.Context, key string) string {
 	now := c.now()
 	c.mu.Lock()
@@ -188,8 +252,9 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 	defer cancel()
 	blob, err := c.store.Credential(ctx, key)
 	var v string
+	var written time.Time
 	if err == nil {
-		v, err = c.open(ctx, key, blob)
+		v, written, err = c.open(ctx, key, blob)
 	}
 	if err != nil {
 		if !errors.Is(err, taskstore.ErrNotFound) {
@@ -204,20 +269,16 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 		return local
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	e := c.byPrincipal[key]
-	if e == nil {
-		if len(c.byPrincipal) >= credEntries {
-			c.byPrincipal, c.byToken = map[string]*credEntry{}, map[[sha256.Size]byte]string{}
-		}
-		e = &credEntry{}
-		c.byPrincipal[key] = e
+	if e != nil && e.header != v && e.seen.After(written) {
+		e.checked = now
+		return e.header // seen here after the store's copy was written
 	}
-	if e.header != v {
-		e.header = v
-		c.byToken[sha256.Sum256([]byte(v))] = key
+	if e == nil || e.header != v {
+		e = c.replace(key, e, v)
 	}
 	e.checked = now
-	c.mu.Unlock()
 	return v
 }
 
@@ -242,33 +303,34 @@ func (c *credentials) cipher(ctx context.Context) (cipher.AEAD, error) {
 	return c.aead, nil
 }
 
-// seal encrypts token for principal key: nonce ‖ ciphertext, with the
-// principal as associated data, so a record moved to another principal's
-// key does not open.
-func (c *credentials) seal(ctx context.Context, key, token string) ([]byte, error) {
+// seal encrypts token, stored at written, for key: nonce ‖ ciphertext of
+// (written in Unix nanoseconds, 8 bytes big-endian ‖ token), with key as
+// associated data, so a record moved to another key does not open.
+func (c *credentials) seal(ctx context.Context, key, token string, written time.Time) ([]byte, error) {
 	aead, err := c.cipher(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(token)+aead.Overhead())
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+8+len(token)+aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	return aead.Seal(nonce, nonce, []byte(token), []byte(key)), nil
+	plain := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(token)), uint64(written.UnixNano()))
+	return aead.Seal(nonce, nonce, append(plain, token...), []byte(key)), nil
 }
 
 // open is seal's inverse.
-func (c *credentials) open(ctx context.Context, key string, blob []byte) (string, error) {
+func (c *credentials) open(ctx context.Context, key string, blob []byte) (string, time.Time, error) {
 	aead, err := c.cipher(ctx)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	if len(blob) < aead.NonceSize() {
-		return "", errSealed
+		return "", time.Time{}, errSealed
 	}
 	plain, err := aead.Open(nil, blob[:aead.NonceSize()], blob[aead.NonceSize():], []byte(key))
-	if err != nil {
-		return "", errSealed
+	if err != nil || len(plain) < 8 {
+		return "", time.Time{}, errSealed
 	}
-	return string(plain), nil
+	return string(plain[8:]), time.Unix(0, int64(binary.BigEndian.Uint64(plain))), nil
 }

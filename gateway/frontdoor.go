@@ -88,6 +88,15 @@ func (p *originPolicy) allows(origin string) bool {
 	return p.hosts[u.Hostname()]
 }
 
+// dropForwarding deletes from h a client's own claims about addresses
+// (Forwarded, X-Forwarded-*, X-Real-Ip): they are not a proxy's, and
+// must not reach the upstream as if one had said them.
+func dropForwarding(h http.Header) {
+	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
+		delete(h, k)
+	}
+}
+
 // corsHeaders are the request headers a browser client of MCP sends.
 const corsHeaders = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID"
 
@@ -101,10 +110,7 @@ func (h *Handler) frontDoor(w http.ResponseWriter, r *http.Request) bool {
 			"Invalid Request: more than one Authorization header; send one credential"))
 		return false
 	}
-	// A client's own claims about addresses are not a proxy's: drop them.
-	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
-		delete(r.Header, k)
-	}
+	dropForwarding(r.Header)
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true // not a browser's cross-origin request

@@ -94,6 +94,15 @@ func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
 	if p != path.Clean(p) || strings.Contains(r.URL.RawPath, "%2") {
 		return false // a path that names another one ("..", "%2F") is passed on nowhere
 	}
+	wellKnown := under(p, wellKnownServer) || under(p, wellKnownOIDC) || strings.HasSuffix(p, wellKnownOIDC)
+	if wellKnown && !plainPath(p) {
+		// Only plain segments go upstream under the well-known paths: a
+		// server that reads "..;" as ".." (Tomcat's path parameters, RFC
+		// 3986 §3.3 leaves ";" to the scheme) would otherwise resolve
+		// "/.well-known/oauth-authorization-server/..;/..;/admin" to
+		// "/admin", reached with the gateway's --upstream-header.
+		return false
+	}
 	switch {
 	case under(p, wellKnownResource):
 		if d.answerable(w, r) {
@@ -101,14 +110,32 @@ func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
 		}
 	case d.own != nil || d.upURL == nil:
 		return false // nothing else to pass through
-	case under(p, wellKnownServer) || under(p, wellKnownOIDC) || strings.HasSuffix(p, wellKnownOIDC):
+	case wellKnown:
 		if d.answerable(w, r) {
-			d.serveServer(w, r)
+			d.serveServer(w, r, p)
 		}
 	case d.isEndpoint(r, p):
-		d.passEndpoint(w, r)
+		d.passEndpoint(w, r, p)
 	default:
 		return false
+	}
+	return true
+}
+
+// plainPath reports whether every segment of p is unreserved characters
+// only (RFC 3986 §2.3: A-Z a-z 0-9 . _ ~ -) and none starts with "..":
+// nothing a server could read as another path, a parameter or an escape.
+func plainPath(p string) bool {
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || strings.HasPrefix(seg, "..") {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			c := seg[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '~' || c == '-') {
+				return false
+			}
+		}
 	}
 	return true
 }
@@ -192,8 +219,8 @@ func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix
 // serveServer serves the upstream origin's authorization server metadata
 // at the same path, its URLs on the upstream's origin moved to the
 // gateway's.
-func (d *oauthMeta) serveServer(w http.ResponseWriter, r *http.Request) {
-	doc, err := d.fetch(r, r.URL.EscapedPath())
+func (d *oauthMeta) serveServer(w http.ResponseWriter, r *http.Request, p string) {
+	doc, err := d.fetch(r, p) // p is plainPath: its escaped form is itself
 	if err != nil {
 		d.failed(w, r, err)
 		return
@@ -392,16 +419,19 @@ func (d *oauthMeta) named(path string) bool {
 	return false
 }
 
-// passEndpoint relays r to the same path on the upstream's origin, and
-// its answer back, with a redirect to the upstream's origin moved to the
-// gateway's.
-func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request) {
+// passEndpoint relays r to p, the endpoint's path the metadata names, on
+// the upstream's origin, and its answer back, with a redirect to the
+// upstream's origin moved to the gateway's. The client's claims about its
+// address are dropped, as at the front door.
+func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request, p string) {
 	var body io.Reader
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		body = http.MaxBytesReader(w, r.Body, d.maxBody)
 	}
 	ctx := upstream.WithMethod(r.Context(), "oauth")
-	resp, err := d.up.ForwardPath(ctx, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header, body)
+	hdr := r.Header.Clone()
+	dropForwarding(hdr)
+	resp, err := d.up.ForwardPath(ctx, r.Method, (&url.URL{Path: p}).EscapedPath(), r.URL.RawQuery, hdr, body)
 	if err != nil {
 		if r.Context().Err() == nil {
 			d.log.Warn().Str("op", "discovery").Str("path", r.URL.Path).Err(err).Msg("the upstream's authorization endpoint failed")

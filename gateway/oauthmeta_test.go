@@ -69,7 +69,15 @@ func newOwnServer(t *testing.T) *ownServer {
 
 func metaGateway(t *testing.T, upURL string, mod func(*Config)) *httptest.Server {
 	t.Helper()
-	client, err := upstream.New(upURL, upstream.Options{})
+	srv := httptest.NewServer(metaHandler(t, upURL, upstream.Options{}, mod))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// metaHandler is a gateway in front of upURL, reached with opts.
+func metaHandler(t testing.TB, upURL string, opts upstream.Options, mod func(*Config)) *Handler {
+	t.Helper()
+	client, err := upstream.New(upURL, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +90,7 @@ func metaGateway(t *testing.T, upURL string, mod func(*Config)) *httptest.Server
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
+	return h
 }
 
 func getDoc(t *testing.T, url string) (int, map[string]any, http.Header) {
