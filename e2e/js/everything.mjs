@@ -19,6 +19,7 @@ import {
   ElicitRequestSchema,
   ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { errInfo, harness } from './harness.mjs';
 
 const [mode, urlList] = process.argv.slice(2);
 const urls = urlList.split(',');
@@ -30,16 +31,8 @@ const roundRobin = async (u, init) => {
   return fetch(target, init);
 };
 const out = { mode, steps: {} };
-const finish = (code) => {
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exit(code);
-};
-const deadline = setTimeout(() => {
-  out.error = 'timeout after 60s';
-  finish(3);
-}, 60_000);
+const { finish, deadline } = harness(out, 60);
 const REQ = { timeout: 20_000 };
-const errInfo = (e) => ({ code: e?.code, message: String(e?.message ?? e) });
 
 const seen = { elicitations: 0, samples: 0, progress: 0 };
 const client = new Client(

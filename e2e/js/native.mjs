@@ -19,6 +19,7 @@ import { createInterface } from 'node:readline';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { errInfo, harness, sleep } from './harness.mjs';
 
 const [mode, urlList] = process.argv.slice(2);
 const urls = urlList.split(',');
@@ -29,17 +30,8 @@ const roundRobin = async (u, init) => {
   return fetch(target, init);
 };
 const out = { mode, steps: {} };
-const finish = (code) => {
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exit(code);
-};
-const deadline = setTimeout(() => {
-  out.error = 'timeout after 90s';
-  finish(3);
-}, 90_000);
+const { finish, deadline } = harness(out, 90);
 const REQ = { timeout: 30_000 };
-const errInfo = (e) => ({ code: e?.code, message: String(e?.message ?? e) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let elicitations = 0;
 function newClient(name) {

@@ -21,21 +21,13 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { errInfo, harness, sleep } from './harness.mjs';
 
 const [mode, urlList] = process.argv.slice(2);
 const urls = urlList.split(',');
 const out = { mode, steps: {}, fetches: [] };
-const finish = (code) => {
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exit(code);
-};
-const deadline = setTimeout(() => {
-  out.error = 'timeout after 90s';
-  finish(3);
-}, 90_000);
+const { finish, deadline } = harness(out, 90);
 const REQ = { timeout: 30_000 };
-const errInfo = (e) => ({ code: e?.code, message: String(e?.message ?? e) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function attempt(f) {
   try {
     return { result: await f() };

@@ -25,24 +25,13 @@ import {
   ElicitRequestSchema,
   ListRootsRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { errInfo, harness, sleep } from './harness.mjs';
 
 const [scenario, target, ...command] = process.argv.slice(2);
 const out = { scenario };
 const cleanups = [];
-const finish = async (code) => {
-  for (const f of cleanups) {
-    await f().catch(() => {});
-  }
-  process.stdout.write(JSON.stringify(out) + '\n');
-  process.exit(code);
-};
-const deadline = setTimeout(() => {
-  out.error = 'timeout after 90s';
-  finish(3);
-}, 90_000);
+const { finish, deadline } = harness(out, 90, cleanups);
 const REQ = { timeout: 60_000 };
-const errInfo = (e) => ({ code: e?.code, message: String(e?.message ?? e) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // connect opens one client session: over stdio to a process of its own
 // (direct), or to the gateway. seen counts the server's requests.
