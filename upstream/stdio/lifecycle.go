@@ -155,7 +155,7 @@ func (b *Bridge) forget(p *proc) {
 	for _, c := range b.calls {
 		if c.proc == p {
 			failed++
-			b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, p.exitErr.Error())})
+			b.finishLocked(c, reply{msg: exitedMessage(c.origID, p.exitErr.Error())})
 		}
 	}
 	for k, a := range b.asks {

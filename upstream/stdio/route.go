@@ -378,3 +378,14 @@ func resultMessage(id, result json.RawMessage) []byte {
 func errorMessage(id json.RawMessage, code int, message string) []byte {
 	return mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}})
 }
+
+// exitedData marks the error of a call whose child exited under it: the
+// bridge's answer, not the server's, which a gateway may count as a
+// failure on the way and run a repeatable tool again (upstream.ExitedData
+// is the same bytes; upstream.TransientAnswer reads it).
+var exitedData = json.RawMessage(`{"taskgate":"upstream-process-exited"}`)
+
+// exitedMessage is the error a call gets when its child exits under it.
+func exitedMessage(id json.RawMessage, message string) []byte {
+	return mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32603, "message": message, "data": exitedData}})
+}
