@@ -120,7 +120,7 @@ func (p *fileParser) syntaxError(err error) error {
 }
 
 // ruleFields are the fields of a rule, for suggestions.
-var ruleFields = []string{"tool", "mode", "annotations", "ttl", "pollInterval", "hybridWait"}
+var ruleFields = []string{"tool", "mode", "annotations", "ttl", "pollInterval", "hybridWait", "rerun"}
 
 // ruleAt reads the rule whose JSON starts at offset off of the file.
 func (p *fileParser) ruleAt(raw json.RawMessage, off int) (Rule, error) {
@@ -157,6 +157,13 @@ func (p *fileParser) ruleAt(raw json.RawMessage, off int) (Rule, error) {
 			r.Mode = m
 		case "annotations":
 			return p.annotations(val, valOff, &r.When)
+		case "rerun":
+			var b bool
+			if string(val) != "true" && string(val) != "false" {
+				return p.errAt(valOff, `"rerun" must be true or false`)
+			}
+			b = string(val) == "true"
+			r.Rerun = &b
 		case "ttl", "pollInterval", "hybridWait":
 			d, err := p.duration(key, val, valOff)
 			if err != nil {
@@ -179,8 +186,10 @@ func (p *fileParser) ruleAt(raw json.RawMessage, off int) (Rule, error) {
 		return Rule{}, err
 	}
 	switch {
-	case r.Mode == 0:
-		return Rule{}, p.errAt(off, `missing "mode": want task, task-required, sync or auto`)
+	case r.Mode == 0 && r.Rerun == nil:
+		return Rule{}, p.errAt(off, `missing "mode": want task, task-required, sync or auto (or "rerun" alone)`)
+	case r.Mode == 0 && (r.TTL > 0 || r.PollInterval > 0 || r.HybridWait > 0):
+		return Rule{}, p.errAt(max(durOff[0], durOff[1], durOff[2]), `ttl, pollInterval and hybridWait need a "mode"`)
 	case r.Mode == Sync && (r.TTL > 0 || r.PollInterval > 0):
 		return Rule{}, p.errAt(max(durOff[0], durOff[1]), "a sync rule creates no task: ttl and pollInterval do not apply")
 	case r.HybridWait > 0 && r.Mode != Task && r.Mode != Auto:

@@ -67,6 +67,10 @@ type Rule struct {
 	// TTL, PollInterval and HybridWait override what the task gets; zero
 	// means the rule does not set them (see Decision).
 	TTL, PollInterval, HybridWait time.Duration
+	// Rerun, when set, says whether a task of the tool may run again after
+	// its replica or the upstream failed under it (rerun.go); nil: the
+	// rule does not say. A rule with Rerun and no Mode says only that.
+	Rerun *bool
 	// Source says where the rule came from, for decision reasons:
 	// "--task" for a flag, "rules.json:12" for a rules-file line. NewRule
 	// sets the flag form.
@@ -95,6 +99,9 @@ func (rs Rules) Match(tool string) (r Rule, index int, ok bool) {
 // MatchTool returns the first rule matching tool and its index, or ok=false.
 func (rs Rules) MatchTool(tool Tool) (r Rule, index int, ok bool) {
 	for i := range rs {
+		if rs[i].Mode == 0 {
+			continue // a rerun rule only (rerun.go)
+		}
 		if rs[i].When.Match(tool.Annotations) && match(rs[i].Glob, tool.Name) {
 			return rs[i], i, true
 		}
