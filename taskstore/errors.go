@@ -43,6 +43,8 @@ var (
 	// ErrKeyReused: AddInputRequests was given a key already issued for the
 	// task; keys are unique for a task's lifetime (SEP-2663 "Input Requests").
 	ErrKeyReused = errors.New("taskstore: input request key already used")
+	// ErrAttemptsExhausted: BeginAttempt found the task's attempts used up.
+	ErrAttemptsExhausted = errors.New("taskstore: no attempt left")
 	// ErrLeaseHeld: Claim found a live lease of another holder.
 	ErrLeaseHeld = errors.New("taskstore: lease held by another replica")
 	// ErrLeaseLost: Extend or Release by a holder that no longer holds the lease.
@@ -64,6 +66,7 @@ const (
 	codeLeaseHeld = 7
 	codeLeaseLost = 8
 	codeKeyReused = 9
+	codeExhausted = 10 // BeginAttempt: no attempt left (rerun.go)
 )
 
 // codeErr is the one place a script's code becomes a sentinel. detail is the

@@ -50,7 +50,7 @@ func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map
 		if err != nil {
 			return fmt.Errorf("input request %q: %w", key, err)
 		}
-		args = append(args, key, b)
+		args = append(args, key, b, reqs[key].Digest)
 	}
 	vals, err := s.run(ctx, addInputsCmd, []string{s.k.task(owner, id)}, args...)
 	if err != nil {

@@ -237,13 +237,16 @@ return r
 // ARGV[3] -> channel
 // ARGV[4] -> status message, empty for none
 // ARGV[5] -> write id, empty for none
-// ARGV[6..] -> key, request JSON pairs
+// ARGV[6..] -> key, request JSON, digest triples (digest "": none; else
+//
+//	kept as dg:<key>, under which answerInputsCmd keeps the
+//	answer for a rerun: rerun.go)
 //
 // Returns {0, old status}, {1}, {2}, {3, status}, {9, reused key}.
 var addInputsCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
 local replayed = 0
-for i = 6, #ARGV, 2 do
+for i = 6, #ARGV, 3 do
   local by = redis.call('HGET', KEYS[1], 'used:' .. ARGV[i])
   if by then
     if ARGV[5] == '' or by ~= ARGV[5] then return {9, ARGV[i]} end
@@ -251,14 +254,15 @@ for i = 6, #ARGV, 2 do
   end
 end
 if replayed > 0 then
-  if replayed * 2 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
+  if replayed * 3 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
   return {0, status}
 end
 local by = ARGV[5]
 if by == '' then by = '1' end
 local n = 0
-for i = 6, #ARGV, 2 do
+for i = 6, #ARGV, 3 do
   redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 1], 'used:' .. ARGV[i], by)
+  if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[1], 'dg:' .. ARGV[i], ARGV[i + 2]) end
   n = n + 1
 end
 redis.call('HINCRBY', KEYS[1], 'pending', n)
@@ -279,6 +283,10 @@ return {0, status}
 // ARGV[3] -> channel
 // ARGV[4..] -> key, response JSON pairs
 //
+// An answer to a question with a digest (dg:<key>, addInputsCmd) is also
+// kept as ans:<digest>, for a rerun asking the same question (rerun.go):
+// at most maxAnswered of them per task, each at most maxAnswerBytes.
+//
 // Returns {0, accepted count, status after}, {1}, {2}, {3, status}.
 var answerInputsCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
@@ -287,6 +295,12 @@ for i = 4, #ARGV, 2 do
   if redis.call('HDEL', KEYS[1], 'in:' .. ARGV[i]) == 1 then
     redis.call('HSET', KEYS[1], 're:' .. ARGV[i], ARGV[i + 1])
     n = n + 1
+    local d = redis.call('HGET', KEYS[1], 'dg:' .. ARGV[i])
+    if d and #ARGV[i + 1] <= ` + maxAnswerBytesLua + ` and redis.call('HEXISTS', KEYS[1], 'ans:' .. d) == 0
+        and tonumber(redis.call('HGET', KEYS[1], 'answered') or '0') < ` + maxAnsweredLua + ` then
+      redis.call('HSET', KEYS[1], 'ans:' .. d, ARGV[i + 1])
+      redis.call('HINCRBY', KEYS[1], 'answered', 1)
+    end
   end
 end
 if n == 0 then return {0, 0, status} end

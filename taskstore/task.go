@@ -60,6 +60,10 @@ const (
 type InputRequest struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// Digest, when set, names the question (its method and params) so
+	// that the client's answer is kept under it for a rerun to give again
+	// (rerun.go). Not part of the stored request.
+	Digest string `json:"-"`
 }
 
 // Lease says which replica runs a task's upstream call, and until when.
@@ -122,6 +126,17 @@ type Task struct {
 	// Trace is what the gateway keeps of the task's span (its ids), "" when
 	// tracing is off.
 	Trace string
+	// Durable tasks (rerun.go): what running the call again needs (nil:
+	// never run again), how many attempts started (1 until a rerun), when
+	// the latest may start and why the one before it ended, the upstream's
+	// own task the call holds, and the answers the client gave, by the
+	// digest of the question.
+	Rerun        []byte
+	Attempts     int
+	NextAttempt  time.Time
+	LastCause    string
+	UpstreamTask string
+	Answered     map[string]json.RawMessage
 }
 
 // ExpiresAt is when the task's keys expire: TTL after creation.
@@ -158,7 +173,14 @@ const (
 	fLeaseFrom    = "lease_from"  // the holder the first takeover (Claim) took the lease from
 	fUpRequestID  = "up_request_id"
 	fUpSession    = "up_session"
-	fTrace        = "trace" // the task span's ids (the gateway's tracing), absent when off
+	fTrace        = "trace"        // the task span's ids (the gateway's tracing), absent when off
+	fRerun        = "rerun"        // the gateway's rerun spec (rerun.go)
+	fAttempts     = "attempts"     // attempts started; absent: 1
+	fNextAttempt  = "next_attempt" // unix ms: the latest attempt starts then
+	fLastCause    = "last_cause"   // why the attempt before the latest ended
+	fUpTask       = "up_task"      // the upstream's own task the call holds
+	prefixDigest  = "dg:"          // dg:<key>: the question's digest (rerun.go)
+	prefixAnswer  = "ans:"         // ans:<digest>: the client's answer to it
 	prefixIn      = "in:"
 	prefixResp    = "re:"
 	prefixUsedKey = "used:"
@@ -205,6 +227,14 @@ func decodeTask(m map[string]string) (*Task, bool) {
 			SessionID: m[fUpSession],
 		},
 	}
+	if v := m[fRerun]; v != "" {
+		t.Rerun = []byte(v)
+		t.Attempts = max(int(num(fAttempts)), 1)
+		t.LastCause, t.UpstreamTask = m[fLastCause], m[fUpTask]
+		if n := num(fNextAttempt); n > 0 {
+			t.NextAttempt = fromMS(n)
+		}
+	}
 	if h := m[fLeaseHolder]; h != "" {
 		t.Lease = Lease{Holder: h, Deadline: fromMS(num(fLeaseUntil))}
 	}
@@ -219,6 +249,11 @@ func decodeTask(m map[string]string) (*Task, bool) {
 				t.InputRequests = map[string]InputRequest{}
 			}
 			t.InputRequests[f[len(prefixIn):]] = r
+		case strings.HasPrefix(f, prefixAnswer):
+			if t.Answered == nil {
+				t.Answered = map[string]json.RawMessage{}
+			}
+			t.Answered[f[len(prefixAnswer):]] = json.RawMessage(v)
 		case strings.HasPrefix(f, prefixResp):
 			if t.InputResponses == nil {
 				t.InputResponses = map[string]json.RawMessage{}
