@@ -73,6 +73,12 @@ type Config struct {
 	// LeaseRenew how often it is renewed. Zero means DefaultLease and
 	// DefaultLeaseRenew.
 	Lease, LeaseRenew time.Duration
+	// MaxAttempts is how many attempts a rerunnable task may have in all
+	// (docs/durable.md); zero means DefaultMaxAttempts, 1 never reruns.
+	// RerunBackoff is the wait before the first rerun, doubled for each
+	// next one (at most half a Lease); zero means DefaultRerunBackoff.
+	MaxAttempts  int
+	RerunBackoff time.Duration
 	// Path is where MCP is served. Empty means DefaultPath.
 	Path string
 	// MaxInflight caps the in-flight calls (the upstream calls this
@@ -213,6 +219,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = policy.NewCurrent(&policy.Config{})
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.RerunBackoff <= 0 {
+		cfg.RerunBackoff = DefaultRerunBackoff
 	}
 	if cfg.LatencySync == 0 {
 		cfg.LatencySync = DefaultLatencySync

@@ -118,6 +118,8 @@ func New(cfg Config) (*Handler, error) {
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
+		durable: durableParams{maxAttempts: c.MaxAttempts, backoff: c.RerunBackoff, rerunnable: h.decider.rerunnable,
+			reruns: newRerunsMetric(h.metrics)},
 	})
 	inflight = h.runner.inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)

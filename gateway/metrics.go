@@ -41,6 +41,7 @@ import (
 //	taskgate_store_errors_total{command}              failed Redis commands (not "no such key")
 //	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)
 //	taskgate_leases_recovered_total                   tasks of dead replicas failed by this one
+//	taskgate_task_reruns_total{tool,cause}            attempts begun again of rerunnable tasks (runner_rerun.go)
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
 //	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)

@@ -75,6 +75,7 @@ type runnerParams struct {
 	renew       time.Duration // how often it is renewed, and the recoverer sweeps
 	maxInflight int           // 0: no limit
 	creds       *credentials  // the principals' freshest tokens; nil: none
+	durable     durableParams // reruns (runner_rerun.go)
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.
@@ -93,7 +94,8 @@ type runner struct {
 
 	retry     *retrier
 	recoverer *recoverer
-	leases    leaseSet // the workers whose leases renewLeases renews
+	leases    leaseSet    // the workers whose leases renewLeases renews
+	sealKey   rerunSecret // seals a durable task's credentials (runner_rerun.go)
 }
 
 func newRunner(p runnerParams) *runner {
@@ -102,7 +104,7 @@ func newRunner(p runnerParams) *runner {
 	rn.maxInflight = max(p.maxInflight, 0)
 	rn.retry = &retrier{max: defaultStoreRetry, stop: ctx.Done()}
 	rn.recoverer = newRecoverer(recovererParams{store: p.store, notify: p.notify, metrics: p.metrics, log: p.log,
-		replica: p.replica, lease: p.lease, every: p.renew, retry: rn.retry})
+		replica: p.replica, lease: p.lease, every: p.renew, retry: rn.retry, resume: rn.resume})
 	rn.recoverer.start()
 	rn.wg.Add(1)
 	go rn.renewLeases()
@@ -209,6 +211,7 @@ func (rn *runner) stop() {
 // ttl and poll zero mean the store's defaults.
 func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, tool string, ttl, poll time.Duration) error {
 	rawID, _ := json.Marshal(j.req.ID.Raw())
+	spec := rn.rerunSpec(ctx, j, tool) // mints j.id when the task is durable
 	t, err := rn.store.Create(ctx, taskstore.NewTask{
 		ID:           j.id,
 		Owner:        j.owner,
@@ -220,6 +223,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
 		Trace:        rn.trace.mintTask(ctx), // the task's span: child of the creating request's
 		Unlisted:     j.hidden,
+		Rerun:        spec,
 	})
 	if err != nil {
 		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)

@@ -90,10 +90,15 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 		run.log().Warn().Str("op", "refused").Str("method", m.Method).Msg("too many input requests outstanding; refused upstream")
 		return
 	}
-	key := run.mintKey()
 	// A question of the upstream's own task (runner_native.go) names that
 	// task in related-task _meta; the client's task is the gateway's.
-	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: withoutRelatedTask(m.Params)}}
+	params := withoutRelatedTask(m.Params)
+	if a := run.replayAnswer(m.Method, params); a != nil { // answered before a rerun (runner_rerun.go)
+		_ = rn.up.Respond(run.writeCtx, j.sess, a.response(m.ID))
+		return
+	}
+	key := run.mintKey()
+	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: params, Digest: j.questionDigest(m.Method, params)}}
 	// Redis briefly down is waited out (as for the outcome, finish): the
 	// upstream's question must not turn into an error result because
 	// Redis blinked. One write id for every attempt: an attempt Redis ran
@@ -185,6 +190,11 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 			run.fail("the upstream asked for " + in.Method + ", which the client did not declare it can answer")
 			return true
 		}
+		if a := run.replayAnswer(in.Method, in.Params); a != nil { // answered before a rerun
+			run.mrtrAnswers[uk] = a.Result
+			continue
+		}
+		in.Digest = j.questionDigest(in.Method, in.Params)
 		key := run.mintKey()
 		toStore[key] = in
 		run.mrtr[key] = uk
@@ -269,15 +279,7 @@ func (run *taskRun) deliverAnswers() (done bool) {
 			continue
 		}
 		delete(run.pending, key)
-		resp := &jsonrpc.Response{ID: upID, Result: a.Result}
-		if len(a.Error) > 0 {
-			var we jsonrpc.Error
-			if json.Unmarshal(a.Error, &we) != nil {
-				we = jsonrpc.Error{Code: mcpwire.CodeInternalError, Message: "the client answered with a malformed error"}
-			}
-			resp = &jsonrpc.Response{ID: upID, Error: &we}
-		}
-		if err := rn.up.Respond(run.writeCtx, j.sess, resp); err != nil {
+		if err := rn.up.Respond(run.writeCtx, j.sess, a.response(upID)); err != nil {
 			run.log().Warn().Str("op", "answer").Str("key", key).Err(err).Msg("could not deliver the client's answer upstream")
 			continue
 		}
@@ -293,4 +295,16 @@ func (run *taskRun) deliverAnswers() (done bool) {
 		rn.notifyStatusByID(run.writeCtx, j)
 	}
 	return false
+}
+
+// response is the answer a as the upstream's request id expects it.
+func (a *inputAnswer) response(id jsonrpc.ID) *jsonrpc.Response {
+	if len(a.Error) > 0 {
+		var we jsonrpc.Error
+		if json.Unmarshal(a.Error, &we) != nil {
+			we = jsonrpc.Error{Code: mcpwire.CodeInternalError, Message: "the client answered with a malformed error"}
+		}
+		return &jsonrpc.Response{ID: id, Error: &we}
+	}
+	return &jsonrpc.Response{ID: id, Result: a.Result}
 }

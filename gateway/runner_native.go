@@ -82,6 +82,11 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 // tools/call; done gets the outcome. The task's tasks/result is waited for
 // apart (upstream.Client.CallAsync), so done may run on another goroutine.
 func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+	hooks := nativeHooksOf(ctx) // a durable task's (runner_rerun.go)
+	if hooks != nil && hooks.attach != "" {
+		rn.holdNative(ctx, sess, hooks.attach, opts, done) // re-attached: the task runs upstream already
+		return
+	}
 	resp, err := rn.up.Call(ctx, sess, req, opts)
 	if err != nil || resp.Error != nil {
 		done(resp, err)
@@ -100,8 +105,16 @@ func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *j
 	}
 	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
 		Msg("upstream task held")
-	h := &nativeHold{rn: rn, ctx: ctx, sess: sess, taskID: t.TaskID,
-		params: mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID}),
+	if hooks != nil && hooks.note != nil {
+		hooks.note(t.TaskID) // another replica can re-attach to it
+	}
+	rn.holdNative(ctx, sess, t.TaskID, opts, done)
+}
+
+// holdNative waits for the outcome of the upstream's task id on sess.
+func (rn *runner) holdNative(ctx context.Context, sess *upstream.Session, id string, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+	h := &nativeHold{rn: rn, ctx: ctx, sess: sess, taskID: id,
+		params: mcpwire.MustMarshal(map[string]string{"taskId": id}),
 		opts:   upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification}, done: done}
 	h.ask()
 }

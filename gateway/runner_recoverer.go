@@ -57,6 +57,10 @@ type recovererParams struct {
 	lease   time.Duration // a claim's lease, and the hold after an outage
 	every   time.Duration // the sweep period (the lease renewal period)
 	retry   *retrier      // the failure write's retries
+	// resume deals with the expired lease of a durable task (a rerun, a
+	// re-attach: runner_rerun.go) and reports whether it did; nil or
+	// false: the task is failed.
+	resume func(ctx context.Context, l taskstore.ExpiredLease) bool
 }
 
 // recoverer sweeps for expired leases every period, on a goroutine of its
@@ -133,6 +137,9 @@ const (
 func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.ExpiredLease) int {
 	n := 0
 	for _, l := range expired {
+		if rc.resume != nil && rc.resume(ctx, l) {
+			continue
+		}
 		// Claim succeeds only while the lease is still expired, and for one
 		// replica only: a worker that came back, or another sweeper, wins.
 		if err := rc.store.Claim(ctx, l.Owner, l.ID, rc.replica, rc.lease); err != nil {

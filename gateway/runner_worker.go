@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/durable"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -76,6 +77,14 @@ type job struct {
 	// inputWait is how long the task waited for its client's answers, once
 	// it ended (its span's attribute).
 	inputWait time.Duration
+	// Durable tasks (runner_rerun.go): spec is what the task recorded to
+	// run again (nil: it never does); attach the upstream task a
+	// re-attached worker follows; keys the input keys the task used
+	// before; notBefore when a rerun may start.
+	spec      *durable.Spec
+	attach    string
+	keys      int
+	notBefore time.Time
 }
 
 // job2026 is what a task of a 2026-07-28 client needs besides job.
@@ -133,6 +142,14 @@ type taskRun struct {
 // goroutine's stack stays as large as it ever grew; a dormant worker has
 // none, and each drain starts with a small one.
 func (rn *runner) work(j *job) {
+	if !rn.waitNotBefore(j) { // a rerun's backoff (runner_rerun.go)
+		if j.slot {
+			rn.unreserve()
+		}
+		rn.drop(&rn.jobs)
+		rn.wg.Done()
+		return
+	}
 	run, watch := rn.begin(j)
 	if run == nil {
 		rn.drop(&rn.jobs)
@@ -233,11 +250,11 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 		return nil, nil
 	}
 	rn.leases.add(run) // renewed with the others (runner_leases.go)
-	run.reqID = j.req.ID
+	run.reqID, run.keys = j.req.ID, j.keys
 	if j.call != nil {
 		run.adopt(j.call)
 	} else {
-		run.adopt(rn.startCall(ctx, j.sess, j.req, j.slot))
+		run.adopt(rn.startCall(rn.nativeContext(ctx, j), j.sess, j.req, j.slot))
 	}
 	run.start = run.call.started
 	if j.first != nil {
@@ -353,6 +370,9 @@ func (run *taskRun) answered(res callResult) (done bool) {
 	run.call = nil
 	if run.mrtrRound(res) {
 		return false
+	}
+	if done, ok := run.rerunOnFailure(res); ok { // runner_rerun.go
+		return done
 	}
 	run.stopWaiting()
 	run.observeInputWait()

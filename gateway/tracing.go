@@ -237,6 +237,7 @@ func (tr *tracing) endTask(t *taskstore.Task, status taskstore.Status, inputWait
 		attribute.String("taskgate.flavour", string(t.Protocol)),
 		attribute.String("taskgate.outcome", string(status)),
 		attribute.String("taskgate.replica", tr.replica),
+		attribute.Int("taskgate.task.attempts", max(t.Attempts, 1)), // a durable task's (runner_rerun.go)
 	}
 	if inputWait > 0 {
 		attrs = append(attrs, attribute.Float64("taskgate.input_wait_seconds", inputWait.Seconds()))

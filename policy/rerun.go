@@ -48,5 +48,5 @@ func Rerunnable(cfg *Config, tool Tool) (rerun bool, why string) {
 	case val(tool.Annotations.IdempotentHint, false):
 		return true, "idempotentHint: true (the upstream's promise)"
 	}
-	return false, "neither readOnlyHint nor idempotentHint, and no rule says rerun"
+	return false, "neither readOnlyHint nor idempotentHint"
 }

@@ -124,6 +124,9 @@ type ExpiredLease struct {
 	From string
 	// Deadline is the lease's deadline as stored (not counting the grace).
 	Deadline time.Time
+	// Durable: the task may run again or re-attach (it has a rerun spec,
+	// rerun.go); its recovery begins an attempt rather than failing it.
+	Durable bool
 }
 
 // ListExpiredLeases returns up to limit non-terminal tasks whose lease
@@ -165,7 +168,7 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 			continue
 		}
 		cands = append(cands, cand{owner, id, pipe.HMGet(ctx, s.k.task(owner, id),
-			fOwner, fStatus, fCreated, fTTL, fLeaseHolder, fLeaseUntil, fLeaseFrom)})
+			fOwner, fStatus, fCreated, fTTL, fLeaseHolder, fLeaseUntil, fLeaseFrom, fAttempts)})
 	}
 	if len(cands) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -189,7 +192,8 @@ func (s *Store) listExpiredLeases(ctx context.Context, limit int) ([]ExpiredLeas
 		case num(5) > cutoff: // extended since it was indexed
 			rescore[member] = float64(num(5))
 		default:
-			out = append(out, ExpiredLease{Owner: c.owner, ID: c.id, Holder: str(4), From: str(6), Deadline: fromMS(num(5))})
+			out = append(out, ExpiredLease{Owner: c.owner, ID: c.id, Holder: str(4), From: str(6), Deadline: fromMS(num(5)),
+				Durable: len(v) > 7 && str(7) != ""})
 		}
 	}
 	if len(drop) > 0 || len(rescore) > 0 {

@@ -102,7 +102,7 @@ func usageError(command string, flags []cli.Flag, err error) error {
 	if m := badValue.FindStringSubmatch(msg); m != nil {
 		want := "a valid value"
 		switch m[2] {
-		case "shutdown-timeout", "default-ttl", "max-ttl", "poll-interval", "auto-after", "hybrid-wait", "drain-timeout", "latency-sync", "timeout", "mrtr-hold", "lease", "lease-renew", "keepalive", "read-timeout":
+		case "shutdown-timeout", "default-ttl", "max-ttl", "poll-interval", "auto-after", "hybrid-wait", "drain-timeout", "latency-sync", "timeout", "mrtr-hold", "lease", "lease-renew", "keepalive", "read-timeout", "rerun-backoff":
 			want = "a duration such as 500ms, 30s or 2m"
 		}
 		return fmt.Errorf("invalid --%s %q: want %s", m[2], m[1], want)

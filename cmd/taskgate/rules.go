@@ -24,14 +24,14 @@ var ruleFlagModes = []struct {
 const ruleOrder = "First match wins: flags in command-line order, then TASKGATE_SYNC, TASKGATE_TASK_REQUIRED, TASKGATE_TASK."
 
 func ruleFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "task", Category: catPolicy, EnvVars: env("task"),
 			Usage: "tools matching `GLOB` may run as tasks (2025-11-25 clients see taskSupport \"optional\"); repeatable, comma-separated. " + ruleOrder},
 		&cli.StringSliceFlag{Name: "task-required", Category: catPolicy, EnvVars: env("task-required"),
 			Usage: "tools matching `GLOB` must run as tasks (taskSupport \"required\"); repeatable, comma-separated; first match wins (see --task)"},
 		&cli.StringSliceFlag{Name: "sync", Category: catPolicy, EnvVars: env("sync"),
 			Usage: "tools matching `GLOB` never run as tasks (no taskSupport); repeatable, comma-separated; first match wins (see --task)"},
-	}
+	}, rerunRuleFlags()...)
 }
 
 // taskRules turns --task, --task-required and --sync into policy rules,
@@ -80,7 +80,8 @@ func taskRules(c *cli.Context) (policy.Rules, error) {
 		}
 		rules = append(rules, r)
 	}
-	return rules, nil
+	rerun, err := rerunRules(c) // rerun.go
+	return append(rules, rerun...), err
 }
 
 // ruleArgs reads the rule flags off the serve command's own arguments, in

@@ -67,7 +67,7 @@ func serveCommand() *cli.Command {
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
 			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags(),
-			consoleFlags())...),
+			consoleFlags(), rerunFlags())...),
 		Action: serve,
 	}
 }
@@ -106,6 +106,9 @@ func serve(c *cli.Context) error {
 	}
 	rules, err := taskRules(c)
 	if err != nil {
+		return err
+	}
+	if err := checkRerunFlags(c); err != nil {
 		return err
 	}
 	pol, err := newPolicySource(c, rules)
@@ -207,6 +210,8 @@ func serve(c *cli.Context) error {
 		MetricsPath:    metricsPath(c.String("metrics-listen")),
 		Lease:          c.Duration("lease"),
 		LeaseRenew:     c.Duration("lease-renew"),
+		MaxAttempts:    c.Int("max-attempts"),
+		RerunBackoff:   c.Duration("rerun-backoff"),
 		Logger:         base,
 		ReplicaID:      replica,
 		AccessLog:      c.Bool("access-log"),

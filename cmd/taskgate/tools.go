@@ -257,7 +257,10 @@ type toolRow struct {
 	// own: it declared taskSupport, and no rule takes the tool over),
 	// "gateway+native" (a rule took a native tool over: the gateway's
 	// task holds the upstream's), or "gateway" (only the gateway's).
-	Tasks        string `json:"tasks"`
+	Tasks string `json:"tasks"`
+	// Rerun: a task of the tool runs again when its replica or the
+	// upstream fails under it (docs/durable.md); the reason says why.
+	Rerun        bool   `json:"rerun"`
 	HybridWaitMs int64  `json:"hybridWaitMs,omitempty"`
 	Reason       string `json:"reason"`
 	// TTLMs and PollIntervalMs are what a task of the tool gets; absent
@@ -294,7 +297,14 @@ func decideTools(cfg *policy.Config, list []listedTool, stats map[string]policy.
 			owner = "native"
 			reason = joinReasons(fmt.Sprintf("native: the upstream declares taskSupport %q and runs its tasks", t.Execution.TaskSupport), reason)
 		}
+		rerun, why := policy.Rerunnable(cfg, tool)
+		if rerun {
+			reason = joinReasons(reason, "rerun: "+why)
+		} else {
+			reason = joinReasons(reason, "no rerun: "+why)
+		}
 		row := toolRow{
+			Rerun:   rerun,
 			Tool:    t.Name,
 			Legacy:  string(legacy.TaskSupport),
 			Modern:  modern.Mode.String(),
@@ -341,7 +351,7 @@ func joinReasons(reasons ...string) string {
 // printTools writes the table; withStats adds the learned latency columns.
 func printTools(w io.Writer, rows []toolRow, withStats bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := "TOOL\t2025-11-25\t2026-07-28\tTASKS\tTTL\tPOLL" // the clients of each protocol revision
+	head := "TOOL\t2025-11-25\t2026-07-28\tTASKS\tRERUN\tTTL\tPOLL" // the clients of each protocol revision
 	if withStats {
 		head += "\tSAMPLES\tP50\tP95"
 	}
@@ -351,7 +361,11 @@ func printTools(w io.Writer, rows []toolRow, withStats bool) error {
 		if r.Modern == "auto" {
 			modern += " " + ms(r.HybridWaitMs)
 		}
-		line := r.Tool + "\t" + r.Legacy + "\t" + modern + "\t" + r.Tasks + "\t" + ms(r.TTLMs) + "\t" + ms(r.PollIntervalMs)
+		rerun := "no"
+		if r.Rerun {
+			rerun = "yes"
+		}
+		line := r.Tool + "\t" + r.Legacy + "\t" + modern + "\t" + r.Tasks + "\t" + rerun + "\t" + ms(r.TTLMs) + "\t" + ms(r.PollIntervalMs)
 		if withStats {
 			n := "-"
 			if r.Samples > 0 {

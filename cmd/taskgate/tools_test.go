@@ -86,7 +86,7 @@ func TestToolsGolden(t *testing.T) {
 	t.Cleanup(up.Close)
 	redisURL := publishStats(t)
 	base := []string{"taskgate", "tools", "--upstream", up.URL + "/mcp",
-		"--task-required", "rpcerror", "--sync", "progress", "--policy", "testdata/tools-policy.json"}
+		"--task-required", "rpcerror", "--sync", "progress", "--no-rerun", "echo", "--policy", "testdata/tools-policy.json"}
 	for _, tt := range []struct {
 		golden string
 		args   []string
