@@ -87,6 +87,9 @@ func (run *taskRun) cancelUpstream(reason string) {
 // with isError is a failed task; a JSON-RPC error is failed. A task already
 // terminal (cancelled) stays as it is.
 func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res callResult, start time.Time) {
+	if rn.leaveForRerun(j, res, log) { // runner_rerun.go
+		return
+	}
 	t := j.task
 	status := taskstore.StatusCompleted
 	// One write id for every attempt: an attempt Redis ran but whose reply

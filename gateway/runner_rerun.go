@@ -35,6 +35,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/durable"
 	"github.com/taskgate/taskgate/policy"
@@ -461,4 +462,16 @@ func (rn *runner) nativeContext(ctx context.Context, j *job) context.Context {
 			rn.log.Warn().Str("op", "native").Str("task_id", id).Err(err).Msg("cannot record the upstream's task; another replica could not re-attach to it")
 		}
 	}})
+}
+
+// leaveForRerun keeps a rerunnable task this replica is stopping under
+// (its call cut off, no answer) working, with its lease: the lease runs
+// out and another replica runs the task again, as if this one had died,
+// instead of failing it "replica stopped".
+func (rn *runner) leaveForRerun(j *job, res callResult, log zerolog.Logger) bool {
+	if j.spec == nil || !j.spec.Rerun || res.err == nil || rn.ctx.Err() == nil {
+		return false
+	}
+	log.Warn().Str("op", "rerun").Msg("this replica stops before the upstream answered; another replica runs the task again once its lease runs out")
+	return true
 }

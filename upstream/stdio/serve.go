@@ -40,6 +40,17 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// exitedError is jsonError for a call the child could not take because it
+// exited (exitedMessage: a gateway may run a repeatable tool again).
+func exitedError(w http.ResponseWriter, status int, id json.RawMessage, message string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(exitedMessage(id, message))
+}
+
 func jsonError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
@@ -282,7 +293,7 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		b.mu.Lock()
 		down := b.down
 		b.mu.Unlock()
-		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is not running: "+down.Error())
+		exitedError(w, http.StatusServiceUnavailable, env.ID, "the upstream process is not running: "+down.Error())
 		return
 	}
 	n := strconv.FormatUint(b.seq.Add(1), 10)
@@ -306,7 +317,8 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 	if err := p.send(out); err != nil {
 		b.drop(c)
 		if !p.alive() {
-			err = errors.New("the upstream process is not running (it is being restarted)")
+			exitedError(w, http.StatusBadGateway, env.ID, "the upstream process is not running (it is being restarted)")
+			return
 		}
 		jsonError(w, http.StatusBadGateway, env.ID, -32603, err.Error())
 		return

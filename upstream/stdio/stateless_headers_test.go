@@ -131,3 +131,11 @@ func TestStatelessParamHeadersFailClosed(t *testing.T) {
 		t.Fatalf("a call whose headers cannot be checked: %d %s %+v; want 502 -32603 naming why", resp.StatusCode, a.Result, a.Error)
 	}
 }
+
+// TestExitedDataIsUpstreams: the bridge marks a call its child exited
+// under with the very bytes upstream.TransientAnswer looks for.
+func TestExitedDataIsUpstreams(t *testing.T) {
+	if string(exitedData) != string(upstream.ExitedData) {
+		t.Fatalf("stdio marks %s, upstream reads %s", exitedData, upstream.ExitedData)
+	}
+}

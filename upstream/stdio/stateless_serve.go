@@ -49,7 +49,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 	}
 	p, down := b.st.child()
 	if p == nil {
-		jsonError(w, http.StatusServiceUnavailable, env.ID, mcpwire.CodeInternalError, "the upstream process is not running: "+down.Error())
+		exitedError(w, http.StatusServiceUnavailable, env.ID, "the upstream process is not running: "+down.Error())
 		return
 	}
 	if env.Method == "tools/call" {

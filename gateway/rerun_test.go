@@ -1,0 +1,345 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// messageLog is a taskNotifier that records the statusMessages it hears.
+type messageLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (m *messageLog) statusChanged(_ context.Context, t *taskstore.Task) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.msgs = append(m.msgs, string(t.Status)+": "+t.StatusMessage)
+}
+func (m *messageLog) progress(context.Context, string, *taskstore.Task, string, json.RawMessage)   {}
+func (m *messageLog) logMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+
+func (m *messageLog) heard(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, msg := range m.msgs {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// flakyUpstream is a real go-sdk stateless upstream behind a switch that
+// can fail a tools/call on the way (fail returns the HTTP status to answer
+// instead, 0 to pass it on) or rewrite the upstream's answer.
+type flakyUpstream struct {
+	h       http.Handler
+	mu      sync.Mutex
+	calls   int // tools/calls that reached the switch
+	fail    func(n int, body []byte) int
+	rewrite func(n int, answer []byte) []byte
+}
+
+func (f *flakyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(`"tools/call"`)) {
+		f.h.ServeHTTP(w, r)
+		return
+	}
+	f.mu.Lock()
+	f.calls++
+	n := f.calls
+	f.mu.Unlock()
+	if f.fail != nil {
+		if status := f.fail(n, body); status != 0 {
+			http.Error(w, http.StatusText(status), status) // a proxy's page, no JSON-RPC
+			return
+		}
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, r)
+	out := rec.Body.Bytes()
+	if f.rewrite != nil {
+		out = f.rewrite(n, out)
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(out)
+}
+
+func (f *flakyUpstream) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// durableRig is a store shared by replicas, each a runner of its own.
+type durableRig struct {
+	t     *testing.T
+	rdb   *redis.Client
+	store *taskstore.Store
+}
+
+func newDurableRig(t *testing.T) *durableRig {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	store := taskstore.New(rdb, taskstore.Options{LeaseGrace: 100 * time.Millisecond})
+	t.Cleanup(func() { store.Close(); rdb.Close() })
+	return &durableRig{t: t, rdb: rdb, store: store}
+}
+
+// replica is a runner named name on the rig's store, calling the upstream
+// at url, where every tool is rerunnable.
+func (g *durableRig) replica(name string, up http.Handler, notes taskNotifier) (*runner, *metrics) { //nolint:unparam
+	srv := httptest.NewServer(up)
+	g.t.Cleanup(srv.Close)
+	client, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	m := newMetrics(func() float64 { return 0 })
+	rn := newRunner(runnerParams{store: g.store, up: client, notify: notes, observe: func(string, time.Duration) {},
+		metrics: m, log: zerolog.Nop(), replica: name, lease: 600 * time.Millisecond, renew: 150 * time.Millisecond,
+		durable: durableParams{maxAttempts: 3, backoff: 20 * time.Millisecond, reruns: newRerunsMetric(m),
+			rerunnable: func(context.Context, string) (bool, string) { return true, "every tool, for the test" }}})
+	g.t.Cleanup(rn.stop)
+	return rn, m
+}
+
+// startTool creates and starts owner "o"'s 2026-07-28 task of tool with
+// args on rn, in front of a stateless upstream.
+func startTool(t *testing.T, rn *runner, tool, args string) *job {
+	t.Helper()
+	params := json.RawMessage(`{"name":"` + tool + `","arguments":` + args + `,"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}`)
+	if e := rn.admit(); e != nil {
+		t.Fatal(e)
+	}
+	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026, Header: http.Header{"Authorization": {"Bearer owner-token"}}}, Stateless: true}
+	j := &job{owner: "o", sess: target.Session, slot: true, clientCaps: json.RawMessage(`{"elicitation":{}}`),
+		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		client2026: &job2026{target: target, params: params}}
+	if err := rn.create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	rn.start(j)
+	return j
+}
+
+func (g *durableRig) waitTerminal(id string) *taskstore.Task {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := g.store.WaitFor(ctx, "o", id, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+	if err != nil {
+		g.t.Fatalf("task %s never ended: %v", id, err)
+	}
+	return got
+}
+
+// TestRerunAfterReplicaStops: replica A holds a rerunnable task whose
+// upstream call hangs, and stops. Its task is not failed: replica B's
+// recoverer begins the second attempt once A's lease ran out, and runs
+// the same call, with the same credentials, on its (working) upstream. The
+// task ends with its own result, having said what happened.
+func TestRerunAfterReplicaStops(t *testing.T) {
+	g := newDurableRig(t)
+	hung := make(chan struct{})
+	var sawAuth sync.Map
+	real := testupstream.Handler(testupstream.Options{Stateless: true})
+	hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, _ := io.ReadAll(r.Body); bytes.Contains(body, []byte(`"tools/call"`)) {
+			close(hung)
+			<-r.Context().Done() // the call never answers on A
+			return
+		}
+		http.Error(w, "not here", http.StatusNotFound)
+	})
+	a, _ := g.replica("a", hang, &messageLog{})
+	notes := &messageLog{}
+	b, _ := g.replica("b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawAuth.Store(r.Header.Get("Authorization"), true)
+		real.ServeHTTP(w, r)
+	}), notes)
+	j := startTool(t, a, "echo", `{"text":"mine alone"}`)
+	<-hung
+	a.stop() // as if it died: its task keeps its lease, which runs out
+
+	got := g.waitTerminal(j.task.ID)
+	if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), "mine alone") {
+		t.Fatalf("task = %s %q %s %s, want completed with its own echo", got.Status, got.StatusMessage, got.Result, got.Error)
+	}
+	if got.Attempts != 2 || got.LastCause != "replica_stopped" {
+		t.Errorf("attempts %d, last cause %q; want 2, replica_stopped", got.Attempts, got.LastCause)
+	}
+	if !notes.heard("working: the replica running it stopped; running it again (attempt 2 of 3)") {
+		t.Errorf("the client was not told of the rerun: %v", notes.msgs)
+	}
+	if _, ok := sawAuth.Load("Bearer owner-token"); !ok {
+		t.Error("the rerun did not carry the call's credentials")
+	}
+	if n := counterValue(b.durable.reruns.WithLabelValues("echo", "replica_stopped")); n != 1 {
+		t.Errorf("taskgate_task_reruns_total{echo,replica_stopped} = %v, want 1", n)
+	}
+	// The credentials are in the record, sealed: never in clear.
+	raw, _ := g.rdb.HGet(context.Background(), taskKey(g.rdb, j.task.ID), "rerun").Result()
+	if raw == "" || strings.Contains(raw, "owner-token") {
+		t.Errorf("the rerun record %q: want it, without the token in clear", raw)
+	}
+}
+
+// TestRerunOnTransientFailure: a 503 on the way makes the worker run the
+// call again, within the attempts; past them, the task fails naming the
+// attempts and the cause. The server's own answers (isError, a JSON-RPC
+// error) are final: one call each, never rerun.
+func TestRerunOnTransientFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name, tool, args string
+		failures         int
+		calls, attempts  int
+		status           taskstore.Status
+		want             string
+	}{
+		{"recovers", "echo", `{"text":"third time"}`, 2, 3, 3, taskstore.StatusCompleted, "third time"},
+		{"gives up", "echo", `{"text":"never"}`, 9, 3, 3, taskstore.StatusFailed, "gave up after 3 attempts; the last ended because the upstream answered 503"},
+		{"isError is final", "fail", `{}`, 0, 1, 1, taskstore.StatusCompleted, `"isError":true`},
+		{"JSON-RPC error is final", "rpcerror", `{}`, 0, 1, 1, taskstore.StatusFailed, "the tool call failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newDurableRig(t)
+			up := &flakyUpstream{h: testupstream.Handler(testupstream.Options{Stateless: true}),
+				fail: func(n int, _ []byte) int {
+					if n <= tc.failures {
+						return http.StatusServiceUnavailable
+					}
+					return 0
+				}}
+			rn, _ := g.replica("r", up, &messageLog{})
+			j := startTool(t, rn, tc.tool, tc.args)
+			got := g.waitTerminal(j.task.ID)
+			outcome := got.StatusMessage + " " + string(got.Result) + " " + string(got.Error)
+			if got.Status != tc.status || !strings.Contains(outcome, tc.want) {
+				t.Fatalf("task = %s %s, want %s with %q", got.Status, outcome, tc.status, tc.want)
+			}
+			if up.count() != tc.calls || got.Attempts != max(tc.attempts, 1) && got.Rerun != nil {
+				t.Errorf("%d calls upstream, %d attempts; want %d, %d", up.count(), got.Attempts, tc.calls, tc.attempts)
+			}
+			if n := counterValue(rn.durable.reruns.WithLabelValues(tc.tool, "http_503")); int(n) != tc.attempts-1 {
+				t.Errorf("reruns counted %v, want %d", n, tc.attempts-1)
+			}
+		})
+	}
+}
+
+// TestRerunReplaysAnswers: the client answers the elicit tool's question;
+// the call then fails on the way (503) and runs again. The rerun asks the
+// same question: the recorded answer is given again, the client is not
+// asked, the result is the client's answer. When the rerun asks another
+// question, it reaches the client.
+func TestRerunReplaysAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		reworded bool // the second attempt asks another question
+		asked    int  // questions the client saw
+		want     string
+	}{
+		{"same question", false, 1, "Hello, Ada!"},
+		{"new question", true, 2, "Hello, Bob!"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newDurableRig(t)
+			var failed sync.Once
+			up := &flakyUpstream{h: testupstream.Handler(testupstream.Options{Stateless: true})}
+			up.fail = func(_ int, body []byte) int {
+				status := 0
+				if bytes.Contains(body, []byte("inputResponses")) {
+					failed.Do(func() { status = http.StatusServiceUnavailable }) // the first answered round breaks
+				}
+				return status
+			}
+			up.rewrite = func(n int, out []byte) []byte {
+				if tc.reworded && n > 2 { // the rerun's rounds
+					return bytes.ReplaceAll(out, []byte("What is your name?"), []byte("What is your full name?"))
+				}
+				return out
+			}
+			rn, _ := g.replica("r", up, &messageLog{})
+			j := startTool(t, rn, "elicit", `{}`)
+			ctx := context.Background()
+			answers := []string{"Ada", "Bob"}
+			for i := 0; ; i++ {
+				cur, err := g.store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool {
+					return t.Status.Terminal() || t.Status == taskstore.StatusInputRequired && len(t.InputRequests) > 0
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cur.Status.Terminal() {
+					break
+				}
+				if i >= len(answers) {
+					t.Fatalf("asked %d times", i+1)
+				}
+				for key := range cur.InputRequests {
+					if _, err := g.store.AnswerInputs(ctx, "o", j.task.ID, map[string]json.RawMessage{key: json.RawMessage(
+						`{"result":{"action":"accept","content":{"name":"` + answers[i] + `"}}}`)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got := g.waitTerminal(j.task.ID)
+			if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), tc.want) || got.Attempts != 2 {
+				t.Fatalf("task = %s %q %s, attempts %d; want completed with %q after 2", got.Status, got.StatusMessage, got.Result, got.Attempts, tc.want)
+			}
+			used := 0
+			for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.task.ID)).Val() {
+				if strings.HasPrefix(f, "used:") {
+					used++
+				}
+			}
+			if used != tc.asked {
+				t.Errorf("the client was asked %d questions, want %d", used, tc.asked)
+			}
+		})
+	}
+}
+
+// counterValue reads a counter.
+func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil || m.Counter == nil {
+		return -1
+	}
+	return m.Counter.GetValue()
+}
+
+// taskKey finds the hash of task id (its key names the owner by a digest).
+func taskKey(rdb *redis.Client, id string) string {
+	keys, _ := rdb.Keys(context.Background(), "tg:*:t:"+id).Result()
+	if len(keys) != 1 {
+		return "none"
+	}
+	return keys[0]
+}
