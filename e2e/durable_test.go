@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// Durable tasks (docs/durable.md), through the built binary.
+
+// durableArgs are the flags of a fleet whose dead replicas' tasks are
+// taken over quickly: a short lease, renewed (and swept) often.
+func durableArgs(redisAddr string, extra ...string) []string {
+	return append([]string{"--redis-url", "redis://" + redisAddr, "--poll-interval", "100ms",
+		"--lease", "1s", "--lease-renew", "300ms", "--rerun-backoff", "200ms"}, extra...)
+}
+
+// taskField reads one field of task id's record in Redis.
+func taskField(t *testing.T, addr, id, field string) string {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	keys, err := rdb.Keys(ctx, "tg:{*}:t:"+id).Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the record of task %s: %v %v", id, keys, err)
+	}
+	return rdb.HGet(ctx, keys[0], field).Val()
+}
+
+// TestDurableReattachNativeTask: a gateway task holds the TypeScript SDK
+// server's own task (registerToolTask; --task slow takes the native tool
+// over). The replica holding it is killed with SIGKILL mid-task. The other
+// replica re-attaches to the upstream's task (tasks/result on the recorded
+// session): the task completes with the upstream's result, and the
+// upstream ran the tool once: nothing was run again. The tool has no
+// rerun rule nor annotation: re-attaching holds for every tool.
+func TestDurableReattachNativeTask(t *testing.T) {
+	node := ensureJS(t)
+	srv := startNativeServer(t, node)
+	addr := redistest.Start(t)
+	args := durableArgs(addr, "--task", "slow")
+	held := make(chan struct{}, 4)
+	holder := startGateway(t, srv.URL(), args...)
+	holder.stderr.setTap(func(line string) {
+		if strings.Contains(line, `"upstream task held"`) {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+		}
+	})
+	other := startGateway(t, srv.URL(), args...)
+	c := newMClient(t, []string{holder.URL, other.URL}, "Bearer durable-native", true)
+
+	tk := c.createTask(0, "slow", map[string]any{"ms": 4000})
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replica never held the upstream's task")
+	}
+	waitUntil(t, 10*time.Second, func() bool { return taskField(t, addr, tk.TaskID, "up_task") != "" })
+	if err := holder.cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
+		t.Fatal(err)
+	}
+	<-holder.done
+
+	done, seen := c.waitTask(1, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	if done.Status != "completed" {
+		t.Fatalf("task ended %s %q (statuses %v), want completed by the other replica", done.Status, done.StatusMessage, seen)
+	}
+	checkInlinedResult(t, "slow", done.Result, "slow done after 4000ms", false)
+	if n := len(srv.created); n != 1 {
+		t.Errorf("the upstream created %d slow tasks, want 1: the task was run again, not re-attached", n)
+	}
+	if !strings.Contains(other.stderr.String(), "task re-attached to the upstream's own task") {
+		t.Errorf("the surviving replica did not log the re-attach:\n%s", other.stderr.String())
+	}
+	if a := taskField(t, addr, tk.TaskID, "attempts"); a != "1" {
+		t.Errorf("attempts = %q: a re-attach is no new attempt", a)
+	}
+}
+
+// TestDurableStdioChildKilled: the shared stdio child running a task's
+// call is killed mid-call (SIGKILL). The bridge fails the call as a child
+// that exited, not as the server's answer: with the tool rerunnable, the
+// worker runs it again once the child is back and the task completes with
+// its own result; on a fleet where it is not, the task fails as before,
+// saying why.
+func TestDurableStdioChildKilled(t *testing.T) {
+	type fleet struct {
+		g   *gateway
+		rec *testupstream.Recorder
+		c   *mClient
+		id  string
+	}
+	start := func(rerun bool) *fleet {
+		args := durableArgs(redistest.Start(t), "--upstream-shared", "--task", "slow", "--max-attempts", "5")
+		if rerun {
+			args = append(args, "--rerun", "slow")
+		}
+		f := &fleet{g: startGateway(t, stdioUpstream(t), args...), rec: &testupstream.Recorder{}}
+		recordChild(f.g, f.rec)
+		f.c = newMClient(t, []string{f.g.URL}, "Bearer durable-stdio", true)
+		return f
+	}
+	durable, once := start(true), start(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, f := range []*fleet{durable, once} {
+		f.id = f.c.createTask(0, "slow", map[string]any{"seconds": 3.0, "text": "mine"}).TaskID
+		if err := f.rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+			t.Fatalf("the child never started the call: %v", err)
+		}
+		pids := childPIDs(f.g.stderr.String())
+		if len(pids) != 1 {
+			t.Fatalf("children started: %v, want the shared one", pids)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil { // the child the gateway we started started
+			t.Fatal(err)
+		}
+	}
+
+	got, seen := durable.c.waitTask(0, durable.id, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	if got.Status != "completed" {
+		t.Fatalf("rerunnable task ended %s %q (statuses %v), want completed after a rerun", got.Status, got.StatusMessage, seen)
+	}
+	checkInlinedResult(t, "slow", got.Result, "slept 3 s: mine", false)
+	if n := durable.rec.Count("slow", testupstream.Called); n < 2 {
+		t.Errorf("the child ran slow %d times, want at least 2 (the killed call and the rerun)", n)
+	}
+	if !strings.Contains(durable.g.stderr.String(), `"cause":"process_exited"`) {
+		t.Errorf("no rerun logged with cause process_exited:\n%s", durable.g.stderr.String())
+	}
+
+	got, _ = once.c.waitTask(0, once.id, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	if got.Status != "failed" || !strings.Contains(got.StatusMessage, "upstream process") {
+		t.Errorf("a task of a tool not rerunnable ended %s %q, want failed naming the upstream process", got.Status, got.StatusMessage)
+	}
+	if n := once.rec.Count("slow", testupstream.Called); n != 1 {
+		t.Errorf("the tool that is not rerunnable ran %d times, want 1", n)
+	}
+}
