@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,5 +148,35 @@ func TestDurableStdioChildKilled(t *testing.T) {
 	}
 	if n := once.rec.Count("slow", testupstream.Called); n != 1 {
 		t.Errorf("the tool that is not rerunnable ran %d times, want 1", n)
+	}
+}
+
+// TestDurableUpstreamRestart: the upstream process restarts under a
+// rerunnable task of a 2026-07-28 client: its connection breaks, then it
+// refuses connections, then it no longer knows the owner session (404).
+// The worker runs the call again through all of it, on a new owner
+// session, and the task completes with its own result.
+func TestDurableUpstreamRestart(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	up := newStoppableHTTP(t, func() http.Handler { return testupstream.Handler(testupstream.Options{Recorder: rec}) })
+	g := startGateway(t, "http://"+up.addr+"/mcp", durableArgs(redistest.Start(t), "--task", "slow", "--rerun", "slow", "--max-attempts", "6")...)
+	c := newMClient(t, []string{g.URL}, "Bearer durable-restart", true)
+	tk := c.createTask(0, "slow", map[string]any{"seconds": 2.0, "text": "survives"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+		t.Fatal(err)
+	}
+	up.stop()
+	time.Sleep(300 * time.Millisecond) // the outage; nothing waits on it
+	up.start(t)
+
+	got, seen := c.waitTask(0, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	if got.Status != "completed" {
+		t.Fatalf("task ended %s %q (statuses %v), want completed after the upstream came back", got.Status, got.StatusMessage, seen)
+	}
+	checkInlinedResult(t, "slow", got.Result, "slept 2 s: survives", false)
+	if !strings.Contains(g.stderr.String(), `"cause":"session_gone"`) {
+		t.Errorf("no rerun for the lost session was logged:\n%s", g.stderr.String())
 	}
 }

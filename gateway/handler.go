@@ -119,7 +119,7 @@ func New(cfg Config) (*Handler, error) {
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
 		durable: durableParams{maxAttempts: c.MaxAttempts, backoff: c.RerunBackoff, rerunnable: h.decider.rerunnable,
-			reruns: newRerunsMetric(h.metrics)},
+			reruns: newRerunsMetric(h.metrics), reopen: h.reopenOwnerTarget},
 	})
 	inflight = h.runner.inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)

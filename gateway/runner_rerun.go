@@ -56,6 +56,9 @@ type durableParams struct {
 	// rerunnable says whether tool is safe to repeat, and why; nil: none is.
 	rerunnable func(ctx context.Context, tool string) (bool, string)
 	reruns     *prometheus.CounterVec // taskgate_task_reruns_total{tool,cause}
+	// reopen replaces an owner session the upstream forgot
+	// (upstreamSide.reopenTarget); nil: a rerun stays on the session.
+	reopen func(ctx context.Context, owner string, auth http.Header, stale *upstreamTarget) (*upstreamTarget, error)
 }
 
 // durableStore is what durable tasks need of the task store.
@@ -367,6 +370,9 @@ func (run *taskRun) rerunOnFailure(res callResult) (done, handled bool) {
 	} else {
 		j.task.Attempts = a.N
 	}
+	if cause == upstream.CauseSessionGone {
+		run.reopenSession()
+	}
 	rn.rerunStarted(run.ctx, j, cause, a.N, "")
 	rn.notify.statusChanged(run.writeCtx, j.task)
 	// The worker's goroutine waits out the backoff: a cancel meanwhile is
@@ -380,6 +386,30 @@ func (run *taskRun) rerunOnFailure(res callResult) (done, handled bool) {
 	}
 	run.restart(a.Keys)
 	return false, true
+}
+
+// reopenSession moves a 2026-07-28 client's task whose owner session the
+// upstream forgot (it restarted) to the owner's new session, as a plain
+// call would (upstream_owner.go). A 2025-11-25 client's session is its
+// own: the client initializes again, the rerun stays on it.
+func (run *taskRun) reopenSession() {
+	rn, j := run.rn, run.j
+	if rn.durable.reopen == nil || j.client2026 == nil || j.client2026.target.Stateless {
+		return
+	}
+	owner := j.owner
+	if isAnonymous(owner) {
+		owner = anonymousOwner // the owner sessions' owner (sessionOwner)
+	}
+	target, err := rn.durable.reopen(run.ctx, owner, j.sess.Header, j.client2026.target)
+	if err != nil {
+		run.log().Warn().Str("op", "rerun").Err(err).Msg("cannot open a new owner session; the rerun tries the old one")
+		return
+	}
+	sess := *target.Session
+	sess.Authorization = j.sess.Authorization // the principal's freshest token, as before
+	j.sess = &sess
+	j.client2026 = &job2026{target: &upstreamTarget{Session: j.sess, Stateless: target.Stateless}, params: j.client2026.params}
 }
 
 // restart sends the task's call again, as its first attempt did, after
@@ -474,4 +504,13 @@ func (rn *runner) leaveForRerun(j *job, res callResult, log zerolog.Logger) bool
 	}
 	log.Warn().Str("op", "rerun").Msg("this replica stops before the upstream answered; another replica runs the task again once its lease runs out")
 	return true
+}
+
+// reopenOwnerTarget is upstreamSide.reopenTarget for a 2026-07-28
+// client's rerun, bound once the handler has its upstream side.
+func (h *Handler) reopenOwnerTarget(ctx context.Context, owner string, auth http.Header, stale *upstreamTarget) (*upstreamTarget, error) {
+	if h.up == nil {
+		return nil, errors.New("no upstream side")
+	}
+	return h.up.reopenTarget(ctx, owner, auth, "", stale)
 }

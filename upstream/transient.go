@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"syscall"
 
@@ -56,9 +57,11 @@ func Transient(err error) (cause string, ok bool) {
 		return CauseSessionGone, true
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return CauseConnRefused, true
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, ErrNoResponse):
-		// A stream that broke before its answer: the server or something
-		// on the way dropped the connection.
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, ErrNoResponse),
+		errors.Is(err, ErrUnreachable) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		// A stream that broke before its answer, a connection closed
+		// before the response: the server or something on the way
+		// dropped the connection.
 		return CauseConnReset, true
 	case errors.As(err, &se):
 		switch se.Status {

@@ -49,6 +49,14 @@ func TestTransient(t *testing.T) {
 		_ = conn.Close()
 	}))
 	t.Cleanup(reset.Close)
+	// Closed: the server takes the request and closes the connection
+	// before any response (a process going away).
+	closed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(closed.Close)
 	status := func(code int) string {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, http.StatusText(code), code)
@@ -63,6 +71,7 @@ func TestTransient(t *testing.T) {
 	}{
 		{"refused", refused, nil, upstream.CauseConnRefused},
 		{"reset", reset.URL + "/mcp", nil, upstream.CauseConnReset},
+		{"closed", closed.URL + "/mcp", nil, upstream.CauseConnReset},
 		{"502", status(http.StatusBadGateway), nil, upstream.CauseBadGateway},
 		{"503", status(http.StatusServiceUnavailable), nil, upstream.CauseUnavailable},
 		{"504", status(http.StatusGatewayTimeout), nil, upstream.CauseGatewayTO},
