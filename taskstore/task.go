@@ -80,7 +80,8 @@ type Lease struct {
 // RequestID names the call for whoever inspects the record in Redis.
 // Nothing re-sends or resumes a call from these fields: the call lives in
 // its worker, and a task whose worker is gone is failed by recovery
-// (lease.go). Both fields are optional and opaque to the store.
+// (lease.go), or run again from the gateway's own record of the call
+// (Task.Rerun, rerun.go). Both fields are optional and opaque to the store.
 type Upstream struct {
 	// RequestID is the JSON-RPC id of the tools/call sent upstream.
 	RequestID json.RawMessage
