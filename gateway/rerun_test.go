@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,4 +347,98 @@ func taskKey(rdb *redis.Client, id string) string {
 		return "none"
 	}
 	return keys[0]
+}
+
+// cutOnce passes a session upstream through, but cuts the first
+// tools/call's stream off just before its result: the call fails on the
+// way after the client answered the tool's question.
+type cutOnce struct {
+	rp   *httputil.ReverseProxy
+	done atomic.Bool
+}
+
+func newCutOnce(t *testing.T, h http.Handler) *cutOnce {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	c := &cutOnce{rp: httputil.NewSingleHostReverseProxy(u)}
+	c.rp.FlushInterval = -1
+	c.rp.ErrorLog = log.New(io.Discard, "", 0)
+	c.rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Header.Get("X-Cut") != "" {
+			resp.Body = &cutReader{r: resp.Body}
+		}
+		return nil
+	}
+	return c
+}
+
+func (c *cutOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if bytes.Contains(body, []byte(`"tools/call"`)) && c.done.CompareAndSwap(false, true) {
+		r.Header.Set("X-Cut", "1")
+	}
+	c.rp.ServeHTTP(w, r)
+}
+
+// cutReader fails the stream at the first chunk carrying the result.
+type cutReader struct{ r io.ReadCloser }
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if bytes.Contains(p[:n], []byte("Hello, ")) {
+		return 0, errors.New("cut")
+	}
+	return n, err
+}
+
+func (c *cutReader) Close() error { return c.r.Close() }
+
+// TestRerunReplaysAnswersOnASession: the same on a session upstream,
+// whose question comes as a server→client request on the call's stream:
+// the client answers, the stream breaks before the result, the rerun asks
+// again on the same session and gets the recorded answer, not the client.
+func TestRerunReplaysAnswersOnASession(t *testing.T) {
+	g := newDurableRig(t)
+	up := newCutOnce(t, testupstream.Handler(testupstream.Options{}))
+	rn, _ := g.replica("r", up, &messageLog{})
+	sess, _, err := rn.up.(*upstream.Client).Initialize(context.Background(), nil,
+		json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"t","version":"0"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := rn.admit(); e != nil {
+		t.Fatal(e)
+	}
+	j := &job{owner: "o", sess: sess, slot: true, clientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
+		req: &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"elicit","arguments":{}}`)}}
+	ctx := context.Background()
+	if err := rn.create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	rn.start(j)
+	asked, err := g.store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return len(t.InputRequests) > 0 || t.Status.Terminal() })
+	if err != nil || len(asked.InputRequests) != 1 {
+		t.Fatalf("the question: %+v %v", asked, err)
+	}
+	for key := range asked.InputRequests {
+		if _, err := g.store.AnswerInputs(ctx, "o", j.task.ID, map[string]json.RawMessage{key: json.RawMessage(
+			`{"result":{"action":"accept","content":{"name":"Ada"}}}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := g.waitTerminal(j.task.ID)
+	if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), "Hello, Ada!") || got.Attempts != 2 || got.LastCause != "connection_reset" {
+		t.Fatalf("task = %s %q %s, attempts %d (%s); want completed with Ada's answer after a rerun", got.Status, got.StatusMessage, got.Result, got.Attempts, got.LastCause)
+	}
+	used := 0
+	for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.task.ID)).Val() {
+		if strings.HasPrefix(f, "used:") {
+			used++
+		}
+	}
+	if used != 1 {
+		t.Errorf("the client was asked %d questions, want 1", used)
+	}
 }

@@ -88,3 +88,31 @@ func TestSpecAndSeal(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDigest: the params of a question are the upstream's, any bytes.
+// Digest never panics, and the same JSON value re-spaced and re-ordered
+// has the same digest.
+func FuzzDigest(f *testing.F) {
+	for _, s := range []string{`{"message":"name?","requestedSchema":{"type":"object"}}`, `[1,2,{"a":null}]`, `"x"`, `{`, ``, `1e400`, `{"a":1,"a":2}`} {
+		f.Add("elicitation/create", s)
+	}
+	f.Fuzz(func(t *testing.T, method, params string) {
+		d := Digest(method, json.RawMessage(params))
+		if len(d) != 32 {
+			t.Fatalf("digest %q", d)
+		}
+		dec := json.NewDecoder(bytes.NewReader([]byte(params)))
+		dec.UseNumber() // numbers keep their spelling
+		var v any
+		if dec.Decode(&v) != nil || dec.More() {
+			return
+		}
+		again, err := json.MarshalIndent(v, " ", "  ")
+		if err != nil {
+			return
+		}
+		if Digest(method, again) != d {
+			t.Fatalf("%s and %s: digests differ", params, again)
+		}
+	})
+}
