@@ -365,16 +365,17 @@ func (run *taskRun) rerunOnFailure(res callResult) (done, handled bool) {
 	case err != nil:
 		return false, false // the outcome stands (a cancel, a lost lease, the store down)
 	}
+	// Only the fields the worker alone reads change: the lease renewal
+	// reads j.task's id meanwhile.
+	j.task.Attempts = a.N
 	if t, err := rn.store.Get(run.writeCtx, j.owner, j.task.ID); err == nil {
-		j.task = t
-	} else {
-		j.task.Attempts = a.N
+		j.task.Answered = t.Answered // what the client answered so far, to replay
+		rn.notify.statusChanged(run.writeCtx, t)
 	}
 	if cause == upstream.CauseSessionGone {
 		run.reopenSession()
 	}
 	rn.rerunStarted(run.ctx, j, cause, a.N, "")
-	rn.notify.statusChanged(run.writeCtx, j.task)
 	// The worker's goroutine waits out the backoff: a cancel meanwhile is
 	// seen when it next looks (the watch keeps it).
 	t := time.NewTimer(time.Until(a.NextAt))
