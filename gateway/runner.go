@@ -223,13 +223,13 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
 		Trace:        rn.trace.mintTask(ctx), // the task's span: child of the creating request's
 		Unlisted:     j.hidden,
-		Rerun:        spec,
 	})
 	if err != nil {
 		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)
 		return err
 	}
 	j.task = t
+	rn.makeDurable(ctx, j, spec) // runner_rerun.go
 	rn.metrics.taskCreated(tool, proto)
 	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", logOwner(j.owner)).
 		Str("protocol", string(proto)).Float64("ttl_seconds", t.TTL.Seconds()).Float64("poll_interval_seconds", t.PollInterval.Seconds()).

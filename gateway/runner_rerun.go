@@ -65,6 +65,7 @@ type durableParams struct {
 type durableStore interface {
 	BeginAttempt(ctx context.Context, owner, id string, r taskstore.AttemptRequest) (taskstore.Attempt, error)
 	SetUpstreamTask(ctx context.Context, owner, id, holder, upstreamTask string) error
+	SetRerun(ctx context.Context, owner, id string, spec []byte) error
 	SharedSecret(ctx context.Context, name string) ([]byte, error)
 }
 
@@ -149,6 +150,21 @@ func (rn *runner) rerunSpec(ctx context.Context, j *job, tool string) []byte {
 	}
 	j.spec = s
 	return s.Encode()
+}
+
+// makeDurable records spec with j's task, now that its creation is sure:
+// a create whose reply was lost is removed again (taskstore abandon.go)
+// and must not run meanwhile. Unrecorded, the task runs at most once.
+func (rn *runner) makeDurable(ctx context.Context, j *job, spec []byte) {
+	if spec == nil {
+		return
+	}
+	if err := rn.durableStore().SetRerun(ctx, j.owner, j.task.ID, spec); err != nil {
+		j.spec = nil
+		rn.log.Warn().Str("op", "rerun").Str("task_id", j.task.ID).Str("tool", j.task.Tool).Err(err).Msg("cannot record the task's call: it will not run again")
+		return
+	}
+	j.task.Rerun, j.task.Attempts = spec, 1
 }
 
 // keyOf is the principal's client whose token auth is, when this replica

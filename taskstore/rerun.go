@@ -10,8 +10,10 @@ import (
 )
 
 // Durable tasks (docs/durable.md): a task whose tool is safe to repeat
-// carries what the gateway needs to run its call again (NewTask.Rerun, the
-// field rerun, opaque here). When its replica dies, or the upstream call
+// carries what the gateway needs to run its call again (SetRerun, the
+// field rerun, opaque here), written once Create succeeded: a create
+// whose reply was lost (and which the gateway then removes, abandon.go)
+// is never run again, only failed. When its replica dies, or the upstream call
 // fails on the way, one replica begins the next attempt (BeginAttempt):
 // atomically, it takes the lease (exactly one replica wins an expired
 // lease, as with Claim), counts the attempt against a limit, records why
@@ -124,6 +126,39 @@ func (s *Store) beginAttempt(ctx context.Context, owner, id string, r AttemptReq
 	a.From, _ = vals[3].(string)
 	return a, nil
 }
+
+// SetRerun makes the task durable: spec is what the gateway needs to run
+// its call again (Task.Rerun), and the task has had one attempt.
+// ErrTerminal when it ended meanwhile.
+func (s *Store) SetRerun(ctx context.Context, owner, id string, spec []byte) error {
+	err := ErrNotFound
+	if validID(id) && len(spec) > 0 {
+		var vals []interface{}
+		vals, err = s.run(ctx, setRerunCmd, []string{s.k.task(owner, id)}, owner, s.nowMS(), spec)
+		if err == nil {
+			err = s.replyErr(ctx, owner, id, vals)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("taskstore: record rerun %s: %w", id, err)
+	}
+	return nil
+}
+
+// setRerunCmd records a task's rerun spec.
+//
+// KEYS[1] -> <prefix>:{<owner>}:t:<id>
+// ARGV[1] -> owner
+// ARGV[2] -> now, unix ms
+// ARGV[3] -> the spec
+//
+// Returns {0}, {1}, {2}, {3, status}.
+var setRerunCmd = redis.NewScript(luaPrologue + `
+if terminal(status) then return {3, status} end
+redis.call('HSET', KEYS[1], 'rerun', ARGV[3])
+redis.call('HSETNX', KEYS[1], 'attempts', 1)
+return {0}
+`)
 
 // SetUpstreamTask records the upstream's own task the holder's call holds
 // (a native tool), for a replica that takes the task over to re-attach to

@@ -12,9 +12,12 @@ import (
 
 func createRerunnable(t *testing.T, s *Store, holder string) *Task {
 	t.Helper()
-	task, err := s.Create(ctx, NewTask{Owner: "o", Tool: "report", Protocol: Protocol2026, Rerun: []byte(`{"params":{}}`),
+	task, err := s.Create(ctx, NewTask{Owner: "o", Tool: "report", Protocol: Protocol2026,
 		Lease: &LeaseRequest{Holder: holder, Duration: 10 * time.Second}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRerun(ctx, "o", task.ID, []byte(`{"params":{}}`)); err != nil {
 		t.Fatal(err)
 	}
 	return task
@@ -180,5 +183,12 @@ func TestSetUpstreamTask(t *testing.T) {
 			t.Fatalf("record: %+v", got)
 		}
 		wantErr(t, s.SetUpstreamTask(ctx, "x", task.ID, "r1", "up-1"), ErrNotFound)
+		// A task that ended is never made durable; an ended task's
+		// record does not grow.
+		wantErr(t, s.Fail(ctx, "o", task.ID, Outcome{Message: "done"}), nil)
+		if err := s.SetRerun(ctx, "o", task.ID, []byte(`{}`)); !errors.Is(err, ErrTerminal) {
+			t.Fatalf("SetRerun of a failed task: %v", err)
+		}
+		wantErr(t, s.SetRerun(ctx, "o", "not-a-uuid", []byte(`{}`)), ErrNotFound)
 	})
 }

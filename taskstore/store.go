@@ -178,10 +178,6 @@ type NewTask struct {
 	// Unlisted keeps the task out of List: a task the gateway holds a
 	// plain call under, which its client never sees as a task.
 	Unlisted bool
-	// Rerun is what the gateway needs to run the task's call again on any
-	// replica (rerun.go), opaque to the store; nil: the task is never run
-	// again.
-	Rerun []byte
 }
 
 // LeaseRequest asks for a lease: Holder (a replica id) for Duration.
@@ -239,10 +235,6 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		args = append(args, fTrace, t.Trace)
 	}
 	args = appendUpstream(args, n.Upstream)
-	if len(n.Rerun) > 0 {
-		args = append(args, fRerun, n.Rerun, fAttempts, 1)
-		t.Rerun, t.Attempts = n.Rerun, 1
-	}
 	var lease func(redis.Pipeliner)
 	if n.Lease != nil {
 		t.Lease = Lease{Holder: n.Lease.Holder, Deadline: now.Add(n.Lease.Duration)}
