@@ -102,9 +102,10 @@ func (f *flakyUpstream) count() int {
 
 // durableRig is a store shared by replicas, each a runner of its own.
 type durableRig struct {
-	t     *testing.T
-	rdb   *redis.Client
-	store *taskstore.Store
+	t      *testing.T
+	rdb    *redis.Client
+	store  *taskstore.Store
+	traces map[string]traced // each replica's spans
 }
 
 func newDurableRig(t *testing.T) *durableRig {
@@ -112,7 +113,7 @@ func newDurableRig(t *testing.T) *durableRig {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	store := taskstore.New(rdb, taskstore.Options{LeaseGrace: 100 * time.Millisecond})
 	t.Cleanup(func() { store.Close(); rdb.Close() })
-	return &durableRig{t: t, rdb: rdb, store: store}
+	return &durableRig{t: t, rdb: rdb, store: store, traces: map[string]traced{}}
 }
 
 // replica is a runner named name on the rig's store, calling the upstream
@@ -125,8 +126,11 @@ func (g *durableRig) replica(name string, up http.Handler, notes taskNotifier) (
 		g.t.Fatal(err)
 	}
 	m := newMetrics(func() float64 { return 0 })
+	tr := newTraced()
+	g.traces[name] = tr
+	m.trace = newTracing(tr.tp, name)
 	rn := newRunner(runnerParams{store: g.store, up: client, notify: notes, observe: func(string, time.Duration) {},
-		metrics: m, log: zerolog.Nop(), replica: name, lease: 600 * time.Millisecond, renew: 150 * time.Millisecond,
+		metrics: m, log: zerolog.Nop(), replica: name, trace: m.trace, lease: 600 * time.Millisecond, renew: 150 * time.Millisecond,
 		durable: durableParams{maxAttempts: 3, backoff: 20 * time.Millisecond, reruns: newRerunsMetric(m),
 			rerunnable: func(context.Context, string) (bool, string) { return true, "every tool, for the test" }}})
 	g.t.Cleanup(rn.stop)
@@ -253,6 +257,22 @@ func TestRerunOnTransientFailure(t *testing.T) {
 			}
 			if n := counterValue(rn.durable.reruns.WithLabelValues(tc.tool, "http_503")); int(n) != tc.attempts-1 {
 				t.Errorf("reruns counted %v, want %d", n, tc.attempts-1)
+			}
+			// The task's span records its attempts.
+			var attempts int64
+			waitFor(t, func() bool {
+				for _, s := range g.traces["r"].named("mcp.task") {
+					for _, a := range s.Attributes() {
+						if a.Key == "taskgate.task.attempts" {
+							attempts = a.Value.AsInt64()
+							return true
+						}
+					}
+				}
+				return false
+			})
+			if attempts != int64(tc.attempts) {
+				t.Errorf("the task's span says %d attempts, want %d", attempts, tc.attempts)
 			}
 		})
 	}
