@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -460,5 +461,48 @@ func TestRerunReplaysAnswersOnASession(t *testing.T) {
 	}
 	if used != 1 {
 		t.Errorf("the client was asked %d questions, want 1", used)
+	}
+}
+
+// TestRerunCredentials: a rerun runs with the call's credentials: the
+// token it was made with, sealed in the task's record (never in clear),
+// or, where the gateway keeps its principals' tokens, that client's
+// freshest, which may have been refreshed on another replica since.
+func TestRerunCredentials(t *testing.T) {
+	mr, a, b, _, seen := testCreds(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	store := taskstore.New(rdb, taskstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	app := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "reports"}
+	seen(a, app, "Bearer old")
+	replica := func(creds *credentials) *runner {
+		rn := newRunner(runnerParams{store: store, notify: &messageLog{}, observe: func(string, time.Duration) {},
+			metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "r", lease: time.Minute, renew: 20 * time.Second,
+			creds: creds, durable: durableParams{maxAttempts: 3, rerunnable: func(context.Context, string) (bool, string) { return true, "test" }}})
+		t.Cleanup(rn.stop)
+		return rn
+	}
+	j := &job{owner: "o", sess: &upstream.Session{ID: "s1", Header: http.Header{"Authorization": {"Bearer old"}}},
+		req: &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"report","arguments":{}}`)}}
+	raw := replica(a).rerunSpec(context.Background(), j, "report")
+	if raw == nil || bytes.Contains(raw, []byte("Bearer old")) || j.spec.CredKey == "" || j.id == "" {
+		t.Fatalf("spec %s (key %q, id %q): want one, its token sealed, naming the principal's client", raw, j.spec.CredKey, j.id)
+	}
+	task := &taskstore.Task{ID: j.id, Owner: "o"}
+	seen(b, app, "Bearer refreshed") // on another replica, since
+	again, err := replica(b).jobFromSpec(context.Background(), task, j.spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.sess.Authorization(context.Background()); got != "Bearer refreshed" || again.sess.ID != "s1" {
+		t.Errorf("the rerun sends %q on session %q, want the client's freshest token on s1", got, again.sess.ID)
+	}
+	plain, err := replica(nil).jobFromSpec(context.Background(), task, j.spec)
+	if err != nil || plain.sess.Header.Get("Authorization") != "Bearer old" || plain.sess.Authorization != nil {
+		t.Errorf("without kept tokens: %v %v, want the call's own token", plain.sess.Header, err)
+	}
+	if _, err := replica(nil).jobFromSpec(context.Background(), &taskstore.Task{ID: "another", Owner: "o"}, j.spec); err == nil {
+		t.Error("another task's record opened the sealed token")
 	}
 }
