@@ -970,14 +970,10 @@ func readDefaults(tg string) (tgDefaults, error) {
 	if err != nil {
 		return tgDefaults{}, fmt.Errorf("taskgate serve --help: %w", err)
 	}
-	help := string(out)
+	help := helpEntries(string(out))
 	def := func(flag string) string {
-		for _, l := range strings.Split(help, "\n") {
-			if f := strings.Fields(l); len(f) > 0 && f[0] == "--"+flag {
-				if m := regexp.MustCompile(`\(default: ([^)]+)\)`).FindStringSubmatch(l); m != nil {
-					return m[1]
-				}
-			}
+		if m := regexp.MustCompile(`\(default: ([^)]+)\)`).FindStringSubmatch(help[flag]); m != nil {
+			return m[1]
 		}
 		return ""
 	}
@@ -993,10 +989,31 @@ func readDefaults(tg string) (tgDefaults, error) {
 	}
 	d.maxInflight, err = strconv.Atoi(def("max-inflight"))
 	errs = append(errs, err)
-	if m := regexp.MustCompile(`plus a (\S+) grace`).FindStringSubmatch(help); m != nil {
+	if m := regexp.MustCompile(`plus a (\S+) grace`).FindStringSubmatch(help["lease"]); m != nil {
 		d.grace, _ = time.ParseDuration(m[1])
 	}
 	return d, errors.Join(errs...)
+}
+
+// helpEntries splits serve --help into one line per flag, keyed by its
+// name: the flag's line and its wrapped description joined with single
+// spaces (help wraps at 80 columns, even inside "(default: …)").
+func helpEntries(help string) map[string]string {
+	out := map[string]string{}
+	cur := ""
+	for _, l := range strings.Split(help, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && strings.HasPrefix(f[0], "--"):
+			cur = strings.TrimPrefix(f[0], "--")
+			out[cur] = strings.Join(f, " ")
+		case len(f) > 0 && cur != "" && strings.HasPrefix(l, " "):
+			out[cur] += " " + strings.Join(f, " ")
+		default: // a blank line or a category heading ends the entry
+			cur = ""
+		}
+	}
+	return out
 }
 
 // connsTo counts pid's established TCP connections to port (on any
