@@ -1,0 +1,187 @@
+package main
+
+// Capacity phase H: held tasks on one replica with a short --lease-renew.
+// The idle replica's background, then lease renewals and sweeps per held
+// task, Redis bytes and taskgate RSS per held task, upstream connections.
+
+import (
+	"context"
+	"fmt"
+	neturl "net/url"
+	"os"
+	"strconv"
+	"time"
+)
+
+type capH struct {
+	held                int
+	idle, renew         capCount
+	idleWin, renewWin   time.Duration
+	renewCPU            capCPU
+	mem                 capMem
+	createdIn           time.Duration
+	rssBefore, rssAfter int64
+	upConns             int // taskgate's established connections to the upstream, tasks held
+	rssMax              int64
+	leasesCard          int64   // leases index entries after the windows
+	leasesDue           int64   // of which a sweep would read (score past now − grace)
+	leasesLead          float64 // the lowest score − now, seconds
+	lease, renewEvery   time.Duration
+	// The renewal window split: the most frequent command is the renewal
+	// script (one per held task per renewal), plus one ZADD XX per renewal
+	// re-scoring the index; the sweeps are the ZRANGEBYSCORE calls and what
+	// follows them.
+	extendLabel string
+	extendPer   float64 // renewal script calls per held task per renewal
+	zaddPer     float64 // ZADD XX per renewal (one replica)
+	rescoredPer float64 // entries they named, per held task per renewal
+	usPerEntry  float64 // ZADD XX execution time (slow log) per entry named, µs
+	sweeps      int     // ZRANGEBYSCORE calls in the window
+	sweepPage   int     // their LIMIT count
+	sweepReads  float64 // HMGET per sweep: candidates read
+	sweepTidy   float64 // tidy script calls per sweep
+	sweepCmds   float64 // every command per sweep, idle background taken out
+	sweepLeases float64 // of which on the leases index
+	sweepUS     float64 // their execution time (slow log), µs
+}
+
+func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string) (*capH, error) {
+	h := &capH{held: capHeldDefault, lease: capHeldLease, renewEvery: capHeldRenew}
+	if o.set["held"] {
+		h.held = o.held
+	}
+	rs, err := startRedis(dir)
+	if err != nil {
+		return nil, err
+	}
+	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, true, 1,
+		"--task", "slow", "--max-inflight", strconv.Itoa(h.held+1000),
+		"--lease", capHeldLease.String(), "--lease-renew", capHeldRenew.String(), "--latency-sync", capHeldRenew.String())
+	defer e.stop()
+	if err != nil {
+		return nil, err
+	}
+	url, pid := e.urls[0], e.tgPIDs[0]
+	const createConc = 32
+	// Warm up at the creation concurrency, so that connection pools and
+	// their buffers are in the baseline.
+	if _, err := parallel(ctx, createConc, 4*createConc, 0, func(ctx context.Context, i int) error {
+		_, err := e.create2026(ctx, url, "slow", capAuth("warm", i/capTasksPerOwner), map[string]any{"seconds": 0.01, "text": "x"})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	if err := e.waitIdle(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: capacity H: idle window %s\n", capWindow)
+	if h.idle, err = e.counted(ctx, func() (int, error) {
+		select {
+		case <-time.After(capWindow):
+		case <-ctx.Done():
+		}
+		return 0, ctx.Err()
+	}); err != nil {
+		return nil, err
+	}
+	h.idleWin = h.idle.el
+	if h.rssBefore, err = stableRSS(ctx, pid, 5*time.Second); err != nil {
+		return nil, err
+	}
+	if h.mem.before, err = e.usedMemory(ctx); err != nil {
+		return nil, err
+	}
+	before, err := e.takeCensus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: capacity H: creating %d held tasks at c=%d\n", h.held, createConc)
+	h.mem.n = h.held
+	t0 := time.Now()
+	if _, err := parallel(ctx, createConc, h.held, 0, func(ctx context.Context, i int) error {
+		_, err := e.create2026(ctx, url, "slow", capAuth("held", i/capTasksPerOwner), map[string]any{"seconds": capHoldSecs, "text": "x"})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("held tasks: %w", err)
+	}
+	if err := e.waitMetric(ctx, mHeld, 30*time.Second, func(v float64) bool { return v >= float64(h.held) }); err != nil {
+		return nil, err
+	}
+	h.createdIn = time.Since(t0)
+	created := time.Now()
+	if u, err := neturl.Parse(e.up); err == nil {
+		port, _ := strconv.Atoi(u.Port())
+		h.upConns = connsTo(pid, port)
+	}
+	if h.rssAfter, err = stableRSS(ctx, pid, 10*time.Second); err != nil {
+		return nil, err
+	}
+	h.rssMax = h.rssAfter
+	if h.mem.after, err = e.usedMemory(ctx); err != nil {
+		return nil, err
+	}
+	after, err := e.takeCensus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.mem.delta = after[0].minus(before[0])
+	watch := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end) && ctx.Err() == nil; {
+			time.Sleep(250 * time.Millisecond)
+			if r, err := rssKiB(pid); err == nil {
+				h.rssMax = max(h.rssMax, r)
+			}
+		}
+	}
+	// Steady state: every held task renewed at least twice (its index
+	// entry re-scored by the renewals), and past its first lease + grace.
+	watch(time.Until(created.Add(capHeldLease + defs.grace + capHeldRenew)))
+	fmt.Fprintf(os.Stderr, "bench: capacity H: renewal windows, 2 × %s\n", capWindow)
+	if h.renew, err = e.counted(ctx, func() (int, error) { watch(capWindow); return 0, ctx.Err() }); err != nil {
+		return nil, err
+	}
+	h.renewWin = h.renew.el
+	if h.renewCPU, err = e.cpuBatch(func() (int, error) { watch(capWindow); return 0, ctx.Err() }); err != nil {
+		return nil, err
+	}
+	if name, _ := after[0].role("leases"); name != "" {
+		rdb, now := e.rcs[0].rdb, time.Now()
+		h.leasesCard, _ = rdb.ZCard(ctx, name).Result()
+		h.leasesDue, _ = rdb.ZCount(ctx, name, "-inf", strconv.FormatInt(now.Add(-defs.grace).UnixMilli(), 10)).Result()
+		if z, err := rdb.ZRangeWithScores(ctx, name, 0, 0).Result(); err == nil && len(z) > 0 {
+			h.leasesLead = (z[0].Score - float64(now.UnixMilli())) / 1e3
+		}
+	}
+	if live, err := e.metricSum(ctx, mHeld); err != nil || live != float64(h.held) {
+		return nil, fmt.Errorf("held tasks: %g held at the end of the windows, want %d (%v)", live, h.held, err)
+	}
+	// Split the renewal window.
+	periods := h.renewWin.Seconds() / h.renewEvery.Seconds()
+	top := h.renew.t.top
+	for k, v := range top {
+		if h.extendLabel == "" || v > top[h.extendLabel] {
+			h.extendLabel = k
+		}
+	}
+	h.extendPer = float64(top[h.extendLabel]) / (float64(h.held) * periods)
+	zadd := h.renew.leases["ZADD XX"]
+	h.zaddPer = float64(zadd) / periods
+	h.rescoredPer = float64(h.renew.rescored) / (float64(h.held) * periods)
+	h.usPerEntry = float64(h.renew.leasesUS["ZADD XX"]) / float64(max(h.renew.rescored, 1))
+	h.sweeps = top["ZRANGEBYSCORE"]
+	h.sweepPage = max(h.idle.limit, h.renew.limit)
+	if h.sweeps > 0 {
+		sw := float64(h.sweeps)
+		idle := float64(h.idle.t.topTotal()) / h.idleWin.Seconds() * h.renewWin.Seconds()
+		idleSweeps := float64(h.idle.t.top["ZRANGEBYSCORE"]) / h.idleWin.Seconds() * h.renewWin.Seconds()
+		h.sweepReads = float64(top["HMGET"]) / sw
+		h.sweepTidy = float64(h.renew.leases["EVALSHA"]) / sw
+		// What is not renewal and not background, plus the sweep's own
+		// ZRANGEBYSCORE (which the background also counts).
+		h.sweepCmds = (float64(h.renew.t.topTotal()-top[h.extendLabel]-zadd) - idle + idleSweeps) / sw
+		n, us := h.renew.leasesTotal()
+		h.sweepLeases = float64(n-zadd) / sw
+		h.sweepUS = float64(us-h.renew.leasesUS["ZADD XX"]) / sw
+	}
+	return h, nil
+}
