@@ -24,6 +24,35 @@ type capA struct {
 	bigResultBytes                                     int
 }
 
+// capEcho and capHeld are the arguments of an echo task (finishes at
+// once) and of a held task (the slow tool, outliving the phase).
+var (
+	capEcho = map[string]any{"text": "hello"}
+	capHeld = map[string]any{"seconds": capHoldSecs, "text": "x"}
+)
+
+// phaseARun is what phase A's steps share.
+type phaseARun struct {
+	ctx       context.Context
+	o         options
+	e         *capEnv
+	a         *capA
+	url, auth string
+	nCreate   int       // held tasks per create-alone batch
+	live      float64   // held tasks made so far: the others are done once the live gauge is back to it
+	ids       []string  // the counted create+finish batch's tasks, completed
+	memIDs    []string  // the memory batch's tasks, completed, not yet polled
+	polls     []capPoll // the two polls, counted and timed alike
+}
+
+// capPoll is one kind of poll: its load, where its figures go.
+type capPoll struct {
+	req  request
+	cnt  *capCount
+	cpu  *capCPU
+	what string
+}
+
 func phaseA(ctx context.Context, o options, tg, tu, dir string) (*capA, error) {
 	rs, err := startRedis(dir)
 	if err != nil {
@@ -38,252 +67,301 @@ func phaseA(ctx context.Context, o options, tg, tu, dir string) (*capA, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &capA{}
-	url := e.urls[0]
-	auth := modernAuth
-	echo := map[string]any{"text": "hello"}
-	held := map[string]any{"seconds": capHoldSecs, "text": "x"}
-	createEcho := func(ctx context.Context, i int) error {
-		_, err := e.create2026(ctx, url, "echo", auth, echo)
-		return err
+	p := &phaseARun{ctx: ctx, o: o, e: e, a: &capA{}, url: e.urls[0], auth: modernAuth, nCreate: max(100, o.countReqs/2)}
+	steps := []func() error{p.warmUp, p.countLife, p.countPolls, p.countRounds, p.memCompleted, p.memLarge, p.cpuRounds}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
 	}
-	createHeld := func(ctx context.Context, i int) error {
-		_, err := e.create2026(ctx, url, "slow", auth, held)
-		return err
-	}
-	// live is how many held tasks this phase has made so far: the others
-	// are done once the live gauge is back to it.
-	var live float64
-	settle := func() error {
-		return e.waitMetric(ctx, mLive, time.Minute, func(v float64) bool { return v <= live })
-	}
-	heldNow := func(n int) error {
-		live += float64(n)
-		return e.waitMetric(ctx, mHeld, time.Minute, func(v float64) bool { return v >= live })
-	}
-	// Warm up: scripts loaded, connections open at -concurrency, the
-	// catalogue and the latency histograms seen once.
-	if _, err := parallel(ctx, o.concurrency, 4*o.concurrency, 0, createEcho); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+	return p.a, nil
+}
+
+func (p *phaseARun) createEcho(ctx context.Context, i int) error {
+	_, err := p.e.create2026(ctx, p.url, "echo", p.auth, capEcho)
+	return err
+}
+
+func (p *phaseARun) createHeld(ctx context.Context, i int) error {
+	_, err := p.e.create2026(ctx, p.url, "slow", p.auth, capHeld)
+	return err
+}
+
+// settle waits until every task but the held ones is done.
+func (p *phaseARun) settle() error {
+	return p.e.waitMetric(p.ctx, mLive, time.Minute, func(v float64) bool { return v <= p.live })
+}
+
+// heldNow counts n more held tasks and waits until the workers hold them.
+func (p *phaseARun) heldNow(n int) error {
+	p.live += float64(n)
+	return p.e.waitMetric(p.ctx, mHeld, time.Minute, func(v float64) bool { return v >= p.live })
+}
+
+// warmUp: scripts loaded, connections open at -concurrency, the catalogue
+// and the latency histograms seen once.
+func (p *phaseARun) warmUp() error {
+	if _, err := parallel(p.ctx, p.o.concurrency, 4*p.o.concurrency, 0, p.createEcho); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := e.inputRound(ctx, url, auth, fmt.Sprint("warm", i)); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
+		if err := p.e.inputRound(p.ctx, p.url, p.auth, fmt.Sprint("warm", i)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if err := settle(); err != nil {
-		return nil, err
-	}
+	return p.settle()
+}
 
-	// Counted batches, one operation at a time.
+// countLife counts, one operation at a time, create+finish, the first
+// tasks/get of each completed task (nothing rendered yet) and create alone.
+func (p *phaseARun) countLife() error {
+	ctx, e, a := p.ctx, p.e, p.a
 	fmt.Fprintf(os.Stderr, "bench: capacity A: counting commands: create+finish, polls, create alone, input rounds\n")
-	var ids []string
+	var err error
 	if a.life, err = e.counted(ctx, func() (int, error) {
-		for i := 0; i < o.countReqs; i++ {
-			id, err := e.create2026(ctx, url, "echo", auth, echo)
+		for i := 0; i < p.o.countReqs; i++ {
+			id, err := e.create2026(ctx, p.url, "echo", p.auth, capEcho)
 			if err != nil {
 				return i, err
 			}
-			ids = append(ids, id)
+			p.ids = append(p.ids, id)
 		}
-		return len(ids), settle()
+		return len(p.ids), p.settle()
 	}); err != nil {
-		return nil, fmt.Errorf("create+finish: %w", err)
+		return fmt.Errorf("create+finish: %w", err)
 	}
-	t, err := e.get2026(ctx, url, ids[0], auth)
+	t, err := e.get2026(ctx, p.url, p.ids[0], p.auth)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.resultBytes = len(t.Result)
-	// The first tasks/get of each completed task (nothing rendered yet).
 	if a.lifeFirst, err = e.counted(ctx, func() (int, error) {
-		for i, id := range ids[1:] {
-			if _, err := e.get2026(ctx, url, id, auth); err != nil {
+		for i, id := range p.ids[1:] {
+			if _, err := e.get2026(ctx, p.url, id, p.auth); err != nil {
 				return i, err
 			}
 		}
-		return len(ids) - 1, nil
+		return len(p.ids) - 1, nil
 	}); err != nil {
-		return nil, fmt.Errorf("first poll: %w", err)
+		return fmt.Errorf("first poll: %w", err)
 	}
-	nCreate := max(100, o.countReqs/2)
 	if a.create, err = e.counted(ctx, func() (int, error) {
-		for i := 0; i < nCreate; i++ {
-			if err := createHeld(ctx, i); err != nil {
+		for i := 0; i < p.nCreate; i++ {
+			if err := p.createHeld(ctx, i); err != nil {
 				return i, err
 			}
 		}
-		return nCreate, heldNow(nCreate)
+		return p.nCreate, p.heldNow(p.nCreate)
 	}); err != nil {
-		return nil, fmt.Errorf("create alone: %w", err)
+		return fmt.Errorf("create alone: %w", err)
 	}
-	heldID, err := e.create2026(ctx, url, "slow", auth, held)
+	return nil
+}
+
+// countPolls counts the polls of completed tasks and of one held task,
+// each warmed up at -concurrency first.
+func (p *phaseARun) countPolls() error {
+	ctx, e, a := p.ctx, p.e, p.a
+	heldID, err := e.create2026(ctx, p.url, "slow", p.auth, capHeld)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := heldNow(1); err != nil {
-		return nil, err
+	if err := p.heldNow(1); err != nil {
+		return err
 	}
-	done := pollLoad(ids[:min(o.tasks, len(ids))], auth, `"status":"completed"`)
-	work := pollLoad([]string{heldID}, auth, `"status":"working"`)
-	polls := []struct {
-		req  request
-		cnt  *capCount
-		cpu  *capCPU
-		what string
-	}{{done, &a.pollDone, &a.pollDoneCPU, "poll of a completed task"}, {work, &a.pollWork, &a.pollWorkCPU, "poll of a working task"}}
-	for _, p := range polls {
-		if r := load(ctx, e.c, url, p.req, o.concurrency, 500*time.Millisecond, 0); r.requests == 0 || r.errors > 0 {
-			return nil, fmt.Errorf("%s: warm-up: %d answers, %d errors: %s", p.what, r.requests, r.errors, firstErrText())
+	done := pollLoad(p.ids[:min(p.o.tasks, len(p.ids))], p.auth, `"status":"completed"`)
+	work := pollLoad([]string{heldID}, p.auth, `"status":"working"`)
+	p.polls = []capPoll{{done, &a.pollDone, &a.pollDoneCPU, "poll of a completed task"}, {work, &a.pollWork, &a.pollWorkCPU, "poll of a working task"}}
+	for _, q := range p.polls {
+		if r := load(ctx, e.c, p.url, q.req, p.o.concurrency, 500*time.Millisecond, 0); r.requests == 0 || r.errors > 0 {
+			return fmt.Errorf("%s: warm-up: %d answers, %d errors: %s", q.what, r.requests, r.errors, firstErrText())
 		}
-		if *p.cnt, err = e.counted(ctx, func() (int, error) {
-			r := load(ctx, e.c, url, p.req, 1, time.Minute, o.countReqs)
+		if *q.cnt, err = e.counted(ctx, func() (int, error) {
+			r := load(ctx, e.c, p.url, q.req, 1, time.Minute, p.o.countReqs)
 			return r.requests, errIf(r)
 		}); err != nil {
-			return nil, fmt.Errorf("%s: %w", p.what, err)
+			return fmt.Errorf("%s: %w", q.what, err)
 		}
 	}
-	rounds := max(20, o.countReqs/10)
-	if a.round, err = e.counted(ctx, func() (int, error) {
+	return nil
+}
+
+// countRounds counts input rounds, then takes the census of the one owner
+// that has made thousands of tasks by now: its indexes as they look after
+// a while (a large sorted set leaves the compact encoding).
+func (p *phaseARun) countRounds() error {
+	rounds := max(20, p.o.countReqs/10)
+	var err error
+	if p.a.round, err = p.e.counted(p.ctx, func() (int, error) {
 		for i := 0; i < rounds; i++ {
-			if err := e.inputRound(ctx, url, auth, fmt.Sprint("c", i)); err != nil {
+			if err := p.e.inputRound(p.ctx, p.url, p.auth, fmt.Sprint("c", i)); err != nil {
 				return i, err
 			}
 		}
-		return rounds, settle()
+		return rounds, p.settle()
 	}); err != nil {
-		return nil, fmt.Errorf("input round: %w", err)
+		return fmt.Errorf("input round: %w", err)
 	}
-	// One owner with thousands of tasks: its indexes as they look after a
-	// while (a large sorted set leaves the compact encoding).
-	cs, err := e.takeCensus(ctx)
+	cs, err := p.e.takeCensus(p.ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	a.oneOwner = cs[0]
+	p.a.oneOwner = cs[0]
+	return nil
+}
 
-	// Redis bytes per completed task: many owners, at -concurrency.
-	fmt.Fprintf(os.Stderr, "bench: capacity A: Redis memory: %d echo tasks at c=%d, %d per owner\n", capClusterTasks, o.concurrency, capTasksPerOwner)
-	a.mem.n = capClusterTasks
-	if a.mem.before, err = e.usedMemory(ctx); err != nil {
-		return nil, err
-	}
-	before, err := e.takeCensus(ctx)
+// memAuth is the owner of the memory batch's task i.
+func memAuth(i int) string { return capAuth("mem", i/capTasksPerOwner) }
+
+// memCompleted: Redis bytes per completed task, many owners, at
+// -concurrency.
+func (p *phaseARun) memCompleted() error {
+	ctx, e := p.ctx, p.e
+	fmt.Fprintf(os.Stderr, "bench: capacity A: Redis memory: %d echo tasks at c=%d, %d per owner\n", capClusterTasks, p.o.concurrency, capTasksPerOwner)
+	before, err := e.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	memIDs := make([]string, capClusterTasks)
-	memAuth := func(i int) string { return capAuth("mem", i/capTasksPerOwner) }
-	if _, err := parallel(ctx, o.concurrency, capClusterTasks, 0, func(ctx context.Context, i int) error {
+	p.memIDs = make([]string, capClusterTasks)
+	if _, err := parallel(ctx, p.o.concurrency, capClusterTasks, 0, func(ctx context.Context, i int) error {
 		var err error
-		memIDs[i], err = e.create2026(ctx, url, "echo", memAuth(i), echo)
+		p.memIDs[i], err = e.create2026(ctx, p.url, "echo", memAuth(i), capEcho)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("memory batch: %w", err)
+		return fmt.Errorf("memory batch: %w", err)
 	}
-	if err := settle(); err != nil {
-		return nil, err
+	if err := p.settle(); err != nil {
+		return err
 	}
-	if a.mem.after, err = e.usedMemory(ctx); err != nil {
-		return nil, err
-	}
-	after, err := e.takeCensus(ctx)
+	after, err := e.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	a.mem.delta = after[0].minus(before[0])
+	p.a.mem = memDelta(capClusterTasks, before, after)
+	return nil
+}
 
-	// The same with a larger result: what each result byte costs.
+// memLarge is memCompleted with a larger result: what each result byte
+// costs.
+func (p *phaseARun) memLarge() error {
+	ctx, e, a := p.ctx, p.e, p.a
 	bigText := map[string]any{"text": strings.Repeat("x", capBigText)}
 	a.big.n = capBigTasks
+	var err error
 	if a.big.before, err = e.usedMemory(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	bigID := make([]string, capBigTasks)
-	if _, err := parallel(ctx, o.concurrency, capBigTasks, 0, func(ctx context.Context, i int) error {
+	if _, err := parallel(ctx, p.o.concurrency, capBigTasks, 0, func(ctx context.Context, i int) error {
 		var err error
-		bigID[i], err = e.create2026(ctx, url, "echo", capAuth("big", i/capTasksPerOwner), bigText)
+		bigID[i], err = e.create2026(ctx, p.url, "echo", capAuth("big", i/capTasksPerOwner), bigText)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("large results: %w", err)
+		return fmt.Errorf("large results: %w", err)
 	}
-	if err := settle(); err != nil {
-		return nil, err
+	if err := p.settle(); err != nil {
+		return err
 	}
 	if a.big.after, err = e.usedMemory(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if t, err = e.get2026(ctx, url, bigID[0], capAuth("big", 0)); err != nil {
-		return nil, err
+	t, err := e.get2026(ctx, p.url, bigID[0], capAuth("big", 0))
+	if err != nil {
+		return err
 	}
 	a.bigResultBytes = len(t.Result)
+	return nil
+}
 
-	// CPU, slow log off: every operation once per round, the rounds
-	// interleaved so that what else the machine runs hits them alike.
-	fmt.Fprintf(os.Stderr, "bench: capacity A: CPU, %d rounds at c=%d\n", capCPURounds, o.concurrency)
-	nLife := capClusterTasks / capCPURounds
+// cpuRounds: CPU, slow log off: every operation once per round, the rounds
+// interleaved so that what else the machine runs hits them alike.
+func (p *phaseARun) cpuRounds() error {
+	fmt.Fprintf(os.Stderr, "bench: capacity A: CPU, %d rounds at c=%d\n", capCPURounds, p.o.concurrency)
 	for r := 0; r < capCPURounds; r++ {
-		c, err := e.cpuBatch(func() (int, error) {
-			n, err := parallel(ctx, o.concurrency, nLife, 0, func(ctx context.Context, i int) error {
-				_, err := e.create2026(ctx, url, "echo", capAuth(fmt.Sprint("cpu", r), i/capTasksPerOwner), echo)
-				return err
-			})
-			if err != nil {
-				return n, err
-			}
-			return n, settle()
+		if err := p.cpuCreates(r); err != nil {
+			return err
+		}
+		if err := p.cpuPolls(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cpuNLife is how many echo tasks one CPU round creates: a third of the
+// memory batch, whose tasks the same round polls for the first time.
+const cpuNLife = capClusterTasks / capCPURounds
+
+// cpuCreates times round r's create+finish and create alone.
+func (p *phaseARun) cpuCreates(r int) error {
+	ctx, e, c := p.ctx, p.e, p.o.concurrency
+	b, err := e.cpuBatch(func() (int, error) {
+		n, err := parallel(ctx, c, cpuNLife, 0, func(ctx context.Context, i int) error {
+			_, err := e.create2026(ctx, p.url, "echo", capAuth(fmt.Sprint("cpu", r), i/capTasksPerOwner), capEcho)
+			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("create+finish at c=%d: %w", o.concurrency, err)
+			return n, err
 		}
-		a.lifeCPU.add(c)
-		if c, err = e.cpuBatch(func() (int, error) {
-			if n, err := parallel(ctx, o.concurrency, nCreate, 0, createHeld); err != nil {
-				return n, err
-			}
-			return nCreate, heldNow(nCreate)
-		}); err != nil {
-			return nil, fmt.Errorf("create alone at c=%d: %w", o.concurrency, err)
-		}
-		a.createCPU.add(c)
-		for _, p := range polls {
-			if c, err = e.cpuBatch(func() (int, error) {
-				r := load(ctx, e.c, url, p.req, o.concurrency, capCPUBatch, 0)
-				return r.requests, errIf(r)
-			}); err != nil {
-				return nil, fmt.Errorf("%s: %w", p.what, err)
-			}
-			p.cpu.add(c)
-		}
-		if c, err = e.cpuBatch(func() (int, error) {
-			n, err := parallel(ctx, capPollConc, 0, capCPUBatch, func(ctx context.Context, i int) error {
-				return e.inputRound(ctx, url, auth, fmt.Sprint("p", r, "-", i))
-			})
-			if err != nil {
-				return n, err
-			}
-			return n, settle()
-		}); err != nil {
-			return nil, fmt.Errorf("input round: %w", err)
-		}
-		a.roundCPU.add(c)
-		// The first tasks/get of completed tasks: a third of the memory
-		// batch's each round.
-		part := memIDs[r*nLife : (r+1)*nLife]
-		if c, err = e.cpuBatch(func() (int, error) {
-			return parallel(ctx, o.concurrency, len(part), 0, func(ctx context.Context, i int) error {
-				t, err := e.get2026(ctx, url, part[i], memAuth(r*nLife+i))
-				if err == nil && t.Status != "completed" {
-					err = fmt.Errorf("task %s is %s", part[i], t.Status)
-				}
-				return err
-			})
-		}); err != nil {
-			return nil, fmt.Errorf("first poll at c=%d: %w", o.concurrency, err)
-		}
-		a.firstCPU.add(c)
+		return n, p.settle()
+	})
+	if err != nil {
+		return fmt.Errorf("create+finish at c=%d: %w", c, err)
 	}
-	return a, nil
+	p.a.lifeCPU.add(b)
+	if b, err = e.cpuBatch(func() (int, error) {
+		if n, err := parallel(ctx, c, p.nCreate, 0, p.createHeld); err != nil {
+			return n, err
+		}
+		return p.nCreate, p.heldNow(p.nCreate)
+	}); err != nil {
+		return fmt.Errorf("create alone at c=%d: %w", c, err)
+	}
+	p.a.createCPU.add(b)
+	return nil
+}
+
+// cpuPolls times round r's two polls, input rounds, and first polls of a
+// third of the memory batch's completed tasks.
+func (p *phaseARun) cpuPolls(r int) error {
+	ctx, e, c := p.ctx, p.e, p.o.concurrency
+	for _, q := range p.polls {
+		b, err := e.cpuBatch(func() (int, error) {
+			r := load(ctx, e.c, p.url, q.req, c, capCPUBatch, 0)
+			return r.requests, errIf(r)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.what, err)
+		}
+		q.cpu.add(b)
+	}
+	b, err := e.cpuBatch(func() (int, error) {
+		n, err := parallel(ctx, capPollConc, 0, capCPUBatch, func(ctx context.Context, i int) error {
+			return e.inputRound(ctx, p.url, p.auth, fmt.Sprint("p", r, "-", i))
+		})
+		if err != nil {
+			return n, err
+		}
+		return n, p.settle()
+	})
+	if err != nil {
+		return fmt.Errorf("input round: %w", err)
+	}
+	p.a.roundCPU.add(b)
+	part := p.memIDs[r*cpuNLife : (r+1)*cpuNLife]
+	if b, err = e.cpuBatch(func() (int, error) {
+		return parallel(ctx, c, len(part), 0, func(ctx context.Context, i int) error {
+			t, err := e.get2026(ctx, p.url, part[i], memAuth(r*cpuNLife+i))
+			if err == nil && t.Status != "completed" {
+				err = fmt.Errorf("task %s is %s", part[i], t.Status)
+			}
+			return err
+		})
+	}); err != nil {
+		return fmt.Errorf("first poll at c=%d: %w", c, err)
+	}
+	p.a.firstCPU.add(b)
+	return nil
 }
 
 // inputRound is one elicit task: create, wait (reading Redis directly)

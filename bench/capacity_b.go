@@ -18,6 +18,17 @@ type capB struct {
 	lifeCPU, pollDoneCPU, pollWorkCPU capCPU
 }
 
+// phaseBRun is what phase B's steps share: one 2025-11-25 session.
+type phaseBRun struct {
+	ctx context.Context
+	o   options
+	e   *capEnv
+	b   *capB
+	url string
+	hdr http.Header // the session's request headers
+	ids []string    // the counted batch's tasks, completed
+}
+
 func phaseB(ctx context.Context, o options, tg, tu, dir string) (*capB, error) {
 	rs, err := startRedis(dir)
 	if err != nil {
@@ -28,92 +39,116 @@ func phaseB(ctx context.Context, o options, tg, tu, dir string) (*capB, error) {
 	if err != nil {
 		return nil, err
 	}
-	url := e.urls[0]
-	sid, err := initSession(ctx, e.c, url)
+	p := &phaseBRun{ctx: ctx, o: o, e: e, b: &capB{}, url: e.urls[0]}
+	sid, err := initSession(ctx, e.c, p.url)
 	if err != nil {
 		return nil, err
 	}
-	hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+	p.hdr = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
 		"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
-	create := func(ctx context.Context, tool string, args map[string]any) (string, error) {
-		res, _, err := rpc(ctx, e.c, url, hdr, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 3600000}})
-		if err != nil {
-			return "", err
-		}
-		var ctr struct {
-			Task struct {
-				TaskID string `json:"taskId"`
-			} `json:"task"`
-		}
-		if json.Unmarshal(res, &ctr) != nil || ctr.Task.TaskID == "" {
-			return "", fmt.Errorf("tools/call %s as task: %.300s", tool, res)
-		}
-		return ctr.Task.TaskID, nil
-	}
-	echo := map[string]any{"text": "hello"}
-	b := &capB{}
-	if _, err := parallel(ctx, 4, 20, 0, func(ctx context.Context, i int) error { _, err := create(ctx, "echo", echo); return err }); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
-	}
-	if err := e.waitIdle(ctx); err != nil {
+	if err := p.lives(); err != nil {
 		return nil, err
 	}
-	n := max(100, o.countReqs/2)
+	if err := p.polls(); err != nil {
+		return nil, err
+	}
+	return p.b, nil
+}
+
+// create calls tool as a task on the session and returns the task's id.
+func (p *phaseBRun) create(ctx context.Context, tool string, args map[string]any) (string, error) {
+	res, _, err := rpc(ctx, p.e.c, p.url, p.hdr, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 3600000}})
+	if err != nil {
+		return "", err
+	}
+	var ctr struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+	}
+	if json.Unmarshal(res, &ctr) != nil || ctr.Task.TaskID == "" {
+		return "", fmt.Errorf("tools/call %s as task: %.300s", tool, res)
+	}
+	return ctr.Task.TaskID, nil
+}
+
+func (p *phaseBRun) createEcho(ctx context.Context, i int) error {
+	_, err := p.create(ctx, "echo", capEcho)
+	return err
+}
+
+// lives counts create+finish one at a time, then times it at
+// -concurrency.
+func (p *phaseBRun) lives() error {
+	ctx, e, b := p.ctx, p.e, p.b
+	if _, err := parallel(ctx, 4, 20, 0, p.createEcho); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if err := e.waitIdle(ctx); err != nil {
+		return err
+	}
+	n := max(100, p.o.countReqs/2)
 	fmt.Fprintf(os.Stderr, "bench: capacity B (2025-11-25): create+finish, %d echo tasks\n", n)
-	var ids []string
+	var err error
 	if b.life, err = e.counted(ctx, func() (int, error) {
 		for i := 0; i < n; i++ {
-			id, err := create(ctx, "echo", echo)
+			id, err := p.create(ctx, "echo", capEcho)
 			if err != nil {
 				return i, err
 			}
-			ids = append(ids, id)
+			p.ids = append(p.ids, id)
 		}
 		return n, e.waitIdle(ctx)
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if b.lifeCPU, err = e.cpuBatch(func() (int, error) {
-		n, err := parallel(ctx, o.concurrency, 0, capCPUBatch, func(ctx context.Context, i int) error { _, err := create(ctx, "echo", echo); return err })
+	b.lifeCPU, err = e.cpuBatch(func() (int, error) {
+		n, err := parallel(ctx, p.o.concurrency, 0, capCPUBatch, p.createEcho)
 		if err != nil {
 			return n, err
 		}
 		return n, e.waitIdle(ctx)
-	}); err != nil {
-		return nil, err
+	})
+	return err
+}
+
+// pollReq is a load polling ids over the session.
+func (p *phaseBRun) pollReq(ids []string, want string) request {
+	r := request{header: p.hdr, want: []byte(want)}
+	for _, id := range ids {
+		q, _ := json.Marshal(id)
+		r.bodies = append(r.bodies, `{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":`+strings.ReplaceAll(string(q), "%", "%%")+`}}`)
 	}
-	held, err := create(ctx, "slow", map[string]any{"seconds": capHoldSecs, "text": "x"})
+	return r
+}
+
+// polls counts, then times, the polls of completed tasks and of one held
+// task.
+func (p *phaseBRun) polls() error {
+	ctx, e, b, o := p.ctx, p.e, p.b, p.o
+	held, err := p.create(ctx, "slow", capHeld)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	pollReq := func(ids []string, want string) request {
-		r := request{header: hdr, want: []byte(want)}
-		for _, id := range ids {
-			q, _ := json.Marshal(id)
-			r.bodies = append(r.bodies, `{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":`+strings.ReplaceAll(string(q), "%", "%%")+`}}`)
+	for _, q := range []capPoll{
+		{req: p.pollReq(p.ids[:min(o.tasks, len(p.ids))], `"completed"`), cnt: &b.pollDone, cpu: &b.pollDoneCPU},
+		{req: p.pollReq([]string{held}, `"working"`), cnt: &b.pollWork, cpu: &b.pollWorkCPU},
+	} {
+		if r := load(ctx, e.c, p.url, q.req, o.concurrency, 500*time.Millisecond, 0); r.requests == 0 || r.errors > 0 {
+			return fmt.Errorf("2025-11-25 poll warm-up: %d answers, %d errors: %s", r.requests, r.errors, firstErrText())
 		}
-		return r
-	}
-	for _, p := range []struct {
-		req request
-		cnt *capCount
-		cpu *capCPU
-	}{{pollReq(ids[:min(o.tasks, len(ids))], `"completed"`), &b.pollDone, &b.pollDoneCPU}, {pollReq([]string{held}, `"working"`), &b.pollWork, &b.pollWorkCPU}} {
-		if r := load(ctx, e.c, url, p.req, o.concurrency, 500*time.Millisecond, 0); r.requests == 0 || r.errors > 0 {
-			return nil, fmt.Errorf("2025-11-25 poll warm-up: %d answers, %d errors: %s", r.requests, r.errors, firstErrText())
-		}
-		if *p.cnt, err = e.counted(ctx, func() (int, error) {
-			r := load(ctx, e.c, url, p.req, 1, time.Minute, o.countReqs)
+		if *q.cnt, err = e.counted(ctx, func() (int, error) {
+			r := load(ctx, e.c, p.url, q.req, 1, time.Minute, o.countReqs)
 			return r.requests, errIf(r)
 		}); err != nil {
-			return nil, err
+			return err
 		}
-		if *p.cpu, err = e.cpuBatch(func() (int, error) {
-			r := load(ctx, e.c, url, p.req, o.concurrency, capCPUBatch, 0)
+		if *q.cpu, err = e.cpuBatch(func() (int, error) {
+			r := load(ctx, e.c, p.url, q.req, o.concurrency, capCPUBatch, 0)
 			return r.requests, errIf(r)
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return b, nil
+	return nil
 }

@@ -24,6 +24,17 @@ type capC struct {
 	memWork, memDone                                capMem
 }
 
+// phaseCRun is what phase C's steps share.
+type phaseCRun struct {
+	ctx    context.Context
+	o      options
+	e      *capEnv
+	c      *capC
+	ids    []string // the tasks, created on replica i%reps
+	before memSnap  // the cluster before them
+	t0     time.Time
+}
+
 func phaseC(ctx context.Context, o options, tg, tu, dir string) (*capC, error) {
 	nodes, err := startCluster(ctx, dir, capClusterNodes)
 	if err != nil {
@@ -41,37 +52,54 @@ func phaseC(ctx context.Context, o options, tg, tu, dir string) (*capC, error) {
 		return nil, err
 	}
 	c := &capC{n: capClusterTasks, addrs: addrs, slots: slotsOf(ctx, e.rcs[0].rdb, addrs)}
-	reps := len(e.urls)
-	// Warm up every replica at the check's concurrency (pools, scripts on
-	// every master), each task polled on another replica.
-	if _, err := parallel(ctx, o.concurrency, 4*o.concurrency, 0, func(ctx context.Context, i int) error {
-		id, err := e.create2026(ctx, e.urls[i%reps], "slow", capAuth("warm", i), map[string]any{"seconds": 0.01, "text": "x"})
+	p := &phaseCRun{ctx: ctx, o: o, e: e, c: c, ids: make([]string, c.n)}
+	for _, step := range []func() error{p.warmUp, p.createAndPoll, p.finishAndPoll} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// replica is the URL of replica i, round robin.
+func (p *phaseCRun) replica(i int) string { return p.e.urls[i%len(p.e.urls)] }
+
+// auth is the owner of task i.
+func (p *phaseCRun) auth(i int) string { return capAuth("cluster", i/capTasksPerOwner) }
+
+// warmUp warms every replica at the check's concurrency (pools, scripts on
+// every master), each task polled on another replica, then takes the
+// memory snapshot the tasks are measured against.
+func (p *phaseCRun) warmUp() error {
+	ctx, e := p.ctx, p.e
+	if _, err := parallel(ctx, p.o.concurrency, 4*p.o.concurrency, 0, func(ctx context.Context, i int) error {
+		id, err := e.create2026(ctx, p.replica(i), "slow", capAuth("warm", i), map[string]any{"seconds": 0.01, "text": "x"})
 		if err == nil {
-			_, err = e.get2026(ctx, e.urls[(i+1)%reps], id, capAuth("warm", i))
+			_, err = e.get2026(ctx, p.replica(i+1), id, capAuth("warm", i))
 		}
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+		return fmt.Errorf("warm-up: %w", err)
 	}
 	if err := e.waitIdle(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	memBefore, err := e.usedMemory(ctx)
-	if err != nil {
-		return nil, err
-	}
-	censusBefore, err := e.takeCensus(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "bench: capacity C: %d tasks over %d replicas and a %d-master cluster\n", c.n, reps, len(nodes))
-	ids := make([]string, c.n)
-	auth := func(i int) string { return capAuth("cluster", i/capTasksPerOwner) }
-	t0 := time.Now()
+	var err error
+	p.before, err = e.snapshot(ctx)
+	return err
+}
+
+// createAndPoll counts the creates and one poll of each task while it
+// works, on the next replica; then the memory of the working tasks.
+func (p *phaseCRun) createAndPoll() error {
+	ctx, e, c := p.ctx, p.e, p.c
+	fmt.Fprintf(os.Stderr, "bench: capacity C: %d tasks over %d replicas and a %d-master cluster\n", c.n, len(e.urls), len(e.nodes))
+	p.t0 = time.Now()
+	var err error
 	if c.create, err = e.counted(ctx, func() (int, error) {
-		n, err := parallel(ctx, o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
-			id, err := e.create2026(ctx, e.urls[i%reps], "slow", auth(i), map[string]any{"seconds": capClusterHold, "text": "x"})
-			ids[i] = id
+		n, err := parallel(ctx, p.o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
+			id, err := e.create2026(ctx, p.replica(i), "slow", p.auth(i), map[string]any{"seconds": capClusterHold, "text": "x"})
+			p.ids[i] = id
 			return err
 		})
 		if err != nil {
@@ -79,66 +107,60 @@ func phaseC(ctx context.Context, o options, tg, tu, dir string) (*capC, error) {
 		}
 		return n, e.waitMetric(ctx, mHeld, 30*time.Second, func(v float64) bool { return v >= float64(c.n) })
 	}); err != nil {
-		return nil, fmt.Errorf("cluster create: %w", err)
+		return fmt.Errorf("cluster create: %w", err)
 	}
 	var working atomic.Int64
 	if c.pollWork, err = e.counted(ctx, func() (int, error) {
-		return parallel(ctx, o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
-			t, err := e.get2026(ctx, e.urls[(i+1)%reps], ids[i], auth(i))
+		return parallel(ctx, p.o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
+			t, err := e.get2026(ctx, p.replica(i+1), p.ids[i], p.auth(i))
 			if t.Status == "working" {
 				working.Add(1)
 			}
 			return err
 		})
 	}); err != nil {
-		return nil, fmt.Errorf("cluster poll: %w", err)
+		return fmt.Errorf("cluster poll: %w", err)
 	}
 	c.working = int(working.Load())
-	c.memWork = capMem{n: c.n, before: memBefore}
-	if c.memWork.after, err = e.usedMemory(ctx); err != nil {
-		return nil, err
-	}
-	cw, err := e.takeCensus(ctx)
+	after, err := e.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for i := range cw {
-		c.memWork.nodes = append(c.memWork.nodes, cw[i].minus(censusBefore[i]))
-	}
-	c.memWork.delta = merged(c.memWork.nodes)
-	if el := time.Since(t0); el > capClusterHold*time.Second {
-		return nil, fmt.Errorf("cluster check: creating, polling and counting took %s, longer than the tasks run (%ds): the machine is too slow for this check", el.Round(time.Second), capClusterHold)
+	c.memWork = memDelta(c.n, p.before, after)
+	return nil
+}
+
+// finishAndPoll counts the tasks finishing, then two polls of each on the
+// third replica; then the memory they left.
+func (p *phaseCRun) finishAndPoll() error {
+	ctx, e, c := p.ctx, p.e, p.c
+	if el := time.Since(p.t0); el > capClusterHold*time.Second {
+		return fmt.Errorf("cluster check: creating, polling and counting took %s, longer than the tasks run (%ds): the machine is too slow for this check", el.Round(time.Second), capClusterHold)
 	}
 	fmt.Fprintf(os.Stderr, "bench: capacity C: waiting for the tasks to finish\n")
+	var err error
 	if c.finish, err = e.counted(ctx, func() (int, error) {
 		return c.n, e.waitMetric(ctx, mLive, 2*time.Minute, func(v float64) bool { return v == 0 })
 	}); err != nil {
-		return nil, fmt.Errorf("cluster finish: %w", err)
+		return fmt.Errorf("cluster finish: %w", err)
 	}
 	for k, cnt := range []*capCount{&c.pollFirst, &c.pollRepeat} {
 		if *cnt, err = e.counted(ctx, func() (int, error) {
-			return parallel(ctx, o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
-				t, err := e.get2026(ctx, e.urls[(i+2)%reps], ids[i], auth(i))
+			return parallel(ctx, p.o.concurrency, c.n, 0, func(ctx context.Context, i int) error {
+				t, err := e.get2026(ctx, p.replica(i+2), p.ids[i], p.auth(i))
 				if err == nil && t.Status != "completed" {
-					err = fmt.Errorf("task %s is %s after it finished", ids[i], t.Status)
+					err = fmt.Errorf("task %s is %s after it finished", p.ids[i], t.Status)
 				}
 				return err
 			})
 		}); err != nil {
-			return nil, fmt.Errorf("cluster poll %d: %w", k+1, err)
+			return fmt.Errorf("cluster poll %d: %w", k+1, err)
 		}
 	}
-	c.memDone = capMem{n: c.n, before: memBefore}
-	if c.memDone.after, err = e.usedMemory(ctx); err != nil {
-		return nil, err
-	}
-	cd, err := e.takeCensus(ctx)
+	after, err := e.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for i := range cd {
-		c.memDone.nodes = append(c.memDone.nodes, cd[i].minus(censusBefore[i]))
-	}
-	c.memDone.delta = merged(c.memDone.nodes)
-	return c, nil
+	c.memDone = memDelta(c.n, p.before, after)
+	return nil
 }

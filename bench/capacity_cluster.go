@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,46 +21,24 @@ import (
 // startRedisNode starts redis-server like startRedis, with extra
 // arguments, on a free port whose cluster bus port (+10000) is free too.
 func startRedisNode(dir string, extra ...string) (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found in PATH (apt-get install -y redis-server)")
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 20; attempt++ {
-		addr, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		_, ps, _ := net.SplitHostPort(addr)
-		port, _ := strconv.Atoi(ps)
-		if port == 6379 || port+10000 > 65535 {
-			continue
-		}
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err != nil {
-			continue
-		} else {
-			l.Close()
-		}
-		logPath := filepath.Join(dir, "redis.log")
-		cmd := exec.Command(bin, append([]string{"--port", ps, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--daemonize", "no", "--dir", dir, "--logfile", logPath}, extra...)...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start redis-server: %w", err)
-		}
-		s := &redisServer{addr: addr, cmd: cmd, exited: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(s.exited) }()
-		if err := waitTCP(addr); err != nil {
-			s.stop()
-			lastErr = fmt.Errorf("%w: %s", err, tail(logPath))
-			continue
-		}
-		return s, nil
+	return startRedisOn(dir, busPortFree, extra...)
+}
+
+// busPortFree: a cluster node also listens on its port + 10000, the
+// cluster bus.
+func busPortFree(port int) bool {
+	if port+10000 > 65535 {
+		return false
 	}
-	return nil, lastErr
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
 }
 
 // startCluster starts n cluster-enabled nodes and joins them with
@@ -94,23 +71,32 @@ func startCluster(ctx context.Context, dir string, n int) ([]*redisServer, error
 	if out, err := exec.CommandContext(cctx, cli, args...).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out))
 	}
+	if err := waitClusterOK(ctx, addrs); err != nil {
+		return fail(err)
+	}
+	return nodes, nil
+}
+
+// waitClusterOK waits until every node says cluster_state:ok and knows
+// every other node.
+func waitClusterOK(ctx context.Context, addrs []string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a, ClientName: benchClientName, PoolSize: 1, Protocol: 2, DisableIdentity: true})
 		for {
 			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)) {
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(addrs))) {
 				break
 			}
 			if time.Now().After(deadline) {
 				c.Close()
-				return fail(fmt.Errorf("cluster did not become ok: %v %s", err, info))
+				return fmt.Errorf("cluster did not become ok: %v %s", err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		c.Close()
 	}
-	return nodes, nil
+	return nil
 }
 
 // slotsOf is how many hash slots each node serves (CLUSTER SLOTS).

@@ -73,54 +73,68 @@ func (c *capCount) unsharded(logs []redis.SlowLog) {
 		c.leases, c.leasesUS = map[string]int{}, map[string]int64{}
 	}
 	for _, l := range logs {
-		if len(l.Args) < 2 || l.ClientName == benchClientName || strings.HasPrefix(l.ClientAddr, "?") || l.ClientAddr == "" {
-			continue
-		}
-		cmd := strings.ToUpper(l.Args[0])
-		key := l.Args[1]
-		if isScript(cmd) {
-			if len(l.Args) < 4 || l.Args[2] == "0" {
-				continue
-			}
-			key = l.Args[3]
-		}
-		switch cmd {
-		case "SUBSCRIBE", "UNSUBSCRIBE", "PUBLISH", "PING", "CLIENT", "HELLO", "INFO":
-			continue
-		}
-		if strings.Contains(key, "{") {
+		cmd, key, ok := firstKey(l)
+		if !ok || strings.Contains(key, "{") {
 			continue
 		}
 		c.global++
-		if !isLeasesKey(key) {
-			continue
+		if isLeasesKey(key) {
+			c.onLeases(cmd, l)
 		}
-		name := cmd
-		switch {
-		case cmd == "ZADD" && len(l.Args) > 2 && strings.EqualFold(l.Args[2], "XX"):
-			name = "ZADD XX"
-			// The slow log keeps 32 arguments, the last one then saying
-			// how many more there were.
-			argc, more := len(l.Args), 0
-			if _, err := fmt.Sscanf(l.Args[argc-1], "... (%d more arguments)", &more); err == nil {
-				argc += more - 1
-			}
-			if l.CommandArgc > 0 { // Redis 8.10 and later say it
-				argc = int(l.CommandArgc)
-			}
-			c.rescored += (argc - 3) / 2
-		case cmd == "ZRANGEBYSCORE":
-			for i := 2; i+2 < len(l.Args); i++ {
-				if strings.EqualFold(l.Args[i], "LIMIT") {
-					if v, err := strconv.Atoi(l.Args[i+2]); err == nil {
-						c.limit = max(c.limit, v)
-					}
+	}
+}
+
+// firstKey is a top-level command taskgate sent and the first key it
+// names (a script's first KEYS entry); not ok for the bench's own
+// commands, those without a key, and pub/sub and connection commands.
+func firstKey(l redis.SlowLog) (cmd, key string, ok bool) {
+	if len(l.Args) < 2 || l.ClientName == benchClientName || strings.HasPrefix(l.ClientAddr, "?") || l.ClientAddr == "" {
+		return "", "", false
+	}
+	cmd = strings.ToUpper(l.Args[0])
+	key = l.Args[1]
+	if isScript(cmd) {
+		if len(l.Args) < 4 || l.Args[2] == "0" {
+			return "", "", false
+		}
+		key = l.Args[3]
+	}
+	switch cmd {
+	case "SUBSCRIBE", "UNSUBSCRIBE", "PUBLISH", "PING", "CLIENT", "HELLO", "INFO":
+		return "", "", false
+	}
+	return cmd, key, true
+}
+
+// onLeases counts command l on the leases index: by name (ZADD XX apart),
+// its execution time, the entries a ZADD XX re-scored and the LIMIT count
+// of a ZRANGEBYSCORE.
+func (c *capCount) onLeases(cmd string, l redis.SlowLog) {
+	name := cmd
+	switch {
+	case cmd == "ZADD" && len(l.Args) > 2 && strings.EqualFold(l.Args[2], "XX"):
+		name = "ZADD XX"
+		// The slow log keeps 32 arguments, the last one then saying
+		// how many more there were.
+		argc, more := len(l.Args), 0
+		if _, err := fmt.Sscanf(l.Args[argc-1], "... (%d more arguments)", &more); err == nil {
+			argc += more - 1
+		}
+		if l.CommandArgc > 0 { // Redis 8.10 and later say it
+			argc = int(l.CommandArgc)
+		}
+		c.rescored += (argc - 3) / 2
+	case cmd == "ZRANGEBYSCORE":
+		for i := 2; i+2 < len(l.Args); i++ {
+			if strings.EqualFold(l.Args[i], "LIMIT") {
+				if v, err := strconv.Atoi(l.Args[i+2]); err == nil {
+					c.limit = max(c.limit, v)
 				}
 			}
 		}
-		c.leases[name]++
-		c.leasesUS[name] += l.Duration.Microseconds()
 	}
+	c.leases[name]++
+	c.leasesUS[name] += l.Duration.Microseconds()
 }
 
 // leasesTotal is the commands on the leases index and their execution time.

@@ -96,38 +96,26 @@ func capAuth(group string, k int) string {
 
 // call2026 sends one 2026-07-28 request with the given Authorization.
 func (e *capEnv) call2026(ctx context.Context, url, method, name, auth string, params map[string]any) (json.RawMessage, error) {
-	p := map[string]any{"_meta": json.RawMessage(modernMetaJSON(true))}
-	for k, v := range params {
-		p[k] = v
-	}
-	h := modernHeader(method, name)
-	h.Set("Authorization", auth)
-	res, _, err := rpc(ctx, e.c, url, h, method, p)
+	res, _, err := modernCallAs(ctx, e.c, url, method, name, auth, true, params)
 	return res, err
 }
 
+// create2026 calls tool as a task and returns its id.
 func (e *capEnv) create2026(ctx context.Context, url, tool, auth string, args map[string]any) (string, error) {
 	res, err := e.call2026(ctx, url, "tools/call", tool, auth, map[string]any{"name": tool, "arguments": args})
 	if err != nil {
 		return "", err
 	}
-	var t mtask
-	if json.Unmarshal(res, &t) != nil || t.ResultType != "task" || t.TaskID == "" {
-		return "", fmt.Errorf("tools/call %s: want a CreateTaskResult, got %.300s", tool, res)
-	}
-	return t.TaskID, nil
+	return createdTask(tool, res)
 }
 
+// get2026 is one tasks/get.
 func (e *capEnv) get2026(ctx context.Context, url, id, auth string) (mtask, error) {
 	res, err := e.call2026(ctx, url, "tasks/get", id, auth, map[string]any{"taskId": id})
 	if err != nil {
 		return mtask{}, err
 	}
-	var t mtask
-	if err := json.Unmarshal(res, &t); err != nil {
-		return t, fmt.Errorf("tasks/get: %w: %.300s", err, res)
-	}
-	return t, nil
+	return gotTask(res)
 }
 
 // pollLoad is a load request polling ids (client i polls ids[i%len]).

@@ -28,10 +28,8 @@ const memSettle = 2500 * time.Millisecond
 // usedMemory reads INFO memory of each node, once the connections have
 // idled for memSettle.
 func (e *capEnv) usedMemory(ctx context.Context) ([]memReading, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(memSettle):
+	if err := pause(ctx, memSettle); err != nil {
+		return nil, err
 	}
 	var out []memReading
 	for _, rc := range e.rcs {
@@ -126,62 +124,81 @@ func (e *capEnv) takeCensus(ctx context.Context) ([]census, error) {
 		for len(keys) > 0 {
 			chunk := keys[:min(len(keys), 500)]
 			keys = keys[len(chunk):]
-			pipe := rc.rdb.Pipeline()
-			mem := make([]*redis.IntCmd, len(chunk))
-			typ := make([]*redis.StatusCmd, len(chunk))
-			ttl := make([]*redis.DurationCmd, len(chunk))
-			for i, k := range chunk {
-				mem[i] = pipe.MemoryUsage(ctx, k, 0)
-				typ[i] = pipe.Type(ctx, k)
-				ttl[i] = pipe.PTTL(ctx, k)
-			}
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			if err := cs.addKeys(ctx, rc.rdb, chunk); err != nil {
 				return nil, err
-			}
-			pipe = rc.rdb.Pipeline()
-			cnt := make([]*redis.IntCmd, len(chunk))
-			for i, k := range chunk {
-				switch typ[i].Val() {
-				case "zset":
-					cnt[i] = pipe.ZCard(ctx, k)
-				case "hash":
-					cnt[i] = pipe.HLen(ctx, k)
-				case "set":
-					cnt[i] = pipe.SCard(ctx, k)
-				case "list":
-					cnt[i] = pipe.LLen(ctx, k)
-				}
-			}
-			if pipe.Len() > 0 {
-				if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-					return nil, err
-				}
-			}
-			for i, k := range chunk {
-				if typ[i].Val() == "none" { // expired meanwhile
-					continue
-				}
-				c := keyClass(k)
-				s := cs[c]
-				if s == nil {
-					s = &classStat{pttl: -1}
-					cs[c] = s
-				}
-				s.keys++
-				s.bytes += mem[i].Val()
-				if cnt[i] != nil {
-					s.members += cnt[i].Val()
-				} else {
-					s.members++
-				}
-				if d := ttl[i].Val(); d > 0 {
-					s.pttl = max(s.pttl, d.Milliseconds())
-				}
 			}
 		}
 		out = append(out, cs)
 	}
 	return out, nil
+}
+
+// addKeys reads keys in two pipelines (MEMORY USAGE, TYPE and PTTL; then
+// the member count, which depends on the type) and counts them in.
+func (cs census) addKeys(ctx context.Context, rdb *redis.Client, keys []string) error {
+	pipe := rdb.Pipeline()
+	mem := make([]*redis.IntCmd, len(keys))
+	typ := make([]*redis.StatusCmd, len(keys))
+	ttl := make([]*redis.DurationCmd, len(keys))
+	for i, k := range keys {
+		mem[i] = pipe.MemoryUsage(ctx, k, 0)
+		typ[i] = pipe.Type(ctx, k)
+		ttl[i] = pipe.PTTL(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	cnt, err := memberCounts(ctx, rdb, keys, typ)
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if typ[i].Val() == "none" { // expired meanwhile
+			continue
+		}
+		c := keyClass(k)
+		s := cs[c]
+		if s == nil {
+			s = &classStat{pttl: -1}
+			cs[c] = s
+		}
+		s.keys++
+		s.bytes += mem[i].Val()
+		if cnt[i] != nil {
+			s.members += cnt[i].Val()
+		} else {
+			s.members++
+		}
+		if d := ttl[i].Val(); d > 0 {
+			s.pttl = max(s.pttl, d.Milliseconds())
+		}
+	}
+	return nil
+}
+
+// memberCounts is ZCARD, HLEN, SCARD or LLEN of each key by its type; nil
+// for a string (one member).
+func memberCounts(ctx context.Context, rdb *redis.Client, keys []string, typ []*redis.StatusCmd) ([]*redis.IntCmd, error) {
+	pipe := rdb.Pipeline()
+	cnt := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		switch typ[i].Val() {
+		case "zset":
+			cnt[i] = pipe.ZCard(ctx, k)
+		case "hash":
+			cnt[i] = pipe.HLen(ctx, k)
+		case "set":
+			cnt[i] = pipe.SCard(ctx, k)
+		case "list":
+			cnt[i] = pipe.LLen(ctx, k)
+		}
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	return cnt, nil
 }
 
 // merged is the census of every node together.
@@ -249,4 +266,32 @@ func (c census) role(r string) (string, *classStat) {
 		}
 	}
 	return "", &classStat{pttl: -1}
+}
+
+// memSnap is every node's used_memory and key census at one moment.
+type memSnap struct {
+	used []memReading
+	keys []census
+}
+
+// snapshot reads used_memory (once the connections idled, usedMemory) and
+// then takes the census.
+func (e *capEnv) snapshot(ctx context.Context) (memSnap, error) {
+	used, err := e.usedMemory(ctx)
+	if err != nil {
+		return memSnap{}, err
+	}
+	keys, err := e.takeCensus(ctx)
+	return memSnap{used: used, keys: keys}, err
+}
+
+// memDelta is what n tasks made between two snapshots: the used_memory
+// readings, and the census after minus before, per node and merged.
+func memDelta(n int, before, after memSnap) capMem {
+	m := capMem{n: n, before: before.used, after: after.used}
+	for i := range after.keys {
+		m.nodes = append(m.nodes, after.keys[i].minus(before.keys[i]))
+	}
+	m.delta = merged(m.nodes)
+	return m
 }

@@ -66,9 +66,17 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	// working task.
 	p.workPolls, p.donePolls = math.Max(p.pollsPerTask-1, 0), math.Min(p.pollsPerTask, 1)
 	p.renewals = planTasks / defs.renew.Seconds()
-	life, round, pw, pd, rn, idle := rows["life"], rows["round"], rows["pollWork"], rows["pollFirst"], rows["renew"], rows["idle"]
+	// The replica count first: the per-replica costs need it.
+	p.gateway(rows, h)
+	p.redisLoad(defs, rows, h)
+	p.leasesIndex(defs, a, h)
+	p.memory(a, h)
+	return p
+}
 
-	// Gateway CPU, then the replica count (the per-replica costs need it).
+// gateway is the gateway's CPU and the replicas it takes.
+func (p *capPlan) gateway(rows map[string]capRow, h *capH) {
+	life, round, pw, pd, rn := rows["life"], rows["round"], rows["pollWork"], rows["pollFirst"], rows["renew"]
 	p.tgLife = p.rate * life.tg / 1e6
 	p.tgRounds = p.rate * planInputRounds * round.tg / 1e6
 	p.tgPolls = p.rate * (p.workPolls*pw.tg + p.donePolls*pd.tg) / 1e6
@@ -81,9 +89,12 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	p.sockPerHeld = float64(h.upConns) / float64(h.held)
 	p.repPorts = ceilDiv(planTasks*p.sockPerHeld, float64(p.ports))
 	p.replicas = max(p.repCPU, p.repMem, p.repPorts, 1)
-	reps := float64(p.replicas)
+}
 
-	// Redis commands and CPU.
+// redisLoad is Redis commands per second and redis-server CPU.
+func (p *capPlan) redisLoad(defs tgDefaults, rows map[string]capRow, h *capH) {
+	life, round, pw, pd, rn, idle := rows["life"], rows["round"], rows["pollWork"], rows["pollFirst"], rows["renew"], rows["idle"]
+	reps := float64(p.replicas)
 	p.opsLife = p.rate * life.cmds
 	p.opsRounds = p.rate * planInputRounds * round.cmds
 	p.opsPolls = p.rate * (p.workPolls*pw.cmds + p.donePolls*pd.cmds)
@@ -93,12 +104,15 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	p.opsIdle = reps * idle.cmds
 	p.opsTotal = p.opsLife + p.opsRounds + p.opsPolls + p.opsRenew + p.opsSweep + p.opsIndex + p.opsIdle
 	p.rsCPU = (p.rate*(life.rs+planInputRounds*round.rs+p.workPolls*pw.rs+p.donePolls*pd.rs) + p.renewals*rn.rs) / 1e6
+}
 
-	// The leases index: one key, so one slot and one shard. Its commands
-	// (a ZADD at create, a ZREM at release; per replica and renewal one
-	// ZADD XX naming every lease it renewed, and the sweeps) and their
-	// execution time in the slow log, which leaves out reading and parsing
-	// them: a lower bound of what they cost that shard's main thread.
+// leasesIndex is the load on the leases index: one key, so one slot and
+// one shard. Its commands (a ZADD at create, a ZREM at release; per replica
+// and renewal one ZADD XX naming every lease it renewed, and the sweeps)
+// and their execution time in the slow log, which leaves out reading and
+// parsing them: a lower bound of what they cost that shard's main thread.
+func (p *capPlan) leasesIndex(defs tgDefaults, a *capA, h *capH) {
+	reps := float64(p.replicas)
 	lc := func(c capCount) (n, us float64) {
 		cn, cu := c.leasesTotal()
 		return float64(cn) / float64(max(c.n, 1)), float64(cu) / float64(max(c.n, 1))
@@ -112,13 +126,16 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	p.hotEntries = p.renewals * h.rescoredPer
 	p.hotCores = (p.rate*taskUS + p.hotEntries*h.usPerEntry + reps*h.sweepUS/defs.renew.Seconds()) / 1e6
 	p.zaddMS = planTasks / reps * h.rescoredPer * h.usPerEntry / 1e3
+}
 
-	// Redis memory. A working task: used_memory per held task (hash,
-	// tombstone, index entries, channel). What a finished task leaves,
-	// part by part for as long as each stays: the hash until ttl, the
-	// tombstone until ttl + the expired window, the owner's created-index
-	// entry until --max-ttl; MEMORY USAGE of each, scaled to used_memory by
-	// the measured ratio. Its leases index entry is gone (Release).
+// memory is Redis memory and the shards it and the load take. A working
+// task: used_memory per held task (hash, tombstone, index entries,
+// channel). What a finished task leaves, part by part for as long as each
+// stays: the hash until ttl, the tombstone until ttl + the expired window,
+// the owner's created-index entry until --max-ttl; MEMORY USAGE of each,
+// scaled to used_memory by the measured ratio. Its leases index entry is
+// gone (Release).
+func (p *capPlan) memory(a *capA, h *capH) {
 	p.memWork = h.mem.perTask()
 	d := a.mem.delta
 	n := float64(a.mem.n)
@@ -135,19 +152,7 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	p.scenTTL = [2]time.Duration{(time.Duration(task.pttl) * time.Millisecond).Round(time.Minute), planShortTTL}
 	p.scenMax = [2]time.Duration{(time.Duration(crd.pttl) * time.Millisecond).Round(time.Minute), planShortTTL}
 	for i := range p.memScen {
-		t, mx, L := p.scenTTL[i].Seconds(), p.scenMax[i].Seconds(), planLifetime.Seconds()
-		p.memParts[i] = [4]float64{planTasks * p.memWork, p.rate * p.calib * math.Max(t-L, 0) * p.hashDone,
-			p.rate * p.calib * math.Max(t+p.window.Seconds()-L, 0) * p.gone, p.rate * p.calib * math.Max(mx-L, 0) * p.createdEntry}
-		p.memScen[i] = p.memParts[i][0] + p.memParts[i][1] + p.memParts[i][2] + p.memParts[i][3]
-		p.shardsMem[i] = ceilDiv(p.memScen[i]*planMemHeadroom, planShardMem)
-		// The shard holding the leases index takes its even share of the
-		// rest and all of the index: enough shards that it fits.
-		p.shardsOps[i] = shardsFor(p.opsTotal, p.hotOps, planShardOps)
-		p.shardsCPU[i] = shardsFor(p.rsCPU, p.hotCores, planShardCPU)
-		p.shards[i] = max(p.shardsMem[i], p.shardsOps[i], p.shardsCPU[i], 1)
-		if p.shardsOps[i] < 0 || p.shardsCPU[i] < 0 {
-			p.shards[i] = -1
-		}
+		p.scenario(i)
 	}
 	p.hotMem = planTasks * p.leaseEntry
 	sh := float64(max(p.shards[0], 1))
@@ -157,5 +162,21 @@ func project(defs tgDefaults, rows map[string]capRow, a *capA, h *capH) capPlan 
 	// stays: the working life and the rest of the ttl.
 	slope := (a.big.perTask() - a.mem.perTask()) / float64(a.bigResultBytes-a.resultBytes)
 	p.perResultKiB = slope * 1024 * (planTasks + p.rate*math.Max(p.scenTTL[0].Seconds()-planLifetime.Seconds(), 0))
-	return p
+}
+
+// scenario is retention scenario i's memory and shards.
+func (p *capPlan) scenario(i int) {
+	t, mx, L := p.scenTTL[i].Seconds(), p.scenMax[i].Seconds(), planLifetime.Seconds()
+	p.memParts[i] = [4]float64{planTasks * p.memWork, p.rate * p.calib * math.Max(t-L, 0) * p.hashDone,
+		p.rate * p.calib * math.Max(t+p.window.Seconds()-L, 0) * p.gone, p.rate * p.calib * math.Max(mx-L, 0) * p.createdEntry}
+	p.memScen[i] = p.memParts[i][0] + p.memParts[i][1] + p.memParts[i][2] + p.memParts[i][3]
+	p.shardsMem[i] = ceilDiv(p.memScen[i]*planMemHeadroom, planShardMem)
+	// The shard holding the leases index takes its even share of the
+	// rest and all of the index: enough shards that it fits.
+	p.shardsOps[i] = shardsFor(p.opsTotal, p.hotOps, planShardOps)
+	p.shardsCPU[i] = shardsFor(p.rsCPU, p.hotCores, planShardCPU)
+	p.shards[i] = max(p.shardsMem[i], p.shardsOps[i], p.shardsCPU[i], 1)
+	if p.shardsOps[i] < 0 || p.shardsCPU[i] < 0 {
+		p.shards[i] = -1
+	}
 }

@@ -205,3 +205,37 @@ func writeCensus(b *strings.Builder, cs census, per int) {
 	}
 	fmt.Fprintf(b, "| total | | | %s | %s | |\n", bytesText(float64(cs.total())), bytesText(float64(cs.total())/float64(max(per, 1))))
 }
+
+// capacityRows divides the counted and CPU batches of phases A and H into
+// the per-operation rows: life, create, finish, pollWork, pollFirst,
+// pollRepeat, elicit, round, renew, sweep, idle.
+func capacityRows(o options, a *capA, h *capH) map[string]capRow {
+	rows := map[string]capRow{}
+	rows["life"] = row("create + finish (echo task)", "tools/call echo → task, the worker's upstream call, result stored", a.life, float64(a.life.n), &a.lifeCPU, 0, true)
+	rows["create"] = row("create alone", "tools/call slow → task, until the worker holds its upstream call", a.create, float64(a.create.n), &a.createCPU, 0, true)
+	rows["finish"] = minusRow("finish", "create + finish − create", rows["life"], rows["create"])
+	rows["pollWork"] = row("tasks/get, working task", "one task, again and again", a.pollWork, float64(a.pollWork.n), &a.pollWorkCPU, 0, true)
+	rows["pollFirst"] = row("tasks/get, completed task, first time", "each completed task once", a.lifeFirst, float64(a.lifeFirst.n), &a.firstCPU, 0, true)
+	rows["pollRepeat"] = row("tasks/get, completed task, again", fmt.Sprintf("%d completed tasks, again and again", o.tasks), a.pollDone, float64(a.pollDone.n), &a.pollDoneCPU, 0, true)
+	rows["elicit"] = row("elicit task", "create; wait (reading Redis) for input_required; tasks/get; tasks/update; wait for completed", a.round, float64(a.round.n), &a.roundCPU, 0, true)
+	rows["round"] = minusRow("one input round", "elicit task − create + finish", rows["elicit"], rows["life"])
+	periods := h.renewWin.Seconds() / h.renewEvery.Seconds()
+	cpuPeriods := h.renewCPU.el.Seconds() / h.renewEvery.Seconds()
+	rn := row("lease renewal, per held task", fmt.Sprintf("%d held tasks, %s window, --lease-renew %s", h.held, capWindow, h.renewEvery),
+		h.renew, float64(h.held)*periods, &h.renewCPU, float64(h.held)*cpuPeriods, true)
+	// The renewal script and the replica's one ZADD XX per renewal; the
+	// sweeps are the next row.
+	zx := h.zaddPer / float64(h.held)
+	rn.cmds, rn.writes, rn.scripts = h.extendPer+zx, h.extendPer+zx, h.extendPer*float64(scriptBody(h.extendLabel))
+	rn.rtt, rn.global = -1, zx
+	rn.kinds = fmt.Sprintf("%s %.3g; per replica and renewal ZADD XX %.3g, re-scoring %.3g index entries per held task, %.2f µs each (slow log); one pipeline per replica per renewal",
+		h.extendLabel, h.extendPer, h.zaddPer, h.rescoredPer, h.usPerEntry)
+	rows["renew"] = rn
+	rows["sweep"] = capRow{name: "lease sweep, per sweep", how: fmt.Sprintf("the same window: %d sweeps, background taken out", h.sweeps), cmds: h.sweepCmds, global: h.sweepLeases,
+		writes: -1, scripts: -1, rtt: -1, tg: -1, rs: -1, tgLo: -1, tgHi: -1,
+		kinds: fmt.Sprintf("ZRANGEBYSCORE LIMIT %d, HMGET %.3g (candidates read), tidy script %.3g", h.sweepPage, h.sweepReads, h.sweepTidy)}
+	idle := row("idle replica, per second", fmt.Sprintf("no task, %s window, --lease-renew and --latency-sync %s", capWindow, h.renewEvery), h.idle, h.idleWin.Seconds(), nil, 0, false)
+	idle.tg = float64(h.idle.tg.Microseconds()) / h.idleWin.Seconds()
+	rows["idle"] = idle
+	return rows
+}

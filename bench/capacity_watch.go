@@ -88,18 +88,11 @@ func (e *capEnv) waitMetric(ctx context.Context, prefix string, limit time.Durat
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s is still %g after %s", prefix, v, limit)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		if err := pause(ctx, 20*time.Millisecond); err != nil {
+			return err
 		}
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(capSettle):
-	}
-	return nil
+	return pause(ctx, capSettle)
 }
 
 func (e *capEnv) waitIdle(ctx context.Context) error {
@@ -144,10 +137,8 @@ func (e *capEnv) waitStatus(ctx context.Context, auth, id, want string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("task %s still %q after 15s, want %s", id, st, want)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
+		if err := pause(ctx, time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

@@ -366,6 +366,15 @@ func waitTCP(addr string) error {
 	return fmt.Errorf("%s did not start listening within 20s", addr)
 }
 
+// pause waits d, or less if ctx ends first; it returns ctx's error.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+
 // machine describes where the figures were taken.
 func machine() string {
 	model := ""

@@ -82,13 +82,40 @@ func modernBody(method, members string, ext bool) string {
 		strings.ReplaceAll(members, "%", "%%") + `,"_meta":` + modernMetaJSON(ext) + `}}`
 }
 
-// modernCall sends one modern request and returns its result.
+// modernCall sends one modern request as the bench's one owner
+// (modernAuth) and returns its result.
 func modernCall(ctx context.Context, c *http.Client, url, method, name string, ext bool, params map[string]any) (json.RawMessage, string, error) {
+	return modernCallAs(ctx, c, url, method, name, modernAuth, ext, params)
+}
+
+// modernCallAs is modernCall with another Authorization: another owner.
+func modernCallAs(ctx context.Context, c *http.Client, url, method, name, auth string, ext bool, params map[string]any) (json.RawMessage, string, error) {
 	p := map[string]any{"_meta": json.RawMessage(modernMetaJSON(ext))}
 	for k, v := range params {
 		p[k] = v
 	}
-	return rpc(ctx, c, url, modernHeader(method, name), method, p)
+	h := modernHeader(method, name)
+	h.Set("Authorization", auth)
+	return rpc(ctx, c, url, h, method, p)
+}
+
+// createdTask is the id of the task a tools/call of tool answered with
+// (a CreateTaskResult).
+func createdTask(tool string, res json.RawMessage) (string, error) {
+	var t mtask
+	if json.Unmarshal(res, &t) != nil || t.ResultType != "task" || t.TaskID == "" {
+		return "", fmt.Errorf("tools/call %s: want a CreateTaskResult, got %.300s", tool, res)
+	}
+	return t.TaskID, nil
+}
+
+// gotTask is the task a tasks/get answered with.
+func gotTask(res json.RawMessage) (mtask, error) {
+	var t mtask
+	if err := json.Unmarshal(res, &t); err != nil {
+		return mtask{}, fmt.Errorf("tasks/get: %w: %.300s", err, res)
+	}
+	return t, nil
 }
 
 // mtask is the part of a (Detailed)Task the bench looks at.
@@ -117,11 +144,7 @@ func (m *modernRun) toolTask(ctx context.Context, tool string, args map[string]a
 	if err != nil {
 		return "", err
 	}
-	var t mtask
-	if json.Unmarshal(res, &t) != nil || t.ResultType != "task" || t.TaskID == "" {
-		return "", fmt.Errorf("tools/call %s: want a CreateTaskResult, got %.300s", tool, res)
-	}
-	return t.TaskID, nil
+	return createdTask(tool, res)
 }
 
 // getTask is one tasks/get.
@@ -130,11 +153,7 @@ func (m *modernRun) getTask(ctx context.Context, id string) (mtask, error) {
 	if err != nil {
 		return mtask{}, err
 	}
-	var t mtask
-	if err := json.Unmarshal(res, &t); err != nil {
-		return mtask{}, fmt.Errorf("tasks/get: %w: %.300s", err, res)
-	}
-	return t, nil
+	return gotTask(res)
 }
 
 // waitStatus polls tasks/get until the task has status (at most 15 s).
@@ -357,11 +376,7 @@ func modernBench(o options) error {
 	}
 	idle := max(counted[0].elapsed, counted[1].elapsed)
 	if err := count(fmt.Sprintf("idle window (%s, no requests)", idle.Round(time.Millisecond)), 0, func() (int, error) {
-		select {
-		case <-time.After(idle):
-		case <-ctx.Done():
-		}
-		return 0, ctx.Err()
+		return 0, pause(ctx, idle)
 	}); err != nil {
 		return err
 	}
