@@ -165,10 +165,3 @@ func parallel(ctx context.Context, conc, n int, d time.Duration, fn func(ctx con
 	}
 	return int(done.Load()), first
 }
-
-func errIf(r result) error {
-	if r.errors > 0 {
-		return fmt.Errorf("%d errors: %s", r.errors, firstErrText())
-	}
-	return nil
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -168,4 +169,40 @@ var firstErr atomic.Pointer[string]
 func noteError(err error) {
 	msg := err.Error()
 	firstErr.CompareAndSwap(nil, &msg)
+}
+
+// warm loads every op for a second; each must answer cleanly.
+func warm(ctx context.Context, c *http.Client, xs []op, conc int) error {
+	for _, x := range xs {
+		fmt.Fprintf(os.Stderr, "bench: warming up %s\n", x.name)
+		r := load(ctx, c, x.url, x.req, conc, time.Second, 0)
+		if r.requests == 0 || r.errors > 0 {
+			return fmt.Errorf("%s: %d answers, %d errors during warm-up: %s", x.name, r.requests, r.errors, firstErrText())
+		}
+	}
+	return nil
+}
+
+// firstErrText is firstErr's text, or "-".
+func firstErrText() string {
+	if p := firstErr.Load(); p != nil {
+		return *p
+	}
+	return "-"
+}
+
+// errIf is a load's errors as an error, or nil.
+func errIf(r result) error {
+	if r.errors > 0 {
+		return fmt.Errorf("%d errors: %s", r.errors, firstErrText())
+	}
+	return nil
+}
+
+// met is how a report says a target was met or missed.
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
 }

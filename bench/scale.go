@@ -388,12 +388,6 @@ func scaleBench(o options) error {
 
 func scaleReport(o options, ms0 []scaleMem, t scaleThr, load0, load1, load2 string, wall time.Duration) string {
 	var b strings.Builder
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	fmt.Fprintf(&b, "## Scale: memory per held task, tasks/get on 1 vs 3 replicas\n\n")
 	fmt.Fprintf(&b, "Machine: %s; nproc %d. Load average (1/5/15 min) at start %s, after the memory phase %s, at end %s; the load generator shares the CPUs with taskgate, the upstream and Redis.\n",
 		machine(), nproc(), load0, load1, load2)

@@ -268,12 +268,6 @@ func tasksReport(o options, env tasksEnv, creates, gets, echoes []op, lat, thr m
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %d |\n", x.name, x.target, t.rps(), ms(t.pct(.5)), ms(t.pct(.99)),
 			ms(l.pct(.5)), ms(l.pct(.99)), t.errors+l.errors)
 	}
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	cTG, cJS := lat[creates[0].key()], lat[creates[1].key()]
 	gTG, gJS := thr[gets[0].key()], thr[gets[1].key()]
 	eTG, eUp := thr[echoes[0].key()], thr[echoes[1].key()]

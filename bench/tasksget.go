@@ -271,12 +271,6 @@ func tasksGetBench(o options) error {
 		}
 	}
 	var b strings.Builder
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	fmt.Fprintf(&b, "## tasks/get against the parse-and-GET limit\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average (1/5/15 min) at start %s, at end %s; the load generator shares the CPUs with taskgate, the baseline and Redis. Wall time %s.\n",
 		machine(), load0, loadAvg(), time.Since(t0).Round(time.Second))
