@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // capEnv is one phase's processes: an upstream, taskgate replicas, and the
@@ -129,39 +127,4 @@ func pollLoad(ids []string, auth, want string) request {
 		r.headers = append(r.headers, h)
 	}
 	return r
-}
-
-// parallel runs fn(i) on conc goroutines for i = 0, 1, …: n calls (n > 0)
-// or until d has passed (n <= 0). It returns how many calls succeeded and
-// the first error, after which it stops.
-func parallel(ctx context.Context, conc, n int, d time.Duration, fn func(ctx context.Context, i int) error) (int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var next, done atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	end := time.Now().Add(d)
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if (n > 0 && i >= n) || (n <= 0 && time.Now().After(end)) {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-				done.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil && n > 0 && int(done.Load()) < n {
-		first = ctx.Err()
-	}
-	return int(done.Load()), first
 }

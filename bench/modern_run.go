@@ -30,13 +30,7 @@ type modernMode struct {
 }
 
 func modernBench(o options) error {
-	// Defaults that keep a whole run near 90 s on 2 cores.
-	if !o.set["duration"] {
-		o.duration = 3 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
-	}
+	shortDefaults(&o)
 	if o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 || o.updateReqs < 1 || o.countReqs < 1 {
 		return errors.New("-tasks, -concurrency, -rounds, -update-requests and -count-requests must be positive")
 	}
@@ -295,14 +289,7 @@ func (m *modernMode) rounds(all []op) (lat, thr map[string]*result, err error) {
 	}
 	lat[mUpdAns] = &result{}
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
-		order := func(xs []op) []op {
-			if round%2 == 1 {
-				xs = slices.Clone(xs)
-				slices.Reverse(xs)
-			}
-			return xs
-		}
-		for _, x := range order(all) {
+		for _, x := range roundOrder(all, round) {
 			m.verbose("round %d: %s at c=1", round+1, x.name)
 			lat[x.name].merge(load(ctx, m.c, x.url, x.req, 1, o.duration, o.latencyReqs))
 		}
@@ -312,7 +299,7 @@ func (m *modernMode) rounds(all []op) (lat, thr map[string]*result, err error) {
 			return nil, nil, fmt.Errorf("%s: %w", mUpdAns, err)
 		}
 		lat[mUpdAns].merge(r)
-		for _, x := range order(slices.Concat(m.echoes, m.gets)) {
+		for _, x := range roundOrder(slices.Concat(m.echoes, m.gets), round) {
 			m.verbose("round %d: %s at c=%d", round+1, x.name, o.concurrency)
 			thr[x.name].merge(load(ctx, m.c, x.url, x.req, o.concurrency, o.duration, 0))
 		}

@@ -195,14 +195,7 @@ func tasksBench(o options) error {
 		lat[x.key()], thr[x.key()] = &result{}, &result{}
 	}
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
-		// Alternate the order so neither target always goes first.
-		order := func(xs []op) []op {
-			if round%2 == 1 {
-				xs = slices.Clone(xs)
-				slices.Reverse(xs)
-			}
-			return xs
-		}
+		order := func(xs []op) []op { return roundOrder(xs, round) }
 		phase := func(x op, conc int) {
 			if o.verbose {
 				fmt.Fprintf(os.Stderr, "bench: %s round %d: %s → %s at c=%d\n", time.Now().Format("15:04:05.000"), round+1, x.name, x.target, conc)
