@@ -84,6 +84,8 @@ const (
 	capBigTasks      = 1000
 )
 
+// capacityBench runs the phases in turn, each on processes of its own, and
+// emits the report.
 func capacityBench(o options) error {
 	if o.countReqs < 1 || o.tasks < 1 || o.concurrency < 1 {
 		return errors.New("-count-requests, -tasks and -concurrency must be positive")

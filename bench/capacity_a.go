@@ -13,6 +13,7 @@ import (
 	"time"
 )
 
+// capA is what phase A measured.
 type capA struct {
 	life, lifeFirst, pollWork, pollDone, round, create capCount // counted batches
 	lifeCPU, pollWorkCPU, pollDoneCPU, roundCPU        capCPU
@@ -53,6 +54,7 @@ type capPoll struct {
 	what string
 }
 
+// phaseA runs phase A on processes of its own, stopped at its end.
 func phaseA(ctx context.Context, o options, tg, tu, dir string) (*capA, error) {
 	rs, err := startRedis(dir)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 )
 
+// capB is what phase B measured.
 type capB struct {
 	life, pollDone, pollWork          capCount
 	lifeCPU, pollDoneCPU, pollWorkCPU capCPU
@@ -29,6 +30,7 @@ type phaseBRun struct {
 	ids []string    // the counted batch's tasks, completed
 }
 
+// phaseB runs phase B on processes of its own, stopped at its end.
 func phaseB(ctx context.Context, o options, tg, tu, dir string) (*capB, error) {
 	rs, err := startRedis(dir)
 	if err != nil {

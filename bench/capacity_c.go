@@ -15,6 +15,8 @@ import (
 	"time"
 )
 
+// capC is what phase C measured, per task over all masters and per
+// master.
 type capC struct {
 	n                                               int
 	addrs                                           []string
@@ -35,6 +37,8 @@ type phaseCRun struct {
 	t0     time.Time
 }
 
+// phaseC runs phase C on a cluster and replicas of its own, stopped at its
+// end.
 func phaseC(ctx context.Context, o options, tg, tu, dir string) (*capC, error) {
 	nodes, err := startCluster(ctx, dir, capClusterNodes)
 	if err != nil {

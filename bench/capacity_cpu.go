@@ -13,6 +13,7 @@ import (
 // report can say how well the two agree.
 var cpuCheck struct{ sched, ticks time.Duration }
 
+// pids are taskgate's and redis-server's processes.
 func (e *capEnv) pids() []int {
 	out := slices.Clone(e.tgPIDs)
 	for _, n := range e.nodes {
@@ -63,6 +64,8 @@ func (c capCPU) perOp(f func(capCPU) time.Duration) (med, lo, hi float64) {
 	return vs[len(vs)/2], vs[0], vs[len(vs)-1]
 }
 
+// cpuBatch runs fn (which returns how many operations it made) and
+// measures the CPU taskgate and redis-server spent meanwhile.
 func (e *capEnv) cpuBatch(fn func() (int, error)) (capCPU, error) {
 	tk0 := sumCPU(e.pids(), cpuTime)
 	tg0, rs0, t0 := e.tgCPU(), e.redisCPU(), time.Now()

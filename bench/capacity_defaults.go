@@ -20,6 +20,7 @@ type tgDefaults struct {
 	maxInflight                      int
 }
 
+// readDefaults runs tg serve --help and reads the defaults from it.
 func readDefaults(tg string) (tgDefaults, error) {
 	out, err := exec.Command(tg, "serve", "--help").CombinedOutput()
 	if err != nil {

@@ -27,6 +27,7 @@ type capEnv struct {
 	prefix  sync.Map // Authorization → its owner's key prefix (the bench's status reads)
 }
 
+// stop stops the phase's processes, each by its PID.
 func (e *capEnv) stop() {
 	// taskgate first and by SIGKILL: a graceful stop fails (and logs) every
 	// held task; then the upstream, then Redis.

@@ -13,6 +13,8 @@ import (
 	"time"
 )
 
+// capH is what phase H measured, and the renewal window split into
+// renewals and sweeps (splitRenewal).
 type capH struct {
 	held                int
 	idle, renew         capCount
@@ -60,6 +62,8 @@ type phaseHRun struct {
 // capHeldConc is the concurrency phase H creates its held tasks at.
 const capHeldConc = 32
 
+// phaseH runs phase H on processes of its own; taskgate is killed at its
+// end with the tasks still held.
 func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string) (*capH, error) {
 	h := &capH{held: capHeldDefault, lease: capHeldLease, renewEvery: capHeldRenew}
 	if o.set["held"] {

@@ -60,6 +60,8 @@ func (e *capEnv) usedMemory(ctx context.Context) ([]memReading, error) {
 	return out, nil
 }
 
+// capMem is one memory batch: n tasks, used_memory before and after on
+// every node, and the census difference, merged and per node.
 type capMem struct {
 	n      int
 	before []memReading
@@ -102,6 +104,7 @@ func keyClass(k string) string {
 	return digitRe.ReplaceAllString(k, "<h>")
 }
 
+// classStat is one key class of a census.
 type classStat struct {
 	keys    int
 	members int64 // ZCARD, HLEN, SCARD, LLEN; 1 for a string
@@ -109,6 +112,7 @@ type classStat struct {
 	pttl    int64 // the longest remaining time to live in the class, ms (-1: none)
 }
 
+// census is every key of a node (or merged: of several), by class.
 type census map[string]*classStat
 
 // takeCensus walks every key of every node: MEMORY USAGE, TYPE, PTTL and
@@ -237,6 +241,7 @@ func (c census) minus(before census) census {
 	return out
 }
 
+// total is MEMORY USAGE of every class.
 func (c census) total() int64 {
 	var s int64
 	for _, v := range c {

@@ -10,6 +10,7 @@ import (
 	"time"
 )
 
+// capPlan is the projection: the load, then what it takes.
 type capPlan struct {
 	rate, pollsPerTask, workPolls, donePolls, renewals float64
 	// Redis commands per second, by load.

@@ -38,6 +38,7 @@ func scriptBody(label string) int {
 	return len(strings.Fields(strings.TrimSuffix(body, "]")))
 }
 
+// capacityReport is the Markdown section of the whole mode.
 func capacityReport(o options, defs tgDefaults, a *capA, h *capH, b *capB, c *capC, loads []string, wall time.Duration) string {
 	r := &capReport{o: o, defs: defs, a: a, h: h, b: b, c: c, rows: capacityRows(o, a, h)}
 	r.p = project(defs, r.rows, a, h)

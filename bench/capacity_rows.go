@@ -115,6 +115,7 @@ func minusRow(name, how string, a, b capRow) capRow {
 	return r
 }
 
+// f3 is a count with three significant digits; "—" when not measured.
 func f3(v float64) string {
 	switch {
 	case v < 0:
@@ -128,6 +129,7 @@ func f3(v float64) string {
 	}
 }
 
+// us is microseconds; "—" when not measured.
 func us(v float64) string {
 	if v < 0 {
 		return "—"
@@ -159,6 +161,7 @@ func countText(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
+// ratioF is a / b as "1.23×".
 func ratioF(a, b float64) string {
 	if b == 0 {
 		if a == 0 {
@@ -169,6 +172,7 @@ func ratioF(a, b float64) string {
 	return fmt.Sprintf("%.2f×", a/b)
 }
 
+// writeRows is the per-operation table.
 func writeRows(b *strings.Builder, rows []capRow) {
 	fmt.Fprintf(b, "| operation | how measured | counted | Redis commands | of which writes | run inside scripts | round trips (taskgate) | on unsharded keys | commands by kind | taskgate CPU | redis-server CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
@@ -188,6 +192,7 @@ func writeRows(b *strings.Builder, rows []capRow) {
 	}
 }
 
+// writeCensus is a census table, per task over per tasks.
 func writeCensus(b *strings.Builder, cs census, per int) {
 	keys := make([]string, 0, len(cs))
 	for k := range cs {

@@ -95,6 +95,7 @@ func (e *capEnv) waitMetric(ctx context.Context, prefix string, limit time.Durat
 	return pause(ctx, capSettle)
 }
 
+// waitIdle waits until no task is live on any replica.
 func (e *capEnv) waitIdle(ctx context.Context) error {
 	return e.waitMetric(ctx, mLive, time.Minute, func(v float64) bool { return v == 0 })
 }
@@ -121,6 +122,8 @@ func (e *capEnv) status(ctx context.Context, auth, id string) (string, error) {
 	return rdb.HGet(ctx, keys[0], "status").Result()
 }
 
+// waitStatus waits (at most 15 s) until task id has status want, reading
+// Redis, not polling taskgate (a poll would be counted).
 func (e *capEnv) waitStatus(ctx context.Context, auth, id, want string) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -143,6 +146,7 @@ func (e *capEnv) waitStatus(ctx context.Context, auth, id, want string) error {
 	}
 }
 
+// scanAll is every key matching match (SCAN).
 func scanAll(ctx context.Context, rdb *redis.Client, match string) ([]string, error) {
 	var out []string
 	var cur uint64

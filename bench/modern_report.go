@@ -18,6 +18,7 @@ type modernEnv struct {
 	wall                          time.Duration
 }
 
+// modernReport is the mode's Markdown section.
 func modernReport(o options, env modernEnv, all []op, lat, thr map[string]*result, counted []countedBatch) string {
 	var b strings.Builder
 	modernHeaderText(&b, o, env)

@@ -29,6 +29,7 @@ type modernMode struct {
 	probeKey string
 }
 
+// modernBench is -mode modern.
 func modernBench(o options) error {
 	shortDefaults(&o)
 	if o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 || o.updateReqs < 1 || o.countReqs < 1 {
@@ -96,6 +97,7 @@ func startModern(run *modeRun, o options, rs *redisServer, ps *procs) (*modernMo
 	return m, nil
 }
 
+// verbose says, with -v, what starts now (to attach a profiler).
 func (m *modernMode) verbose(format string, args ...any) {
 	if m.o.verbose {
 		fmt.Fprintf(os.Stderr, "bench: %s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
