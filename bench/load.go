@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -168,4 +169,96 @@ var firstErr atomic.Pointer[string]
 func noteError(err error) {
 	msg := err.Error()
 	firstErr.CompareAndSwap(nil, &msg)
+}
+
+// warm loads every op for a second; each must answer cleanly.
+func warm(ctx context.Context, c *http.Client, xs []op, conc int) error {
+	for _, x := range xs {
+		fmt.Fprintf(os.Stderr, "bench: warming up %s\n", x.name)
+		r := load(ctx, c, x.url, x.req, conc, time.Second, 0)
+		if r.requests == 0 || r.errors > 0 {
+			return fmt.Errorf("%s: %d answers, %d errors during warm-up: %s", x.name, r.requests, r.errors, firstErrText())
+		}
+	}
+	return nil
+}
+
+// firstErrText is firstErr's text, or "-".
+func firstErrText() string {
+	if p := firstErr.Load(); p != nil {
+		return *p
+	}
+	return "-"
+}
+
+// errIf is a load's errors as an error, or nil.
+func errIf(r result) error {
+	if r.errors > 0 {
+		return fmt.Errorf("%d errors: %s", r.errors, firstErrText())
+	}
+	return nil
+}
+
+// met is how a report says a target was met or missed.
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+// roundOrder is xs in round's order: reversed every other round, so no
+// target always goes first.
+func roundOrder(xs []op, round int) []op {
+	if round%2 == 1 {
+		xs = slices.Clone(xs)
+		slices.Reverse(xs)
+	}
+	return xs
+}
+
+// shortDefaults are the -duration and -latency-requests defaults of the
+// modes that keep a whole run near 90 s on 2 cores, unless given.
+func shortDefaults(o *options) {
+	if !o.set["duration"] {
+		o.duration = 3 * time.Second
+	}
+	if !o.set["latency-requests"] {
+		o.latencyReqs = 1000
+	}
+}
+
+// parallel runs fn(i) on conc goroutines for i = 0, 1, …: n calls (n > 0)
+// or until d has passed (n <= 0). It returns how many calls succeeded and
+// the first error, after which it stops.
+func parallel(ctx context.Context, conc, n int, d time.Duration, fn func(ctx context.Context, i int) error) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next, done atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if (n > 0 && i >= n) || (n <= 0 && time.Now().After(end)) {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && n > 0 && int(done.Load()) < n {
+		first = ctx.Err()
+	}
+	return int(done.Load()), first
 }

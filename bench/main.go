@@ -10,6 +10,7 @@
 //	go run ./bench -mode scale     # memory per held task; tasks/get on 1 vs 3 replicas (scale.go)
 //	go run ./bench -mode stdio     # stdio child vs HTTP upstream (stdio.go); taskgate vs supergateway in front of a stdio server (stdiopeer.go)
 //	go run ./bench -mode ratios    # one line per performance goal, met or missed, in ~3 min (ratios.go)
+//	go run ./bench -mode capacity  # Redis commands, bytes and CPU per task operation, and a sizing projection (capacity.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -32,7 +33,8 @@
 // each of these sends (counted with the slow log, redis_count.go).
 //
 // BENCH_TASKGATE_BIN=/path/to/taskgate measures that build instead of
-// this checkout's (A/B runs of a change).
+// this checkout's (A/B runs of a change: CONTRIBUTING.md says how to build
+// it from another commit and what each mode gives to compare).
 //
 // -pprof DIR builds taskgate with -tags benchpprof (net/http/pprof on a
 // loopback port, cmd/taskgate/benchpprof.go) and saves CPU profiles of the
@@ -364,6 +366,15 @@ func waitTCP(addr string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not start listening within 20s", addr)
+}
+
+// pause waits d, or less if ctx ends first; it returns ctx's error.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	return ctx.Err()
 }
 
 // machine describes where the figures were taken.

@@ -113,12 +113,6 @@ func passthroughReport(o options, targets []target, lat, thr map[string]*result,
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %d |\n", t.name, r.rps(), ms(r.pct(.5)), ms(r.pct(.99)), ms(l.pct(.5)), ms(l.pct(.99)), r.errors+l.errors)
 	}
 	d, h, g := thr["direct"], thr["httputil"], thr["taskgate"]
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	rt := g.rps() / h.rps()
 	figure("passthrough.rps", rt)
 	fmt.Fprintf(&b, "\n- pass-through: taskgate / httputil throughput: **%.2f×** (target ≥ 1.1×: %s)\n", rt, met(rt >= 1.1))

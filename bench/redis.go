@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,21 +27,27 @@ type redisServer struct {
 
 // startRedis starts redis-server with its working files in dir.
 func startRedis(dir string) (*redisServer, error) {
+	return startRedisOn(dir, nil)
+}
+
+// startRedisOn starts redis-server with extra arguments on a free port
+// (never 6379) that usable, if given, accepts.
+func startRedisOn(dir string, usable func(port int) bool, extra ...string) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found in PATH (apt-get install -y redis-server)")
 	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
+	lastErr := errors.New("no usable free port for redis-server")
+	for attempt := 0; attempt < 20; attempt++ {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
 		_, port, _ := net.SplitHostPort(addr)
-		if port == "6379" {
+		if n, _ := strconv.Atoi(port); port == "6379" || (usable != nil && !usable(n)) {
 			continue
 		}
-		s, err := tryRedis(bin, dir, port)
+		s, err := tryRedis(bin, dir, port, extra...)
 		if err == nil {
 			return s, nil
 		}
@@ -49,9 +56,9 @@ func startRedis(dir string) (*redisServer, error) {
 	return nil, lastErr
 }
 
-func tryRedis(bin, dir, port string) (*redisServer, error) {
+func tryRedis(bin, dir, port string, extra ...string) (*redisServer, error) {
 	logPath := filepath.Join(dir, "redis-"+port+".log")
-	cmd := exec.Command(bin,
+	cmd := exec.Command(bin, append([]string{
 		"--port", port,
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -59,7 +66,7 @@ func tryRedis(bin, dir, port string) (*redisServer, error) {
 		"--daemonize", "no",
 		"--dir", dir,
 		"--logfile", logPath,
-	)
+	}, extra...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start redis-server: %w", err)

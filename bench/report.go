@@ -268,7 +268,9 @@ Notes that go with the figures:
   first.
 - A/B runs: ` + "`" + `BENCH_TASKGATE_BIN=/path/to/taskgate go run ./bench -mode …` + "`" + `
   measures another taskgate build (say, of the commit before a change)
-  with this checkout's bench, upstream and baselines.
+  with this checkout's bench, upstream and baselines. CONTRIBUTING.md (A/B
+  runs of a change) says how to build that binary from another commit and
+  what each mode gives to compare.
 `
 
 const reportTail = `

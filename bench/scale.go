@@ -198,30 +198,20 @@ func scaleMemory(ctx context.Context, o options, dir, tg, tu string, nofile uint
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ids := make([]string, o.held)
-	var next, failed atomic.Int64
+	var failed atomic.Int64
 	var errOnce sync.Once
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < scaleCreateConc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for cctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= o.held {
-					return
-				}
-				id, err := mr.toolTask(cctx, "slow", map[string]any{"seconds": scaleHoldSecs, "text": "x"})
-				if err != nil {
-					failed.Add(1)
-					errOnce.Do(func() { m.createErr = err.Error() })
-					continue
-				}
-				ids[i] = id
-			}
-		}()
-	}
-	wg.Wait()
+	// A failed create is counted, not fatal: fn never returns an error.
+	_, _ = parallel(cctx, scaleCreateConc, o.held, 0, func(ctx context.Context, i int) error {
+		id, err := mr.toolTask(ctx, "slow", map[string]any{"seconds": scaleHoldSecs, "text": "x"})
+		if err != nil {
+			failed.Add(1)
+			errOnce.Do(func() { m.createErr = err.Error() })
+			return nil
+		}
+		ids[i] = id
+		return nil
+	})
 	m.createdIn = time.Since(start)
 	m.failed = int(failed.Load())
 	for _, id := range ids {
@@ -388,12 +378,6 @@ func scaleBench(o options) error {
 
 func scaleReport(o options, ms0 []scaleMem, t scaleThr, load0, load1, load2 string, wall time.Duration) string {
 	var b strings.Builder
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	fmt.Fprintf(&b, "## Scale: memory per held task, tasks/get on 1 vs 3 replicas\n\n")
 	fmt.Fprintf(&b, "Machine: %s; nproc %d. Load average (1/5/15 min) at start %s, after the memory phase %s, at end %s; the load generator shares the CPUs with taskgate, the upstream and Redis.\n",
 		machine(), nproc(), load0, load1, load2)

@@ -149,12 +149,6 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 			ms(l.pct(.5)), ms(l.pct(.99)), float64(cpu[x.name].Microseconds())/float64(max(r.requests, 1)), r.errors+l.errors)
 	}
 	sg := targets[2].name
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	// One line per target, "- … (target …)": the report's summary
 	// collects them (report.go).
 	b.WriteString("\n")

@@ -195,14 +195,7 @@ func tasksBench(o options) error {
 		lat[x.key()], thr[x.key()] = &result{}, &result{}
 	}
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
-		// Alternate the order so neither target always goes first.
-		order := func(xs []op) []op {
-			if round%2 == 1 {
-				xs = slices.Clone(xs)
-				slices.Reverse(xs)
-			}
-			return xs
-		}
+		order := func(xs []op) []op { return roundOrder(xs, round) }
 		phase := func(x op, conc int) {
 			if o.verbose {
 				fmt.Fprintf(os.Stderr, "bench: %s round %d: %s → %s at c=%d\n", time.Now().Format("15:04:05.000"), round+1, x.name, x.target, conc)
@@ -267,12 +260,6 @@ func tasksReport(o options, env tasksEnv, creates, gets, echoes []op, lat, thr m
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %d |\n", x.name, x.target, t.rps(), ms(t.pct(.5)), ms(t.pct(.99)),
 			ms(l.pct(.5)), ms(l.pct(.99)), t.errors+l.errors)
-	}
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
 	}
 	cTG, cJS := lat[creates[0].key()], lat[creates[1].key()]
 	gTG, gJS := thr[gets[0].key()], thr[gets[1].key()]

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -101,12 +100,7 @@ func fetchProfile(ctx context.Context, addr, what, dir, file string) error {
 }
 
 func tasksGetBench(o options) error {
-	if !o.set["duration"] {
-		o.duration = 3 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
-	}
+	shortDefaults(&o)
 	if o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 {
 		return errors.New("-tasks, -concurrency and -rounds must be positive")
 	}
@@ -236,11 +230,7 @@ func tasksGetBench(o options) error {
 		lat[x.name], thr[x.name] = &result{}, &result{}
 	}
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
-		xs := all
-		if round%2 == 1 {
-			xs = slices.Clone(all)
-			slices.Reverse(xs)
-		}
+		xs := roundOrder(all, round)
 		for _, x := range xs {
 			lat[x.name].merge(load(ctx, c, x.url, x.req, 1, o.duration, o.latencyReqs))
 		}
@@ -271,12 +261,6 @@ func tasksGetBench(o options) error {
 		}
 	}
 	var b strings.Builder
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	fmt.Fprintf(&b, "## tasks/get against the parse-and-GET limit\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average (1/5/15 min) at start %s, at end %s; the load generator shares the CPUs with taskgate, the baseline and Redis. Wall time %s.\n",
 		machine(), load0, loadAvg(), time.Since(t0).Round(time.Second))
