@@ -218,6 +218,9 @@ func (rn *runner) resume(ctx context.Context, l taskstore.ExpiredLease) bool {
 	if !l.Durable {
 		return false
 	}
+	if rn.draining.Load() {
+		return true // a replica shutting down takes no task over; another one will
+	}
 	t, err := rn.store.Get(ctx, l.Owner, l.ID)
 	if err != nil {
 		return !errors.Is(err, taskstore.ErrNotFound) && !errors.Is(err, taskstore.ErrExpired) // a later sweep
