@@ -506,3 +506,49 @@ func TestRerunCredentials(t *testing.T) {
 		t.Error("another task's record opened the sealed token")
 	}
 }
+
+// TestRecovererGivesUpAfterTheAttempts: a durable task whose replica died
+// on its last attempt is failed by the recoverer, naming the attempts and
+// the last cause, not run a fourth time.
+func TestRecovererGivesUpAfterTheAttempts(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	now := time.Now()
+	store := taskstore.New(rdb, taskstore.Options{Clock: func() time.Time { return now }, LeaseGrace: time.Second})
+	t.Cleanup(func() { store.Close() })
+	ctx := context.Background()
+	task, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "report", Protocol: taskstore.Protocol2026,
+		Lease: &taskstore.LeaseRequest{Holder: "dead", Duration: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SetRerun(ctx, "o", task.ID, []byte(`{"rerun":true,"params":{"name":"report"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // attempts 2 and 3, both on "dead"
+		if _, err := store.BeginAttempt(ctx, "o", task.ID, taskstore.AttemptRequest{Holder: "dead", Lease: 2 * time.Second, Max: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes := &messageLog{}
+	rn := newRunner(runnerParams{store: store, notify: notes, observe: func(string, time.Duration) {},
+		metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "survivor", lease: 2 * time.Second, renew: time.Hour,
+		durable: durableParams{maxAttempts: 3, backoff: time.Millisecond}})
+	t.Cleanup(rn.stop)
+	now = now.Add(4 * time.Second)
+	if n := rn.recoverer.recoverOnce(ctx); n != 0 {
+		t.Errorf("recoverOnce counted %d failed as before; the durable task is the hook's", n)
+	}
+	got, err := store.Get(ctx, "o", task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "gave up after 3 attempts; the last ended because the replica running it stopped: the gateway replica running the task (dead) stopped before the upstream answered"
+	if got.Status != taskstore.StatusFailed || got.StatusMessage != want || !strings.Contains(string(got.Error), "-32603") {
+		t.Errorf("task = %s %q %s, want failed %q", got.Status, got.StatusMessage, got.Error, want)
+	}
+	if got.Attempts != 3 || got.Lease.Holder != "" {
+		t.Errorf("attempts %d, lease %q: want 3, released", got.Attempts, got.Lease.Holder)
+	}
+}
