@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -196,15 +197,22 @@ func testChaosRerun(t *testing.T, stateless bool) {
 	t.Logf("rerun delay (measured, not asserted): a task that ran again took %s beyond its tool's own time (median; max %s; n=%d); one that did not, %s (median; n=%d); lease %v + 2 s grace, backoff 200 ms",
 		median(rerunDelay), maxDur(rerunDelay), len(rerunDelay), median(baseDelay), len(baseDelay), chaosLease)
 	causes := map[string]int{}
+	var takeover []time.Duration // from the kill to each rerun's start
 	for _, g := range gws {
 		for _, line := range strings.Split(g.stderr.String(), "\n") {
-			if strings.Contains(line, `"op":"rerun"`) && strings.Contains(line, `"cause":"`) {
-				c := line[strings.Index(line, `"cause":"`)+9:]
-				causes[c[:strings.IndexByte(c, '"')]]++
+			var l struct {
+				Op    string    `json:"op"`
+				Cause string    `json:"cause"`
+				Time  time.Time `json:"time"`
 			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.Op != "rerun" || l.Cause == "" {
+				continue
+			}
+			causes[l.Cause]++
+			takeover = append(takeover, l.Time.Sub(killedAt))
 		}
 	}
-	t.Logf("reruns logged by the surviving replicas, by cause: %v", causes)
+	t.Logf("reruns logged by the surviving replicas, by cause: %v; begun %s after the kill (median; max %s)", causes, median(takeover), maxDur(takeover))
 	t.Logf("chaos-rerun summary: upstream=%s tasks=%d reran=%d run=%v", strings.TrimPrefix(t.Name(), "TestChaosRerun/"),
 		len(known), len(reran), time.Since(start).Round(100*time.Millisecond))
 }
