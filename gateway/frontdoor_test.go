@@ -413,6 +413,14 @@ func TestListenIsBounded(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The worker that stored the outcome reads the task once more as it
+	// ends (the status notification); only after it is gone may every
+	// read of the task be blamed on the stream.
+	idleCtx, idleDone := context.WithTimeout(ctx, 30*time.Second)
+	defer idleDone()
+	if err := rig.h.runner.idle(idleCtx); err != nil {
+		t.Fatalf("the task's worker did not end: %v", err)
+	}
 	listen := func(ids ...string) *http.Response {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"taskIds":%s},`+
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,
