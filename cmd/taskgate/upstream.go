@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/sse"
 	"github.com/taskgate/taskgate/upstream/stdio"
 )
 
@@ -47,6 +48,7 @@ func stdioFlags(serve bool) []cli.Flag {
 type openedUpstream struct {
 	*upstream.Client
 	bridge *stdio.Bridge // nil for --upstream
+	sse    *sse.Bridge   // set for an HTTP+SSE --upstream
 	name   string        // what the startup line names
 }
 
@@ -54,6 +56,9 @@ type openedUpstream struct {
 func (o *openedUpstream) close(ctx context.Context) {
 	if o.bridge != nil {
 		_ = o.bridge.Close(ctx)
+	}
+	if o.sse != nil {
+		_ = o.sse.Close(ctx)
 	}
 }
 
@@ -73,10 +78,20 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-max-message"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
+		}
+		transport, err := upstreamTransport(c, url, opts, log)
+		if err != nil {
+			return nil, err
+		}
+		if transport == sse.SSE {
+			return openSSE(c, url, opts, log)
+		}
+		if c.IsSet("upstream-max-message") {
+			return nil, errors.New("--upstream-max-message goes with --upstream-command or an HTTP+SSE --upstream, not a Streamable HTTP one")
 		}
 		up, err := upstream.New(url, opts)
 		if err != nil {
