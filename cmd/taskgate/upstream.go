@@ -26,7 +26,7 @@ func stdioFlags(serve bool) []cli.Flag {
 		&cli.StringFlag{Name: "upstream-dir", EnvVars: env("upstream-dir"), TakesFile: true, Category: catUpstream,
 			Usage: "working `DIR` of --upstream-command (default: taskgate's)"},
 		&cli.StringFlag{Name: "upstream-max-message", Value: "64MiB", EnvVars: env("upstream-max-message"), Category: catUpstream,
-			Usage: "largest `SIZE` of a message to or from --upstream-command; a larger answer fails only its request"},
+			Usage: "largest `SIZE` of a message to or from --upstream-command (a larger answer fails only its request), or of an HTTP+SSE --upstream's event (a larger one ends its session)"},
 	}
 	if serve {
 		flags = append(flags,
@@ -35,9 +35,9 @@ func stdioFlags(serve bool) []cli.Flag {
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
-				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared"},
+				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared, and for an HTTP+SSE --upstream (each an SSE stream)"},
 			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
-				Usage: "end an --upstream-command session, and stop its process, after this long without a request or a call in flight"},
+				Usage: "end an --upstream-command session, and stop its process (for an HTTP+SSE --upstream: close its SSE stream), after this long without a request or a call in flight"},
 		)
 	}
 	return flags
