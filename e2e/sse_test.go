@@ -186,3 +186,49 @@ func TestSSEServerGoClients(t *testing.T) {
 		})
 	}
 }
+
+// TestSSEServerStartup: taskgate tools lists an HTTP+SSE server's tools
+// (detected); --upstream-transport sse in front of a Streamable HTTP
+// server, or an unknown transport, stops serve at start saying why.
+func TestSSEServerStartup(t *testing.T) {
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up := newSSEUpstream(t, testupstream.Options{ProtocolVersion: "2024-11-05"})
+	cmd := exec.CommandContext(ctx, taskgateBin, "tools", "--upstream", up, "--task", "echo", "--json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var rows []struct {
+		Tool   string `json:"tool"`
+		Legacy string `json:"legacy"`
+	}
+	if err != nil || json.Unmarshal(out, &rows) != nil {
+		t.Fatalf("taskgate tools: %v %s\n%s", err, out, stderr.String())
+	}
+	found := false
+	for _, r := range rows {
+		found = found || r.Tool == "echo" && r.Legacy == "optional"
+	}
+	if !found {
+		t.Errorf("taskgate tools over HTTP+SSE: %s", out)
+	}
+	modern := newUpstream(t, testupstream.Options{})
+	for _, c := range []struct {
+		transport, want string
+	}{
+		{"sse", "--upstream-transport sse: " + modern + " is not an HTTP+SSE server's endpoint"},
+		{"websocket", `invalid --upstream-transport "websocket": want auto, streamable-http or sse`},
+	} {
+		addr, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, taskgateBin, "serve", "--listen", addr, "--upstream", modern, "--upstream-transport", c.transport).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("serve --upstream-transport %s: %v\n%s\nwant %q", c.transport, err, out, c.want)
+		}
+	}
+}

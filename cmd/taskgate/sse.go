@@ -39,13 +39,14 @@ func parseTransport(s string) (string, error) {
 }
 
 // upstreamTransport is the transport of --upstream url: the one forced by
-// --upstream-transport, else the one detection finds. An upstream that
+// --upstream-transport (sse checked with a GET), else the one detection
+// finds. An upstream that
 // cannot be reached, or answers neither way, is taken as Streamable HTTP
 // (as before detection existed): the gateway starts, and its upstream
 // check logs what is wrong.
 func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log zerolog.Logger) (string, error) {
 	forced, err := parseTransport(c.String("upstream-transport"))
-	if err != nil || forced != "" {
+	if err != nil || forced == sse.StreamableHTTP {
 		return forced, err
 	}
 	u, err := upstream.ParseURL(url)
@@ -54,6 +55,16 @@ func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log ze
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 	defer cancel()
+	if forced == sse.SSE { // checked now: a wrong URL is a startup error, not every client's
+		unreachable, err := sse.Probe(ctx, upstream.NewTransport(opts), u, probeHeader(opts, u.User))
+		switch {
+		case unreachable:
+			log.Warn().Err(err).Msg("the HTTP+SSE upstream is not reachable yet; its clients' sessions open once it is")
+		case err != nil:
+			return "", fmt.Errorf("--upstream-transport sse: %s is not an HTTP+SSE server's endpoint: %v", u.Redacted(), err)
+		}
+		return sse.SSE, nil
+	}
 	d, err := sse.Detect(ctx, upstream.NewTransport(opts), u, probeHeader(opts, u.User))
 	switch {
 	case err != nil:

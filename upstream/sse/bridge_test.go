@@ -414,3 +414,25 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("initialize once the idle one ended: %+v", m)
 	}
 }
+
+// TestProbe: Probe accepts go-sdk's HTTP+SSE endpoint, and says what
+// came instead from a Streamable HTTP one; a closed port is unreachable.
+func TestProbe(t *testing.T) {
+	old := sseServer(t)
+	modern := httptest.NewServer(testupstream.Mux(testupstream.Options{}))
+	t.Cleanup(modern.Close)
+	u, _ := parseURL(old.URL + "/sse")
+	if unreachable, err := Probe(t.Context(), http.DefaultTransport, u, nil); err != nil || unreachable {
+		t.Errorf("Probe(go-sdk SSE) = %v, %v", unreachable, err)
+	}
+	u, _ = parseURL(modern.URL + "/mcp")
+	if unreachable, err := Probe(t.Context(), http.DefaultTransport, u, nil); err == nil || unreachable || !strings.Contains(err.Error(), "not an SSE stream") {
+		t.Errorf("Probe(Streamable HTTP) = %v, %v", unreachable, err)
+	}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	u, _ = parseURL(gone.URL + "/sse")
+	if unreachable, err := Probe(t.Context(), http.DefaultTransport, u, nil); err == nil || !unreachable {
+		t.Errorf("Probe(closed port) = %v, %v", unreachable, err)
+	}
+}

@@ -67,37 +67,53 @@ func Detect(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.H
 	case resp.StatusCode != http.StatusBadRequest && resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed:
 		return Detection{Transport: StreamableHTTP, Why: post + " (not 400, 404 or 405: no reason to try HTTP+SSE)"}, nil
 	}
-	get, ok := probeStream(ctx, rt, u, header)
+	get, ok, _ := probeStream(ctx, rt, u, header)
 	if ok {
 		return Detection{Transport: SSE, Why: post + "; GET: an SSE stream that begins with an endpoint event"}, nil
 	}
 	return Detection{Why: post + quoteBody(body[:min(len(body), 200)]) + "; GET: " + get}, nil
 }
 
+// Probe checks that u is an HTTP+SSE server's endpoint, for a transport
+// given rather than detected: nil when a GET opens a stream whose first
+// event names an endpoint on u's origin; else an error saying what came
+// instead. unreachable is set when no answer came at all.
+func Probe(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.Header) (unreachable bool, err error) {
+	why, ok, reachErr := probeStream(ctx, rt, u, header)
+	switch {
+	case reachErr != nil:
+		return true, fmt.Errorf("GET %s: %v", u.Redacted(), reachErr)
+	case !ok:
+		return false, fmt.Errorf("GET %s: %s", u.Redacted(), why)
+	}
+	return false, nil
+}
+
 // probeStream GETs u and reports whether it is an HTTP+SSE server's
-// stream (its first event "endpoint", on u's origin), or else what it was.
-// The stream is closed at once, which ends the session it opened.
-func probeStream(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.Header) (string, bool) {
+// stream (its first event "endpoint", on u's origin), or else what it was
+// (reachErr: no answer at all). The stream is closed at once, which ends
+// the session it opened.
+func probeStream(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.Header) (why string, ok bool, reachErr error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err.Error(), false
+		return err.Error(), false, err
 	}
 	setHeader(req.Header, header)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
-		return err.Error(), false
+		return err.Error(), false, err
 	}
 	defer resp.Body.Close()
 	if err := checkStream(resp); err != nil {
-		return err.Error(), false
+		return err.Error(), false, nil
 	}
 	if _, err := firstEndpoint(mcpwire.NewReader(resp.Body, 64<<10), u); err != nil {
-		return "an SSE stream, but " + err.Error(), false
+		return "an SSE stream, but " + err.Error(), false, nil
 	}
-	return "", true
+	return "", true, nil
 }
 
 func setHeader(dst, src http.Header) {
