@@ -415,6 +415,31 @@ func TestBounds(t *testing.T) {
 	}
 }
 
+// TestMaxPending: a session's calls in flight are bounded; one more is
+// refused saying why, and the session goes on.
+func TestMaxPending(t *testing.T) {
+	srv := sseServer(t)
+	b, _ := startBridge(t, srv.URL+"/sse", func(o *Options) { o.MaxPending = 1 })
+	c := newClient(t, b)
+	c.initialize(map[string]any{})
+	done := make(chan string, 1)
+	go func() { _, ms := c.call(2, "slow", map[string]any{"seconds": 0.5, "text": "first"}, nil); done <- text(t, last(t, ms)) }()
+	waitFor(t, "the first call in flight", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.calls) == 1
+	})
+	if _, ms := c.call(3, "echo", map[string]any{"text": "second"}, nil); !strings.Contains(text(t, last(t, ms)), "1 requests of this session are already in flight") {
+		t.Fatalf("a call past the bound: %+v", ms)
+	}
+	if got := <-done; got != "slept 0.5 s: first" {
+		t.Fatalf("the first call: %q", got)
+	}
+	if _, ms := c.call(4, "echo", map[string]any{"text": "third"}, nil); text(t, last(t, ms)) != "third" {
+		t.Fatalf("a call once the first ended: %+v", ms)
+	}
+}
+
 // TestProbe: Probe accepts go-sdk's HTTP+SSE endpoint, and says what
 // came instead from a Streamable HTTP one; a closed port is unreachable.
 func TestProbe(t *testing.T) {
