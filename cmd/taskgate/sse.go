@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -80,10 +81,7 @@ func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log ze
 
 // probeHeader is what the detection probes send: the operator's headers
 // and the URL's credentials, as the upstream client sends them.
-func probeHeader(opts upstream.Options, user interface {
-	Username() string
-	Password() (string, bool)
-}) http.Header {
+func probeHeader(opts upstream.Options, user *url.Userinfo) http.Header {
 	h := opts.Header.Clone()
 	if h == nil {
 		h = http.Header{}
