@@ -24,7 +24,12 @@ import (
 // the test upstream's tools, at /sse.
 func sseServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	s := testupstream.NewServer(testupstream.Options{})
+	return sseServerWith(t, testupstream.Options{})
+}
+
+func sseServerWith(t *testing.T, opts testupstream.Options) *httptest.Server {
+	t.Helper()
+	s := testupstream.NewServer(opts)
 	mux := http.NewServeMux()
 	mux.Handle("/sse", mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	srv := httptest.NewServer(mux)
@@ -423,7 +428,10 @@ func TestMaxPending(t *testing.T) {
 	c := newClient(t, b)
 	c.initialize(map[string]any{})
 	done := make(chan string, 1)
-	go func() { _, ms := c.call(2, "slow", map[string]any{"seconds": 0.5, "text": "first"}, nil); done <- text(t, last(t, ms)) }()
+	go func() {
+		_, ms := c.call(2, "slow", map[string]any{"seconds": 0.5, "text": "first"}, nil)
+		done <- text(t, last(t, ms))
+	}()
 	waitFor(t, "the first call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -460,4 +468,78 @@ func TestProbe(t *testing.T) {
 	if unreachable, err := Probe(t.Context(), http.DefaultTransport, u, nil); err == nil || !unreachable {
 		t.Errorf("Probe(closed port) = %v, %v", unreachable, err)
 	}
+}
+
+// TestAskOnGetStream: with two calls of a session in flight, the
+// server's request (the HTTP+SSE transport does not say which call it
+// belongs to) waits for the session's GET stream, comes on it once the
+// client opens one, and the client's answer reaches the server.
+func TestAskOnGetStream(t *testing.T) {
+	rec := &testupstream.Recorder{}
+	srv := sseServerWith(t, testupstream.Options{Recorder: rec})
+	b, logs := startBridge(t, srv.URL+"/sse", nil)
+	c := newClient(t, b)
+	c.initialize(map[string]any{"elicitation": map[string]any{}})
+	// A slow call beside it, cancelled at the end (the client leaves: the
+	// bridge tells the server).
+	ctx, cancel := context.WithCancel(context.Background())
+	slowDone := make(chan struct{})
+	go func() {
+		defer close(slowDone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.URL(), bytes.NewReader(mustJSON(map[string]any{"jsonrpc": "2.0", "id": 2,
+			"method": "tools/call", "params": map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 60}}})))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		if resp, err := c.h.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the slow call in flight", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.calls) == 1
+	})
+	elicit := make(chan string, 1)
+	go func() { _, ms := c.call(3, "elicit", map[string]any{}, nil); elicit <- text(t, last(t, ms)) }()
+	waitFor(t, "the elicitation held for a GET stream", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.sessions[c.sid].held) == 1
+	})
+	if !strings.Contains(logs.String(), "held until one opens") {
+		t.Errorf("the held request is not logged")
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.URL(), nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.h.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var ask msg
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &ask); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if ask.Method != "elicitation/create" {
+		t.Fatalf("first on the GET stream: %+v (%v)", ask, sc.Err())
+	}
+	r := c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": ask.ID, "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Grace"}}})
+	r.Body.Close()
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("the answer: HTTP %d", r.StatusCode)
+	}
+	if got := <-elicit; got != "Hello, Grace!" {
+		t.Errorf("elicit: %q", got)
+	}
+	cancel()
+	<-slowDone
+	waitFor(t, "the slow call cancelled upstream", func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 }
