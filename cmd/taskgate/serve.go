@@ -229,7 +229,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if up.bridge == nil {
+	if up.bridge == nil && up.sse == nil {
 		// A wrong URL is in the log (at error, with the fix) before the
 		// first client comes; an upstream not up yet is a warning.
 		_ = h.CheckUpstream(c.Context)
