@@ -36,6 +36,15 @@ var (
 // OpsEnabled reports whether the scripts keep the operator's index.
 func (s *Store) OpsEnabled() bool { return s.ops }
 
+// withLog appends the task's timeline key to a script's keys when the
+// store keeps timelines.
+func (s *Store) withLog(ks []string, owner, id string) []string {
+	if !s.timeline {
+		return ks
+	}
+	return append(ks, s.k.timeline(owner, id))
+}
+
 // withOps appends the operator's index keys to a script's keys when the
 // store keeps it.
 func (s *Store) withOps(ks []string) []string {
@@ -65,6 +74,9 @@ type OpsPage struct {
 	Tasks []*Task
 	// Next is the cursor of the following page, "" at the end.
 	Next string
+	// Attempts holds, by task id, the attempts field of the tasks that
+	// have one (1 for the others).
+	Attempts map[string]int
 }
 
 // opsScanFactor bounds the index entries one page reads while filtering
@@ -74,7 +86,11 @@ type OpsPage struct {
 const opsScanFactor = 20
 
 // opsFields are the task hash fields a listing reads.
-var opsFields = []string{fID, fOwner, fTool, fStatus, fMessage, fCreated, fUpdated, fTTL, fLeaseHolder, fLeaseUntil, fFlavour, fPending}
+var opsFields = []string{fID, fOwner, fTool, fStatus, fMessage, fCreated, fUpdated, fTTL, fLeaseHolder, fLeaseUntil, fFlavour, fPending, fAttempts}
+
+// fAttempts is the task hash field that counts a task's upstream calls
+// when reruns of orphaned tasks write it; a task without it ran once.
+const fAttempts = "attempts"
 
 // OpsList returns a page of live tasks across owners, newest first.
 func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
@@ -115,7 +131,7 @@ func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
 		if len(batch) == 0 {
 			return page, nil
 		}
-		tasks, err := s.opsRead(ctx, batch)
+		tasks, attempts, err := s.opsRead(ctx, batch)
 		if err != nil {
 			return OpsPage{}, err
 		}
@@ -126,6 +142,12 @@ func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
 			if t != nil && t.ExpiresAt().After(now) &&
 				(q.Status == "" || t.Status == q.Status) && (q.Tool == "" || t.Tool == q.Tool) {
 				page.Tasks = append(page.Tasks, t)
+				if n := attempts[i]; n > 0 {
+					if page.Attempts == nil {
+						page.Attempts = map[string]int{}
+					}
+					page.Attempts[t.ID] = n
+				}
 			}
 			if len(page.Tasks) == limit {
 				page.Next = opsCursor(score, member)
@@ -174,8 +196,8 @@ func (s *Store) opsRange(ctx context.Context, set string, score int64, member st
 }
 
 // opsRead reads the listing fields of the members' tasks, nil for a task
-// that is gone. One round trip.
-func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
+// that is gone, and their attempts fields (0 without). One round trip.
+func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, []int, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(batch))
 	for i, z := range batch {
@@ -183,9 +205,10 @@ func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
 		cmds[i] = pipe.HMGet(ctx, s.k.taskByTag(tag, id), opsFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("taskstore: ops read: %w", classify(ctx, err))
+		return nil, nil, fmt.Errorf("taskstore: ops read: %w", classify(ctx, err))
 	}
 	out := make([]*Task, len(batch))
+	attempts := make([]int, len(batch))
 	for i, c := range cmds {
 		m := map[string]string{}
 		for j, v := range c.Val() {
@@ -195,9 +218,10 @@ func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
 		}
 		if t, ok := decodeTask(m); ok {
 			out[i] = t
+			attempts[i], _ = strconv.Atoi(m[fAttempts])
 		}
 	}
-	return out, nil
+	return out, attempts, nil
 }
 
 // OpsFind returns the whole task with this id, whoever owns it: the
@@ -210,7 +234,8 @@ func (s *Store) OpsFind(ctx context.Context, id string) (*Task, error) {
 	if !validID(id) {
 		return nil, fmt.Errorf("taskstore: ops find %s: %w", id, ErrNotFound)
 	}
-	tag, err := s.rdb.HGet(ctx, s.k.ops()[2], id).Result()
+	v, err := s.rdb.HGet(ctx, s.k.ops()[2], id).Result()
+	tag, _, _ := strings.Cut(v, "|") // "<ownerTag>|<tool>"
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("taskstore: ops find %s: %w", id, ErrNotFound)
 	}
