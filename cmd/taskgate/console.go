@@ -27,6 +27,8 @@ func consoleFlags() []cli.Flag {
 			Usage: "`TOKEN` the console requires: Authorization: Bearer, or its login form (an HttpOnly, SameSite cookie)"},
 		&cli.StringFlag{Name: "console-trace-url", Category: catObservability, EnvVars: env("console-trace-url"),
 			Usage: "`URL` that links a task's trace id on the console, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})"},
+		&cli.BoolFlag{Name: "console-records", Category: catObservability, Value: true, EnvVars: env("console-records"),
+			Usage: "keep the operator's index of live tasks and each task's timeline in the task store's scripts (what the console's tasks, task and failures pages read); every replica of a fleet should agree"},
 	}
 }
 

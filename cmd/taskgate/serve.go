@@ -242,6 +242,7 @@ func serve(c *cli.Context) error {
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
 	}
+	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), log)()
 	if cln != nil {
 		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
 		if err != nil {

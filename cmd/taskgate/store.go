@@ -71,6 +71,9 @@ func openStore(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*op
 		MaxResultBytes:   int(maxResult),
 		Logger:           log,
 	}
+	if on, defined := c.Value("console-records").(bool); defined && !on {
+		opts.NoOpsRecords = true
+	}
 	redis.SetLogger(redisLogger{log})
 	out := &openedStore{}
 	var rdb redis.UniversalClient

@@ -1,0 +1,71 @@
+package main
+
+// The replica's heartbeat (taskstore.PublishReplica): every replica
+// publishes its figures to the store, so that any replica's console lists
+// the whole fleet (docs/console.md, "Replicas").
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/gateway"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+const (
+	// heartbeatEvery is how often a replica publishes; heartbeatKeep how
+	// long a record lasts (the console shows the last minute's).
+	heartbeatEvery = 10 * time.Second
+	heartbeatKeep  = 2 * time.Minute
+)
+
+// storeKind names the store for the replicas page: embedded, redis,
+// sentinel or cluster, from --redis-url's scheme.
+func storeKind(redisURL string) string {
+	switch {
+	case redisURL == "":
+		return "embedded"
+	case strings.HasPrefix(redisURL, "redis+cluster://"), strings.HasPrefix(redisURL, "rediss+cluster://"):
+		return "cluster"
+	case strings.HasPrefix(redisURL, "redis+sentinel://"), strings.HasPrefix(redisURL, "rediss+sentinel://"):
+		return "sentinel"
+	}
+	return "redis"
+}
+
+// startHeartbeat publishes the replica's figures every heartbeatEvery
+// until the returned stop. A failed publish is logged at debug: the store
+// being away is told elsewhere, loudly.
+func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version, kind string, log zerolog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			st := h.Status()
+			pool := store.PoolStats()
+			rec := taskstore.ReplicaStatus{ID: replica, Version: version, Held: st.Held, MaxInflight: st.MaxInflight,
+				Leases: st.Leases, LastSweep: st.LastSweep, UpstreamUp: st.UpstreamUp, Draining: st.Draining,
+				Store: fmt.Sprintf("%s, %d connections (%d idle)", kind, pool.TotalConns, pool.IdleConns)}
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := store.PublishReplica(pctx, rec, heartbeatKeep); err != nil && ctx.Err() == nil {
+				log.Debug().Str("op", "heartbeat").Err(err).Msg("cannot publish the replica's heartbeat")
+			}
+			pcancel()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
