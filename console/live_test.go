@@ -117,7 +117,7 @@ func TestLiveTasks(t *testing.T) {
 	_, lines, stop := f.stream("/live/tasks?tool=slow", "")
 	defer stop()
 	await(t, lines, ": ping")
-	await(t, lines, ": ping") // a heartbeat, not only the opening one
+	await(t, lines, ": ping")   // a heartbeat, not only the opening one
 	f.create(authOwner, "fast") // another tool: the filtered page is the same
 	f.create(sessionOwner, "slow")
 	await(t, lines, "event: change")

@@ -64,7 +64,7 @@ type recovererParams struct {
 // own, from start until shutdown.
 type recoverer struct {
 	recovererParams
-	sweep  sweepState // owned by the sweeping goroutine (and tests)
+	sweep  sweepState   // owned by the sweeping goroutine (and tests)
 	lastOK atomic.Int64 // sweep.lastOK in unix ms, for Handler.Status (status.go)
 	cancel context.CancelFunc
 	done   sync.WaitGroup
