@@ -110,4 +110,23 @@ func TestConsole(t *testing.T) {
 	if _, page := get(consoles[0], "/?status=cancelled", "Bearer "+token); !strings.Contains(page, id) {
 		t.Error("A's console does not list the cancelled task")
 	}
+	// The task's timeline on A's console: created, then the operator's
+	// cancel with its message.
+	_, page = get(consoles[0], "/tasks/"+id, "Bearer "+token)
+	created, cancelled := strings.Index(page, "Created (working)"), strings.Index(page, "Cancelled by the operator</strong>: "+console.CancelMessage)
+	if created < 0 || cancelled < created {
+		t.Errorf("A's console task timeline lacks the creation or the operator's cancel:\n%s", page)
+	}
+	// Each console lists both replicas with their heartbeat's figures.
+	for i, base := range consoles {
+		_, page := get(base, "/replicas", "Bearer "+token)
+		for _, r := range replicas {
+			if !strings.Contains(page, "e2e-"+strings.TrimPrefix(r.base, "http://")) {
+				t.Errorf("console %d does not list replica %s:\n%s", i, r.base, page)
+			}
+		}
+		if n := strings.Count(page, " / 1000</td>"); n != 2 {
+			t.Errorf("console %d shows held calls against --max-inflight for %d replicas, want 2:\n%s", i, n, page)
+		}
+	}
 }

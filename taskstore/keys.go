@@ -124,3 +124,7 @@ func (k keys) replica(id string) string { return k.prefix + ":replica:" + id }
 // replicas is the ZSET of the replicas' last heartbeats (replicas.go):
 // <prefix>:replicas.
 func (k keys) replicas() string { return k.prefix + ":replicas" }
+
+// console says a replica of the fleet serves the console (timeline.go,
+// AnnounceConsole): <prefix>:console.
+func (k keys) console() string { return k.prefix + ":console" }

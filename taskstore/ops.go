@@ -33,25 +33,34 @@ var (
 	ErrBadFilter = errors.New("taskstore: bad filter")
 )
 
-// OpsEnabled reports whether the scripts keep the operator's index.
-func (s *Store) OpsEnabled() bool { return s.ops }
+// OpsEnabled reports whether the store can have an operator's index to
+// read: not on Redis Cluster. Whether this store's scripts write it now
+// is RecordsEnabled.
+func (s *Store) OpsEnabled() bool { return !s.cluster }
 
-// withLog appends the task's timeline key to a script's keys when the
-// store keeps timelines.
-func (s *Store) withLog(ks []string, owner, id string) []string {
-	if !s.timeline {
+// RecordsEnabled reports whether the scripts keep the operator's index
+// and the tasks' timelines now.
+func (s *Store) RecordsEnabled() bool { return !s.cluster && s.records.Load() }
+
+// SetOpsRecords turns the operator's index and the tasks' timelines on or
+// off for the scripts this store runs from now on (never on Cluster). A
+// task created while they were off is not in the index; its timeline
+// starts at the first change after they were turned on.
+func (s *Store) SetOpsRecords(on bool) { s.records.Store(on) }
+
+// withRecords appends to a script's keys the task's timeline and, with
+// index, the operator's index keys, when the store keeps them: the
+// scripts find the index keys after the timeline's, so both are decided
+// by one read of the setting.
+func (s *Store) withRecords(ks []string, owner, id string, index bool) []string {
+	if !s.RecordsEnabled() {
 		return ks
 	}
-	return append(ks, s.k.timeline(owner, id))
-}
-
-// withOps appends the operator's index keys to a script's keys when the
-// store keeps it.
-func (s *Store) withOps(ks []string) []string {
-	if !s.ops {
-		return ks
+	ks = append(ks, s.k.timeline(owner, id))
+	if index {
+		ks = append(ks, s.k.ops()...)
 	}
-	return append(ks, s.k.ops()...)
+	return ks
 }
 
 // OpsQuery selects a page of the operator's listing.
@@ -94,7 +103,7 @@ const fAttempts = "attempts"
 
 // OpsList returns a page of live tasks across owners, newest first.
 func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
-	if !s.ops {
+	if s.cluster {
 		return OpsPage{}, ErrOpsDisabled
 	}
 	limit := q.Limit
@@ -228,7 +237,7 @@ func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, []int, e
 // console's task page and cancel. ErrNotFound when the index does not
 // know it (or it is gone), ErrExpired when its ttl has elapsed.
 func (s *Store) OpsFind(ctx context.Context, id string) (*Task, error) {
-	if !s.ops {
+	if s.cluster {
 		return nil, ErrOpsDisabled
 	}
 	if !validID(id) {

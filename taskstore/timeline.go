@@ -22,9 +22,10 @@ import (
 //	progress     the latest progress (a later one replaces it in place)
 //	cancel       cancelled, by "client" (tasks/cancel) or "operator" (the console)
 //
-// The list sits next to the task hash in its owner's slot (so it works on
-// Redis Cluster too), expires with the task and keeps the newest 100
-// entries; each entry's text is cut to 300 bytes.
+// The list sits next to the task hash in its owner's slot, expires with
+// the task and keeps the newest 100 entries; each entry's text is cut to
+// 300 bytes. On Redis Cluster the store keeps none: without the index the
+// console cannot find a task to show it.
 
 // TimelineEntry is one entry of a task's timeline.
 type TimelineEntry struct {
@@ -38,8 +39,25 @@ type TimelineEntry struct {
 	Text string
 }
 
-// TimelineEnabled reports whether the scripts keep the tasks' timelines.
-func (s *Store) TimelineEnabled() bool { return s.timeline }
+// AnnounceConsole records, for keep, that a replica of the fleet serves
+// the console: replicas with --console-records auto keep the records
+// while one does (ConsoleAnnounced). <prefix>:console.
+func (s *Store) AnnounceConsole(ctx context.Context, keep time.Duration) error {
+	if err := s.rdb.Set(ctx, s.k.console(), "1", keep).Err(); err != nil {
+		return fmt.Errorf("taskstore: announce console: %w", classify(ctx, err))
+	}
+	return nil
+}
+
+// ConsoleAnnounced reports whether a replica announced a console within
+// its keep.
+func (s *Store) ConsoleAnnounced(ctx context.Context) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.k.console()).Result()
+	if err != nil {
+		return false, fmt.Errorf("taskstore: console announced: %w", classify(ctx, err))
+	}
+	return n == 1, nil
+}
 
 // OpsTimeline returns t's timeline, oldest first, and its attempts count
 // (the attempts field of the task hash, 1 without it). One round trip.
@@ -94,7 +112,7 @@ type ExpiredTask struct {
 // when it drops the task's entry (the next create after its expiry), and
 // keeps the last 200.
 func (s *Store) OpsExpired(ctx context.Context, n int) ([]ExpiredTask, error) {
-	if !s.ops {
+	if s.cluster {
 		return nil, ErrOpsDisabled
 	}
 	vals, err := s.rdb.LRange(ctx, s.k.ops()[7], 0, int64(max(n, 1)-1)).Result()

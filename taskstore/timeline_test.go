@@ -128,7 +128,7 @@ func TestOpsRecordsOff(t *testing.T) {
 		if err := s.Complete(ctx, "auth:a", task.ID, json.RawMessage(`{}`)); err != nil {
 			t.Fatal(err)
 		}
-		if s.OpsEnabled() || s.TimelineEnabled() {
+		if !s.OpsEnabled() || s.RecordsEnabled() {
 			t.Error("records reported on")
 		}
 		for _, k := range append(s.k.ops(), s.k.timeline("auth:a", task.ID)) {

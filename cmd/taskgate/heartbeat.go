@@ -22,6 +22,10 @@ const (
 	// long a record lasts (the console shows the last minute's).
 	heartbeatEvery = 10 * time.Second
 	heartbeatKeep  = 2 * time.Minute
+	// consoleKeep is how long a console's announcement lasts: replicas
+	// with --console-records auto keep the records that long after the
+	// last console went.
+	consoleKeep = 10 * time.Minute
 )
 
 // storeKind names the store for the replicas page: embedded, redis,
@@ -40,8 +44,10 @@ func storeKind(redisURL string) string {
 
 // startHeartbeat publishes the replica's figures every heartbeatEvery
 // until the returned stop. A failed publish is logged at debug: the store
-// being away is told elsewhere, loudly.
-func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version, kind string, log zerolog.Logger) (stop func()) {
+// being away is told elsewhere, loudly. A replica serving the console
+// announces it at each beat; with --console-records auto (mode.auto) a
+// replica keeps the console's records while a console is announced.
+func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version, kind string, serving bool, mode recordsMode, log zerolog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -58,6 +64,15 @@ func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version
 			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := store.PublishReplica(pctx, rec, heartbeatKeep); err != nil && ctx.Err() == nil {
 				log.Debug().Str("op", "heartbeat").Err(err).Msg("cannot publish the replica's heartbeat")
+			}
+			if serving {
+				_ = store.AnnounceConsole(pctx, consoleKeep)
+			}
+			if mode.auto {
+				if on, err := store.ConsoleAnnounced(pctx); err == nil && on != store.RecordsEnabled() && store.OpsEnabled() {
+					store.SetOpsRecords(on || serving)
+					log.Info().Str("op", "heartbeat").Bool("records", on || serving).Msg("the console's records follow the fleet's consoles (--console-records auto)")
+				}
 			}
 			pcancel()
 			select {

@@ -242,7 +242,11 @@ func serve(c *cli.Context) error {
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
 	}
-	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), log)()
+	records, err := consoleRecords(c)
+	if err != nil {
+		return err
+	}
+	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), cln != nil, records, log)()
 	if cln != nil {
 		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
 		if err != nil {
