@@ -220,7 +220,7 @@ func TestReplicasDetails(t *testing.T) {
 	f := newFixture(t, token, nil)
 	ctx := context.Background()
 	if err := f.store.PublishReplica(ctx, taskstore.ReplicaStatus{ID: "r-1", Version: "v<b>9</b>", Held: 7, MaxInflight: 1000, Leases: 5,
-		LastSweep: time.Now(), Store: "redis, 4 connections (2 idle)", UpstreamUp: true}, time.Minute); err != nil {
+		LastSweep: time.Now(), Store: "redis, connections: 4 open, 2 idle", UpstreamUp: true}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.store.PublishReplica(ctx, taskstore.ReplicaStatus{ID: "r-2", Version: "v1", UpstreamUp: false}, time.Minute); err != nil {
@@ -230,7 +230,7 @@ func TestReplicasDetails(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, body := f.do("GET", "/replicas", "Bearer "+token, nil)
-	for _, want := range []string{"v&lt;b&gt;9&lt;/b&gt;", "<td>7 / 1000</td>", "<td>5</td>", "redis, 4 connections (2 idle)",
+	for _, want := range []string{"v&lt;b&gt;9&lt;/b&gt;", "<td>7 / 1000</td>", "<td>5</td>", "redis, connections: 4 open, 2 idle",
 		"<td>up</td>", `<strong class="bad">down</strong>`, "no limit", "not yet", "r-old", "no heartbeat"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the replicas page lacks %q:\n%s", want, body)

@@ -156,7 +156,8 @@ func TestConsoleBrowser(t *testing.T) {
 	ids := []string{replicaIDOf(t, replicas[0]), replicaIDOf(t, replicas[1])}
 	for {
 		text = open("/replicas", "table")
-		if strings.Contains(text, ids[0]) && strings.Contains(text, ids[1]) && strings.Count(text, " / 1000") == 2 {
+		// Replica A holds the running task's upstream call and lease.
+		if strings.Contains(text, ids[0]) && strings.Contains(text, ids[1]) && strings.Count(text, " / 1000") == 2 && strings.Contains(text, "1 / 1000") {
 			break
 		}
 		if ctx.Err() != nil {
@@ -165,7 +166,7 @@ func TestConsoleBrowser(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	shot("console-replicas.png")
-	for _, want := range []string{"Held calls", "Leases", "Last sweep", "redis, ", "Upstream"} {
+	for _, want := range []string{"Held calls", "Leases", "Last sweep", "redis, connections", "Upstream", "up"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the replicas page lacks %q:\n%s", want, text)
 		}

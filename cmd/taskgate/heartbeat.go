@@ -18,8 +18,10 @@ import (
 )
 
 const (
-	// heartbeatEvery is how often a replica publishes; heartbeatKeep how
-	// long a record lasts (the console shows the last minute's).
+	// heartbeatEvery bounds how often a replica publishes: every
+	// --latency-sync (it publishes its latencies as often), at most every
+	// 10 s; heartbeatKeep is how long a record lasts (the console shows
+	// the last minute's).
 	heartbeatEvery = 10 * time.Second
 	heartbeatKeep  = 2 * time.Minute
 	// consoleKeep is how long a console's announcement lasts: replicas
@@ -47,20 +49,20 @@ func storeKind(redisURL string) string {
 // being away is told elsewhere, loudly. A replica serving the console
 // announces it at each beat; with --console-records auto (mode.auto) a
 // replica keeps the console's records while a console is announced.
-func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version, kind string, serving bool, mode recordsMode, log zerolog.Logger) (stop func()) {
+func startHeartbeat(store *taskstore.Store, h *gateway.Handler, replica, version, kind string, every time.Duration, serving bool, mode recordsMode, log zerolog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(heartbeatEvery)
+		t := time.NewTicker(min(every, heartbeatEvery))
 		defer t.Stop()
 		for {
 			st := h.Status()
 			pool := store.PoolStats()
 			rec := taskstore.ReplicaStatus{ID: replica, Version: version, Held: st.Held, MaxInflight: st.MaxInflight,
 				Leases: st.Leases, LastSweep: st.LastSweep, UpstreamUp: st.UpstreamUp, Draining: st.Draining,
-				Store: fmt.Sprintf("%s, %d connections (%d idle)", kind, pool.TotalConns, pool.IdleConns)}
+				Store: fmt.Sprintf("%s, connections: %d open, %d idle", kind, pool.TotalConns, pool.IdleConns)}
 			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := store.PublishReplica(pctx, rec, heartbeatKeep); err != nil && ctx.Err() == nil {
 				log.Debug().Str("op", "heartbeat").Err(err).Msg("cannot publish the replica's heartbeat")

@@ -246,7 +246,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), cln != nil, records, log)()
+	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), c.Duration("latency-sync"), cln != nil, records, log)()
 	if cln != nil {
 		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
 		if err != nil {
