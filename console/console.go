@@ -5,7 +5,9 @@
 // the task store (Redis), so any replica shows the whole fleet. Its one
 // write is cancelling a task, through the store's cancel: the task's
 // worker, on whichever replica, hears it and cancels the upstream call as
-// for any client's tasks/cancel.
+// for any client's tasks/cancel; the task's timeline records it as the
+// operator's. The tasks list and a task's page update themselves over
+// server-sent events (live.go, static/live.js).
 //
 // Access: with a token, a request needs "Authorization: Bearer <token>"
 // or the session cookie the login form sets (HttpOnly, SameSite=Strict;
