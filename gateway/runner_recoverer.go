@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,7 +64,8 @@ type recovererParams struct {
 // own, from start until shutdown.
 type recoverer struct {
 	recovererParams
-	sweep  sweepState // owned by the sweeping goroutine (and tests)
+	sweep  sweepState   // owned by the sweeping goroutine (and tests)
+	lastOK atomic.Int64 // sweep.lastOK in unix ms, for Handler.Status (status.go)
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -108,6 +110,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 			Msg("task store reachable again: no lease is taken over until the workers had a lease period to renew")
 	}
 	sw.lastOK, sw.outage = now, false
+	rc.lastOK.Store(now.UnixMilli())
 	if now.Before(sw.holdUntil) {
 		return 0
 	}

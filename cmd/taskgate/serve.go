@@ -242,6 +242,11 @@ func serve(c *cli.Context) error {
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
 	}
+	records, err := consoleRecords(c)
+	if err != nil {
+		return err
+	}
+	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), c.Duration("latency-sync"), cln != nil, records, log)()
 	if cln != nil {
 		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
 		if err != nil {
