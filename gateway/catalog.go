@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -367,7 +368,7 @@ func (u *upstreamSide) listTools(ctx context.Context, sess *upstream.Session, to
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
+		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
 		if err == nil && resp.Error != nil {
 			err = resp.Error
 		}

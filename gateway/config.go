@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -165,20 +166,8 @@ type Config struct {
 }
 
 // AnonymousTasks bounds the tasks of 2026-07-28 clients without
-// Authorization. Each such task is its own owner: its id is the only
-// credential, so no other anonymous client shares a per-owner limit or a
-// task list with it; these caps bound them all together instead.
-type AnonymousTasks struct {
-	// Disabled: such clients get no tasks (an "auto" call is forwarded as
-	// a plain call; a task or task-required tool gets -32603).
-	Disabled bool
-	// Max bounds the anonymous tasks not yet expired, over all replicas.
-	// Zero means DefaultAnonymousMax; negative: no limit.
-	Max int
-	// PerAddress bounds them per client address (the connection's remote
-	// IP). Zero means DefaultAnonymousPerAddress; negative: no limit.
-	PerAddress int
-}
+// Authorization (core.AnonymousTasks, where the fronts count against it).
+type AnonymousTasks = core.AnonymousTasks
 
 // Defaults of the front door.
 const (

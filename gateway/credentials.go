@@ -42,6 +42,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -161,7 +162,7 @@ func (c *credentials) note(r *http.Request) {
 		c.mu.Lock()
 		e.stored = now.Add(credRetry - credRestore) // try again in credRetry
 		c.mu.Unlock()
-		c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+		c.log.Warn().Str("op", "credentials").Str("owner", core.LogOwner(core.PrincipalPrefix+key)).Err(err).
 			Msg("cannot store the newest token: other replicas keep using an older one")
 	}
 }
@@ -258,7 +259,7 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 	}
 	if err != nil {
 		if !errors.Is(err, taskstore.ErrNotFound) {
-			c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+			c.log.Warn().Str("op", "credentials").Str("owner", core.LogOwner(core.PrincipalPrefix+key)).Err(err).
 				Msg("cannot read the newest token: using the one this replica has")
 		}
 		c.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -20,11 +21,6 @@ import (
 // DefaultHybridWait is how long an "auto" tools/call may run before it
 // becomes a task when the policy sets no wait (--hybrid-wait).
 const DefaultHybridWait = time.Second
-
-// anonymousTTL caps the ttl of a task whose owner has no Authorization and
-// no session: its id is then the only bearer, so it should not live long
-// (SEP-2663, "Security Considerations").
-const anonymousTTL = 10 * time.Minute
 
 // decider applies the policy: it owns the rules in force, the tool
 // catalogue and the learned latencies, and shares the latter two with the
@@ -99,8 +95,8 @@ func taskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration
 	if d.TTL > 0 {
 		ttl = d.TTL
 	}
-	if isAnonymous(owner) && ttl > anonymousTTL {
-		ttl = anonymousTTL
+	if core.IsAnonymous(owner) && ttl > core.AnonymousTTL {
+		ttl = core.AnonymousTTL
 	}
 	return ttl
 }

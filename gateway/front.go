@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"errors"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -33,7 +35,7 @@ type frontDeps struct {
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
 func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store renderStore,
-	f renderFlavour, era clientEra, owner, id string, missing func() bool) {
+	f renderFlavour, era core.ClientEra, owner, id string, missing func() bool) {
 	if !d.polls.admit(w, msg, d.metrics, owner, id) { // ratelimit.go
 		return
 	}
@@ -42,7 +44,7 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(d.log, err, "get", id, era))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(d.log, err, "get", id, era))
 		return
 	}
 	d.trace.linkTrace(r.Context(), id, tr)

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -127,7 +128,7 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			if err != nil {
 				// The session may be one the gateway serves tasks for; only
 				// the store could tell. Not the upstream's to answer.
-				mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+				mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 				return true
 			}
 			// Relayed as it is, except the upstream's own task that another
@@ -136,7 +137,7 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return f.foreignUpstreamTask(w, r, msg)
 		}
 	case mcpwire.KindResponse:
-		if isInputID(msg.ID) {
+		if core.IsInputID(msg.ID) {
 			f.inputResponse(w, r, msg)
 			return true
 		}
@@ -203,7 +204,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		if b, err := withParams(msg.Raw, params); err == nil {
 			body = b
 		}
-	} else if f.fb != nil && (asked == version2025 || frontable[asked]) {
+	} else if f.fb != nil && (asked == core.Version2025 || frontable[asked]) {
 		// A client without tasks may get fallback tasks, whose questions
 		// it answers with task_answer even without elicitation or
 		// sampling: the upstream must be willing to ask.
@@ -219,7 +220,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	// (MCP-Protocol-Version is for requests after initialization).
 	header := identityHeader(r.Header, "Mcp-Protocol-Version")
 	var a *answer
-	if era, err := f.up.era(r.Context(), forwardedAuth(r)); err == nil && era.stateless {
+	if era, err := f.up.era(r.Context(), core.ForwardedAuth(r)); err == nil && era.stateless {
 		// A stateless upstream: a session of its own only if it gives one
 		// (a server of both eras may); else the gateway is the session
 		// (front2025_stateless.go).
@@ -245,8 +246,8 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	var out json.RawMessage
 	var err error
 	switch {
-	case res.ProtocolVersion == version2025 || (asked == version2025 && frontable[res.ProtocolVersion]):
-		s = newSessionInfo(sid, version2025, res.ProtocolVersion, clientCaps)
+	case res.ProtocolVersion == core.Version2025 || (asked == core.Version2025 && frontable[res.ProtocolVersion]):
+		s = newSessionInfo(sid, core.Version2025, res.ProtocolVersion, clientCaps)
 		out, err = present2025(a.msg, a.result, res.Capabilities, f.fb != nil && s.noTasks)
 	case f.fb != nil && (frontable[res.ProtocolVersion]):
 		// An older client: recorded only for the fallback task tools, so
@@ -265,7 +266,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	}
 	f.decider.learnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
 	if err := f.recordSession(r.Context(), s); err != nil {
-		e := rpcError(err, era2025)
+		e := core.RPCError(err, core.Era2025)
 		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
 		if !s.tasks2025() {
 			// An older client was recorded only for the fallback tools: it
@@ -302,7 +303,7 @@ func present2025(msg, result, caps json.RawMessage, listChanged bool) (json.RawM
 	if result, err = mcpwire.WithMember(result, "capabilities", caps); err != nil {
 		return nil, err
 	}
-	if result, err = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(`"`+version2025+`"`)); err != nil {
+	if result, err = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(`"`+core.Version2025+`"`)); err != nil {
 		return nil, err
 	}
 	return mcpwire.WithMember(msg, "result", result)

@@ -7,12 +7,11 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -28,9 +27,9 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if serr != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.
-		var p toolsCallParams
+		var p core.ToolsCallParams
 		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
-			mcpwire.WriteError(w, msg.ID, rpcError(serr, era2025))
+			mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
 			return
 		}
 	}
@@ -48,14 +47,14 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
 		return
 	}
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
 	// A client may call without listing the tools first: the upstream's
 	// declaration is looked up (catalog.go) before anything is decided.
-	f.up.toolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}, p.Name)
+	f.up.toolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
 		// (front2025_native.go), whatever the rules say.
@@ -84,12 +83,12 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, params, e := taskCall(msg, &p)
+	ttl, params, e := core.TaskCall(msg, &p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	ttl = taskTTL(d, ttl, owner)
 	if f.decider.upstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
@@ -106,19 +105,19 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	j := &job{
 		owner:      owner,
-		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
 		learn:      learn,
 		slot:       true,
 	}
 	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
 		f.runner.unreserve()
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	f.runner.start(j)
-	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
 }
 
 // "Tool-Level Negotiation": -32601 both for a plain call of a tool that
@@ -131,10 +130,4 @@ func errNeedsTask(tool string) *mcpwire.Error {
 func errNoTask(tool string) *mcpwire.Error {
 	return mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
 		fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", tool))
-}
-
-// msDuration is a count of milliseconds from the wire as a Duration,
-// clamped where a Duration ends.
-func msDuration(ms float64) time.Duration {
-	return time.Duration(math.Min(ms, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
 }

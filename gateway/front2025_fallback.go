@@ -30,6 +30,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -40,7 +41,7 @@ import (
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
 func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
 	}
@@ -48,7 +49,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 	if err != nil && f.fb.is(p.Name) {
 		// The store cannot say whose session this is: a fallback tool
 		// cannot be served, and must not reach the upstream as unknown.
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return true
 	}
 	if s == nil || !s.noTasks {
@@ -69,15 +70,15 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 }
 
 // fallbackTool serves one of the fallback tools for session s.
-func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p toolsCallParams) {
+func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, badArgs(p.Name, problem))
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	if p.Name != f.fb.names.result {
-		res, e := f.fb.serve(r.Context(), owner, p.Name, a, era2025)
+		res, e := f.fb.serve(r.Context(), owner, p.Name, a, core.Era2025)
 		if e != nil {
 			mcpwire.WriteError(w, msg.ID, e)
 			return
@@ -93,7 +94,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 		final:  fallbackOutcome,
 		status: f.fb.statusResult,
 		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
-			return f.fb.storeFailure(err, "result", a.TaskID, era2025)
+			return f.fb.storeFailure(err, "result", a.TaskID, core.Era2025)
 		},
 	}, nil)
 }
@@ -107,9 +108,9 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	j := &job{
-		owner: ownerOf(r),
-		sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
-		req:   &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: msg.Params},
+		owner: core.OwnerOf(r),
+		sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		req:   &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: msg.Params},
 		learn: learn,
 		// clientCaps nil: every input request is kept in the task, for
 		// task_status and task_answer when the client cannot be asked.
@@ -132,7 +133,7 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
 	switch {
 	case res.err != nil:
-		e := rpcError(res.err, era2025)
+		e := core.RPCError(res.err, core.Era2025)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 	case res.resp.Error != nil:

@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -40,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -51,53 +51,6 @@ import (
 func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
 	native, ruled := f.decider.native(ctx, tool)
 	return native && !ruled
-}
-
-// createdTask is the task of a CreateTaskResult (MCP 2025-11-25, Tasks,
-// "Creating Tasks"): what the gateway checks of the upstream's answer.
-type createdTask struct {
-	TaskID string   `json:"taskId"`
-	Status string   `json:"status"`
-	TTL    *float64 `json:"ttl"`
-}
-
-// parseCreateTaskResult checks an upstream's answer to a task-augmented
-// tools/call: a result whose task has a taskId (at most 256 bytes) and a
-// known status. It returns the task and its raw object.
-func parseCreateTaskResult(result json.RawMessage) (*createdTask, json.RawMessage, error) {
-	var res struct {
-		Task json.RawMessage `json:"task"`
-	}
-	if err := json.Unmarshal(result, &res); err != nil {
-		return nil, nil, errors.New("the result is not an object")
-	}
-	if len(res.Task) == 0 || bytes.Equal(res.Task, []byte("null")) {
-		return nil, nil, errors.New("it has no task")
-	}
-	var t createdTask
-	if err := json.Unmarshal(res.Task, &t); err != nil {
-		return nil, nil, fmt.Errorf("its task is malformed: %v", err)
-	}
-	switch {
-	case t.TaskID == "":
-		return nil, nil, errors.New("its task has no taskId")
-	case len(t.TaskID) > 256:
-		return nil, nil, fmt.Errorf("its taskId is %d bytes long (at most 256)", len(t.TaskID))
-	case !taskstore.Status(t.Status).Valid():
-		return nil, nil, fmt.Errorf("its task's status %q is not a task status", t.Status)
-	case t.TTL != nil && (*t.TTL < 0 || math.IsNaN(*t.TTL)):
-		return nil, nil, fmt.Errorf("its task's ttl %v is negative", *t.TTL)
-	}
-	return &t, res.Task, nil
-}
-
-// quoteAnswer is an upstream's answer shortened for an error message.
-func quoteAnswer(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
 }
 
 // passNativeTask forwards a task-augmented call of the upstream's own task
@@ -112,16 +65,16 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		a.write(w, r, f.log, nil)
 		return
 	}
-	t, raw, err := parseCreateTaskResult(a.result)
+	t, raw, err := core.ParseCreateTaskResult(a.result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
-			tool, err, quoteAnswer(a.result)))
+			tool, err, core.QuoteAnswer(a.result)))
 		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	ttl, out := keepFor(f.store, owner, t.TTL, a, "task")
 	if out != nil { // the gateway keeps the task's record for less than the upstream said
 		_ = json.Unmarshal(out, &struct {
@@ -133,14 +86,14 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
 		// No replica could route its tasks/*: the upstream's task is
 		// cancelled, and the client told the call failed.
-		e := rpcError(err, era2025)
+		e := core.RPCError(err, core.Era2025)
 		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
 		header := f.upstreamHeader(r)
 		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
+	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
 	a.write(w, r, f.log, out)
 }
@@ -158,11 +111,11 @@ func keepFor(store interface {
 }, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
 	var asked time.Duration
 	if ttl != nil && *ttl > 0 {
-		asked = msDuration(*ttl)
+		asked = core.MSDuration(*ttl)
 	}
 	kept := store.UpstreamTaskTTL(asked)
-	if isAnonymous(owner) {
-		kept = min(kept, anonymousTTL)
+	if core.IsAnonymous(owner) {
+		kept = min(kept, core.AnonymousTTL)
 	}
 	if asked > 0 && asked <= kept {
 		return asked, nil
@@ -222,7 +175,7 @@ func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) h
 func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", id, core.Era2025))
 		return true
 	}
 	if rec == nil || rec.Protocol == taskstore.Protocol2026 {
@@ -310,7 +263,7 @@ func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why s
 // markLost is lost, for either front.
 func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
 	rec.Lost = why
-	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(rec.Owner)).Msg(why)
+	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", core.LogOwner(rec.Owner)).Msg(why)
 	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
 		log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
 	}
@@ -342,9 +295,9 @@ func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
 	t["taskId"] = rec.ID
 	t["status"] = string(taskstore.StatusFailed)
 	t["statusMessage"] = rec.Lost
-	t["lastUpdatedAt"] = wireTime(time.Now())
+	t["lastUpdatedAt"] = core.WireTime(time.Now())
 	if _, ok := t["createdAt"]; !ok {
-		t["createdAt"] = wireTime(rec.Recorded)
+		t["createdAt"] = core.WireTime(rec.Recorded)
 	}
 	if _, ok := t[ttlKey]; !ok {
 		t[ttlKey] = nil
@@ -396,19 +349,19 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 	if ctx.Err() != nil {
 		return lastKnown(rec)
 	}
-	sess := &upstream.Session{ID: rec.Session, Header: forwardedAuth(r)}
+	sess := &upstream.Session{ID: rec.Session, Header: core.ForwardedAuth(r)}
 	if s != nil {
 		sess.ProtocolVersion = s.UpstreamVersion
 		if sess.ID == "" {
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/get",
+	resp, err := f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
 		f.lost(r.Context(), rec, sessionLost)
-	case err == nil && resp.Error != nil && notFoundWire(resp.Error):
+	case err == nil && resp.Error != nil && core.NotFoundWire(resp.Error):
 		f.lost(r.Context(), rec, taskLost)
 	case err == nil && resp.Error == nil:
 		var t struct {
@@ -431,13 +384,7 @@ func lastKnown(rec *taskstore.UpstreamTask) json.RawMessage {
 		return rec.Task
 	}
 	return mcpwire.MustMarshal(map[string]any{"taskId": rec.ID, "status": string(taskstore.StatusWorking),
-		"createdAt": wireTime(rec.Recorded), "lastUpdatedAt": wireTime(rec.Recorded), "ttl": nil})
-}
-
-// notFoundWire reports whether a JSON-RPC error is -32602.
-func notFoundWire(err error) bool {
-	var we *jsonrpc.Error
-	return errors.As(err, &we) && we.Code == jsonrpc.CodeInvalidParams
+		"createdAt": core.WireTime(rec.Recorded), "lastUpdatedAt": core.WireTime(rec.Recorded), "ttl": nil})
 }
 
 // foreignUpstreamTask answers -32602 for tasks/get|result|cancel, from a
@@ -452,13 +399,13 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
 		return false
 	}
-	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), ownerOf(r), p.TaskID)
+	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), core.OwnerOf(r), p.TaskID)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", p.TaskID, era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", p.TaskID, core.Era2025))
 		return true
 	}
 	if anyone && mine == nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(taskstore.ErrNotFound, era2025)) // as for any unknown id
+		mcpwire.WriteError(w, msg.ID, core.RPCError(taskstore.ErrNotFound, core.Era2025)) // as for any unknown id
 		return true
 	}
 	return false
@@ -476,8 +423,8 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params}, nil)
+	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
 	if !ok {
 		return
 	}
@@ -485,11 +432,11 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: resp.Result})
 		return
 	}
-	t, _, err := parseCreateTaskResult(resp.Result)
+	t, _, err := core.ParseCreateTaskResult(resp.Result)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
-			tool, err, quoteAnswer(resp.Result))))
+			tool, err, core.QuoteAnswer(resp.Result))))
 		return
 	}
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "method": "tasks/result",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -23,7 +24,7 @@ func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
 	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
 		return
 	}
-	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(toTask2025(t)))
+	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(core.ToTask2025(t)))
 	_ = f.store.PublishSession(ctx, t.Upstream.SessionID, msg)
 }
 
@@ -36,7 +37,7 @@ func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Tas
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
-	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
 	if open, err := f.store.ResultStreamOpen(ctx, owner, t.ID); err == nil && open || sessionID == "" {
 		_ = f.store.PublishTask(ctx, owner, t.ID, msg)
 		return
@@ -54,7 +55,7 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 	watch, err := f.store.WatchSession(r.Context(), sessionID)
 	if err != nil {
 		if resp == nil {
-			mcpwire.WriteError(w, nil, rpcError(err, era2025))
+			mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 			return
 		}
 		f.up.relay(w, r, resp)

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -44,7 +44,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 			return
 		}
 		if o == nil {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "result", id, core.Era2025))
 			return
 		}
 		res, e := o.failed(err)
@@ -88,11 +88,11 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 		deadline = timer.C
 	}
 	sse := mcpwire.NewWriter(w)
-	resync := time.NewTicker(resyncInterval(f.store))
+	resync := time.NewTicker(core.ResyncInterval(f.store))
 	defer resync.Stop()
 	// Mark the stream open so progress comes here and not also on the GET
 	// stream; the mark outlives two resyncs, then lapses by itself.
-	markTTL := 2*resyncInterval(f.store) + time.Second
+	markTTL := 2*core.ResyncInterval(f.store) + time.Second
 	if o == nil {
 		_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
 		defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
@@ -121,13 +121,13 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
 			return
 		}
-		for _, key := range sortedInputKeys(t.InputRequests) {
+		for _, key := range core.SortedInputKeys(t.InputRequests) {
 			if sent[key] {
 				continue
 			}
 			in := t.InputRequests[key]
-			err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method,
-				Params: mcpwire.WithMeta(in.Params, relatedTaskKey, relatedTask(t.ID))})
+			err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method,
+				Params: mcpwire.WithMeta(in.Params, core.RelatedTaskKey, relatedTask(t.ID))})
 			if err != nil {
 				return
 			}
@@ -193,7 +193,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 		default:
 			// The store is briefly unavailable or the task expired mid-wait:
 			// keep waiting on the former, end with the error on the latter.
-			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError {
+			if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError {
 				if o != nil {
 					res, _ := o.failed(err)
 					_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: res})
@@ -259,15 +259,6 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Wr
 }
 
 func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
-	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
+	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
-}
-
-func sortedInputKeys(m map[string]taskstore.InputRequest) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

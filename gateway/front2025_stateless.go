@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -48,17 +49,17 @@ import (
 
 // emulated reports whether the gateway holds s itself, in front of a
 // stateless upstream. Safe on nil.
-func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == version2026 }
+func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == core.Version2026 }
 
 // statelessVersions are the versions the gateway presents to a client of a
 // stateless upstream; anything else asked gets 2025-11-25.
-var statelessVersions = map[string]bool{version2025: true, "2025-06-18": true, "2025-03-26": true}
+var statelessVersions = map[string]bool{core.Version2025: true, "2025-06-18": true, "2025-03-26": true}
 
 // initializeStateless answers initialize for a stateless upstream.
 func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
 	version := asked
 	if !statelessVersions[version] {
-		version = version2025
+		version = core.Version2025
 	}
 	if len(params["capabilities"])+len(params["clientInfo"]) > maxSessionRecord {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
@@ -72,7 +73,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	sess := statelessSession(r)
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover}, nil)
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: discover}, nil)
 	if !ok {
 		return
 	}
@@ -94,7 +95,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 			caps[k] = v
 		}
 	}
-	if version == version2025 {
+	if version == core.Version2025 {
 		caps["tasks"] = tasksCapability
 	}
 	serverInfo := res.Meta[metaServerInfo]
@@ -105,14 +106,14 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	if res.Instructions != "" {
 		out["instructions"] = res.Instructions
 	}
-	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
-	s.ClientInfo, s.Principal = clientInfo, authOwner(r)
+	s := newSessionInfo(uuid.NewString(), version, core.Version2026, params["capabilities"])
+	s.ClientInfo, s.Principal = clientInfo, core.AuthOwner(r)
 	if s.Principal == "" {
-		s.Addr = clientAddr(r)
+		s.Addr = core.ClientAddr(r)
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
+		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
 			f.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
@@ -123,7 +124,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		if s.Principal == "" {
 			f.releaseAnonymous(r, s)
 		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
@@ -160,7 +161,7 @@ func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMe
 		clientCaps = json.RawMessage(`{}`)
 	}
 	return map[string]json.RawMessage{
-		metaProtocolVersion: json.RawMessage(`"` + version2026 + `"`),
+		metaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
 		metaClientInfo:      clientInfo,
 		metaClientCaps:      clientCaps,
 	}
@@ -193,7 +194,7 @@ func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.
 // statelessSession is the upstream side of a request of r to a stateless
 // upstream: no session, 2026-07-28, the client's Authorization.
 func statelessSession(r *http.Request) *upstream.Session {
-	return &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
+	return &upstream.Session{ProtocolVersion: core.Version2026, Header: core.ForwardedAuth(r)}
 }
 
 // serveEmulated serves a message of a session the gateway holds in front
@@ -214,7 +215,7 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case mcpwire.KindResponse:
-		if isInputID(msg.ID) {
+		if core.IsInputID(msg.ID) {
 			return false
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -249,7 +250,7 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 // with its response (tools/list rewritten as for any 2025-11-25 session).
 func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	resp, ok := f.callFor(w, r, msg, statelessSession(r),
-		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
+		&jsonrpc.Request{ID: core.NewUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
 		func(n *jsonrpc.Request) { // its log messages: to the session's GET stream
 			if n.Method == "notifications/message" {
 				_ = f.store.PublishSession(context.WithoutCancel(r.Context()), s.ID, mcpwire.Notification(n.Method, n.Params))
@@ -259,7 +260,7 @@ func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg 
 		return
 	}
 	out := mcpwire.Response{JSONRPC: "2.0", ID: msg.ID}
-	if isInputRequired(resp) {
+	if core.IsInputRequired(resp) {
 		// MRTR on prompts/get or resources/read: the gateway drives input
 		// rounds for tools/call only.
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
@@ -289,7 +290,7 @@ func withoutResultType(result json.RawMessage) json.RawMessage {
 // go to the client as server→client requests on the call's stream; both
 // are the runner's, whose MRTR loop drives the stateless upstream.
 func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
@@ -313,7 +314,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, params, e := taskCall(msg, &p)
+	ttl, params, e := core.TaskCall(msg, &p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -324,21 +325,21 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	sess := statelessSession(r)
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	ttl = taskTTL(d, ttl, owner)
 	var id, addr string
-	if authOwner(r) == "" {
+	if core.AuthOwner(r) == "" {
 		// Without Authorization the session is anyone's to open (the
 		// gateway mints it): its tasks live, and are counted, as an
 		// anonymous client's are.
-		if ttl <= 0 || ttl > anonymousTTL {
-			ttl = anonymousTTL
+		if ttl <= 0 || ttl > core.AnonymousTTL {
+			ttl = core.AnonymousTTL
 		}
-		id, addr = uuid.NewString(), clientAddr(r)
-		if err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, id, addr, ttl); err != nil {
+		id, addr = uuid.NewString(), core.ClientAddr(r)
+		if err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, id, addr, ttl); err != nil {
 			f.runner.unreserve()
 			f.log.Warn().Str("op", "create").Str("tool", p.Name).Err(err).Msg("anonymous task refused")
-			mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+			mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 			return
 		}
 	}
@@ -346,7 +347,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		id:         id,
 		owner:      owner,
 		sess:       sess,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
 		client2026: &job2026{target: &upstreamTarget{Session: sess, Stateless: true}, params: params},
 		learn:      learn,
@@ -366,12 +367,12 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		if addr != "" {
 			_ = f.store.ReleaseAnonymous(context.WithoutCancel(r.Context()), id, addr)
 		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	if p.Task != nil {
 		f.runner.start(j)
-		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
 		return
 	}
 	// Recorded before anything else: a notifications/cancelled the client
@@ -382,7 +383,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	f.runner.start(j)
 	if err != nil {
 		f.abandonCall(owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
@@ -397,7 +398,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
 	ctx := r.Context()
 	sse := mcpwire.NewWriter(w)
-	tick := time.NewTicker(resyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(f.store))
 	defer tick.Stop()
 	sent := map[string]bool{}
 	for {
@@ -408,7 +409,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 			f.abandonCall(owner, id, "the client's call ended before the upstream answered")
 			return
 		default:
-			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
+			if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
 				_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(e)})
 				return
 			}
@@ -422,12 +423,12 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 			return
 		}
 		if t != nil {
-			for _, key := range sortedInputKeys(t.InputRequests) {
+			for _, key := range core.SortedInputKeys(t.InputRequests) {
 				if sent[key] {
 					continue
 				}
 				in := t.InputRequests[key]
-				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
+				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
 					f.abandonCall(owner, id, "the client's call ended before the upstream answered")
 					return
 				}
@@ -469,7 +470,7 @@ func plainOutcome(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: t.Error}
 	}
 	if len(t.Result) == 0 {
-		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: internalError(t.StatusMessage)}
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: core.InternalError(t.StatusMessage)}
 	}
 	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(withoutRelatedTask(t.Result))}
 }
@@ -481,7 +482,7 @@ func (f *front2025) abandonCall(owner, id, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
-		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	}
 }
 
@@ -491,7 +492,7 @@ func (f *front2025) abandonCall(owner, id, why string) {
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
 func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
-	era, err := f.up.era(r.Context(), forwardedAuth(r))
+	era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
 	if err != nil || !era.stateless {
 		return false
 	}
@@ -508,7 +509,7 @@ func writeSessionNotFound(w http.ResponseWriter) {
 // ownedBy reports whether r comes from the principal that opened the
 // session (the same Authorization, or none for both): a session id alone
 // is not a credential.
-func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == authOwner(r) }
+func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == core.AuthOwner(r) }
 
 // endEmulated handles a GET or DELETE of a session the gateway holds (or,
 // in front of a stateless upstream, one it does not know: 404), and

@@ -40,6 +40,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -116,7 +117,7 @@ func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, ms
 		writeSessionNotFound(w)
 		return
 	case err != nil:
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	case changed:
 		f.announce(r, s.ID, taskstore.SessionChanged)
@@ -164,7 +165,7 @@ func (f *front2025) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *se
 	if p.Reason != "" {
 		why += ": " + truncate(p.Reason, 200)
 	}
-	f.abandonCall(ownerOf(r), id, why)
+	f.abandonCall(core.OwnerOf(r), id, why)
 }
 
 // callKey is a JSON-RPC id as the record keys it: compact JSON, so the id
@@ -192,11 +193,11 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 	ctx := r.Context()
 	watch, err := f.store.WatchSession(ctx, s.ID)
 	if err != nil {
-		mcpwire.WriteError(w, nil, rpcError(err, era2025))
+		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	tick := time.NewTicker(resyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(f.store))
 	defer tick.Stop()
 	flusher, _ := w.(http.Flusher)
 	write := func(ev []byte) bool {
@@ -231,7 +232,7 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 			if !started {
 				// The upstream refuses the client's credentials: its 401 or
 				// 403 and challenge, so the client authorizes again.
-				e := rpcError(refused, era2025)
+				e := core.RPCError(refused, core.Era2025)
 				passChallenge(w, refused, e)
 				mcpwire.WriteError(w, nil, e)
 			}
@@ -248,7 +249,7 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 		if !listening {
 			quiet++
 		}
-		retryAt := time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
+		retryAt := time.Now().Add(min(core.ResyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
 		for reopen := false; !reopen; {
 			select {
 			case ev := <-events:
@@ -291,7 +292,7 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 				// nothing to listen for): the gateway's notifications go on.
 				events, readErr, listening = nil, nil, false
 				quiet++
-				retryAt = time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
+				retryAt = time.Now().Add(min(core.ResyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
 			case <-ctx.Done():
 				stop()
 				return
@@ -363,10 +364,10 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": filter}), s, st.level)
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
 		"method": "subscriptions/listen", "params": params})
-	header := forwardedAuth(r)
+	header := core.ForwardedAuth(r)
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "application/json, text/event-stream")
-	header.Set("Mcp-Protocol-Version", version2026)
+	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
 	resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
@@ -444,7 +445,7 @@ func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.T
 		_ = f.store.PublishTask(ctx, owner, t.ID, mcpwire.Notification("notifications/message", params))
 		return
 	}
-	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
 	_ = f.store.PublishSession(ctx, sessionID, msg)
 }
 
@@ -512,5 +513,5 @@ func anonymousSessionRefused(err error) *mcpwire.Error {
 		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
 			"too many sessions and tasks of clients without Authorization right now: retry later, or send credentials")
 	}
-	return rpcError(err, era2025)
+	return core.RPCError(err, core.Era2025)
 }

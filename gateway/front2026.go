@@ -28,14 +28,13 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -117,7 +116,7 @@ func isStateless(r *http.Request, msg *mcpwire.Message) bool {
 	if msg.MethodName() == "initialize" || r.Header.Get("Mcp-Session-Id") != "" {
 		return false
 	}
-	return r.Header.Get("Mcp-Protocol-Version") >= version2026
+	return r.Header.Get("Mcp-Protocol-Version") >= core.Version2026
 }
 
 // serve validates a 2026-07-28 message and routes it.
@@ -128,7 +127,7 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		if msg.Kind == mcpwire.KindNotification {
 			msg.ID = nil
 		}
-		writeStatelessError(w, msg.ID, e)
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	if msg.Kind == mcpwire.KindNotification {
@@ -148,7 +147,7 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		f.listen(w, r, msg, mr)
 	default:
 		if removedIn2026[method] {
-			writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeMethodNotFound,
+			core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeMethodNotFound,
 				"Method not found: "+method+" is not part of protocol version "+mr.Version))
 			return
 		}
@@ -188,7 +187,7 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	if version == "" {
 		version = header
 	}
-	if version != version2026 {
+	if version != core.Version2026 {
 		e := mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeUnsupportedVersion, "Unsupported protocol version: "+version)
 		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.supportedVersions(), "requested": version})
 		return nil, e
@@ -235,7 +234,7 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 		case len(hn) > 1:
 			return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: more than one Mcp-Name header")
 		case len(hn) == 1:
-			name, ok := decodeHeaderValue(hn[0])
+			name, ok := core.DecodeHeaderValue(hn[0])
 			if !ok {
 				return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the Mcp-Name header has invalid characters or Base64")
 			}
@@ -246,29 +245,6 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 		}
 	}
 	return mr, nil
-}
-
-// decodeHeaderValue decodes an Mcp-Name or Mcp-Param-* value: the
-// =?base64?…?= sentinel form is decoded (UTF-8), a plain value is taken as
-// is ("Value Encoding"). It reports false for control characters, bad
-// Base64 or non-UTF-8. A plain non-ASCII value is tolerated (go-sdk
-// v1.8.0 clients send names unencoded) and compared as is.
-func decodeHeaderValue(v string) (string, bool) {
-	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if enc, ok = strings.CutSuffix(enc, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil || !utf8.Valid(b) {
-				return "", false
-			}
-			return string(b), true
-		}
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return "", false
-		}
-	}
-	return v, true
 }
 
 // declaresTasks reports whether client capabilities declare the tasks
@@ -300,7 +276,7 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 	if json.Unmarshal(caps, &c) != nil {
 		return false
 	}
-	ext, ok := c.Extensions[tasksExtension]
+	ext, ok := c.Extensions[core.TasksExtension]
 	return ok && mcpwire.IsObject(ext)
 }
 
@@ -310,7 +286,7 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 // dropped, as there is no request it could refer to there.
 func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), forwardedAuth(r))
+		era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
 		if err != nil || !era.stateless {
 			w.WriteHeader(http.StatusAccepted)
 			return
@@ -328,7 +304,7 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 // is probed again and the request sent by the new era, once.
 func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), forwardedAuth(r))
+		era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
 		switch {
 		case err != nil:
 			f.up.statelessFailure(w, r, msg, err)
@@ -339,7 +315,7 @@ func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire
 			}
 			continue
 		}
-		target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
+		target, err := f.up.target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 		if err != nil {
 			f.up.statelessFailure(w, r, msg, err)
 			return

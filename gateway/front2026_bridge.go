@@ -21,13 +21,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -53,12 +55,12 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
 		params = stripped
 	}
-	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
+	req := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
-	canBridge := authOwner(r) != "" || !f.anonymous.Disabled
+	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
 	if e := f.runner.admit(); e != nil {
-		writeStatelessError(w, msg.ID, e)
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	c := f.runner.hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
@@ -118,7 +120,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			}
 			if errors.Is(res.err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
-				t2, err := f.up.reopenTarget(ctx, sessionOwner(r), forwardedAuth(r), mr.Version, target)
+				t2, err := f.up.reopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
 					f.fail(w, r, msg, sse, err)
 					return
@@ -147,7 +149,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
 func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
 	if err := f.create(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
 		j.call.abort(err)
@@ -161,24 +163,24 @@ func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 // continueBridge is the client's retry of a bridged call: it records the
 // inputResponses for the hidden task and answers the next round.
 func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, taskID string, responses map[string]json.RawMessage) {
-	owner := owner2026(r, taskID)
-	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	owner := core.Owner2026(r, taskID)
+	if e := core.CheckInputResponses(len(responses), "tools/call"); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	answered := make(map[string]bool, len(responses))
 	for k, v := range responses {
-		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
+		answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: v})
 		answered[k] = true
 	}
 	if len(answers) > 0 {
 		if _, err := f.store.AnswerInputs(r.Context(), owner, taskID, answers); err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-			e := rpcError(err, era2026)
+			e := core.RPCError(err, core.Era2026)
 			if e.Code == mcpwire.CodeInvalidParams {
 				e = mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "requestState is unknown or expired: call the tool again without it")
 			}
-			writeStatelessError(w, msg.ID, e)
+			core.WriteStatelessError(w, msg.ID, e)
 			return
 		}
 	}
@@ -227,11 +229,11 @@ func (f *front2026) waitRound(ctx context.Context, owner, taskID string, answere
 func outcomeResponse(id json.RawMessage, t *taskstore.Task) (out mcpwire.Response, ended bool) {
 	switch t.Status {
 	case taskstore.StatusCompleted:
-		return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: statelessResult("tools/call", t.Result)}, true
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: core.StatelessResult("tools/call", t.Result)}, true
 	case taskstore.StatusFailed, taskstore.StatusCancelled:
 		e := t.Error
 		if len(e) == 0 {
-			e = internalError(t.StatusMessage)
+			e = core.InternalError(t.StatusMessage)
 		}
 		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: e}, true
 	}
@@ -281,6 +283,6 @@ func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 		return
 	}
 	if r.Context().Err() == nil {
-		_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(err, era2026)))
+		_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, core.RPCError(err, core.Era2026)))
 	}
 }

@@ -6,7 +6,6 @@ package gateway
 // and a task only if it is still running after the hybrid wait).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -26,7 +26,7 @@ import (
 func missingTasksCapability(why string) *mcpwire.Error {
 	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeMissingCapability, "Missing required client capability: "+why)
 	e.Data = mcpwire.MustMarshal(map[string]any{"requiredCapabilities": map[string]any{
-		"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+		"extensions": map[string]any{core.TasksExtension: map[string]any{}}}})
 	return e
 }
 
@@ -68,9 +68,9 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 // toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
 // (hybrid): run, and become a task only if it takes long.
 func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
 	if state, responses, ok := mrtrRetry(msg.Params); ok {
@@ -91,13 +91,13 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
-	anon := authOwner(r) == ""
+	anon := core.AuthOwner(r) == ""
 	if anon && f.anonymous.Disabled {
 		switch mode {
 		case modeAuto:
 			mode = modeSync // a plain call it can still make
 		case modeTask:
-			writeStatelessError(w, msg.ID, errNoAnonymousTasks)
+			core.WriteStatelessError(w, msg.ID, errNoAnonymousTasks)
 			return
 		}
 	}
@@ -106,23 +106,23 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.forward(w, r, msg, mr, learn)
 		return
 	case modeRefuse:
-		writeStatelessError(w, msg.ID, missingTasksCapability(fmt.Sprintf("tool %q runs only as a task", p.Name)))
+		core.WriteStatelessError(w, msg.ID, missingTasksCapability(fmt.Sprintf("tool %q runs only as a task", p.Name)))
 		return
 	}
 	// A 2025-11-25 params.task means nothing here (the server decides) and
 	// must not reach the upstream.
 	params, err := mcpwire.WithoutMember(msg.Params, "task")
 	if err != nil {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
+	target, err := f.up.target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
 	if e := f.runner.admit(); e != nil {
-		writeStatelessError(w, msg.ID, e)
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	upParams := f.nativeParams(r.Context(), p.Name, paramsFor(params, target), target)
@@ -131,7 +131,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	j := &job{
 		sess:       target.Session,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
+		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: upParams},
 		clientCaps: mr.ClientCaps,
 		client2026: &job2026{target: target, params: upParams},
 		learn:      learn,
@@ -168,7 +168,7 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		if j.slot {
 			f.runner.unreserve()
 		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
 	f.runner.start(j)
@@ -176,7 +176,7 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteResult(w, msg.ID, f.fallbackStarted(r, j, tool))
 		return
 	}
-	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
+	mcpwire.WriteResult(w, msg.ID, core.ToTask2026(j.task, "task", false))
 }
 
 // finishPlain answers a hybrid call that could not become a task when it
@@ -197,10 +197,10 @@ var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalEr
 // setOwner makes the owner of j's task, to be: the client's Authorization,
 // else the task itself, whose id is minted now (anonOwner).
 func (f *front2026) setOwner(j *job, r *http.Request) {
-	if j.owner = authOwner(r); j.owner == "" {
+	if j.owner = core.AuthOwner(r); j.owner == "" {
 		j.id = uuid.NewString()
-		j.owner = anonOwner(j.id)
-		j.addr = clientAddr(r)
+		j.owner = core.AnonOwner(j.id)
+		j.addr = core.ClientAddr(r)
 	}
 }
 
@@ -209,7 +209,7 @@ func (f *front2026) setOwner(j *job, r *http.Request) {
 func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
 	ctx := context.WithoutCancel(r.Context())
 	if j.addr != "" {
-		if err := reserveAnonymous(ctx, f.store, f.anonymous, j.id, j.addr, ttl); err != nil {
+		if err := core.ReserveAnonymous(ctx, f.store, f.anonymous, j.id, j.addr, ttl); err != nil {
 			f.log.Warn().Str("op", "create").Str("tool", tool).Err(err).Msg("anonymous task refused")
 			return err
 		}
@@ -225,27 +225,11 @@ func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.
 	return err
 }
 
-// anonymousStore is what counting against the anonymous caps needs.
-type anonymousStore interface {
-	Options() taskstore.Options
-	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
-}
-
-// reserveAnonymous counts id, made by a client without Authorization at
-// addr and living ttl (zero: the store's default task ttl), against the
-// caps (taskstore/anonymous.go).
-func reserveAnonymous(ctx context.Context, store anonymousStore, caps AnonymousTasks, id, addr string, ttl time.Duration) error {
-	if ttl <= 0 {
-		ttl = store.Options().DefaultTTL
-	}
-	return store.ReserveAnonymous(ctx, id, addr, store.Options().Clock().Add(ttl), caps.Max, caps.PerAddress)
-}
-
 // defaultTTL is the ttl of an extension task (the client asks for none):
 // the store's default, shorter for an anonymous owner.
 func (f *front2026) defaultTTL(owner string) time.Duration {
-	if isAnonymous(owner) && f.store.Options().DefaultTTL > anonymousTTL {
-		return anonymousTTL
+	if core.IsAnonymous(owner) && f.store.Options().DefaultTTL > core.AnonymousTTL {
+		return core.AnonymousTTL
 	}
 	return 0
 }
@@ -270,29 +254,18 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		f.mrtrFirstRound(w, r, msg, j, tool, d)
 	case res == nil: // still running, or asking for input
 		f.startTask(w, r, msg, j, tool, d)
-	case j.fallback && isInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):
+	case j.fallback && core.IsInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):
 		// A fallback client that cannot answer this round itself answers
 		// it through the task (task_status, task_answer): the worker
 		// takes the round as the call's first result.
 		j.call.done <- *res
 		f.startTask(w, r, msg, j, tool, d)
 	default:
-		if res.err == nil && !isInputRequired(res.resp) {
+		if res.err == nil && !core.IsInputRequired(res.resp) {
 			f.decider.observe(j.learn, time.Since(j.call.started))
 		}
 		f.writeCallResult(w, msg, *res)
 	}
-}
-
-// isInputRequired reports whether resp is an MRTR input_required result.
-func isInputRequired(resp *jsonrpc.Response) bool {
-	if resp == nil || resp.Error != nil || !bytes.Contains(resp.Result, []byte(`"input_required"`)) {
-		return false
-	}
-	var r struct {
-		ResultType string `json:"resultType"`
-	}
-	return json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "input_required"
 }
 
 // writeCallResult answers a 2026-07-28 tools/call with the upstream's own
@@ -301,7 +274,7 @@ func isInputRequired(resp *jsonrpc.Response) bool {
 func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
 	switch {
 	case res.err != nil:
-		e := rpcError(res.err, era2026)
+		e := core.RPCError(res.err, core.Era2026)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 	case res.resp.Error != nil:
@@ -312,7 +285,7 @@ func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message,
 		}
 		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
 	default:
-		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res.resp.Result))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.resp.Result))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -24,7 +25,7 @@ const discoverTTL = 5 * time.Minute
 //	                    extension, instructions, serverInfo in _meta;
 //	                    nothing is initialized per discover
 func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	auth := forwardedAuth(r)
+	auth := core.ForwardedAuth(r)
 	for attempt := 0; ; attempt++ {
 		era, err := f.up.era(r.Context(), auth)
 		if err != nil {
@@ -71,9 +72,9 @@ func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, ms
 	_ = json.Unmarshal(res["capabilities"], &caps)
 	res["capabilities"] = mcpwire.MustMarshal(withTasksExtension(caps))
 	res["supportedVersions"] = mcpwire.MustMarshal(f.up.supportedVersions())
-	setDefault(res, "resultType", `"complete"`)
-	setDefault(res, "ttlMs", "0")
-	setDefault(res, "cacheScope", `"private"`)
+	core.SetDefault(res, "resultType", `"complete"`)
+	core.SetDefault(res, "ttlMs", "0")
+	core.SetDefault(res, "cacheScope", `"private"`)
 	out, err := mcpwire.WithMember(a.msg, "result", mcpwire.MustMarshal(res))
 	if err != nil {
 		out = nil
@@ -84,7 +85,7 @@ func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, ms
 // discoverSession builds the DiscoverResult of a session upstream from
 // the initialize result of the owner session.
 func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	sess, err := f.up.ownerSession(r.Context(), sessionOwner(r), forwardedAuth(r))
+	sess, err := f.up.ownerSession(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r))
 	if err != nil {
 		f.up.statelessFailure(w, r, msg, err)
 		return
@@ -131,7 +132,7 @@ func withTasksExtension(caps map[string]json.RawMessage) map[string]json.RawMess
 	if ext == nil {
 		ext = map[string]json.RawMessage{}
 	}
-	ext[tasksExtension] = json.RawMessage("{}")
+	ext[core.TasksExtension] = json.RawMessage("{}")
 	caps["extensions"] = mcpwire.MustMarshal(ext)
 	return caps
 }

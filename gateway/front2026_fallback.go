@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -24,7 +25,7 @@ func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil &
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
-func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p toolsCallParams) bool {
+func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
 	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
 		return false
 	}
@@ -33,15 +34,15 @@ func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 	}
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
 	if problem != "" {
-		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", badArgs(p.Name, problem)))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", badArgs(p.Name, problem)))
 		return true
 	}
-	res, e := f.fb.serve(r.Context(), owner2026(r, a.TaskID), p.Name, a, era2026)
+	res, e := f.fb.serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return true
 	}
-	mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res))
+	mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res))
 	return true
 }
 
@@ -126,7 +127,7 @@ func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.R
 	if j.first != nil {
 		f.fb.awaitQuestion(r.Context(), j.task)
 	}
-	return statelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
+	return core.StatelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose

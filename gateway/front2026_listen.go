@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -75,10 +76,10 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		} `json:"notifications"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Notifications == nil {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
 		return
 	}
-	era, err := f.up.era(r.Context(), forwardedAuth(r))
+	era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
 	if p.Notifications.TaskIDs == nil {
 		switch {
 		case err != nil:
@@ -89,7 +90,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			return
 		}
 	} else if !mr.Tasks {
-		writeStatelessError(w, msg.ID, missingTasksCapability("task notifications need the tasks extension declared"))
+		core.WriteStatelessError(w, msg.ID, missingTasksCapability("task notifications need the tasks extension declared"))
 		return
 	}
 	var ids []string
@@ -97,17 +98,17 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		ids = *p.Notifications.TaskIDs
 	}
 	if len(ids) > maxListenTasks {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "too many taskIds on one subscription"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "too many taskIds on one subscription"))
 		return
 	}
 	// Each stream watches up to maxListenTasks tasks: their number per
 	// subscriber (its credentials, else its address) is bounded too.
-	subscriber := authOwner(r)
+	subscriber := core.AuthOwner(r)
 	if subscriber == "" {
-		subscriber = "addr:" + clientAddr(r)
+		subscriber = "addr:" + core.ClientAddr(r)
 	}
 	if !f.listens.acquire(subscriber) {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeInvalidRequest,
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeInvalidRequest,
 			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", maxListensPerSubscriber)))
 		return
 	}
@@ -117,7 +118,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	var feedReady <-chan struct{}
 	if err == nil && !era.stateless && !p.Notifications.listenFilter.empty() {
 		var release func()
-		upGranted, notes, feedReady, release, err = f.up.listenUpstream(r.Context(), sessionOwner(r), forwardedAuth(r), p.Notifications.listenFilter)
+		upGranted, notes, feedReady, release, err = f.up.listenUpstream(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), p.Notifications.listenFilter)
 		if err != nil {
 			// The upstream cannot be reached now: the stream goes on with
 			// the gateway's notifications alone, granting none of its.
@@ -144,11 +145,11 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		if _, dup := last[id]; dup {
 			continue
 		}
-		owner := owner2026(r, id)
+		owner := core.Owner2026(r, id)
 		t, err := f.store.Get(ctx, owner, id)
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Not "not granted": the client must not conclude the task is gone.
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "listen", id, era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "listen", id, core.Era2026))
 			return
 		}
 		if err != nil {
@@ -156,7 +157,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		}
 		watch, err := f.store.Watch(ctx, owner, id)
 		if err != nil {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "listen", id, era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "listen", id, core.Era2026))
 			return
 		}
 		granted = append(granted, id)
@@ -220,7 +221,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	if sse.Send(ack) != nil {
 		return
 	}
-	resync := time.NewTicker(resyncInterval(f.store))
+	resync := time.NewTicker(core.ResyncInterval(f.store))
 	defer resync.Stop()
 	// An SSE comment now and then keeps a quiet stream from being closed by
 	// intermediaries (Streamable HTTP 2026-07-28: encouraged for listen
@@ -235,7 +236,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		if done[id] {
 			return nil
 		}
-		t, err := f.store.Get(ctx, owner2026(r, id), id)
+		t, err := f.store.Get(ctx, core.Owner2026(r, id), id)
 		if err != nil {
 			return nil
 		}
@@ -245,7 +246,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 			return nil // nothing new since the last notification
 		}
 		last[id] = v
-		mt := toTask2026(t, "", true)
+		mt := core.ToTask2026(t, "", true)
 		mt.Meta = meta
 		return sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: "notifications/tasks", Params: mcpwire.MustMarshal(mt)})
 	}

@@ -39,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -162,7 +163,7 @@ func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, 
 	}
 	owner := auth
 	if owner == "" {
-		owner = anonOwner(st.Task)
+		owner = core.AnonOwner(st.Task)
 	}
 	if !hmac.Equal(mac, signState(key, owner, payload)) || st.Exp < now.UnixMilli() {
 		return mrtrState{}, "", false
@@ -220,7 +221,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 			return
 		}
 		j.call.abort(err)
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
 	f.runner.start(j)
@@ -237,31 +238,31 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool, state string, responses map[string]json.RawMessage) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	st, owner, ok := decodeState(key, authOwner(r), state, time.Now())
+	st, owner, ok := decodeState(key, core.AuthOwner(r), state, time.Now())
 	if !ok {
 		if fresh, changed := f.secret.reload(r.Context(), f.store); changed {
-			st, owner, ok = decodeState(fresh, authOwner(r), state, time.Now())
+			st, owner, ok = decodeState(fresh, core.AuthOwner(r), state, time.Now())
 			key = fresh
 		}
 	}
 	if !ok || st.Tool != tool || st.Args != argsDigest(msg.Params) {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
-	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	if e := core.CheckInputResponses(len(responses), "tools/call"); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	t, err := f.store.Get(r.Context(), owner, st.Task)
 	if errors.Is(err, taskstore.ErrNotFound) || errors.Is(err, taskstore.ErrExpired) {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	// The round's questions still outstanding must all be answered; if
@@ -277,30 +278,30 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 		}
 	}
 	if len(outstanding) == 0 {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 			"inputResponses lacks the answers to "+strings.Join(missing, ", ")+" (asked in the previous round)"))
 		return
 	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	answered := make(map[string]bool, len(responses))
 	for _, k := range outstanding {
-		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: responses[k]})
+		answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: responses[k]})
 		answered[k] = true
 	}
 	n, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers)
 	if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	if n != len(answers) {
 		// Another retry with this state answered first (the store takes
 		// each answer once): this one is the replay.
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	f.mrtrRound(w, r, msg, key, owner, st, answered, mcpwire.NewWriter(w))
@@ -321,7 +322,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
 		// Still running past the hybrid wait: the round is the task.
 		if t, err = f.store.Get(r.Context(), owner, st.Task); err == nil {
-			mcpwire.WriteResult(w, msg.ID, toTask2026(t, "task", false))
+			mcpwire.WriteResult(w, msg.ID, core.ToTask2026(t, "task", false))
 			return
 		}
 	}
@@ -338,7 +339,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	case ended:
 	case st.Round >= maxMRTRRounds:
 		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: internalError(fmt.Sprintf(
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: core.InternalError(fmt.Sprintf(
 			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
 	default:
 		pending := pendingInputs(t, answered)
@@ -414,6 +415,6 @@ func (f *front2026) abandonRound(owner, id, why string) bool {
 		return false
 	}
 	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	return true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -259,10 +260,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
-		if e := rpcError(err, era2025); e.Status == http.StatusRequestTimeout {
+		if e := core.RPCError(err, core.Era2025); e.Status == http.StatusRequestTimeout {
 			w.Header().Set("Connection", "close") // the rest of the body may still come
 		}
-		mcpwire.WriteError(w, nil, rpcError(err, era2025))
+		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
 	}
 	msg, perr := mcpwire.Parse(body)

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/policy"
 )
 
@@ -96,7 +97,7 @@ func newLatencySync(d *decider, every time.Duration, replica string) *latencySyn
 
 func (s *latencySync) run(ctx context.Context) {
 	defer close(s.done)
-	every(ctx, s.every, func(ctx context.Context) {
+	core.Every(ctx, s.every, func(ctx context.Context) {
 		if s.publish(ctx) {
 			s.load(ctx)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -45,8 +46,8 @@ func TestListenListChangedEveryEra(t *testing.T) {
 				t.Fatalf("connect: %v", err)
 			}
 			defer cs.Close()
-			if v := cs.InitializeResult().ProtocolVersion; v != version2026 {
-				t.Fatalf("negotiated %q, want %s", v, version2026)
+			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
+				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
 			}
 			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "grow"}); err != nil {
 				t.Fatal(err)
@@ -262,7 +263,7 @@ func TestListenUpstreamDown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
 	meta := modernMeta()
-	meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	meta[metaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	resp := mpost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
 	if resp.StatusCode != http.StatusOK || !isStream(resp) {
 		t.Fatalf("listen: HTTP %d, want the stream", resp.StatusCode)

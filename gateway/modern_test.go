@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
 
@@ -86,7 +87,7 @@ func (u *eraUpstream) posts(m string) []upstreamPost {
 
 func modernMeta() map[string]any {
 	return map[string]any{
-		metaProtocolVersion: version2026,
+		metaProtocolVersion: core.Version2026,
 		metaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
 		metaClientCaps:      map[string]any{},
 	}
@@ -108,7 +109,7 @@ func mpost(t *testing.T, url, method string, params, meta map[string]any, edit f
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", version2026)
+	req.Header.Set("MCP-Protocol-Version", core.Version2026)
 	req.Header.Set("Mcp-Method", method)
 	if n, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", upstream.HeaderValue(n))
@@ -174,11 +175,11 @@ func TestModernDiscover(t *testing.T) {
 				if d.ResultType != "complete" || d.TTLMs == nil || d.CacheScope == "" {
 					t.Errorf("resultType %q ttlMs %v cacheScope %q: a DiscoverResult needs all three", d.ResultType, d.TTLMs, d.CacheScope)
 				}
-				if !slices.Contains(d.SupportedVersions, version2026) || !slices.Contains(d.SupportedVersions, version2025) {
-					t.Errorf("supportedVersions = %v, want %s and %s", d.SupportedVersions, version2026, version2025)
+				if !slices.Contains(d.SupportedVersions, core.Version2026) || !slices.Contains(d.SupportedVersions, core.Version2025) {
+					t.Errorf("supportedVersions = %v, want %s and %s", d.SupportedVersions, core.Version2026, core.Version2025)
 				}
-				if string(d.Capabilities.Extensions[tasksExtension]) != "{}" {
-					t.Errorf("extensions = %v, want %s: {}", d.Capabilities.Extensions, tasksExtension)
+				if string(d.Capabilities.Extensions[core.TasksExtension]) != "{}" {
+					t.Errorf("extensions = %v, want %s: {}", d.Capabilities.Extensions, core.TasksExtension)
 				}
 				if d.Capabilities.Tools == nil || d.Capabilities.Tasks != nil || d.Capabilities.Logging != nil {
 					t.Errorf("capabilities tools=%s tasks=%s logging=%s, want the upstream's tools and no legacy tasks or logging",
@@ -260,8 +261,8 @@ func TestModernValidation(t *testing.T) {
 					Supported []string `json:"supported"`
 					Requested string   `json:"requested"`
 				}
-				if json.Unmarshal(r.Error.Data, &data) != nil || !slices.Contains(data.Supported, version2026) || data.Requested != "2099-01-01" {
-					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, version2026)
+				if json.Unmarshal(r.Error.Data, &data) != nil || !slices.Contains(data.Supported, core.Version2026) || data.Requested != "2099-01-01" {
+					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, core.Version2026)
 				}
 			}
 			if n := len(up.posts(tc.method)); n != before {
@@ -333,12 +334,12 @@ func TestDecodeHeaderValue(t *testing.T) {
 		"=?base64?no-suffix":                  "=?base64?no-suffix",
 		"Hello, 世界":                           "Hello, 世界", // raw UTF-8, as go-sdk v1.8.0 sends it
 	} {
-		if got, ok := decodeHeaderValue(in); !ok || got != want {
+		if got, ok := core.DecodeHeaderValue(in); !ok || got != want {
 			t.Errorf("decode(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
 	for _, in := range []string{"=?base64?!!!?=", "=?base64?/w==?=", "a\x01b"} {
-		if _, ok := decodeHeaderValue(in); ok {
+		if _, ok := core.DecodeHeaderValue(in); ok {
 			t.Errorf("decode(%q) accepted", in)
 		}
 	}
@@ -364,11 +365,11 @@ func TestModernParamsTranslation(t *testing.T) {
 	if string(p.Meta[metaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[metaProtocolVersion]) != `"2026-07-28"` {
 		t.Errorf("modern params _meta = %v", p.Meta)
 	}
-	if got := statelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
-		t.Errorf("statelessResult(tools/list) = %s", got)
+	if got := core.StatelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
+		t.Errorf("core.StatelessResult(tools/list) = %s", got)
 	}
-	if got := statelessResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
-		t.Errorf("statelessResult kept resultType? %s", got)
+	if got := core.StatelessResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
+		t.Errorf("core.StatelessResult kept resultType? %s", got)
 	}
 }
 
@@ -408,7 +409,7 @@ func TestModernThroughBothEras(t *testing.T) {
 			}
 			if era.stateless {
 				for _, c := range calls {
-					if c.session != "" || c.version != version2026 {
+					if c.session != "" || c.version != core.Version2026 {
 						t.Errorf("modern upstream got session %q version %q", c.session, c.version)
 					}
 				}
@@ -423,7 +424,7 @@ func TestModernThroughBothEras(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range calls {
-				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != version2025 {
+				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != core.Version2025 {
 					t.Errorf("call on session %q version %q, want the held %q at %q", c.session, c.version, held.SessionID, held.ProtocolVersion)
 				}
 			}
@@ -452,7 +453,7 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 	}
 	call(rp.urls[0])
 	call(rp.urls[1])
-	owner := ownerOf(&http.Request{Header: http.Header{"Authorization": {"Bearer tenant-1"}}})
+	owner := core.OwnerOf(&http.Request{Header: http.Header{"Authorization": {"Bearer tenant-1"}}})
 	first, err := rp.store.GetOwnerSession(context.Background(), owner)
 	if err != nil {
 		t.Fatal(err)
@@ -574,8 +575,8 @@ func TestGoSDKClientModernThroughGateway(t *testing.T) {
 			up := newEraUpstream(t, era.stateless)
 			gw := newReplicas(t, up.url, 1, nil).urls[0]
 			cs, _ := connectSDK(t, gw, "")
-			if v := cs.InitializeResult().ProtocolVersion; v != version2026 {
-				t.Fatalf("negotiated %q, want %s", v, version2026)
+			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
+				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
 			}
 			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != testupstream.Implementation.Name {
 				t.Errorf("serverInfo = %+v", si)
@@ -638,9 +639,9 @@ func TestModernTargetForWorkers(t *testing.T) {
 	rp := newReplicas(t, up.url, 2, nil)
 	ctx := context.Background()
 	auth := http.Header{"Authorization": {"Bearer w"}}
-	owner := ownerOf(&http.Request{Header: auth})
+	owner := core.OwnerOf(&http.Request{Header: auth})
 	a, err := rp.hs[0].up.target(ctx, owner, auth, "")
-	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
+	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != core.Version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
 		t.Fatalf("target = %+v, %v", a, err)
 	}
 	b, err := rp.hs[1].up.target(ctx, owner, auth, "")
@@ -660,7 +661,7 @@ func TestModernTargetForWorkers(t *testing.T) {
 		t.Errorf("initialize = %d, want 2", n)
 	}
 	// The new session works for a worker's call.
-	resp, err := rp.hs[1].up.client.Call(ctx, nb.Session, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call",
+	resp, err := rp.hs[1].up.client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
 		Params: paramsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
 		upstream.CallOptions{})
 	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -34,7 +35,7 @@ func FuzzParseCreateTaskResult(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		task, raw, err := parseCreateTaskResult(b)
+		task, raw, err := core.ParseCreateTaskResult(b)
 		if err != nil {
 			if task != nil || raw != nil || err.Error() == "" {
 				t.Fatalf("error %v with a task %+v", err, task)
@@ -44,7 +45,7 @@ func FuzzParseCreateTaskResult(f *testing.F) {
 		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" {
 			t.Fatalf("accepted %+v from %s", task, b)
 		}
-		var again createdTask
+		var again core.CreatedTask
 		if json.Unmarshal(raw, &again) != nil || again.TaskID != task.TaskID {
 			t.Fatalf("raw task %s is not the accepted one %+v", raw, task)
 		}
@@ -62,7 +63,7 @@ func FuzzParseCreateTaskResult2026(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		task, err := parseCreateTaskResult2026(b)
+		task, err := core.ParseCreateTaskResult2026(b)
 		if err != nil {
 			if task != nil || err.Error() == "" {
 				t.Fatalf("error %v with a task %+v", err, task)
@@ -87,7 +88,7 @@ func TestParseCreateTaskResultErrors(t *testing.T) {
 		`{"task":{"taskId":"t","status":"working","ttl":-5}}`:                       "negative",
 		`{"task":{"taskId":"` + strings.Repeat("x", 257) + `","status":"working"}}`: "257 bytes",
 	} {
-		if _, _, err := parseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := core.ParseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%.40s: %v, want %q", in, err, want)
 		}
 	}
@@ -151,7 +152,7 @@ func TestToolDeclaredDiscovers(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
-	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
 	decl, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
 	if !listed || decl.ts != "required" || lists.Load() != 2 {
 		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
@@ -195,7 +196,7 @@ func TestNative2026PassThrough(t *testing.T) {
 	if _, err := uuid.Parse(tk.TaskID); err != nil {
 		t.Fatalf("task id %q", tk.TaskID)
 	}
-	owner := authOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
+	owner := core.AuthOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
 	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, tk.TaskID); err == nil {
 		t.Fatal("the gateway made a task of its own")
 	}
@@ -281,7 +282,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
-	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
 
 	// The first listing fails; callers waiting on it see nothing declared.
 	results := make(chan bool, 4)

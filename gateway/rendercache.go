@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -315,7 +316,7 @@ func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavou
 // from the store in epoch (0: unknown).
 func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(render2026Get, t, epoch, func() ([]byte, error) {
-		return json.Marshal(toTask2026(t, "complete", true))
+		return json.Marshal(core.ToTask2026(t, "complete", true))
 	})
 }
 
@@ -323,6 +324,6 @@ func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 // from the store in epoch (0: unknown).
 func (c *renderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(render2025Get, t, epoch, func() ([]byte, error) {
-		return json.Marshal(toTask2025(t))
+		return json.Marshal(core.ToTask2025(t))
 	})
 }

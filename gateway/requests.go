@@ -1,9 +1,10 @@
 package gateway
 
 import (
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prometheus/client_golang/prometheus"
 )

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -222,12 +223,12 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Unlisted:     j.hidden,
 	})
 	if err != nil {
-		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", logOwner(j.owner)).Err(err).Msg(rpcError(err, era2025).Message)
+		rn.log.Warn().Str("op", "create").Str("tool", tool).Str("owner", core.LogOwner(j.owner)).Err(err).Msg(core.RPCError(err, core.Era2025).Message)
 		return err
 	}
 	j.task = t
 	rn.metrics.taskCreated(tool, proto)
-	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", logOwner(j.owner)).
+	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", core.LogOwner(j.owner)).
 		Str("protocol", string(proto)).Float64("ttl_seconds", t.TTL.Seconds()).Float64("poll_interval_seconds", t.PollInterval.Seconds()).
 		Msg("task created")
 	return nil
@@ -244,14 +245,7 @@ func (rn *runner) start(j *job) {
 
 // resyncInterval is how often a waiting reader re-reads a task whose
 // events may have been lost (pub/sub drops messages).
-func (rn *runner) resyncInterval() time.Duration { return resyncInterval(rn.store) }
-
-func resyncInterval(s interface{ Options() taskstore.Options }) time.Duration {
-	if d := s.Options().ResyncInterval; d > 0 {
-		return d
-	}
-	return 5 * time.Second
-}
+func (rn *runner) resyncInterval() time.Duration { return core.ResyncInterval(rn.store) }
 
 // defaultStoreRetry is how long a retrier keeps trying: an upstream result
 // waits this long for Redis to come back.
@@ -283,20 +277,5 @@ func (rt *retrier) do(ctx context.Context, op func() error) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// every runs fn every period until ctx ends: the loop of the background
-// components (the recoverer's sweeps, the latency sync).
-func every(ctx context.Context, period time.Duration, fn func(context.Context)) {
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			fn(ctx)
-		}
 	}
 }

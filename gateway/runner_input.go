@@ -12,36 +12,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
-
-// maxInputRequests bounds the input requests a task has outstanding at
-// once, and so the answers one tasks/update or MRTR retry may carry:
-// without it one request could make Redis run a script over any number of
-// keys, for every replica. maxInputKeyLen bounds a key: the gateway mints
-// decimal counters.
-const (
-	maxInputRequests = 64
-	maxInputKeyLen   = 20
-)
-
-// checkInputResponses refuses a method carrying more answers than any
-// task can have outstanding.
-func checkInputResponses(n int, method string) *mcpwire.Error {
-	if n <= maxInputRequests {
-		return nil
-	}
-	return mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, fmt.Sprintf(
-		"%s carries %d inputResponses; a task has at most %d input requests outstanding", method, n, maxInputRequests))
-}
 
 func (run *taskRun) mintKey() string {
 	run.keys++
@@ -84,9 +64,9 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 		run.log().Info().Str("op", "refused").Str("method", m.Method).Msg("the client did not declare the capability; refused upstream")
 		return
 	}
-	if len(run.pending) >= maxInputRequests {
+	if len(run.pending) >= core.MaxInputRequests {
 		_ = rn.up.Respond(run.writeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: mcpwire.CodeInternalError,
-			Message: fmt.Sprintf("taskgate relays at most %d input requests of a task at once", maxInputRequests)}})
+			Message: fmt.Sprintf("taskgate relays at most %d input requests of a task at once", core.MaxInputRequests)}})
 		run.log().Warn().Str("op", "refused").Str("method", m.Method).Msg("too many input requests outstanding; refused upstream")
 		return
 	}
@@ -170,12 +150,12 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	if ir.RequestState != nil {
 		run.requestState = *ir.RequestState
 	}
-	if len(ir.InputRequests) > maxInputRequests {
-		run.fail(fmt.Sprintf("the upstream asked for %d inputs at once; taskgate relays at most %d", len(ir.InputRequests), maxInputRequests))
+	if len(ir.InputRequests) > core.MaxInputRequests {
+		run.fail(fmt.Sprintf("the upstream asked for %d inputs at once; taskgate relays at most %d", len(ir.InputRequests), core.MaxInputRequests))
 		return true
 	}
 	toStore := map[string]taskstore.InputRequest{}
-	for _, uk := range sortedInputKeys(ir.InputRequests) {
+	for _, uk := range core.SortedInputKeys(ir.InputRequests) {
 		in := ir.InputRequests[uk]
 		if !clientCan(j.clientCaps, in.Method) {
 			if in.Method == "elicitation/create" {
@@ -256,7 +236,7 @@ func (run *taskRun) deliverAnswers() (done bool) {
 	}
 	delivered := false
 	for key, raw := range answers {
-		var a inputAnswer
+		var a core.InputAnswer
 		_ = json.Unmarshal(raw, &a)
 		if uk, ok := run.mrtr[key]; ok {
 			delete(run.mrtr, key)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -69,7 +70,7 @@ const resultRetries = 5
 // goroutine.
 func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	switch {
-	case sess.ID == "" && sess.ProtocolVersion == version2026:
+	case sess.ID == "" && sess.ProtocolVersion == core.Version2026:
 		rn.callStateless(ctx, sess, req, opts, done) // runner_native2026.go
 	case !viaUpstreamTask(req):
 		rn.up.CallAsync(ctx, sess, req, opts, done)
@@ -93,9 +94,9 @@ func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *j
 		done(resp, nil)
 		return
 	}
-	t, _, err := parseCreateTaskResult(resp.Result)
+	t, _, err := core.ParseCreateTaskResult(resp.Result)
 	if err != nil {
-		done(nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, quoteAnswer(resp.Result)))
+		done(nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, core.QuoteAnswer(resp.Result)))
 		return
 	}
 	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
@@ -123,7 +124,7 @@ type nativeHold struct {
 // ask sends tasks/result; answered goes on.
 func (h *nativeHold) ask() {
 	h.began = time.Now()
-	h.rn.up.CallAsync(h.ctx, h.sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
+	h.rn.up.CallAsync(h.ctx, h.sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
 }
 
 // answered acts on tasks/result's outcome: the call's outcome, or asked
@@ -176,7 +177,7 @@ const resultStreamLasted = 30 * time.Second
 func (rn *runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := rn.up.Call(cctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/cancel",
+	_, err := rn.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": id})}, upstream.CallOptions{})
 	if err != nil {
 		rn.log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
@@ -186,7 +187,7 @@ func (rn *runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session
 // withoutRelatedTask drops the related-task _meta of the upstream's task
 // from its result: the client's task is another (the gateway's, or none).
 func withoutRelatedTask(result json.RawMessage) json.RawMessage {
-	if !bytes.Contains(result, []byte(relatedTaskKey)) {
+	if !bytes.Contains(result, []byte(core.RelatedTaskKey)) {
 		return result
 	}
 	var m map[string]json.RawMessage
@@ -197,7 +198,7 @@ func withoutRelatedTask(result json.RawMessage) json.RawMessage {
 	if json.Unmarshal(m["_meta"], &meta) != nil || meta == nil {
 		return result
 	}
-	delete(meta, relatedTaskKey)
+	delete(meta, core.RelatedTaskKey)
 	if len(meta) == 0 {
 		delete(m, "_meta")
 	} else {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -50,7 +51,7 @@ func requiresTasksExtension(resp *jsonrpc.Response) bool {
 	if resp == nil || !errors.As(resp.Error, &we) || we.Code != mcpwire.CodeMissingCapability {
 		return false
 	}
-	return strings.Contains(string(we.Data), tasksExtension)
+	return strings.Contains(string(we.Data), core.TasksExtension)
 }
 
 // withTasksExtensionMeta returns params with the tasks extension declared
@@ -66,7 +67,7 @@ func withTasksExtensionMeta(params json.RawMessage) json.RawMessage {
 	_ = json.Unmarshal(meta[metaClientCaps], &caps)
 	ext := map[string]json.RawMessage{}
 	_ = json.Unmarshal(caps["extensions"], &ext)
-	ext[tasksExtension] = json.RawMessage(`{}`)
+	ext[core.TasksExtension] = json.RawMessage(`{}`)
 	caps["extensions"] = mcpwire.MustMarshal(ext)
 	meta[metaClientCaps] = mcpwire.MustMarshal(caps)
 	p["_meta"] = mcpwire.MustMarshal(meta)
@@ -111,7 +112,7 @@ func (rn *runner) callStateless(ctx context.Context, sess *upstream.Session, req
 func (rn *runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
 	meta := metaOf(withTasksExtensionMeta(params))
 	update := mcpwire.MustMarshal(map[string]any{"taskId": id, "inputResponses": responses, "_meta": meta})
-	if _, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
+	if _, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
 		return nil, err
 	}
 	return rn.holdTask2026(ctx, sess, id, meta)
@@ -125,7 +126,7 @@ func (rn *runner) statelessAnswered(ctx context.Context, sess *upstream.Session,
 	if err != nil || req.Method != "tools/call" || !requiresTasksExtension(resp) {
 		return resp, err
 	}
-	ext := &jsonrpc.Request{ID: newUpstreamID(), Method: req.Method, Params: withTasksExtensionMeta(req.Params)}
+	ext := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: req.Method, Params: withTasksExtensionMeta(req.Params)}
 	resp, err = rn.up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
 	if err != nil || resp.Error != nil {
 		return resp, err
@@ -138,7 +139,7 @@ func (rn *runner) statelessAnswered(ctx context.Context, sess *upstream.Session,
 		return resp, nil // answered after all
 	}
 	if created.TaskID == "" || len(created.TaskID) > 256 {
-		return nil, errors.New("the upstream answered with a task without a valid taskId; its answer: " + quoteAnswer(resp.Result))
+		return nil, errors.New("the upstream answered with a task without a valid taskId; its answer: " + core.QuoteAnswer(resp.Result))
 	}
 	rn.log.Info().Str("op", "native").Str("upstream_task_id", created.TaskID).Msg("upstream task held")
 	return rn.holdTask2026(ctx, sess, created.TaskID, metaOf(ext.Params))
@@ -171,7 +172,7 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 				return nil, ctx.Err()
 			}
 		}
-		resp, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
+		resp, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
 		switch {
 		case ctx.Err() != nil:
 			rn.cancelTask2026(ctx, sess, id, meta)
@@ -180,7 +181,7 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 			wait = heldPollMax // the upstream briefly unreachable: ask again
 			continue
 		case resp.Error != nil:
-			if notFoundWire(resp.Error) {
+			if core.NotFoundWire(resp.Error) {
 				return nil, errors.New("the upstream no longer knows its task (it restarted, or dropped the task before its ttl)")
 			}
 			return resp, nil
@@ -194,7 +195,7 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 			InputRequests  json.RawMessage `json:"inputRequests"`
 		}
 		if err := json.Unmarshal(resp.Result, &t); err != nil {
-			return nil, errors.New("the upstream's tasks/get answer is malformed: " + quoteAnswer(resp.Result))
+			return nil, errors.New("the upstream's tasks/get answer is malformed: " + core.QuoteAnswer(resp.Result))
 		}
 		switch t.Status {
 		case "completed":
@@ -225,5 +226,5 @@ func (rn *runner) cancelTask2026(ctx context.Context, sess *upstream.Session, id
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": meta})
-	_, _ = rn.up.Call(cctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = rn.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }

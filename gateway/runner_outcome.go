@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -22,7 +23,7 @@ import (
 // fail ends the task as failed with a gateway-side reason.
 func (run *taskRun) fail(msg string) {
 	run.abort(errors.New(msg))
-	o := taskstore.Outcome{Error: internalError(msg), Message: msg, WriteID: uuid.NewString()}
+	o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()}
 	err := run.rn.retry.do(run.writeCtx, func() error {
 		return run.rn.store.Fail(run.writeCtx, run.j.owner, run.j.task.ID, o)
 	})
@@ -102,12 +103,12 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	case res.err != nil:
 		status = taskstore.StatusFailed
 		o.Message = failureMessage(res.err)
-		o.Error = internalError(o.Message)
+		o.Error = core.InternalError(o.Message)
 	case res.resp.Error != nil:
 		status = taskstore.StatusFailed
 		o.Error, _ = json.Marshal(res.resp.Error)
 		o.Message = "the tool call failed: " + res.resp.Error.Error()
-	case isErrorResult(res.resp.Result) && t.Protocol == taskstore.Protocol2025:
+	case core.IsErrorResult(res.resp.Result) && t.Protocol == taskstore.Protocol2025:
 		status = taskstore.StatusFailed
 		o.Result, o.Message = res.resp.Result, "the tool reported an error (isError)"
 	default:

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -77,7 +78,7 @@ func (rc *recoverer) start() {
 	rc.done.Add(1)
 	go func() {
 		defer rc.done.Done()
-		every(ctx, rc.every, func(ctx context.Context) { rc.recoverOnce(ctx) })
+		core.Every(ctx, rc.every, func(ctx context.Context) { rc.recoverOnce(ctx) })
 	}()
 }
 
@@ -151,7 +152,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 		// Claimed, the task is this replica's: if the write fails (Redis
 		// went away), retry it, or a later sweep would fail the task in
 		// this replica's name instead of the one that stopped.
-		o := taskstore.Outcome{Error: internalError(msg), Message: msg, WriteID: uuid.NewString()} // retries: see finish
+		o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()} // retries: see finish
 		err := rc.retry.do(ctx, func() error { return rc.store.Fail(ctx, l.Owner, l.ID, o) })
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Still unwritten after the retries: keep the claim. Released,
@@ -167,7 +168,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 		}
 		n++
 		rc.metrics.recovered.Inc()
-		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", logOwner(l.Owner)).
+		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", core.LogOwner(l.Owner)).
 			Str("dead_replica", dead)
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
 		if err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -71,7 +72,7 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 		metrics: newMetrics(func() float64 { return 0 }), log: log, replica: "lone",
 		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
 	t.Cleanup(rn.stop)
-	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026}, Stateless: true}
+	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}
 	return rn, store, notes, target
 }
 
@@ -254,7 +255,7 @@ func startEcho(t *testing.T, ctx context.Context, rn *runner, target *upstreamTa
 		t.Fatal(e)
 	}
 	j := &job{owner: "o", sess: target.Session, slot: true,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
+		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		client2026: &job2026{target: target, params: params}}
 	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -252,7 +253,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 func (run *taskRun) log() *zerolog.Logger {
 	if run.logc == nil {
 		t := run.j.task
-		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(run.j.owner)).
+		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(run.j.owner)).
 			Logger()
 		run.logc = &l
 	}

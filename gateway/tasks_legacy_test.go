@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 
@@ -248,7 +249,7 @@ func resultText(t *testing.T, raw json.RawMessage) (string, bool, string) {
 	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 {
 		t.Fatalf("bad CallToolResult %s", raw)
 	}
-	return r.Content[0].Text, r.IsError, r.Meta[relatedTaskKey].TaskID
+	return r.Content[0].Text, r.IsError, r.Meta[core.RelatedTaskKey].TaskID
 }
 
 func TestLegacyTaskCompletes(t *testing.T) {
@@ -297,7 +298,7 @@ func TestLegacyTaskElicitationAcrossReplicas(t *testing.T) {
 				} `json:"_meta"`
 			}
 			_ = json.Unmarshal(m.Params, &p)
-			if p.Meta[relatedTaskKey].TaskID != task.TaskID {
+			if p.Meta[core.RelatedTaskKey].TaskID != task.TaskID {
 				t.Errorf("elicitation without related-task _meta: %s", m.Params)
 			}
 			// The answer goes to whichever replica the client picks next.
@@ -465,7 +466,7 @@ func TestLegacyProgressOnGetStream(t *testing.T) {
 					} `json:"_meta"`
 				}
 				_ = json.Unmarshal(m.Params, &p)
-				if p.Token != "p-1" || p.Meta[relatedTaskKey].TaskID != task.TaskID {
+				if p.Token != "p-1" || p.Meta[core.RelatedTaskKey].TaskID != task.TaskID {
 					t.Errorf("progress without token or related-task: %s", m.Params)
 				}
 				if statuses["completed"] {

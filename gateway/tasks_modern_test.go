@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 
@@ -54,7 +55,7 @@ type modernClient struct {
 func (c *modernClient) caps() map[string]any {
 	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}, "sampling": map[string]any{}}
 	if !c.noExt {
-		caps["extensions"] = map[string]any{tasksExtension: map[string]any{}}
+		caps["extensions"] = map[string]any{core.TasksExtension: map[string]any{}}
 	}
 	return caps
 }
@@ -280,7 +281,7 @@ func TestModernOutcomes(t *testing.T) {
 		if text, isErr, _ := resultText(t, d.Result); !isErr || text != testupstream.FailText {
 			t.Errorf("fail: %q isError=%v", text, isErr)
 		}
-		if strings.Contains(string(d.Result), relatedTaskKey) {
+		if strings.Contains(string(d.Result), core.RelatedTaskKey) {
 			t.Errorf("inlined result carries related-task _meta: %s", d.Result)
 		}
 		d = c.waitTask(c.toolTask("rpcerror", map[string]any{}).TaskID, "failed")
@@ -328,7 +329,7 @@ func TestModernErrors(t *testing.T) {
 	}
 	noExt := &modernClient{t: t, urls: cl.urls, noExt: true}
 	r := noExt.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}})
-	if r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability || !strings.Contains(string(r.Error.Data), tasksExtension) {
+	if r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability || !strings.Contains(string(r.Error.Data), core.TasksExtension) {
 		t.Errorf("required tool without the extension = %+v", r.Error)
 	}
 	if r := noExt.call("tasks/get", map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability {

@@ -36,6 +36,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -233,7 +234,7 @@ func (tr *tracing) endTask(t *taskstore.Task, status taskstore.Status, inputWait
 	attrs := []attribute.KeyValue{
 		attribute.String("taskgate.task_id", t.ID),
 		attribute.String("mcp.tool.name", t.Tool),
-		attribute.String("taskgate.owner", logOwner(t.Owner)),
+		attribute.String("taskgate.owner", core.LogOwner(t.Owner)),
 		attribute.String("taskgate.flavour", string(t.Protocol)),
 		attribute.String("taskgate.outcome", string(status)),
 		attribute.String("taskgate.replica", tr.replica),

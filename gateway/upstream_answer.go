@@ -24,6 +24,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -208,7 +209,7 @@ func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request,
 		if r.Context().Err() != nil {
 			return nil
 		}
-		e := rpcError(err, era2025)
+		e := core.RPCError(err, core.Era2025)
 		u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return nil

@@ -26,6 +26,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -130,12 +131,12 @@ func (u *upstreamSide) knownEra() *upstreamEra {
 // probeEra sends server/discover at 2026-07-28 and classifies the answer.
 func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, error) {
 	params := mcpwire.MustMarshal(map[string]any{"_meta": map[string]any{
-		metaProtocolVersion: version2026,
+		metaProtocolVersion: core.Version2026,
 		metaClientInfo:      gatewayInfo,
 		metaClientCaps:      map[string]any{},
 	}})
-	sess := &upstream.Session{ProtocolVersion: version2026, Header: auth}
-	resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
+	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
+	resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
 	if err != nil {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && refusesEra(se.Status) {
@@ -152,10 +153,10 @@ func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstrea
 			Extensions map[string]json.RawMessage `json:"extensions"`
 		} `json:"capabilities"`
 	}
-	if json.Unmarshal(resp.Result, &res) != nil || !slices.Contains(res.SupportedVersions, version2026) {
+	if json.Unmarshal(resp.Result, &res) != nil || !slices.Contains(res.SupportedVersions, core.Version2026) {
 		return &upstreamEra{}, nil
 	}
-	_, tasks := res.Capabilities.Extensions[tasksExtension]
+	_, tasks := res.Capabilities.Extensions[core.TasksExtension]
 	return &upstreamEra{stateless: true, versions: res.SupportedVersions, tasks: tasks}, nil
 }
 
@@ -189,7 +190,7 @@ var frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true, version2
 // own, or one the gateway presents as 2025-11-25); any version for a
 // stateless upstream (2026-07-28), whose sessions the gateway holds.
 func PresentsTasks(version string) bool {
-	return version == "" || version >= version2025 || frontable[version]
+	return version == "" || version >= core.Version2025 || frontable[version]
 }
 
 // supportedVersions are the versions the gateway serves, newest first:
@@ -198,20 +199,20 @@ func PresentsTasks(version string) bool {
 // of 2025-06-18 and 2025-03-26 upstreams too). extra adds versions known to
 // work (the version of an owner session).
 func (u *upstreamSide) supportedVersions(extra ...string) []string {
-	vs := []string{version2026}
+	vs := []string{core.Version2026}
 	era := u.knownEra()
 	switch {
 	case era != nil && era.stateless:
 		for _, v := range era.versions {
-			if v < version2026 {
+			if v < core.Version2026 {
 				vs = append(vs, v)
 			}
 			if frontable[v] {
-				vs = append(vs, version2025)
+				vs = append(vs, core.Version2025)
 			}
 		}
 	default:
-		vs = append(vs, version2025)
+		vs = append(vs, core.Version2025)
 	}
 	vs = append(vs, extra...)
 	slices.Sort(vs)

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -114,7 +115,7 @@ func (u *upstreamSide) answerStarted(w http.ResponseWriter, r *http.Request, msg
 	learn string, start time.Time, ka *keepAlive) {
 	if err != nil {
 		if r.Context().Err() == nil {
-			e := rpcError(err, era2025)
+			e := core.RPCError(err, core.Era2025)
 			u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
 			_, _ = w.Write(mcpwire.AppendEvent(nil, nil, mcpwire.ErrorMessage(msg.ID, e)))
 		}
@@ -130,7 +131,7 @@ func (u *upstreamSide) forwardFailed(w http.ResponseWriter, r *http.Request, msg
 	if r.Context().Err() != nil {
 		return // the client went away; nobody to answer
 	}
-	e := rpcError(err, era2025)
+	e := core.RPCError(err, core.Era2025)
 	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
 	if msg.Kind != mcpwire.KindRequest {
 		// Nothing to answer with a JSON-RPC response; say it in HTTP.
@@ -161,7 +162,7 @@ func (u *upstreamSide) failHTTP(w http.ResponseWriter, r *http.Request, err erro
 	if r.Context().Err() != nil {
 		return
 	}
-	e := rpcError(err, era2025)
+	e := core.RPCError(err, core.Era2025)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
@@ -179,7 +180,7 @@ func (u *upstreamSide) statelessFailure(w http.ResponseWriter, r *http.Request, 
 	if r.Context().Err() != nil {
 		return // the client went away; nobody to answer
 	}
-	e := rpcError(err, era2026)
+	e := core.RPCError(err, core.Era2026)
 	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
 	passChallenge(w, err, e)
 	mcpwire.WriteError(w, msg.ID, e)
@@ -198,7 +199,7 @@ func statelessHeader(r *http.Request) http.Header {
 	delete(out, "Mcp-Session-Id")
 	delete(out, "Last-Event-Id")
 	if v := out["Mcp-Name"]; len(v) == 1 && strings.HasPrefix(v[0], "=?base64?") {
-		if name, ok := decodeHeaderValue(v[0]); ok && upstream.HeaderValue(name) == name {
+		if name, ok := core.DecodeHeaderValue(v[0]); ok && upstream.HeaderValue(name) == name {
 			out["Mcp-Name"] = []string{name}
 		}
 	}
@@ -246,7 +247,7 @@ func isStatelessError(body []byte) bool {
 	if json.Unmarshal(body, &m) != nil || m.Error == nil {
 		return false
 	}
-	return m.Error.Code != mcpwire.CodeUnsupportedVersion || slices.Contains(m.Error.Data.Supported, version2026)
+	return m.Error.Code != mcpwire.CodeUnsupportedVersion || slices.Contains(m.Error.Data.Supported, core.Version2026)
 }
 
 // forwardToStateless relays a 2026-07-28 message to a stateless upstream
@@ -347,10 +348,10 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 	if json.Unmarshal(caps["extensions"], &ext) != nil || ext == nil {
 		return params, false
 	}
-	if _, ok := ext[tasksExtension]; !ok {
+	if _, ok := ext[core.TasksExtension]; !ok {
 		return params, false
 	}
-	delete(ext, tasksExtension)
+	delete(ext, core.TasksExtension)
 	if len(ext) == 0 {
 		delete(caps, "extensions")
 	} else {
@@ -371,9 +372,9 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 // cancellation).
 func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, target *upstreamTarget, version string) {
 	ctx := r.Context()
-	owner, auth := sessionOwner(r), forwardedAuth(r)
+	owner, auth := core.SessionOwner(r), core.ForwardedAuth(r)
 	method := msg.MethodName()
-	req := &jsonrpc.Request{ID: newUpstreamID(), Method: method}
+	req := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: method}
 	if len(msg.Params) > 0 {
 		req.Params = sessionParams(msg.Params)
 	}
@@ -382,9 +383,9 @@ func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, 
 		OnRequest: func(m *jsonrpc.Request) {
 			_ = u.client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
 				Code: mcpwire.CodeMethodNotFound,
-				Message: "taskgate cannot relay " + m.Method + " to a " + version2026 +
-					" client during a plain call (only during a task: the client declares " + tasksExtension + ")"}})
-			u.log.Info().Str("op", "refused").Str("method", m.Method).Str("owner", logOwner(owner)).
+				Message: "taskgate cannot relay " + m.Method + " to a " + core.Version2026 +
+					" client during a plain call (only during a task: the client declares " + core.TasksExtension + ")"}})
+			u.log.Info().Str("op", "refused").Str("method", m.Method).Str("owner", core.LogOwner(owner)).
 				Msg("input request during a plain call of a 2026-07-28 client refused upstream")
 		},
 		OnNotification: func(n *jsonrpc.Request) {
@@ -405,7 +406,7 @@ func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, 
 			return
 		}
 		if sse.Started() {
-			_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(err, era2026)))
+			_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, core.RPCError(err, core.Era2026)))
 			return
 		}
 		u.statelessFailure(w, r, msg, err)
@@ -453,5 +454,5 @@ func statelessResponse(id json.RawMessage, method string, resp *jsonrpc.Response
 		}
 		return mcpwire.MustMarshal(mcpwire.Response{JSONRPC: "2.0", ID: id, Error: mcpwire.MustMarshal(we)}), mcpwire.StatelessStatus(int(we.Code))
 	}
-	return mcpwire.MustMarshal(mcpwire.Response{JSONRPC: "2.0", ID: id, Result: statelessResult(method, resp.Result)}), http.StatusOK
+	return mcpwire.MustMarshal(mcpwire.Response{JSONRPC: "2.0", ID: id, Result: core.StatelessResult(method, resp.Result)}), http.StatusOK
 }

@@ -44,6 +44,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -146,7 +147,7 @@ func (u *upstreamSide) listenUpstream(ctx context.Context, owner string, auth ht
 func (u *upstreamSide) subscribeOwner(ctx context.Context, target *upstreamTarget, uris []string) []string {
 	var ok []string
 	for _, uri := range slices.Compact(slices.Sorted(slices.Values(uris))) {
-		resp, err := u.client.Call(ctx, target.Session, &jsonrpc.Request{ID: newUpstreamID(), Method: "resources/subscribe",
+		resp, err := u.client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
 			Params: mcpwire.MustMarshal(map[string]string{"uri": uri})}, upstream.CallOptions{})
 		if err == nil && resp.Error == nil {
 			ok = append(ok, uri)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -57,7 +58,7 @@ const (
 // the newest session version (the upstream may choose an older one) and
 // the client capabilities needed to relay input to a 2026-07-28 client.
 var ownerInitParams = mcpwire.MustMarshal(map[string]any{
-	"protocolVersion": version2025,
+	"protocolVersion": core.Version2025,
 	"capabilities": map[string]any{
 		"elicitation": map[string]any{"form": map[string]any{}},
 		"sampling":    map[string]any{},
@@ -202,7 +203,7 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 		}
 	}
 	if mine {
-		u.log.Info().Str("op", "owner_session").Str("owner", logOwner(owner)).Str("upstream_version", won.ProtocolVersion).
+		u.log.Info().Str("op", "owner_session").Str("owner", core.LogOwner(owner)).Str("upstream_version", won.ProtocolVersion).
 			Bool("reopened", stale != "").Msg("owner session opened upstream for 2026-07-28 clients")
 	}
 	u.owners.put(owner, won, time.Now())
@@ -229,7 +230,7 @@ func (u *upstreamSide) target(ctx context.Context, owner string, auth http.Heade
 	}
 	if era.stateless {
 		if version == "" {
-			version = version2026
+			version = core.Version2026
 		}
 		return &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version, Header: auth}, Stateless: true}, nil
 	}

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 // What the fronts and the runner share about a task: its owner, and its
 // two wire shapes (a 2025-11-25 Task, an extension Task).
@@ -23,58 +23,58 @@ import (
 
 // The protocol versions the gateway speaks itself.
 const (
-	// version2025 is the session protocol whose tasks (MCP 2025-11-25,
+	// Version2025 is the session protocol whose tasks (MCP 2025-11-25,
 	// Tasks) the gateway serves.
-	version2025 = "2025-11-25"
-	// version2026 is the one stateless protocol version (SEP-2575) the
+	Version2025 = "2025-11-25"
+	// Version2026 is the one stateless protocol version (SEP-2575) the
 	// gateway serves.
-	version2026 = "2026-07-28"
+	Version2026 = "2026-07-28"
 )
 
-// relatedTaskKey is the _meta key that ties a message to its task (MCP
+// RelatedTaskKey is the _meta key that ties a message to its task (MCP
 // 2025-11-25, Tasks, "Associating Task-Related Messages").
-const relatedTaskKey = "io.modelcontextprotocol/related-task"
+const RelatedTaskKey = "io.modelcontextprotocol/related-task"
 
-// tasksExtension is the SEP-2663 extension identifier.
-const tasksExtension = "io.modelcontextprotocol/tasks"
+// TasksExtension is the SEP-2663 extension identifier.
+const TasksExtension = "io.modelcontextprotocol/tasks"
 
-// anonymousOwner stands for every client without Authorization or session
+// AnonymousOwner stands for every client without Authorization or session
 // where a shared key is harmless: the owner session of 2026-07-28 clients
 // without credentials, and a session client's owner without a session.
-const anonymousOwner = "anonymous"
+const AnonymousOwner = "anonymous"
 
-// anonPrefix starts the owner of an anonymous task (anonOwner).
-const anonPrefix = "anon:"
+// AnonPrefix starts the owner of an anonymous task (AnonOwner).
+const AnonPrefix = "anon:"
 
-// principalPrefix starts the owner of a validated principal (authOwner).
-const principalPrefix = "principal:"
+// PrincipalPrefix starts the owner of a validated principal (AuthOwner).
+const PrincipalPrefix = "principal:"
 
-// ownerOf is the owner of a 2025-11-25 client's request
+// OwnerOf is the owner of a 2025-11-25 client's request
 // (docs/ARCHITECTURE.md invariant 3; MCP 2025-11-25, Tasks, "Task Isolation
 // and Access Control"): the SHA-256 of the Authorization header when there
 // is one, else the session, which the 2025-11-25 front issued a task only
 // if it recorded it at initialize (front2025_sessions.go), else
-// anonymousOwner.
-func ownerOf(r *http.Request) string {
-	if o := authOwner(r); o != "" {
+// AnonymousOwner.
+func OwnerOf(r *http.Request) string {
+	if o := AuthOwner(r); o != "" {
 		return o
 	}
 	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
 		return "session:" + sid
 	}
-	return anonymousOwner
+	return AnonymousOwner
 }
 
-// authOwner is the owner the request's credentials make ("" without
+// AuthOwner is the owner the request's credentials make ("" without
 // any). With the gateway's own validation (Config.Auth) it is the
 // validated principal (issuer and subject, or client), so a refreshed
 // token, a new session of the same user and any replica see the same
 // tasks, limits and owner session. Without it, it is the Authorization's
 // SHA-256, never the credential itself: a refreshed token is then another
 // owner.
-func authOwner(r *http.Request) string {
+func AuthOwner(r *http.Request) string {
 	if p, ok := auth.FromContext(r.Context()); ok {
-		return principalPrefix + p.Key()
+		return PrincipalPrefix + p.Key()
 	}
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
@@ -84,52 +84,52 @@ func authOwner(r *http.Request) string {
 	return "auth:" + hex.EncodeToString(sum[:])
 }
 
-// owner2026 is the owner of a 2026-07-28 client's task id: its
-// Authorization's, else the task's own (anonOwner). A session id never
+// Owner2026 is the owner of a 2026-07-28 client's task id: its
+// Authorization's, else the task's own (AnonOwner). A session id never
 // counts: the 2026-07-28 front issues none, so any value a client sends
 // would be an owner it picked itself.
-func owner2026(r *http.Request, taskID string) string {
-	if o := authOwner(r); o != "" {
+func Owner2026(r *http.Request, taskID string) string {
+	if o := AuthOwner(r); o != "" {
 		return o
 	}
-	return anonOwner(taskID)
+	return AnonOwner(taskID)
 }
 
-// anonOwner is the owner of an anonymous task: the task itself, so its id
+// AnonOwner is the owner of an anonymous task: the task itself, so its id
 // is its only credential (SEP-2663, "Security Considerations"), and no two
 // anonymous clients share an owner's limits or tasks. Anonymous tasks are
 // bounded together instead (Config.Anonymous).
-func anonOwner(taskID string) string { return anonPrefix + taskID }
+func AnonOwner(taskID string) string { return AnonPrefix + taskID }
 
-// isAnonymous reports whether owner has no credentials behind it.
-func isAnonymous(owner string) bool {
-	return owner == anonymousOwner || strings.HasPrefix(owner, anonPrefix)
+// IsAnonymous reports whether owner has no credentials behind it.
+func IsAnonymous(owner string) bool {
+	return owner == AnonymousOwner || strings.HasPrefix(owner, AnonPrefix)
 }
 
-// sessionOwner is whose owner session (upstream_owner.go) a 2026-07-28
+// SessionOwner is whose owner session (upstream_owner.go) a 2026-07-28
 // request uses: its Authorization's, else the one anonymous one.
-func sessionOwner(r *http.Request) string {
-	if o := authOwner(r); o != "" {
+func SessionOwner(r *http.Request) string {
+	if o := AuthOwner(r); o != "" {
 		return o
 	}
-	return anonymousOwner
+	return AnonymousOwner
 }
 
-// logOwner is an owner for logs: its kind and a digest, enough to
+// LogOwner is an owner for logs: its kind and a digest, enough to
 // correlate lines, never a session id or credential.
-func logOwner(owner string) string {
+func LogOwner(owner string) string {
 	kind, _, _ := strings.Cut(owner, ":")
-	if isAnonymous(owner) {
+	if IsAnonymous(owner) {
 		// One word in the log for both kinds ("anonymous", "anon:<task>"):
 		// the digest still tells them apart.
-		kind = anonymousOwner
+		kind = AnonymousOwner
 	}
 	sum := sha256.Sum256([]byte(owner))
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }
 
-// clientAddr is the IP address of the client's connection.
-func clientAddr(r *http.Request) string {
+// ClientAddr is the IP address of the client's connection.
+func ClientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -137,9 +137,9 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// forwardedAuth is the part of the client's headers the gateway sends on
+// ForwardedAuth is the part of the client's headers the gateway sends on
 // its own upstream requests for the client: its credentials.
-func forwardedAuth(r *http.Request) http.Header {
+func ForwardedAuth(r *http.Request) http.Header {
 	h := http.Header{}
 	if v := r.Header.Values("Authorization"); len(v) > 0 {
 		// A copy: the request's values share one array with all its
@@ -149,47 +149,47 @@ func forwardedAuth(r *http.Request) http.Header {
 	return h
 }
 
-// newUpstreamID mints the id of a request the gateway sends upstream on
+// NewUpstreamID mints the id of a request the gateway sends upstream on
 // its own behalf: never one a client could also use on the session.
-func newUpstreamID() jsonrpc.ID {
+func NewUpstreamID() jsonrpc.ID {
 	id, _ := jsonrpc.MakeID("taskgate-" + uuid.NewString())
 	return id
 }
 
-// wireTime formats task timestamps as RFC 3339 (ISO 8601) in UTC with
+// WireTime formats task timestamps as RFC 3339 (ISO 8601) in UTC with
 // milliseconds, as the specs' examples do.
-func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+func WireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
-// toolsCallParams is the part of tools/call params the gateway reads.
-type toolsCallParams struct {
+// ToolsCallParams is the part of tools/call params the gateway reads.
+type ToolsCallParams struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
 	// "Creating Tasks").
-	Task *taskParam `json:"task"`
+	Task *TaskParam `json:"task"`
 }
 
-// taskParam is params.task of a task-augmented call.
-type taskParam struct {
+// TaskParam is params.task of a task-augmented call.
+type TaskParam struct {
 	TTL *float64 `json:"ttl"`
 }
 
 // ttl is the ttl the client asked for (0: none; nil receiver too), or the
 // error for one that is not a non-negative number of milliseconds.
-func (t *taskParam) ttl() (time.Duration, *mcpwire.Error) {
+func (t *TaskParam) ttl() (time.Duration, *mcpwire.Error) {
 	if t == nil || t.TTL == nil {
 		return 0, nil
 	}
 	if *t.TTL < 0 || math.IsNaN(*t.TTL) {
 		return 0, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "params.task.ttl must be a non-negative number of milliseconds")
 	}
-	return msDuration(*t.TTL), nil
+	return MSDuration(*t.TTL), nil
 }
 
-// taskCall is what a 2025-11-25 tools/call msg with params p asks of a
+// TaskCall is what a 2025-11-25 tools/call msg with params p asks of a
 // task: the ttl (0: none) and the params to send upstream, without
 // params.task (the gateway's, never the upstream's).
-func taskCall(msg *mcpwire.Message, p *toolsCallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
+func TaskCall(msg *mcpwire.Message, p *ToolsCallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
 	ttl, e := p.Task.ttl()
 	if e != nil {
 		return 0, nil, e
@@ -201,8 +201,8 @@ func taskCall(msg *mcpwire.Message, p *toolsCallParams) (time.Duration, json.Raw
 	return ttl, params, nil
 }
 
-// task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
-type task2025 struct {
+// Task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
+type Task2025 struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
@@ -212,21 +212,21 @@ type task2025 struct {
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
-func toTask2025(t *taskstore.Task) task2025 {
-	return task2025{
+func ToTask2025(t *taskstore.Task) Task2025 {
+	return Task2025{
 		TaskID:        t.ID,
 		Status:        string(t.Status),
 		StatusMessage: t.StatusMessage,
-		CreatedAt:     wireTime(t.CreatedAt),
-		LastUpdatedAt: wireTime(t.LastUpdatedAt),
+		CreatedAt:     WireTime(t.CreatedAt),
+		LastUpdatedAt: WireTime(t.LastUpdatedAt),
 		TTL:           t.TTL.Milliseconds(),
 		PollInterval:  t.PollInterval.Milliseconds(),
 	}
 }
 
-// task2026 is the extension's Task and, with its status payload inlined,
+// Task2026 is the extension's Task and, with its status payload inlined,
 // its DetailedTask (SEP-2663 schema).
-type task2026 struct {
+type Task2026 struct {
 	ResultType     string                            `json:"resultType,omitempty"`
 	TaskID         string                            `json:"taskId"`
 	Status         string                            `json:"status"`
@@ -241,17 +241,17 @@ type task2026 struct {
 	Meta           map[string]any                    `json:"_meta,omitempty"`
 }
 
-// toTask2026 renders t. detailed inlines the status payload: result when
+// ToTask2026 renders t. detailed inlines the status payload: result when
 // completed, error when failed, the outstanding input requests when
 // input_required.
-func toTask2026(t *taskstore.Task, resultType string, detailed bool) task2026 {
-	mt := task2026{
+func ToTask2026(t *taskstore.Task, resultType string, detailed bool) Task2026 {
+	mt := Task2026{
 		ResultType:     resultType,
 		TaskID:         t.ID,
 		Status:         string(t.Status),
 		StatusMessage:  t.StatusMessage,
-		CreatedAt:      wireTime(t.CreatedAt),
-		LastUpdatedAt:  wireTime(t.LastUpdatedAt),
+		CreatedAt:      WireTime(t.CreatedAt),
+		LastUpdatedAt:  WireTime(t.LastUpdatedAt),
 		TTLMs:          t.TTL.Milliseconds(),
 		PollIntervalMs: t.PollInterval.Milliseconds(),
 	}
@@ -262,11 +262,11 @@ func toTask2026(t *taskstore.Task, resultType string, detailed bool) task2026 {
 	case taskstore.StatusCompleted:
 		// A session upstream's result lacks resultType, which 2026-07-28
 		// requires on every result (MCP 2026-07-28 schema, Result).
-		mt.Result = statelessResult("tools/call", t.Result)
+		mt.Result = StatelessResult("tools/call", t.Result)
 	case taskstore.StatusFailed:
 		mt.Error = t.Error
 		if len(mt.Error) == 0 {
-			mt.Error = internalError(t.StatusMessage)
+			mt.Error = InternalError(t.StatusMessage)
 		}
 	case taskstore.StatusInputRequired:
 		mt.InputRequests = t.InputRequests
@@ -281,34 +281,40 @@ var cacheable = map[string]bool{
 	"resources/templates/list": true, "resources/read": true,
 }
 
-// statelessResult adds what a 2026-07-28 result must carry and a session
+// StatelessResult adds what a 2026-07-28 result must carry and a session
 // upstream's lacks: resultType (MCP 2026-07-28 schema, Result: "Servers
 // implementing this protocol version MUST include this field"), and for a
 // CacheableResult ttlMs and cacheScope (0 and "private": the gateway knows
 // nothing about how long it stays valid or whom it is for).
-func statelessResult(method string, result json.RawMessage) json.RawMessage {
+func StatelessResult(method string, result json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(result, &m) != nil || m == nil {
 		return result
 	}
-	setDefault(m, "resultType", `"complete"`)
+	SetDefault(m, "resultType", `"complete"`)
 	if cacheable[method] {
-		setDefault(m, "ttlMs", "0")
-		setDefault(m, "cacheScope", `"private"`)
+		SetDefault(m, "ttlMs", "0")
+		SetDefault(m, "cacheScope", `"private"`)
 	}
 	return mcpwire.MustMarshal(m)
 }
 
-func setDefault(m map[string]json.RawMessage, key, value string) {
+func SetDefault(m map[string]json.RawMessage, key, value string) {
 	if _, ok := m[key]; !ok {
 		m[key] = json.RawMessage(value)
 	}
 }
 
-// isErrorResult reports whether a CallToolResult has isError: true.
-func isErrorResult(result json.RawMessage) bool {
+// IsErrorResult reports whether a CallToolResult has isError: true.
+func IsErrorResult(result json.RawMessage) bool {
 	var r struct {
 		IsError bool `json:"isError"`
 	}
 	return json.Unmarshal(result, &r) == nil && r.IsError
+}
+
+// MSDuration is a count of milliseconds from the wire as a Duration,
+// clamped where a Duration ends.
+func MSDuration(ms float64) time.Duration {
+	return time.Duration(math.Min(ms, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
 }

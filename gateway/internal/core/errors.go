@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -13,21 +13,21 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// clientEra says which protocol the client that gets an error speaks: the
+// ClientEra says which protocol the client that gets an error speaks: the
 // HTTP status of a JSON-RPC error differs (mcpwire.StatelessStatus).
-type clientEra uint8
+type ClientEra uint8
 
 const (
-	era2025 clientEra = iota // 2025-11-25 and older: sessions, errors with HTTP 200
-	era2026                  // 2026-07-28: stateless, errors with 400/404 by code
+	Era2025 ClientEra = iota // 2025-11-25 and older: sessions, errors with HTTP 200
+	Era2026                  // 2026-07-28: stateless, errors with 400/404 by code
 )
 
-// rpcError is the one place an error becomes a JSON-RPC error, with its
+// RPCError is the one place an error becomes a JSON-RPC error, with its
 // HTTP status for a client of era. The message says what went wrong in the
 // operator's terms; a Go error string is never the whole message.
-func rpcError(err error, era clientEra) *mcpwire.Error {
+func RPCError(err error, era ClientEra) *mcpwire.Error {
 	e := rpcError2025(err)
-	if era == era2026 {
+	if era == Era2026 {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 {
 			// How a session server refuses a request it cannot handle, or
@@ -72,22 +72,22 @@ func rpcError2025(err error) *mcpwire.Error {
 	}
 }
 
-// internalError is the JSON-RPC error object -32603 msg, as a task's
+// InternalError is the JSON-RPC error object -32603 msg, as a task's
 // stored error.
-func internalError(msg string) json.RawMessage {
+func InternalError(msg string) json.RawMessage {
 	return mcpwire.MustMarshal(mcpwire.Error{Code: mcpwire.CodeInternalError, Message: msg})
 }
 
-// writeStatelessError writes e for a 2026-07-28 client: an e built with
+// WriteStatelessError writes e for a 2026-07-28 client: an e built with
 // status 200 (or none) gets the status its code calls for.
-func writeStatelessError(w http.ResponseWriter, id json.RawMessage, e *mcpwire.Error) {
+func WriteStatelessError(w http.ResponseWriter, id json.RawMessage, e *mcpwire.Error) {
 	mcpwire.WriteError(w, id, e.ForStateless())
 }
 
-// taskError maps a store error on a task operation for a client of era,
+// TaskError maps a store error on a task operation for a client of era,
 // logging what is not the client's doing.
-func taskError(log zerolog.Logger, err error, op, id string, era clientEra) *mcpwire.Error {
-	e := rpcError(err, era)
+func TaskError(log zerolog.Logger, err error, op, id string, era ClientEra) *mcpwire.Error {
+	e := RPCError(err, era)
 	// A request the client gave up on (context.Canceled) is no gateway
 	// fault: nobody reads the answer, and it is not logged.
 	if e.Code == mcpwire.CodeInternalError && !errors.Is(err, context.Canceled) {
