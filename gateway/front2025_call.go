@@ -18,7 +18,7 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// serveToolsCall decides a tools/call: plain pass-through, or a task.
+// toolsCall decides a tools/call: plain pass-through, or a task.
 func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	if f.fb != nil && f.fallbackToolsCall(w, r, msg) {
 		return

@@ -406,7 +406,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+			f.abandonCall(owner, id, clientLeft)
 			return
 		default:
 			if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
@@ -429,7 +429,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 				}
 				in := t.InputRequests[key]
 				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
-					f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+					f.abandonCall(owner, id, clientLeft)
 					return
 				}
 				sent[key] = true
@@ -438,7 +438,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 		for reread := false; !reread; {
 			select {
 			case <-ctx.Done():
-				f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+				f.abandonCall(owner, id, clientLeft)
 				return
 			case ev, ok := <-watch.C:
 				if !ok {
@@ -448,7 +448,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 				case taskstore.EventProgress:
 				case taskstore.EventMessage:
 					if err := sse.SendRaw([]byte(ev.Data)); err != nil {
-						f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+						f.abandonCall(owner, id, clientLeft)
 						return
 					}
 				default:
@@ -474,6 +474,10 @@ func plainOutcome(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 	}
 	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(withoutRelatedTask(t.Result))}
 }
+
+// clientLeft is why a plain call's task is cancelled when its client went
+// away before the upstream answered.
+const clientLeft = "the client's call ended before the upstream answered"
 
 // abandonCall cancels a plain call's task whose client went away: its
 // worker cancels the upstream call, and the task does not wait for
@@ -503,7 +507,7 @@ func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Reque
 // writeSessionNotFound answers a request of a session the gateway does not
 // hold for this client: 404, initialize again.
 func writeSessionNotFound(w http.ResponseWriter) {
-	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, -32001, "Session not found: initialize again"))
+	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeSessionNotFound, "Session not found: initialize again"))
 }
 
 // ownedBy reports whether r comes from the principal that opened the
@@ -511,10 +515,10 @@ func writeSessionNotFound(w http.ResponseWriter) {
 // is not a credential.
 func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == core.AuthOwner(r) }
 
-// endEmulated handles a GET or DELETE of a session the gateway holds (or,
-// in front of a stateless upstream, one it does not know: 404), and
-// reports whether it did.
-func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
+// serveEmulatedSession handles a GET (the session's stream) or DELETE
+// (its end) of a session the gateway holds (or, in front of a stateless
+// upstream, one it does not know: 404), and reports whether it did.
+func (f *front2025) serveEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		return false
 	}

@@ -226,7 +226,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// GET (a session's SSE stream), DELETE (end of session) and anything
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
-	if h.front2025 != nil && h.front2025.endEmulated(w, r) {
+	if h.front2025 != nil && h.front2025.serveEmulatedSession(w, r) {
 		return // a session the gateway holds itself: nothing upstream to ask
 	}
 	var body io.Reader

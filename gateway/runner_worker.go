@@ -165,6 +165,13 @@ func (run *taskRun) wake() {
 
 // drain is the worker's goroutine while it has work: loop until it is
 // done (then the end) or idle.
+//
+// Small frames: a worker waiting for its client's answers keeps its
+// goroutine parked in loop, and a parked goroutine keeps the largest stack
+// it grew. Setup, cleanup and each select case are functions of their own,
+// marked //go:noinline so the compiler does not fold their frames back
+// into loop's: only then does the parked stack stay small enough for GC to
+// halve it (docs/BENCHMARKS.md, RSS per held task).
 func (run *taskRun) drain() {
 	if !run.loop(run.watch) {
 		return // idle: the next wake starts another drain
@@ -206,6 +213,8 @@ func (run *taskRun) adopt(c *inflightCall) {
 // begin sets the worker up: its context, logger and metrics, the task's
 // event watch, and the upstream call (started here unless the handler
 // already holds it). nil when the task ended at once (no watch).
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
@@ -262,6 +271,8 @@ func (run *taskRun) log() *zerolog.Logger {
 
 // end undoes begin, in reverse: the call still in flight is aborted, the
 // watch closed, the live gauge and the context released.
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) end(watch *taskstore.Watch) {
@@ -338,6 +349,8 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 
 // answered handles the upstream's answer to the call in flight: another
 // MRTR round, or the task's outcome.
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) answered(res callResult) (done bool) {
@@ -367,6 +380,8 @@ func (run *taskRun) answered(res callResult) (done bool) {
 // expired ends the task at its expiry or the gateway's shutdown: a call
 // started before the task existed (hybrid) does not hang off the worker's
 // context, so it is ended here.
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) expired() {
@@ -388,6 +403,8 @@ var errTTL = errors.New("the task's ttl ran out")
 
 // event handles an event of the task's watch (ok false: the watch ended,
 // the gateway is stopping).
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
@@ -411,6 +428,8 @@ func (run *taskRun) tickEvery() time.Duration {
 // answers whose event was lost (a cancel whose event was lost is found by
 // the lease renewal: ErrTerminal). A deadline within half a period counts
 // as due, so the ticks do not drift past it.
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) tick() (done bool) {
@@ -426,6 +445,8 @@ func (run *taskRun) tick() (done bool) {
 func (run *taskRun) waiting() bool { return len(run.pending) > 0 || len(run.mrtr) > 0 }
 
 // renewed acts on a lease renewal's outcome.
+// Out of line: its frame must not sit in the waiting worker's (see
+// "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) renewed(err error) (done bool) {

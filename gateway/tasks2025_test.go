@@ -252,7 +252,7 @@ func resultText(t *testing.T, raw json.RawMessage) (string, bool, string) {
 	return r.Content[0].Text, r.IsError, r.Meta[core.RelatedTaskKey].TaskID
 }
 
-func TestLegacyTaskCompletes(t *testing.T) {
+func Test2025TaskCompletes(t *testing.T) {
 	cl := newCluster(t, 2, rules(t, "*", policy.Task))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
@@ -276,7 +276,7 @@ func TestLegacyTaskCompletes(t *testing.T) {
 	}
 }
 
-func TestLegacyTaskElicitationAcrossReplicas(t *testing.T) {
+func Test2025TaskElicitationAcrossReplicas(t *testing.T) {
 	cl := newCluster(t, 2, rules(t, "*", policy.Task))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
@@ -327,7 +327,7 @@ func TestLegacyTaskElicitationAcrossReplicas(t *testing.T) {
 	c.waitStatus(task.TaskID, "completed")
 }
 
-func TestLegacyTaskFailures(t *testing.T) {
+func Test2025TaskFailures(t *testing.T) {
 	cl := newCluster(t, 1, rules(t, "*", policy.Task))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
@@ -349,7 +349,7 @@ func TestLegacyTaskFailures(t *testing.T) {
 	}
 }
 
-func TestLegacyTaskCancel(t *testing.T) {
+func Test2025TaskCancel(t *testing.T) {
 	cl := newCluster(t, 2, rules(t, "*", policy.Task))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
@@ -374,7 +374,7 @@ func TestLegacyTaskCancel(t *testing.T) {
 	c.waitStatus(task.TaskID, "cancelled")
 }
 
-func TestLegacyTaskOwners(t *testing.T) {
+func Test2025TaskOwners(t *testing.T) {
 	cl := newCluster(t, 1, rules(t, "*", policy.Task))
 	alice := &mcpClient{t: t, urls: cl.urls, auth: "Bearer alice"}
 	alice.initialize()
@@ -407,7 +407,7 @@ func TestLegacyTaskOwners(t *testing.T) {
 	}
 }
 
-func TestLegacyToolNegotiation(t *testing.T) {
+func Test2025ToolNegotiation(t *testing.T) {
 	cl := newCluster(t, 1, rules(t, "slow", policy.TaskRequired, "echo", policy.Sync))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()
@@ -431,7 +431,7 @@ func TestLegacyToolNegotiation(t *testing.T) {
 	}
 }
 
-func TestLegacyProgressOnGetStream(t *testing.T) {
+func Test2025ProgressOnGetStream(t *testing.T) {
 	cl := newCluster(t, 2, rules(t, "*", policy.Task))
 	c := &mcpClient{t: t, urls: cl.urls}
 	c.initialize()

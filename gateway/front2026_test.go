@@ -162,7 +162,7 @@ var upstreamEras = []struct {
 	stateless bool
 }{{"modern-upstream", true}, {"legacy-upstream", false}}
 
-func TestModernDiscover(t *testing.T) {
+func Test2026Discover(t *testing.T) {
 	for _, era := range upstreamEras {
 		t.Run(era.name, func(t *testing.T) {
 			up := newEraUpstream(t, era.stateless)
@@ -203,7 +203,7 @@ func TestModernDiscover(t *testing.T) {
 	}
 }
 
-func TestModernValidation(t *testing.T) {
+func Test2026Validation(t *testing.T) {
 	up := newEraUpstream(t, true)
 	gw := newReplicas(t, up.url, 1, nil).urls[0]
 	echoArgs := map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}}
@@ -345,7 +345,7 @@ func TestDecodeHeaderValue(t *testing.T) {
 	}
 }
 
-func TestModernParamsTranslation(t *testing.T) {
+func Test2026ParamsTranslation(t *testing.T) {
 	in := json.RawMessage(`{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"p1",` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
 		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.y/z":{}}},` +
@@ -373,9 +373,9 @@ func TestModernParamsTranslation(t *testing.T) {
 	}
 }
 
-// TestModernThroughBothEras: tools/list and sync tools/call of a modern
+// Test2026ThroughBothEras: tools/list and sync tools/call of a modern
 // client reach an upstream of either era and come back in the modern shape.
-func TestModernThroughBothEras(t *testing.T) {
+func Test2026ThroughBothEras(t *testing.T) {
 	for _, era := range upstreamEras {
 		t.Run(era.name, func(t *testing.T) {
 			up := newEraUpstream(t, era.stateless)
@@ -486,10 +486,10 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 	}
 }
 
-// TestModernLegacyStreams: progress of a legacy upstream reaches a modern
+// Test2026From2025UpstreamStreams: progress of a legacy upstream reaches a modern
 // client on the response stream; an input request during a plain call is
 // refused upstream, and the call ends instead of hanging.
-func TestModernLegacyStreams(t *testing.T) {
+func Test2026From2025UpstreamStreams(t *testing.T) {
 	up := newEraUpstream(t, false)
 	gw := newReplicas(t, up.url, 1, nil).urls[0]
 	meta := modernMeta()
@@ -567,9 +567,9 @@ func TestUpstreamEraRedetected(t *testing.T) {
 	}
 }
 
-// TestGoSDKClientModernThroughGateway: the go-sdk client at its default
+// TestGoSDKClient2026ThroughGateway: the go-sdk client at its default
 // (2026-07-28) goes modern through the gateway in front of either era.
-func TestGoSDKClientModernThroughGateway(t *testing.T) {
+func TestGoSDKClient2026ThroughGateway(t *testing.T) {
 	for _, era := range upstreamEras {
 		t.Run(era.name, func(t *testing.T) {
 			up := newEraUpstream(t, era.stateless)
@@ -632,9 +632,9 @@ func TestOwnerSessionRace(t *testing.T) {
 	}
 }
 
-// TestModernTargetForWorkers: the calls a worker makes outside any client
+// Test2026TargetForWorkers: the calls a worker makes outside any client
 // request: the owner's target, and its replacement after a 404, shared.
-func TestModernTargetForWorkers(t *testing.T) {
+func Test2026TargetForWorkers(t *testing.T) {
 	up := newEraUpstream(t, false)
 	rp := newReplicas(t, up.url, 2, nil)
 	ctx := context.Background()

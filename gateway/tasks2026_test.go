@@ -175,7 +175,7 @@ func eras(t *testing.T, fn func(t *testing.T, stateless bool)) {
 	}
 }
 
-func TestModernAutoFastIsDirect(t *testing.T) {
+func Test2026AutoFastIsDirect(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 1, stateless, nil, time.Second)
 		c := &modernClient{t: t, urls: cl.urls}
@@ -198,7 +198,7 @@ func TestModernAutoFastIsDirect(t *testing.T) {
 	})
 }
 
-func TestModernAutoSlowBecomesTask(t *testing.T) {
+func Test2026AutoSlowBecomesTask(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 2, stateless, nil, 100*time.Millisecond)
 		c := &modernClient{t: t, urls: cl.urls}
@@ -213,7 +213,7 @@ func TestModernAutoSlowBecomesTask(t *testing.T) {
 	})
 }
 
-func TestModernElicitationThroughUpdate(t *testing.T) {
+func Test2026ElicitationThroughUpdate(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 2, stateless, rules(t, "elicit", policy.Task), time.Second)
 		c := &modernClient{t: t, urls: cl.urls}
@@ -246,7 +246,7 @@ func TestModernElicitationThroughUpdate(t *testing.T) {
 	})
 }
 
-func TestModernMRTRRoundBeforeTheTask(t *testing.T) {
+func Test2026MRTRRoundBeforeTheTask(t *testing.T) {
 	cl := newModernCluster(t, 1, true, nil, time.Second)
 	c := &modernClient{t: t, urls: cl.urls}
 	r := c.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}})
@@ -272,7 +272,7 @@ func TestModernMRTRRoundBeforeTheTask(t *testing.T) {
 	}
 }
 
-func TestModernOutcomes(t *testing.T) {
+func Test2026Outcomes(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 1, stateless, rules(t, "*", policy.Task), time.Second)
 		c := &modernClient{t: t, urls: cl.urls}
@@ -291,7 +291,7 @@ func TestModernOutcomes(t *testing.T) {
 	})
 }
 
-func TestModernCancelAcrossReplicas(t *testing.T) {
+func Test2026CancelAcrossReplicas(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 2, stateless, rules(t, "slow", policy.Task), time.Second)
 		c := &modernClient{t: t, urls: cl.urls}
@@ -316,7 +316,7 @@ func TestModernCancelAcrossReplicas(t *testing.T) {
 	})
 }
 
-func TestModernErrors(t *testing.T) {
+func Test2026Errors(t *testing.T) {
 	cl := newModernCluster(t, 1, true, rules(t, "slow", policy.TaskRequired), time.Second)
 	c := &modernClient{t: t, urls: cl.urls, auth: "Bearer a"}
 	for _, m := range []string{"tasks/result", "tasks/list"} {
@@ -347,7 +347,7 @@ func TestModernErrors(t *testing.T) {
 	c.waitTask(task.TaskID, "completed")
 }
 
-func TestModernListen(t *testing.T) {
+func Test2026Listen(t *testing.T) {
 	cl := newModernCluster(t, 2, true, rules(t, "slow", policy.Task), time.Second)
 	c := &modernClient{t: t, urls: cl.urls, auth: "Bearer me"}
 	mine := c.toolTask("slow", map[string]any{"seconds": 0.3})
@@ -407,10 +407,10 @@ func TestModernListen(t *testing.T) {
 	}
 }
 
-// TestBridgeElicitationForPlainModernCalls: a 2026-07-28 client without the
+// TestBridgeElicitationForPlain2026Calls: a 2026-07-28 client without the
 // tasks extension, in front of a legacy upstream that elicits during a
 // plain call, gets MRTR rounds; its retries may land on any replica.
-func TestBridgeElicitationForPlainModernCalls(t *testing.T) {
+func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 	cl := newModernCluster(t, 2, false, nil, time.Second)
 	c := &modernClient{t: t, urls: cl.urls, noExt: true, auth: "Bearer bridge"}
 	for round := 0; round < 2; round++ {
