@@ -111,12 +111,10 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		learn:      learn,
 		slot:       true,
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
-		f.runner.unreserve()
+	if err := f.runner.launch(r.Context(), j, launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	f.runner.start(j)
 	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
 }
 

@@ -148,12 +148,11 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 // call a plain one, answered when it ends.
 func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
-	if err := f.runner.create(ctx, j, taskstore.ProtocolFallback, tool, taskTTL(d, 0, j.owner), d.PollInterval); err != nil {
+	if err := f.runner.launch(ctx, j, launchSpec{proto: taskstore.ProtocolFallback, tool: tool, ttl: taskTTL(d, 0, j.owner), poll: d.PollInterval}); err != nil {
 		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
 		f.writePlain(w, msg, waitPlain(r, f.up.client, j))
 		return
 	}
-	f.runner.start(j)
 	decl, _ := f.decider.toolInfo(ctx, tool)
 	if j.first != nil {
 		f.fb.awaitQuestion(ctx, j.task)

@@ -327,24 +327,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 	sess := statelessSession(r)
 	owner := core.OwnerOf(r)
 	ttl = taskTTL(d, ttl, owner)
-	var id, addr string
-	if core.AuthOwner(r) == "" {
-		// Without Authorization the session is anyone's to open (the
-		// gateway mints it): its tasks live, and are counted, as an
-		// anonymous client's are.
-		if ttl <= 0 || ttl > core.AnonymousTTL {
-			ttl = core.AnonymousTTL
-		}
-		id, addr = uuid.NewString(), core.ClientAddr(r)
-		if err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, id, addr, ttl); err != nil {
-			f.runner.unreserve()
-			f.log.Warn().Str("op", "create").Str("tool", p.Name).Err(err).Msg("anonymous task refused")
-			mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
-			return
-		}
-	}
 	j := &job{
-		id:         id,
 		owner:      owner,
 		sess:       sess,
 		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
@@ -362,25 +345,40 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// its outcome.
 		j.hidden, j.clientSession = true, ""
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
-		f.runner.unreserve()
-		if addr != "" {
-			_ = f.store.ReleaseAnonymous(context.WithoutCancel(r.Context()), id, addr)
+	if core.AuthOwner(r) == "" {
+		// Without Authorization the session is anyone's to open (the
+		// gateway mints it): its tasks live, and are counted, as an
+		// anonymous client's are.
+		if ttl <= 0 || ttl > core.AnonymousTTL {
+			ttl = core.AnonymousTTL
 		}
+		j.id, j.addr = uuid.NewString(), core.ClientAddr(r)
+	}
+	l := launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}
+	var (
+		untrack func()
+		watch   *taskstore.Watch
+		err     error
+	)
+	if p.Task == nil {
+		l.beforeStart = func() {
+			// Recorded before anything else: a notifications/cancelled
+			// the client sends at once finds the call.
+			untrack = f.trackPlainCall(r, msg, s, j.task.ID)
+			// Watched before the worker starts: its first progress is
+			// not lost.
+			watch, err = f.store.Watch(r.Context(), owner, j.task.ID)
+		}
+	}
+	if err := f.runner.launch(r.Context(), j, l); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	if p.Task != nil {
-		f.runner.start(j)
 		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
 		return
 	}
-	// Recorded before anything else: a notifications/cancelled the client
-	// sends at once finds the call.
-	defer f.trackPlainCall(r, msg, s, j.task.ID)()
-	// Watched before the worker starts: its first progress is not lost.
-	watch, err := f.store.Watch(r.Context(), owner, j.task.ID)
-	f.runner.start(j)
+	defer untrack()
 	if err != nil {
 		f.abandonCall(owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))

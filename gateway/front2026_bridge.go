@@ -151,12 +151,11 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
 	var p core.ToolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.create(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
+	if err := f.launch(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
 		j.call.abort(err)
 		f.fail(w, r, msg, sse, err)
 		return
 	}
-	f.runner.start(j)
 	f.answerRound(w, r, msg, j.owner, j.task.ID, nil, sse)
 }
 

@@ -155,7 +155,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // task is durable ("Task Creation").
 func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
 			// A call already running is not killed for want of a task:
 			// it answers when it ends, as a plain call.
@@ -165,13 +165,9 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		if j.call != nil {
 			j.call.abort(err)
 		}
-		if j.slot {
-			f.runner.unreserve()
-		}
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.runner.start(j)
 	if j.fallback {
 		mcpwire.WriteResult(w, msg.ID, f.fallbackStarted(r, j, tool))
 		return
@@ -204,25 +200,14 @@ func (f *front2026) setOwner(j *job, r *http.Request) {
 	}
 }
 
-// create stores j's extension task (runner.create), counting an anonymous
-// one against the anonymous caps first.
-func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
-	ctx := context.WithoutCancel(r.Context())
-	if j.addr != "" {
-		if err := core.ReserveAnonymous(ctx, f.store, f.anonymous, j.id, j.addr, ttl); err != nil {
-			f.log.Warn().Str("op", "create").Str("tool", tool).Err(err).Msg("anonymous task refused")
-			return err
-		}
-	}
+// launch makes j an extension task (or a fallback tools' one) and starts
+// its worker (runner.launch).
+func (f *front2026) launch(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
 	proto := taskstore.Protocol2026
 	if j.fallback {
 		proto = taskstore.ProtocolFallback
 	}
-	err := f.runner.create(ctx, j, proto, tool, ttl, poll)
-	if err != nil && j.addr != "" {
-		_ = f.store.ReleaseAnonymous(ctx, j.id, j.addr)
-	}
-	return err
+	return f.runner.launch(context.WithoutCancel(r.Context()), j, launchSpec{proto: proto, tool: tool, ttl: ttl, poll: poll})
 }
 
 // defaultTTL is the ttl of an extension task (the client asks for none):

@@ -213,7 +213,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 		return
 	}
 	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress) {
 			// As startTask: a call already running is not killed for want
 			// of a task; it answers when it ends, as a plain call.
@@ -224,7 +224,6 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.runner.start(j)
 	wait := d.HybridWait
 	if wait <= 0 {
 		wait = DefaultHybridWait

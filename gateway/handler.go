@@ -119,6 +119,7 @@ func New(cfg Config) (*Handler, error) {
 		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
+		anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
 	})
 	inflight = h.runner.inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)

@@ -7,10 +7,13 @@ package gateway
 // fails the tasks of dead replicas (runner_recoverer.go).
 //
 //	front ── admit ──▶ slot reserved (or -32603: draining, too many)
-//	      ── create ─▶ task stored, leased to this replica (invariant 1)
-//	      ── start ──▶ worker: call upstream, renew the lease, relay input,
-//	                   write the outcome (invariant 5), release the lease
-//	front ── hold ───▶ an in-flight call with no task yet (hybrid, bridge)
+//	      ── launch ─▶ anonymous caps counted, task stored, leased to this
+//	                   replica (invariant 1); on error all of it undone
+//	                   └─ start ─▶ worker: call upstream, renew the lease,
+//	                      relay input, write the outcome (invariant 5),
+//	                      release the lease
+//	front ── hold ───▶ an in-flight call with no task yet (hybrid, bridge),
+//	                   launched later if it runs past the wait
 
 import (
 	"context"
@@ -71,11 +74,12 @@ type runnerParams struct {
 	metrics     *metrics
 	trace       *tracing // nil: off
 	log         zerolog.Logger
-	replica     string        // names this replica in leases
-	lease       time.Duration // how long a lease lasts unrenewed
-	renew       time.Duration // how often it is renewed, and the recoverer sweeps
-	maxInflight int           // 0: no limit
-	creds       *credentials  // the principals' freshest tokens; nil: none
+	replica     string         // names this replica in leases
+	lease       time.Duration  // how long a lease lasts unrenewed
+	renew       time.Duration  // how often it is renewed, and the recoverer sweeps
+	maxInflight int            // 0: no limit
+	creds       *credentials   // the principals' freshest tokens; nil: none
+	anonymous   core.Anonymous // the caps an anonymous owner's task counts against (launch)
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.
@@ -232,6 +236,53 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		Str("protocol", string(proto)).Float64("ttl_seconds", t.TTL.Seconds()).Float64("poll_interval_seconds", t.PollInterval.Seconds()).
 		Msg("task created")
 	return nil
+}
+
+// launchSpec is the task launch makes of a job.
+type launchSpec struct {
+	proto     taskstore.Protocol
+	tool      string
+	ttl, poll time.Duration // zero: the store's defaults
+	// beforeStart, when set, runs once the task exists, before its worker
+	// starts: a watch opened there misses none of the worker's events.
+	beforeStart func()
+}
+
+// launch makes j a task and starts its worker: the one sequence every
+// front follows once admit reserved a slot (j.slot) or hold started the
+// call (j.call). An anonymous owner's task (j.addr set) is counted against
+// the anonymous caps first; then the task is stored (create). On error
+// launch gives back what it took (the anonymous count, j's slot) and
+// returns the error: the caller answers it, or lets a running call end as
+// a plain one. Only a stored task's worker starts, so a CreateTaskResult
+// written after launch names a task any replica finds (invariant 1).
+func (rn *runner) launch(ctx context.Context, j *job, l launchSpec) error {
+	if j.addr != "" {
+		if err := rn.anonymous.Reserve(context.WithoutCancel(ctx), j.id, j.addr, l.ttl); err != nil {
+			rn.log.Warn().Str("op", "create").Str("tool", l.tool).Err(err).Msg("anonymous task refused")
+			rn.giveBack(j)
+			return err
+		}
+	}
+	if err := rn.create(ctx, j, l.proto, l.tool, l.ttl, l.poll); err != nil {
+		if j.addr != "" {
+			rn.anonymous.Release(context.WithoutCancel(ctx), j.id, j.addr)
+		}
+		rn.giveBack(j)
+		return err
+	}
+	if l.beforeStart != nil {
+		l.beforeStart()
+	}
+	rn.start(j)
+	return nil
+}
+
+// giveBack returns the slot a job that never ran was given (j.slot).
+func (rn *runner) giveBack(j *job) {
+	if j.slot {
+		rn.unreserve()
+	}
 }
 
 // start runs j's worker (runner_worker.go) until its task ends.

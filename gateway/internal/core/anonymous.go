@@ -11,6 +11,24 @@ import (
 type AnonymousStore interface {
 	Options() taskstore.Options
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
+	ReleaseAnonymous(ctx context.Context, id, addr string) error
+}
+
+// Anonymous counts the tasks of clients without Authorization against
+// Caps, in Store.
+type Anonymous struct {
+	Store AnonymousStore
+	Caps  AnonymousTasks
+}
+
+// Reserve counts the task id (ReserveAnonymous).
+func (a Anonymous) Reserve(ctx context.Context, id, addr string, ttl time.Duration) error {
+	return ReserveAnonymous(ctx, a.Store, a.Caps, id, addr, ttl)
+}
+
+// Release gives back what Reserve counted, for a task that was not made.
+func (a Anonymous) Release(ctx context.Context, id, addr string) {
+	_ = a.Store.ReleaseAnonymous(ctx, id, addr)
 }
 
 // ReserveAnonymous counts id, made by a client without Authorization at
