@@ -86,15 +86,6 @@ type front2025Store interface {
 	upstreamTaskStore
 }
 
-// upstreamTaskStore is what both fronts need of the store for upstream
-// tasks (taskstore/upstream_tasks.go).
-type upstreamTaskStore interface {
-	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
-	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
-	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
-	UpstreamTaskTTL(ttl time.Duration) time.Duration
-}
-
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports
 // whether it did; anything else the caller relays unchanged.
 func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
@@ -165,7 +156,7 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 // upstreamSession sends initialize to a stateless upstream and returns its
 // answer if it opened a session (a server of both eras), else nil.
 func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
-	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+	resp, err := f.up.post(methodCtx(r, msg), header, bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}
@@ -408,7 +399,7 @@ func (f *front2025) closeOrphan(r *http.Request, s *sessionInfo) {
 	if v := r.Header.Values("Authorization"); len(v) > 0 {
 		header["Authorization"] = v
 	}
-	if err := f.up.client.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
+	if err := f.up.closeSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
 		f.log.Debug().Str("op", "initialize").Err(err).Msg("cannot close the unrecorded upstream session")
 	}
 }

@@ -150,7 +150,7 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 	ctx := context.WithoutCancel(r.Context())
 	if err := f.runner.launch(ctx, j, launchSpec{proto: taskstore.ProtocolFallback, tool: tool, ttl: taskTTL(d, 0, j.owner), poll: d.PollInterval}); err != nil {
 		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
-		f.writePlain(w, msg, waitPlain(r, f.up.client, j))
+		f.writePlain(w, msg, f.runner.waitPlain(r, j))
 		return
 	}
 	decl, _ := f.decider.toolInfo(ctx, tool)
@@ -171,26 +171,6 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 	sse := mcpwire.NewWriter(w)
 	_ = sse.SendRaw(mcpwire.Notification("notifications/tools/list_changed", nil))
 	_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: result})
-}
-
-// waitPlain waits for the held call of j as a plain call, when it could
-// not become a task; input its upstream asks for meanwhile is refused.
-func waitPlain(r *http.Request, up upstreamCaller, j *job) callResult {
-	ctx := context.WithoutCancel(r.Context())
-	if j.first != nil {
-		_ = up.Respond(ctx, j.sess, refusal(j.first))
-	}
-	for {
-		select {
-		case m := <-j.call.requests:
-			_ = up.Respond(ctx, j.sess, refusal(m))
-		case res := <-j.call.done:
-			return res
-		case <-r.Context().Done():
-			j.call.abort(errors.New("the client went away"))
-			return <-j.call.done
-		}
-	}
 }
 
 // fallbackListed reports whether session s's tools/list shows the

@@ -37,7 +37,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -98,61 +97,13 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	a.write(w, r, f.log, out)
 }
 
-// keepFor is how long the gateway keeps the record of an upstream task
-// whose CreateTaskResult (answer a) named ttl ms (nil: unlimited): the
-// store's bound (UpstreamTaskTTL), at most anonymousTTL for an anonymous
-// owner. When that is less than the upstream said, out is a's response
-// message with the ttl member (under the result's "task" object when
-// under is set, else the result's "ttlMs") set to what the gateway keeps:
-// past it the task cannot be reached through the gateway, and the client
-// must not be told otherwise.
-func keepFor(store interface {
-	UpstreamTaskTTL(time.Duration) time.Duration
-}, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
-	var asked time.Duration
-	if ttl != nil && *ttl > 0 {
-		asked = core.MSDuration(*ttl)
-	}
-	kept := store.UpstreamTaskTTL(asked)
-	if core.IsAnonymous(owner) {
-		kept = min(kept, core.AnonymousTTL)
-	}
-	if asked > 0 && asked <= kept {
-		return asked, nil
-	}
-	ms := mcpwire.MustMarshal(kept.Milliseconds())
-	result := a.result
-	var err error
-	if under != "" {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(result, &obj) != nil {
-			return kept, nil
-		}
-		inner, err := mcpwire.WithMember(obj[under], "ttl", ms)
-		if err != nil {
-			return kept, nil
-		}
-		result, err = mcpwire.WithMember(result, under, inner)
-	} else {
-		result, err = mcpwire.WithMember(result, "ttlMs", ms)
-	}
-	if err != nil {
-		return kept, nil
-	}
-	out, err := mcpwire.WithMember(a.msg, "result", result)
-	if err != nil {
-		return kept, nil
-	}
-	return kept, out
-}
-
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
 func (f *front2025) cancelNative(ctx context.Context, header http.Header, id string) {
 	ctx, stop := context.WithTimeout(ctx, storeTimeout)
 	defer stop()
 	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
 		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-	if resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(cancel)); err == nil {
+	if resp, err := f.up.post(ctx, header, bytes.NewReader(cancel)); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -200,7 +151,7 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		header = identityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+	resp, err := f.up.post(methodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return
@@ -238,11 +189,6 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	a.write(w, r, f.log, nil)
 }
 
-const (
-	sessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
-	taskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
-)
-
 // notFoundError reports whether a JSON-RPC error response is -32602, what
 // a receiver answers for a task id it does not know ("Error Handling").
 func notFoundError(msg json.RawMessage) bool {
@@ -258,15 +204,6 @@ func notFoundError(msg json.RawMessage) bool {
 // request finds out again) and in rec.
 func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
 	markLost(ctx, f.store, f.log, rec, why)
-}
-
-// markLost is lost, for either front.
-func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
-	rec.Lost = why
-	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", core.LogOwner(rec.Owner)).Msg(why)
-	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
-		log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
-	}
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
@@ -286,24 +223,6 @@ func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec 
 // lostTask is the 2025-11-25 Task of an upstream task that was lost: what
 // the upstream last said of it, failed, with the reason.
 func lostTask(rec *taskstore.UpstreamTask) map[string]any { return failedRecord(rec, "ttl") }
-
-// failedRecord is the task object of rec as the upstream last gave it,
-// failed with rec.Lost; ttlKey names its ttl (null when it gave none).
-func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
-	t := map[string]any{}
-	_ = json.Unmarshal(rec.Task, &t)
-	t["taskId"] = rec.ID
-	t["status"] = string(taskstore.StatusFailed)
-	t["statusMessage"] = rec.Lost
-	t["lastUpdatedAt"] = core.WireTime(time.Now())
-	if _, ok := t["createdAt"]; !ok {
-		t["createdAt"] = core.WireTime(rec.Recorded)
-	}
-	if _, ok := t[ttlKey]; !ok {
-		t[ttlKey] = nil
-	}
-	return t
-}
 
 // nativeListConcurrency bounds the upstream tasks/get a tasks/list page
 // sends at once; nativeListTimeout bounds them all.
@@ -356,7 +275,7 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
+	resp, err := f.up.call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":

@@ -369,7 +369,7 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	header.Set("Accept", "application/json, text/event-stream")
 	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(body))
+	resp, err := f.up.post(ctx, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")

@@ -73,6 +73,10 @@ type statelessReq struct {
 	Tasks      bool            // clientCapabilities.extensions declares the tasks extension
 }
 
+// declaresTasks reports whether the client declared the tasks extension
+// (false for no request).
+func (mr *statelessReq) declaresTasks() bool { return mr != nil && mr.Tasks }
+
 // removedIn2026 are the methods 2026-07-28 removed (SEP-2575 "Deprecated and
 // Removed RPCs"): a 2026-07-28 request for one gets -32601. initialize is
 // here: only an initialize without 2026-07-28 _meta selects the session era.
@@ -291,7 +295,7 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if f.up.forwardToStateless(w, r, msg, nil, era, recheck, "") {
+		if f.up.forwardToStateless(w, r, msg, false, era, recheck, "") {
 			return
 		}
 	}
@@ -310,7 +314,7 @@ func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire
 			f.up.statelessFailure(w, r, msg, err)
 			return
 		case era.stateless:
-			if f.up.forwardToStateless(w, r, msg, mr, era, recheck, learn) {
+			if f.up.forwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
 				return
 			}
 			continue

@@ -93,7 +93,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			relay(n)
 		case m := <-c.requests:
 			if !canBridge || !clientCan(mr.ClientCaps, m.Method) {
-				_ = f.up.client.Respond(context.WithoutCancel(ctx), target.Session, refusal(m))
+				_ = f.up.respond(context.WithoutCancel(ctx), target.Session, refusal(m))
 				continue
 			}
 			j := &job{

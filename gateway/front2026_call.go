@@ -179,7 +179,7 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
 func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job) {
-	res := waitPlain(r, f.up.client, j)
+	res := f.runner.waitPlain(r, j)
 	if r.Context().Err() == nil {
 		f.writeCallResult(w, msg, res)
 	}

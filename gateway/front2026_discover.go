@@ -36,7 +36,7 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 			f.discoverSession(w, r, msg)
 			return
 		}
-		resp, contradicted, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr), false)
+		resp, contradicted, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr.declaresTasks()), false)
 		if err != nil {
 			f.up.statelessFailure(w, r, msg, err)
 			return

@@ -105,7 +105,7 @@ func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id s
 		metaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	_, _ = f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = f.up.call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }
 
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an

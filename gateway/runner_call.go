@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -110,4 +111,24 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 		c.poke()
 	})
 	return c
+}
+
+// waitPlain waits for the held call of j as a plain call, when it could
+// not become a task; input its upstream asks for meanwhile is refused.
+func (rn *runner) waitPlain(r *http.Request, j *job) callResult {
+	ctx := context.WithoutCancel(r.Context())
+	if j.first != nil {
+		_ = rn.up.Respond(ctx, j.sess, refusal(j.first))
+	}
+	for {
+		select {
+		case m := <-j.call.requests:
+			_ = rn.up.Respond(ctx, j.sess, refusal(m))
+		case res := <-j.call.done:
+			return res
+		case <-r.Context().Done():
+			j.call.abort(errors.New("the client went away"))
+			return <-j.call.done
+		}
+	}
 }

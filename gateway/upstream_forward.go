@@ -254,15 +254,16 @@ func isStatelessError(body []byte) bool {
 // and its answer back untouched (streams flushed as they come). It reports
 // false, having answered nothing, when the upstream refused it the way a
 // session server would and recheck is set: the era is then forgotten, for
-// the caller to send the message by the era probed anew. learn names a
-// tools/call whose latency is learned.
-func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
+// the caller to send the message by the era probed anew. stripTasks: the
+// client declared the tasks extension (withoutTasksExtension). learn names
+// a tools/call whose latency is learned.
+func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, stripTasks bool,
 	era *upstreamEra, recheck bool, learn string) bool {
 	start := time.Now()
 	var contradicted bool
 	ka := u.keepAliveFor(msg)
 	send := func() (resp *http.Response, err error) {
-		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr), ka != nil)
+		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, stripTasks), ka != nil)
 		return resp, err
 	}
 	var resp *http.Response
@@ -314,8 +315,9 @@ func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request
 // withoutTasksExtension returns msg's body with the tasks extension taken
 // out of the client capabilities: the gateway is the client's tasks
 // server, so an upstream that has tasks of its own must not create them.
-func withoutTasksExtension(msg *mcpwire.Message, mr *statelessReq) []byte {
-	if mr == nil || !mr.Tasks {
+// strip false (the client declared no tasks extension): msg as it is.
+func withoutTasksExtension(msg *mcpwire.Message, strip bool) []byte {
+	if !strip {
 		return msg.Raw
 	}
 	params, ok := stripTasksExtension(msg.Params)
