@@ -34,17 +34,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		}
 	}
 	if !s.tasks2025() {
-		// An older client: no tasks, but the call still teaches latency.
-		var p struct {
-			Name string `json:"name"`
-		}
-		learn := ""
-		if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-			if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
-				learn = p.Name
-			}
-		}
-		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		f.callWithoutTasks(w, r, msg)
 		return
 	}
 	var p core.ToolsCallParams
@@ -62,28 +52,55 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	d, learn := f.decider.decide(r.Context(), p.Name, policy.Client2025)
-	ts := d.TaskSupport
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
-		if ts == policy.TaskSupportRequired {
-			mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
-			return
-		}
-		if f.decider.upstreamTaskSupport(r.Context(), p.Name) == policy.TaskSupportRequired {
-			// A rule made a tool the upstream runs only as a task a plain
-			// one: the gateway waits on the upstream's task for the client.
-			f.callThroughNativeTask(w, r, msg, s, p.Name)
-			return
-		}
-		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		f.plainCall(w, r, msg, s, p.Name, d, learn)
 		return
 	}
-	if !ts.AllowsTask() {
+	if !d.TaskSupport.AllowsTask() {
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, params, e := core.TaskCall(msg, &p)
+	f.startTask(w, r, msg, s, &p, d, learn)
+}
+
+// callWithoutTasks passes an older client's tools/call through: no tasks,
+// but the call still teaches latency.
+func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	var p struct {
+		Name string `json:"name"`
+	}
+	learn := ""
+	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
+		if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+			learn = p.Name
+		}
+	}
+	f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+}
+
+// plainCall serves a tools/call without params.task: refused for a tool
+// that requires a task, else passed through (or, for a tool the upstream
+// runs only as a task, waited on through its task).
+func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
+	if d.TaskSupport == policy.TaskSupportRequired {
+		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
+		return
+	}
+	if f.decider.upstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
+		// A rule made a tool the upstream runs only as a task a plain
+		// one: the gateway waits on the upstream's task for the client.
+		f.callThroughNativeTask(w, r, msg, s, tool)
+		return
+	}
+	f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+}
+
+// startTask makes a task-augmented tools/call the gateway's task and
+// answers its CreateTaskResult once the task is stored.
+func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, d policy.Decision, learn string) {
+	ttl, params, e := core.TaskCall(msg, p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
