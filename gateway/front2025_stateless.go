@@ -295,6 +295,47 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
+	d, learn, ok := f.negotiateEmulated(w, r, msg, s, &p)
+	if !ok {
+		return
+	}
+	ttl, params, e := core.TaskCall(msg, &p)
+	if e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
+	if e := f.runner.admit(); e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	j := emulatedJob(r, s, params, learn, p.Task == nil)
+	ttl = taskTTL(d, ttl, j.owner)
+	if core.AuthOwner(r) == "" {
+		// Without Authorization the session is anyone's to open (the
+		// gateway mints it): its tasks live, and are counted, as an
+		// anonymous client's are.
+		if ttl <= 0 || ttl > core.AnonymousTTL {
+			ttl = core.AnonymousTTL
+		}
+		j.id, j.addr = uuid.NewString(), core.ClientAddr(r)
+	}
+	l := launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}
+	if p.Task == nil {
+		f.emulatedPlainCall(w, r, msg, s, j, l)
+		return
+	}
+	if err := f.runner.launch(r.Context(), j, l); err != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
+		return
+	}
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
+}
+
+// negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
+// for a plain call of a tool that requires a task, and for a task the tool
+// does not support. false: it answered so.
+func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams) (policy.Decision, string, bool) {
 	kind := policy.ClientOlder
 	if s.tasks2025() {
 		kind = policy.Client2025
@@ -309,26 +350,20 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// (With the fallback tools a client without tasks sees such a
 		// tool as "optional": its plain call runs, held as any plain call.)
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
-		return
+		return d, learn, false
 	case p.Task != nil && !d.TaskSupport.AllowsTask():
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
-		return
+		return d, learn, false
 	}
-	ttl, params, e := core.TaskCall(msg, &p)
-	if e != nil {
-		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
-	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
-	if e := f.runner.admit(); e != nil {
-		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
+	return d, learn, true
+}
+
+// emulatedJob is the job of a call on session s to the stateless upstream;
+// plain: a call without params.task, held under a hidden task.
+func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn string, plain bool) *job {
 	sess := statelessSession(r)
-	owner := core.OwnerOf(r)
-	ttl = taskTTL(d, ttl, owner)
 	j := &job{
-		owner:      owner,
+		owner:      core.OwnerOf(r),
 		sess:       sess,
 		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
@@ -338,54 +373,44 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// Its notifications go to the session the gateway holds.
 		clientSession: s.ID,
 	}
-	if p.Task == nil {
+	if plain {
 		// A plain call: the task is the gateway's alone (not listed, no
 		// status notifications: no session to send them to), and the
 		// call's stream carries its progress, its questions and, last,
 		// its outcome.
 		j.hidden, j.clientSession = true, ""
 	}
-	if core.AuthOwner(r) == "" {
-		// Without Authorization the session is anyone's to open (the
-		// gateway mints it): its tasks live, and are counted, as an
-		// anonymous client's are.
-		if ttl <= 0 || ttl > core.AnonymousTTL {
-			ttl = core.AnonymousTTL
-		}
-		j.id, j.addr = uuid.NewString(), core.ClientAddr(r)
-	}
-	l := launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}
+	return j
+}
+
+// emulatedPlainCall launches the hidden task of a plain call and answers
+// on the call's stream as the task goes (plainCallStream).
+func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *job, l launchSpec) {
 	var (
 		untrack func()
 		watch   *taskstore.Watch
 		err     error
 	)
-	if p.Task == nil {
-		l.beforeStart = func() {
-			// Recorded before anything else: a notifications/cancelled
-			// the client sends at once finds the call.
-			untrack = f.trackPlainCall(r, msg, s, j.task.ID)
-			// Watched before the worker starts: its first progress is
-			// not lost.
-			watch, err = f.store.Watch(r.Context(), owner, j.task.ID)
-		}
+	l.beforeStart = func() {
+		// Recorded before anything else: a notifications/cancelled the
+		// client sends at once finds the call.
+		untrack = f.trackPlainCall(r, msg, s, j.task.ID)
+		// Watched before the worker starts: its first progress is not
+		// lost.
+		watch, err = f.store.Watch(r.Context(), j.owner, j.task.ID)
 	}
-	if err := f.runner.launch(r.Context(), j, l); err != nil {
-		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
-		return
-	}
-	if p.Task != nil {
-		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
+	if lerr := f.runner.launch(r.Context(), j, l); lerr != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(lerr, core.Era2025))
 		return
 	}
 	defer untrack()
 	if err != nil {
-		f.abandonCall(owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
+		f.abandonCall(j.owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	f.plainCallStream(w, r, msg, owner, j.task.ID, watch)
+	f.plainCallStream(w, r, msg, j.owner, j.task.ID, watch)
 }
 
 // plainCallStream answers a plain call held under a task: the upstream's

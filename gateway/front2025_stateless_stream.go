@@ -190,8 +190,7 @@ func truncate(s string, n int) string {
 // goes, the session ends, or the upstream's listen stream ends or refuses
 // the client's credentials.
 func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
-	ctx := r.Context()
-	watch, err := f.store.WatchSession(ctx, s.ID)
+	watch, err := f.store.WatchSession(r.Context(), s.ID)
 	if err != nil {
 		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
@@ -199,122 +198,158 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 	defer watch.Close()
 	tick := time.NewTicker(core.ResyncInterval(f.store))
 	defer tick.Stop()
-	flusher, _ := w.(http.Flusher)
-	write := func(ev []byte) bool {
-		if _, err := w.Write(ev); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
+	es := &emulatedGet{f: f, w: w, r: r, s: s, watch: watch, tick: tick}
+	es.flusher, _ = w.(http.Flusher)
+	for es.listen() && es.drainQueued() {
+		// listen again: the session's filter may have changed
 	}
-	var cur listenState
-	started := false
+}
+
+// emulatedGet is one GET stream of an emulated session between its steps.
+type emulatedGet struct {
+	f       *front2025
+	w       http.ResponseWriter
+	flusher http.Flusher // nil: w cannot flush
+	r       *http.Request
+	s       *sessionInfo
+	watch   *taskstore.Watch // the session's announcements and messages
+	tick    *time.Ticker
+
+	cur     listenState // what the open upstream listen asks for
+	started bool        // the stream's headers went out
 	// quiet counts the listens in a row that gave no stream, or one that
 	// ended before it delivered anything (an upstream with nothing to
 	// subscribe to answers at once, one that is down not at all): each
 	// waits twice as long as the one before to try again.
-	quiet := 0
+	quiet int
+}
+
+// write sends ev and flushes it; false: the client is gone.
+func (es *emulatedGet) write(ev []byte) bool {
+	if _, err := es.w.Write(ev); err != nil {
+		return false
+	}
+	if es.flusher != nil {
+		es.flusher.Flush()
+	}
+	return true
+}
+
+// retryAt is when to listen upstream again after quiet listens.
+func (es *emulatedGet) retryAt() time.Time {
+	return time.Now().Add(min(core.ResyncInterval(es.f.store)<<min(es.quiet, 10), maxListenRetry))
+}
+
+// listen opens the upstream listen for the session's filter as recorded
+// now and relays until it must be opened again (true) or the stream ends
+// (false).
+func (es *emulatedGet) listen() bool {
+	ctx := es.r.Context()
+	next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+	if gone {
+		if !es.started {
+			writeSessionNotFound(es.w)
+		}
+		return false // deleted or expired: the client initializes again
+	}
+	es.cur = next
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events, readErr, refused := es.f.openListen(lctx, es.r, es.s, es.cur)
+	if refused != nil {
+		if !es.started {
+			// The upstream refuses the client's credentials: its 401 or
+			// 403 and challenge, so the client authorizes again.
+			e := core.RPCError(refused, core.Era2025)
+			passChallenge(es.w, refused, e)
+			mcpwire.WriteError(es.w, nil, e)
+		}
+		return false // a stream already open ends: the client reconnects, and learns it then
+	}
+	if !es.started {
+		es.w.Header().Set("Content-Type", "text/event-stream")
+		es.w.Header().Set("Cache-Control", "no-cache")
+		es.w.WriteHeader(http.StatusOK)
+		es.write(nil)
+		es.started = true
+	}
+	return es.relay(events, readErr)
+}
+
+// relay sends the upstream's events and the session's messages until the
+// listen must be opened again (true) or the stream ends (false).
+func (es *emulatedGet) relay(events <-chan []byte, readErr <-chan error) bool {
+	ctx := es.r.Context()
+	listening := events != nil
+	if !listening {
+		es.quiet++
+	}
+	retryAt := es.retryAt()
 	for {
-		next, gone := f.listenStateOf(ctx, s, cur)
-		if gone {
-			if !started {
-				writeSessionNotFound(w)
+		select {
+		case ev := <-events:
+			es.quiet = 0 // a stream that delivers
+			if !es.write(ev) {
+				return false
 			}
-			return // deleted or expired: the client initializes again
-		}
-		cur = next
-		lctx, stop := context.WithCancel(ctx)
-		events, readErr, refused := f.openListen(lctx, r, s, cur)
-		if refused != nil {
-			stop()
-			if !started {
-				// The upstream refuses the client's credentials: its 401 or
-				// 403 and challenge, so the client authorizes again.
-				e := core.RPCError(refused, core.Era2025)
-				passChallenge(w, refused, e)
-				mcpwire.WriteError(w, nil, e)
+		case ev, ok := <-es.watch.C:
+			reopen := false
+			switch {
+			case !ok:
+				return false
+			case ev.Kind == taskstore.EventMessage:
+				if !es.write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+					return false
+				}
+			case ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+				return false
+			case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
+				reopen = true // the filter may have changed: listen again
 			}
-			return // a stream already open ends: the client reconnects, and learns it then
-		}
-		if !started {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusOK)
-			write(nil)
-			started = true
-		}
-		listening := events != nil
-		if !listening {
-			quiet++
-		}
-		retryAt := time.Now().Add(min(core.ResyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
-		for reopen := false; !reopen; {
-			select {
-			case ev := <-events:
-				quiet = 0 // a stream that delivers
-				if !write(ev) {
-					stop()
-					return
-				}
-			case ev, ok := <-watch.C:
-				switch {
-				case !ok:
-					stop()
-					return
-				case ev.Kind == taskstore.EventMessage:
-					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
-						stop()
-						return
-					}
-				case ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
-					stop()
-					return
-				case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
-					reopen = true // the filter may have changed: listen again
-				}
-				if watch.Dropped(true) {
-					reopen = true // an announcement may be among the lost
-				}
-			case <-tick.C:
-				// Announcements are best effort: look at the record now and
-				// then, and listen again if the filter changed unannounced,
-				// or, now and then, if there is no stream from upstream.
-				next, gone := f.listenStateOf(ctx, s, cur)
-				changed := gone || !next.equal(cur)
-				if changed {
-					quiet = 0
-				}
-				reopen = changed || !listening && !time.Now().Before(retryAt)
-			case <-readErr:
-				// The upstream ended its stream (a graceful close, or
-				// nothing to listen for): the gateway's notifications go on.
-				events, readErr, listening = nil, nil, false
-				quiet++
-				retryAt = time.Now().Add(min(core.ResyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
-			case <-ctx.Done():
-				stop()
-				return
+			if es.watch.Dropped(true) || reopen { // a lost event may have been an announcement
+				return true
 			}
-		}
-		stop()
-		// Changes already queued are in the record the next listen reads:
-		// a burst of them reopens it once, not once each.
-		for drained := false; !drained; {
-			select {
-			case ev, ok := <-watch.C:
-				switch {
-				case !ok, ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
-					return
-				case ev.Kind == taskstore.EventMessage:
-					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
-						return
-					}
-				}
-			default:
-				drained = true
+		case <-es.tick.C:
+			// Announcements are best effort: look at the record now and
+			// then, and listen again if the filter changed unannounced,
+			// or, now and then, if there is no stream from upstream.
+			next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+			changed := gone || !next.equal(es.cur)
+			if changed {
+				es.quiet = 0
 			}
+			if changed || !listening && !time.Now().Before(retryAt) {
+				return true
+			}
+		case <-readErr:
+			// The upstream ended its stream (a graceful close, or
+			// nothing to listen for): the gateway's notifications go on.
+			events, readErr, listening = nil, nil, false
+			es.quiet++
+			retryAt = es.retryAt()
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// drainQueued sends the session's messages already queued and drops its
+// announcements: they are in the record the next listen reads, so a burst
+// of them reopens it once, not once each. false: the stream ended.
+func (es *emulatedGet) drainQueued() bool {
+	for {
+		select {
+		case ev, ok := <-es.watch.C:
+			switch {
+			case !ok, ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+				return false
+			case ev.Kind == taskstore.EventMessage:
+				if !es.write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+					return false
+				}
+			}
+		default:
+			return true
 		}
 	}
 }
