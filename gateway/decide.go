@@ -89,7 +89,7 @@ func (d *decider) native(ctx context.Context, tool string) (native, ruled bool) 
 
 // taskTTL is the ttl of a task the policy decided on: the rule's, else
 // what the client asked for (0: the store's default). A task of an
-// anonymous owner lives at most anonymousTTL: its id is its only bearer.
+// anonymous owner lives at most core.AnonymousTTL: its id is its only bearer.
 func taskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration {
 	ttl := asked
 	if d.TTL > 0 {

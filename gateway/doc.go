@@ -13,9 +13,10 @@
 //	                        ├─ GET  (a session's SSE stream) → relay (+ task notifications)
 //	                        └─ DELETE (end of session)       → relay
 //
-//	fronts ─▶ decider (decide.go: policy, tool catalogue, learned latency)
-//	       ─▶ runner (runner*.go: tasks' upstream calls, leases, recovery)
+//	fronts ─▶ runner (runner*.go: tasks' upstream calls, leases, recovery)
 //	       ─▶ upstreamSide (upstream*.go: era, owner sessions, forwarding)
+//	       ─▶ decider (decide.go: policy, tool catalogue, learned latency)
+//	       ─▶ internal/core (task shapes, owners, error mapping)
 //	       ─▶ taskstore.Store (Redis), through narrow interfaces
 //
 // File prefixes say which side code serves: front2025 a 2025-11-25 (or
@@ -30,7 +31,82 @@
 // "Cancellation"), so no notifications/cancelled is invented on the
 // client's behalf.
 //
-// Errors become JSON-RPC errors in one function, rpcError (errors.go),
-// with the codes and HTTP statuses of internal/mcpwire, and are logged
-// once, where the request ends.
+// Errors become JSON-RPC errors in one function, core.RPCError
+// (internal/core/errors.go), with the codes and HTTP statuses of
+// internal/mcpwire, and are logged once, where the request ends.
+//
+// # Components and their files
+//
+// Each component is a type built in New with the dependencies it needs
+// passed in; what it needs of the store it states as a small interface in
+// its own file, so a test can build one component alone.
+//
+//   - Handler (handler.go) routes each request to a component and owns
+//     nothing else: New, Close, Drain, ServeHTTP. It reads and checks a
+//     POST body, tells a 2026-07-28 request from a session one, and hands
+//     what no component claims to the upstream side's relay.
+//   - The runner, type runner, holds upstream calls. runner.go: the
+//     lifetime context, admission (--max-inflight, drain) and launch, the
+//     one sequence that makes a job a task (anonymous caps counted, the
+//     task stored, all of it undone on error, the worker started).
+//     runner_call.go: one in-flight upstream call, and waitPlain, a held
+//     call waited for as a plain one. runner_worker.go: the worker of one
+//     task, which has no goroutine while it only waits for the upstream's
+//     answer (wake, drain, idle), and its lease renewal's outcome.
+//     runner_leases.go: the batched renewal of every worker's lease.
+//     runner_input.go: input requests (server→client requests, MRTR
+//     rounds) into the store and the client's answers back upstream.
+//     runner_outcome.go: writing the outcome, with retries.
+//     runner_native.go, runner_native2026.go: a held call that goes
+//     through the upstream's own task. runner_recoverer.go: the recoverer,
+//     which fails a dead replica's tasks once their lease expired.
+//   - The 2025-11-25 front, type front2025. front2025.go: initialize and
+//     routing. front2025_sessions.go: the session cache.
+//     front2025_toolslist.go: the execution.taskSupport rewrite.
+//     front2025_call.go: tools/call. front2025_native.go: the upstream's
+//     own task tools, passed through and recorded per owner.
+//     front2025_tasks.go: tasks/get, tasks/list, tasks/cancel.
+//     front2025_result.go: the blocking tasks/result stream.
+//     front2025_input.go: the client's answers to input requests.
+//     front2025_stateless.go, front2025_stateless_stream.go: the gateway
+//     as the session of a 2025-11-25 client in front of a stateless
+//     upstream (its calls, its GET stream). front2025_notify.go: status
+//     and progress notifications on the session's GET stream.
+//   - The 2026-07-28 front, type front2026. front2026.go: validation of a
+//     stateless request and routing. front2026_discover.go:
+//     server/discover. front2026_call.go: tools/call as sync, task or
+//     auto (hybrid wait). front2026_tasks.go: tasks/get, tasks/update,
+//     tasks/cancel. front2026_listen.go: subscriptions/listen.
+//     front2026_bridge.go: the MRTR bridge. front2026_mrtr.go: MRTR rounds
+//     before the task. front2026_native.go: a stateless upstream's own
+//     tasks.
+//   - What both fronts share: front.go (frontDeps and the one tasks/get
+//     path of both protocols), native.go (the upstream's own tasks: the
+//     store interface, how long a record is kept, a lost task marked and
+//     shown failed).
+//   - The upstream side, type upstreamSide. upstream_era.go: the era probe.
+//     upstream_owner.go: owner sessions. upstream_forward.go: forwarding
+//     to a session or a stateless upstream. upstream_call.go: the fronts'
+//     own requests (call, post, respond, closeSession): no front uses the
+//     upstream.Client directly. upstream_relay.go: the streaming
+//     pass-through relay. upstream_keepalive.go: keep-alives on a plain
+//     call's answer stream. upstream_listen.go: subscriptions/listen in
+//     front of a session upstream. upstream_answer.go: reading a whole
+//     answer to rewrite it. upstream_health.go: the upstream as last seen.
+//   - The policy decider, type decider. decide.go: policy.Decide with the
+//     rules, the tool's declaration and its learned latency. catalog.go:
+//     the tool catalogue. latency.go: latency learning and its sync with
+//     the other replicas.
+//   - The fallback task tools, type fallback: fallback.go, with
+//     front2025_fallback.go and front2026_fallback.go.
+//   - Observation: metrics.go, tracing.go, requests.go (every request's
+//     status, count, duration and access log line), health.go (/readyz).
+//   - Identity: publicurl.go, oauthmeta.go, credentials.go, auth.go.
+//   - The front door: frontdoor.go (Origin, CORS, forwarding headers),
+//     rendercache.go (rendered tasks/get answers of terminal tasks),
+//     ratelimit.go (the poll limit), config.go.
+//
+// What every component shares is in internal/core, which imports nothing
+// of this package. Package gateway itself may import internal/core,
+// taskstore, upstream, policy, auth and internal/mcpwire.
 package gateway

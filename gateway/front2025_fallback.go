@@ -3,7 +3,7 @@ package gateway
 // The fallback task tools (fallback.go) for session clients: a recorded
 // session whose client declared no capabilities.tasks, of any version the
 // gateway records (2025-11-25, and 2025-06-18 and 2025-03-26 while the
-// tools are on). Its owner is the usual one (ownerOf): its Authorization,
+// tools are on). Its owner is the usual one (core.OwnerOf): its Authorization,
 // else its session.
 //
 //	tools/call of a task candidate, no params.task

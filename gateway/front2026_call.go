@@ -191,7 +191,7 @@ var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalEr
 	"this gateway runs tasks only for clients that send Authorization (--allow-anonymous-tasks=false)")
 
 // setOwner makes the owner of j's task, to be: the client's Authorization,
-// else the task itself, whose id is minted now (anonOwner).
+// else the task itself, whose id is minted now (core.AnonOwner).
 func (f *front2026) setOwner(j *job, r *http.Request) {
 	if j.owner = core.AuthOwner(r); j.owner == "" {
 		j.id = uuid.NewString()
@@ -255,7 +255,7 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 
 // writeCallResult answers a 2026-07-28 tools/call with the upstream's own
 // answer: its result (marked resultType "complete" if the upstream, being
-// a session one, did not say: statelessResult), or its JSON-RPC error.
+// a session one, did not say: core.StatelessResult), or its JSON-RPC error.
 func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
 	switch {
 	case res.err != nil:

@@ -5,7 +5,7 @@ package gateway
 // every tools/list first page it gets while they are on (there is no
 // stream to announce them on). A task candidate runs as a hybrid call
 // (front2026_call.go) whose task, when it becomes one, is answered with the
-// result naming it. The owner is the usual one (owner2026): the
+// result naming it. The owner is the usual one (core.Owner2026): the
 // Authorization, else the task itself (its id is the credential). Input:
 // task_status shows the task's inputRequests and task_answer answers them;
 // task_result waits without a stream.

@@ -143,7 +143,7 @@ func encodeState(key []byte, owner string, st mrtrState) string {
 }
 
 // decodeState checks a requestState: the gateway's signature for the
-// owner (auth's, else the task's own: anonOwner), not expired at now. It
+// owner (auth's, else the task's own: core.AnonOwner), not expired at now. It
 // returns the state and its owner.
 func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, bool) {
 	rest, ok := strings.CutPrefix(s, mrtrPrefix)

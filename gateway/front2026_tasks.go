@@ -93,7 +93,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 }
 
 // updateAnswers reads a tasks/update's inputResponses into the answers to
-// record, bounded before they reach Redis: at most maxInputRequests (no
+// record, bounded before they reach Redis: at most core.MaxInputRequests (no
 // task has more outstanding), keys longer than any key the gateway mints
 // left out (they are never outstanding).
 func updateAnswers(raw json.RawMessage) (map[string]json.RawMessage, *mcpwire.Error) {

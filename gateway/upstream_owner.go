@@ -218,8 +218,8 @@ type upstreamTarget struct {
 }
 
 // target resolves the upstream target of a 2026-07-28 client's request:
-// owner is sessionOwner(r), auth the client's credentials to send
-// (forwardedAuth(r)), version the client's protocol version ("" for
+// owner is core.SessionOwner(r), auth the client's credentials to send
+// (core.ForwardedAuth(r)), version the client's protocol version ("" for
 // 2026-07-28). For a session upstream it opens or reuses the owner's
 // session. It does not depend on the client's request staying open:
 // workers call it too.
