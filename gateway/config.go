@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/google/uuid"
@@ -11,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -82,7 +85,7 @@ type Config struct {
 	// task. Zero or negative: no limit.
 	MaxInflight int
 	// MetricsPath is where the Prometheus metrics are served on this
-	// handler (metrics.go). Empty means DefaultMetricsPath; "-" serves
+	// handler (internal/obs). Empty means DefaultMetricsPath; "-" serves
 	// them nowhere here (Handler.Metrics can serve them on another
 	// listener).
 	MetricsPath string
@@ -220,3 +223,8 @@ func (c *Config) withDefaults() Config {
 	}
 	return cfg
 }
+
+// TraceIDGenerator is the IDGenerator to build Config.Tracer's provider
+// with: it lets the gateway record a task's span, once the task ends, with
+// the ids it minted when the task was created (internal/obs/tracing.go).
+func TraceIDGenerator() sdktrace.IDGenerator { return obs.TraceIDGenerator() }

@@ -99,14 +99,16 @@
 //     the other replicas.
 //   - The fallback task tools, type fallback: fallback.go, with
 //     front2025_fallback.go and front2026_fallback.go.
-//   - Observation: metrics.go, tracing.go, requests.go (every request's
-//     status, count, duration and access log line), health.go (/readyz).
+//   - Observation: internal/obs (metrics, tracing, the request families),
+//     requests.go (every request's recorder; served counts, times and logs
+//     it), health.go (/readyz).
 //   - Identity: publicurl.go, oauthmeta.go, credentials.go, auth.go.
 //   - The front door: frontdoor.go (Origin, CORS, forwarding headers),
 //     rendercache.go (rendered tasks/get answers of terminal tasks),
 //     ratelimit.go (the poll limit), config.go.
 //
-// What every component shares is in internal/core, which imports nothing
-// of this package. Package gateway itself may import internal/core,
-// taskstore, upstream, policy, auth and internal/mcpwire.
+// What every component shares is in internal/core, and how they are
+// observed in internal/obs; neither imports anything of this package.
+// Package gateway itself may import those two, taskstore, upstream,
+// policy, auth and internal/mcpwire.
 package gateway

@@ -41,6 +41,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -103,11 +104,11 @@ type fallback struct {
 	names   fallbackNames
 	tools   []json.RawMessage // the four Tool definitions, encoded once
 	store   fallbackStore
-	metrics *metrics
+	metrics *obs.Metrics
 	log     zerolog.Logger
 }
 
-func newFallback(cfg FallbackTools, store fallbackStore, m *metrics, log zerolog.Logger) (*fallback, error) {
+func newFallback(cfg FallbackTools, store fallbackStore, m *obs.Metrics, log zerolog.Logger) (*fallback, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
@@ -420,7 +421,7 @@ func (fb *fallback) status(ctx context.Context, owner, id string, era core.Clien
 	if err != nil {
 		return fb.storeFailure(err, "status", id, era)
 	}
-	fb.metrics.tracer().linkTask(ctx, t)
+	fb.metrics.Tracer().LinkTask(ctx, t)
 	return fb.statusResult(t), nil
 }
 
@@ -437,8 +438,8 @@ func (fb *fallback) cancel(ctx context.Context, owner, id string, era core.Clien
 	case err != nil:
 		return fb.storeFailure(err, "cancel", id, era)
 	}
-	fb.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	fb.metrics.tracer().linkTask(ctx, t)
+	fb.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	fb.metrics.Tracer().LinkTask(ctx, t)
 	fb.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	return toolResult(fmt.Sprintf("Task %s (tool %s) is cancelled.", t.ID, t.Tool), statusOf(t), false), nil
@@ -462,7 +463,7 @@ func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, er
 	if err != nil {
 		return fb.storeFailure(err, "answer", a.TaskID, era)
 	}
-	fb.metrics.tracer().linkTask(ctx, t)
+	fb.metrics.Tracer().LinkTask(ctx, t)
 	if t.Status.Terminal() {
 		return toolResult(fmt.Sprintf("Task %s has already %s and needs no answers. Call %s for its result.",
 			t.ID, finishedVerb(t.Status), fb.names.result), statusOf(t), true), nil

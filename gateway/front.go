@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -21,12 +22,12 @@ type frontDeps struct {
 	runner  *runner
 	up      *upstreamSide
 	decider *decider
-	metrics *metrics
+	metrics *obs.Metrics
 	log     zerolog.Logger
 	polls   *pollLimiter // nil: no limit
 	renders *renderCache
-	fb      *fallback // the fallback task tools; nil: off (Config.Fallback)
-	trace   *tracing  // nil: off
+	fb      *fallback    // the fallback task tools; nil: off (Config.Fallback)
+	trace   *obs.Tracing // nil: off
 }
 
 // get answers a poll (tasks/get) of the owner's task id for a client of
@@ -47,7 +48,7 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		mcpwire.WriteError(w, msg.ID, core.TaskError(d.log, err, "get", id, era))
 		return
 	}
-	d.trace.linkTrace(r.Context(), id, tr)
+	d.trace.LinkTrace(r.Context(), id, tr)
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
 }
 

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -156,7 +157,7 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 // upstreamSession sends initialize to a stateless upstream and returns its
 // answer if it opened a session (a server of both eras), else nil.
 func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
-	resp, err := f.up.post(methodCtx(r, msg), header, bytes.NewReader(body))
+	resp, err := f.up.post(obs.MethodCtx(r, msg), header, bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -151,7 +152,7 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		header = identityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.up.post(methodCtx(r, msg), header, bytes.NewReader(msg.Raw))
+	resp, err := f.up.post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return

@@ -50,7 +50,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 		rs.fail(err)
 		return
 	}
-	f.trace.linkTask(rs.ctx, rs.t)
+	f.trace.LinkTask(rs.ctx, rs.t)
 	if rs.answeredAtOnce() {
 		return
 	}

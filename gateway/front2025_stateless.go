@@ -41,6 +41,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -138,7 +139,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // onNote, when set, gets the upstream's notifications on the way.
 func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.up.call(methodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
+	resp, err := f.up.call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
 		f.up.forwardFailed(w, r, msg, err)
 		return nil, false

@@ -126,8 +126,8 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", id, core.Era2025))
 		return
 	}
-	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	f.trace.linkTask(r.Context(), t)
+	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	f.trace.LinkTask(r.Context(), t)
 	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	f.statusChanged(r.Context(), t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -36,7 +37,7 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 			f.discoverSession(w, r, msg)
 			return
 		}
-		resp, contradicted, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr.declaresTasks()), false)
+		resp, contradicted, err := f.up.postStateless(r.WithContext(obs.MethodCtx(r, msg)), withoutTasksExtension(msg, mr.declaresTasks()), false)
 		if err != nil {
 			f.up.statelessFailure(w, r, msg, err)
 			return

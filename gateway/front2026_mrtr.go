@@ -413,7 +413,7 @@ func (f *front2026) abandonRound(owner, id, why string) bool {
 	if err != nil {
 		return false
 	}
-	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
+	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
 	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	return true
 }

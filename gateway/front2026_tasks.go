@@ -81,8 +81,8 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", p.TaskID, core.Era2026))
 			return
 		default:
-			f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-			f.trace.linkTask(r.Context(), t)
+			f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+			f.trace.LinkTask(r.Context(), t)
 			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 				Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -25,7 +26,7 @@ import (
 type Handler struct {
 	cfg     Config
 	log     zerolog.Logger
-	metrics *metrics
+	metrics *obs.Metrics
 
 	// life ends when Close begins: streams the gateway serves itself
 	// (subscriptions/listen) end gracefully.
@@ -36,7 +37,7 @@ type Handler struct {
 	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
 	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
 	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
-	trace   *tracing      // spans (tracing.go); nil: off
+	trace   *obs.Tracing  // spans (internal/obs); nil: off
 	up      *upstreamSide // the era probe, owner sessions, forwarding
 	decider *decider      // policy, tool catalogue, learned latencies
 	// health is the upstream's as last seen (upstream_health.go).
@@ -67,7 +68,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
-	h.trace = newTracing(c.Tracer, c.ReplicaID)
+	h.trace = obs.NewTracing(c.Tracer, c.ReplicaID)
 	var own ownMetadata
 	if c.Auth != nil {
 		own = c.Auth
@@ -76,22 +77,22 @@ func New(cfg Config) (*Handler, error) {
 	h.decider = newDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
-	h.metrics = newMetrics(func() float64 {
+	h.metrics = obs.NewMetrics(func() float64 {
 		if inflight == nil {
 			return 0
 		}
 		return float64(inflight())
 	})
-	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.upstreamUp)
+	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.UpstreamUp)
 	c.Upstream.SetObserver(func(o upstream.Observation) {
-		h.metrics.observeUpstream(o)
+		h.metrics.ObserveUpstream(o)
 		h.health.observe(o)
 	})
-	h.metrics.trace = h.trace
-	h.metrics.registerBuild(c.Version)
-	h.metrics.registerLimit(c.MaxInflight)
+	h.metrics.Trace = h.trace
+	h.metrics.RegisterBuild(c.Version)
+	h.metrics.RegisterLimit(c.MaxInflight)
 	if c.Auth != nil {
-		h.metrics.registerAuth()
+		h.metrics.RegisterAuth()
 	}
 	if c.Store == nil {
 		if c.Fallback.Enabled {
@@ -99,11 +100,11 @@ func New(cfg Config) (*Handler, error) {
 		}
 		return h, nil
 	}
-	c.Store.AddHook(storeHook{h.metrics})
+	c.Store.AddHook(obs.NewStoreHook(h.metrics))
 	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
 		h.creds = newCredentials(c.Store, c.Logger)
 	}
-	h.metrics.registerPool(c.Store.PoolStats)
+	h.metrics.RegisterPool(c.Store.PoolStats)
 	var polls *pollLimiter
 	if c.PollLimit > 0 {
 		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
@@ -177,18 +178,18 @@ func (h *Handler) PolicyReloaded(ok bool) {
 	if !ok {
 		result = "error"
 	}
-	h.metrics.reloads.WithLabelValues(result).Inc()
+	h.metrics.Reloads.WithLabelValues(result).Inc()
 }
 
 // MetricNames are the names of the metric families the Handler exports
 // (taskgate_*), sorted, whether or not they have a series yet: a family
 // with labels shows on /metrics only once a series exists. Dashboards and
 // alerts are checked against them (deploy/).
-func (h *Handler) MetricNames() []string { return h.metrics.names() }
+func (h *Handler) MetricNames() []string { return h.metrics.Names() }
 
 // Metrics serves this Handler's Prometheus metrics, for a listener of
 // their own (Config.MetricsPath "-").
-func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
+func (h *Handler) Metrics() http.Handler { return h.metrics.Handler() }
 
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -199,7 +200,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.Path:
 		r = h.pub.resolve(r)
 		rec.req = r
-		r = h.trace.startRequest(r, rec)
+		r, rec.span = h.trace.StartRequest(r)
 		if h.frontDoor(w, r) {
 			if r, ok := h.authenticate(w, r); ok {
 				h.creds.note(r)
@@ -211,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/readyz":
 		h.serveReady(w, r)
 	case h.cfg.MetricsPath:
-		h.metrics.handler().ServeHTTP(w, r)
+		h.metrics.Handler().ServeHTTP(w, r)
 	default:
 		if !h.meta.serve(w, r) {
 			http.NotFound(w, r)
@@ -280,9 +281,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 			"Invalid Request: JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
-	noteMethod(w, metricMethod(msg))
+	noteMethod(w, obs.MetricMethod(msg))
 	if h.trace != nil {
-		h.trace.linkMeta(r.Context(), r, traceMeta(msg.Meta()))
+		h.trace.LinkMeta(r.Context(), r, obs.TraceMeta(msg.Meta()))
 	}
 	h.route(w, r, msg)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -71,8 +72,8 @@ type runnerParams struct {
 	up          upstreamCaller
 	notify      taskNotifier
 	observe     func(tool string, took time.Duration) // a call's latency (decider.observe)
-	metrics     *metrics
-	trace       *tracing // nil: off
+	metrics     *obs.Metrics
+	trace       *obs.Tracing // nil: off
 	log         zerolog.Logger
 	replica     string         // names this replica in leases
 	lease       time.Duration  // how long a lease lasts unrenewed
@@ -223,7 +224,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		PollInterval: poll,
 		Upstream:     taskstore.Upstream{RequestID: rawID, SessionID: j.notifySession()},
 		Lease:        &taskstore.LeaseRequest{Holder: rn.replica, Duration: rn.lease},
-		Trace:        rn.trace.mintTask(ctx), // the task's span: child of the creating request's
+		Trace:        rn.trace.MintTask(ctx), // the task's span: child of the creating request's
 		Unlisted:     j.hidden,
 	})
 	if err != nil {
@@ -231,7 +232,7 @@ func (rn *runner) create(ctx context.Context, j *job, proto taskstore.Protocol, 
 		return err
 	}
 	j.task = t
-	rn.metrics.taskCreated(tool, proto)
+	rn.metrics.TaskCreated(tool, proto)
 	rn.log.Info().Str("op", "created").Str("task_id", t.ID).Str("tool", tool).Str("owner", core.LogOwner(j.owner)).
 		Str("protocol", string(proto)).Float64("ttl_seconds", t.TTL.Seconds()).Float64("poll_interval_seconds", t.PollInterval.Seconds()).
 		Msg("task created")

@@ -32,7 +32,7 @@ func (run *taskRun) stopWaiting() {
 	if !run.waitingSince.IsZero() {
 		run.inputWait += time.Since(run.waitingSince)
 		run.waitingSince = time.Time{}
-		run.live.set(taskstore.StatusWorking)
+		run.live.Set(taskstore.StatusWorking)
 	}
 }
 
@@ -40,7 +40,7 @@ func (run *taskRun) stopWaiting() {
 func (run *taskRun) startWaiting() {
 	if run.waitingSince.IsZero() {
 		run.waitingSince = time.Now()
-		run.live.set(taskstore.StatusInputRequired)
+		run.live.Set(taskstore.StatusInputRequired)
 	}
 }
 
@@ -50,7 +50,7 @@ func (run *taskRun) observeInputWait() {
 	run.stopWaiting()
 	run.j.inputWait = run.inputWait
 	if run.inputWait > 0 {
-		run.rn.metrics.inputWait.WithLabelValues(run.rn.metrics.tools.label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
+		run.rn.metrics.InputWait.WithLabelValues(run.rn.metrics.Tools.Label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
 	}
 }
 

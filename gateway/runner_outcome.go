@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -31,7 +32,7 @@ func (run *taskRun) fail(msg string) {
 		run.observeInputWait()
 		t := *run.j.task
 		t.StatusMessage = msg
-		run.rn.metrics.taskFinished(&t, taskstore.StatusFailed, run.inputWait)
+		run.rn.metrics.TaskFinished(&t, taskstore.StatusFailed, run.inputWait)
 	}
 	run.rn.settle(run.writeCtx, run.j, err)
 	run.log().Warn().Str("op", "failed").Msg(msg)
@@ -124,7 +125,7 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
 		return
 	case errors.Is(err, taskstore.ErrExpired), errors.Is(err, taskstore.ErrNotFound):
-		rn.trace.endTask(t, outcomeExpired, j.inputWait) // its ttl ran out first: the span still ends
+		rn.trace.EndTask(t, obs.OutcomeExpired, j.inputWait) // its ttl ran out first: the span still ends
 		log.Info().Str("op", "expired").Msg("the task expired before its outcome was recorded")
 		return
 	case err != nil:
@@ -133,7 +134,7 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	}
 	ended := *t
 	ended.StatusMessage = o.Message
-	rn.metrics.taskFinished(&ended, status, j.inputWait)
+	rn.metrics.TaskFinished(&ended, status, j.inputWait)
 	ev := log.Info()
 	if status == taskstore.StatusFailed {
 		ev = log.Warn()

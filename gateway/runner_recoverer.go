@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -52,7 +53,7 @@ type recovererStore interface {
 type recovererParams struct {
 	store   recovererStore
 	notify  taskNotifier
-	metrics *metrics
+	metrics *obs.Metrics
 	log     zerolog.Logger
 	replica string        // claims are made in this replica's name
 	lease   time.Duration // a claim's lease, and the hold after an outage
@@ -167,7 +168,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 			continue
 		}
 		n++
-		rc.metrics.recovered.Inc()
+		rc.metrics.Recovered.Inc()
 		ev := rc.log.Warn().Str("op", "recovered").Str("task_id", l.ID).Str("owner", core.LogOwner(l.Owner)).
 			Str("dead_replica", dead)
 		t, err := rc.store.Get(ctx, l.Owner, l.ID)
@@ -175,9 +176,9 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 			ev = ev.Str("tool", t.Tool).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds())
 			ended := *t
 			ended.StatusMessage = "the gateway replica running the task stopped (" + dead + ")"
-			rc.metrics.taskFinished(&ended, taskstore.StatusFailed, 0)
+			rc.metrics.TaskFinished(&ended, taskstore.StatusFailed, 0)
 		} else {
-			rc.metrics.taskFinished(&taskstore.Task{}, taskstore.StatusFailed, 0)
+			rc.metrics.TaskFinished(&taskstore.Task{}, taskstore.StatusFailed, 0)
 		}
 		ev.Msg("task failed: its replica stopped")
 		if err == nil {

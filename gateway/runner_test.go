@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -69,7 +70,7 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 	t.Cleanup(func() { store.Close(); rdb.Close() })
 	notes := &statusLog{}
 	rn := newRunner(runnerParams{store: store, up: client, notify: notes, observe: func(string, time.Duration) {},
-		metrics: newMetrics(func() float64 { return 0 }), log: log, replica: "lone",
+		metrics: obs.NewMetrics(func() float64 { return 0 }), log: log, replica: "lone",
 		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
 	t.Cleanup(rn.stop)
 	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -107,7 +108,7 @@ type taskRun struct {
 	start        time.Time // when the upstream call started (before the task, for a hybrid call)
 	waitingSince time.Time
 	inputWait    time.Duration
-	live         liveTask // taskgate_tasks_live (metrics.go)
+	live         obs.LiveTask // taskgate_tasks_live (internal/obs)
 	resyncEvery  time.Duration
 	renewal      chan error
 	takeID       string    // the take id of the last take that failed (deliverAnswers)
@@ -220,15 +221,15 @@ func (run *taskRun) adopt(c *inflightCall) {
 func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 	t := j.task
 	// The worker's upstream calls are children of the task's span.
-	ctx, cancel := context.WithDeadlineCause(rn.trace.taskContext(rn.ctx, t), t.ExpiresAt(), errTTL)
+	ctx, cancel := context.WithDeadlineCause(rn.trace.TaskContext(rn.ctx, t), t.ExpiresAt(), errTTL)
 	run := &taskRun{
 		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
-		live: liveTask{m: rn.metrics}, resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
+		live: obs.NewLiveTask(rn.metrics), resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
 		running: true, // until work starts the first drain: the setup is the worker's work
 	}
 	run.resyncedAt = run.start
-	run.live.set(taskstore.StatusWorking)
+	run.live.Set(taskstore.StatusWorking)
 	watch, err := rn.store.Watch(ctx, j.owner, t.ID)
 	if err != nil {
 		if j.call != nil {
@@ -238,7 +239,7 @@ func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
 			rn.unreserve()
 		}
 		rn.finish(run.writeCtx, j, *run.log(), callResult{err: err}, run.start)
-		run.live.done()
+		run.live.Done()
 		cancel()
 		return nil, nil
 	}
@@ -281,7 +282,7 @@ func (run *taskRun) end(watch *taskstore.Watch) {
 		run.call.abort(nil)
 	}
 	watch.Close()
-	run.live.done()
+	run.live.Done()
 	run.cancel()
 }
 
@@ -394,7 +395,7 @@ func (run *taskRun) expired() {
 	}
 	if errors.Is(context.Cause(run.ctx), errTTL) { // waiting for input when the ttl ran out
 		run.observeInputWait()
-		run.rn.trace.endTask(run.j.task, outcomeExpired, run.inputWait)
+		run.rn.trace.EndTask(run.j.task, obs.OutcomeExpired, run.inputWait)
 	}
 }
 
@@ -475,7 +476,7 @@ func (run *taskRun) gone(err error) (done bool) {
 	run.cancelUpstream("the task no longer exists")
 	run.abort(errTaskGone)
 	run.observeInputWait()
-	run.rn.trace.endTask(run.j.task, outcomeExpired, run.inputWait)
+	run.rn.trace.EndTask(run.j.task, obs.OutcomeExpired, run.inputWait)
 	return true
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -204,7 +205,7 @@ func (a *answer) close() { a.resp.Body.Close() }
 // answer the gateway reads whole. On failure it answers the client and
 // returns nil; a response it cannot rewrite it relays and returns nil.
 func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
-	resp, err := u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+	resp, err := u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil
@@ -250,7 +251,7 @@ func identityHeader(header http.Header, drop ...string) http.Header {
 // it is and reads the answer whole (statelessAnswer); nil means the client
 // was answered already.
 func (u *upstreamSide) askStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) *answer {
-	resp, _, err := u.postStateless(r.WithContext(methodCtx(r, msg)), msg.Raw, true)
+	resp, _, err := u.postStateless(r.WithContext(obs.MethodCtx(r, msg)), msg.Raw, true)
 	if err != nil {
 		u.statelessFailure(w, r, msg, err)
 		return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -86,7 +87,7 @@ func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpw
 		header = identityHeader(header)
 	}
 	send := func() (*http.Response, error) {
-		return u.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+		return u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
 	}
 	if ka != nil {
 		resp, started, err := awaitHeaders(w, r, ka, send)
@@ -263,7 +264,7 @@ func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request
 	var contradicted bool
 	ka := u.keepAliveFor(msg)
 	send := func() (resp *http.Response, err error) {
-		resp, contradicted, err = u.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, stripTasks), ka != nil)
+		resp, contradicted, err = u.postStateless(r.WithContext(obs.MethodCtx(r, msg)), withoutTasksExtension(msg, stripTasks), ka != nil)
 		return resp, err
 	}
 	var resp *http.Response

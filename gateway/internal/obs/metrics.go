@@ -1,4 +1,4 @@
-package gateway
+package obs
 
 import (
 	"context"
@@ -51,39 +51,39 @@ import (
 //	taskgate_request_duration_seconds{method}         arrival → end of the answer (or of its stream)
 //
 // plus the Go runtime's and the process' standard collectors.
-type metrics struct {
+type Metrics struct {
 	reg        *prometheus.Registry
-	trace      *tracing               // nil: off
+	Trace      *Tracing               // nil: off
 	collectors []prometheus.Collector // what register registered, for names
 
 	created       *prometheus.CounterVec
 	finished      *prometheus.CounterVec
 	live          *prometheus.GaugeVec
-	duration      *prometheus.HistogramVec
-	inputWait     *prometheus.HistogramVec
+	Duration      *prometheus.HistogramVec
+	InputWait     *prometheus.HistogramVec
 	upDuration    *prometheus.HistogramVec
 	upErrors      *prometheus.CounterVec
-	upstreamUp    prometheus.Gauge
+	UpstreamUp    prometheus.Gauge
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
-	recovered     prometheus.Counter
-	pollLimited   *prometheus.CounterVec
-	reloads       *prometheus.CounterVec
-	authRefusals  *prometheus.CounterVec // nil without Config.Auth
-	requests      requestMetrics
+	Recovered     prometheus.Counter
+	PollLimited   *prometheus.CounterVec
+	Reloads       *prometheus.CounterVec
+	AuthRefusals  *prometheus.CounterVec // nil without Config.Auth
+	Requests      RequestMetrics
 
-	tools toolLabels
+	Tools ToolLabels
 	http  http.Handler
 }
 
-// taskBuckets span a task's life: 10 ms to an hour.
-var taskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+// TaskBuckets span a task's life: 10 ms to an hour.
+var TaskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
-// fastBuckets span one round trip: 100 µs to 10 s.
-var fastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+// FastBuckets span one round trip: 100 µs to 10 s.
+var FastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
 
-func newMetrics(heldCalls func() float64) *metrics {
-	m := &metrics{
+func NewMetrics(heldCalls func() float64) *Metrics {
+	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_tasks_created_total", Help: "Tasks created on this replica, per tool and task flavour (2025-11-25 or 2026-07-28).",
@@ -94,50 +94,50 @@ func newMetrics(heldCalls func() float64) *metrics {
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "taskgate_tasks_live", Help: "Non-terminal tasks whose worker runs on this replica, by status.",
 		}, []string{"status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_duration_seconds", Help: "Time from a task's creation to its terminal status, per tool and status.",
-			Buckets: taskBuckets,
+			Buckets: TaskBuckets,
 		}, []string{"tool", "status"}),
-		inputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		InputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_input_wait_seconds", Help: "Time a task spent waiting for its client's answers to input requests, per tool (tasks that asked for input).",
-			Buckets: taskBuckets,
+			Buckets: TaskBuckets,
 		}, []string{"tool"}),
 		upDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_upstream_request_duration_seconds", Help: "Time from sending a request to the upstream to its response headers, per MCP method.",
-			Buckets: fastBuckets,
+			Buckets: FastBuckets,
 		}, []string{"method"}),
 		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_upstream_errors_total", Help: "Upstream requests that failed, per MCP method and reason (unreachable, http_4xx, http_5xx).",
 		}, []string{"method", "reason"}),
-		upstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{
+		UpstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "taskgate_upstream_up", Help: "1 when the upstream was last seen reachable and answering as an MCP endpoint (a request, or a /readyz probe), else 0.",
 		}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_store_command_duration_seconds", Help: "Redis command round trips of the task store, per command (pipeline for a pipeline).",
-			Buckets: fastBuckets,
+			Buckets: FastBuckets,
 		}, []string{"command"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_store_errors_total", Help: "Redis commands of the task store that failed (a missing key is not a failure), per command.",
 		}, []string{"command"}),
-		recovered: prometheus.NewCounter(prometheus.CounterOpts{
+		Recovered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "taskgate_leases_recovered_total", Help: "Tasks of a stopped replica whose expired lease this replica claimed and failed.",
 		}),
-		pollLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+		PollLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_poll_rate_limited_total", Help: "Polls refused with HTTP 429 because they came much faster than the suggested pollInterval, per method.",
 		}, []string{"method"}),
 	}
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "taskgate_policy_reloads_total", Help: "Reloads of the --policy rules file (SIGHUP or a change), by result: ok, or error (the previous rules stay).",
 	}, []string{"result"})
-	m.reloads.WithLabelValues("ok")
-	m.reloads.WithLabelValues("error")
+	m.Reloads.WithLabelValues("ok")
+	m.Reloads.WithLabelValues("error")
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
-	m.register(m.created, m.finished, m.live, m.duration, m.inputWait, m.upDuration, m.upErrors, m.upstreamUp,
-		m.storeDuration, m.storeErrors, m.recovered, m.pollLimited, m.reloads, held,
+	m.register(m.created, m.finished, m.live, m.Duration, m.InputWait, m.upDuration, m.upErrors, m.UpstreamUp,
+		m.storeDuration, m.storeErrors, m.Recovered, m.PollLimited, m.Reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.requests = newRequestMetrics(m.register)
+	m.Requests = NewRequestMetrics(m.register)
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start
@@ -145,9 +145,9 @@ func newMetrics(heldCalls func() float64) *metrics {
 	return m
 }
 
-// registerBuild adds taskgate_build_info: the version the command was
+// RegisterBuild adds taskgate_build_info: the version the command was
 // built as, the VCS revision the Go toolchain recorded, the Go version.
-func (m *metrics) registerBuild(version string) {
+func (m *Metrics) RegisterBuild(version string) {
 	revision := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -166,8 +166,8 @@ func (m *metrics) registerBuild(version string) {
 	m.register(info)
 }
 
-// registerPool adds the Redis client's connection pool statistics.
-func (m *metrics) registerPool(stats func() *redis.PoolStats) {
+// RegisterPool adds the Redis client's connection pool statistics.
+func (m *Metrics) RegisterPool(stats func() *redis.PoolStats) {
 	conns := func(pick func(*redis.PoolStats) uint32) func() float64 {
 		return func() float64 { return float64(pick(stats())) }
 	}
@@ -188,14 +188,14 @@ func (m *metrics) registerPool(stats func() *redis.PoolStats) {
 }
 
 // register registers cs and remembers them (names).
-func (m *metrics) register(cs ...prometheus.Collector) {
+func (m *Metrics) register(cs ...prometheus.Collector) {
 	m.reg.MustRegister(cs...)
 	m.collectors = append(m.collectors, cs...)
 }
 
-// registerLimit adds taskgate_max_inflight, the --max-inflight in force
+// RegisterLimit adds taskgate_max_inflight, the --max-inflight in force
 // (0: no limit), so that alerts can compare taskgate_held_calls with it.
-func (m *metrics) registerLimit(maxInflight int) {
+func (m *Metrics) RegisterLimit(maxInflight int) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "taskgate_max_inflight",
 		Help: "The --max-inflight limit of this replica on held upstream calls; 0 means no limit."})
 	g.Set(float64(max(maxInflight, 0)))
@@ -204,9 +204,9 @@ func (m *metrics) registerLimit(maxInflight int) {
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-// names are the metric families registered through register, sorted,
+// Names are the metric families registered through register, sorted,
 // whether or not they have series yet.
-func (m *metrics) names() []string {
+func (m *Metrics) Names() []string {
 	seen := map[string]bool{}
 	ch := make(chan *prometheus.Desc, 64)
 	go func() {
@@ -228,32 +228,35 @@ func (m *metrics) names() []string {
 	return out
 }
 
-// handler serves the registry in the Prometheus exposition format.
-func (m *metrics) handler() http.Handler { return m.http }
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler { return m.http }
 
-// taskCreated, taskFinished: the counters and, for a terminal task, its
-// duration.
-func (m *metrics) taskCreated(tool string, proto taskstore.Protocol) {
-	m.created.WithLabelValues(m.tools.label(tool), string(proto)).Inc()
+// TaskCreated, taskFinished: the counters and, for a terminal task, its
+// Duration.
+func (m *Metrics) TaskCreated(tool string, proto taskstore.Protocol) {
+	m.created.WithLabelValues(m.Tools.Label(tool), string(proto)).Inc()
 }
 
-func (m *metrics) taskFinished(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
-	l := m.tools.label(t.Tool)
+func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
+	l := m.Tools.Label(t.Tool)
 	m.finished.WithLabelValues(l, string(status)).Inc()
 	if !t.CreatedAt.IsZero() {
-		m.duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
+		m.Duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
 	}
-	m.trace.endTask(t, status, inputWait) // this replica ended it: it records the task's span
+	m.Trace.EndTask(t, status, inputWait) // this replica ended it: it records the task's span
 }
 
-// liveTask tracks one worker's task in taskgate_tasks_live: set moves it
+// LiveTask tracks one worker's task in taskgate_tasks_live: set moves it
 // to a status, done takes it out. Not safe for concurrent use (one worker).
-type liveTask struct {
-	m      *metrics
+// NewLiveTask is a task not yet counted in m's live gauge.
+func NewLiveTask(m *Metrics) LiveTask { return LiveTask{m: m} }
+
+type LiveTask struct {
+	m      *Metrics
 	status taskstore.Status // "" before set and after done
 }
 
-func (l *liveTask) set(s taskstore.Status) {
+func (l *LiveTask) Set(s taskstore.Status) {
 	if l.status == s {
 		return
 	}
@@ -266,19 +269,19 @@ func (l *liveTask) set(s taskstore.Status) {
 	}
 }
 
-func (l *liveTask) done() { l.set("") }
+func (l *LiveTask) Done() { l.Set("") }
 
-// maxToolLabels bounds the tool label's values: tool names come from
+// MaxToolLabels bounds the tool label's values: tool names come from
 // clients, and a client calling made-up names must not grow the metrics
 // without end. Past the bound, new names count as "other".
-const maxToolLabels = 500
+const MaxToolLabels = 500
 
-type toolLabels struct {
+type ToolLabels struct {
 	mu   sync.Mutex
 	seen map[string]struct{}
 }
 
-func (t *toolLabels) label(tool string) string {
+func (t *ToolLabels) Label(tool string) string {
 	if tool == "" {
 		return "unknown"
 	}
@@ -287,7 +290,7 @@ func (t *toolLabels) label(tool string) string {
 	if _, ok := t.seen[tool]; ok {
 		return tool
 	}
-	if len(t.seen) >= maxToolLabels {
+	if len(t.seen) >= MaxToolLabels {
 		return "other"
 	}
 	if t.seen == nil {
@@ -308,7 +311,7 @@ var knownMethods = map[string]bool{
 	"notification": true, "response": true, "GET": true, "DELETE": true,
 }
 
-func methodLabel(m string) string {
+func MethodLabel(m string) string {
 	if knownMethods[m] {
 		return m
 	}
@@ -318,23 +321,23 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// metricMethod is msg's method as the metrics name it: "response" for a
+// MetricMethod is msg's method as the metrics name it: "response" for a
 // client's answer to a server request.
-func metricMethod(msg *mcpwire.Message) string {
+func MetricMethod(msg *mcpwire.Message) string {
 	if m := msg.MethodName(); m != "" {
 		return m
 	}
 	return "response"
 }
 
-// methodCtx is r's context naming msg's method for the upstream metrics.
-func methodCtx(r *http.Request, msg *mcpwire.Message) context.Context {
-	return upstream.WithMethod(r.Context(), metricMethod(msg))
+// MethodCtx is r's context naming msg's method for the upstream metrics.
+func MethodCtx(r *http.Request, msg *mcpwire.Message) context.Context {
+	return upstream.WithMethod(r.Context(), MetricMethod(msg))
 }
 
-// observeUpstream is the upstream client's observer (Client.SetObserver).
-func (m *metrics) observeUpstream(o upstream.Observation) {
-	method := methodLabel(o.Method)
+// ObserveUpstream is the upstream client's observer (Client.SetObserver).
+func (m *Metrics) ObserveUpstream(o upstream.Observation) {
+	method := MethodLabel(o.Method)
 	switch {
 	case o.Err != nil:
 		m.upErrors.WithLabelValues(method, "unreachable").Inc()
@@ -347,12 +350,15 @@ func (m *metrics) observeUpstream(o upstream.Observation) {
 	m.upDuration.WithLabelValues(method).Observe(o.Took.Seconds())
 }
 
-// storeHook measures every Redis command the task store sends.
-type storeHook struct{ m *metrics }
+// StoreHook measures every Redis command the task store sends.
+type StoreHook struct{ m *Metrics }
 
-func (storeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+// NewStoreHook is the hook that times m's store commands.
+func NewStoreHook(m *Metrics) StoreHook { return StoreHook{m} }
 
-func (s storeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (StoreHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s StoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmd)
@@ -361,7 +367,7 @@ func (s storeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (s storeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (s StoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmds)
@@ -370,7 +376,7 @@ func (s storeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-func (s storeHook) observe(name string, took time.Duration, err error) {
+func (s StoreHook) observe(name string, took time.Duration, err error) {
 	name = strings.ToLower(name)
 	if err != nil && !errors.Is(err, redis.Nil) && !isScriptMiss(err) {
 		s.m.storeErrors.WithLabelValues(name).Inc()
@@ -383,10 +389,26 @@ func (s storeHook) observe(name string, took time.Duration, err error) {
 // Script.Run retries with EVAL, so it is not a failure.
 func isScriptMiss(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
-// tracer is m's tracing; nil (off) on a nil *metrics too.
-func (m *metrics) tracer() *tracing {
+// Tracer is m's tracing; nil (off) on a nil *metrics too.
+func (m *Metrics) Tracer() *Tracing {
 	if m == nil {
 		return nil
 	}
-	return m.trace
+	return m.Trace
+}
+
+// authReasons are the reasons a request is refused: no token, the RFC 6750
+// error codes, and an authorization server that cannot be reached.
+var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable"}
+
+// RegisterAuth adds taskgate_auth_refusals_total, every reason present at
+// 0 so alerts see a rise from the start.
+func (m *Metrics) RegisterAuth() {
+	m.AuthRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503).",
+	}, []string{"reason"})
+	for _, r := range authReasons {
+		m.AuthRefusals.WithLabelValues(r)
+	}
+	m.register(m.AuthRefusals)
 }

@@ -1,4 +1,4 @@
-package gateway
+package obs
 
 // OpenTelemetry tracing (Config.Tracer; nil: off, and none of this runs).
 //
@@ -45,36 +45,35 @@ const tracerName = "github.com/taskgate/taskgate/gateway"
 // propagator reads and writes W3C trace context and baggage.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// tracing makes the gateway's spans. A nil *tracing is off: every method
+// Tracing makes the gateway's spans. A nil *tracing is off: every method
 // returns at once.
-type tracing struct {
-	tracer  trace.Tracer
+type Tracing struct {
+	Tracer  trace.Tracer
 	replica string
 }
 
-func newTracing(tp trace.TracerProvider, replica string) *tracing {
+func NewTracing(tp trace.TracerProvider, replica string) *Tracing {
 	if tp == nil {
 		return nil
 	}
-	return &tracing{tracer: tp.Tracer(tracerName), replica: replica}
+	return &Tracing{Tracer: tp.Tracer(tracerName), replica: replica}
 }
 
-// startRequest starts the server span of an MCP request, child of its
-// traceparent header, and puts it in the request's context; rec ends it
-// (served).
-func (tr *tracing) startRequest(r *http.Request, rec *recorder) *http.Request {
+// StartRequest starts the server span of an MCP request, child of its
+// traceparent header, and puts it in the request's context; the caller
+// ends it (EndRequest). No tracing: r as it is, and no span.
+func (tr *Tracing) StartRequest(r *http.Request) (*http.Request, trace.Span) {
 	if tr == nil {
-		return r
+		return r, nil
 	}
 	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := tr.tracer.Start(ctx, "mcp", trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := tr.Tracer.Start(ctx, "mcp", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("taskgate.replica", tr.replica)))
-	rec.span = span
-	return r.WithContext(ctx)
+	return r.WithContext(ctx), span
 }
 
-// endRequest names and ends the server span once the request is served.
-func endRequest(span trace.Span, method string, status int) {
+// EndRequest names and ends the server span once the request is served.
+func EndRequest(span trace.Span, method string, status int) {
 	if span == nil {
 		return
 	}
@@ -86,9 +85,9 @@ func endRequest(span trace.Span, method string, status int) {
 	span.End()
 }
 
-// linkMeta links the request's span to a trace context the client sent in
+// LinkMeta links the request's span to a trace context the client sent in
 // params._meta (SEP-414) when its headers carried none.
-func (tr *tracing) linkMeta(ctx context.Context, r *http.Request, meta map[string]string) {
+func (tr *Tracing) LinkMeta(ctx context.Context, r *http.Request, meta map[string]string) {
 	if tr == nil || len(meta) == 0 || r.Header.Get("Traceparent") != "" {
 		return
 	}
@@ -98,9 +97,9 @@ func (tr *tracing) linkMeta(ctx context.Context, r *http.Request, meta map[strin
 	}
 }
 
-// traceMeta is the trace context a client sent in params._meta (SEP-414):
+// TraceMeta is the trace context a client sent in params._meta (SEP-414):
 // its traceparent, tracestate and baggage, when strings.
-func traceMeta(meta map[string]json.RawMessage) map[string]string {
+func TraceMeta(meta map[string]json.RawMessage) map[string]string {
 	var out map[string]string
 	for _, k := range []string{"traceparent", "tracestate", "baggage"} {
 		var v string
@@ -117,7 +116,7 @@ func traceMeta(meta map[string]json.RawMessage) map[string]string {
 // taskTrace is what a task record keeps of its span: trace id, span id,
 // the creating request's span id (its parent), and the sampled flag.
 type taskTrace struct {
-	trace   trace.TraceID
+	Trace   trace.TraceID
 	span    trace.SpanID
 	parent  trace.SpanID
 	sampled bool
@@ -128,7 +127,7 @@ func (t taskTrace) String() string {
 	if t.sampled {
 		flags = "01"
 	}
-	return t.trace.String() + "-" + t.span.String() + "-" + t.parent.String() + "-" + flags
+	return t.Trace.String() + "-" + t.span.String() + "-" + t.parent.String() + "-" + flags
 }
 
 func parseTaskTrace(s string) (taskTrace, bool) {
@@ -140,7 +139,7 @@ func parseTaskTrace(s string) (taskTrace, bool) {
 	if b, err := hex.DecodeString(parts[0]); err != nil || len(b) != 16 {
 		return t, false
 	} else {
-		copy(t.trace[:], b)
+		copy(t.Trace[:], b)
 	}
 	for i, dst := range []*trace.SpanID{&t.span, &t.parent} {
 		b, err := hex.DecodeString(parts[i+1])
@@ -150,27 +149,27 @@ func parseTaskTrace(s string) (taskTrace, bool) {
 		copy(dst[:], b)
 	}
 	t.sampled = parts[3] == "01"
-	return t, t.trace.IsValid() && t.span.IsValid()
+	return t, t.Trace.IsValid() && t.span.IsValid()
 }
 
-// mintTask makes the ids of a new task's span: the trace of ctx's span
+// MintTask makes the ids of a new task's span: the trace of ctx's span
 // (a fresh one without), a new span id, ctx's span as parent. "" when off.
-func (tr *tracing) mintTask(ctx context.Context) string {
+func (tr *Tracing) MintTask(ctx context.Context) string {
 	if tr == nil {
 		return ""
 	}
 	parent := trace.SpanContextFromContext(ctx)
-	t := taskTrace{trace: parent.TraceID(), parent: parent.SpanID(), sampled: parent.IsSampled()}
+	t := taskTrace{Trace: parent.TraceID(), parent: parent.SpanID(), sampled: parent.IsSampled()}
 	if !parent.IsValid() {
-		t.trace, t.sampled = randomTraceID(), true
+		t.Trace, t.sampled = randomTraceID(), true
 	}
 	t.span = randomSpanID()
 	return t.String()
 }
 
-// taskContext is ctx with task t's span as the (remote) parent: the
+// TaskContext is ctx with task t's span as the (remote) parent: the
 // worker's upstream calls become its children.
-func (tr *tracing) taskContext(ctx context.Context, t *taskstore.Task) context.Context {
+func (tr *Tracing) TaskContext(ctx context.Context, t *taskstore.Task) context.Context {
 	if tr == nil {
 		return ctx
 	}
@@ -186,20 +185,20 @@ func (t taskTrace) spanContext(span trace.SpanID) trace.SpanContext {
 	if t.sampled {
 		flags = trace.FlagsSampled
 	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: t.trace, SpanID: span, TraceFlags: flags, Remote: true})
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: t.Trace, SpanID: span, TraceFlags: flags, Remote: true})
 }
 
-// linkTask links the span of the request in ctx (a poll, an answer, a
+// LinkTask links the span of the request in ctx (a poll, an answer, a
 // cancel) to task t's span.
-func (tr *tracing) linkTask(ctx context.Context, t *taskstore.Task) {
+func (tr *Tracing) LinkTask(ctx context.Context, t *taskstore.Task) {
 	if tr == nil || t == nil {
 		return
 	}
-	tr.linkTrace(ctx, t.ID, t.Trace)
+	tr.LinkTrace(ctx, t.ID, t.Trace)
 }
 
-// linkTrace is linkTask from the task's id and Trace.
-func (tr *tracing) linkTrace(ctx context.Context, id, traceIDs string) {
+// LinkTrace is linkTask from the task's id and Trace.
+func (tr *Tracing) LinkTrace(ctx context.Context, id, traceIDs string) {
 	if tr == nil || traceIDs == "" {
 		return
 	}
@@ -212,9 +211,9 @@ func (tr *tracing) linkTrace(ctx context.Context, id, traceIDs string) {
 	span.SetAttributes(attribute.String("taskgate.task_id", id))
 }
 
-// endTask records task t's span, from its creation to now, when it
+// EndTask records task t's span, from its creation to now, when it
 // reached status on this replica.
-func (tr *tracing) endTask(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
+func (tr *Tracing) EndTask(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
 	if tr == nil || t == nil {
 		return
 	}
@@ -242,17 +241,17 @@ func (tr *tracing) endTask(t *taskstore.Task, status taskstore.Status, inputWait
 	if inputWait > 0 {
 		attrs = append(attrs, attribute.Float64("taskgate.input_wait_seconds", inputWait.Seconds()))
 	}
-	_, span := tr.tracer.Start(ctx, "mcp.task "+t.Tool, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+	_, span := tr.Tracer.Start(ctx, "mcp.task "+t.Tool, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrs...))
-	if status == taskstore.StatusFailed || status == outcomeExpired {
+	if status == taskstore.StatusFailed || status == OutcomeExpired {
 		span.SetStatus(codes.Error, t.StatusMessage)
 	}
 	span.End()
 }
 
-// outcomeExpired is the task span's outcome when the task's ttl ran out
+// OutcomeExpired is the task span's outcome when the task's ttl ran out
 // (or its record vanished) before a terminal status was written.
-const outcomeExpired taskstore.Status = "expired"
+const OutcomeExpired taskstore.Status = "expired"
 
 // forcedIDsKey carries the ids TraceIDGenerator gives the task span.
 type forcedIDsKey struct{}
@@ -267,7 +266,7 @@ type idGenerator struct{}
 
 func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	if tt, ok := ctx.Value(forcedIDsKey{}).(taskTrace); ok {
-		return tt.trace, tt.span
+		return tt.Trace, tt.span
 	}
 	return randomTraceID(), randomSpanID()
 }
