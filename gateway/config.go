@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/netip"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -228,3 +230,22 @@ func (c *Config) withDefaults() Config {
 // with: it lets the gateway record a task's span, once the task ends, with
 // the ids it minted when the task was created (internal/obs/tracing.go).
 func TraceIDGenerator() sdktrace.IDGenerator { return obs.TraceIDGenerator() }
+
+// FleetLatencies reads what the replicas published to store (every one but
+// except; "" for all) within decide.LatencyKeep and merges it per tool. A
+// malformed histogram is skipped.
+func FleetLatencies(ctx context.Context, store decide.LatencyLoader, except string) (map[string]policy.Histogram, error) {
+	return decide.FleetLatencies(ctx, store, except)
+}
+
+// Defaults of the policy decider (internal/decide).
+const (
+	// DefaultHybridWait is how long an "auto" tools/call may run before it
+	// becomes a task when the policy sets no wait (--hybrid-wait).
+	DefaultHybridWait = decide.DefaultHybridWait
+	// DefaultLatencySync is how often a replica shares its latencies.
+	DefaultLatencySync = decide.DefaultLatencySync
+	// LatencyKeep is how long a replica's published latencies outlive its
+	// last publish: replicas started within it start warm.
+	LatencyKeep = decide.LatencyKeep
+)

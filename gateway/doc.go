@@ -15,7 +15,7 @@
 //
 //	fronts ─▶ runner (runner*.go: tasks' upstream calls, leases, recovery)
 //	       ─▶ upstreamSide (upstream*.go: era, owner sessions, forwarding)
-//	       ─▶ decider (decide.go: policy, tool catalogue, learned latency)
+//	       ─▶ internal/decide (policy, tool catalogue, learned latency)
 //	       ─▶ internal/core (task shapes, owners, error mapping)
 //	       ─▶ taskstore.Store (Redis), through narrow interfaces
 //
@@ -93,10 +93,9 @@
 //     call's answer stream. upstream_listen.go: subscriptions/listen in
 //     front of a session upstream. upstream_answer.go: reading a whole
 //     answer to rewrite it. upstream_health.go: the upstream as last seen.
-//   - The policy decider, type decider. decide.go: policy.Decide with the
-//     rules, the tool's declaration and its learned latency. catalog.go:
-//     the tool catalogue. latency.go: latency learning and its sync with
-//     the other replicas.
+//   - The policy decider, internal/decide (Decider: policy, tool
+//     catalogue, learned latency); upstream_catalog.go: the upstream side
+//     lists the upstream's tools for a call of a tool the catalogue lacks.
 //   - The fallback task tools, type fallback: fallback.go, with
 //     front2025_fallback.go and front2026_fallback.go.
 //   - Observation: internal/obs (metrics, tracing, the request families),
@@ -107,8 +106,8 @@
 //     rendercache.go (rendered tasks/get answers of terminal tasks),
 //     ratelimit.go (the poll limit), config.go.
 //
-// What every component shares is in internal/core, and how they are
-// observed in internal/obs; neither imports anything of this package.
-// Package gateway itself may import those two, taskstore, upstream,
-// policy, auth and internal/mcpwire.
+// What every component shares is in internal/core, how they are observed
+// in internal/obs, and the policy decider in internal/decide; none of them
+// imports anything of this package. Package gateway itself may import
+// those, taskstore, upstream, policy, auth and internal/mcpwire.
 package gateway

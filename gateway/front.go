@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -21,7 +22,7 @@ import (
 type frontDeps struct {
 	runner  *runner
 	up      *upstreamSide
-	decider *decider
+	decider *decide.Decider
 	metrics *obs.Metrics
 	log     zerolog.Logger
 	polls   *pollLimiter // nil: no limit

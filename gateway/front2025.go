@@ -256,7 +256,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		a.write(w, r, f.log, nil)
 		return
 	}
-	f.decider.learnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
+	f.decider.LearnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
 	if err := f.recordSession(r.Context(), s); err != nil {
 		e := core.RPCError(err, core.Era2025)
 		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -51,7 +52,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.passNativeTask(w, r, msg, p.Name)
 		return
 	}
-	d, learn := f.decider.decide(r.Context(), p.Name, policy.Client2025)
+	d, learn := f.decider.Decide(r.Context(), p.Name, policy.Client2025)
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
@@ -73,7 +74,7 @@ func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg
 	}
 	learn := ""
 	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-		if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
 			learn = p.Name
 		}
 	}
@@ -88,7 +89,7 @@ func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
 		return
 	}
-	if f.decider.upstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
+	if f.decider.UpstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
 		// A rule made a tool the upstream runs only as a task a plain
 		// one: the gateway waits on the upstream's task for the client.
 		f.callThroughNativeTask(w, r, msg, s, tool)
@@ -106,8 +107,8 @@ func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	owner := core.OwnerOf(r)
-	ttl = taskTTL(d, ttl, owner)
-	if f.decider.upstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
+	ttl = decide.TaskTTL(d, ttl, owner)
+	if f.decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
 		// holds the upstream's (runner_native.go).
 		var err error

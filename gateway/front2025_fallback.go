@@ -31,6 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -56,12 +57,12 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 		return false
 	}
 	if f.fb.is(p.Name) {
-		if _, listed := f.decider.toolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
+		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
 			f.fallbackTool(w, r, msg, s, p)
 			return true
 		}
 	}
-	d, learn := f.decider.decide(r.Context(), p.Name, policy.ClientFallback)
+	d, learn := f.decider.Decide(r.Context(), p.Name, policy.ClientFallback)
 	if d.Mode != policy.Auto {
 		return false
 	}
@@ -122,7 +123,7 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 		f.startFallbackTask(w, r, msg, j, s, tool, d)
 	default:
 		if res.err == nil {
-			f.decider.observe(j.learn, time.Since(j.call.started))
+			f.decider.Observe(j.learn, time.Since(j.call.started))
 		}
 		f.writePlain(w, msg, *res)
 	}
@@ -148,16 +149,16 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 // call a plain one, answered when it ends.
 func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
-	if err := f.runner.launch(ctx, j, launchSpec{proto: taskstore.ProtocolFallback, tool: tool, ttl: taskTTL(d, 0, j.owner), poll: d.PollInterval}); err != nil {
+	if err := f.runner.launch(ctx, j, launchSpec{proto: taskstore.ProtocolFallback, tool: tool, ttl: decide.TaskTTL(d, 0, j.owner), poll: d.PollInterval}); err != nil {
 		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
 		f.writePlain(w, msg, f.runner.waitPlain(r, j))
 		return
 	}
-	decl, _ := f.decider.toolInfo(ctx, tool)
+	decl, _ := f.decider.ToolInfo(ctx, tool)
 	if j.first != nil {
 		f.fb.awaitQuestion(ctx, j.task)
 	}
-	result := f.fb.started(j.task, decl.output, j.first != nil)
+	result := f.fb.started(j.task, decl.Output, j.first != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {
 		f.log.Warn().Str("op", "fallback").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback tools")

@@ -49,7 +49,7 @@ import (
 // task-augmented call: the upstream declared execution.taskSupport for it
 // and no rule names it.
 func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
-	native, ruled := f.decider.native(ctx, tool)
+	native, ruled := f.decider.Native(ctx, tool)
 	return native && !ruled
 }
 

@@ -41,6 +41,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -311,7 +312,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	j := emulatedJob(r, s, params, learn, p.Task == nil)
-	ttl = taskTTL(d, ttl, j.owner)
+	ttl = decide.TaskTTL(d, ttl, j.owner)
 	if core.AuthOwner(r) == "" {
 		// Without Authorization the session is anyone's to open (the
 		// gateway mints it): its tasks live, and are counted, as an
@@ -342,7 +343,7 @@ func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, ms
 		kind = policy.Client2025
 	}
 	f.up.toolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
-	d, learn := f.decider.decide(r.Context(), p.Name, kind)
+	d, learn := f.decider.Decide(r.Context(), p.Name, kind)
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}

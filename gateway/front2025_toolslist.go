@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -69,17 +70,17 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
-		cfg := f.decider.policy.Load()
-		var declared map[string]toolDecl
+		cfg := f.decider.Policy.Load()
+		var declared map[string]decide.ToolDecl
 		var err error
-		result, declared, err = rewriteTools(upstream, func(name string, decl toolDecl) policy.TaskSupport {
-			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
+		result, declared, err = decide.RewriteTools(upstream, func(name string, decl decide.ToolDecl) policy.TaskSupport {
+			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.decider.Lat.Stats(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool
 				// itself; with the fallback tools it gets a task anyway.
 				d.TaskSupport = policy.TaskSupportOptional
 			}
-			if d.TaskSupport != decl.ts {
+			if d.TaskSupport != decl.TaskSupport {
 				f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
 			}
 			return d.TaskSupport
@@ -87,9 +88,9 @@ func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstrea
 		if err != nil {
 			return nil, err
 		}
-		f.decider.learnTools(ctx, declared)
+		f.decider.LearnTools(ctx, declared)
 	} else {
-		f.decider.learnToolsList(ctx, upstream)
+		f.decider.LearnToolsList(ctx, upstream)
 	}
 	if withFallback {
 		base := result

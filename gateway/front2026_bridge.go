@@ -133,7 +133,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				f.fail(w, r, msg, sse, res.err)
 				return
 			}
-			f.decider.observe(learn, time.Since(c.started))
+			f.decider.Observe(learn, time.Since(c.started))
 			f.up.writeSessionAnswer(w, sse, msg.ID, "tools/call", res.resp)
 			return
 		case <-ctx.Done():

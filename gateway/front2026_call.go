@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -53,7 +54,7 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
-	d, learn = f.decider.decide(ctx, tool, client)
+	d, learn = f.decider.Decide(ctx, tool, client)
 	switch d.Mode {
 	case policy.Task:
 		return modeTask, d, learn
@@ -154,7 +155,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // starts its worker and answers the flat CreateTaskResult, only once the
 // task is durable ("Task Creation").
 func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
-	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.owner), j.owner)
 	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if j.call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
 			// A call already running is not killed for want of a task:
@@ -247,7 +248,7 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		f.startTask(w, r, msg, j, tool, d)
 	default:
 		if res.err == nil && !core.IsInputRequired(res.resp) {
-			f.decider.observe(j.learn, time.Since(j.call.started))
+			f.decider.Observe(j.learn, time.Since(j.call.started))
 		}
 		f.writeCallResult(w, msg, *res)
 	}
@@ -284,7 +285,7 @@ func (f *front2026) nativeParams(ctx context.Context, tool string, params json.R
 		return params
 	}
 	f.up.toolDeclared(ctx, f.decider, target.Session, tool)
-	if !f.decider.upstreamTaskSupport(ctx, tool).AllowsTask() {
+	if !f.decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}
 	if out, err := withUpstreamTask(params, 0); err == nil {

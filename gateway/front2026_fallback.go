@@ -29,7 +29,7 @@ func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
 		return false
 	}
-	if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+	if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
 		return false
 	}
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
@@ -123,11 +123,11 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.
 func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.RawMessage {
-	decl, _ := f.decider.toolInfo(r.Context(), tool)
+	decl, _ := f.decider.ToolInfo(r.Context(), tool)
 	if j.first != nil {
 		f.fb.awaitQuestion(r.Context(), j.task)
 	}
-	return core.StatelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
+	return core.StatelessResult("tools/call", f.fb.started(j.task, decl.Output, j.first != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -212,7 +213,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 		f.startTask(w, r, msg, j, tool, d)
 		return
 	}
-	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.owner), j.owner)
 	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress) {
 			// As startTask: a call already running is not killed for want

@@ -44,8 +44,8 @@ func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) b
 	if err != nil || !era.stateless || !era.tasks {
 		return false
 	}
-	decl, _ := f.decider.toolInfo(r.Context(), tool)
-	return !policy.Ruled(f.decider.policy.Load(), decl.tool(tool))
+	decl, _ := f.decider.ToolInfo(r.Context(), tool)
+	return !policy.Ruled(f.decider.Policy.Load(), decl.Tool(tool))
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and

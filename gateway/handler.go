@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -33,13 +34,13 @@ type Handler struct {
 	life context.Context
 	end  context.CancelFunc
 
-	origins *originPolicy // the allowed Origins (frontdoor.go)
-	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
-	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
-	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
-	trace   *obs.Tracing  // spans (internal/obs); nil: off
-	up      *upstreamSide // the era probe, owner sessions, forwarding
-	decider *decider      // policy, tool catalogue, learned latencies
+	origins *originPolicy   // the allowed Origins (frontdoor.go)
+	pub     *publicURLs     // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta      // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials    // principals' freshest tokens (credentials.go); nil: none kept
+	trace   *obs.Tracing    // spans (internal/obs); nil: off
+	up      *upstreamSide   // the era probe, owner sessions, forwarding
+	decider *decide.Decider // policy, tool catalogue, learned latencies
 	// health is the upstream's as last seen (upstream_health.go).
 	health *upstreamHealth
 
@@ -74,7 +75,7 @@ func New(cfg Config) (*Handler, error) {
 		own = c.Auth
 	}
 	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
-	h.decider = newDecider(c.Policy, c.Store, c.Logger)
+	h.decider = decide.NewDecider(c.Policy, c.Store, c.Logger)
 	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
 	h.metrics = obs.NewMetrics(func() float64 {
@@ -117,7 +118,7 @@ func New(cfg Config) (*Handler, error) {
 	// and the front starts the runner's tasks.
 	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
 	h.runner = newRunner(runnerParams{
-		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
+		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.Observe,
 		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
 		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
 		anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
@@ -133,7 +134,7 @@ func New(cfg Config) (*Handler, error) {
 	h.front2025.frontDeps = deps
 	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
 		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: c.MRTRHold}
-	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
+	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }
 
@@ -150,7 +151,7 @@ func (h *Handler) Close() error {
 	if h.stopRemovals != nil {
 		h.stopRemovals()
 	}
-	h.decider.stopSync()
+	h.decider.StopSync()
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -154,13 +155,13 @@ func TestToolDeclaredDiscovers(t *testing.T) {
 	h := newFleet(t, srv.URL).add(nil)
 	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
 	decl, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
-	if !listed || decl.ts != "required" || lists.Load() != 2 {
+	if !listed || decl.TaskSupport != "required" || lists.Load() != 2 {
 		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
 	}
 	if _, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
 		t.Errorf("an unknown tool right after: listed %v, %d tools/list (want no new listing)", listed, lists.Load())
 	}
-	if native, ruled := h.decider.native(t.Context(), "native"); !native || ruled {
+	if native, ruled := h.decider.Native(t.Context(), "native"); !native || ruled {
 		t.Errorf("native(native) = %v, %v", native, ruled)
 	}
 }
@@ -397,22 +398,22 @@ func TestNativeNeedsServerCapability(t *testing.T) {
 	fl := newFleet(t, "http://127.0.0.1:1/mcp")
 	a, b := fl.add(nil), fl.add(nil)
 	ctx := t.Context()
-	a.decider.learnTools(ctx, map[string]toolDecl{"research": {ts: policy.TaskSupportRequired}})
-	if native, _ := a.decider.native(ctx, "research"); !native {
+	a.decider.LearnTools(ctx, map[string]decide.ToolDecl{"research": {TaskSupport: policy.TaskSupportRequired}})
+	if native, _ := a.decider.Native(ctx, "research"); !native {
 		t.Fatal("with no initialize seen, a tool declaring taskSupport is native")
 	}
-	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
-	if native, _ := a.decider.native(ctx, "research"); native {
+	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
+	if native, _ := a.decider.Native(ctx, "research"); native {
 		t.Error("an upstream without capabilities.tasks has native tools")
 	}
-	if native, _ := b.decider.native(ctx, "research"); native {
+	if native, _ := b.decider.Native(ctx, "research"); native {
 		t.Error("the other replica did not read the capability from the store")
 	}
-	if ts := a.decider.upstreamTaskSupport(ctx, "research"); ts != "" {
+	if ts := a.decider.UpstreamTaskSupport(ctx, "research"); ts != "" {
 		t.Errorf("upstreamTaskSupport = %q, want none", ts)
 	}
-	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
-	if native, _ := a.decider.native(ctx, "research"); !native {
+	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
+	if native, _ := a.decider.Native(ctx, "research"); !native {
 		t.Error("an upstream declaring task-augmented tools/call has no native tools")
 	}
 }

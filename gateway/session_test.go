@@ -538,8 +538,8 @@ func TestToolsListRewrite(t *testing.T) {
 				if got := rp.mr.HGet("tg:tools", tool); got != want {
 					t.Errorf("catalogue %s = %q, want %q", tool, got, want)
 				}
-				if got, _ := rp.hs[1].decider.toolInfo(context.Background(), tool); string(got.ts) != want {
-					t.Errorf("replica B: catalogue taskSupport of %s = %q, want %q", tool, got.ts, want)
+				if got, _ := rp.hs[1].decider.ToolInfo(context.Background(), tool); string(got.TaskSupport) != want {
+					t.Errorf("replica B: catalogue taskSupport of %s = %q, want %q", tool, got.TaskSupport, want)
 				}
 			}
 		})

@@ -27,6 +27,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -67,8 +68,8 @@ type ownerStore interface {
 	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
 }
 
-func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {
-	u := &upstreamSide{client: client, observe: d.observe, learnTools: d.learnToolsList, learnServer: d.learnServerCaps, log: log, keepAlive: max(keepAlive, 0)}
+func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {
+	u := &upstreamSide{client: client, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, keepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}

@@ -1,4 +1,4 @@
-package gateway
+package decide
 
 // The tool catalogue: what the upstream declared per tool in tools/list
 // (execution.taskSupport, annotations), which the policy reads on every
@@ -13,50 +13,45 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 const (
 	// catalogFresh is how long a replica trusts its own copy of a tool's
 	// declaration before reading the store again.
 	catalogFresh = 5 * time.Minute
-	// catalogMissFresh is how long a replica trusts "the store has no
+	// CatalogMissFresh is how long a replica trusts "the store has no
 	// declaration for this tool": short, so a tools/list seen by another
 	// replica is picked up soon.
-	catalogMissFresh = 30 * time.Second
+	CatalogMissFresh = 30 * time.Second
 	// catalogMaxTools bounds the in-process catalogue.
 	catalogMaxTools = 10000
 )
 
-// learnToolsList records what a tools/list result (of either era) declares
+// LearnToolsList records what a tools/list result (of either era) declares
 // in the tool catalogue.
-func (d *decider) learnToolsList(ctx context.Context, result json.RawMessage) {
-	if d.store == nil || len(result) == 0 {
+func (d *Decider) LearnToolsList(ctx context.Context, result json.RawMessage) {
+	if d.Store == nil || len(result) == 0 {
 		return
 	}
-	_, declared, err := rewriteTools(result, nil)
+	_, declared, err := RewriteTools(result, nil)
 	if err != nil {
 		d.log.Debug().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result")
 		return
 	}
-	d.learnTools(ctx, declared)
+	d.LearnTools(ctx, declared)
 }
 
-// toolDecl is what the upstream declared for one tool in tools/list.
-type toolDecl struct {
-	ts     policy.TaskSupport
-	ann    json.RawMessage // the annotations object verbatim, nil when absent
-	output bool            // it declares an outputSchema
+// ToolDecl is what the upstream declared for one tool in tools/list.
+type ToolDecl struct {
+	TaskSupport policy.TaskSupport
+	ann         json.RawMessage // the annotations object verbatim, nil when absent
+	Output      bool            // it declares an outputSchema
 }
 
-// tool is the policy's view of the tool called name.
-func (d toolDecl) tool(name string) policy.Tool {
+// Tool is the policy's view of the tool called name.
+func (d ToolDecl) Tool(name string) policy.Tool {
 	t := policy.Tool{Name: name}
 	if len(d.ann) > 0 {
 		_ = json.Unmarshal(d.ann, &t.Annotations) // bad hints count as absent
@@ -64,11 +59,11 @@ func (d toolDecl) tool(name string) policy.Tool {
 	return t
 }
 
-// rewriteTools reads a tools/list result and, with want (nil: read only),
+// RewriteTools reads a tools/list result and, with want (nil: read only),
 // sets each tool's execution.taskSupport to want's answer. It returns the
 // new result (nil when nothing changed) and what the upstream declared
 // per tool.
-func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) policy.TaskSupport) (json.RawMessage, map[string]toolDecl, error) {
+func RewriteTools(result json.RawMessage, want func(name string, decl ToolDecl) policy.TaskSupport) (json.RawMessage, map[string]ToolDecl, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(result, &res); err != nil {
 		return nil, nil, err
@@ -77,7 +72,7 @@ func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) 
 	if err := json.Unmarshal(res["tools"], &tools); err != nil {
 		return nil, nil, err
 	}
-	declared := make(map[string]toolDecl, len(tools))
+	declared := make(map[string]ToolDecl, len(tools))
 	changed := false
 	for i, raw := range tools {
 		var tool map[string]json.RawMessage
@@ -90,18 +85,18 @@ func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) 
 		}
 		var exec map[string]json.RawMessage
 		_ = json.Unmarshal(tool["execution"], &exec)
-		var decl toolDecl
-		_ = json.Unmarshal(exec["taskSupport"], &decl.ts)
+		var decl ToolDecl
+		_ = json.Unmarshal(exec["taskSupport"], &decl.TaskSupport)
 		if ann := bytes.TrimSpace(tool["annotations"]); len(ann) > 0 && ann[0] == '{' {
 			decl.ann = ann
 		}
-		decl.output = len(tool["outputSchema"]) > 0 && string(tool["outputSchema"]) != "null"
+		decl.Output = len(tool["outputSchema"]) > 0 && string(tool["outputSchema"]) != "null"
 		declared[name] = decl
 		if want == nil {
 			continue
 		}
 		ts := want(name, decl)
-		if ts == decl.ts {
+		if ts == decl.TaskSupport {
 			continue
 		}
 		if ts == policy.TaskSupportAbsent {
@@ -135,14 +130,14 @@ func rewriteTools(result json.RawMessage, want func(name string, decl toolDecl) 
 }
 
 // toolCatalog is this replica's copy of what the upstream declared per
-// tool; the store holds the shared one.
+// Tool; the store holds the shared one.
 type toolCatalog struct {
 	mu sync.RWMutex
 	m  map[string]catalogEntry
 }
 
 type catalogEntry struct {
-	decl   toolDecl
+	decl   ToolDecl
 	listed bool      // the upstream listed the tool (else: "not in the store", remembered briefly)
 	at     time.Time // when this replica wrote or read it
 }
@@ -171,21 +166,21 @@ func (c *toolCatalog) setLocked(tool string, e catalogEntry) {
 	c.m[tool] = e
 }
 
-// learnTools records what a tools/list said, writing to the store only the
+// LearnTools records what a tools/list said, writing to the store only the
 // tools whose declaration this replica did not already know.
-func (d *decider) learnTools(ctx context.Context, declared map[string]toolDecl) {
+func (d *Decider) LearnTools(ctx context.Context, declared map[string]ToolDecl) {
 	c := d.tools
 	now := time.Now()
 	changed := make(map[string]taskstore.ToolInfo)
 	c.mu.RLock()
 	for tool, decl := range declared {
-		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.ts != decl.ts || !bytes.Equal(e.decl.ann, decl.ann) || e.decl.output != decl.output || now.Sub(e.at) > catalogFresh {
-			changed[tool] = taskstore.ToolInfo{TaskSupport: string(decl.ts), Annotations: decl.ann, OutputSchema: decl.output}
+		if e, ok := c.m[tool]; !ok || !e.listed || e.decl.TaskSupport != decl.TaskSupport || !bytes.Equal(e.decl.ann, decl.ann) || e.decl.Output != decl.Output || now.Sub(e.at) > catalogFresh {
+			changed[tool] = taskstore.ToolInfo{TaskSupport: string(decl.TaskSupport), Annotations: decl.ann, OutputSchema: decl.Output}
 		}
 	}
 	c.mu.RUnlock()
 	if len(changed) > 0 {
-		if err := d.store.SetTools(ctx, changed); err != nil {
+		if err := d.Store.SetTools(ctx, changed); err != nil {
 			// Not fatal: this answer is right; other replicas learn later.
 			d.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot record the tool catalogue")
 			return
@@ -198,17 +193,17 @@ func (d *decider) learnTools(ctx context.Context, declared map[string]toolDecl) 
 	}
 }
 
-// toolInfo is what the upstream declared for tool (the zero toolDecl when
+// ToolInfo is what the upstream declared for tool (the zero ToolDecl when
 // nothing or unknown), and whether it listed the tool at all: only listed
 // tools have their latency learned. This replica's copy is trusted for
 // catalogFresh, else the store is read.
-func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
+func (d *Decider) ToolInfo(ctx context.Context, tool string) (ToolDecl, bool) {
 	now := time.Now()
 	local, _, fresh := d.tools.get(tool, now)
-	if fresh || d.store == nil {
+	if fresh || d.Store == nil {
 		return local.decl, local.listed
 	}
-	info, ok, err := d.store.Tool(ctx, tool)
+	info, ok, err := d.Store.Tool(ctx, tool)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
@@ -219,30 +214,30 @@ func (d *decider) toolInfo(ctx context.Context, tool string) (toolDecl, bool) {
 		// Remember "not in the store" too, briefly: without it every call
 		// of a tool nobody listed yet (or whose entry the store lost)
 		// costs a Redis read. What this replica knew of it stands.
-		d.tools.set(tool, catalogEntry{decl: local.decl, listed: local.listed, at: now.Add(catalogMissFresh - catalogFresh)})
+		d.tools.set(tool, catalogEntry{decl: local.decl, listed: local.listed, at: now.Add(CatalogMissFresh - catalogFresh)})
 		return local.decl, local.listed
 	}
-	decl := toolDecl{ts: policy.TaskSupport(info.TaskSupport), ann: info.Annotations, output: info.OutputSchema}
+	decl := ToolDecl{TaskSupport: policy.TaskSupport(info.TaskSupport), ann: info.Annotations, Output: info.OutputSchema}
 	d.tools.set(tool, catalogEntry{decl: decl, listed: true, at: now})
 	return decl, true
 }
 
-// upstreamTaskSupport is the execution.taskSupport the upstream itself
+// UpstreamTaskSupport is the execution.taskSupport the upstream itself
 // declared for tool ("" when absent or unknown), as far as it holds: a tool
 // of an upstream that does not declare task-augmented tools/call (its
 // capabilities.tasks, when an initialize told) has none, whatever its
 // tools/list says (MCP 2025-11-25, Tasks, "Capabilities").
-func (d *decider) upstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
-	decl, _ := d.toolInfo(ctx, tool)
-	if declared, known := d.serverTasks.get(ctx, d.store); known && !declared {
+func (d *Decider) UpstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
+	decl, _ := d.ToolInfo(ctx, tool)
+	if declared, known := d.serverTasks.get(ctx, d.Store); known && !declared {
 		return ""
 	}
-	return decl.ts
+	return decl.TaskSupport
 }
 
 // serverTasks is whether the upstream declares task-augmented tools/call,
 // as the last initialize result a replica saw said, shared through the
-// store.
+// Store.
 type serverTasks struct {
 	mu       sync.Mutex
 	declared bool
@@ -250,7 +245,7 @@ type serverTasks struct {
 	at       time.Time
 }
 
-func (s *serverTasks) get(ctx context.Context, store catalogStore) (declared, known bool) {
+func (s *serverTasks) get(ctx context.Context, store CatalogStore) (declared, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.known && time.Since(s.at) < catalogFresh || store == nil {
@@ -262,9 +257,9 @@ func (s *serverTasks) get(ctx context.Context, store catalogStore) (declared, kn
 	return s.declared, s.known
 }
 
-// learnServerCaps records what an upstream initialize result's
+// LearnServerCaps records what an upstream initialize result's
 // capabilities say of task-augmented tools/call.
-func (d *decider) learnServerCaps(ctx context.Context, caps json.RawMessage) {
+func (d *Decider) LearnServerCaps(ctx context.Context, caps json.RawMessage) {
 	var c struct {
 		Tasks *struct {
 			Requests struct {
@@ -283,107 +278,9 @@ func (d *decider) learnServerCaps(ctx context.Context, caps json.RawMessage) {
 	changed := !s.known || s.declared != declared
 	s.declared, s.known, s.at = declared, true, time.Now()
 	s.mu.Unlock()
-	if changed && d.store != nil {
-		if err := d.store.SetUpstreamTasks(ctx, declared); err != nil {
+	if changed && d.Store != nil {
+		if err := d.Store.SetUpstreamTasks(ctx, declared); err != nil {
 			d.log.Debug().Str("op", "initialize").Err(err).Msg("cannot record the upstream's tasks capability")
 		}
 	}
-}
-
-// discoverEvery bounds how often a replica lists the upstream's tools
-// itself, for calls of tools it has no declaration for; discoverPages
-// bounds the pages it reads.
-const (
-	discoverEvery = catalogMissFresh
-	discoverPages = 100
-)
-
-// discovery is a replica's listing of the upstream's tools for calls of
-// tools it has no declaration for (toolDeclared).
-type discovery struct {
-	mu       sync.Mutex
-	inflight chan struct{} // closed when the listing in flight ends
-	ok       time.Time     // when a listing last succeeded
-	failed   time.Time     // when a listing last failed
-}
-
-// discoverRetry is how soon a failed listing may be tried again;
-// discoverTimeout bounds one listing.
-const (
-	discoverRetry   = time.Second
-	discoverTimeout = 10 * time.Second
-)
-
-// toolDeclared returns the upstream's declaration of tool; when the
-// catalogue has none, the upstream's tools are listed first on sess (a
-// client may call a tool without listing: every 2026-07-28 client may).
-// One listing at a time per replica, which concurrent callers wait for; at
-// most one per discoverEvery once one succeeded (a name the upstream does
-// not list stays undeclared), and per discoverRetry after one failed.
-func (u *upstreamSide) toolDeclared(ctx context.Context, d *decider, sess *upstream.Session, tool string) (toolDecl, bool) {
-	if decl, listed := d.toolInfo(ctx, tool); listed || d.store == nil {
-		return decl, listed
-	}
-	disc := &u.discovery
-	disc.mu.Lock()
-	if ch := disc.inflight; ch != nil {
-		disc.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return d.toolInfo(ctx, tool)
-	}
-	now := time.Now()
-	if now.Sub(disc.ok) < discoverEvery || now.Sub(disc.failed) < discoverRetry {
-		disc.mu.Unlock()
-		return toolDecl{}, false
-	}
-	ch := make(chan struct{})
-	disc.inflight = ch
-	disc.mu.Unlock()
-
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discoverTimeout)
-	ok := u.listTools(lctx, sess, tool)
-	cancel()
-
-	disc.mu.Lock()
-	if ok {
-		disc.ok = time.Now()
-	} else {
-		disc.failed = time.Now()
-	}
-	disc.inflight = nil
-	close(ch)
-	disc.mu.Unlock()
-	return d.toolInfo(ctx, tool)
-}
-
-// listTools reads every page of the upstream's tools/list on sess (at
-// most discoverPages) into the catalogue, and reports whether it could.
-func (u *upstreamSide) listTools(ctx context.Context, sess *upstream.Session, tool string) bool {
-	cursor := ""
-	for page := 0; page < discoverPages; page++ {
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
-		}
-		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
-		if err == nil && resp.Error != nil {
-			err = resp.Error
-		}
-		if err != nil {
-			u.log.Debug().Str("op", "tools/list").Str("tool", tool).Err(err).Msg("cannot list the upstream's tools")
-			return false
-		}
-		u.learnTools(ctx, resp.Result)
-		var next struct {
-			NextCursor string `json:"nextCursor"`
-		}
-		if json.Unmarshal(resp.Result, &next) != nil || next.NextCursor == "" || next.NextCursor == cursor {
-			return true
-		}
-		cursor = next.NextCursor
-	}
-	return true
 }

@@ -1,4 +1,4 @@
-package gateway
+package decide
 
 // How a tools/call is decided (docs/ARCHITECTURE.md, "How a tools/call is
 // decided"): policy.Decide, with the rules in force (Config.Policy, read
@@ -22,22 +22,22 @@ import (
 // becomes a task when the policy sets no wait (--hybrid-wait).
 const DefaultHybridWait = time.Second
 
-// decider applies the policy: it owns the rules in force, the tool
+// Decider applies the policy: it owns the rules in force, the tool
 // catalogue and the learned latencies, and shares the latter two with the
 // other replicas through the store.
-type decider struct {
-	policy *policy.Current
-	lat    *policy.Latencies
+type Decider struct {
+	Policy *policy.Current
+	Lat    *policy.Latencies
 	tools  *toolCatalog
 	// serverTasks: whether the upstream declares task-augmented tools/call.
 	serverTasks serverTasks
-	store       catalogStore // nil: nothing shared, nothing learned across replicas
+	Store       CatalogStore // nil: nothing shared, nothing learned across replicas
 	sync        *latencySync // nil until startSync, and without a store
 	log         zerolog.Logger
 }
 
-// catalogStore is what the decider needs of the task store.
-type catalogStore interface {
+// CatalogStore is what the decider needs of the task store.
+type CatalogStore interface {
 	SetTools(ctx context.Context, tools map[string]taskstore.ToolInfo) error
 	Tool(ctx context.Context, tool string) (taskstore.ToolInfo, bool, error)
 	PublishLatencies(ctx context.Context, replica string, hists map[string][]byte, keep time.Duration) error
@@ -46,20 +46,20 @@ type catalogStore interface {
 	UpstreamTasks(ctx context.Context) (declared, known bool, err error)
 }
 
-func newDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *decider {
-	d := &decider{policy: p, lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
+func NewDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *Decider {
+	d := &Decider{Policy: p, Lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
 	if store != nil {
-		d.store = store
+		d.Store = store
 	}
 	return d
 }
 
-// decide applies the policy in force to a call of tool by a client of the
+// Decide applies the policy in force to a call of tool by a client of the
 // given kind. learn is the name to record the call's latency under: the
-// tool when the upstream listed it, else "" (not learned).
-func (d *decider) decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string) {
-	decl, listed := d.toolInfo(ctx, tool)
-	dec = policy.Decide(d.policy.Load(), decl.tool(tool), client, decl.ts, d.lat.Stats(tool))
+// Tool when the upstream listed it, else "" (not learned).
+func (d *Decider) Decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string) {
+	decl, listed := d.ToolInfo(ctx, tool)
+	dec = policy.Decide(d.Policy.Load(), decl.Tool(tool), client, decl.TaskSupport, d.Lat.Stats(tool))
 	if ev := d.log.Debug(); ev.Enabled() {
 		ev.Str("op", "decide").Str("tool", tool).Str("client", client.String()).Str("mode", dec.Mode.String()).
 			Str("task_support", string(dec.TaskSupport)).Int("rule", dec.Rule)
@@ -74,23 +74,23 @@ func (d *decider) decide(ctx context.Context, tool string, client policy.ClientK
 	return dec, learn
 }
 
-// native reports whether the upstream declared execution.taskSupport for
-// tool, so that it runs the tool's tasks itself (a native tool), and
+// Native reports whether the upstream declared execution.taskSupport for
+// Tool, so that it runs the tool's tasks itself (a native tool), and
 // whether a task, task-required or sync rule takes the tool over: then the
 // gateway decides, and owns any task, holding the upstream's underneath
 // (runner_native.go). An auto rule leaves a native tool native.
-func (d *decider) native(ctx context.Context, tool string) (native, ruled bool) {
-	decl, listed := d.toolInfo(ctx, tool)
+func (d *Decider) Native(ctx context.Context, tool string) (native, ruled bool) {
+	decl, listed := d.ToolInfo(ctx, tool)
 	if !listed {
 		return false, false
 	}
-	return policy.Native(d.policy.Load(), decl.tool(tool), d.upstreamTaskSupport(ctx, tool))
+	return policy.Native(d.Policy.Load(), decl.Tool(tool), d.UpstreamTaskSupport(ctx, tool))
 }
 
-// taskTTL is the ttl of a task the policy decided on: the rule's, else
+// TaskTTL is the ttl of a task the policy decided on: the rule's, else
 // what the client asked for (0: the store's default). A task of an
 // anonymous owner lives at most core.AnonymousTTL: its id is its only bearer.
-func taskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration {
+func TaskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration {
 	ttl := asked
 	if d.TTL > 0 {
 		ttl = d.TTL

@@ -1,4 +1,4 @@
-package gateway
+package decide
 
 // Latency learning (docs/ARCHITECTURE.md, "How a tools/call is decided"): every
 // upstream tools/call that produced an answer (a result or a JSON-RPC
@@ -13,7 +13,7 @@ package gateway
 //
 // Only tools the upstream listed are learned (tool names come from
 // clients, and policy.Latencies is bounded). The observations go into
-// policy.Latencies in memory; no Redis command is on a call's path.
+// Policy.Latencies in memory; no Redis command is on a call's path.
 // Replicas share them by periodic merge (latencySync): each publishes its
 // own histograms every LatencySync and reads the others' back
 // (taskstore/latency.go), and startSync merges once before the Handler
@@ -42,19 +42,19 @@ const (
 	latencyWarmTimeout = 2 * time.Second
 )
 
-// observe records that a call of tool took d; tool "" (not learned) is
+// Observe records that a call of tool took d; tool "" (not learned) is
 // ignored. Allocation-free once the tool has an entry.
-func (d *decider) observe(tool string, took time.Duration) {
+func (d *Decider) Observe(tool string, took time.Duration) {
 	if tool == "" || took < 0 {
 		return
 	}
-	d.lat.Observe(tool, took)
+	d.Lat.Observe(tool, took)
 }
 
-// startSync starts sharing latencies every interval (negative: never)
+// StartSync starts sharing latencies every interval (negative: never)
 // with replica's name, once it has merged what the others published.
-func (d *decider) startSync(every time.Duration, replica string) {
-	if d.store == nil || every < 0 {
+func (d *Decider) StartSync(every time.Duration, replica string) {
+	if d.Store == nil || every < 0 {
 		return
 	}
 	if every == 0 {
@@ -63,8 +63,8 @@ func (d *decider) startSync(every time.Duration, replica string) {
 	d.sync = newLatencySync(d, every, replica)
 }
 
-// stopSync stops the sharing, publishing once more.
-func (d *decider) stopSync() {
+// StopSync stops the sharing, publishing once more.
+func (d *Decider) StopSync() {
 	if d.sync != nil {
 		d.sync.stop()
 	}
@@ -73,7 +73,7 @@ func (d *decider) stopSync() {
 // latencySync publishes this replica's latencies and merges the others'
 // every interval, until stop.
 type latencySync struct {
-	d         *decider
+	d         *Decider
 	replica   string
 	every     time.Duration
 	cancel    context.CancelFunc
@@ -84,7 +84,7 @@ type latencySync struct {
 
 // newLatencySync merges what the other replicas published (warm start),
 // then keeps sharing every interval in a goroutine stop waits for.
-func newLatencySync(d *decider, every time.Duration, replica string) *latencySync {
+func newLatencySync(d *Decider, every time.Duration, replica string) *latencySync {
 	s := &latencySync{d: d, replica: replica, every: every, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -114,7 +114,7 @@ func (s *latencySync) stop() {
 
 // publish writes this replica's own histograms; it reports success.
 func (s *latencySync) publish(ctx context.Context) bool {
-	local := s.d.lat.Local()
+	local := s.d.Lat.Local()
 	hists := make(map[string][]byte, len(local))
 	for tool, hist := range local {
 		b, _ := hist.MarshalBinary()
@@ -125,7 +125,7 @@ func (s *latencySync) publish(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	err := s.d.store.PublishLatencies(ctx, s.replica, hists, LatencyKeep)
+	err := s.d.Store.PublishLatencies(ctx, s.replica, hists, LatencyKeep)
 	s.result("publish", err)
 	if err == nil {
 		s.published = true
@@ -137,10 +137,10 @@ func (s *latencySync) publish(ctx context.Context) bool {
 func (s *latencySync) load(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	others, err := FleetLatencies(ctx, s.d.store, s.replica)
+	others, err := FleetLatencies(ctx, s.d.Store, s.replica)
 	s.result("load", err)
 	if err == nil {
-		s.d.lat.SetRemote(others)
+		s.d.Lat.SetRemote(others)
 	}
 }
 
@@ -157,15 +157,15 @@ func (s *latencySync) result(op string, err error) {
 	}
 }
 
-// latencyLoader reads what the replicas published (taskstore.Store).
-type latencyLoader interface {
+// LatencyLoader reads what the replicas published (taskstore.Store).
+type LatencyLoader interface {
 	LoadLatencies(ctx context.Context, except string, keep time.Duration) (map[string]map[string][]byte, error)
 }
 
 // FleetLatencies reads what the replicas published to store (every one but
 // except; "" for all) within LatencyKeep and merges it per tool. A
 // malformed histogram is skipped.
-func FleetLatencies(ctx context.Context, store latencyLoader, except string) (map[string]policy.Histogram, error) {
+func FleetLatencies(ctx context.Context, store LatencyLoader, except string) (map[string]policy.Histogram, error) {
 	published, err := store.LoadLatencies(ctx, except, LatencyKeep)
 	if err != nil {
 		return nil, err
