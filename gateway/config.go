@@ -16,6 +16,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -102,7 +103,7 @@ type Config struct {
 	// KeepAlive is how often a plain tools/call's answer stream carries a
 	// keep-alive while the upstream works on it, when nothing else crossed
 	// it meanwhile: a progress notification for the client's
-	// progressToken, else an SSE comment (upstream_keepalive.go). Zero
+	// progressToken, else an SSE comment (internal/upstreamside/keepalive.go). Zero
 	// means DefaultKeepAlive; negative: none.
 	KeepAlive time.Duration
 	// MRTRHold is how long an input_required round a 2026-07-28 client
@@ -249,3 +250,11 @@ const (
 	// last publish: replicas started within it start warm.
 	LatencyKeep = decide.LatencyKeep
 )
+
+// DefaultKeepAlive is how often a quiet answer stream gets a keep-alive
+// when Config.KeepAlive is zero (upstreamside.DefaultKeepAlive).
+const DefaultKeepAlive = upstreamside.DefaultKeepAlive
+
+// PresentsTasks reports whether a client that negotiated version is shown
+// the 2025-11-25 tasks (upstreamside.PresentsTasks).
+func PresentsTasks(version string) bool { return upstreamside.PresentsTasks(version) }

@@ -9,12 +9,12 @@
 //	                        ├─ POST ─ read (max body) ─ mcpwire.Parse ─ route:
 //	                        │     2026-07-28 request    → front2026 (front2026*.go)
 //	                        │     2025-11-25 session    → front2025 (front2025*.go)
-//	                        │     anything else         → upstreamSide.forward
+//	                        │     anything else         → upstreamside.Side.Forward
 //	                        ├─ GET  (a session's SSE stream) → relay (+ task notifications)
 //	                        └─ DELETE (end of session)       → relay
 //
 //	fronts ─▶ runner (runner*.go: tasks' upstream calls, leases, recovery)
-//	       ─▶ upstreamSide (upstream*.go: era, owner sessions, forwarding)
+//	       ─▶ internal/upstreamside (era, owner sessions, forwarding)
 //	       ─▶ internal/decide (policy, tool catalogue, learned latency)
 //	       ─▶ internal/core (task shapes, owners, error mapping)
 //	       ─▶ taskstore.Store (Redis), through narrow interfaces
@@ -84,18 +84,12 @@
 //     path of both protocols), native.go (the upstream's own tasks: the
 //     store interface, how long a record is kept, a lost task marked and
 //     shown failed).
-//   - The upstream side, type upstreamSide. upstream_era.go: the era probe.
-//     upstream_owner.go: owner sessions. upstream_forward.go: forwarding
-//     to a session or a stateless upstream. upstream_call.go: the fronts'
-//     own requests (call, post, respond, closeSession): no front uses the
-//     upstream.Client directly. upstream_relay.go: the streaming
-//     pass-through relay. upstream_keepalive.go: keep-alives on a plain
-//     call's answer stream. upstream_listen.go: subscriptions/listen in
-//     front of a session upstream. upstream_answer.go: reading a whole
-//     answer to rewrite it. upstream_health.go: the upstream as last seen.
+//   - The upstream side, internal/upstreamside (Side: era probe, owner
+//     sessions, forwarding, relay, keep-alive, the fronts' own requests;
+//     no front uses the upstream.Client directly).
 //   - The policy decider, internal/decide (Decider: policy, tool
-//     catalogue, learned latency); upstream_catalog.go: the upstream side
-//     lists the upstream's tools for a call of a tool the catalogue lacks.
+//     catalogue, learned latency); the upstream side lists the upstream's
+//     tools for it when a call names a tool the catalogue lacks.
 //   - The fallback task tools, type fallback: fallback.go, with
 //     front2025_fallback.go and front2026_fallback.go.
 //   - Observation: internal/obs (metrics, tracing, the request families),
@@ -106,8 +100,9 @@
 //     rendercache.go (rendered tasks/get answers of terminal tasks),
 //     ratelimit.go (the poll limit), config.go.
 //
-// What every component shares is in internal/core, how they are observed
-// in internal/obs, and the policy decider in internal/decide; none of them
-// imports anything of this package. Package gateway itself may import
-// those, taskstore, upstream, policy, auth and internal/mcpwire.
+// Below this package, each importing only those under it:
+// internal/upstreamside (the upstream side) → internal/decide (the policy
+// decider) → internal/obs (metrics, tracing) → internal/core (what every
+// component shares). None imports this package. Package gateway itself may
+// import those, taskstore, upstream, policy, auth and internal/mcpwire.
 package gateway

@@ -12,6 +12,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -21,7 +22,7 @@ import (
 // poll limit and render cache of tasks/get.
 type frontDeps struct {
 	runner  *runner
-	up      *upstreamSide
+	up      *upstreamside.Side
 	decider *decide.Decider
 	metrics *obs.Metrics
 	log     zerolog.Logger

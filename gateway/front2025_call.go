@@ -45,7 +45,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	// A client may call without listing the tools first: the upstream's
 	// declaration is looked up (catalog.go) before anything is decided.
-	f.up.toolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
+	f.up.ToolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
 		// (front2025_native.go), whatever the rules say.
@@ -78,7 +78,7 @@ func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg
 			learn = p.Name
 		}
 	}
-	f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
 }
 
 // plainCall serves a tools/call without params.task: refused for a tool
@@ -95,7 +95,7 @@ func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.callThroughNativeTask(w, r, msg, s, tool)
 		return
 	}
-	f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
 }
 
 // startTask makes a task-augmented tools/call the gateway's task and

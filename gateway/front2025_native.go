@@ -40,6 +40,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -56,20 +57,20 @@ func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
 func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
-	defer a.close()
-	if a.result == nil { // the upstream's JSON-RPC error: its to give
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil { // the upstream's JSON-RPC error: its to give
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	t, raw, err := core.ParseCreateTaskResult(a.result)
+	t, raw, err := core.ParseCreateTaskResult(a.Result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
-			tool, err, core.QuoteAnswer(a.result)))
+			tool, err, core.QuoteAnswer(a.Result)))
 		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -95,16 +96,16 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	}
 	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
 func (f *front2025) cancelNative(ctx context.Context, header http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
 		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-	if resp, err := f.up.post(ctx, header, bytes.NewReader(cancel)); err == nil {
+	if resp, err := f.up.Post(ctx, header, bytes.NewReader(cancel)); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -149,12 +150,12 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	header := f.nativeHeader(r, rec)
 	stream := method == "tasks/result"
 	if !stream {
-		header = identityHeader(header) // read whole, to tell a lost task
+		header = upstreamside.IdentityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.up.post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
+	resp, err := f.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
@@ -166,20 +167,20 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	if stream {
 		// Streamed as it comes: its input requests must reach the client
 		// before the upstream can answer.
-		f.up.relayRequest(w, r, resp, msg, "", start)
+		f.up.RelayRequest(w, r, resp, msg, "", start)
 		return
 	}
-	if !rewritable(resp) {
-		f.up.relay(w, r, resp)
+	if !upstreamside.Rewritable(resp) {
+		f.up.Relay(w, r, resp)
 		return
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return
 	}
-	defer a.close()
-	if method == "tasks/get" && a.result == nil && notFoundError(a.msg) {
+	defer a.Close()
+	if method == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it. (Only tasks/get says so:
 		// -32602 to tasks/cancel also refuses a task already terminal.)
@@ -187,7 +188,7 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		f.answerLost(w, msg, rec)
 		return
 	}
-	a.write(w, r, f.log, nil)
+	a.Write(w, r, f.log, nil)
 }
 
 // notFoundError reports whether a JSON-RPC error response is -32602, what
@@ -276,7 +277,7 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.up.call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
+	resp, err := f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
@@ -367,7 +368,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		return
 	}
 	header := f.upstreamHeader(r)
-	f.up.forward(w, r, result, header, tool)
+	f.up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
 		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 	}

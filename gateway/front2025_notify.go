@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -58,12 +59,12 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 			mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 			return
 		}
-		f.up.relay(w, r, resp)
+		f.up.Relay(w, r, resp)
 		return
 	}
 	defer watch.Close()
 	if resp != nil {
-		copyResponseHeader(w, resp)
+		upstreamside.CopyResponseHeader(w, resp)
 		w.WriteHeader(resp.StatusCode)
 	} else { // a session the gateway holds: its own notifications alone
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -114,7 +115,7 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 // readEvents splits an SSE body into whole events and sends them, bytes
 // untouched, until the body ends.
 func readEvents(body io.Reader, out chan<- []byte, ctx context.Context) error {
-	sr := mcpwire.NewRawReader(body, maxAnswerBytes)
+	sr := mcpwire.NewRawReader(body, upstreamside.MaxAnswerBytes)
 	for {
 		ev, err := sr.Next()
 		if err != nil {

@@ -39,8 +39,6 @@ const (
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
 	sessionCacheSize = 1 << 14
-	// storeTimeout bounds store calls made outside a client's request.
-	storeTimeout = 2 * time.Second
 )
 
 // sessionInfo is what the gateway remembers of one client session. It is
@@ -266,7 +264,7 @@ func (f *front2025) forgetSession(r *http.Request) {
 	if e != nil && e.info == nil {
 		return // known not to be recorded
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.DeleteSession(ctx, id); err != nil {
 		// The record expires on its own after sessionTTL.

@@ -43,6 +43,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -100,9 +101,9 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	if version == core.Version2025 {
 		caps["tasks"] = tasksCapability
 	}
-	serverInfo := res.Meta[metaServerInfo]
+	serverInfo := res.Meta[upstreamside.MetaServerInfo]
 	if len(serverInfo) == 0 {
-		serverInfo = gatewayInfo
+		serverInfo = upstreamside.GatewayInfo
 	}
 	out := map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": serverInfo}
 	if res.Instructions != "" {
@@ -140,9 +141,9 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // onNote, when set, gets the upstream's notifications on the way.
 func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.up.call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
+	resp, err := f.up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return nil, false
 	}
 	if resp.Error != nil {
@@ -163,9 +164,9 @@ func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMe
 		clientCaps = json.RawMessage(`{}`)
 	}
 	return map[string]json.RawMessage{
-		metaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
-		metaClientInfo:      clientInfo,
-		metaClientCaps:      clientCaps,
+		upstreamside.MetaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
+		upstreamside.MetaClientInfo:      clientInfo,
+		upstreamside.MetaClientCaps:      clientCaps,
 	}
 }
 
@@ -187,7 +188,7 @@ func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.
 		meta[k] = v
 	}
 	if level != "" {
-		meta[metaLogLevel] = mcpwire.MustMarshal(level)
+		meta[upstreamside.MetaLogLevel] = mcpwire.MustMarshal(level)
 	}
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p)
@@ -342,7 +343,7 @@ func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, ms
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	f.up.toolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
+	f.up.ToolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
 	d, learn := f.decider.Decide(r.Context(), p.Name, kind)
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
@@ -369,7 +370,7 @@ func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn 
 		sess:       sess,
 		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		clientCaps: s.ClientCaps,
-		client2026: &job2026{target: &upstreamTarget{Session: sess, Stateless: true}, params: params},
+		client2026: &job2026{target: &upstreamside.Target{Session: sess, Stateless: true}, params: params},
 		learn:      learn,
 		slot:       true,
 		// Its notifications go to the session the gateway holds.
@@ -508,7 +509,7 @@ const clientLeft = "the client's call ended before the upstream answered"
 // worker cancels the upstream call, and the task does not wait for
 // answers nobody will send.
 func (f *front2025) abandonCall(owner, id, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), core.StoreTimeout)
 	defer cancel()
 	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
 		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
@@ -521,8 +522,8 @@ func (f *front2025) abandonCall(owner, id, why string) {
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
 func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
-	era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
-	if err != nil || !era.stateless {
+	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	if err != nil || !era.Stateless {
 		return false
 	}
 	writeSessionNotFound(w)

@@ -41,6 +41,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -128,7 +129,7 @@ func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, ms
 // announce tells every replica's GET stream of session id what happened
 // (best effort: a stream that misses it re-reads at its next reopen).
 func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
 		f.log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
@@ -237,7 +238,7 @@ func (es *emulatedGet) write(ev []byte) bool {
 
 // retryAt is when to listen upstream again after quiet listens.
 func (es *emulatedGet) retryAt() time.Time {
-	return time.Now().Add(min(core.ResyncInterval(es.f.store)<<min(es.quiet, 10), maxListenRetry))
+	return time.Now().Add(min(core.ResyncInterval(es.f.store)<<min(es.quiet, 10), upstreamside.MaxListenRetry))
 }
 
 // listen opens the upstream listen for the session's filter as recorded
@@ -261,7 +262,7 @@ func (es *emulatedGet) listen() bool {
 			// The upstream refuses the client's credentials: its 401 or
 			// 403 and challenge, so the client authorizes again.
 			e := core.RPCError(refused, core.Era2025)
-			passChallenge(es.w, refused, e)
+			upstreamside.PassChallenge(es.w, refused, e)
 			mcpwire.WriteError(es.w, nil, e)
 		}
 		return false // a stream already open ends: the client reconnects, and learns it then
@@ -354,10 +355,6 @@ func (es *emulatedGet) drainQueued() bool {
 	}
 }
 
-// maxListenRetry bounds how long a GET stream without an upstream listen
-// stream waits to try again.
-const maxListenRetry = 5 * time.Minute
-
 // listenState is what a held session's listen stream is opened with.
 type listenState struct {
 	level string
@@ -404,7 +401,7 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	header.Set("Accept", "application/json, text/event-stream")
 	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.up.post(ctx, header, bytes.NewReader(body))
+	resp, err := f.up.Post(ctx, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
@@ -415,14 +412,14 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 		resp.Body.Close()
 		return nil, nil, &upstream.StatusError{Status: resp.StatusCode, Authenticate: resp.Header.Values("WWW-Authenticate")}
 	}
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		resp.Body.Close()
 		return nil, nil, nil
 	}
 	out, errc := make(chan []byte), make(chan error, 1)
 	go func() {
 		defer resp.Body.Close()
-		sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
+		sr := mcpwire.NewReader(resp.Body, upstreamside.MaxAnswerBytes)
 		for {
 			ev, err := sr.Next()
 			if err != nil {
@@ -461,7 +458,7 @@ func listenEvent(data []byte) []byte {
 	case strings.HasSuffix(n.Method, "/list_changed"):
 		n.Params = nil
 	case n.Method == "notifications/resources/updated", n.Method == "notifications/message":
-		n.Params = withoutMetaKeys(n.Params, metaSubscriptionID)
+		n.Params = upstreamside.WithoutMetaKeys(n.Params, metaSubscriptionID)
 	default:
 		return nil
 	}
@@ -493,7 +490,7 @@ func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *ses
 		return func() {}
 	}
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 		defer cancel()
 		_ = f.store.ClearSessionCall(ctx, s.ID, key, id)
 	}
@@ -520,7 +517,7 @@ func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
 func (f *front2025) releaseAnonymous(r *http.Request, s *sessionInfo) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(s.ID), s.Addr)
 }

@@ -28,6 +28,7 @@ import (
 	"net/http"
 
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -36,31 +37,31 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	s := f.session(r)
 	withFallback := firstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
-		f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+		f.up.Forward(w, r, msg, f.upstreamHeader(r), "")
 		return
 	}
-	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	result, err := f.toolsListResult(r.Context(), s, a.result, withFallback)
+	result, err := f.toolsListResult(r.Context(), s, a.Result, withFallback)
 	if err != nil {
 		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	out := json.RawMessage(nil)
 	if result != nil {
-		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
+		if out, err = mcpwire.WithMember(a.Msg, "result", result); err != nil {
 			out = nil
 		}
 	}
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // toolsListResult is the upstream's tools/list result as session s sees

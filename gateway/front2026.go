@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -92,7 +93,7 @@ var removedIn2026 = map[string]bool{
 
 // metaVersionKey is searched for in the raw params before any decoding, so
 // session traffic pays one bytes.Contains, not a JSON decode.
-var metaVersionKey = []byte(`"` + metaProtocolVersion + `"`)
+var metaVersionKey = []byte(`"` + upstreamside.MetaProtocolVersion + `"`)
 
 // isStateless reports whether msg is a 2026-07-28 (stateless) message. The
 // rule:
@@ -113,7 +114,7 @@ func isStateless(r *http.Request, msg *mcpwire.Message) bool {
 		return false
 	}
 	if bytes.Contains(msg.Params, metaVersionKey) {
-		if _, ok := msg.Meta()[metaProtocolVersion]; ok {
+		if _, ok := msg.Meta()[upstreamside.MetaProtocolVersion]; ok {
 			return true
 		}
 	}
@@ -174,16 +175,16 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	}
 	header := r.Header.Get("Mcp-Protocol-Version")
 	var version string
-	rawVersion, hasVersion := p.Meta[metaProtocolVersion]
+	rawVersion, hasVersion := p.Meta[upstreamside.MetaProtocolVersion]
 	if hasVersion && !mcpwire.PlainString(rawVersion, &version) && json.Unmarshal(rawVersion, &version) != nil {
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" must be a string")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" must be a string")
 	}
 	notification := msg.Kind == mcpwire.KindNotification
 	switch {
 	case !notification && header == "":
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
 	case !notification && !hasVersion:
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" is required")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" is required")
 	case hasVersion && header != "" && header != version:
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value '"+header+
 			"' does not match body value '"+version+"'")
@@ -193,17 +194,17 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	}
 	if version != core.Version2026 {
 		e := mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeUnsupportedVersion, "Unsupported protocol version: "+version)
-		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.supportedVersions(), "requested": version})
+		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.SupportedVersions(), "requested": version})
 		return nil, e
 	}
 	mr := &statelessReq{Version: version}
 	if !notification {
-		caps, ok := p.Meta[metaClientCaps]
+		caps, ok := p.Meta[upstreamside.MetaClientCaps]
 		if !ok || !mcpwire.IsObject(caps) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientCaps+" is required and must be an object")
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientCaps+" is required and must be an object")
 		}
-		if info, ok := p.Meta[metaClientInfo]; ok && !mcpwire.IsObject(info) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientInfo+" must be an object")
+		if info, ok := p.Meta[upstreamside.MetaClientInfo]; ok && !mcpwire.IsObject(info) {
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientInfo+" must be an object")
 		}
 		mr.ClientCaps = caps
 		mr.Tasks = declaresTasks(caps)
@@ -290,12 +291,12 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 // dropped, as there is no request it could refer to there.
 func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
-		if err != nil || !era.stateless {
+		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+		if err != nil || !era.Stateless {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if f.up.forwardToStateless(w, r, msg, false, era, recheck, "") {
+		if f.up.ForwardToStateless(w, r, msg, false, era, recheck, "") {
 			return
 		}
 	}
@@ -308,27 +309,27 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 // is probed again and the request sent by the new era, once.
 func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
+		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
 		switch {
 		case err != nil:
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
-		case era.stateless:
-			if f.up.forwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
+		case era.Stateless:
+			if f.up.ForwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
 				return
 			}
 			continue
 		}
-		target, err := f.up.target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
+		target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 		if err != nil {
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if msg.MethodName() == "tools/call" {
 			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (front2026_bridge.go)
 			return
 		}
-		f.up.forwardToSession(w, r, msg, target, mr.Version)
+		f.up.ForwardToSession(w, r, msg, target, mr.Version)
 		return
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -42,7 +43,7 @@ const bridgePrefix = "taskgate-bridge:"
 // session of a session upstream; input the upstream asks for turns the
 // call into a bridged one. learn names the tool whose latency it teaches.
 func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
-	target *upstreamTarget, learn string) {
+	target *upstreamside.Target, learn string) {
 	ctx := r.Context()
 	var p struct {
 		Name string `json:"name"`
@@ -51,7 +52,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	// A 2025-11-25 params.task means nothing from this client (the server
 	// decides) and must not reach the upstream; the gateway asks for the
 	// upstream's own task of a native tool (nativeParams).
-	params := sessionParams(msg.Params)
+	params := upstreamside.SessionParams(msg.Params)
 	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
 		params = stripped
 	}
@@ -65,10 +66,10 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	}
 	c := f.runner.hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
-	ka := f.up.keepAliveFor(msg) // upstream_keepalive.go
+	ka := f.up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
 	var beat <-chan time.Time
 	if ka != nil {
-		t := time.NewTicker(ka.every)
+		t := time.NewTicker(ka.Every)
 		defer t.Stop()
 		beat = t.C
 	}
@@ -78,7 +79,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			_ = sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
 			quiet = false
 			if ka != nil {
-				ka.upstream = true
+				ka.Upstream = true
 			}
 		}
 	}
@@ -86,14 +87,14 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 		select {
 		case <-beat:
 			if quiet {
-				_ = ka.beatOn(sse)
+				_ = ka.BeatOn(sse)
 			}
 			quiet = true
 		case n := <-c.notes:
 			relay(n)
 		case m := <-c.requests:
 			if !canBridge || !clientCan(mr.ClientCaps, m.Method) {
-				_ = f.up.respond(context.WithoutCancel(ctx), target.Session, refusal(m))
+				_ = f.up.Respond(context.WithoutCancel(ctx), target.Session, refusal(m))
 				continue
 			}
 			j := &job{
@@ -120,7 +121,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			}
 			if errors.Is(res.err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
-				t2, err := f.up.reopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
+				t2, err := f.up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
 					f.fail(w, r, msg, sse, err)
 					return
@@ -134,12 +135,12 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				return
 			}
 			f.decider.Observe(learn, time.Since(c.started))
-			f.up.writeSessionAnswer(w, sse, msg.ID, "tools/call", res.resp)
+			f.up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.resp)
 			return
 		case <-ctx.Done():
 			// The client went away: on a session a dropped stream is not a
 			// cancellation, so say it.
-			f.up.cancelOnSession(ctx, target, req.ID)
+			f.up.CancelOnSession(ctx, target, req.ID)
 			c.abort(errors.New("the client went away"))
 			return
 		}
@@ -278,7 +279,7 @@ func bridgeState(params json.RawMessage) (taskID string, responses map[string]js
 // error answer.
 func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
 	if !sse.Started() {
-		f.up.statelessFailure(w, r, msg, err)
+		f.up.StatelessFailure(w, r, msg, err)
 		return
 	}
 	if r.Context().Err() == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -117,7 +118,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	target, err := f.up.target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
+	target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
@@ -126,7 +127,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	upParams := f.nativeParams(r.Context(), p.Name, paramsFor(params, target), target)
+	upParams := f.nativeParams(r.Context(), p.Name, upstreamside.ParamsFor(params, target), target)
 	if f.fallbackClient(mr) && target.Stateless {
 		upParams = withAskableClient(upParams) // the agent answers with task_answer
 	}
@@ -280,11 +281,11 @@ func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message,
 // (it declared execution.taskSupport), so that the runner holds the
 // upstream's task (runner_native.go): the 2026-07-28 client sees the
 // gateway's task, or the result, whatever the upstream requires.
-func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamTarget) json.RawMessage {
+func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamside.Target) json.RawMessage {
 	if target.Stateless {
 		return params
 	}
-	f.up.toolDeclared(ctx, f.decider, target.Session, tool)
+	f.up.ToolDeclared(ctx, f.decider, target.Session, tool)
 	if !f.decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}

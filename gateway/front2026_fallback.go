@@ -17,6 +17,7 @@ import (
 	"net/http"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -56,31 +57,31 @@ func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	cw := &captureWriter{header: http.Header{}}
 	f.forward(cw, r, msg, mr, "")
 	resp := cw.response()
-	if !rewritable(resp) {
+	if !upstreamside.Rewritable(resp) {
 		cw.replay(w)
 		return
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
 		cw.replay(w)
 		return
 	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	result, err := f.fb.appendTools(a.result)
+	result, err := f.fb.appendTools(a.Result)
 	if err != nil {
 		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	out, err := mcpwire.WithMember(a.msg, "result", result)
+	out, err := mcpwire.WithMember(a.Msg, "result", result)
 	if err != nil {
 		out = nil
 	}
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // captureWriter keeps a whole answer (a tools/list page) to rewrite it.
@@ -143,11 +144,11 @@ func withAskableClient(params json.RawMessage) json.RawMessage {
 	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
 		return params
 	}
-	caps, ok := withInputCaps(meta[metaClientCaps])
+	caps, ok := withInputCaps(meta[upstreamside.MetaClientCaps])
 	if !ok {
 		return params
 	}
-	meta[metaClientCaps] = caps
+	meta[upstreamside.MetaClientCaps] = caps
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	out, err := json.Marshal(p)
 	if err != nil {

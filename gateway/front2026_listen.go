@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -64,14 +65,14 @@ func (c *streamCounter) release(who string) {
 // taskIds, only the caller's own tasks, with the full DetailedTask on
 // every change, made by whichever replica; and, in front of a session
 // upstream, the list changes and resource updates of the owner session
-// (upstream_listen.go).
+// (internal/upstreamside/listen.go).
 //
 // The acknowledgement grants only what is served (SubscriptionsAcknowledged
 // NotificationParams: unsupported types are omitted).
 func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	var p struct {
 		Notifications *struct {
-			listenFilter
+			upstreamside.ListenFilter
 			TaskIDs *[]string `json:"taskIds"`
 		} `json:"notifications"`
 	}
@@ -79,13 +80,13 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
 		return
 	}
-	era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
+	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
 	if p.Notifications.TaskIDs == nil {
 		switch {
 		case err != nil:
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
-		case era.stateless:
+		case era.Stateless:
 			f.forward(w, r, msg, mr, "")
 			return
 		}
@@ -115,8 +116,8 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	defer f.listens.release(subscriber)
 	ls := &listenStream{f: f, r: r, msg: msg, meta: map[string]any{subscriptionIDKey: msg.ID},
 		changes: make(chan string, 64), granted: []string{}, last: map[string]string{}, done: map[string]bool{}}
-	if err == nil && !era.stateless && !p.Notifications.listenFilter.empty() {
-		defer ls.subscribeUpstream(p.Notifications.listenFilter)()
+	if err == nil && !era.Stateless && !p.Notifications.ListenFilter.Empty() {
+		defer ls.subscribeUpstream(p.Notifications.ListenFilter)()
 	}
 	defer ls.wg.Wait()
 	ctx, cancel := context.WithCancel(r.Context())
@@ -141,8 +142,8 @@ type listenStream struct {
 	sse  *mcpwire.Writer
 
 	// The upstream's notifications (listenUpstream), when subscribed.
-	upGranted listenFilter
-	notes     <-chan feedNote
+	upGranted upstreamside.ListenFilter
+	notes     <-chan upstreamside.FeedNote
 	feedReady <-chan struct{}
 
 	// The tasks watched: ids whose events came (changes), those granted,
@@ -157,9 +158,9 @@ type listenStream struct {
 
 // subscribeUpstream subscribes to the upstream's notifications that filter
 // asks for, and returns what ends the subscription.
-func (ls *listenStream) subscribeUpstream(filter listenFilter) (release func()) {
+func (ls *listenStream) subscribeUpstream(filter upstreamside.ListenFilter) (release func()) {
 	r := ls.r
-	granted, notes, ready, release, err := ls.f.up.listenUpstream(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), filter)
+	granted, notes, ready, release, err := ls.f.up.ListenUpstream(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), filter)
 	if err != nil {
 		// The upstream cannot be reached now: the stream goes on with the
 		// gateway's notifications alone, granting none of its.
@@ -244,7 +245,7 @@ func (ls *listenStream) awaitFeed() bool {
 		if ls.sse.Comment("subscribing upstream") != nil {
 			return false
 		}
-		t := time.NewTimer(feedReadyWait)
+		t := time.NewTimer(upstreamside.FeedReadyWait)
 		select {
 		case <-ls.feedReady:
 		case <-t.C:
@@ -277,8 +278,8 @@ func (ls *listenStream) relay() {
 	// intermediaries (Streamable HTTP 2026-07-28: encouraged for listen
 	// streams); Config.KeepAlive sets how often, as for plain calls.
 	var beat <-chan time.Time
-	if ls.f.up.keepAlive > 0 {
-		t := time.NewTicker(ls.f.up.keepAlive)
+	if ls.f.up.KeepAlive > 0 {
+		t := time.NewTicker(ls.f.up.KeepAlive)
 		defer t.Stop()
 		beat = t.C
 	}
@@ -299,7 +300,7 @@ func (ls *listenStream) relay() {
 				return
 			}
 		case n := <-ls.notes:
-			if !ls.upGranted.wants(n.Method, n.Params) {
+			if !ls.upGranted.Wants(n.Method, n.Params) {
 				continue
 			}
 			if ls.sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, subscriptionIDKey, ls.msg.ID))) != nil {

@@ -376,7 +376,7 @@ func (f *front2026) expireRound(owner, id string, keys []string, hold time.Durat
 					return
 				}
 			}
-			ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+			ctx, cancel := context.WithTimeout(f.life, core.StoreTimeout)
 			t, err := f.store.Get(ctx, owner, id)
 			cancel()
 			if err != nil {
@@ -400,12 +400,12 @@ func (f *front2026) expireRound(owner, id string, keys []string, hold time.Durat
 // roundGrace is how long past its expiry a round's state is given before
 // its held call is cancelled: a retry already checked, and clocks that
 // differ between replicas.
-const roundGrace = storeTimeout + time.Second
+const roundGrace = core.StoreTimeout + time.Second
 
 // abandonRound cancels a held call's task (its worker cancels the call
 // upstream).
 func (f *front2026) abandonRound(owner, id, why string) bool {
-	ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+	ctx, cancel := context.WithTimeout(f.life, core.StoreTimeout)
 	defer cancel()
 	t, err := f.store.RequestCancel(ctx, owner, id, why)
 	if errors.Is(err, taskstore.ErrTerminal) || errors.Is(err, taskstore.ErrNotFound) {

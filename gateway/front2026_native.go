@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -40,8 +41,8 @@ func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) b
 	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
-	era, err := f.up.era(r.Context(), core.ForwardedAuth(r))
-	if err != nil || !era.stateless || !era.tasks {
+	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	if err != nil || !era.Stateless || !era.Tasks {
 		return false
 	}
 	decl, _ := f.decider.ToolInfo(r.Context(), tool)
@@ -51,29 +52,29 @@ func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) b
 // passNative2026 forwards a tools/call to the upstream as it is and
 // records the task its answer creates, if any.
 func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.askStateless(w, r, msg)
+	a := f.up.AskStateless(w, r, msg)
 	if a == nil {
 		return
 	}
-	defer a.close()
+	defer a.Close()
 	var head struct {
 		ResultType string `json:"resultType"`
 	}
-	if a.result == nil || json.Unmarshal(a.result, &head) != nil || head.ResultType != "task" {
-		a.write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
+	if a.Result == nil || json.Unmarshal(a.Result, &head) != nil || head.ResultType != "task" {
+		a.Write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
 		return
 	}
-	t, err := core.ParseCreateTaskResult2026(a.result)
+	t, err := core.ParseCreateTaskResult2026(a.Result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
-			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, core.QuoteAnswer(a.result)))
+			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, core.QuoteAnswer(a.Result)))
 		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	owner := core.Owner2026(r, t.TaskID)
 	ttl, out := keepFor(f.store, owner, t.TTLMs, a, "")
-	task := a.result
+	task := a.Result
 	if out != nil {
 		var m struct {
 			Result json.RawMessage `json:"result"`
@@ -91,21 +92,21 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 	}
 	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // cancelNative2026 sends tasks/cancel of the upstream's task id, best
 // effort.
 func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
-		metaProtocolVersion: core.Version2026,
-		metaClientInfo:      gatewayInfo,
-		metaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
+		upstreamside.MetaProtocolVersion: core.Version2026,
+		upstreamside.MetaClientInfo:      upstreamside.GatewayInfo,
+		upstreamside.MetaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	_, _ = f.up.call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }
 
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an
@@ -124,12 +125,12 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a := f.up.askStateless(w, r, msg)
+	a := f.up.AskStateless(w, r, msg)
 	if a == nil {
 		return true
 	}
-	defer a.close()
-	if msg.MethodName() == "tasks/get" && a.result == nil && notFoundError(a.msg) {
+	defer a.Close()
+	if msg.MethodName() == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
 		// says so: -32602 to an update or a cancel may refuse its params.
@@ -137,7 +138,7 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a.write(w, r, f.log, nil)
+	a.Write(w, r, f.log, nil)
 	return true
 }
 

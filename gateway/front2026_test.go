@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
 
@@ -87,9 +88,9 @@ func (u *eraUpstream) posts(m string) []upstreamPost {
 
 func modernMeta() map[string]any {
 	return map[string]any{
-		metaProtocolVersion: core.Version2026,
-		metaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
-		metaClientCaps:      map[string]any{},
+		upstreamside.MetaProtocolVersion: core.Version2026,
+		upstreamside.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
+		upstreamside.MetaClientCaps:      map[string]any{},
 	}
 }
 
@@ -229,13 +230,13 @@ func Test2026Validation(t *testing.T) {
 		status int
 	}{
 		{"no _meta, modern header", "tools/list", nil, nil, nil, mcpwire.CodeInvalidParams, 400},
-		{"no protocolVersion in _meta", "tools/list", nil, without(metaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
-		{"no clientCapabilities", "tools/list", nil, without(metaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
-		{"clientCapabilities not an object", "tools/list", nil, withMeta(metaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
-		{"clientInfo not an object", "tools/list", nil, withMeta(metaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
+		{"no protocolVersion in _meta", "tools/list", nil, without(upstreamside.MetaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
+		{"no clientCapabilities", "tools/list", nil, without(upstreamside.MetaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientCapabilities not an object", "tools/list", nil, withMeta(upstreamside.MetaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientInfo not an object", "tools/list", nil, withMeta(upstreamside.MetaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
 		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
-		{"version header disagrees", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
-		{"unsupported version", "tools/list", nil, withMeta(metaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
+		{"version header disagrees", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
+		{"unsupported version", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
 		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
 		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
 		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
@@ -350,19 +351,19 @@ func Test2026ParamsTranslation(t *testing.T) {
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
 		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.y/z":{}}},` +
 		`"io.modelcontextprotocol/logLevel":"info"}}`)
-	legacy := paramsFor(in, &upstreamTarget{})
+	legacy := upstreamside.ParamsFor(in, &upstreamside.Target{})
 	if want := `{"_meta":{"progressToken":"p1"},"arguments":{"text":"x"},"name":"echo"}`; string(legacy) != want {
 		t.Errorf("legacy params = %s\nwant %s", legacy, want)
 	}
-	if got := sessionParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
+	if got := upstreamside.SessionParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
 		t.Errorf("legacy params of _meta only = %s, want {}", got)
 	}
-	modern := paramsFor(in, &upstreamTarget{Stateless: true})
+	modern := upstreamside.ParamsFor(in, &upstreamside.Target{Stateless: true})
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	_ = json.Unmarshal(modern, &p)
-	if string(p.Meta[metaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[metaProtocolVersion]) != `"2026-07-28"` {
+	if string(p.Meta[upstreamside.MetaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[upstreamside.MetaProtocolVersion]) != `"2026-07-28"` {
 		t.Errorf("modern params _meta = %v", p.Meta)
 	}
 	if got := core.StatelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
@@ -554,12 +555,12 @@ func TestUpstreamEraRedetected(t *testing.T) {
 		}
 	}
 	list()
-	if era := rp.hs[0].up.knownEra(); era == nil || !era.stateless {
+	if era := rp.hs[0].up.KnownEra(); era == nil || !era.Stateless {
 		t.Fatalf("era = %+v, want modern", era)
 	}
 	up.swap(false)
 	list()
-	if era := rp.hs[0].up.knownEra(); era == nil || era.stateless {
+	if era := rp.hs[0].up.KnownEra(); era == nil || era.Stateless {
 		t.Fatalf("era = %+v, want legacy after the swap", era)
 	}
 	if n := len(up.posts("initialize")); n != 1 {
@@ -640,20 +641,20 @@ func Test2026TargetForWorkers(t *testing.T) {
 	ctx := context.Background()
 	auth := http.Header{"Authorization": {"Bearer w"}}
 	owner := core.OwnerOf(&http.Request{Header: auth})
-	a, err := rp.hs[0].up.target(ctx, owner, auth, "")
+	a, err := rp.hs[0].up.Target(ctx, owner, auth, "")
 	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != core.Version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
 		t.Fatalf("target = %+v, %v", a, err)
 	}
-	b, err := rp.hs[1].up.target(ctx, owner, auth, "")
+	b, err := rp.hs[1].up.Target(ctx, owner, auth, "")
 	if err != nil || b.Session.ID != a.Session.ID {
 		t.Fatalf("replica 1 target = %+v, %v; want session %s", b, err, a.Session.ID)
 	}
 	up.swap(false)
-	na, err := rp.hs[0].up.reopenTarget(ctx, owner, auth, "", a)
+	na, err := rp.hs[0].up.ReopenTarget(ctx, owner, auth, "", a)
 	if err != nil || na.Session.ID == a.Session.ID {
 		t.Fatalf("reopened = %+v, %v", na, err)
 	}
-	nb, err := rp.hs[1].up.reopenTarget(ctx, owner, auth, "", b)
+	nb, err := rp.hs[1].up.ReopenTarget(ctx, owner, auth, "", b)
 	if err != nil || nb.Session.ID != na.Session.ID {
 		t.Fatalf("replica 1 reopened = %+v, %v; want %s", nb, err, na.Session.ID)
 	}
@@ -661,8 +662,8 @@ func Test2026TargetForWorkers(t *testing.T) {
 		t.Errorf("initialize = %d, want 2", n)
 	}
 	// The new session works for a worker's call.
-	resp, err := rp.hs[1].up.client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
-		Params: paramsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
+	resp, err := rp.hs[1].up.Client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
+		Params: upstreamside.ParamsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
 		upstream.CallOptions{})
 	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {
 		t.Errorf("call on the reopened session: %v %+v", err, resp)

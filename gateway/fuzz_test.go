@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -158,7 +159,7 @@ func FuzzStatelessRequest(f *testing.F) {
 	} {
 		f.Add(s.method, s.params, s.version, s.hm, s.hn)
 	}
-	fr := &front2026{frontDeps: frontDeps{up: &upstreamSide{}}}
+	fr := &front2026{frontDeps: frontDeps{up: &upstreamside.Side{}}}
 	f.Fuzz(func(t *testing.T, method, params, version, hm, hn string) {
 		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": json.RawMessage(params)})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -34,15 +35,15 @@ type Handler struct {
 	life context.Context
 	end  context.CancelFunc
 
-	origins *originPolicy   // the allowed Origins (frontdoor.go)
-	pub     *publicURLs     // the gateway's public URLs (publicurl.go)
-	meta    *oauthMeta      // OAuth discovery on the gateway's origin (oauthmeta.go)
-	creds   *credentials    // principals' freshest tokens (credentials.go); nil: none kept
-	trace   *obs.Tracing    // spans (internal/obs); nil: off
-	up      *upstreamSide   // the era probe, owner sessions, forwarding
-	decider *decide.Decider // policy, tool catalogue, learned latencies
-	// health is the upstream's as last seen (upstream_health.go).
-	health *upstreamHealth
+	origins *originPolicy      // the allowed Origins (frontdoor.go)
+	pub     *publicURLs        // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta         // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials       // principals' freshest tokens (credentials.go); nil: none kept
+	trace   *obs.Tracing       // spans (internal/obs); nil: off
+	up      *upstreamside.Side // the era probe, owner sessions, forwarding
+	decider *decide.Decider    // policy, tool catalogue, learned latencies
+	// health is the upstream's as last seen (internal/upstreamside/health.go).
+	health *upstreamside.Health
 
 	// With a store only (nil: a plain pass-through proxy).
 	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
@@ -76,7 +77,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
 	h.decider = decide.NewDecider(c.Policy, c.Store, c.Logger)
-	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
+	h.up = upstreamside.New(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
 	h.metrics = obs.NewMetrics(func() float64 {
 		if inflight == nil {
@@ -84,10 +85,10 @@ func New(cfg Config) (*Handler, error) {
 		}
 		return float64(inflight())
 	})
-	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.UpstreamUp)
+	h.health = upstreamside.NewHealth(c.Upstream.URL(), c.Logger, h.metrics.UpstreamUp)
 	c.Upstream.SetObserver(func(o upstream.Observation) {
 		h.metrics.ObserveUpstream(o)
-		h.health.observe(o)
+		h.health.Observe(o)
 	})
 	h.metrics.Trace = h.trace
 	h.metrics.RegisterBuild(c.Version)
@@ -242,16 +243,16 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if h.front2025 != nil {
 		header = h.front2025.upstreamHeader(r)
 	}
-	resp, err := h.up.client.Forward(r.Context(), r.Method, header, body)
+	resp, err := h.up.Client.Forward(r.Context(), r.Method, header, body)
 	lift()
 	if err != nil {
-		h.up.failHTTP(w, r, err)
+		h.up.FailHTTP(w, r, err)
 		return
 	}
 	if h.front2025 != nil && h.front2025.streamOrEnd(w, r, resp) {
 		return
 	}
-	h.up.relay(w, r, resp)
+	h.up.Relay(w, r, resp)
 }
 
 // servePost reads and checks one POSTed JSON-RPC body, then routes it.
@@ -295,7 +296,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 // everything else.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	if h.runner == nil {
-		h.up.forward(w, r, msg, r.Header, "")
+		h.up.Forward(w, r, msg, r.Header, "")
 		return
 	}
 	if isStateless(r, msg) {
@@ -305,7 +306,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 	if h.front2025.serve(w, r, msg) {
 		return
 	}
-	h.up.forward(w, r, msg, h.front2025.upstreamHeader(r), "")
+	h.up.Forward(w, r, msg, h.front2025.upstreamHeader(r), "")
 }
 
 // readBody reads the POSTed body up to MaxBody, within ReadTimeout. It

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/upstream"
@@ -273,7 +274,7 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 			resp := upstreamResp(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			h.up.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
+			h.up.RelayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
 			if rec.Body.String() != tt.body {
 				t.Errorf("relayed %q", rec.Body.String())
 			}
@@ -291,11 +292,11 @@ func TestLatencyObserveAllocationFree(t *testing.T) {
 	h.Observe("echo", time.Millisecond) // the tool's entry
 	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
 	allocs := testing.AllocsPerRun(100, func() {
-		var seen relaySeen
-		seen.wrote(chunk)
-		seen.ended(io.EOF)
-		if seen.complete && seen.answered && !seen.input {
-			h.Observe("echo", seen.end.Sub(seen.end.Add(-time.Millisecond)))
+		var seen upstreamside.RelaySeen
+		seen.Wrote(chunk)
+		seen.Ended(io.EOF)
+		if seen.Complete && seen.Answered && !seen.Input {
+			h.Observe("echo", seen.End.Sub(seen.End.Add(-time.Millisecond)))
 		}
 	})
 	if allocs != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -44,7 +45,7 @@ type upstreamTaskStore interface {
 // must not be told otherwise.
 func keepFor(store interface {
 	UpstreamTaskTTL(time.Duration) time.Duration
-}, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
+}, owner string, ttl *float64, a *upstreamside.Answer, under string) (time.Duration, json.RawMessage) {
 	var asked time.Duration
 	if ttl != nil && *ttl > 0 {
 		asked = core.MSDuration(*ttl)
@@ -57,7 +58,7 @@ func keepFor(store interface {
 		return asked, nil
 	}
 	ms := mcpwire.MustMarshal(kept.Milliseconds())
-	result := a.result
+	result := a.Result
 	var err error
 	if under != "" {
 		var obj map[string]json.RawMessage
@@ -75,7 +76,7 @@ func keepFor(store interface {
 	if err != nil {
 		return kept, nil
 	}
-	out, err := mcpwire.WithMember(a.msg, "result", result)
+	out, err := mcpwire.WithMember(a.Msg, "result", result)
 	if err != nil {
 		return kept, nil
 	}

@@ -154,11 +154,11 @@ func TestToolDeclaredDiscovers(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
 	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
-	decl, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+	decl, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 	if !listed || decl.TaskSupport != "required" || lists.Load() != 2 {
 		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
 	}
-	if _, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
+	if _, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
 		t.Errorf("an unknown tool right after: listed %v, %d tools/list (want no new listing)", listed, lists.Load())
 	}
 	if native, ruled := h.decider.Native(t.Context(), "native"); !native || ruled {
@@ -289,7 +289,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	results := make(chan bool, 4)
 	for range 4 {
 		go func() {
-			_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+			_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 			results <- listed
 		}()
 	}
@@ -307,7 +307,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	// A second later the next call lists again (no 30 s hold after a
 	// failure), and succeeds.
 	waitFor(t, func() bool {
-		_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+		_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 		return listed
 	})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -50,13 +51,13 @@ func (s *statusLog) seen() []taskstore.Status {
 
 // newLoneRunner is a runner with no Handler around it: a store on an
 // in-process Redis and a stateless go-sdk upstream.
-func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
 	t.Helper()
 	return newLoneRunnerOn(t, testupstream.Handler(testupstream.Options{Stateless: true}), maxInflight, log)
 }
 
 // newLoneRunnerOn is newLoneRunner with the upstream served by h.
-func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
 	t.Helper()
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
@@ -73,7 +74,7 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 		metrics: obs.NewMetrics(func() float64 { return 0 }), log: log, replica: "lone",
 		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
 	t.Cleanup(rn.stop)
-	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}
+	target := &upstreamside.Target{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}
 	return rn, store, notes, target
 }
 
@@ -248,7 +249,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 
 // startEcho creates and starts, on rn, owner "o"'s 2026-07-28 task of the
 // echo tool with text, in front of target.
-func startEcho(t *testing.T, ctx context.Context, rn *runner, target *upstreamTarget, text string) *job {
+func startEcho(t *testing.T, ctx context.Context, rn *runner, target *upstreamside.Target, text string) *job {
 	t.Helper()
 	params := json.RawMessage(`{"name":"echo","arguments":{"text":"` + text + `"},"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -82,7 +83,7 @@ type job struct {
 
 // job2026 is what a task of a 2026-07-28 client needs besides job.
 type job2026 struct {
-	target *upstreamTarget
+	target *upstreamside.Target
 	// params are the tools/call params as sent upstream, the base of every
 	// MRTR retry.
 	params json.RawMessage

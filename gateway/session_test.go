@@ -276,7 +276,7 @@ func TestInitializeStripsClientTasksCapability(t *testing.T) {
 	}
 	reqs := up.requests()
 	if len(reqs) > 0 && reqs[0].rpcMethod == "server/discover" {
-		reqs = reqs[1:] // the era probe (upstream_era.go), before the first initialize
+		reqs = reqs[1:] // the era probe (internal/upstreamside/era.go), before the first initialize
 	}
 	got := reqs[0]
 	if got.rpcMethod != "initialize" || got.version != "" {

@@ -31,3 +31,6 @@ func ResyncInterval(s interface{ Options() taskstore.Options }) time.Duration {
 	}
 	return taskstore.DefaultResyncInterval
 }
+
+// StoreTimeout bounds store calls made outside a client's request.
+const StoreTimeout = 2 * time.Second

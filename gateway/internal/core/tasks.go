@@ -106,7 +106,7 @@ func IsAnonymous(owner string) bool {
 	return owner == AnonymousOwner || strings.HasPrefix(owner, AnonPrefix)
 }
 
-// SessionOwner is whose owner session (upstream_owner.go) a 2026-07-28
+// SessionOwner is whose owner session (internal/upstreamside/owner.go) a 2026-07-28
 // request uses: its Authorization's, else the one anonymous one.
 func SessionOwner(r *http.Request) string {
 	if o := AuthOwner(r); o != "" {

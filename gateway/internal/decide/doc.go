@@ -16,5 +16,5 @@
 // It may import internal/core, taskstore and policy, and nothing else of
 // the gateway: `go list -deps` of this package names no other gateway
 // package. The upstream side lists the upstream's tools for it
-// (gateway/upstream_catalog.go), not the other way round.
+// (internal/upstreamside/catalog.go), not the other way round.
 package decide

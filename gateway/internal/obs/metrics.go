@@ -36,7 +36,7 @@ import (
 //	taskgate_task_input_wait_seconds{tool}            time a task waited for its client's answers
 //	taskgate_upstream_request_duration_seconds{method} until the upstream's response headers
 //	taskgate_upstream_errors_total{method,reason}     unreachable|http_4xx|http_5xx
-//	taskgate_upstream_up                              1 when the upstream was last seen reachable and answering as MCP (upstream_health.go)
+//	taskgate_upstream_up                              1 when the upstream was last seen reachable and answering as MCP (internal/upstreamside/health.go)
 //	taskgate_store_command_duration_seconds{command}  one Redis command or pipeline
 //	taskgate_store_errors_total{command}              failed Redis commands (not "no such key")
 //	taskgate_held_calls                               in-flight calls: upstream calls the runner holds (the --max-inflight count)

@@ -1,7 +1,7 @@
-package gateway
+package upstreamside
 
 // A 2026-07-28 client's subscriptions/listen in front of a session
-// upstream (MCP 2026-07-28, "Subscriptions"). A session server has no
+// Upstream (MCP 2026-07-28, "Subscriptions"). A session server has no
 // subscriptions/listen: it sends its list changes and resource updates
 // on the GET stream of a session (Streamable HTTP 2025-11-25, "Listening
 // for Messages from the Server"). So the gateway
@@ -50,21 +50,21 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// listenFilter is a subscriptions/listen filter's upstream part
+// ListenFilter is a subscriptions/listen filter's upstream part
 // (SubscriptionFilter in the 2026-07-28 schema; taskIds is the gateway's).
-type listenFilter struct {
+type ListenFilter struct {
 	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
-func (f listenFilter) empty() bool {
+func (f ListenFilter) Empty() bool {
 	return !f.ToolsListChanged && !f.PromptsListChanged && !f.ResourcesListChanged && len(f.ResourceSubscriptions) == 0
 }
 
-// offered is the part of f a session upstream's initialize result offers.
-func (f listenFilter) offered(init json.RawMessage) listenFilter {
+// Offered is the part of f a session upstream's initialize result offers.
+func (f ListenFilter) Offered(init json.RawMessage) ListenFilter {
 	type listChanged struct {
 		ListChanged bool `json:"listChanged"`
 		Subscribe   bool `json:"subscribe"`
@@ -76,7 +76,7 @@ func (f listenFilter) offered(init json.RawMessage) listenFilter {
 	}
 	_ = json.Unmarshal(init, &res) // nothing readable: nothing offered
 	c := res.Capabilities
-	out := listenFilter{
+	out := ListenFilter{
 		ToolsListChanged:     f.ToolsListChanged && c.Tools.ListChanged,
 		PromptsListChanged:   f.PromptsListChanged && c.Prompts.ListChanged,
 		ResourcesListChanged: f.ResourcesListChanged && c.Resources.ListChanged,
@@ -87,8 +87,8 @@ func (f listenFilter) offered(init json.RawMessage) listenFilter {
 	return out
 }
 
-// wants reports whether a notification of the upstream passes f.
-func (f listenFilter) wants(method string, params json.RawMessage) bool {
+// Wants reports whether a notification of the upstream passes f.
+func (f ListenFilter) Wants(method string, params json.RawMessage) bool {
 	switch method {
 	case "notifications/tools/list_changed":
 		return f.ToolsListChanged
@@ -109,34 +109,34 @@ func (f listenFilter) wants(method string, params json.RawMessage) bool {
 	return false
 }
 
-// feedNote is one notification an owner session's GET stream delivered.
-type feedNote struct {
+// FeedNote is one notification an owner session's GET stream delivered.
+type FeedNote struct {
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
 // maxSubscribeURIs bounds the resource subscriptions one listen makes
-// upstream.
+// Upstream.
 const maxSubscribeURIs = 64
 
-// listenUpstream subscribes a 2026-07-28 client's listen stream to its
+// ListenUpstream subscribes a 2026-07-28 client's listen stream to its
 // owner session's notifications on a session upstream: it returns what is
 // granted, the notifications (nil when nothing is), a channel closed once
 // the feed's GET stream opened (or failed to), and the release to call
 // when the stream ends.
-func (u *upstreamSide) listenUpstream(ctx context.Context, owner string, auth http.Header, want listenFilter) (listenFilter, <-chan feedNote, <-chan struct{}, func(), error) {
-	rec, err := u.ownerSession(ctx, owner, auth)
+func (u *Side) ListenUpstream(ctx context.Context, owner string, auth http.Header, want ListenFilter) (ListenFilter, <-chan FeedNote, <-chan struct{}, func(), error) {
+	rec, err := u.OwnerSession(ctx, owner, auth)
 	if err != nil {
-		return listenFilter{}, nil, nil, nil, err
+		return ListenFilter{}, nil, nil, nil, err
 	}
-	granted := want.offered(rec.Init)
+	granted := want.Offered(rec.Init)
 	if n := len(granted.ResourceSubscriptions); n > 0 {
 		granted.ResourceSubscriptions = u.subscribeOwner(ctx, ownerTarget(rec, auth), granted.ResourceSubscriptions[:min(n, maxSubscribeURIs)])
 	}
-	if granted.empty() {
+	if granted.Empty() {
 		return granted, nil, nil, func() {}, nil
 	}
-	c, ready, release := u.feeds.subscribe(owner, func(ctx context.Context, publish func(feedNote), ready func()) {
+	c, ready, release := u.feeds.subscribe(owner, func(ctx context.Context, publish func(FeedNote), ready func()) {
 		u.runFeed(ctx, owner, auth, publish, ready)
 	})
 	return granted, c, ready, release, nil
@@ -144,10 +144,10 @@ func (u *upstreamSide) listenUpstream(ctx context.Context, owner string, auth ht
 
 // subscribeOwner sends resources/subscribe for each of uris on the owner
 // session of target and returns those the upstream accepted.
-func (u *upstreamSide) subscribeOwner(ctx context.Context, target *upstreamTarget, uris []string) []string {
+func (u *Side) subscribeOwner(ctx context.Context, target *Target, uris []string) []string {
 	var ok []string
 	for _, uri := range slices.Compact(slices.Sorted(slices.Values(uris))) {
-		resp, err := u.client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
+		resp, err := u.Client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
 			Params: mcpwire.MustMarshal(map[string]string{"uri": uri})}, upstream.CallOptions{})
 		if err == nil && resp.Error == nil {
 			ok = append(ok, uri)
@@ -157,7 +157,7 @@ func (u *upstreamSide) subscribeOwner(ctx context.Context, target *upstreamTarge
 }
 
 // feedRetry is the first wait before a feed tries its GET stream again;
-// each try that gives no stream doubles it, up to maxListenRetry.
+// each try that gives no stream doubles it, up to MaxListenRetry.
 const feedRetry = time.Second
 
 // feedConflictRetry is how often a replica whose GET stream is refused
@@ -170,16 +170,16 @@ func feedChannel(owner string) string {
 	return "listen:" + hex.EncodeToString(sum[:16])
 }
 
-// feedReadyWait bounds how long a listen's acknowledgement waits for its
+// FeedReadyWait bounds how long a listen's acknowledgement waits for its
 // feed's GET stream to open.
-const feedReadyWait = 2 * time.Second
+const FeedReadyWait = 2 * time.Second
 
 // runFeed holds owner's GET stream on its owner session open until ctx
 // ends, and publishes the notifications it carries. ready is called once
 // the first try opened its stream or failed.
-func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Header, publish func(feedNote), ready func()) {
+func (u *Side) runFeed(ctx context.Context, owner string, auth http.Header, publish func(FeedNote), ready func()) {
 	var holding atomic.Bool
-	share := func(feedNote) {}
+	share := func(FeedNote) {}
 	if u.store != nil {
 		ch := feedChannel(owner)
 		if watch, err := u.store.WatchSession(ctx, ch); err == nil {
@@ -188,22 +188,22 @@ func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Head
 			go func() { // what the replica holding the GET stream reads
 				defer close(relayed)
 				for ev := range watch.C {
-					var n feedNote
+					var n FeedNote
 					if ev.Kind == taskstore.EventMessage && !holding.Load() && json.Unmarshal([]byte(ev.Data), &n) == nil {
 						publish(n)
 					}
 				}
 			}()
 		}
-		share = func(n feedNote) {
-			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		share = func(n FeedNote) {
+			sctx, cancel := context.WithTimeout(ctx, core.StoreTimeout)
 			defer cancel()
 			_ = u.store.PublishSession(sctx, ch, mcpwire.MustMarshal(n))
 		}
 	}
 	for quiet := 0; ; quiet++ {
 		wait := time.Duration(0)
-		switch opened, conflict := u.feedOnce(ctx, owner, auth, func(n feedNote) { publish(n); share(n) }, &holding, ready); {
+		switch opened, conflict := u.feedOnce(ctx, owner, auth, func(n FeedNote) { publish(n); share(n) }, &holding, ready); {
 		case conflict:
 			quiet, wait = 0, feedConflictRetry
 		case opened:
@@ -211,7 +211,7 @@ func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Head
 		}
 		ready()
 		if wait == 0 {
-			wait = min(feedRetry<<min(quiet, 10), maxListenRetry)
+			wait = min(feedRetry<<min(quiet, 10), MaxListenRetry)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -226,15 +226,15 @@ func (u *upstreamSide) runFeed(ctx context.Context, owner string, auth http.Head
 // feedOnce opens owner's GET stream and reads it to its end, holding set
 // meanwhile; it reports whether a stream opened (and then calls opened),
 // or another holds it (409).
-func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Header, publish func(feedNote), holding *atomic.Bool, opened func()) (ok, conflict bool) {
-	target, err := u.target(ctx, owner, auth, "")
+func (u *Side) feedOnce(ctx context.Context, owner string, auth http.Header, publish func(FeedNote), holding *atomic.Bool, opened func()) (ok, conflict bool) {
+	target, err := u.Target(ctx, owner, auth, "")
 	if err != nil || target.Stateless || target.Session.ID == "" {
 		return false, false
 	}
 	resp, err := u.openGet(ctx, target.Session)
 	if err == nil && resp.StatusCode == http.StatusNotFound {
 		resp.Body.Close()
-		if target, err = u.reopenTarget(ctx, owner, auth, "", target); err == nil {
+		if target, err = u.ReopenTarget(ctx, owner, auth, "", target); err == nil {
 			resp, err = u.openGet(ctx, target.Session)
 		}
 	}
@@ -248,14 +248,14 @@ func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Hea
 	if resp.StatusCode == http.StatusConflict {
 		return false, true // another replica holds it: its channel is relayed
 	}
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+	if resp.StatusCode != http.StatusOK || !IsStream(resp) {
 		u.log.Debug().Str("op", "listen").Int("status", resp.StatusCode).Msg("the upstream gives no GET stream on the owner session; retrying later")
 		return false, false
 	}
 	holding.Store(true)
 	defer holding.Store(false)
 	opened()
-	sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
+	sr := mcpwire.NewReader(resp.Body, MaxAnswerBytes)
 	defer sr.Release()
 	for {
 		ev, err := sr.Next()
@@ -274,12 +274,12 @@ func (u *upstreamSide) feedOnce(ctx context.Context, owner string, auth http.Hea
 			u.answerOnFeed(ctx, target, m.ID, m.Method)
 			continue
 		}
-		publish(feedNote{Method: m.Method, Params: m.Params})
+		publish(FeedNote{Method: m.Method, Params: m.Params})
 	}
 }
 
 // openGet opens the GET stream of session s.
-func (u *upstreamSide) openGet(ctx context.Context, s *upstream.Session) (*http.Response, error) {
+func (u *Side) openGet(ctx context.Context, s *upstream.Session) (*http.Response, error) {
 	h := make(http.Header, len(s.Header)+3)
 	for k, vv := range s.Header {
 		h[k] = vv
@@ -289,13 +289,13 @@ func (u *upstreamSide) openGet(ctx context.Context, s *upstream.Session) (*http.
 	if s.ProtocolVersion != "" {
 		h.Set("MCP-Protocol-Version", s.ProtocolVersion)
 	}
-	return u.client.Forward(ctx, http.MethodGet, h, nil)
+	return u.Client.Forward(ctx, http.MethodGet, h, nil)
 }
 
 // answerOnFeed answers a request the upstream sent on an owner session's
 // GET stream, outside any call: a ping, or a refusal (there is no client
-// call to relay it to).
-func (u *upstreamSide) answerOnFeed(ctx context.Context, target *upstreamTarget, rawID json.RawMessage, method string) {
+// Call to relay it to).
+func (u *Side) answerOnFeed(ctx context.Context, target *Target, rawID json.RawMessage, method string) {
 	var v any
 	if json.Unmarshal(rawID, &v) != nil {
 		return
@@ -309,7 +309,7 @@ func (u *upstreamSide) answerOnFeed(ctx context.Context, target *upstreamTarget,
 		resp = &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: mcpwire.CodeMethodNotFound,
 			Message: "taskgate cannot relay " + method + " outside a call"}}
 	}
-	_ = u.client.Respond(ctx, target.Session, resp)
+	_ = u.Client.Respond(ctx, target.Session, resp)
 }
 
 // listenFeeds are the feeds this replica runs, one per owner.
@@ -320,7 +320,7 @@ type listenFeeds struct {
 }
 
 type listenFeed struct {
-	subs  map[chan feedNote]struct{}
+	subs  map[chan FeedNote]struct{}
 	stop  context.CancelFunc
 	done  chan struct{}
 	ready chan struct{} // closed once the first GET stream opened or failed
@@ -329,8 +329,8 @@ type listenFeed struct {
 // subscribe adds a subscriber to owner's feed, starting it with run when
 // there is none. The release it returns removes it, and ends the feed
 // (waiting for it) when it was the last.
-func (c *listenFeeds) subscribe(owner string, run func(ctx context.Context, publish func(feedNote), ready func())) (<-chan feedNote, <-chan struct{}, func()) {
-	ch := make(chan feedNote, 64)
+func (c *listenFeeds) subscribe(owner string, run func(ctx context.Context, publish func(FeedNote), ready func())) (<-chan FeedNote, <-chan struct{}, func()) {
+	ch := make(chan FeedNote, 64)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
@@ -339,7 +339,7 @@ func (c *listenFeeds) subscribe(owner string, run func(ctx context.Context, publ
 	f := c.m[owner]
 	if f == nil {
 		ctx, stop := context.WithCancel(context.Background())
-		f = &listenFeed{subs: map[chan feedNote]struct{}{}, stop: stop, done: make(chan struct{}), ready: make(chan struct{})}
+		f = &listenFeed{subs: map[chan FeedNote]struct{}{}, stop: stop, done: make(chan struct{}), ready: make(chan struct{})}
 		c.m[owner] = f
 		prev := c.closing[owner]
 		var once sync.Once
@@ -354,7 +354,7 @@ func (c *listenFeeds) subscribe(owner string, run func(ctx context.Context, publ
 					return
 				}
 			}
-			run(ctx, func(n feedNote) { c.publish(f, n) }, ready)
+			run(ctx, func(n FeedNote) { c.publish(f, n) }, ready)
 		}()
 	}
 	f.subs[ch] = struct{}{}
@@ -363,7 +363,7 @@ func (c *listenFeeds) subscribe(owner string, run func(ctx context.Context, publ
 
 // publish hands n to every subscriber of f; one that is behind misses it
 // (list changes say "read again": the next one says the same).
-func (c *listenFeeds) publish(f *listenFeed, n feedNote) {
+func (c *listenFeeds) publish(f *listenFeed, n FeedNote) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for ch := range f.subs {
@@ -374,7 +374,7 @@ func (c *listenFeeds) publish(f *listenFeed, n feedNote) {
 	}
 }
 
-func (c *listenFeeds) release(owner string, f *listenFeed, ch chan feedNote) {
+func (c *listenFeeds) release(owner string, f *listenFeed, ch chan FeedNote) {
 	c.mu.Lock()
 	delete(f.subs, ch)
 	last := len(f.subs) == 0 && c.m[owner] == f
@@ -394,3 +394,7 @@ func (c *listenFeeds) release(owner string, f *listenFeed, ch chan feedNote) {
 	}
 	c.mu.Unlock()
 }
+
+// MaxListenRetry bounds how long a GET stream without an upstream listen
+// stream waits to try again.
+const MaxListenRetry = 5 * time.Minute

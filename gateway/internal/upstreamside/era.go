@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 // The upstream's era: a stateless 2026-07-28 server, or a session server
 // (2025-11-25 and older).
@@ -10,9 +10,9 @@ package gateway
 // process. A DiscoverResult listing 2026-07-28 means a stateless upstream;
 // any other answer the upstream gives (a JSON-RPC error such as -32022
 // without 2026-07-28, -32601, an HTTP 4xx without one) means a session
-// upstream. No answer (unreachable, 5xx, 401) decides nothing and is
+// Upstream. No answer (unreachable, 5xx, 401) decides nothing and is
 // retried by the next request. When a later answer contradicts the era (a
-// stateless request refused the way a session server refuses, an
+// Stateless request refused the way a session server refuses, an
 // initialize refused), the era is forgotten and probed again.
 
 import (
@@ -34,45 +34,45 @@ import (
 // eraProbeTimeout bounds the server/discover probe.
 const eraProbeTimeout = 10 * time.Second
 
-// gatewayInfo is the Implementation the gateway names itself with upstream.
-var gatewayInfo = json.RawMessage(`{"name":"taskgate","version":"1.0.0"}`)
+// GatewayInfo is the Implementation the gateway names itself with upstream.
+var GatewayInfo = json.RawMessage(`{"name":"taskgate","version":"1.0.0"}`)
 
 // Per-request _meta keys of 2026-07-28 (MCP 2026-07-28 schema,
 // RequestMetaObject) and the result's server identity.
 const (
-	metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	metaClientInfo      = "io.modelcontextprotocol/clientInfo"
-	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
-	metaLogLevel        = "io.modelcontextprotocol/logLevel"
-	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo      = "io.modelcontextprotocol/clientInfo"
+	MetaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	MetaLogLevel        = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo      = "io.modelcontextprotocol/serverInfo"
 )
 
 // upstreamEra is what the probe learned.
 type upstreamEra struct {
-	stateless bool
+	Stateless bool
 	versions  []string // a stateless upstream's supportedVersions
-	// tasks: a stateless upstream that declares the tasks extension: it
+	// Tasks: a stateless upstream that declares the tasks extension: it
 	// may answer any tools/call of a client that declares it with a task
 	// of its own (front2026_native.go).
-	tasks bool
+	Tasks bool
 }
 
 // eraProbe knows the upstream's era once probed. The zero value is ready.
 type eraProbe struct {
 	mu        sync.Mutex
-	era       *upstreamEra  // nil until probed
+	Era       *upstreamEra  // nil until probed
 	detecting chan struct{} // closed when the probe in flight ends
 }
 
-// era returns the upstream's era, probing once per process (one probe at
+// Era returns the upstream's era, probing once per process (one probe at
 // a time; concurrent callers wait for it). auth is sent with the probe,
 // for upstreams that want credentials on every request.
-func (u *upstreamSide) era(ctx context.Context, auth http.Header) (*upstreamEra, error) {
+func (u *Side) Era(ctx context.Context, auth http.Header) (*upstreamEra, error) {
 	p := &u.probe
 	for {
 		p.mu.Lock()
-		if p.era != nil {
-			era := p.era
+		if p.Era != nil {
+			era := p.Era
 			p.mu.Unlock()
 			return era, nil
 		}
@@ -94,7 +94,7 @@ func (u *upstreamSide) era(ctx context.Context, auth http.Header) (*upstreamEra,
 		cancel()
 		p.mu.Lock()
 		if err == nil {
-			p.era = era
+			p.Era = era
 		}
 		p.detecting = nil
 		close(ch)
@@ -103,40 +103,40 @@ func (u *upstreamSide) era(ctx context.Context, auth http.Header) (*upstreamEra,
 			u.log.Warn().Str("op", "era").Err(err).Msg("cannot tell the upstream's protocol era; will probe again")
 			return nil, err
 		}
-		u.log.Info().Str("op", "era").Bool("stateless", era.stateless).Bool("tasks_extension", era.tasks).Strs("versions", era.versions).Msg("upstream era detected")
+		u.log.Info().Str("op", "era").Bool("stateless", era.Stateless).Bool("tasks_extension", era.Tasks).Strs("versions", era.versions).Msg("upstream era detected")
 		return era, nil
 	}
 }
 
-// forgetEra drops the known era, if it is still the one the caller used
+// ForgetEra drops the known era, if it is still the one the caller used
 // (was; nil: whatever it is), so the next request probes again.
-func (u *upstreamSide) forgetEra(was *upstreamEra) {
+func (u *Side) ForgetEra(was *upstreamEra) {
 	p := &u.probe
 	p.mu.Lock()
-	if p.era == was || was == nil {
-		p.era = nil
+	if p.Era == was || was == nil {
+		p.Era = nil
 	}
 	p.mu.Unlock()
 	u.log.Info().Str("op", "era").Msg("the upstream answered unlike its era; probing again")
 }
 
-// knownEra is the era if probed, else nil.
-func (u *upstreamSide) knownEra() *upstreamEra {
+// KnownEra is the era if probed, else nil.
+func (u *Side) KnownEra() *upstreamEra {
 	p := &u.probe
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.era
+	return p.Era
 }
 
 // probeEra sends server/discover at 2026-07-28 and classifies the answer.
-func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, error) {
+func (u *Side) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, error) {
 	params := mcpwire.MustMarshal(map[string]any{"_meta": map[string]any{
-		metaProtocolVersion: core.Version2026,
-		metaClientInfo:      gatewayInfo,
-		metaClientCaps:      map[string]any{},
+		MetaProtocolVersion: core.Version2026,
+		MetaClientInfo:      GatewayInfo,
+		MetaClientCaps:      map[string]any{},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
+	resp, err := u.Client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
 	if err != nil {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && refusesEra(se.Status) {
@@ -157,7 +157,7 @@ func (u *upstreamSide) probeEra(ctx context.Context, auth http.Header) (*upstrea
 		return &upstreamEra{}, nil
 	}
 	_, tasks := res.Capabilities.Extensions[core.TasksExtension]
-	return &upstreamEra{stateless: true, versions: res.SupportedVersions, tasks: tasks}, nil
+	return &upstreamEra{Stateless: true, versions: res.SupportedVersions, Tasks: tasks}, nil
 }
 
 // refusesEra reports whether an HTTP status without a JSON-RPC body says
@@ -174,7 +174,7 @@ func refusesEra(status int) bool {
 // published servers still speak.
 const version2024 = "2024-11-05"
 
-// frontable are the upstream versions presented as 2025-11-25 to a client
+// Frontable are the upstream versions presented as 2025-11-25 to a client
 // that asks for it, so older servers gain tasks too. Their messages are a
 // subset of 2025-11-25's for everything the gateway relays unchanged: what
 // an older server cannot do (elicitation before 2025-06-18, structured
@@ -183,31 +183,31 @@ const version2024 = "2024-11-05"
 // goes on at the upstream's version on the upstream side (the
 // MCP-Protocol-Version header of each request rewritten to it,
 // upstreamHeader).
-var frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true, version2024: true}
+var Frontable = map[string]bool{"2025-06-18": true, "2025-03-26": true, version2024: true}
 
 // PresentsTasks reports whether 2025-11-25 clients get the gateway's tasks
 // in front of a session upstream that chose version at initialize (its
 // own, or one the gateway presents as 2025-11-25); any version for a
-// stateless upstream (2026-07-28), whose sessions the gateway holds.
+// Stateless upstream (2026-07-28), whose sessions the gateway holds.
 func PresentsTasks(version string) bool {
-	return version == "" || version >= core.Version2025 || frontable[version]
+	return version == "" || version >= core.Version2025 || Frontable[version]
 }
 
-// supportedVersions are the versions the gateway serves, newest first:
+// SupportedVersions are the versions the gateway serves, newest first:
 // 2026-07-28 statelessly, and through initialize the session versions the
-// upstream takes (2025-11-25 at least, which the gateway presents in front
+// Upstream takes (2025-11-25 at least, which the gateway presents in front
 // of 2025-06-18 and 2025-03-26 upstreams too). extra adds versions known to
 // work (the version of an owner session).
-func (u *upstreamSide) supportedVersions(extra ...string) []string {
+func (u *Side) SupportedVersions(extra ...string) []string {
 	vs := []string{core.Version2026}
-	era := u.knownEra()
+	era := u.KnownEra()
 	switch {
-	case era != nil && era.stateless:
+	case era != nil && era.Stateless:
 		for _, v := range era.versions {
 			if v < core.Version2026 {
 				vs = append(vs, v)
 			}
-			if frontable[v] {
+			if Frontable[v] {
 				vs = append(vs, core.Version2025)
 			}
 		}

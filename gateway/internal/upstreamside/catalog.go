@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 // listed first, at most once at a time and now and then per replica
 // (internal/decide keeps the catalogue).
 
-// discoverEvery bounds how often a replica lists the upstream's tools
+// DiscoverEvery bounds how often a replica lists the upstream's tools
 // itself, for calls of tools it has no declaration for; discoverPages
 // bounds the pages it reads.
 const (
-	discoverEvery = decide.CatalogMissFresh
+	DiscoverEvery = decide.CatalogMissFresh
 	discoverPages = 100
 )
 
@@ -42,13 +42,13 @@ const (
 	discoverTimeout = 10 * time.Second
 )
 
-// toolDeclared returns the upstream's declaration of tool; when the
+// ToolDeclared returns the upstream's declaration of tool; when the
 // catalogue has none, the upstream's tools are listed first on sess (a
-// client may call a tool without listing: every 2026-07-28 client may).
+// Client may call a tool without listing: every 2026-07-28 client may).
 // One listing at a time per replica, which concurrent callers wait for; at
-// most one per discoverEvery once one succeeded (a name the upstream does
+// most one per DiscoverEvery once one succeeded (a name the upstream does
 // not list stays undeclared), and per discoverRetry after one failed.
-func (u *upstreamSide) toolDeclared(ctx context.Context, d *decide.Decider, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
+func (u *Side) ToolDeclared(ctx context.Context, d *decide.Decider, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
 	if decl, listed := d.ToolInfo(ctx, tool); listed || d.Store == nil {
 		return decl, listed
 	}
@@ -63,7 +63,7 @@ func (u *upstreamSide) toolDeclared(ctx context.Context, d *decide.Decider, sess
 		return d.ToolInfo(ctx, tool)
 	}
 	now := time.Now()
-	if now.Sub(disc.ok) < discoverEvery || now.Sub(disc.failed) < discoverRetry {
+	if now.Sub(disc.ok) < DiscoverEvery || now.Sub(disc.failed) < discoverRetry {
 		disc.mu.Unlock()
 		return decide.ToolDecl{}, false
 	}
@@ -89,14 +89,14 @@ func (u *upstreamSide) toolDeclared(ctx context.Context, d *decide.Decider, sess
 
 // listTools reads every page of the upstream's tools/list on sess (at
 // most discoverPages) into the catalogue, and reports whether it could.
-func (u *upstreamSide) listTools(ctx context.Context, sess *upstream.Session, tool string) bool {
+func (u *Side) listTools(ctx context.Context, sess *upstream.Session, tool string) bool {
 	cursor := ""
 	for page := 0; page < discoverPages; page++ {
 		params := map[string]any{}
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
+		resp, err := u.Client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
 		if err == nil && resp.Error != nil {
 			err = resp.Error
 		}

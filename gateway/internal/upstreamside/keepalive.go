@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 // Keep-alive for synchronous calls. A tool that runs for minutes dies on
 // the client's request timeout (60 s in the TypeScript SDK) or on a load
@@ -39,32 +39,32 @@ import (
 // DefaultKeepAlive is Config.KeepAlive's default.
 const DefaultKeepAlive = 15 * time.Second
 
-// keepAlive is one call's keep-alive state.
+// KeepAlive is one call's keep-alive state.
 type keepAlive struct {
-	every    time.Duration
-	msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
+	Every    time.Duration
+	Msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
 	token    json.RawMessage  // the client's progressToken; nil: comments
 	read     bool             // token has been read from msg
 	start    time.Time
 	beats    int
-	upstream bool // the upstream sends progress itself
+	Upstream bool // the upstream sends progress itself
 }
 
-// keepAliveFor returns the keep-alive of a forwarded request, or nil: only
+// KeepAliveFor returns the keep-alive of a forwarded request, or nil: only
 // a tools/call is kept alive, when Config.KeepAlive is on.
-func (u *upstreamSide) keepAliveFor(msg *mcpwire.Message) *keepAlive {
-	if u.keepAlive <= 0 || msg.Kind != mcpwire.KindRequest || msg.MethodName() != "tools/call" {
+func (u *Side) KeepAliveFor(msg *mcpwire.Message) *keepAlive {
+	if u.KeepAlive <= 0 || msg.Kind != mcpwire.KindRequest || msg.MethodName() != "tools/call" {
 		return nil
 	}
-	return &keepAlive{every: u.keepAlive, start: time.Now(), msg: msg}
+	return &keepAlive{Every: u.KeepAlive, start: time.Now(), Msg: msg}
 }
 
 var progressMarker = []byte(`"notifications/progress"`)
 
 // saw notes what the upstream sent: its own progress turns ours off.
 func (k *keepAlive) saw(p []byte) {
-	if !k.upstream && bytes.Contains(p, progressMarker) {
-		k.upstream = true
+	if !k.Upstream && bytes.Contains(p, progressMarker) {
+		k.Upstream = true
 	}
 }
 
@@ -74,11 +74,11 @@ func (k *keepAlive) next() []byte {
 	k.beats++
 	if !k.read {
 		k.read = true
-		if t := k.msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
+		if t := k.Msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
 			k.token = t
 		}
 	}
-	if k.token == nil || k.upstream {
+	if k.token == nil || k.Upstream {
 		return nil
 	}
 	return mcpwire.Notification("notifications/progress", mcpwire.MustMarshal(map[string]any{
@@ -99,8 +99,8 @@ func (k *keepAlive) beat(w io.Writer) error {
 	return err
 }
 
-// beatOn writes one keep-alive on a stream the gateway writes itself.
-func (k *keepAlive) beatOn(sse *mcpwire.Writer) error {
+// BeatOn writes one keep-alive on a stream the gateway writes itself.
+func (k *keepAlive) BeatOn(sse *mcpwire.Writer) error {
 	if msg := k.next(); msg != nil {
 		return sse.SendRaw(msg)
 	}
@@ -115,7 +115,7 @@ func (k *keepAlive) beatOn(sse *mcpwire.Writer) error {
 // context's error.
 func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send func() (*http.Response, error)) (resp *http.Response, started bool, err error) {
 	// The round trip runs on this goroutine; a timer opens the client's
-	// stream and beats only if the headers take longer than ka.every (most
+	// stream and beats only if the headers take longer than ka.Every (most
 	// calls answer sooner, and then no other goroutine ever runs). mu
 	// orders the timer's writes before the caller's: once done is set, the
 	// timer no longer touches w.
@@ -124,7 +124,7 @@ func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send fu
 	flusher, _ := w.(http.Flusher)
 	mu.Lock()
 	var timer *time.Timer
-	timer = time.AfterFunc(ka.every, func() {
+	timer = time.AfterFunc(ka.Every, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {
@@ -140,7 +140,7 @@ func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send fu
 		if ka.beat(w) == nil && flusher != nil {
 			flusher.Flush()
 		}
-		timer.Reset(ka.every)
+		timer.Reset(ka.Every)
 	})
 	mu.Unlock()
 	resp, err = send() // the request's context ends the upstream request too
@@ -162,9 +162,9 @@ func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send fu
 // relayed stream), a JSON answer as one event, anything else as a
 // JSON-RPC error event. It returns what it saw of the answer, for latency
 // learning.
-func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *keepAlive) relaySeen {
+func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *keepAlive) RelaySeen {
 	defer resp.Body.Close()
-	seen := relaySeen{id: id, ka: ka}
+	seen := RelaySeen{id: id, ka: ka}
 	flusher, _ := w.(http.Flusher)
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {
@@ -174,12 +174,12 @@ func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessa
 		relayStream(w, flusher, resp.Body, *bp, &seen)
 		return seen
 	case mt == "application/json":
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
-		if err == nil && len(body) <= maxAnswerBytes && json.Valid(body) {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
+		if err == nil && len(body) <= MaxAnswerBytes && json.Valid(body) {
 			body = bytes.TrimSpace(body)
 			_, _ = w.Write(mcpwire.AppendEvent(nil, nil, body))
-			seen.wrote(body)
-			seen.ended(io.EOF)
+			seen.Wrote(body)
+			seen.Ended(io.EOF)
 			return seen
 		}
 	}

@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,71 +20,71 @@ import (
 // largest allocation of a pass-through and shows up as GC time under load.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// relay copies an upstream response to the client: end-to-end headers,
+// Relay copies an upstream response to the client: end-to-end headers,
 // the status unchanged, and the body streamed. An SSE body is flushed after
-// every read, so each event reaches the client as it arrives; nothing is
+// Every read, so each event reaches the client as it arrives; nothing is
 // buffered. When the client goes away, the write fails and closing the
-// upstream body aborts the upstream request.
-func (u *upstreamSide) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+// Upstream body aborts the upstream request.
+func (u *Side) Relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 	u.relayBody(w, r, resp, nil)
 }
 
-// relayAnswer relays the answer to a client's request. id is the
+// RelayAnswer relays the answer to a client's request. id is the
 // request's id: when the upstream's stream breaks off (not a clean end of
 // stream, which a resumable server may do on purpose) before a JSON-RPC
 // response passed, the client gets a -32603 response for id naming the
-// upstream instead of a stream that just stops, which would leave its
+// Upstream instead of a stream that just stops, which would leave its
 // request pending. tool, when not empty, names a forwarded tools/call
 // whose latency is learned: once the answer is relayed, the time since
 // start is recorded (latency.go), unless the answer was not a 200, the
 // stream broke off before the JSON-RPC response, or the answer asked for
 // the user's input (an elicitation or sampling request of a session
-// upstream, an MRTR input_required result), whose time cannot be told
+// Upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
-func (u *upstreamSide) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
+func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
 	u.relayAnswerKept(w, r, resp, id, tool, start, nil)
 }
 
 // relayAnswerKept is relayAnswer keeping a streamed answer alive (ka; nil:
 // not).
-func (u *upstreamSide) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *keepAlive) {
-	if encoded(resp) {
+func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *keepAlive) {
+	if Encoded(resp) {
 		ka = nil // nothing can go between compressed bytes
 	}
-	seen := relaySeen{id: id, ka: ka}
+	seen := RelaySeen{id: id, ka: ka}
 	u.relayBody(w, r, resp, &seen)
 	u.learnFrom(&seen, resp.StatusCode, tool, start)
 }
 
-// encoded reports whether resp's body has a content coding.
-func encoded(resp *http.Response) bool {
+// Encoded reports whether resp's body has a content coding.
+func Encoded(resp *http.Response) bool {
 	ce := resp.Header.Get("Content-Encoding")
 	return ce != "" && ce != "identity"
 }
 
 // learnFrom records tool's latency from what a relay saw of its answer.
-func (u *upstreamSide) learnFrom(seen *relaySeen, status int, tool string, start time.Time) {
-	if tool != "" && (seen.complete || seen.answered) && !seen.input && status == http.StatusOK {
-		u.observe(tool, seen.end.Sub(start))
+func (u *Side) learnFrom(seen *RelaySeen, status int, tool string, start time.Time) {
+	if tool != "" && (seen.Complete || seen.Answered) && !seen.Input && status == http.StatusOK {
+		u.Observe(tool, seen.End.Sub(start))
 	}
 }
 
-// relayRequest relays the answer to msg: a request's through relayAnswer
+// RelayRequest relays the answer to msg: a request's through relayAnswer
 // (learn: the tool whose latency it teaches), anything else as it is.
-func (u *upstreamSide) relayRequest(w http.ResponseWriter, r *http.Request, resp *http.Response, msg *mcpwire.Message, learn string, start time.Time) {
+func (u *Side) RelayRequest(w http.ResponseWriter, r *http.Request, resp *http.Response, msg *mcpwire.Message, learn string, start time.Time) {
 	if msg.Kind != mcpwire.KindRequest {
-		u.relay(w, r, resp)
+		u.Relay(w, r, resp)
 		return
 	}
-	u.relayAnswer(w, r, resp, msg.ID, learn, start)
+	u.RelayAnswer(w, r, resp, msg.ID, learn, start)
 }
 
-// relaySeen is what a relay saw of the body it copied. Allocation-free.
-type relaySeen struct {
-	complete bool      // the body was read to its end and written whole
-	answered bool      // a chunk that looks like a JSON-RPC response was written
-	input    bool      // it holds a request for the user's input
-	end      time.Time // when the last chunk was written, or the body ended
+// RelaySeen is what a relay saw of the body it copied. Allocation-free.
+type RelaySeen struct {
+	Complete bool      // the body was read to its end and written whole
+	Answered bool      // a chunk that looks like a JSON-RPC response was written
+	Input    bool      // it holds a request for the user's input
+	End      time.Time // when the last chunk was written, or the body ended
 
 	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
 	tail [4]byte         // the last four bytes written
@@ -98,26 +99,26 @@ var (
 	answerMarkers = [][]byte{[]byte(`"result"`), []byte(`"error"`)}
 )
 
-// wrote notes chunk p, just written to the client.
-func (s *relaySeen) wrote(p []byte) {
+// Wrote notes chunk p, just written to the client.
+func (s *RelaySeen) Wrote(p []byte) {
 	if s == nil {
 		return
 	}
-	s.end = time.Now()
+	s.End = time.Now()
 	if len(p) >= len(s.tail) {
 		copy(s.tail[:], p[len(p)-len(s.tail):])
 	} else {
 		copy(s.tail[:], s.tail[len(p):])
 		copy(s.tail[len(s.tail)-len(p):], p)
 	}
-	if !s.input && containsAny(p, inputMarkers) {
-		s.input = true
+	if !s.Input && containsAny(p, inputMarkers) {
+		s.Input = true
 	}
 	// A client that stops reading once it has its response may close the
 	// connection before the upstream's end of stream reaches us: the
 	// response itself is what counts.
-	if !s.answered && containsAny(p, answerMarkers) {
-		s.answered = true
+	if !s.Answered && containsAny(p, answerMarkers) {
+		s.Answered = true
 	}
 	if s.ka != nil {
 		s.ka.saw(p)
@@ -126,30 +127,30 @@ func (s *relaySeen) wrote(p []byte) {
 
 // atBoundary reports whether what was written so far ends between events,
 // where a keep-alive may go.
-func (s *relaySeen) atBoundary() bool {
+func (s *RelaySeen) atBoundary() bool {
 	return s.tail == [4]byte{} || s.endsEvent()
 }
 
 // endsEvent reports whether the bytes written end with a blank line (LF or
 // CRLF line ends).
-func (s *relaySeen) endsEvent() bool {
+func (s *RelaySeen) endsEvent() bool {
 	return (s.tail[2] == '\n' && s.tail[3] == '\n') || s.tail == [4]byte{'\r', '\n', '\r', '\n'}
 }
 
-// ended notes the end of the body: err is the read error that ended it.
-func (s *relaySeen) ended(err error) {
+// Ended notes the end of the body: err is the read error that ended it.
+func (s *RelaySeen) Ended(err error) {
 	if s == nil {
 		return
 	}
-	if s.complete = err == io.EOF; s.complete {
-		s.end = time.Now()
+	if s.Complete = err == io.EOF; s.Complete {
+		s.End = time.Now()
 	}
 }
 
 // brokeOff answers the request with a -32603 event when its stream ended
 // with err before the response passed (see relayAnswer).
-func (s *relaySeen) brokeOff(w io.Writer, err error) {
-	if s == nil || s.id == nil || s.answered || err == io.EOF {
+func (s *RelaySeen) brokeOff(w io.Writer, err error) {
+	if s == nil || s.id == nil || s.Answered || err == io.EOF {
 		return
 	}
 	var b bytes.Buffer
@@ -170,12 +171,12 @@ func containsAny(p []byte, markers [][]byte) bool {
 }
 
 // relayBody is relay; seen, when not nil, is told what the body held.
-func (u *upstreamSide) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *relaySeen) {
+func (u *Side) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *RelaySeen) {
 	defer resp.Body.Close()
-	stream := copyResponseHeader(w, resp)
+	stream := CopyResponseHeader(w, resp)
 	if resp.ContentLength >= 0 && !stream && bodyAllowed(r.Method, resp.StatusCode) {
 		// Keep the upstream's framing: a known length stays a length.
-		w.Header()["Content-Length"] = []string{itoa(resp.ContentLength)}
+		w.Header()["Content-Length"] = []string{strconv.FormatInt(resp.ContentLength, 10)}
 	}
 	w.WriteHeader(resp.StatusCode)
 	bp := copyBufs.Get().(*[]byte)
@@ -188,22 +189,22 @@ func (u *upstreamSide) relayBody(w http.ResponseWriter, r *http.Request, resp *h
 	case seen != nil:
 		copySeen(w, resp.Body, buf, seen)
 	default:
-		_, _ = io.CopyBuffer(writerOnly{w}, resp.Body, buf)
+		_, _ = io.CopyBuffer(WriterOnly{w}, resp.Body, buf)
 	}
 }
 
 // copySeen copies body to w through buf, telling seen what passes.
-func copySeen(w io.Writer, body io.Reader, buf []byte, seen *relaySeen) {
+func copySeen(w io.Writer, body io.Reader, buf []byte, seen *RelaySeen) {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}
-			seen.wrote(buf[:n])
+			seen.Wrote(buf[:n])
 		}
 		if err != nil {
-			seen.ended(err)
+			seen.Ended(err)
 			return
 		}
 	}
@@ -226,7 +227,7 @@ type chunk struct {
 // (headers, event, end of stream). The headers are flushed on their own
 // only when the first event takes longer than headerWait. seen (may be
 // nil) is told what was written and how the body ended.
-func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *relaySeen) {
+func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *RelaySeen) {
 	chunks := make(chan chunk, 1)
 	free := make(chan []byte, 1) // the buffer the reader may fill next
 	spare := copyBufs.Get().(*[]byte)
@@ -267,7 +268,7 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 	var ka *keepAlive
 	if seen != nil && seen.ka != nil {
 		ka = seen.ka
-		t := time.NewTicker(ka.every)
+		t := time.NewTicker(ka.Every)
 		defer t.Stop()
 		quiet = t.C
 	}
@@ -299,10 +300,10 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 				if _, err := w.Write(c.p); err != nil {
 					return
 				}
-				seen.wrote(c.p)
+				seen.Wrote(c.p)
 			}
 			if c.err != nil {
-				seen.ended(c.err)
+				seen.Ended(c.err)
 				seen.brokeOff(w, c.err)
 				return // the handler's return writes what is left, at once
 			}
@@ -321,18 +322,18 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 	}
 }
 
-// copyResponseHeader copies the upstream's end-to-end response headers and
+// CopyResponseHeader copies the upstream's end-to-end response headers and
 // reports whether the body is an SSE stream.
-func copyResponseHeader(w http.ResponseWriter, resp *http.Response) (stream bool) {
-	copyUpstreamHeader(w.Header(), resp.Header)
-	return isStream(resp)
+func CopyResponseHeader(w http.ResponseWriter, resp *http.Response) (stream bool) {
+	CopyUpstreamHeader(w.Header(), resp.Header)
+	return IsStream(resp)
 }
 
-// copyUpstreamHeader copies an upstream response's end-to-end headers to
+// CopyUpstreamHeader copies an upstream response's end-to-end headers to
 // dst, keeping the CORS answer the front door made for an allowed Origin
 // (frontdoor.go): the upstream's own Access-Control-* would otherwise
 // replace it, and the browser would refuse the answer.
-func copyUpstreamHeader(dst, src http.Header) {
+func CopyUpstreamHeader(dst, src http.Header) {
 	origin := dst["Access-Control-Allow-Origin"]
 	if origin == nil {
 		upstream.CopyHeader(dst, src)
@@ -351,7 +352,7 @@ func copyUpstreamHeader(dst, src http.Header) {
 	}
 }
 
-func isStream(resp *http.Response) bool {
+func IsStream(resp *http.Response) bool {
 	ct := resp.Header.Get("Content-Type")
 	if ct == "text/event-stream" {
 		return true
@@ -360,8 +361,8 @@ func isStream(resp *http.Response) bool {
 	return mt == "text/event-stream"
 }
 
-// writerOnly hides ReadFrom, so io.CopyBuffer uses our pooled buffer.
-type writerOnly struct{ io.Writer }
+// WriterOnly hides ReadFrom, so io.CopyBuffer uses our pooled buffer.
+type WriterOnly struct{ io.Writer }
 
 // bodyAllowed reports whether a response may carry a body (RFC 9110 §6.4.1).
 func bodyAllowed(method string, status int) bool {

@@ -1,15 +1,15 @@
-package gateway
+package upstreamside
 
 // Forwarding to the upstream, in the upstream's era:
 //
 //	2025-11-25 or older client ─▶ forward: the bytes as received, the
-//	                              answer relayed (upstream_relay.go)
+//	                              answer relayed (relay.go)
 //	2026-07-28 client, stateless upstream ─▶ forwardToStateless: the
 //	                              request as received (minus the tasks
 //	                              extension), the answer relayed
 //	2026-07-28 client, session upstream   ─▶ forwardToSession: the request
 //	                              as a session one on the owner session
-//	                              (upstream_owner.go), the answer in the
+//	                              (owner.go), the answer in the
 //	                              2026-07-28 shape
 
 import (
@@ -34,24 +34,24 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// upstreamSide is everything that talks to the upstream on a client's
+// Side is everything that talks to the upstream on a client's
 // behalf: the era probe, the owner sessions, and forwarding.
-type upstreamSide struct {
-	client *upstream.Client
+type Side struct {
+	Client *upstream.Client
 	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
-	// observe records a forwarded tools/call's latency, learnTools what a
+	// Observe records a forwarded tools/call's latency, learnTools what a
 	// tools/list answer declared (the decider).
-	observe    func(tool string, took time.Duration)
+	Observe    func(tool string, took time.Duration)
 	learnTools func(ctx context.Context, result json.RawMessage)
 	// learnServer records what an initialize result's capabilities say
 	// of tasks (decider.learnServerCaps).
 	learnServer func(ctx context.Context, caps json.RawMessage)
 	log         zerolog.Logger
-	keepAlive   time.Duration // Config.KeepAlive; 0: off (upstream_keepalive.go)
+	KeepAlive   time.Duration // Config.KeepAlive; 0: off (keepalive.go)
 
-	probe  eraProbe      // upstream_era.go
-	owners ownerSessions // upstream_owner.go
-	feeds  listenFeeds   // owner sessions' GET streams (upstream_listen.go)
+	probe  eraProbe      // era.go
+	owners ownerSessions // owner.go
+	feeds  listenFeeds   // owner sessions' GET streams (listen.go)
 	// discovery is this replica's own listing of the upstream's tools
 	// (catalog.go, toolDeclared).
 	discovery discovery
@@ -63,32 +63,32 @@ type ownerStore interface {
 	TouchOwnerSession(ctx context.Context, owner string, ttl time.Duration) (bool, error)
 	PutOwnerSession(ctx context.Context, owner string, next taskstore.OwnerSession, replaced string, ttl time.Duration) (*taskstore.OwnerSession, bool, error)
 	// The channel an owner session's GET stream is shared on between
-	// replicas (upstream_listen.go).
+	// replicas (listen.go).
 	PublishSession(ctx context.Context, sessionID string, msg []byte) error
 	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
 }
 
-func newUpstreamSide(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *upstreamSide {
-	u := &upstreamSide{client: client, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, keepAlive: max(keepAlive, 0)}
+func New(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *Side {
+	u := &Side{Client: client, Observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}
 	return u
 }
 
-// forward relays msg to the upstream with header, and its answer back.
+// Forward relays msg to the upstream with header, and its answer back.
 // For a tools/call whose latency is learned (learn, a tool name), the time
 // from sending to the end of the answer is recorded (latency.go).
-func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, learn string) {
+func (u *Side) Forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, learn string) {
 	start := time.Now()
-	ka := u.keepAliveFor(msg)
+	ka := u.KeepAliveFor(msg)
 	if ka != nil {
 		// A keep-alive goes between the answer's bytes: they must be
 		// plain, so the upstream is not asked for a compressed answer.
-		header = identityHeader(header)
+		header = IdentityHeader(header)
 	}
 	send := func() (*http.Response, error) {
-		return u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+		return u.Client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
 	}
 	if ka != nil {
 		resp, started, err := awaitHeaders(w, r, ka, send)
@@ -100,20 +100,20 @@ func (u *upstreamSide) forward(w http.ResponseWriter, r *http.Request, msg *mcpw
 			u.relayAnswerKept(w, r, resp, msg.ID, learn, start, ka)
 			return
 		}
-		u.forwardFailed(w, r, msg, err)
+		u.ForwardFailed(w, r, msg, err)
 		return
 	}
 	resp, err := send()
 	if err != nil {
-		u.forwardFailed(w, r, msg, err)
+		u.ForwardFailed(w, r, msg, err)
 		return
 	}
-	u.relayRequest(w, r, resp, msg, learn, start)
+	u.RelayRequest(w, r, resp, msg, learn, start)
 }
 
 // answerStarted writes the answer to msg on the stream a keep-alive
 // opened: the upstream's (answerOnStream), or its failure as an event.
-func (u *upstreamSide) answerStarted(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response, err error,
+func (u *Side) answerStarted(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response, err error,
 	learn string, start time.Time, ka *keepAlive) {
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -127,9 +127,9 @@ func (u *upstreamSide) answerStarted(w http.ResponseWriter, r *http.Request, msg
 	u.learnFrom(&seen, resp.StatusCode, learn, start)
 }
 
-// forwardFailed answers a forwarded message whose upstream round trip
+// ForwardFailed answers a forwarded message whose upstream round trip
 // failed.
-func (u *upstreamSide) forwardFailed(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
+func (u *Side) ForwardFailed(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away; nobody to answer
 	}
@@ -139,16 +139,16 @@ func (u *upstreamSide) forwardFailed(w http.ResponseWriter, r *http.Request, msg
 		// Nothing to answer with a JSON-RPC response; say it in HTTP.
 		e.Status = http.StatusBadGateway
 	}
-	passChallenge(w, err, e)
+	PassChallenge(w, err, e)
 	mcpwire.WriteError(w, msg.ID, e)
 }
 
-// passChallenge makes e, the answer to a request the gateway made for the
-// client, the upstream's 401 or 403 with its WWW-Authenticate challenges
+// PassChallenge makes e, the answer to a request the gateway made for the
+// Client, the upstream's 401 or 403 with its WWW-Authenticate challenges
 // when that is what err is: the client's credentials were refused, and
 // only the status and challenge start its authorization flow (MCP
 // Authorization, "Authorization Server Discovery").
-func passChallenge(w http.ResponseWriter, err error, e *mcpwire.Error) {
+func PassChallenge(w http.ResponseWriter, err error, e *mcpwire.Error) {
 	var se *upstream.StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusUnauthorized && se.Status != http.StatusForbidden {
 		return
@@ -159,8 +159,8 @@ func passChallenge(w http.ResponseWriter, err error, e *mcpwire.Error) {
 	}
 }
 
-// failHTTP answers a non-POST request whose upstream round trip failed.
-func (u *upstreamSide) failHTTP(w http.ResponseWriter, r *http.Request, err error) {
+// FailHTTP answers a non-POST request whose upstream round trip failed.
+func (u *Side) FailHTTP(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
@@ -176,15 +176,15 @@ func (u *upstreamSide) failHTTP(w http.ResponseWriter, r *http.Request, err erro
 	mcpwire.WriteError(w, nil, e)
 }
 
-// statelessFailure answers a 2026-07-28 request whose upstream side
+// StatelessFailure answers a 2026-07-28 request whose upstream side
 // failed.
-func (u *upstreamSide) statelessFailure(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
+func (u *Side) StatelessFailure(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away; nobody to answer
 	}
 	e := core.RPCError(err, core.Era2026)
 	u.log.Warn().Str("op", "forward").Str("method", msg.MethodName()).Msg(e.Message)
-	passChallenge(w, err, e)
+	PassChallenge(w, err, e)
 	mcpwire.WriteError(w, msg.ID, e)
 }
 
@@ -208,17 +208,17 @@ func statelessHeader(r *http.Request) http.Header {
 	return out
 }
 
-// postStateless forwards body to a stateless upstream with the client's
+// PostStateless forwards body to a stateless upstream with the client's
 // headers. A 400, 404 or 405 answer is read (it is small) to see whether
 // it is a stateless server's error or the refusal of a server that is not
 // one (contradicted); either way the response returned can still be
 // relayed.
-func (u *upstreamSide) postStateless(r *http.Request, body []byte, identity bool) (resp *http.Response, contradicted bool, err error) {
+func (u *Side) PostStateless(r *http.Request, body []byte, identity bool) (resp *http.Response, contradicted bool, err error) {
 	header := statelessHeader(r)
 	if identity {
 		delete(header, "Accept-Encoding") // see forward: keep-alives need plain bytes
 	}
-	resp, err = u.client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
+	resp, err = u.Client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		return nil, false, err
 	}
@@ -252,20 +252,20 @@ func isStatelessError(body []byte) bool {
 	return m.Error.Code != mcpwire.CodeUnsupportedVersion || slices.Contains(m.Error.Data.Supported, core.Version2026)
 }
 
-// forwardToStateless relays a 2026-07-28 message to a stateless upstream
+// ForwardToStateless relays a 2026-07-28 message to a stateless upstream
 // and its answer back untouched (streams flushed as they come). It reports
 // false, having answered nothing, when the upstream refused it the way a
 // session server would and recheck is set: the era is then forgotten, for
 // the caller to send the message by the era probed anew. stripTasks: the
-// client declared the tasks extension (withoutTasksExtension). learn names
+// Client declared the tasks extension (WithoutTasksExtension). learn names
 // a tools/call whose latency is learned.
-func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, stripTasks bool,
+func (u *Side) ForwardToStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, stripTasks bool,
 	era *upstreamEra, recheck bool, learn string) bool {
 	start := time.Now()
 	var contradicted bool
-	ka := u.keepAliveFor(msg)
+	ka := u.KeepAliveFor(msg)
 	send := func() (resp *http.Response, err error) {
-		resp, contradicted, err = u.postStateless(r.WithContext(obs.MethodCtx(r, msg)), withoutTasksExtension(msg, stripTasks), ka != nil)
+		resp, contradicted, err = u.PostStateless(r.WithContext(obs.MethodCtx(r, msg)), WithoutTasksExtension(msg, stripTasks), ka != nil)
 		return resp, err
 	}
 	var resp *http.Response
@@ -286,39 +286,39 @@ func (u *upstreamSide) forwardToStateless(w http.ResponseWriter, r *http.Request
 			w.WriteHeader(http.StatusBadGateway)
 			return true
 		}
-		u.statelessFailure(w, r, msg, err)
+		u.StatelessFailure(w, r, msg, err)
 		return true
 	}
 	if contradicted && recheck {
 		resp.Body.Close()
-		u.forgetEra(era)
+		u.ForgetEra(era)
 		return false
 	}
-	if learn == "" && msg.MethodName() == "tools/list" && u.store != nil && rewritable(resp) {
+	if learn == "" && msg.MethodName() == "tools/list" && u.store != nil && Rewritable(resp) {
 		// Read whole, to learn the tools' declarations (catalog.go).
-		a, err := readAnswer(resp, msg.ID)
+		a, err := ReadAnswer(resp, msg.ID)
 		if err != nil {
-			u.statelessFailure(w, r, msg, err)
+			u.StatelessFailure(w, r, msg, err)
 			return true
 		}
-		defer a.close()
-		u.learnTools(r.Context(), a.result)
-		a.write(w, r, u.log, nil)
+		defer a.Close()
+		u.learnTools(r.Context(), a.Result)
+		a.Write(w, r, u.log, nil)
 		return true
 	}
 	if msg.Kind != mcpwire.KindRequest {
-		u.relay(w, r, resp)
+		u.Relay(w, r, resp)
 		return true
 	}
 	u.relayAnswerKept(w, r, resp, msg.ID, learn, start, ka)
 	return true
 }
 
-// withoutTasksExtension returns msg's body with the tasks extension taken
+// WithoutTasksExtension returns msg's body with the tasks extension taken
 // out of the client capabilities: the gateway is the client's tasks
 // server, so an upstream that has tasks of its own must not create them.
 // strip false (the client declared no tasks extension): msg as it is.
-func withoutTasksExtension(msg *mcpwire.Message, strip bool) []byte {
+func WithoutTasksExtension(msg *mcpwire.Message, strip bool) []byte {
 	if !strip {
 		return msg.Raw
 	}
@@ -345,7 +345,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 		return params, false
 	}
 	var caps map[string]json.RawMessage
-	if json.Unmarshal(meta[metaClientCaps], &caps) != nil || caps == nil {
+	if json.Unmarshal(meta[MetaClientCaps], &caps) != nil || caps == nil {
 		return params, false
 	}
 	var ext map[string]json.RawMessage
@@ -361,31 +361,31 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 	} else {
 		caps["extensions"] = mcpwire.MustMarshal(ext)
 	}
-	meta[metaClientCaps] = mcpwire.MustMarshal(caps)
+	meta[MetaClientCaps] = mcpwire.MustMarshal(caps)
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p), true
 }
 
-// forwardToSession sends a 2026-07-28 request (not a tools/call: those
+// ForwardToSession sends a 2026-07-28 request (not a tools/call: those
 // are bridged, front2026_bridge.go) as a session one on the owner session
 // and answers it in the 2026-07-28 shape. Progress the upstream sends on
 // the way goes to the client as SSE events; its requests for input are
 // refused (there is no way to ask a 2026-07-28 client outside MRTR and
-// tasks). The client going away cancels the upstream request
+// Tasks). The client going away cancels the upstream request
 // (notifications/cancelled: on a session, a dropped stream is not a
 // cancellation).
-func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, target *upstreamTarget, version string) {
+func (u *Side) ForwardToSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, target *Target, version string) {
 	ctx := r.Context()
 	owner, auth := core.SessionOwner(r), core.ForwardedAuth(r)
 	method := msg.MethodName()
 	req := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: method}
 	if len(msg.Params) > 0 {
-		req.Params = sessionParams(msg.Params)
+		req.Params = SessionParams(msg.Params)
 	}
 	sse := mcpwire.NewWriter(w)
 	opts := upstream.CallOptions{
 		OnRequest: func(m *jsonrpc.Request) {
-			_ = u.client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+			_ = u.Client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
 				Code: mcpwire.CodeMethodNotFound,
 				Message: "taskgate cannot relay " + m.Method + " to a " + core.Version2026 +
 					" client during a plain call (only during a task: the client declares " + core.TasksExtension + ")"}})
@@ -398,41 +398,41 @@ func (u *upstreamSide) forwardToSession(w http.ResponseWriter, r *http.Request, 
 			}
 		},
 	}
-	resp, err := u.client.Call(ctx, target.Session, req, opts)
+	resp, err := u.Client.Call(ctx, target.Session, req, opts)
 	if errors.Is(err, upstream.ErrSessionNotFound) {
-		if target, err = u.reopenTarget(ctx, owner, auth, version, target); err == nil {
-			resp, err = u.client.Call(ctx, target.Session, req, opts)
+		if target, err = u.ReopenTarget(ctx, owner, auth, version, target); err == nil {
+			resp, err = u.Client.Call(ctx, target.Session, req, opts)
 		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			u.cancelOnSession(ctx, target, req.ID)
+			u.CancelOnSession(ctx, target, req.ID)
 			return
 		}
 		if sse.Started() {
 			_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, core.RPCError(err, core.Era2026)))
 			return
 		}
-		u.statelessFailure(w, r, msg, err)
+		u.StatelessFailure(w, r, msg, err)
 		return
 	}
 	if method == "tools/list" && resp.Error == nil {
 		u.learnTools(ctx, resp.Result)
 	}
-	u.writeSessionAnswer(w, sse, msg.ID, method, resp)
+	u.WriteSessionAnswer(w, sse, msg.ID, method, resp)
 }
 
-// cancelOnSession tells a session upstream that the client of request id
+// CancelOnSession tells a session upstream that the client of request id
 // went away (notifications/cancelled), best effort.
-func (u *upstreamSide) cancelOnSession(ctx context.Context, target *upstreamTarget, id jsonrpc.ID) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	_ = u.client.Cancel(cctx, target.Session, id, "the client closed the request")
+func (u *Side) CancelOnSession(ctx context.Context, target *Target, id jsonrpc.ID) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), core.StoreTimeout)
+	_ = u.Client.Cancel(cctx, target.Session, id, "the client closed the request")
 	cancel()
 }
 
-// writeSessionAnswer writes a session upstream's response to a 2026-07-28
-// client's request id: on sse if a stream was started, else as JSON.
-func (u *upstreamSide) writeSessionAnswer(w http.ResponseWriter, sse *mcpwire.Writer, id json.RawMessage, method string, resp *jsonrpc.Response) {
+// WriteSessionAnswer writes a session upstream's response to a 2026-07-28
+// Client's request id: on sse if a stream was started, else as JSON.
+func (u *Side) WriteSessionAnswer(w http.ResponseWriter, sse *mcpwire.Writer, id json.RawMessage, method string, resp *jsonrpc.Response) {
 	out, status := statelessResponse(id, method, resp)
 	if sse.Started() {
 		_ = sse.SendRaw(out)

@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 // Reading an upstream's whole answer to one request, so the gateway can
 // change the JSON-RPC response (initialize, tools/list, server/discover)
@@ -21,6 +21,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 
 	"github.com/rs/zerolog"
 
@@ -29,19 +30,19 @@ import (
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
-// maxAnswerBytes bounds an upstream answer read whole (the response plus
+// MaxAnswerBytes bounds an upstream answer read whole (the response plus
 // any events before it), as the upstream client bounds one SSE event.
-const maxAnswerBytes = 64 << 20
+const MaxAnswerBytes = 64 << 20
 
 var (
-	errAnswerTooLarge = fmt.Errorf("the upstream's answer is larger than %d bytes", maxAnswerBytes)
-	errNoAnswer       = errors.New("the upstream closed the stream without answering")
+	errAnswerTooLarge = fmt.Errorf("the upstream's answer is larger than %d bytes", MaxAnswerBytes)
+	ErrNoAnswer       = errors.New("the upstream closed the stream without answering")
 )
 
-// answer is an upstream's answer to one JSON-RPC request, read up to and
+// Answer is an upstream's answer to one JSON-RPC request, read up to and
 // including the response. Close it.
-type answer struct {
-	resp *http.Response // status and headers; the body is owned by answer
+type Answer struct {
+	Resp *http.Response // status and headers; the body is owned by answer
 	sse  bool
 	// before holds the raw SSE events that came before the response.
 	before []byte
@@ -50,15 +51,15 @@ type answer struct {
 	fields [][]byte
 	// rest reads what follows the response event on the stream.
 	rest io.Reader
-	// msg is the response message as received; result is its result, or nil
+	// Msg is the response message as received; result is its result, or nil
 	// when the response is a JSON-RPC error (or not a response at all).
-	msg    json.RawMessage
-	result json.RawMessage
+	Msg    json.RawMessage
+	Result json.RawMessage
 }
 
-// rewritable reports whether resp can be read as an answer: a 2xx JSON or
+// Rewritable reports whether resp can be read as an answer: a 2xx JSON or
 // SSE response without a content coding. Anything else is relayed as is.
-func rewritable(resp *http.Response) bool {
+func Rewritable(resp *http.Response) bool {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return false
 	}
@@ -69,24 +70,24 @@ func rewritable(resp *http.Response) bool {
 	return mt == "application/json" || mt == "text/event-stream"
 }
 
-// readAnswer reads resp (which must be rewritable) up to the response to
+// ReadAnswer reads resp (which must be Rewritable) up to the response to
 // request id. On error the body is closed.
-func readAnswer(resp *http.Response, id json.RawMessage) (*answer, error) {
-	a := &answer{resp: resp, sse: isStream(resp)}
+func ReadAnswer(resp *http.Response, id json.RawMessage) (*Answer, error) {
+	a := &Answer{Resp: resp, sse: IsStream(resp)}
 	var err error
 	if a.sse {
 		err = a.readStream(id)
 	} else {
 		var body []byte
-		body, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
+		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 		switch {
 		case err != nil:
-			err = fmt.Errorf("%w: %v", errNoAnswer, err)
-		case len(body) > maxAnswerBytes:
+			err = fmt.Errorf("%w: %v", ErrNoAnswer, err)
+		case len(body) > MaxAnswerBytes:
 			err = errAnswerTooLarge
 		default:
-			a.msg = body
-			_, a.result = parseResponse(body, id)
+			a.Msg = body
+			_, a.Result = parseResponse(body, id)
 		}
 	}
 	if err != nil {
@@ -98,27 +99,27 @@ func readAnswer(resp *http.Response, id json.RawMessage) (*answer, error) {
 
 // readStream reads SSE events until the response to id; the events before
 // it are kept raw.
-func (a *answer) readStream(id json.RawMessage) error {
-	sr := mcpwire.NewRawReader(a.resp.Body, maxAnswerBytes)
+func (a *Answer) readStream(id json.RawMessage) error {
+	sr := mcpwire.NewRawReader(a.Resp.Body, MaxAnswerBytes)
 	a.rest = sr.Rest()
 	var before bytes.Buffer
 	for {
 		ev, err := sr.Next()
 		switch {
 		case err == io.EOF, err == io.ErrUnexpectedEOF:
-			return errNoAnswer
+			return ErrNoAnswer
 		case errors.Is(err, mcpwire.ErrTooLarge):
 			return errAnswerTooLarge
 		case err != nil:
-			return fmt.Errorf("%w: %v", errNoAnswer, err)
+			return fmt.Errorf("%w: %v", ErrNoAnswer, err)
 		}
 		if ev.Data != nil {
 			if ok, res := parseResponse(ev.Data, id); ok {
-				a.before, a.fields, a.msg, a.result = before.Bytes(), ev.Fields, ev.Data, res
+				a.before, a.fields, a.Msg, a.Result = before.Bytes(), ev.Fields, ev.Data, res
 				return nil
 			}
 		}
-		if before.Len()+len(ev.Raw) > maxAnswerBytes {
+		if before.Len()+len(ev.Raw) > MaxAnswerBytes {
 			return errAnswerTooLarge
 		}
 		before.Write(ev.Raw)
@@ -143,20 +144,20 @@ func parseResponse(msg, id json.RawMessage) (ok bool, result json.RawMessage) {
 	return len(env.Result) > 0, env.Result
 }
 
-// write sends the answer to the client with msg as the response message;
+// Write sends the answer to the client with msg as the response message;
 // nil msg means the response as received.
-func (a *answer) write(w http.ResponseWriter, r *http.Request, log zerolog.Logger, msg json.RawMessage) {
+func (a *Answer) Write(w http.ResponseWriter, r *http.Request, log zerolog.Logger, msg json.RawMessage) {
 	if msg == nil {
-		msg = a.msg
+		msg = a.Msg
 	}
-	copyUpstreamHeader(w.Header(), a.resp.Header)
+	CopyUpstreamHeader(w.Header(), a.Resp.Header)
 	if !a.sse {
-		w.Header()["Content-Length"] = []string{itoa(int64(len(msg)))}
-		w.WriteHeader(a.resp.StatusCode)
+		w.Header()["Content-Length"] = []string{strconv.FormatInt(int64(len(msg)), 10)}
+		w.WriteHeader(a.Resp.StatusCode)
 		_, _ = w.Write(msg)
 		return
 	}
-	w.WriteHeader(a.resp.StatusCode)
+	w.WriteHeader(a.Resp.StatusCode)
 	buf := make([]byte, 0, len(a.before)+len(msg)+64)
 	buf = append(buf, a.before...)
 	if _, err := w.Write(mcpwire.AppendEvent(buf, nonNil(a.fields), msg)); err != nil {
@@ -198,14 +199,14 @@ func nonNil(fields [][]byte) [][]byte {
 	return fields
 }
 
-// close releases the upstream response.
-func (a *answer) close() { a.resp.Body.Close() }
+// Close releases the upstream response.
+func (a *Answer) Close() { a.Resp.Body.Close() }
 
-// forwardForRewrite sends body upstream with header, for a request whose
+// ForwardForRewrite sends body upstream with header, for a request whose
 // answer the gateway reads whole. On failure it answers the client and
 // returns nil; a response it cannot rewrite it relays and returns nil.
-func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
-	resp, err := u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+func (u *Side) ForwardForRewrite(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *Answer {
+	resp, err := u.Client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil
@@ -215,11 +216,11 @@ func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request,
 		mcpwire.WriteError(w, msg.ID, e)
 		return nil
 	}
-	if !rewritable(resp) {
-		u.relay(w, r, resp)
+	if !Rewritable(resp) {
+		u.Relay(w, r, resp)
 		return nil
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := ReadAnswer(resp, msg.ID)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil
@@ -232,10 +233,10 @@ func (u *upstreamSide) forwardForRewrite(w http.ResponseWriter, r *http.Request,
 	return a
 }
 
-// identityHeader returns header without Accept-Encoding, so the upstream
+// IdentityHeader returns header without Accept-Encoding, so the upstream
 // answers with a body the gateway can read; header itself is not modified.
 // drop names further headers to leave out.
-func identityHeader(header http.Header, drop ...string) http.Header {
+func IdentityHeader(header http.Header, drop ...string) http.Header {
 	out := make(http.Header, len(header))
 	for k, vv := range header {
 		out[k] = vv
@@ -247,28 +248,28 @@ func identityHeader(header http.Header, drop ...string) http.Header {
 	return out
 }
 
-// askStateless sends a 2026-07-28 client's msg to a stateless upstream as
+// AskStateless sends a 2026-07-28 client's msg to a stateless upstream as
 // it is and reads the answer whole (statelessAnswer); nil means the client
 // was answered already.
-func (u *upstreamSide) askStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) *answer {
-	resp, _, err := u.postStateless(r.WithContext(obs.MethodCtx(r, msg)), msg.Raw, true)
+func (u *Side) AskStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) *Answer {
+	resp, _, err := u.PostStateless(r.WithContext(obs.MethodCtx(r, msg)), msg.Raw, true)
 	if err != nil {
-		u.statelessFailure(w, r, msg, err)
+		u.StatelessFailure(w, r, msg, err)
 		return nil
 	}
-	return u.statelessAnswer(w, r, msg, resp)
+	return u.StatelessAnswer(w, r, msg, resp)
 }
 
-// statelessAnswer reads a stateless upstream's answer to msg whole; an
+// StatelessAnswer reads a stateless upstream's answer to msg whole; an
 // answer it cannot read that way is relayed, or failed, and nil returned.
-func (u *upstreamSide) statelessAnswer(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) *answer {
-	if !rewritable(resp) {
-		u.relay(w, r, resp)
+func (u *Side) StatelessAnswer(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) *Answer {
+	if !Rewritable(resp) {
+		u.Relay(w, r, resp)
 		return nil
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := ReadAnswer(resp, msg.ID)
 	if err != nil {
-		u.statelessFailure(w, r, msg, err)
+		u.StatelessFailure(w, r, msg, err)
 		return nil
 	}
 	return a

@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 // Owner sessions: a 2026-07-28 client in front of a session upstream
 // (docs/ARCHITECTURE.md, "The upstream side"). The client has no session,
@@ -17,11 +17,11 @@ package gateway
 //	                  take the one another replica already swapped in), retry
 //	answer         ─▶ the 2026-07-28 shape: resultType "complete", ttlMs and
 //	                  cacheScope on cacheable results, progress as SSE events
-//	                  (upstream_forward.go)
+//	                  (forward.go)
 //
 // The session is initialized declaring elicitation (form), sampling and
 // roots, so the upstream may ask for input: a task's worker relays it to the
-// client (runner_input.go), and a plain call becomes a bridged call
+// Client (runner_input.go), and a plain call becomes a bridged call
 // (front2026_bridge.go).
 
 import (
@@ -42,8 +42,8 @@ import (
 
 const (
 	// ownerSessionTTL is how long an unused owner session's record lives in Redis;
-	// every use renews it (at most every ownerRecheck per replica). The
-	// upstream may forget the session sooner: then it is reopened.
+	// Every use renews it (at most every ownerRecheck per replica). The
+	// Upstream may forget the session sooner: then it is reopened.
 	ownerSessionTTL = 24 * time.Hour
 	// ownerRecheck is how often a replica re-reads an owner's owner session:
 	// renewing its record, and noticing one another replica swapped in.
@@ -64,7 +64,7 @@ var ownerInitParams = mcpwire.MustMarshal(map[string]any{
 		"sampling":    map[string]any{},
 		"roots":       map[string]any{},
 	},
-	"clientInfo": gatewayInfo,
+	"clientInfo": GatewayInfo,
 })
 
 // ownerSessions is a replica's copy of the owner sessions it used, and the
@@ -130,9 +130,9 @@ func (c *ownerSessions) do(ctx context.Context, owner string, open func() (*task
 	return f.rec, f.err
 }
 
-// ownerSession returns owner's session on the session upstream, opening
+// OwnerSession returns owner's session on the session upstream, opening
 // one if the owner has none. auth is sent with the initialize.
-func (u *upstreamSide) ownerSession(ctx context.Context, owner string, auth http.Header) (*taskstore.OwnerSession, error) {
+func (u *Side) OwnerSession(ctx context.Context, owner string, auth http.Header) (*taskstore.OwnerSession, error) {
 	e, ok := u.owners.get(owner)
 	if ok && time.Since(e.checked) < ownerRecheck {
 		return e.rec, nil
@@ -145,7 +145,7 @@ func (u *upstreamSide) ownerSession(ctx context.Context, owner string, auth http
 // reopenOwnerSession replaces owner's session stale, which the upstream
 // forgot, unless another caller (on any replica) already has: the record
 // in Redis then names the new one.
-func (u *upstreamSide) reopenOwnerSession(ctx context.Context, owner string, auth http.Header, stale string) (*taskstore.OwnerSession, error) {
+func (u *Side) reopenOwnerSession(ctx context.Context, owner string, auth http.Header, stale string) (*taskstore.OwnerSession, error) {
 	return u.owners.do(ctx, owner, func() (*taskstore.OwnerSession, error) {
 		return u.loadOwnerSession(ctx, owner, auth, stale, nil)
 	})
@@ -154,7 +154,7 @@ func (u *upstreamSide) reopenOwnerSession(ctx context.Context, owner string, aut
 // loadOwnerSession reads owner's record, and opens a session when there is none or
 // it is stale. cached is this replica's last copy, served while Redis is
 // unreachable.
-func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth http.Header, stale string, cached *taskstore.OwnerSession) (*taskstore.OwnerSession, error) {
+func (u *Side) loadOwnerSession(ctx context.Context, owner string, auth http.Header, stale string, cached *taskstore.OwnerSession) (*taskstore.OwnerSession, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ownerInitTimeout)
 	defer cancel()
 	rec, err := u.store.GetOwnerSession(ctx, owner)
@@ -174,13 +174,13 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 		return nil, err
 	}
 
-	sess, init, err := u.client.Initialize(ctx, auth, ownerInitParams)
+	sess, init, err := u.Client.Initialize(ctx, auth, ownerInitParams)
 	if err != nil {
 		var se *upstream.StatusError
 		var pe *upstream.ProtocolError
 		var we *jsonrpc.Error
 		if (errors.As(err, &se) && refusesEra(se.Status)) || errors.As(err, &pe) || errors.As(err, &we) {
-			u.forgetEra(nil) // initialize refused: perhaps no longer a session server
+			u.ForgetEra(nil) // initialize refused: perhaps no longer a session server
 		}
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 	}
 	won, mine, err := u.store.PutOwnerSession(ctx, owner, *next, stale, ownerSessionTTL)
 	if err != nil || !mine {
-		if cerr := u.client.CloseSession(ctx, sess); cerr != nil {
+		if cerr := u.Client.CloseSession(ctx, sess); cerr != nil {
 			u.log.Debug().Str("op", "owner_session").Err(cerr).Msg("cannot close the unused upstream session")
 		}
 		if err != nil {
@@ -210,47 +210,47 @@ func (u *upstreamSide) loadOwnerSession(ctx context.Context, owner string, auth 
 	return won, nil
 }
 
-// upstreamTarget is how the gateway calls the upstream for a 2026-07-28
-// client.
-type upstreamTarget struct {
+// Target is how the gateway calls the upstream for a 2026-07-28
+// Client.
+type Target struct {
 	Session   *upstream.Session // the session to call on (an owner session for a session upstream)
 	Stateless bool              // the upstream speaks 2026-07-28 (MRTR); else server→client requests
 }
 
-// target resolves the upstream target of a 2026-07-28 client's request:
+// Target resolves the upstream target of a 2026-07-28 client's request:
 // owner is core.SessionOwner(r), auth the client's credentials to send
 // (core.ForwardedAuth(r)), version the client's protocol version ("" for
 // 2026-07-28). For a session upstream it opens or reuses the owner's
 // session. It does not depend on the client's request staying open:
 // workers call it too.
-func (u *upstreamSide) target(ctx context.Context, owner string, auth http.Header, version string) (*upstreamTarget, error) {
-	era, err := u.era(ctx, auth)
+func (u *Side) Target(ctx context.Context, owner string, auth http.Header, version string) (*Target, error) {
+	era, err := u.Era(ctx, auth)
 	if err != nil {
 		return nil, err
 	}
-	if era.stateless {
+	if era.Stateless {
 		if version == "" {
 			version = core.Version2026
 		}
-		return &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version, Header: auth}, Stateless: true}, nil
+		return &Target{Session: &upstream.Session{ProtocolVersion: version, Header: auth}, Stateless: true}, nil
 	}
-	rec, err := u.ownerSession(ctx, owner, auth)
+	rec, err := u.OwnerSession(ctx, owner, auth)
 	if err != nil {
 		return nil, err
 	}
 	return ownerTarget(rec, auth), nil
 }
 
-func ownerTarget(rec *taskstore.OwnerSession, auth http.Header) *upstreamTarget {
-	return &upstreamTarget{Session: &upstream.Session{ID: rec.SessionID, ProtocolVersion: rec.ProtocolVersion, Header: auth}}
+func ownerTarget(rec *taskstore.OwnerSession, auth http.Header) *Target {
+	return &Target{Session: &upstream.Session{ID: rec.SessionID, ProtocolVersion: rec.ProtocolVersion, Header: auth}}
 }
 
-// reopenTarget replaces an owner session the upstream forgot
+// ReopenTarget replaces an owner session the upstream forgot
 // (upstream.ErrSessionNotFound, HTTP 404) and returns the new target.
 // Replicas that see the same 404 end up on one new session.
-func (u *upstreamSide) reopenTarget(ctx context.Context, owner string, auth http.Header, version string, stale *upstreamTarget) (*upstreamTarget, error) {
+func (u *Side) ReopenTarget(ctx context.Context, owner string, auth http.Header, version string, stale *Target) (*Target, error) {
 	if stale == nil || stale.Stateless || stale.Session == nil || stale.Session.ID == "" {
-		return u.target(ctx, owner, auth, version)
+		return u.Target(ctx, owner, auth, version)
 	}
 	rec, err := u.reopenOwnerSession(ctx, owner, auth, stale.Session.ID)
 	if err != nil {
@@ -259,31 +259,31 @@ func (u *upstreamSide) reopenTarget(ctx context.Context, owner string, auth http
 	return ownerTarget(rec, auth), nil
 }
 
-// paramsFor turns a 2026-07-28 client's tools/call params into the params
+// ParamsFor turns a 2026-07-28 client's tools/call params into the params
 // to send to target: for a stateless upstream, the tasks extension is taken
 // out of the client's capabilities (the gateway is the tasks server); for a
 // session one, the 2026-07-28 _meta keys are taken out altogether.
-func paramsFor(params json.RawMessage, target *upstreamTarget) json.RawMessage {
+func ParamsFor(params json.RawMessage, target *Target) json.RawMessage {
 	if target != nil && target.Stateless {
 		out, _ := stripTasksExtension(params)
 		return out
 	}
-	return sessionParams(params)
+	return SessionParams(params)
 }
 
 // statelessMetaKeys are the per-request _meta keys a session upstream does
 // not know (RequestMetaObject); progressToken and other keys stay.
-var statelessMetaKeys = []string{metaProtocolVersion, metaClientInfo, metaClientCaps, metaLogLevel}
+var statelessMetaKeys = []string{MetaProtocolVersion, MetaClientInfo, MetaClientCaps, MetaLogLevel}
 
-// sessionParams returns params without the 2026-07-28 _meta keys (and
+// SessionParams returns params without the 2026-07-28 _meta keys (and
 // without _meta if nothing else was in it).
-func sessionParams(params json.RawMessage) json.RawMessage {
-	return withoutMetaKeys(params, statelessMetaKeys...)
+func SessionParams(params json.RawMessage) json.RawMessage {
+	return WithoutMetaKeys(params, statelessMetaKeys...)
 }
 
-// withoutMetaKeys is params without _meta's keys (and without _meta when
+// WithoutMetaKeys is params without _meta's keys (and without _meta when
 // nothing else is left in it); params unchanged when it has none of them.
-func withoutMetaKeys(params json.RawMessage, keys ...string) json.RawMessage {
+func WithoutMetaKeys(params json.RawMessage, keys ...string) json.RawMessage {
 	var p map[string]json.RawMessage
 	if json.Unmarshal(params, &p) != nil || p == nil {
 		return params
