@@ -199,7 +199,7 @@ func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
 	return n
 }
 
-// bind returns sess asking for its principal's client's freshest token on
+// Bind returns sess asking for its principal's client's freshest token on
 // every request, when sess carries a token this replica saw with a
 // validated principal; else sess itself. The first request of a call
 // whose token this replica saw within credLocal (a client's request that
@@ -207,7 +207,7 @@ func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
 // the one the client chose for the call. A call started later (a retry
 // with the client's answers, a task taken over) gets the freshest from
 // its first request on.
-func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
+func (c *credentials) Bind(sess *upstream.Session) *upstream.Session {
 	if c == nil || sess == nil || sess.Authorization != nil {
 		return sess
 	}

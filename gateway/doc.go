@@ -13,7 +13,7 @@
 //	                        ├─ GET  (a session's SSE stream) → relay (+ task notifications)
 //	                        └─ DELETE (end of session)       → relay
 //
-//	fronts ─▶ runner (runner*.go: tasks' upstream calls, leases, recovery)
+//	fronts ─▶ internal/runner (tasks' upstream calls, leases, recovery)
 //	       ─▶ internal/upstreamside (era, owner sessions, forwarding)
 //	       ─▶ internal/decide (policy, tool catalogue, learned latency)
 //	       ─▶ internal/core (task shapes, owners, error mapping)
@@ -45,21 +45,8 @@
 //     nothing else: New, Close, Drain, ServeHTTP. It reads and checks a
 //     POST body, tells a 2026-07-28 request from a session one, and hands
 //     what no component claims to the upstream side's relay.
-//   - The runner, type runner, holds upstream calls. runner.go: the
-//     lifetime context, admission (--max-inflight, drain) and launch, the
-//     one sequence that makes a job a task (anonymous caps counted, the
-//     task stored, all of it undone on error, the worker started).
-//     runner_call.go: one in-flight upstream call, and waitPlain, a held
-//     call waited for as a plain one. runner_worker.go: the worker of one
-//     task, which has no goroutine while it only waits for the upstream's
-//     answer (wake, drain, idle), and its lease renewal's outcome.
-//     runner_leases.go: the batched renewal of every worker's lease.
-//     runner_input.go: input requests (server→client requests, MRTR
-//     rounds) into the store and the client's answers back upstream.
-//     runner_outcome.go: writing the outcome, with retries.
-//     runner_native.go, runner_native2026.go: a held call that goes
-//     through the upstream's own task. runner_recoverer.go: the recoverer,
-//     which fails a dead replica's tasks once their lease expired.
+//   - The runner, internal/runner (Runner: admission, Launch, workers,
+//     leases, the recoverer).
 //   - The 2025-11-25 front, type front2025. front2025.go: initialize and
 //     routing. front2025_sessions.go: the session cache.
 //     front2025_toolslist.go: the execution.taskSupport rewrite.
@@ -100,8 +87,8 @@
 //     rendercache.go (rendered tasks/get answers of terminal tasks),
 //     ratelimit.go (the poll limit), config.go.
 //
-// Below this package, each importing only those under it:
-// internal/upstreamside (the upstream side) → internal/decide (the policy
+// Below this package, each importing only those under it: internal/runner
+// → internal/upstreamside (the upstream side) → internal/decide (the policy
 // decider) → internal/obs (metrics, tracing) → internal/core (what every
 // component shares). None imports this package. Package gateway itself may
 // import those, taskstore, upstream, policy, auth and internal/mcpwire.

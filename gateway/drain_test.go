@@ -64,7 +64,7 @@ func TestDrainLetsHeldTaskFinishAndRefusesNew(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Drain(context.Background()) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for !h.runner.draining.Load() && time.Now().Before(deadline) {
+	for !h.runner.Draining.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	if code, why := readyStatus(t, base); code != http.StatusServiceUnavailable || why != "draining" {
@@ -99,7 +99,7 @@ func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
 	if want := "the gateway replica running the task stopped before the upstream answered"; wt.StatusMessage != want {
 		t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, want)
 	}
-	if n := h.runner.inflight(); n != 0 {
+	if n := h.runner.Inflight(); n != 0 {
 		t.Errorf("%d calls still counted after Close", n)
 	}
 }
@@ -114,13 +114,13 @@ func TestMaxInflight(t *testing.T) {
 	}
 	c.waitStatus(first.TaskID, "completed")
 	deadline := time.Now().Add(5 * time.Second)
-	for h.runner.inflight() != 0 && time.Now().Before(deadline) {
+	for h.runner.Inflight() != 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	third := c.startTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
 	c.waitStatus(third.TaskID, "completed")
-	if err := h.runner.idle(context.Background()); err != nil || h.runner.inflight() != 0 {
-		t.Errorf("after the tasks: inflight %d, %v", h.runner.inflight(), err)
+	if err := h.runner.Idle(context.Background()); err != nil || h.runner.Inflight() != 0 {
+		t.Errorf("after the tasks: inflight %d, %v", h.runner.Inflight(), err)
 	}
 }
 
@@ -136,14 +136,14 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		wantRefused(t, c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
 			"too many upstream calls in flight on this replica (limit 1); retry later")
 		c.waitTask(task.TaskID, "completed")
-		if err := h.runner.idle(context.Background()); err != nil {
+		if err := h.runner.Idle(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "again"}})
 		if text, isErr, _ := resultText(t, r.Result); text != "again" || isErr {
 			t.Fatalf("echo after the task = %q %+v", text, r.Error)
 		}
-		if n := h.runner.inflight(); n != 0 {
+		if n := h.runner.Inflight(); n != 0 {
 			t.Errorf("%d calls still counted", n)
 		}
 	})

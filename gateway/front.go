@@ -12,6 +12,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -21,7 +22,7 @@ import (
 // frontDeps are what both fronts hold: the components they call, and the
 // poll limit and render cache of tasks/get.
 type frontDeps struct {
-	runner  *runner
+	runner  *runner.Runner
 	up      *upstreamside.Side
 	decider *decide.Decider
 	metrics *obs.Metrics
@@ -59,25 +60,25 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 // It returns the call's result if it ended in time; nil if the call is
 // still running or its session upstream asked for input (then j.first);
 // ok false if the client went away (the call is aborted).
-func (d *frontDeps) holdHybrid(r *http.Request, j *job, dec policy.Decision) (res *callResult, ok bool) {
+func (d *frontDeps) holdHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (res *runner.CallResult, ok bool) {
 	wait := dec.HybridWait
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	c := d.runner.hold(trace.SpanContextFromContext(r.Context()), j.sess, j.req)
-	j.call = c
+	c := d.runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req)
+	j.Call = c
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
-	case done := <-c.done:
+	case done := <-c.Done:
 		return &done, true
-	case j.first = <-c.requests:
+	case j.First = <-c.Requests:
 		return nil, true
 	case <-timer.C:
 		return nil, true
 	case <-r.Context().Done():
-		c.abort(errors.New("the client went away"))
-		<-c.done
+		c.Abort(errors.New("the client went away"))
+		<-c.Done
 		return nil, false
 	}
 }

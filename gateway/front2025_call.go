@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -110,30 +111,30 @@ func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	ttl = decide.TaskTTL(d, ttl, owner)
 	if f.decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
-		// holds the upstream's (runner_native.go).
+		// holds the upstream's (internal/runner/native.go).
 		var err error
-		if params, err = withUpstreamTask(params, ttl); err != nil {
+		if params, err = runner.WithUpstreamTask(params, ttl); err != nil {
 			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 			return
 		}
 	}
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	j := &job{
-		owner:      owner,
-		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
-		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
-		clientCaps: s.ClientCaps,
-		learn:      learn,
-		slot:       true,
+	j := &runner.Job{
+		Owner:      owner,
+		Sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		ClientCaps: s.ClientCaps,
+		Learn:      learn,
+		Slot:       true,
 	}
-	if err := f.runner.launch(r.Context(), j, launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}); err != nil {
+	if err := f.runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.Task)})
 }
 
 // "Tool-Level Negotiation": -32601 both for a plain call of a tool that

@@ -32,6 +32,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -90,7 +91,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 	f.resultStream(w, r, msg, owner, a.TaskID, &streamOpts{
 		wait: a.Wait,
 		relay: func(method string) bool {
-			return len(s.ClientCaps) > 0 && clientCan(s.ClientCaps, method)
+			return len(s.ClientCaps) > 0 && runner.ClientCan(s.ClientCaps, method)
 		},
 		final:  fallbackOutcome,
 		status: f.fb.statusResult,
@@ -104,15 +105,15 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 // plain call if it ends within the hybrid wait, else a task the client
 // follows with the fallback tools.
 func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	j := &job{
-		owner: core.OwnerOf(r),
-		sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
-		req:   &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: msg.Params},
-		learn: learn,
+	j := &runner.Job{
+		Owner: core.OwnerOf(r),
+		Sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		Req:   &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: msg.Params},
+		Learn: learn,
 		// clientCaps nil: every input request is kept in the task, for
 		// task_status and task_answer when the client cannot be asked.
 	}
@@ -122,8 +123,8 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 	case res == nil: // still running, or asking for input
 		f.startFallbackTask(w, r, msg, j, s, tool, d)
 	default:
-		if res.err == nil {
-			f.decider.Observe(j.learn, time.Since(j.call.started))
+		if res.Err == nil {
+			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writePlain(w, msg, *res)
 	}
@@ -131,34 +132,34 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 
 // writePlain answers a session client's tools/call with the upstream's
 // answer to the held call.
-func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
-	case res.err != nil:
-		e := core.RPCError(res.err, core.Era2025)
+	case res.Err != nil:
+		e := core.RPCError(res.Err, core.Era2025)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
-	case res.resp.Error != nil:
-		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+	case res.Resp.Error != nil:
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
 	default:
-		mcpwire.WriteResult(w, msg.ID, res.resp.Result)
+		mcpwire.WriteResult(w, msg.ID, res.Resp.Result)
 	}
 }
 
 // startFallbackTask makes the held call j.call a task and answers with
 // the result that names it. A task the store cannot create leaves the
 // call a plain one, answered when it ends.
-func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, s *sessionInfo, tool string, d policy.Decision) {
+func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
-	if err := f.runner.launch(ctx, j, launchSpec{proto: taskstore.ProtocolFallback, tool: tool, ttl: decide.TaskTTL(d, 0, j.owner), poll: d.PollInterval}); err != nil {
+	if err := f.runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
 		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
-		f.writePlain(w, msg, f.runner.waitPlain(r, j))
+		f.writePlain(w, msg, f.runner.WaitPlain(r, j))
 		return
 	}
 	decl, _ := f.decider.ToolInfo(ctx, tool)
-	if j.first != nil {
-		f.fb.awaitQuestion(ctx, j.task)
+	if j.First != nil {
+		f.fb.awaitQuestion(ctx, j.Task)
 	}
-	result := f.fb.started(j.task, decl.Output, j.first != nil)
+	result := f.fb.started(j.Task, decl.Output, j.First != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {
 		f.log.Warn().Str("op", "fallback").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback tools")

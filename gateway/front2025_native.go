@@ -4,7 +4,7 @@ package gateway
 // "upstreams that already have tasks"): a tool whose tools/list entry
 // declares execution.taskSupport is the upstream's to run as a task, unless
 // a rule names it (then the gateway owns the task and holds the upstream's
-// underneath: runner_native.go). Its task-augmented tools/call passes
+// underneath: internal/runner/native.go). Its task-augmented tools/call passes
 // through untouched (params.task included), and the upstream's
 // CreateTaskResult reaches the client; the task is recorded in Redis under
 // the calling owner, with the upstream session it lives on
@@ -40,6 +40,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -339,7 +340,7 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 // the client on the call's stream and its answer is the call's. A client
 // that goes away before the answer cancels the upstream's task.
 func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
-	params, err := withUpstreamTask(msg.Params, 0)
+	params, err := runner.WithUpstreamTask(msg.Params, 0)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
@@ -349,7 +350,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return
 	}
-	if !hasMember(resp.Result, "task") { // run as a plain call after all: the answer
+	if !runner.HasMember(resp.Result, "task") { // run as a plain call after all: the answer
 		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: resp.Result})
 		return
 	}

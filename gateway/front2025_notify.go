@@ -19,9 +19,9 @@ import (
 //   - notifications/progress, with related-task _meta, while no tasks/result
 //     stream is open for the task.
 
-// statusChanged publishes notifications/tasks/status for t to its
+// StatusChanged publishes notifications/tasks/status for t to its
 // session (taskNotifier).
-func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
+func (f *front2025) StatusChanged(ctx context.Context, t *taskstore.Task) {
 	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
 		return
 	}
@@ -29,12 +29,12 @@ func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
 	_ = f.store.PublishSession(ctx, t.Upstream.SessionID, msg)
 }
 
-// progress sends a progress notification of task t, with related-task
+// Progress sends a progress notification of task t, with related-task
 // _meta, to the task's open tasks/result streams (on whichever replica),
 // or to the session's GET stream when none is open (taskNotifier). Each
 // notification is its own message, so none is merged away and the order
 // is the upstream's.
-func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *front2025) Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}

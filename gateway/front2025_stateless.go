@@ -43,6 +43,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -308,12 +309,12 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	j := emulatedJob(r, s, params, learn, p.Task == nil)
-	ttl = decide.TaskTTL(d, ttl, j.owner)
+	ttl = decide.TaskTTL(d, ttl, j.Owner)
 	if core.AuthOwner(r) == "" {
 		// Without Authorization the session is anyone's to open (the
 		// gateway mints it): its tasks live, and are counted, as an
@@ -321,18 +322,18 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		if ttl <= 0 || ttl > core.AnonymousTTL {
 			ttl = core.AnonymousTTL
 		}
-		j.id, j.addr = uuid.NewString(), core.ClientAddr(r)
+		j.Id, j.Addr = uuid.NewString(), core.ClientAddr(r)
 	}
-	l := launchSpec{proto: taskstore.Protocol2025, tool: p.Name, ttl: ttl, poll: d.PollInterval}
+	l := runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}
 	if p.Task == nil {
 		f.emulatedPlainCall(w, r, msg, s, j, l)
 		return
 	}
-	if err := f.runner.launch(r.Context(), j, l); err != nil {
+	if err := f.runner.Launch(r.Context(), j, l); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.task)})
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.Task)})
 }
 
 // negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
@@ -363,57 +364,57 @@ func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, ms
 
 // emulatedJob is the job of a call on session s to the stateless upstream;
 // plain: a call without params.task, held under a hidden task.
-func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn string, plain bool) *job {
+func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn string, plain bool) *runner.Job {
 	sess := statelessSession(r)
-	j := &job{
-		owner:      core.OwnerOf(r),
-		sess:       sess,
-		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
-		clientCaps: s.ClientCaps,
-		client2026: &job2026{target: &upstreamside.Target{Session: sess, Stateless: true}, params: params},
-		learn:      learn,
-		slot:       true,
+	j := &runner.Job{
+		Owner:      core.OwnerOf(r),
+		Sess:       sess,
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		ClientCaps: s.ClientCaps,
+		Client2026: &runner.Job2026{Target: &upstreamside.Target{Session: sess, Stateless: true}, Params: params},
+		Learn:      learn,
+		Slot:       true,
 		// Its notifications go to the session the gateway holds.
-		clientSession: s.ID,
+		ClientSession: s.ID,
 	}
 	if plain {
 		// A plain call: the task is the gateway's alone (not listed, no
 		// status notifications: no session to send them to), and the
 		// call's stream carries its progress, its questions and, last,
 		// its outcome.
-		j.hidden, j.clientSession = true, ""
+		j.Hidden, j.ClientSession = true, ""
 	}
 	return j
 }
 
 // emulatedPlainCall launches the hidden task of a plain call and answers
 // on the call's stream as the task goes (plainCallStream).
-func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *job, l launchSpec) {
+func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
 	var (
 		untrack func()
 		watch   *taskstore.Watch
 		err     error
 	)
-	l.beforeStart = func() {
+	l.BeforeStart = func() {
 		// Recorded before anything else: a notifications/cancelled the
 		// client sends at once finds the call.
-		untrack = f.trackPlainCall(r, msg, s, j.task.ID)
+		untrack = f.trackPlainCall(r, msg, s, j.Task.ID)
 		// Watched before the worker starts: its first progress is not
 		// lost.
-		watch, err = f.store.Watch(r.Context(), j.owner, j.task.ID)
+		watch, err = f.store.Watch(r.Context(), j.Owner, j.Task.ID)
 	}
-	if lerr := f.runner.launch(r.Context(), j, l); lerr != nil {
+	if lerr := f.runner.Launch(r.Context(), j, l); lerr != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(lerr, core.Era2025))
 		return
 	}
 	defer untrack()
 	if err != nil {
-		f.abandonCall(j.owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
+		f.abandonCall(j.Owner, j.Task.ID, "the gateway could not follow the call: "+err.Error())
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	f.plainCallStream(w, r, msg, j.owner, j.task.ID, watch)
+	f.plainCallStream(w, r, msg, j.Owner, j.Task.ID, watch)
 }
 
 // plainCallStream answers a plain call held under a task: the upstream's
@@ -498,7 +499,7 @@ func plainOutcome(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 	if len(t.Result) == 0 {
 		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: core.InternalError(t.StatusMessage)}
 	}
-	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(withoutRelatedTask(t.Result))}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(runner.WithoutRelatedTask(t.Result))}
 }
 
 // clientLeft is why a plain call's task is cancelled when its client went

@@ -465,11 +465,11 @@ func listenEvent(data []byte) []byte {
 	return mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, n.Params))
 }
 
-// logMessage relays an upstream's notifications/message sent during task
+// LogMessage relays an upstream's notifications/message sent during task
 // t's call to the client (taskNotifier): a plain call's stream, or the
 // GET stream of the task's session. A 2026-07-28 client's task has
 // neither.
-func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *front2025) LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}

@@ -130,7 +130,7 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	f.trace.LinkTask(r.Context(), t)
 	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
-	f.statusChanged(r.Context(), t)
+	f.StatusChanged(r.Context(), t)
 	mcpwire.WriteResult(w, msg.ID, core.ToTask2025(t))
 }
 

@@ -14,7 +14,7 @@ package gateway
 // taskSupport: a native tool): the gateway then owns their tasks and holds
 // the upstream's underneath, and a sync rule's plain call of a tool the
 // upstream requires tasks for is answered through the upstream's task
-// (front2025_native.go, runner_native.go). With no rule they stay the
+// (front2025_native.go, internal/runner/native.go). With no rule they stay the
 // upstream's.
 //
 // Only tools whose value changes are re-encoded; every other byte of the

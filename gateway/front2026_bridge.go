@@ -30,6 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -60,11 +61,11 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.runner.hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
+	c := f.runner.Hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
 	ka := f.up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
 	var beat <-chan time.Time
@@ -90,36 +91,36 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 				_ = ka.BeatOn(sse)
 			}
 			quiet = true
-		case n := <-c.notes:
+		case n := <-c.Notes:
 			relay(n)
-		case m := <-c.requests:
-			if !canBridge || !clientCan(mr.ClientCaps, m.Method) {
-				_ = f.up.Respond(context.WithoutCancel(ctx), target.Session, refusal(m))
+		case m := <-c.Requests:
+			if !canBridge || !runner.ClientCan(mr.ClientCaps, m.Method) {
+				_ = f.up.Respond(context.WithoutCancel(ctx), target.Session, runner.Refusal(m))
 				continue
 			}
-			j := &job{
-				sess:       target.Session,
-				req:        req,
-				call:       c,
-				first:      m,
-				hidden:     true,
-				clientCaps: mr.ClientCaps,
-				client2026: &job2026{target: target, params: req.Params},
-				learn:      learn,
+			j := &runner.Job{
+				Sess:       target.Session,
+				Req:        req,
+				Call:       c,
+				First:      m,
+				Hidden:     true,
+				ClientCaps: mr.ClientCaps,
+				Client2026: &runner.Job2026{Target: target, Params: req.Params},
+				Learn:      learn,
 			}
 			f.setOwner(j, r)
 			f.bridge(w, r, msg, j, sse)
 			return
-		case res := <-c.done:
+		case res := <-c.Done:
 			for drained := false; !drained; { // what the upstream sent before its answer comes first
 				select {
-				case n := <-c.notes:
+				case n := <-c.Notes:
 					relay(n)
 				default:
 					drained = true
 				}
 			}
-			if errors.Is(res.err, upstream.ErrSessionNotFound) {
+			if errors.Is(res.Err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
 				t2, err := f.up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
@@ -127,21 +128,21 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 					return
 				}
 				target = t2
-				c = f.runner.startCall(f.runner.ctx, target.Session, req, false) // the first call ended
+				c = f.runner.StartCall(f.runner.Ctx, target.Session, req, false) // the first call ended
 				continue
 			}
-			if res.err != nil {
-				f.fail(w, r, msg, sse, res.err)
+			if res.Err != nil {
+				f.fail(w, r, msg, sse, res.Err)
 				return
 			}
-			f.decider.Observe(learn, time.Since(c.started))
-			f.up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.resp)
+			f.decider.Observe(learn, time.Since(c.Started))
+			f.up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.Resp)
 			return
 		case <-ctx.Done():
 			// The client went away: on a session a dropped stream is not a
 			// cancellation, so say it.
 			f.up.CancelOnSession(ctx, target, req.ID)
-			c.abort(errors.New("the client went away"))
+			c.Abort(errors.New("the client went away"))
 			return
 		}
 	}
@@ -149,15 +150,15 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
-func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
+func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, sse *mcpwire.Writer) {
 	var p core.ToolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.launch(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
-		j.call.abort(err)
+	if err := f.launch(r, j, p.Name, f.defaultTTL(j.Owner), 0); err != nil {
+		j.Call.Abort(err)
 		f.fail(w, r, msg, sse, err)
 		return
 	}
-	f.answerRound(w, r, msg, j.owner, j.task.ID, nil, sse)
+	f.answerRound(w, r, msg, j.Owner, j.Task.ID, nil, sse)
 }
 
 // continueBridge is the client's retry of a bridged call: it records the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -123,7 +124,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
@@ -131,21 +132,21 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if f.fallbackClient(mr) && target.Stateless {
 		upParams = withAskableClient(upParams) // the agent answers with task_answer
 	}
-	j := &job{
-		sess:       target.Session,
-		req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: upParams},
-		clientCaps: mr.ClientCaps,
-		client2026: &job2026{target: target, params: upParams},
-		learn:      learn,
-		fallback:   f.fallbackClient(mr),
+	j := &runner.Job{
+		Sess:       target.Session,
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: upParams},
+		ClientCaps: mr.ClientCaps,
+		Client2026: &runner.Job2026{Target: target, Params: upParams},
+		Learn:      learn,
+		Fallback:   f.fallbackClient(mr),
 	}
-	if j.fallback {
-		j.callerCaps = mr.ClientCaps
-		j.clientCaps = nil // every input request kept, for task_status and task_answer
+	if j.Fallback {
+		j.CallerCaps = mr.ClientCaps
+		j.ClientCaps = nil // every input request kept, for task_status and task_answer
 	}
 	f.setOwner(j, r)
 	if mode == modeTask {
-		j.slot = true
+		j.Slot = true
 		f.startTask(w, r, msg, j, p.Name, d)
 		return
 	}
@@ -155,33 +156,33 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // startTask creates the task, with the ttl and pollInterval of d,
 // starts its worker and answers the flat CreateTaskResult, only once the
 // task is durable ("Task Creation").
-func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
-	ttl := decide.TaskTTL(d, f.defaultTTL(j.owner), j.owner)
+func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.Owner), j.Owner)
 	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
-		if j.call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
+		if j.Call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
 			// A call already running is not killed for want of a task:
 			// it answers when it ends, as a plain call.
 			f.finishPlain(w, r, msg, j)
 			return
 		}
-		if j.call != nil {
-			j.call.abort(err)
+		if j.Call != nil {
+			j.Call.Abort(err)
 		}
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	if j.fallback {
+	if j.Fallback {
 		mcpwire.WriteResult(w, msg.ID, f.fallbackStarted(r, j, tool))
 		return
 	}
-	mcpwire.WriteResult(w, msg.ID, core.ToTask2026(j.task, "task", false))
+	mcpwire.WriteResult(w, msg.ID, core.ToTask2026(j.Task, "task", false))
 }
 
 // finishPlain answers a hybrid call that could not become a task when it
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
-func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job) {
-	res := f.runner.waitPlain(r, j)
+func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
+	res := f.runner.WaitPlain(r, j)
 	if r.Context().Err() == nil {
 		f.writeCallResult(w, msg, res)
 	}
@@ -194,22 +195,22 @@ var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalEr
 
 // setOwner makes the owner of j's task, to be: the client's Authorization,
 // else the task itself, whose id is minted now (core.AnonOwner).
-func (f *front2026) setOwner(j *job, r *http.Request) {
-	if j.owner = core.AuthOwner(r); j.owner == "" {
-		j.id = uuid.NewString()
-		j.owner = core.AnonOwner(j.id)
-		j.addr = core.ClientAddr(r)
+func (f *front2026) setOwner(j *runner.Job, r *http.Request) {
+	if j.Owner = core.AuthOwner(r); j.Owner == "" {
+		j.Id = uuid.NewString()
+		j.Owner = core.AnonOwner(j.Id)
+		j.Addr = core.ClientAddr(r)
 	}
 }
 
 // launch makes j an extension task (or a fallback tools' one) and starts
 // its worker (runner.launch).
-func (f *front2026) launch(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
+func (f *front2026) launch(r *http.Request, j *runner.Job, tool string, ttl, poll time.Duration) error {
 	proto := taskstore.Protocol2026
-	if j.fallback {
+	if j.Fallback {
 		proto = taskstore.ProtocolFallback
 	}
-	return f.runner.launch(context.WithoutCancel(r.Context()), j, launchSpec{proto: proto, tool: tool, ttl: ttl, poll: poll})
+	return f.runner.Launch(context.WithoutCancel(r.Context()), j, runner.LaunchSpec{Proto: proto, Tool: tool, TTL: ttl, Poll: poll})
 }
 
 // defaultTTL is the ttl of an extension task (the client asks for none):
@@ -228,28 +229,28 @@ func (f *front2026) defaultTTL(owner string) time.Duration {
 // resolve before the task exists; the client's retry is decided afresh). A
 // call still running, or a session upstream asking for input, becomes a
 // task.
-func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	res, ok := f.holdHybrid(r, j, d)
 	switch {
 	case !ok:
 		return // the client went away
-	case res == nil && j.first != nil && !j.fallback && j.client2026 != nil && !j.client2026.target.Stateless &&
-		clientCan(j.clientCaps, j.first.Method):
+	case res == nil && j.First != nil && !j.Fallback && j.Client2026 != nil && !j.Client2026.Target.Stateless &&
+		runner.ClientCan(j.ClientCaps, j.First.Method):
 		// A session upstream asked for input within the wait: MRTR
 		// rounds first, the task only once a round runs past the wait
 		// (front2026_mrtr.go).
 		f.mrtrFirstRound(w, r, msg, j, tool, d)
 	case res == nil: // still running, or asking for input
 		f.startTask(w, r, msg, j, tool, d)
-	case j.fallback && core.IsInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):
+	case j.Fallback && core.IsInputRequired(res.Resp) && !canAnswer(j.CallerCaps, res.Resp.Result):
 		// A fallback client that cannot answer this round itself answers
 		// it through the task (task_status, task_answer): the worker
 		// takes the round as the call's first result.
-		j.call.done <- *res
+		j.Call.Done <- *res
 		f.startTask(w, r, msg, j, tool, d)
 	default:
-		if res.err == nil && !core.IsInputRequired(res.resp) {
-			f.decider.Observe(j.learn, time.Since(j.call.started))
+		if res.Err == nil && !core.IsInputRequired(res.Resp) {
+			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writeCallResult(w, msg, *res)
 	}
@@ -258,28 +259,28 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 // writeCallResult answers a 2026-07-28 tools/call with the upstream's own
 // answer: its result (marked resultType "complete" if the upstream, being
 // a session one, did not say: core.StatelessResult), or its JSON-RPC error.
-func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
-	case res.err != nil:
-		e := core.RPCError(res.err, core.Era2026)
+	case res.Err != nil:
+		e := core.RPCError(res.Err, core.Era2026)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
-	case res.resp.Error != nil:
+	case res.Resp.Error != nil:
 		status := http.StatusOK
 		var we *jsonrpc.Error
-		if errors.As(res.resp.Error, &we) {
+		if errors.As(res.Resp.Error, &we) {
 			status = mcpwire.StatelessStatus(int(we.Code))
 		}
-		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
 	default:
-		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.resp.Result))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.Resp.Result))
 	}
 }
 
 // nativeParams returns the params of a call the gateway holds of tool on
 // target: task-augmented when tool is a session upstream's own task tool
 // (it declared execution.taskSupport), so that the runner holds the
-// upstream's task (runner_native.go): the 2026-07-28 client sees the
+// upstream's task (internal/runner/native.go): the 2026-07-28 client sees the
 // gateway's task, or the result, whatever the upstream requires.
 func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamside.Target) json.RawMessage {
 	if target.Stateless {
@@ -289,7 +290,7 @@ func (f *front2026) nativeParams(ctx context.Context, tool string, params json.R
 	if !f.decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}
-	if out, err := withUpstreamTask(params, 0); err == nil {
+	if out, err := runner.WithUpstreamTask(params, 0); err == nil {
 		return out
 	}
 	return params

@@ -17,6 +17,7 @@ import (
 	"net/http"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
@@ -123,12 +124,12 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.
-func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.RawMessage {
+func (f *front2026) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
 	decl, _ := f.decider.ToolInfo(r.Context(), tool)
-	if j.first != nil {
-		f.fb.awaitQuestion(r.Context(), j.task)
+	if j.First != nil {
+		f.fb.awaitQuestion(r.Context(), j.Task)
 	}
-	return core.StatelessResult("tools/call", f.fb.started(j.task, decl.Output, j.first != nil))
+	return core.StatelessResult("tools/call", f.fb.started(j.Task, decl.Output, j.First != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose
@@ -169,7 +170,7 @@ func canAnswer(caps, result json.RawMessage) bool {
 		return false
 	}
 	for _, in := range ir.InputRequests {
-		if len(caps) == 0 || !clientCan(caps, in.Method) {
+		if len(caps) == 0 || !runner.ClientCan(caps, in.Method) {
 			return false
 		}
 	}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -204,7 +205,7 @@ const DefaultMRTRHoldFactor = 8
 
 // mrtrFirstRound makes j, which asked for input during its hybrid wait, a
 // task the client does not see yet, and answers the first round.
-func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
 		// No signing key: the task is made at once, as before this
@@ -213,7 +214,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 		f.startTask(w, r, msg, j, tool, d)
 		return
 	}
-	ttl := decide.TaskTTL(d, f.defaultTTL(j.owner), j.owner)
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.Owner), j.Owner)
 	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress) {
 			// As startTask: a call already running is not killed for want
@@ -221,7 +222,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 			f.finishPlain(w, r, msg, j)
 			return
 		}
-		j.call.abort(err)
+		j.Call.Abort(err)
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
@@ -229,8 +230,8 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	st := mrtrState{Task: j.task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
-	f.mrtrRound(w, r, msg, key, j.owner, st, nil, mcpwire.NewWriter(w))
+	st := mrtrState{Task: j.Task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
+	f.mrtrRound(w, r, msg, key, j.Owner, st, nil, mcpwire.NewWriter(w))
 }
 
 // continueMRTR is a retry of a round: checked, its answers recorded, and

@@ -221,8 +221,8 @@ func TestWorkerStopsWhenTheRecordIsGone(t *testing.T) {
 	if err := rig.rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
 		t.Fatalf("the upstream call was not cancelled: %v", err)
 	}
-	if err := rig.h.runner.idle(ctx); err != nil {
-		t.Fatalf("the in-flight slot was not freed: %d in flight", rig.h.runner.inflight())
+	if err := rig.h.runner.Idle(ctx); err != nil {
+		t.Fatalf("the in-flight slot was not freed: %d in flight", rig.h.runner.Inflight())
 	}
 }
 

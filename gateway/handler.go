@@ -16,6 +16,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -46,9 +47,9 @@ type Handler struct {
 	health *upstreamside.Health
 
 	// With a store only (nil: a plain pass-through proxy).
-	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
-	front2025 *front2025 // 2025-11-25 clients: sessions and their tasks
-	front2026 *front2026 // 2026-07-28 clients: stateless requests, extension tasks
+	runner    *runner.Runner // the in-flight calls of tasks, hybrid and bridged calls
+	front2025 *front2025     // 2025-11-25 clients: sessions and their tasks
+	front2026 *front2026     // 2026-07-28 clients: stateless requests, extension tasks
 	// stopRemovals ends the render cache's subscription to the store's
 	// removal notices (rendercache.go).
 	stopRemovals func()
@@ -118,16 +119,16 @@ func New(cfg Config) (*Handler, error) {
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
 	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
-	h.runner = newRunner(runnerParams{
-		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.Observe,
-		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
-		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
-		anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
+	h.runner = runner.New(runner.Params{
+		Store: c.Store, Up: c.Upstream, Notify: h.front2025, Observe: h.decider.Observe,
+		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
+		Lease: c.Lease, Renew: c.LeaseRenew, MaxInflight: c.MaxInflight, Creds: h.creds,
+		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
 	})
-	inflight = h.runner.inflight
+	inflight = h.runner.Inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
 	if err != nil {
-		h.runner.stop()
+		h.runner.Stop()
 		return nil, err
 	}
 	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger, trace: h.trace,
@@ -147,7 +148,7 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Close() error {
 	h.end()
 	if h.runner != nil {
-		h.runner.stop()
+		h.runner.Stop()
 	}
 	if h.stopRemovals != nil {
 		h.stopRemovals()
@@ -170,7 +171,7 @@ func (h *Handler) Drain(ctx context.Context) error {
 	if h.runner == nil {
 		return nil
 	}
-	return h.runner.drain(ctx)
+	return h.runner.Drain(ctx)
 }
 
 // PolicyReloaded counts a reload of the rules file (Config.Policy's

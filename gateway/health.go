@@ -33,7 +33,7 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if h.runner != nil && h.runner.draining.Load() {
+	if h.runner != nil && h.runner.Draining.Load() {
 		mcpwire.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "checks": map[string]string{"gateway": "draining"}})
 		return
 	}

@@ -18,7 +18,7 @@ import (
 // a task the upstream forgot is marked lost and shown failed. Each front
 // serves its own protocol's view (front2025_native.go,
 // front2026_native.go); the runner's task that holds an upstream task is
-// in runner_native.go.
+// in internal/runner/native.go.
 
 // Why a recorded upstream task can no longer finish.
 const (

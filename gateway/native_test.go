@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -103,14 +104,14 @@ func TestViaUpstreamTask(t *testing.T) {
 		`{"name":"x"}`:                        false,
 		`{"name":"x","arguments":{"task":1}}`: false,
 	} {
-		if got := viaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
+		if got := runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
 			t.Errorf("%s: %v, want %v", params, got, want)
 		}
 	}
-	if viaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
+	if runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
 		t.Error("a tasks/get is not a task-augmented call")
 	}
-	p, err := withUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
+	p, err := runner.WithUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
 	if err != nil || !strings.Contains(string(p), `"task":{"ttl":90000}`) {
 		t.Errorf("withUpstreamTask = %s, %v", p, err)
 	}
@@ -123,7 +124,7 @@ func TestWithoutRelatedTask(t *testing.T) {
 		`{"content":[]}`: `{"content":[]}`,
 		`{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`: `{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`,
 	} {
-		if got := string(withoutRelatedTask(json.RawMessage(in))); got != want {
+		if got := string(runner.WithoutRelatedTask(json.RawMessage(in))); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
 		}
 	}
@@ -198,7 +199,7 @@ func TestNative2026PassThrough(t *testing.T) {
 		t.Fatalf("task id %q", tk.TaskID)
 	}
 	owner := core.AuthOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
-	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, tk.TaskID); err == nil {
+	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, tk.TaskID); err == nil {
 		t.Fatal("the gateway made a task of its own")
 	}
 	ir := c.waitTask(tk.TaskID, "input_required")
@@ -241,7 +242,7 @@ func TestNative2026PassThrough(t *testing.T) {
 	// --task fail: the gateway's own task, the extension withheld upstream
 	// (the upstream runs it synchronously).
 	ruled := c.toolTask("fail", map[string]any{})
-	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, ruled.TaskID); err != nil {
+	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, ruled.TaskID); err != nil {
 		t.Errorf("the ruled tool's task is not the gateway's: %v", err)
 	}
 	if got := c.waitTask(ruled.TaskID, "completed"); !strings.Contains(string(got.Result), testupstream.FailText) {

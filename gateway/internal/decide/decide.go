@@ -78,7 +78,7 @@ func (d *Decider) Decide(ctx context.Context, tool string, client policy.ClientK
 // Tool, so that it runs the tool's tasks itself (a native tool), and
 // whether a task, task-required or sync rule takes the tool over: then the
 // gateway decides, and owns any task, holding the upstream's underneath
-// (runner_native.go). An auto rule leaves a native tool native.
+// (internal/runner/native.go). An auto rule leaves a native tool native.
 func (d *Decider) Native(ctx context.Context, tool string) (native, ruled bool) {
 	decl, listed := d.ToolInfo(ctx, tool)
 	if !listed {

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 import (
 	"context"
@@ -52,34 +52,34 @@ type recovererStore interface {
 // recovererParams are a recoverer's dependencies and settings.
 type recovererParams struct {
 	store   recovererStore
-	notify  taskNotifier
+	notify  TaskNotifier
 	metrics *obs.Metrics
 	log     zerolog.Logger
 	replica string        // claims are made in this replica's name
 	lease   time.Duration // a claim's lease, and the hold after an outage
 	every   time.Duration // the sweep period (the lease renewal period)
-	retry   *retrier      // the failure write's retries
+	Retry   *retrier      // the failure write's retries
 }
 
-// recoverer sweeps for expired leases every period, on a goroutine of its
+// Recoverer sweeps for expired leases every period, on a goroutine of its
 // own, from start until shutdown.
 type recoverer struct {
 	recovererParams
 	sweep  sweepState // owned by the sweeping goroutine (and tests)
 	cancel context.CancelFunc
-	done   sync.WaitGroup
+	Done   sync.WaitGroup
 }
 
 func newRecoverer(p recovererParams) *recoverer { return &recoverer{recovererParams: p} }
 
-// start runs a sweep every period until shutdown.
-func (rc *recoverer) start() {
+// Start runs a sweep every period until shutdown.
+func (rc *recoverer) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
-	rc.done.Add(1)
+	rc.Done.Add(1)
 	go func() {
-		defer rc.done.Done()
-		core.Every(ctx, rc.every, func(ctx context.Context) { rc.recoverOnce(ctx) })
+		defer rc.Done.Done()
+		core.Every(ctx, rc.every, func(ctx context.Context) { rc.RecoverOnce(ctx) })
 	}()
 }
 
@@ -88,14 +88,14 @@ func (rc *recoverer) shutdown() {
 	if rc.cancel != nil {
 		rc.cancel()
 	}
-	rc.done.Wait()
+	rc.Done.Wait()
 }
 
-// recoverOnce fails the tasks whose worker lease expired. It returns how
+// RecoverOnce fails the tasks whose worker lease expired. It returns how
 // many it recovered.
-func (rc *recoverer) recoverOnce(ctx context.Context) int {
+func (rc *recoverer) RecoverOnce(ctx context.Context) int {
 	now := rc.store.Options().Clock()
-	expired, err := rc.store.ListExpiredLeases(ctx, sweepPage)
+	expired, err := rc.store.ListExpiredLeases(ctx, SweepPage)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, taskstore.ErrUnavailable) {
 			rc.log.Warn().Str("op", "recover").Err(err).Msg("cannot list expired leases")
@@ -116,8 +116,8 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 	n := rc.recoverPage(ctx, expired)
 	// A dead replica leaves all its tasks at once: more pages in the same
 	// sweep, a bounded number (the next sweep goes on).
-	for page := 1; len(expired) == sweepPage && page < sweepPages && ctx.Err() == nil; page++ {
-		if expired, err = rc.store.ListExpiredLeases(ctx, sweepPage); err != nil {
+	for page := 1; len(expired) == SweepPage && page < sweepPages && ctx.Err() == nil; page++ {
+		if expired, err = rc.store.ListExpiredLeases(ctx, SweepPage); err != nil {
 			break
 		}
 		n += rc.recoverPage(ctx, expired)
@@ -126,7 +126,7 @@ func (rc *recoverer) recoverOnce(ctx context.Context) int {
 }
 
 const (
-	sweepPage  = 100 // expired leases listed at once
+	SweepPage  = 100 // expired leases listed at once
 	sweepPages = 20  // pages per sweep at most
 )
 
@@ -154,7 +154,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 		// went away), retry it, or a later sweep would fail the task in
 		// this replica's name instead of the one that stopped.
 		o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()} // retries: see finish
-		err := rc.retry.do(ctx, func() error { return rc.store.Fail(ctx, l.Owner, l.ID, o) })
+		err := rc.Retry.do(ctx, func() error { return rc.store.Fail(ctx, l.Owner, l.ID, o) })
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Still unwritten after the retries: keep the claim. Released,
 			// the task would have no lease for any sweep to find and stay
@@ -182,7 +182,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 		}
 		ev.Msg("task failed: its replica stopped")
 		if err == nil {
-			rc.notify.statusChanged(ctx, t)
+			rc.notify.StatusChanged(ctx, t)
 		}
 	}
 	return n

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 // The input a task's upstream asks for, in either upstream era, and the
 // client's answers: a session upstream sends server→client requests on
@@ -50,7 +50,7 @@ func (run *taskRun) observeInputWait() {
 	run.stopWaiting()
 	run.j.inputWait = run.inputWait
 	if run.inputWait > 0 {
-		run.rn.metrics.InputWait.WithLabelValues(run.rn.metrics.Tools.Label(run.j.task.Tool)).Observe(run.inputWait.Seconds())
+		run.rn.Metrics.InputWait.WithLabelValues(run.rn.Metrics.Tools.Label(run.j.Task.Tool)).Observe(run.inputWait.Seconds())
 	}
 }
 
@@ -59,33 +59,33 @@ func (run *taskRun) observeInputWait() {
 // the client did not declare the capability to answer it.
 func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 	rn, j := run.rn, run.j
-	if !clientCan(j.clientCaps, m.Method) {
-		_ = rn.up.Respond(run.writeCtx, j.sess, refusal(m))
+	if !ClientCan(j.ClientCaps, m.Method) {
+		_ = rn.Up.Respond(run.writeCtx, j.Sess, Refusal(m))
 		run.log().Info().Str("op", "refused").Str("method", m.Method).Msg("the client did not declare the capability; refused upstream")
 		return
 	}
 	if len(run.pending) >= core.MaxInputRequests {
-		_ = rn.up.Respond(run.writeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: mcpwire.CodeInternalError,
+		_ = rn.Up.Respond(run.writeCtx, j.Sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{Code: mcpwire.CodeInternalError,
 			Message: fmt.Sprintf("taskgate relays at most %d input requests of a task at once", core.MaxInputRequests)}})
 		run.log().Warn().Str("op", "refused").Str("method", m.Method).Msg("too many input requests outstanding; refused upstream")
 		return
 	}
 	key := run.mintKey()
-	// A question of the upstream's own task (runner_native.go) names that
-	// task in related-task _meta; the client's task is the gateway's.
-	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: withoutRelatedTask(m.Params)}}
+	// A question of the upstream's own task (native.go) names that
+	// Task in related-task _meta; the client's task is the gateway's.
+	in := map[string]taskstore.InputRequest{key: {Method: m.Method, Params: WithoutRelatedTask(m.Params)}}
 	// Redis briefly down is waited out (as for the outcome, finish): the
 	// upstream's question must not turn into an error result because
 	// Redis blinked. One write id for every attempt: an attempt Redis ran
 	// but whose reply was lost makes the next one a no-op, not a reused
 	// key (invariant 8).
 	write := uuid.NewString()
-	if err := rn.retry.do(run.ctx, func() error {
-		return rn.store.AddInputRequests(run.writeCtx, j.owner, j.task.ID, in, "waiting for the client to answer "+m.Method, write)
+	if err := rn.Retry.do(run.Ctx, func() error {
+		return rn.Store.AddInputRequests(run.writeCtx, j.Owner, j.Task.ID, in, "waiting for the client to answer "+m.Method, write)
 	}); err != nil {
 		// Terminal meanwhile (cancelled) or the store stayed down: the
 		// upstream must not wait for an answer that cannot come.
-		_ = rn.up.Respond(run.writeCtx, j.sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+		_ = rn.Up.Respond(run.writeCtx, j.Sess, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
 			Code: mcpwire.CodeInternalError, Message: "taskgate could not relay " + m.Method + " to the client"}})
 		run.log().Warn().Str("op", "input_required").Err(err).Msg("input request not relayed")
 		return
@@ -96,9 +96,9 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 	rn.notifyStatusByID(run.writeCtx, j)
 }
 
-// refusal answers an input request the client cannot serve: a declined
+// Refusal answers an input request the client cannot serve: a declined
 // elicitation, else a method-not-found error.
-func refusal(m *jsonrpc.Request) *jsonrpc.Response {
+func Refusal(m *jsonrpc.Request) *jsonrpc.Response {
 	if m.Method == "elicitation/create" {
 		return &jsonrpc.Response{ID: m.ID, Result: json.RawMessage(`{"action":"decline"}`)}
 	}
@@ -106,10 +106,10 @@ func refusal(m *jsonrpc.Request) *jsonrpc.Response {
 		Message: "the client did not declare the capability for " + m.Method}}
 }
 
-// clientCan reports whether capabilities caps let the client answer method.
+// ClientCan reports whether capabilities caps let the client answer method.
 // Unknown capabilities (nil) allow everything: the client then sees the
 // request and may refuse it itself.
-func clientCan(caps json.RawMessage, method string) bool {
+func ClientCan(caps json.RawMessage, method string) bool {
 	if len(caps) == 0 {
 		return true
 	}
@@ -133,9 +133,9 @@ func clientCan(caps json.RawMessage, method string) bool {
 // keys the gateway mints, and once all are answered the call is retried
 // with inputResponses and the same requestState. It reports whether res
 // was such a round (and the task goes on).
-func (run *taskRun) mrtrRound(res callResult) bool {
+func (run *taskRun) mrtrRound(res CallResult) bool {
 	j := run.j
-	if j.client2026 == nil || !j.client2026.target.Stateless || res.err != nil || res.resp == nil || res.resp.Error != nil {
+	if j.Client2026 == nil || !j.Client2026.Target.Stateless || res.Err != nil || res.Resp == nil || res.Resp.Error != nil {
 		return false
 	}
 	var ir struct {
@@ -143,7 +143,7 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 		InputRequests map[string]taskstore.InputRequest `json:"inputRequests"`
 		RequestState  *string                           `json:"requestState"`
 	}
-	if json.Unmarshal(res.resp.Result, &ir) != nil || ir.ResultType != "input_required" {
+	if json.Unmarshal(res.Resp.Result, &ir) != nil || ir.ResultType != "input_required" {
 		return false
 	}
 	run.requestState = ""
@@ -157,7 +157,7 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	toStore := map[string]taskstore.InputRequest{}
 	for _, uk := range core.SortedInputKeys(ir.InputRequests) {
 		in := ir.InputRequests[uk]
-		if !clientCan(j.clientCaps, in.Method) {
+		if !ClientCan(j.ClientCaps, in.Method) {
 			if in.Method == "elicitation/create" {
 				run.mrtrAnswers[uk] = json.RawMessage(`{"action":"decline"}`)
 				continue
@@ -172,8 +172,8 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 	if len(toStore) > 0 {
 		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
 		write := uuid.NewString() // as in inputRequest
-		if err := run.rn.retry.do(run.ctx, func() error {
-			return run.rn.store.AddInputRequests(run.writeCtx, j.owner, j.task.ID, toStore, msg, write)
+		if err := run.rn.Retry.do(run.Ctx, func() error {
+			return run.rn.Store.AddInputRequests(run.writeCtx, j.Owner, j.Task.ID, toStore, msg, write)
 		}); err != nil {
 			run.fail("could not record the upstream's input requests: " + err.Error())
 			return true
@@ -182,17 +182,17 @@ func (run *taskRun) mrtrRound(res callResult) bool {
 		run.log().Info().Str("op", "input_required").Int("requests", len(toStore)).Msg("task needs input")
 	}
 	if len(run.mrtr) == 0 {
-		run.retry()
+		run.Retry()
 	}
 	return true
 }
 
-// retry sends the tools/call again with the answers collected so far and
+// Retry sends the tools/call again with the answers collected so far and
 // the requestState of the last round.
-func (run *taskRun) retry() {
+func (run *taskRun) Retry() {
 	j := run.j
 	var p map[string]json.RawMessage
-	_ = json.Unmarshal(j.client2026.params, &p)
+	_ = json.Unmarshal(j.Client2026.Params, &p)
 	if p == nil {
 		p = map[string]json.RawMessage{}
 	}
@@ -205,7 +205,7 @@ func (run *taskRun) retry() {
 	run.mrtrAnswers = map[string]json.RawMessage{}
 	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
 	run.stopWaiting()
-	run.adopt(run.rn.startCall(run.ctx, j.sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, false))
+	run.adopt(run.rn.StartCall(run.Ctx, j.Sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, false))
 }
 
 // deliverAnswers takes the client's recorded answers and hands them to the
@@ -218,12 +218,12 @@ func (run *taskRun) deliverAnswers() (done bool) {
 	// One take id until a take succeeds: a take Redis ran but whose reply
 	// was lost (it died before answering) took the answers out of the
 	// record, and only a take with the same id gets them back; with a new
-	// id the task would wait forever for answers already taken
+	// Id the task would wait forever for answers already taken
 	// (invariant 8).
 	if run.takeID == "" {
 		run.takeID = "take-" + uuid.NewString()
 	}
-	answers, status, err := rn.store.TakeInputResponses(run.writeCtx, j.owner, j.task.ID, run.takeID)
+	answers, status, err := rn.Store.TakeInputResponses(run.writeCtx, j.Owner, j.Task.ID, run.takeID)
 	switch {
 	case errors.Is(err, taskstore.ErrNotFound), errors.Is(err, taskstore.ErrExpired):
 		return run.gone(err)
@@ -257,7 +257,7 @@ func (run *taskRun) deliverAnswers() (done bool) {
 			}
 			resp = &jsonrpc.Response{ID: upID, Error: &we}
 		}
-		if err := rn.up.Respond(run.writeCtx, j.sess, resp); err != nil {
+		if err := rn.Up.Respond(run.writeCtx, j.Sess, resp); err != nil {
 			run.log().Warn().Str("op", "answer").Str("key", key).Err(err).Msg("could not deliver the client's answer upstream")
 			continue
 		}
@@ -266,8 +266,8 @@ func (run *taskRun) deliverAnswers() (done bool) {
 	if len(run.pending) == 0 && len(run.mrtr) == 0 {
 		run.stopWaiting()
 	}
-	if delivered && run.call == nil && len(run.mrtr) == 0 && j.client2026 != nil {
-		run.retry()
+	if delivered && run.Call == nil && len(run.mrtr) == 0 && j.Client2026 != nil {
+		run.Retry()
 	}
 	if delivered {
 		rn.notifyStatusByID(run.writeCtx, j)

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 // Lease renewal, batched per replica: every LeaseRenew one pipelined round
 // trip (per Redis node) extends the leases of all the tasks whose workers
@@ -21,13 +21,13 @@ import (
 
 // leaseSet is the workers whose leases the runner renews.
 type leaseSet struct {
-	mu   sync.Mutex
+	Mu   sync.Mutex
 	runs map[*taskRun]struct{}
 }
 
 func (l *leaseSet) add(run *taskRun) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	if l.runs == nil {
 		l.runs = map[*taskRun]struct{}{}
 	}
@@ -35,14 +35,14 @@ func (l *leaseSet) add(run *taskRun) {
 }
 
 func (l *leaseSet) remove(run *taskRun) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	delete(l.runs, run)
 }
 
 func (l *leaseSet) snapshot() []*taskRun {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
 	out := make([]*taskRun, 0, len(l.runs))
 	for run := range l.runs {
 		out = append(out, run)
@@ -51,13 +51,13 @@ func (l *leaseSet) snapshot() []*taskRun {
 }
 
 // renewLeases renews every held lease each period until the runner stops.
-func (rn *runner) renewLeases() {
+func (rn *Runner) renewLeases() {
 	defer rn.wg.Done()
-	t := time.NewTicker(max(rn.renew, time.Millisecond))
+	t := time.NewTicker(max(rn.Renew, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-rn.ctx.Done():
+		case <-rn.Ctx.Done():
 			return
 		case <-t.C:
 			rn.renewOnce()
@@ -68,20 +68,20 @@ func (rn *runner) renewLeases() {
 // renewOnce extends the leases of every worker's task in one pipeline and
 // hands each worker its outcome; a worker that has not taken the previous
 // one yet keeps that (it acts on one at a time).
-func (rn *runner) renewOnce() {
+func (rn *Runner) renewOnce() {
 	runs := rn.leases.snapshot()
 	if len(runs) == 0 {
 		return
 	}
 	refs := make([]taskstore.LeaseRef, len(runs))
 	for i, run := range runs {
-		refs[i] = taskstore.LeaseRef{Owner: run.j.owner, ID: run.j.task.ID}
+		refs[i] = taskstore.LeaseRef{Owner: run.j.Owner, ID: run.j.Task.ID}
 	}
 	// Bounded by a period: the next renewal follows anyway. No span: a
 	// renewal is no part of any request's or task's story.
-	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.ctx, trace.SpanContext{}), rn.renew)
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.Ctx, trace.SpanContext{}), rn.Renew)
 	defer cancel()
-	errs := rn.store.ExtendMany(ctx, refs, rn.replica, rn.lease)
+	errs := rn.Store.ExtendMany(ctx, refs, rn.Replica, rn.Lease)
 	for i, run := range runs {
 		if errs[i] == nil {
 			continue // renewed: nothing for the worker to do

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 // A call the gateway holds of a stateless upstream's tool that runs only as
 // a task of the upstream's own (the tasks extension: the upstream answers a
@@ -76,7 +76,7 @@ func withTasksExtensionMeta(params json.RawMessage) json.RawMessage {
 }
 
 // heldRequest is the part of a tools/call that resumes a held task: the
-// task (from requestState) and the answers.
+// Task (from requestState) and the answers.
 func heldRequest(req *jsonrpc.Request) (taskID string, responses json.RawMessage, ok bool) {
 	if req.Method != "tools/call" || !strings.Contains(string(req.Params), heldPrefix) {
 		return "", nil, false
@@ -96,24 +96,24 @@ func heldRequest(req *jsonrpc.Request) (taskID string, responses json.RawMessage
 // upstream runs the tool only as its own task, holding that task; done
 // gets the outcome. The answer to req as it is is waited for apart
 // (upstream.Client.CallAsync), so done may run on another goroutine.
-func (rn *runner) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+func (rn *Runner) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	if id, responses, ok := heldRequest(req); ok {
 		done(rn.resumeTask2026(ctx, sess, id, responses, req.Params))
 		return
 	}
 	again := opts
 	again.Body, again.Name = nil, "" // the pre-encoded body is req's: not kept while the call waits
-	rn.up.CallAsync(ctx, sess, req, opts, func(resp *jsonrpc.Response, err error) {
+	rn.Up.CallAsync(ctx, sess, req, opts, func(resp *jsonrpc.Response, err error) {
 		done(rn.statelessAnswered(ctx, sess, req, again, resp, err))
 	})
 }
 
 // resumeTask2026 is the worker's retry of a held task's round: the answers
 // go to the task, which then goes on.
-func (rn *runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
+func (rn *Runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
 	meta := metaOf(withTasksExtensionMeta(params))
 	update := mcpwire.MustMarshal(map[string]any{"taskId": id, "inputResponses": responses, "_meta": meta})
-	if _, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
+	if _, err := rn.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
 		return nil, err
 	}
 	return rn.holdTask2026(ctx, sess, id, meta)
@@ -121,14 +121,14 @@ func (rn *runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id
 
 // statelessAnswered goes on from the upstream's answer to req as it is:
 // that is the outcome, unless the upstream runs the tool only as its own
-// task (-32021), which is then asked for and held (with opts, which carry
+// Task (-32021), which is then asked for and held (with opts, which carry
 // no pre-encoded body).
-func (rn *runner) statelessAnswered(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
+func (rn *Runner) statelessAnswered(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
 	if err != nil || req.Method != "tools/call" || !requiresTasksExtension(resp) {
 		return resp, err
 	}
 	ext := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: req.Method, Params: withTasksExtensionMeta(req.Params)}
-	resp, err = rn.up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
+	resp, err = rn.Up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
 	if err != nil || resp.Error != nil {
 		return resp, err
 	}
@@ -142,7 +142,7 @@ func (rn *runner) statelessAnswered(ctx context.Context, sess *upstream.Session,
 	if created.TaskID == "" || len(created.TaskID) > 256 {
 		return nil, errors.New("the upstream answered with a task without a valid taskId; its answer: " + core.QuoteAnswer(resp.Result))
 	}
-	rn.log.Info().Str("op", "native").Str("upstream_task_id", created.TaskID).Msg("upstream task held")
+	rn.Log.Info().Str("op", "native").Str("upstream_task_id", created.TaskID).Msg("upstream task held")
 	return rn.holdTask2026(ctx, sess, created.TaskID, metaOf(ext.Params))
 }
 
@@ -161,7 +161,7 @@ func metaOf(params json.RawMessage) json.RawMessage {
 // holdTask2026 polls the upstream's task id until it ends, or asks for
 // input (then its questions are returned as an MRTR round whose
 // requestState names the task). An aborted call cancels the task.
-func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) (*jsonrpc.Response, error) {
+func (rn *Runner) holdTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) (*jsonrpc.Response, error) {
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": meta})
 	wait := time.Duration(0)
 	for {
@@ -173,7 +173,7 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 				return nil, ctx.Err()
 			}
 		}
-		resp, err := rn.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
+		resp, err := rn.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
 		switch {
 		case ctx.Err() != nil:
 			rn.cancelTask2026(ctx, sess, id, meta)
@@ -200,7 +200,7 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 		}
 		switch t.Status {
 		case "completed":
-			return &jsonrpc.Response{ID: resp.ID, Result: withoutRelatedTask(t.Result)}, nil
+			return &jsonrpc.Response{ID: resp.ID, Result: WithoutRelatedTask(t.Result)}, nil
 		case "failed":
 			var we jsonrpc.Error
 			if json.Unmarshal(t.Error, &we) != nil || we.Code == 0 {
@@ -223,9 +223,9 @@ func (rn *runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 }
 
 // cancelTask2026 sends tasks/cancel of the upstream's task, best effort.
-func (rn *runner) cancelTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) {
+func (rn *Runner) cancelTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": meta})
-	_, _ = rn.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = rn.Up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }

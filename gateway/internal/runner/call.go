@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 import (
 	"context"
@@ -13,25 +13,25 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// callResult is how an in-flight call ended: the upstream's response (a
+// CallResult is how an in-flight call ended: the upstream's response (a
 // result or a JSON-RPC error), or why there is none.
-type callResult struct {
-	resp *jsonrpc.Response
-	err  error
+type CallResult struct {
+	Resp *jsonrpc.Response
+	Err  error
 }
 
 // inflightCall is one upstream request the runner holds. Its goroutine
 // belongs to the runner; abort ends it.
 type inflightCall struct {
-	requests chan *jsonrpc.Request // server→client requests (session upstream)
-	notes    chan *jsonrpc.Request // notifications
-	done     chan callResult
-	ctx      context.Context
-	abort    context.CancelCauseFunc
-	started  time.Time // when the request was sent
+	Requests chan *jsonrpc.Request // server→client requests (session upstream)
+	Notes    chan *jsonrpc.Request // notifications
+	Done     chan CallResult
+	Ctx      context.Context
+	Abort    context.CancelCauseFunc
+	Started  time.Time // when the request was sent
 	// wake, once a worker holds the call, is called after each send on
-	// requests, notes and done (a dormant worker has no goroutine to
-	// receive them: runner_worker.go).
+	// Requests, notes and done (a dormant worker has no goroutine to
+	// receive them: worker.go).
 	wake atomic.Pointer[func()]
 }
 
@@ -45,37 +45,37 @@ func (c *inflightCall) poke() {
 // errStopping is the cause when the gateway itself shuts down.
 var errStopping = errors.New("the gateway replica running the task stopped")
 
-// hold starts req on sess for a front, in the slot admit reserved, on the
+// Hold starts req on sess for a front, in the slot admit reserved, on the
 // runner's lifetime: a hybrid or bridged call, which may become a task.
-func (rn *runner) hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
-	ctx := rn.ctx
+func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
+	ctx := rn.Ctx
 	if parent.IsValid() { // the call's client span is a child of the request's
 		ctx = trace.ContextWithSpanContext(ctx, parent)
 	}
-	return rn.startCall(ctx, sess, req, true)
+	return rn.StartCall(ctx, sess, req, true)
 }
 
-// startCall sends req on sess in a goroutine the runner owns. It is the one
+// StartCall sends req on sess in a goroutine the runner owns. It is the one
 // place in-flight calls are started, and counted (--max-inflight):
 // reserved says the caller reserved the call's slot already (admit);
 // otherwise the call is counted without a limit check (count). The slot is
 // given back when the call's goroutine ends.
-func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *inflightCall {
+func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *inflightCall {
 	ctx, abort := context.WithCancelCause(parent)
 	c := &inflightCall{
-		requests: make(chan *jsonrpc.Request, 8),
-		notes:    make(chan *jsonrpc.Request, 8),
-		done:     make(chan callResult, 1),
-		ctx:      ctx,
-		abort:    abort,
-		started:  time.Now(),
+		Requests: make(chan *jsonrpc.Request, 8),
+		Notes:    make(chan *jsonrpc.Request, 8),
+		Done:     make(chan CallResult, 1),
+		Ctx:      ctx,
+		Abort:    abort,
+		Started:  time.Now(),
 	}
 	if !reserved {
 		rn.count()
 	}
 	// Every request of the call, now or later, carries its principal's
 	// freshest token (credentials.go).
-	sess = rn.creds.bind(sess)
+	sess = rn.Creds.Bind(sess)
 	// The encoding's deep stack stays on this goroutine, the request's
 	// writing on the call's first goroutine, which ends once it is written
 	// (upstream.Client.CallAsync): the answer is waited for on a goroutine
@@ -86,14 +86,14 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 		Body: body, Name: name,
 		OnRequest: func(m *jsonrpc.Request) {
 			select {
-			case c.requests <- m:
+			case c.Requests <- m:
 				c.poke()
 			case <-ctx.Done():
 			}
 		},
 		OnNotification: func(n *jsonrpc.Request) {
 			select {
-			case c.notes <- n:
+			case c.Notes <- n:
 				c.poke()
 			default: // progress is best effort; never stall the stream
 			}
@@ -106,29 +106,29 @@ func (rn *runner) startCall(parent context.Context, sess *upstream.Session, req 
 		// The call is no longer in flight once it returned: free its slot
 		// before anyone hears of the result, so that whoever answers the
 		// client (and the client's next call) sees the count already down.
-		rn.unreserve()
-		c.done <- callResult{resp, err}
+		rn.Unreserve()
+		c.Done <- CallResult{resp, err}
 		c.poke()
 	})
 	return c
 }
 
-// waitPlain waits for the held call of j as a plain call, when it could
+// WaitPlain waits for the held call of j as a plain call, when it could
 // not become a task; input its upstream asks for meanwhile is refused.
-func (rn *runner) waitPlain(r *http.Request, j *job) callResult {
+func (rn *Runner) WaitPlain(r *http.Request, j *Job) CallResult {
 	ctx := context.WithoutCancel(r.Context())
-	if j.first != nil {
-		_ = rn.up.Respond(ctx, j.sess, refusal(j.first))
+	if j.First != nil {
+		_ = rn.Up.Respond(ctx, j.Sess, Refusal(j.First))
 	}
 	for {
 		select {
-		case m := <-j.call.requests:
-			_ = rn.up.Respond(ctx, j.sess, refusal(m))
-		case res := <-j.call.done:
+		case m := <-j.Call.Requests:
+			_ = rn.Up.Respond(ctx, j.Sess, Refusal(m))
+		case res := <-j.Call.Done:
 			return res
 		case <-r.Context().Done():
-			j.call.abort(errors.New("the client went away"))
-			return <-j.call.done
+			j.Call.Abort(errors.New("the client went away"))
+			return <-j.Call.Done
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 // A worker holds one task's upstream call. It runs on the runner's
 // context, not the client's request (the client got CreateTaskResult and
@@ -6,7 +6,7 @@ package gateway
 // renews it; it turns what the upstream sends into task state:
 //
 //	server→client request  → input request (task input_required)
-//	MRTR input_required    → input requests (runner_input.go)
+//	MRTR input_required    → input requests (input.go)
 //	notifications/progress → task progress (relayed by tasks/result)
 //	the response           → completed / failed (written before anything
 //	                         reports the task terminal: invariant 5)
@@ -33,71 +33,71 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// job is one task's upstream call.
-type job struct {
-	task  *taskstore.Task
-	owner string
-	// id is the task's id when the front mints it (an anonymous task,
+// Job is one task's upstream call.
+type Job struct {
+	Task  *taskstore.Task
+	Owner string
+	// Id is the task's id when the front mints it (an anonymous task,
 	// whose owner is made from it); empty: the store mints one.
-	id string
-	// addr is the client address an anonymous task counts against
+	Id string
+	// Addr is the client address an anonymous task counts against
 	// (Config.Anonymous); empty for other owners.
-	addr string
-	sess *upstream.Session
-	req  *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
-	// call is the upstream call when it started before the task existed
+	Addr string
+	Sess *upstream.Session
+	Req  *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
+	// Call is the upstream call when it started before the task existed
 	// (hybrid); nil means the worker starts req.
-	call *inflightCall
-	// first is a server→client request taken off call before the task
+	Call *inflightCall
+	// First is a server→client request taken off call before the task
 	// existed; it becomes the task's first input request.
-	first *jsonrpc.Request
-	// clientCaps are the client's declared capabilities: an input request
+	First *jsonrpc.Request
+	// ClientCaps are the client's declared capabilities: an input request
 	// it cannot answer is refused upstream, never shown to it.
-	clientCaps json.RawMessage
-	// client2026 is set for a call to a stateless upstream (its MRTR
+	ClientCaps json.RawMessage
+	// Client2026 is set for a call to a stateless upstream (its MRTR
 	// rounds are retried with the answers) and for a task of a 2026-07-28
 	// client.
-	client2026 *job2026
-	// hidden: the task is one a plain call is held under, never shown to
+	Client2026 *Job2026
+	// Hidden: the task is one a plain call is held under, never shown to
 	// its client as a task (not in tasks/list).
-	hidden bool
-	// clientSession is the client's session the task's notifications go
+	Hidden bool
+	// ClientSession is the client's session the task's notifications go
 	// to, when it is not sess's (the gateway holds the session itself in
 	// front of a stateless upstream: front2025_stateless.go).
-	clientSession string
-	// learn is the tool name the call's latency is recorded under; empty:
-	// not learned (decider.observe).
-	learn string
-	// slot: a reserved in-flight slot (runner.admit) the worker's first
-	// call takes over; only when call is nil.
-	slot bool
-	// fallback: a 2026-07-28 client's task followed through the fallback
-	// task tools (front2026_fallback.go); callerCaps are the capabilities
+	ClientSession string
+	// Learn is the tool name the call's latency is recorded under; empty:
+	// not learned (decider.Observe).
+	Learn string
+	// Slot: a reserved in-flight slot (runner.Admit) the worker's first
+	// Call takes over; only when call is nil.
+	Slot bool
+	// Fallback: a 2026-07-28 client's task followed through the fallback
+	// Task tools (front2026_fallback.go); callerCaps are the capabilities
 	// that client declared (clientCaps is nil for it).
-	fallback   bool
-	callerCaps json.RawMessage
+	Fallback   bool
+	CallerCaps json.RawMessage
 	// inputWait is how long the task waited for its client's answers, once
 	// it ended (its span's attribute).
 	inputWait time.Duration
 }
 
-// job2026 is what a task of a 2026-07-28 client needs besides job.
-type job2026 struct {
-	target *upstreamside.Target
-	// params are the tools/call params as sent upstream, the base of every
+// Job2026 is what a task of a 2026-07-28 client needs besides job.
+type Job2026 struct {
+	Target *upstreamside.Target
+	// Params are the tools/call params as sent upstream, the base of every
 	// MRTR retry.
-	params json.RawMessage
+	Params json.RawMessage
 }
 
 // taskRun is one worker's state.
 type taskRun struct {
-	rn       *runner
-	j        *job
+	rn       *Runner
+	j        *Job
 	logc     *zerolog.Logger // log's, once built
-	ctx      context.Context // the worker's: ends at the task's expiry or shutdown
+	Ctx      context.Context // the worker's: ends at the task's expiry or shutdown
 	cancel   context.CancelFunc
 	writeCtx context.Context // for store writes: outlives a cancelled ctx
-	call     *inflightCall   // in flight; nil between MRTR rounds
+	Call     *inflightCall   // in flight; nil between MRTR rounds
 	reqID    jsonrpc.ID      // the id of the upstream request in flight
 
 	keys         int                        // input keys minted so far
@@ -106,7 +106,7 @@ type taskRun struct {
 	mrtrAnswers  map[string]json.RawMessage // stateless upstream: its key → the client's result
 	requestState string
 
-	start        time.Time // when the upstream call started (before the task, for a hybrid call)
+	Start        time.Time // when the upstream call started (before the task, for a hybrid call)
 	waitingSince time.Time
 	inputWait    time.Duration
 	live         obs.LiveTask // taskgate_tasks_live (internal/obs)
@@ -118,13 +118,13 @@ type taskRun struct {
 	// The worker has a goroutine only while it has something to do
 	// (work): mu guards running and ended.
 	watch     *taskstore.Watch
-	mu        sync.Mutex
+	Mu        sync.Mutex
 	running   bool        // a goroutine is in drain
 	ended     bool        // the worker is done: wake does nothing
 	stopAfter func() bool // unregisters the wake on the context's end
 }
 
-// work runs the job's task to its end (runner.start). Most running tasks
+// work runs the job's task to its end (runner.Start). Most running tasks
 // spend their life waiting for the upstream's answer, with nothing to do:
 // 10,000 held tasks per replica. So a worker has no goroutine of its own
 // while it waits: whatever it must act on wakes it (wake) — the call
@@ -135,19 +135,19 @@ type taskRun struct {
 // its client's answers, when it stays (its resync timer ticks). A waiting
 // goroutine's stack stays as large as it ever grew; a dormant worker has
 // none, and each drain starts with a small one.
-func (rn *runner) work(j *job) {
+func (rn *Runner) work(j *Job) {
 	run, watch := rn.begin(j)
 	if run == nil {
-		rn.drop(&rn.jobs)
+		rn.drop(&rn.Jobs)
 		rn.wg.Done()
 		return
 	}
 	run.watch = watch
 	watch.SetWake(run.wake)
-	run.stopAfter = context.AfterFunc(run.ctx, run.wake)
+	run.stopAfter = context.AfterFunc(run.Ctx, run.wake)
 	// running has been set since begin made run: wakes until now did
 	// nothing, and this drain looks at whatever they announced.
-	go run.drain()
+	go run.Drain()
 }
 
 // wake makes sure a goroutine drains the worker's pending work: it starts
@@ -155,18 +155,18 @@ func (rn *runner) work(j *job) {
 // after it made its work visible (a send on a buffered channel, a closed
 // watch, a done context), so drain's last look (idle) cannot miss it.
 func (run *taskRun) wake() {
-	run.mu.Lock()
+	run.Mu.Lock()
 	if run.running || run.ended {
-		run.mu.Unlock()
+		run.Mu.Unlock()
 		return
 	}
 	run.running = true
-	run.mu.Unlock()
-	go run.drain()
+	run.Mu.Unlock()
+	go run.Drain()
 }
 
-// drain is the worker's goroutine while it has work: loop until it is
-// done (then the end) or idle.
+// Drain is the worker's goroutine while it has work: loop until it is
+// Done (then the end) or idle.
 //
 // Small frames: a worker waiting for its client's answers keeps its
 // goroutine parked in loop, and a parked goroutine keeps the largest stack
@@ -174,31 +174,31 @@ func (run *taskRun) wake() {
 // marked //go:noinline so the compiler does not fold their frames back
 // into loop's: only then does the parked stack stay small enough for GC to
 // halve it (docs/BENCHMARKS.md, RSS per held task).
-func (run *taskRun) drain() {
+func (run *taskRun) Drain() {
 	if !run.loop(run.watch) {
 		return // idle: the next wake starts another drain
 	}
-	run.mu.Lock()
+	run.Mu.Lock()
 	run.ended = true
-	run.mu.Unlock()
+	run.Mu.Unlock()
 	run.stopAfter()
 	run.end(run.watch)
-	run.rn.drop(&run.rn.jobs)
+	run.rn.drop(&run.rn.Jobs)
 	run.rn.wg.Done()
 }
 
-// idle ends the drain when nothing is pending and the worker does not wait
+// Idle ends the drain when nothing is pending and the worker does not wait
 // for its client's answers: running is cleared under mu, so a wake after
 // this look starts a new drain, and one before it made its work visible
 // to the look.
-func (run *taskRun) idle(watch *taskstore.Watch) bool {
+func (run *taskRun) Idle(watch *taskstore.Watch) bool {
 	if run.waiting() {
 		return false
 	}
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	if run.call != nil && (len(run.call.done) > 0 || len(run.call.requests) > 0 || len(run.call.notes) > 0) ||
-		len(watch.C) > 0 || watch.Ended() || watch.Dropped(false) || len(run.renewal) > 0 || run.ctx.Err() != nil {
+	run.Mu.Lock()
+	defer run.Mu.Unlock()
+	if run.Call != nil && (len(run.Call.Done) > 0 || len(run.Call.Requests) > 0 || len(run.Call.Notes) > 0) ||
+		len(watch.C) > 0 || watch.Ended() || watch.Dropped(false) || len(run.renewal) > 0 || run.Ctx.Err() != nil {
 		return false
 	}
 	run.running = false
@@ -209,7 +209,7 @@ func (run *taskRun) idle(watch *taskstore.Watch) bool {
 func (run *taskRun) adopt(c *inflightCall) {
 	wake := run.wake
 	c.wake.Store(&wake)
-	run.call = c
+	run.Call = c
 }
 
 // begin sets the worker up: its context, logger and metrics, the task's
@@ -219,52 +219,52 @@ func (run *taskRun) adopt(c *inflightCall) {
 // "Small frames" on drain).
 //
 //go:noinline
-func (rn *runner) begin(j *job) (*taskRun, *taskstore.Watch) {
-	t := j.task
+func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
+	t := j.Task
 	// The worker's upstream calls are children of the task's span.
-	ctx, cancel := context.WithDeadlineCause(rn.trace.TaskContext(rn.ctx, t), t.ExpiresAt(), errTTL)
+	ctx, cancel := context.WithDeadlineCause(rn.Trace.TaskContext(rn.Ctx, t), t.ExpiresAt(), errTTL)
 	run := &taskRun{
-		rn: rn, j: j, ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), start: time.Now(),
+		rn: rn, j: j, Ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), Start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
-		live: obs.NewLiveTask(rn.metrics), resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
+		live: obs.NewLiveTask(rn.Metrics), resyncEvery: rn.resyncInterval(), renewal: make(chan error, 1),
 		running: true, // until work starts the first drain: the setup is the worker's work
 	}
-	run.resyncedAt = run.start
+	run.resyncedAt = run.Start
 	run.live.Set(taskstore.StatusWorking)
-	watch, err := rn.store.Watch(ctx, j.owner, t.ID)
+	watch, err := rn.Store.Watch(ctx, j.Owner, t.ID)
 	if err != nil {
-		if j.call != nil {
-			j.call.abort(err)
+		if j.Call != nil {
+			j.Call.Abort(err)
 		}
-		if j.slot {
-			rn.unreserve()
+		if j.Slot {
+			rn.Unreserve()
 		}
-		rn.finish(run.writeCtx, j, *run.log(), callResult{err: err}, run.start)
+		rn.Finish(run.writeCtx, j, *run.log(), CallResult{Err: err}, run.Start)
 		run.live.Done()
 		cancel()
 		return nil, nil
 	}
-	rn.leases.add(run) // renewed with the others (runner_leases.go)
-	run.reqID = j.req.ID
-	if j.call != nil {
-		run.adopt(j.call)
+	rn.leases.add(run) // renewed with the others (leases.go)
+	run.reqID = j.Req.ID
+	if j.Call != nil {
+		run.adopt(j.Call)
 	} else {
-		run.adopt(rn.startCall(ctx, j.sess, j.req, j.slot))
+		run.adopt(rn.StartCall(ctx, j.Sess, j.Req, j.Slot))
 	}
-	run.start = run.call.started
-	if j.first != nil {
-		run.inputRequest(j.first)
+	run.Start = run.Call.Started
+	if j.First != nil {
+		run.inputRequest(j.First)
 	}
 	return run, watch
 }
 
 // log is the worker's logger, with the task's fields. It is built on
-// first use: a running task that logs nothing until its end then holds no
+// First use: a running task that logs nothing until its end then holds no
 // logger (about 700 bytes of context each) while it waits.
 func (run *taskRun) log() *zerolog.Logger {
 	if run.logc == nil {
-		t := run.j.task
-		l := run.rn.log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(run.j.owner)).
+		t := run.j.Task
+		l := run.rn.Log.With().Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(run.j.Owner)).
 			Logger()
 		run.logc = &l
 	}
@@ -279,8 +279,8 @@ func (run *taskRun) log() *zerolog.Logger {
 //go:noinline
 func (run *taskRun) end(watch *taskstore.Watch) {
 	run.rn.leases.remove(run)
-	if run.call != nil {
-		run.call.abort(nil)
+	if run.Call != nil {
+		run.Call.Abort(nil)
 	}
 	watch.Close()
 	run.live.Done()
@@ -288,7 +288,7 @@ func (run *taskRun) end(watch *taskstore.Watch) {
 }
 
 // loop acts on what the task's worker must act on until the worker is
-// done (true) or idle (false). Each case's work is a method of its own: it
+// Done (true) or idle (false). Each case's work is a method of its own: it
 // reports whether the worker is done. While the worker waits for its
 // client's answers it blocks here, with its resync timer.
 func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
@@ -306,7 +306,7 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 		if watch.Dropped(true) && run.deliverAnswers() {
 			return true
 		}
-		if run.idle(watch) {
+		if run.Idle(watch) {
 			return false
 		}
 		var tickC <-chan time.Time
@@ -316,10 +316,10 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 			}
 			tickC = tick.C
 		}
-		var done <-chan callResult
+		var done <-chan CallResult
 		var requests, notes <-chan *jsonrpc.Request
-		if run.call != nil {
-			done, requests, notes = run.call.done, run.call.requests, run.call.notes
+		if run.Call != nil {
+			done, requests, notes = run.Call.Done, run.Call.Requests, run.Call.Notes
 		}
 		select {
 		case res := <-done:
@@ -328,7 +328,7 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 			}
 		case m := <-requests:
 			run.inputRequest(m)
-		case <-run.ctx.Done():
+		case <-run.Ctx.Done():
 			run.expired()
 			return true
 		case n := <-notes:
@@ -355,48 +355,48 @@ func (run *taskRun) loop(watch *taskstore.Watch) (done bool) {
 // "Small frames" on drain).
 //
 //go:noinline
-func (run *taskRun) answered(res callResult) (done bool) {
+func (run *taskRun) answered(res CallResult) (done bool) {
 	rn, j := run.rn, run.j
 	// Notifications the upstream sent before its answer come first.
 	for drained := false; !drained; {
 		select {
-		case n := <-run.call.notes:
+		case n := <-run.Call.Notes:
 			rn.handleNotification(run.writeCtx, j, n)
 		default:
 			drained = true
 		}
 	}
-	run.call = nil
+	run.Call = nil
 	if run.mrtrRound(res) {
 		return false
 	}
 	run.stopWaiting()
 	run.observeInputWait()
-	if res.err == nil { // an answer, result or JSON-RPC error: the tool's latency
-		rn.observe(j.learn, time.Since(run.start)-run.inputWait)
+	if res.Err == nil { // an answer, result or JSON-RPC error: the tool's latency
+		rn.Observe(j.Learn, time.Since(run.Start)-run.inputWait)
 	}
-	rn.finish(run.writeCtx, j, run.log().With().Float64("input_wait_seconds", run.inputWait.Seconds()).Logger(), res, run.start)
+	rn.Finish(run.writeCtx, j, run.log().With().Float64("input_wait_seconds", run.inputWait.Seconds()).Logger(), res, run.Start)
 	return true
 }
 
 // expired ends the task at its expiry or the gateway's shutdown: a call
-// started before the task existed (hybrid) does not hang off the worker's
+// Started before the task existed (hybrid) does not hang off the worker's
 // context, so it is ended here.
 // Out of line: its frame must not sit in the waiting worker's (see
 // "Small frames" on drain).
 //
 //go:noinline
 func (run *taskRun) expired() {
-	if run.call != nil {
-		run.call.abort(context.Cause(run.ctx))
-		res := <-run.call.done
-		run.call = nil
-		run.rn.finish(run.writeCtx, run.j, *run.log(), res, run.start)
+	if run.Call != nil {
+		run.Call.Abort(context.Cause(run.Ctx))
+		res := <-run.Call.Done
+		run.Call = nil
+		run.rn.Finish(run.writeCtx, run.j, *run.log(), res, run.Start)
 		return
 	}
-	if errors.Is(context.Cause(run.ctx), errTTL) { // waiting for input when the ttl ran out
+	if errors.Is(context.Cause(run.Ctx), errTTL) { // waiting for input when the ttl ran out
 		run.observeInputWait()
-		run.rn.trace.EndTask(run.j.task, obs.OutcomeExpired, run.inputWait)
+		run.rn.Trace.EndTask(run.j.Task, obs.OutcomeExpired, run.inputWait)
 	}
 }
 
@@ -411,7 +411,7 @@ var errTTL = errors.New("the task's ttl ran out")
 //go:noinline
 func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
 	if !ok {
-		run.abort(errStopping)
+		run.Abort(errStopping)
 		return true
 	}
 	if ev.Kind == taskstore.EventStatus || ev.Kind == taskstore.EventProgress || ev.Kind == taskstore.EventMessage {
@@ -421,7 +421,7 @@ func (run *taskRun) event(ev taskstore.Event, ok bool) (done bool) {
 }
 
 // tickEvery is the period of the worker's one timer: the resync (every
-// resyncEvery). Lease renewals come from the runner (runner_leases.go).
+// resyncEvery). Lease renewals come from the runner (leases.go).
 func (run *taskRun) tickEvery() time.Duration {
 	return max(run.resyncEvery, time.Millisecond)
 }
@@ -460,7 +460,7 @@ func (run *taskRun) renewed(err error) (done bool) {
 		// lease): nobody will collect this call's result.
 		run.log().Warn().Str("op", "lease").Msg("lease lost to another replica; aborting the upstream call")
 		run.cancelUpstream("the gateway replica running the task lost its lease")
-		run.abort(taskstore.ErrLeaseLost)
+		run.Abort(taskstore.ErrLeaseLost)
 		return true
 	case errors.Is(err, taskstore.ErrNotFound), errors.Is(err, taskstore.ErrExpired):
 		return run.gone(err)
@@ -475,28 +475,28 @@ func (run *taskRun) renewed(err error) (done bool) {
 func (run *taskRun) gone(err error) (done bool) {
 	run.log().Warn().Str("op", "gone").Err(err).Msg("the task's record is gone from the store; aborting the upstream call")
 	run.cancelUpstream("the task no longer exists")
-	run.abort(errTaskGone)
+	run.Abort(errTaskGone)
 	run.observeInputWait()
-	run.rn.trace.EndTask(run.j.task, obs.OutcomeExpired, run.inputWait)
+	run.rn.Trace.EndTask(run.j.Task, obs.OutcomeExpired, run.inputWait)
 	return true
 }
 
 // errTaskGone is the cause when the task's record vanished.
 var errTaskGone = errors.New("the task's record is gone from the store")
 
-// abort ends the call in flight, if any, with cause.
-func (run *taskRun) abort(cause error) {
-	if run.call != nil {
-		run.call.abort(cause)
-		<-run.call.done
-		run.call = nil
+// Abort ends the call in flight, if any, with cause.
+func (run *taskRun) Abort(cause error) {
+	if run.Call != nil {
+		run.Call.Abort(cause)
+		<-run.Call.Done
+		run.Call = nil
 	}
 }
 
 // notifySession is the client session j's notifications go to.
-func (j *job) notifySession() string {
-	if j.clientSession != "" {
-		return j.clientSession
+func (j *Job) notifySession() string {
+	if j.ClientSession != "" {
+		return j.ClientSession
 	}
-	return j.sess.ID
+	return j.Sess.ID
 }

@@ -1,11 +1,11 @@
-package gateway
+package runner
 
 // A call the gateway holds of a native tool (the upstream declared
 // execution.taskSupport for it, MCP 2025-11-25, Tasks) goes through the
 // upstream's own task: the tools/call is sent task-augmented, and the
 // upstream's CreateTaskResult is followed by tasks/result on the same
 // session, whose stream carries the task's input requests (server→client
-// requests with related-task _meta) and, last, the tool's result. To the
+// Requests with related-task _meta) and, last, the tool's result. To the
 // worker it is one call like any other: the same requests, notifications
 // and outcome. An aborted call (the gateway's task cancelled, the replica
 // stopping) cancels the upstream's task with tasks/cancel.
@@ -33,9 +33,9 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// withUpstreamTask returns tools/call params asking the upstream for a task
+// WithUpstreamTask returns tools/call params asking the upstream for a task
 // of ttl (0: the upstream's default).
-func withUpstreamTask(params json.RawMessage, ttl time.Duration) (json.RawMessage, error) {
+func WithUpstreamTask(params json.RawMessage, ttl time.Duration) (json.RawMessage, error) {
 	task := json.RawMessage(`{}`)
 	if ttl > 0 {
 		task = mcpwire.MustMarshal(map[string]int64{"ttl": ttl.Milliseconds()})
@@ -43,9 +43,9 @@ func withUpstreamTask(params json.RawMessage, ttl time.Duration) (json.RawMessag
 	return mcpwire.WithMember(params, "task", task)
 }
 
-// viaUpstreamTask reports whether req is a task-augmented tools/call: one
+// ViaUpstreamTask reports whether req is a task-augmented tools/call: one
 // the gateway sends to run the upstream's own task.
-func viaUpstreamTask(req *jsonrpc.Request) bool {
+func ViaUpstreamTask(req *jsonrpc.Request) bool {
 	if req.Method != "tools/call" || !bytes.Contains(req.Params, []byte(`"task"`)) {
 		return false
 	}
@@ -65,15 +65,15 @@ var errUpstreamSessionLost = errors.New("the upstream session behind the upstrea
 const resultRetries = 5
 
 // callUpstream sends req: through the upstream's task when it is
-// task-augmented, else as it is; done gets the outcome. The answer is
+// Task-augmented, else as it is; done gets the outcome. The answer is
 // waited for apart (upstream.Client.CallAsync), so done may run on another
 // goroutine.
-func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+func (rn *Runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	switch {
 	case sess.ID == "" && sess.ProtocolVersion == core.Version2026:
-		rn.callStateless(ctx, sess, req, opts, done) // runner_native2026.go
-	case !viaUpstreamTask(req):
-		rn.up.CallAsync(ctx, sess, req, opts, done)
+		rn.callStateless(ctx, sess, req, opts, done) // native2026.go
+	case !ViaUpstreamTask(req):
+		rn.Up.CallAsync(ctx, sess, req, opts, done)
 	default:
 		rn.callNative(ctx, sess, req, opts, done)
 	}
@@ -82,13 +82,13 @@ func (rn *runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 // callNative holds the upstream's own task of req, a task-augmented
 // tools/call; done gets the outcome. The task's tasks/result is waited for
 // apart (upstream.Client.CallAsync), so done may run on another goroutine.
-func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
-	resp, err := rn.up.Call(ctx, sess, req, opts)
+func (rn *Runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+	resp, err := rn.Up.Call(ctx, sess, req, opts)
 	if err != nil || resp.Error != nil {
 		done(resp, err)
 		return
 	}
-	if !hasMember(resp.Result, "task") {
+	if !HasMember(resp.Result, "task") {
 		// The upstream ran it as a plain call after all (it may, for a
 		// tool whose taskSupport is "optional"): that is the outcome.
 		done(resp, nil)
@@ -99,24 +99,24 @@ func (rn *runner) callNative(ctx context.Context, sess *upstream.Session, req *j
 		done(nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, core.QuoteAnswer(resp.Result)))
 		return
 	}
-	rn.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
+	rn.Log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
 		Msg("upstream task held")
-	h := &nativeHold{rn: rn, ctx: ctx, sess: sess, taskID: t.TaskID,
+	h := &nativeHold{rn: rn, Ctx: ctx, Sess: sess, taskID: t.TaskID,
 		params: mcpwire.MustMarshal(map[string]string{"taskId": t.TaskID}),
-		opts:   upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification}, done: done}
+		opts:   upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification}, Done: done}
 	h.ask()
 }
 
 // nativeHold is the tasks/result of an upstream task callNative holds,
 // asked again while its stream breaks before the answer.
 type nativeHold struct {
-	rn     *runner
-	ctx    context.Context
-	sess   *upstream.Session
+	rn     *Runner
+	Ctx    context.Context
+	Sess   *upstream.Session
 	taskID string
 	params json.RawMessage
 	opts   upstream.CallOptions
-	done   func(*jsonrpc.Response, error)
+	Done   func(*jsonrpc.Response, error)
 	try    int       // asked again so often since a stream last lasted
 	began  time.Time // when the last tasks/result was sent
 }
@@ -124,27 +124,27 @@ type nativeHold struct {
 // ask sends tasks/result; answered goes on.
 func (h *nativeHold) ask() {
 	h.began = time.Now()
-	h.rn.up.CallAsync(h.ctx, h.sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
+	h.rn.Up.CallAsync(h.Ctx, h.Sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
 }
 
 // answered acts on tasks/result's outcome: the call's outcome, or asked
 // again.
 func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
-	rn, ctx := h.rn, h.ctx
+	rn, ctx := h.rn, h.Ctx
 	switch {
 	case ctx.Err() != nil:
-		rn.cancelUpstreamTask(ctx, h.sess, h.taskID)
-		h.done(res, err)
+		rn.cancelUpstreamTask(ctx, h.Sess, h.taskID)
+		h.Done(res, err)
 		return
 	case errors.Is(err, upstream.ErrSessionNotFound):
-		h.done(nil, errUpstreamSessionLost)
+		h.Done(nil, errUpstreamSessionLost)
 		return
 	case err == nil && res.Error == nil:
-		res.Result = withoutRelatedTask(res.Result)
-		h.done(res, nil)
+		res.Result = WithoutRelatedTask(res.Result)
+		h.Done(res, nil)
 		return
 	case err == nil:
-		h.done(res, nil) // the task's own JSON-RPC error: it ended upstream
+		h.Done(res, nil) // the task's own JSON-RPC error: it ended upstream
 		return
 	case errors.Is(err, upstream.ErrNoResponse) || errors.Is(err, upstream.ErrUnreachable):
 		// The stream broke before the answer, or the upstream is
@@ -164,8 +164,8 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 		}
 	}
 	// Given up: the upstream's task must not run on for nobody.
-	rn.cancelUpstreamTask(ctx, h.sess, h.taskID)
-	h.done(res, err)
+	rn.cancelUpstreamTask(ctx, h.Sess, h.taskID)
+	h.Done(res, err)
 }
 
 // resultStreamLasted: a tasks/result stream that broke after this long
@@ -174,19 +174,19 @@ const resultStreamLasted = 30 * time.Second
 
 // cancelUpstreamTask sends tasks/cancel of the upstream's task id, best
 // effort, after the call holding it was aborted.
-func (rn *runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
+func (rn *Runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := rn.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel",
+	_, err := rn.Up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": id})}, upstream.CallOptions{})
 	if err != nil {
-		rn.log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
+		rn.Log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
 	}
 }
 
-// withoutRelatedTask drops the related-task _meta of the upstream's task
+// WithoutRelatedTask drops the related-task _meta of the upstream's task
 // from its result: the client's task is another (the gateway's, or none).
-func withoutRelatedTask(result json.RawMessage) json.RawMessage {
+func WithoutRelatedTask(result json.RawMessage) json.RawMessage {
 	if !bytes.Contains(result, []byte(core.RelatedTaskKey)) {
 		return result
 	}
@@ -210,8 +210,8 @@ func withoutRelatedTask(result json.RawMessage) json.RawMessage {
 	return result
 }
 
-// hasMember reports whether obj is a JSON object with member key.
-func hasMember(obj json.RawMessage, key string) bool {
+// HasMember reports whether obj is a JSON object with member key.
+func HasMember(obj json.RawMessage, key string) bool {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(obj, &m) != nil {
 		return false

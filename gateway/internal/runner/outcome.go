@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 // How a task's worker ends: the upstream's outcome written (retried while
 // Redis is briefly down: invariant 5), a cancel honoured upstream, or a
@@ -23,16 +23,16 @@ import (
 
 // fail ends the task as failed with a gateway-side reason.
 func (run *taskRun) fail(msg string) {
-	run.abort(errors.New(msg))
+	run.Abort(errors.New(msg))
 	o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()}
-	err := run.rn.retry.do(run.writeCtx, func() error {
-		return run.rn.store.Fail(run.writeCtx, run.j.owner, run.j.task.ID, o)
+	err := run.rn.Retry.do(run.writeCtx, func() error {
+		return run.rn.Store.Fail(run.writeCtx, run.j.Owner, run.j.Task.ID, o)
 	})
 	if err == nil {
 		run.observeInputWait()
-		t := *run.j.task
+		t := *run.j.Task
 		t.StatusMessage = msg
-		run.rn.metrics.TaskFinished(&t, taskstore.StatusFailed, run.inputWait)
+		run.rn.Metrics.TaskFinished(&t, taskstore.StatusFailed, run.inputWait)
 	}
 	run.rn.settle(run.writeCtx, run.j, err)
 	run.log().Warn().Str("op", "failed").Msg(msg)
@@ -43,16 +43,16 @@ func (run *taskRun) fail(msg string) {
 // to a 2025-11-25 client. Other upstream notifications during a task are
 // not relayed; neither is progress for a 2026-07-28 client, which sees it
 // as the statusMessage (SEP-2663).
-func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Request) {
+func (rn *Runner) handleNotification(ctx context.Context, j *Job, n *jsonrpc.Request) {
 	switch n.Method {
 	case "notifications/progress":
-		if err := rn.store.SetProgress(ctx, j.owner, j.task.ID, n.Params, progressMessage(n.Params)); err == nil {
-			rn.notify.progress(ctx, j.owner, j.task, j.notifySession(), n.Params)
+		if err := rn.Store.SetProgress(ctx, j.Owner, j.Task.ID, n.Params, progressMessage(n.Params)); err == nil {
+			rn.Notify.Progress(ctx, j.Owner, j.Task, j.notifySession(), n.Params)
 		}
 	case "notifications/message":
 		// A log message (MCP "Logging"): the client's, as it comes; an
 		// upstream sends them only at the level the client asked for.
-		rn.notify.logMessage(ctx, j.owner, j.task, j.notifySession(), n.Params)
+		rn.Notify.LogMessage(ctx, j.Owner, j.Task, j.notifySession(), n.Params)
 	}
 }
 
@@ -63,10 +63,10 @@ func (rn *runner) handleNotification(ctx context.Context, j *job, n *jsonrpc.Req
 func (run *taskRun) cancelled() bool {
 	rn, j := run.rn, run.j
 	run.cancelUpstream("the task was cancelled")
-	run.abort(errTaskCancelled)
+	run.Abort(errTaskCancelled)
 	run.observeInputWait()
 	rn.release(run.writeCtx, j)
-	run.log().Info().Str("op", "cancelled").Float64("duration_seconds", time.Since(run.start).Seconds()).Msg("upstream call aborted: task cancelled")
+	run.log().Info().Str("op", "cancelled").Float64("duration_seconds", time.Since(run.Start).Seconds()).Msg("upstream call aborted: task cancelled")
 	return true
 }
 
@@ -75,47 +75,47 @@ var errTaskCancelled = errors.New("the task was cancelled")
 // cancelUpstream tells a session upstream to stop the call in flight
 // (notifications/cancelled, MCP "Cancellation"): aborting the HTTP request
 // alone is not cancellation there, only disconnection. A stateless
-// upstream learns it from the abort (run.abort), which must follow.
+// upstream learns it from the abort (run.Abort), which must follow.
 func (run *taskRun) cancelUpstream(reason string) {
-	if run.call == nil || run.j.sess.ID == "" {
+	if run.Call == nil || run.j.Sess.ID == "" {
 		return
 	}
 	cctx, cancel := context.WithTimeout(run.writeCtx, 5*time.Second)
-	_ = run.rn.up.Cancel(cctx, run.j.sess, run.reqID, reason)
+	_ = run.rn.Up.Cancel(cctx, run.j.Sess, run.reqID, reason)
 	cancel()
 }
 
-// finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
+// Finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
 // with isError is a failed task; a JSON-RPC error is failed. A task already
 // terminal (cancelled) stays as it is.
-func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res callResult, start time.Time) {
-	t := j.task
+func (rn *Runner) Finish(ctx context.Context, j *Job, log zerolog.Logger, res CallResult, start time.Time) {
+	t := j.Task
 	status := taskstore.StatusCompleted
 	// One write id for every attempt: an attempt Redis ran but whose reply
 	// was lost (it died before answering) makes the retry a success, not
 	// "already terminal" (taskstore.Outcome.WriteID).
 	o := taskstore.Outcome{WriteID: uuid.NewString()}
 	switch {
-	case errors.Is(res.err, errTaskCancelled):
+	case errors.Is(res.Err, errTaskCancelled):
 		rn.release(ctx, j)
 		return
-	case errors.Is(res.err, taskstore.ErrLeaseLost):
+	case errors.Is(res.Err, taskstore.ErrLeaseLost):
 		return // another replica owns the task now
-	case res.err != nil:
+	case res.Err != nil:
 		status = taskstore.StatusFailed
-		o.Message = failureMessage(res.err)
+		o.Message = failureMessage(res.Err)
 		o.Error = core.InternalError(o.Message)
-	case res.resp.Error != nil:
+	case res.Resp.Error != nil:
 		status = taskstore.StatusFailed
-		o.Error, _ = json.Marshal(res.resp.Error)
-		o.Message = "the tool call failed: " + res.resp.Error.Error()
-	case core.IsErrorResult(res.resp.Result) && t.Protocol == taskstore.Protocol2025:
+		o.Error, _ = json.Marshal(res.Resp.Error)
+		o.Message = "the tool call failed: " + res.Resp.Error.Error()
+	case core.IsErrorResult(res.Resp.Result) && t.Protocol == taskstore.Protocol2025:
 		status = taskstore.StatusFailed
-		o.Result, o.Message = res.resp.Result, "the tool reported an error (isError)"
+		o.Result, o.Message = res.Resp.Result, "the tool reported an error (isError)"
 	default:
-		o.Result = res.resp.Result
+		o.Result = res.Resp.Result
 	}
-	err := rn.retry.do(ctx, func() error { return rn.store.Finish(ctx, j.owner, t.ID, status, o) })
+	err := rn.Retry.do(ctx, func() error { return rn.Store.Finish(ctx, j.Owner, t.ID, status, o) })
 	if errors.Is(err, taskstore.ErrResultTooLarge) {
 		status, err = taskstore.StatusFailed, nil
 	}
@@ -125,7 +125,7 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
 		return
 	case errors.Is(err, taskstore.ErrExpired), errors.Is(err, taskstore.ErrNotFound):
-		rn.trace.EndTask(t, obs.OutcomeExpired, j.inputWait) // its ttl ran out first: the span still ends
+		rn.Trace.EndTask(t, obs.OutcomeExpired, j.inputWait) // its ttl ran out first: the span still ends
 		log.Info().Str("op", "expired").Msg("the task expired before its outcome was recorded")
 		return
 	case err != nil:
@@ -134,12 +134,12 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 	}
 	ended := *t
 	ended.StatusMessage = o.Message
-	rn.metrics.TaskFinished(&ended, status, j.inputWait)
+	rn.Metrics.TaskFinished(&ended, status, j.inputWait)
 	ev := log.Info()
 	if status == taskstore.StatusFailed {
 		ev = log.Warn()
-		if res.err != nil {
-			ev = ev.Str("error", failureMessage(res.err))
+		if res.Err != nil {
+			ev = ev.Str("error", failureMessage(res.Err))
 		}
 	}
 	ev.Str("op", string(status)).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task " + string(status))
@@ -151,15 +151,15 @@ func (rn *runner) finish(ctx context.Context, j *job, log zerolog.Logger, res ca
 // is kept: it runs out and a recoverer fails the task once Redis is back,
 // instead of the task staying working, with no lease to find, until its
 // ttl.
-func (rn *runner) settle(ctx context.Context, j *job, err error) {
+func (rn *Runner) settle(ctx context.Context, j *Job, err error) {
 	if errors.Is(err, taskstore.ErrUnavailable) {
 		return
 	}
 	rn.release(ctx, j)
 }
 
-func (rn *runner) release(ctx context.Context, j *job) {
-	_ = rn.store.Release(ctx, j.owner, j.task.ID, rn.replica)
+func (rn *Runner) release(ctx context.Context, j *Job) {
+	_ = rn.Store.Release(ctx, j.Owner, j.Task.ID, rn.Replica)
 }
 
 // failureMessage says why an upstream call produced no response, in words
@@ -201,10 +201,10 @@ func progressMessage(params json.RawMessage) string {
 }
 
 // notifyStatusByID re-reads the job's task and tells the notifier.
-func (rn *runner) notifyStatusByID(ctx context.Context, j *job) {
-	t, err := rn.store.Get(ctx, j.owner, j.task.ID)
+func (rn *Runner) notifyStatusByID(ctx context.Context, j *Job) {
+	t, err := rn.Store.Get(ctx, j.Owner, j.Task.ID)
 	if err != nil {
 		return
 	}
-	rn.notify.statusChanged(ctx, t)
+	rn.Notify.StatusChanged(ctx, t)
 }
