@@ -75,7 +75,9 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 	}
 	// Every request of the call, now or later, carries its principal's
 	// freshest token (credentials.go).
-	sess = rn.Creds.Bind(sess)
+	if rn.Creds != nil {
+		sess = rn.Creds.Bind(sess)
+	}
 	// The encoding's deep stack stays on this goroutine, the request's
 	// writing on the call's first goroutine, which ends once it is written
 	// (upstream.Client.CallAsync): the answer is waited for on a goroutine
