@@ -70,7 +70,7 @@ func TestDrainLetsHeldTaskFinishAndRefusesNew(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Drain(context.Background()) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for !h.runner.draining.Load() && time.Now().Before(deadline) {
+	for !h.runner.Draining.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	if code, why := readyStatus(t, base); code != http.StatusServiceUnavailable || why != "draining" {
@@ -105,7 +105,7 @@ func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
 	if want := "the gateway replica running the task stopped before the upstream answered"; wt.StatusMessage != want {
 		t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, want)
 	}
-	if n := h.runner.inflight(); n != 0 {
+	if n := h.runner.Inflight(); n != 0 {
 		t.Errorf("%d calls still counted after Close", n)
 	}
 }
@@ -127,8 +127,8 @@ func TestMaxInflight(t *testing.T) {
 	waitIdle(t, h)
 	third := c.startTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
 	c.waitStatus(third.TaskID, "completed")
-	if err := h.runner.idle(context.Background()); err != nil || h.runner.inflight() != 0 {
-		t.Errorf("after the tasks: inflight %d, %v", h.runner.inflight(), err)
+	if err := h.runner.Idle(context.Background()); err != nil || h.runner.Inflight() != 0 {
+		t.Errorf("after the tasks: inflight %d, %v", h.runner.Inflight(), err)
 	}
 }
 
@@ -157,7 +157,7 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 			t.Fatalf("echo after the task = %q (isError %v)", text, isErr)
 		}
 		waitIdle(t, h)
-		if n := h.runner.inflight(); n != 0 {
+		if n := h.runner.Inflight(); n != 0 {
 			t.Errorf("%d calls still counted", n)
 		}
 	})

@@ -60,8 +60,8 @@ func waitIdle(t *testing.T, h *Handler) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.runner.idle(ctx); err != nil {
-		t.Fatalf("the replica did not go idle: %v (%d calls in flight)", err, h.runner.inflight())
+	if err := h.runner.Idle(ctx); err != nil {
+		t.Fatalf("the replica did not go idle: %v (%d calls in flight)", err, h.runner.Inflight())
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/upstream"
@@ -20,7 +22,7 @@ func waitLearned(t *testing.T, h *Handler, tool string, n int) policy.Stats {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		st := h.decider.lat.Stats(tool)
+		st := h.decider.Lat.Stats(tool)
 		if st.Count == n {
 			return st
 		}
@@ -66,7 +68,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	if rt := resultType(t, modern.call("tools/call", slowArgs(0.05))); rt != "complete" {
 		t.Fatalf("first modern call of slow (50ms): resultType %q, want complete", rt)
 	}
-	if st := h.decider.lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
+	if st := h.decider.Lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
 		t.Fatalf("after one hybrid call: %+v", st)
 	}
 	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
@@ -77,13 +79,13 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	calls := 0
 	for secs := 0.05; legacyTaskSupport(t, legacy)["slow"] != "optional"; secs *= 1.5 {
 		if calls++; calls > 8 {
-			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.lat.Stats("slow"))
+			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.Lat.Stats("slow"))
 		}
 		if r := legacy.call("tools/call", slowArgs(secs)); r.Error != nil {
 			t.Fatalf("sync call: %+v", r.Error)
 		}
 	}
-	st := h.decider.lat.Stats("slow")
+	st := h.decider.Lat.Stats("slow")
 	t.Logf("promoted after %d sync calls: %+v", calls, st)
 
 	// Legacy clients may now ask for a task.
@@ -92,7 +94,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 
 	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
 	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
-	st = h.decider.lat.Stats("slow") // the worker learned before it completed the task
+	st = h.decider.Lat.Stats("slow") // the worker learned before it completed the task
 	d := decodeDetailed(t, modern.call("tools/call", slowArgs(0.6)))
 	if d.ResultType != "task" {
 		t.Fatalf("modern call of the promoted tool: %+v", d)
@@ -169,7 +171,7 @@ func TestLatencyOnlyListedTools(t *testing.T) {
 	legacy.initialize()
 	legacy.call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
 	legacy.call("tools/call", slowArgs(0))
-	if st := h.decider.lat.Stats("no_such_tool"); st.Count != 0 {
+	if st := h.decider.Lat.Stats("no_such_tool"); st.Count != 0 {
 		t.Errorf("unlisted tool learned: %+v", st)
 	}
 	waitLearned(t, h, "slow", 1)
@@ -197,23 +199,23 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 	lb := &mcpClient{t: t, urls: f.urls[1:2]}
 	lb.initialize()
 	deadline := time.Now().Add(5 * time.Second)
-	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.lat.Stats("slow").Count != 3 {
+	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.Lat.Stats("slow").Count != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("replica B never learned all of slow: %+v", b.decider.lat.Stats("slow"))
+			t.Fatalf("replica B never learned all of slow: %+v", b.decider.Lat.Stats("slow"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := b.decider.lat.Stats("slow"); st.P50 < 200*time.Millisecond {
+	if st := b.decider.Lat.Stats("slow"); st.P50 < 200*time.Millisecond {
 		t.Errorf("replica B's view of slow: %+v", st)
 	}
 
 	// A replica started now knows slow before it serves anything.
 	c := f.add(func(c *Config) { learnedPolicy(c); c.LatencySync = time.Hour })
-	if st := c.decider.lat.Stats("slow"); st.Count != 3 {
+	if st := c.decider.Lat.Stats("slow"); st.Count != 3 {
 		t.Errorf("new replica C is not warm: %+v", st)
 	}
 	// Its own observations are not published twice: A's 3 stay 3.
-	if st := a.decider.lat.Stats("slow"); st.Count != 3 {
+	if st := a.decider.Lat.Stats("slow"); st.Count != 3 {
 		t.Errorf("replica A now counts %+v", st)
 	}
 }
@@ -249,7 +251,7 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 		if legacy != nil {
 			perRound = 3
 		}
-		learned := func() int { return h.decider.lat.Stats("echo").Count + h.decider.lat.Stats("progress").Count }
+		learned := func() int { return h.decider.Lat.Stats("echo").Count + h.decider.Lat.Stats("progress").Count }
 		waitTotal := func(n int) {
 			t.Helper()
 			deadline := time.Now().Add(2 * time.Second)
@@ -301,11 +303,11 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 			resp := upstreamResp(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			h.up.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
+			h.up.RelayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
 			if rec.Body.String() != tt.body {
 				t.Errorf("relayed %q", rec.Body.String())
 			}
-			if got := h.decider.lat.Stats(tool).Count; got != tt.learned {
+			if got := h.decider.Lat.Stats(tool).Count; got != tt.learned {
 				t.Errorf("learned %d observations, want %d", got, tt.learned)
 			}
 		})
@@ -315,15 +317,15 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 // TestLatencyObserveAllocationFree: what the sync forward adds to a call,
 // noting the chunks relayed and recording the latency, allocates nothing.
 func TestLatencyObserveAllocationFree(t *testing.T) {
-	h := &decider{lat: policy.NewLatencies(0)}
-	h.observe("echo", time.Millisecond) // the tool's entry
+	h := &decide.Decider{Lat: policy.NewLatencies(0)}
+	h.Observe("echo", time.Millisecond) // the tool's entry
 	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
 	allocs := testing.AllocsPerRun(100, func() {
-		var seen relaySeen
-		seen.wrote(chunk)
-		seen.ended(io.EOF)
-		if seen.complete && seen.answered && !seen.input {
-			h.observe("echo", seen.end.Sub(seen.end.Add(-time.Millisecond)))
+		var seen upstreamside.RelaySeen
+		seen.Wrote(chunk)
+		seen.Ended(io.EOF)
+		if seen.Complete && seen.Answered && !seen.Input {
+			h.Observe("echo", seen.End.Sub(seen.End.Add(-time.Millisecond)))
 		}
 	})
 	if allocs != 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -189,8 +190,8 @@ func TestMRTRStateSignature(t *testing.T) {
 	if _, _, ok := decodeState([]byte("another key of thirty-two bytes!"), "auth:a", s, now); ok {
 		t.Error("a state of another deployment accepted")
 	}
-	anon := encodeState(key, anonOwner("t1"), st)
-	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != anonOwner("t1") {
+	anon := encodeState(key, core.AnonOwner("t1"), st)
+	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != core.AnonOwner("t1") {
 		t.Errorf("anonymous: %q %v", owner, ok)
 	}
 	_ = http.StatusOK

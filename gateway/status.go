@@ -28,18 +28,10 @@ type Status struct {
 // Status returns this replica's figures now.
 func (h *Handler) Status() Status {
 	rn := h.runner
-	rn.mu.Lock()
-	held := rn.calls
-	rn.mu.Unlock()
-	rn.leases.mu.Lock()
-	leases := len(rn.leases.runs)
-	rn.leases.mu.Unlock()
-	st := Status{Held: held, MaxInflight: rn.maxInflight, Leases: leases, Draining: rn.draining.Load()}
-	if ms := rn.recoverer.lastOK.Load(); ms > 0 {
-		st.LastSweep = time.UnixMilli(ms)
-	}
+	f := rn.Figures()
+	st := Status{Held: f.Held, MaxInflight: rn.MaxInflight, Leases: f.Leases, LastSweep: f.LastSweep, Draining: rn.Draining.Load()}
 	var m dto.Metric
-	if h.metrics.upstreamUp.Write(&m) == nil {
+	if h.metrics.UpstreamUp.Write(&m) == nil {
 		st.UpstreamUp = m.GetGauge().GetValue() == 1
 	}
 	return st
