@@ -19,8 +19,11 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// fallbackCluster is replicas with the fallback tools on, "slow" and
-// "elicit" task candidates (--task), a 300 ms hybrid wait.
+// fallbackCluster is replicas with the fallback tools on and three task
+// candidates (--task): "slow" with a 300 ms hybrid wait (its calls that
+// must become tasks are held at the gate or run far longer), "elicit" and
+// "echo" with a long one (directWait), so that elicit's question always
+// comes before the wait ends and echo is always answered directly.
 func fallbackCluster(t *testing.T, replicas int) *cluster {
 	cl, _ := gatedFallbackCluster(t, replicas)
 	return cl
@@ -35,7 +38,8 @@ func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *callGate) {
 	f := newFleet(t, upURL)
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
-			c.Policy = hybridPolicy(rules(t, "slow", policy.Task, "elicit", policy.Task), 300*time.Millisecond)
+			c.Policy = hybridPolicy(append(rules(t, "slow", policy.Task),
+				withWait(rules(t, "elicit", policy.Task, "echo", policy.Task), directWait)...), 300*time.Millisecond)
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
@@ -127,7 +131,7 @@ func toolNames(t *testing.T, result json.RawMessage) map[string]bool {
 }
 
 // TestFallbackSessionClient: a 2025-06-18 client without tasks, across two
-// replicas: a fast call stays plain; a slow one answers early with a task
+// replicas: a fast call of a task candidate stays plain; a slow one answers early with a task
 // id, the session is told the tools appeared, and the tools read the
 // status and the result back; another session cannot see the task; bad
 // arguments say what to fix; cancel.
@@ -152,7 +156,8 @@ func TestFallbackSessionClient(t *testing.T) {
 		t.Fatalf("tools/list before any fallback task: %v", names)
 	}
 
-	if a := c.tool("slow", map[string]any{"seconds": 0.01, "text": "quick"}); a.text() != "slept 0.01 s: quick" || a.IsError {
+	// A task candidate answered within its hybrid wait is a plain answer.
+	if a := c.tool("echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
 		t.Fatalf("fast call: %+v", a)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
 )
 
 // mrtrRound is an input_required result.
@@ -39,7 +40,10 @@ func answerAll(rd mrtrRound, name string) map[string]any {
 }
 
 // mrtrCluster is two replicas in front of a session upstream with the
-// conformance fixtures, hybrid wait 300ms.
+// conformance fixtures. Their questions come back as rounds within the
+// long hybrid wait (directWait); test_tool_with_task's retry becomes the
+// task after its own wait (testupstream.ConformancePolicy), which its work
+// after the answer outlasts.
 func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Recorder) {
 	t.Helper()
 	rec := &testupstream.Recorder{}
@@ -48,7 +52,7 @@ func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Record
 	fl := newFleet(t, up.URL+"/mcp")
 	for range 2 {
 		fl.add(func(c *Config) {
-			c.Policy = hybridPolicy(nil, 300*time.Millisecond)
+			c.Policy = hybridPolicy(withWait(rules(t, "test_tool_with_task", policy.Auto), testupstream.ConformanceComposeWait), directWait)
 			c.MRTRHold = hold
 		})
 	}

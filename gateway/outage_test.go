@@ -111,10 +111,12 @@ type outageRig struct {
 	hs    []*Handler
 }
 
-// outageRules: slow is a task (both flavours), echo is always sync, every
+// outageRules: slow is a task (both flavours), echo is always sync, fail
+// is auto with a long hybrid wait (directWait: a modern client's call is
+// answered directly, however busy the machine, so it needs no store), every
 // other tool follows the policy's defaults.
 func outageRules(t *testing.T) policy.Rules {
-	return rules(t, "slow", policy.Task, "echo", policy.Sync)
+	return append(rules(t, "slow", policy.Task, "echo", policy.Sync), withWait(rules(t, "fail", policy.Auto), directWait)...)
 }
 
 // quietRedis keeps go-redis from logging every refused dial of an outage.
@@ -608,7 +610,7 @@ func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 			if got := resultTextOf(t, res); got != "modern" {
 				t.Errorf("%s: echo = %q", name, got)
 			}
-			// No rule: auto. A fast answer comes back directly, no task, no store.
+			// Auto. A fast answer comes back directly, no task, no store.
 			res = cl.mustResult("tools/call", map[string]any{"name": "fail", "arguments": map[string]any{}})
 			if got := resultTextOf(t, res); !strings.Contains(got, "deliberate failure") {
 				t.Errorf("%s: fail = %q", name, got)

@@ -175,9 +175,12 @@ func eras(t *testing.T, fn func(t *testing.T, stateless bool)) {
 	}
 }
 
+// Test2026AutoFastIsDirect: a fast auto call is answered directly and
+// writes nothing to the store (within directWait: no busy machine makes
+// it a task).
 func Test2026AutoFastIsDirect(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		cl := newModernCluster(t, 1, stateless, nil, time.Second)
+		cl := newModernCluster(t, 1, stateless, nil, directWait)
 		c := &modernClient{t: t, urls: cl.urls}
 		c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "warm"}}) // held session, era detection
 		before := len(cl.mr.Keys())
@@ -246,8 +249,11 @@ func Test2026ElicitationThroughUpdate(t *testing.T) {
 	})
 }
 
+// Test2026MRTRRoundBeforeTheTask: a stateless upstream's input_required
+// round and the retry's result pass through directly (within directWait:
+// no busy machine makes either a task).
 func Test2026MRTRRoundBeforeTheTask(t *testing.T) {
-	cl := newModernCluster(t, 1, true, nil, time.Second)
+	cl := newModernCluster(t, 1, true, nil, directWait)
 	c := &modernClient{t: t, urls: cl.urls}
 	r := c.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}})
 	var ir struct {
