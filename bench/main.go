@@ -160,6 +160,7 @@ var modes = map[string]func(options) (string, error){
 	"stdio":       section(stdioBench),
 	"ratios":      section(ratiosBench),
 	"capacity":    section(capacityBench),
+	"console":     section(consoleBench), // console.go
 }
 
 // emitted is the section the last mode produced (emit).

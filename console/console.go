@@ -5,7 +5,9 @@
 // the task store (Redis), so any replica shows the whole fleet. Its one
 // write is cancelling a task, through the store's cancel: the task's
 // worker, on whichever replica, hears it and cancels the upstream call as
-// for any client's tasks/cancel.
+// for any client's tasks/cancel; the task's timeline records it as the
+// operator's. The tasks list and a task's page update themselves over
+// server-sent events (live.go, static/live.js).
 //
 // Access: with a token, a request needs "Authorization: Bearer <token>"
 // or the session cookie the login form sets (HttpOnly, SameSite=Strict;
@@ -46,8 +48,13 @@ type Store interface {
 	OpsList(ctx context.Context, q taskstore.OpsQuery) (taskstore.OpsPage, error)
 	OpsFind(ctx context.Context, id string) (*taskstore.Task, error)
 	OpsInputs(ctx context.Context, t *taskstore.Task) ([]taskstore.OpsInput, error)
+	OpsTimeline(ctx context.Context, t *taskstore.Task) ([]taskstore.TimelineEntry, int, error)
+	OpsExpired(ctx context.Context, n int) ([]taskstore.ExpiredTask, error)
 	ReplicasSeen(ctx context.Context, d time.Duration) (map[string]time.Time, error)
-	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
+	Replicas(ctx context.Context, d time.Duration) ([]taskstore.ReplicaStatus, error)
+	OpsCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
+	// Watch subscribes to a task's events (its page's live updates).
+	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
 }
 
 // ToolRow is one line of the tools page: what `taskgate tools` prints.
@@ -72,6 +79,13 @@ type Config struct {
 	Logger zerolog.Logger
 	// Clock is "now" for ages. Default time.Now.
 	Clock func() time.Time
+	// MaxLive caps the live-update streams (server-sent events) open at
+	// once; one more is refused with 503. Default 16.
+	MaxLive int
+	// LivePoll is how often a tasks list's stream re-reads its page to
+	// see whether it changed; Heartbeat how often a quiet stream sends a
+	// comment so proxies keep it open. Defaults 2 s and 15 s.
+	LivePoll, Heartbeat time.Duration
 }
 
 // CancelMessage is the statusMessage of a task the operator cancelled.
@@ -86,6 +100,7 @@ const replicasWindow = time.Minute
 // Console is the console's http.Handler.
 type Console struct {
 	cfg     Config
+	live    chan struct{} // a slot per open live stream (live.go)
 	tmpl    map[string]*template.Template
 	mux     *http.ServeMux
 	session string // the cookie's value when a token is set
@@ -108,6 +123,15 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.MaxLive <= 0 {
+		cfg.MaxLive = 16
+	}
+	if cfg.LivePoll <= 0 {
+		cfg.LivePoll = 2 * time.Second
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
 	key := []byte(cfg.Token)
 	if cfg.Token == "" {
 		// No token: the CSRF token is still unguessable, per process.
@@ -116,7 +140,7 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
-	c := &Console{cfg: cfg, session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf")}
+	c := &Console{cfg: cfg, live: make(chan struct{}, cfg.MaxLive), session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf")}
 	var err error
 	if c.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
@@ -163,6 +187,8 @@ func (c *Console) routes() {
 	m.Handle("GET /tools", c.authed(c.tools))
 	m.Handle("GET /replicas", c.authed(c.replicas))
 	m.Handle("GET /failures", c.authed(c.failures))
+	m.Handle("GET /live/tasks", c.authed(c.liveTasks))
+	m.Handle("GET /live/tasks/{id}", c.authed(c.liveTask))
 	c.mux = m
 }
 
@@ -170,7 +196,7 @@ func (c *Console) routes() {
 // frames, caches and other sites' referrers.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")

@@ -33,6 +33,7 @@ var (
 type fixture struct {
 	t     testing.TB
 	store *taskstore.Store
+	rdb   *redis.Client
 	srv   *httptest.Server
 	con   *Console
 }
@@ -52,9 +53,13 @@ func newFixture(t testing.TB, tok string, cfg func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(con)
+	return &fixture{t: t, store: st, rdb: rdb, srv: newServer(t, con), con: con}
+}
+
+func newServer(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, store: st, srv: srv, con: con}
+	return srv
 }
 
 func (f *fixture) create(owner, tool string) *taskstore.Task {

@@ -43,6 +43,9 @@ func parseTemplates() (map[string]*template.Template, error) {
 func (c *Console) render(w http.ResponseWriter, status int, page string, data map[string]any) {
 	data["Page"] = page
 	data["LoggedIn"] = c.cfg.Token != ""
+	if _, ok := data["LiveURL"]; !ok {
+		data["LiveURL"] = ""
+	}
 	var b bytes.Buffer
 	if err := c.tmpl[page].Execute(&b, data); err != nil {
 		c.cfg.Logger.Error().Str("op", "console_render").Err(err).Msg("console page failed")
@@ -72,15 +75,18 @@ func (c *Console) storeError(w http.ResponseWriter, err error) {
 
 // row is a task line of the lists.
 type row struct {
-	T   *taskstore.Task
-	Age string
+	T        *taskstore.Task
+	Age      string
+	Attempts int
 }
 
-func (c *Console) rows(ts []*taskstore.Task) []row {
+// rows makes the lines of ts; attempts holds the attempts of the tasks
+// whose record has the field (a task without it ran once).
+func (c *Console) rows(ts []*taskstore.Task, attempts map[string]int) []row {
 	now := c.cfg.Clock()
 	out := make([]row, len(ts))
 	for i, t := range ts {
-		out[i] = row{T: t, Age: age(now.Sub(t.CreatedAt))}
+		out[i] = row{T: t, Age: age(now.Sub(t.CreatedAt)), Attempts: max(attempts[t.ID], 1)}
 	}
 	return out
 }
@@ -111,6 +117,16 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, _ string) {
 		c.storeError(w, err)
 		return
 	}
+	live := url.Values{}
+	if query.Status != "" {
+		live.Set("status", string(query.Status))
+	}
+	if query.Tool != "" {
+		live.Set("tool", query.Tool)
+	}
+	if query.Cursor != "" {
+		live.Set("cursor", query.Cursor)
+	}
 	next := ""
 	if page.Next != "" {
 		v := url.Values{"cursor": {page.Next}}
@@ -122,8 +138,8 @@ func (c *Console) tasks(w http.ResponseWriter, r *http.Request, _ string) {
 		}
 		next = "/?" + v.Encode()
 	}
-	c.render(w, http.StatusOK, "tasks", map[string]any{"Rows": c.rows(page.Tasks), "Q": query, "Next": next,
-		"Statuses": taskstore.Statuses, "Live": q.Get("live") == "1", "Self": r.URL.RequestURI()})
+	c.render(w, http.StatusOK, "tasks", map[string]any{"Rows": c.rows(page.Tasks, page.Attempts), "Q": query, "Next": next,
+		"Statuses": taskstore.Statuses, "LiveURL": "/live/tasks?" + live.Encode()})
 }
 
 func (c *Console) task(w http.ResponseWriter, r *http.Request, how string) {
@@ -133,6 +149,11 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, how string) {
 		return
 	}
 	inputs, err := c.cfg.Store.OpsInputs(r.Context(), t)
+	if err != nil {
+		c.storeError(w, err)
+		return
+	}
+	timeline, attempts, err := c.cfg.Store.OpsTimeline(r.Context(), t)
 	if err != nil {
 		c.storeError(w, err)
 		return
@@ -149,7 +170,8 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, how string) {
 		"Inputs": inputs, "TraceID": traceID, "TraceURL": template.URL(traceURL),
 		"ResultSize": len(t.Result), "ErrorSize": len(t.Error), "Show": show,
 		"Result": string(t.Result), "Error": string(t.Error), "Progress": string(t.Progress),
-		"CSRF": c.csrf, "CanCancel": !t.Status.Terminal()})
+		"CSRF": c.csrf, "CanCancel": !t.Status.Terminal(), "Timeline": timeline, "Attempts": attempts,
+		"LiveURL": "/live/tasks/" + url.PathEscape(t.ID)})
 }
 
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
@@ -170,7 +192,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
 		c.storeError(w, err)
 		return
 	}
-	if _, err := c.cfg.Store.RequestCancel(r.Context(), t.Owner, t.ID, CancelMessage); err != nil {
+	if _, err := c.cfg.Store.OpsCancel(r.Context(), t.Owner, t.ID, CancelMessage); err != nil {
 		if errors.Is(err, taskstore.ErrTerminal) {
 			http.Error(w, "the task is already terminal", http.StatusConflict)
 			return
@@ -195,30 +217,60 @@ func (c *Console) tools(w http.ResponseWriter, r *http.Request, _ string) {
 	c.render(w, http.StatusOK, "tools", data)
 }
 
+// replicaRow is a line of the replicas page: a heartbeat, or only the
+// replica's latency publishes (a replica that publishes no heartbeat).
 type replicaRow struct {
-	ID       string
-	LastSeen string
+	taskstore.ReplicaStatus
+	Heartbeat bool
+	LastSweep string
+	LastSeen  string
 }
 
 func (c *Console) replicas(w http.ResponseWriter, r *http.Request, _ string) {
+	beats, err := c.cfg.Store.Replicas(r.Context(), replicasWindow)
+	if err != nil {
+		c.storeError(w, err)
+		return
+	}
 	seen, err := c.cfg.Store.ReplicasSeen(r.Context(), replicasWindow)
 	if err != nil {
 		c.storeError(w, err)
 		return
 	}
 	now := c.cfg.Clock()
-	rows := make([]replicaRow, 0, len(seen))
+	rows := make([]replicaRow, 0, len(beats)+len(seen))
+	have := map[string]bool{}
+	for _, b := range beats {
+		have[b.ID] = true
+		sweep := "not yet"
+		if !b.LastSweep.IsZero() {
+			sweep = age(now.Sub(b.LastSweep)) + " ago"
+		}
+		rows = append(rows, replicaRow{ReplicaStatus: b, Heartbeat: true, LastSweep: sweep, LastSeen: age(now.Sub(b.At)) + " ago"})
+	}
 	for id, at := range seen {
-		rows = append(rows, replicaRow{ID: id, LastSeen: age(now.Sub(at)) + " ago"})
+		if !have[id] {
+			rows = append(rows, replicaRow{ReplicaStatus: taskstore.ReplicaStatus{ID: id}, LastSeen: age(now.Sub(at)) + " ago"})
+		}
 	}
 	slices.SortFunc(rows, func(a, b replicaRow) int { return strings.Compare(a.ID, b.ID) })
 	c.render(w, http.StatusOK, "replicas", map[string]any{"Rows": rows, "Window": replicasWindow})
 }
 
+// failureRow is a line of the failures page: a failed live task, or an
+// expired one that is gone.
+type failureRow struct {
+	ID, Tool, Owner, Age string
+	Gone                 bool
+}
+
 type failureGroup struct {
 	Message string
-	Rows    []row
+	Rows    []failureRow
 }
+
+// expiredMessage groups the tasks whose ttl elapsed before they ended.
+const expiredMessage = "Expired before it ended: its ttl elapsed while it was working or waiting for input (the task is gone)."
 
 func (c *Console) failures(w http.ResponseWriter, r *http.Request, _ string) {
 	if !c.cfg.Store.OpsEnabled() {
@@ -230,17 +282,29 @@ func (c *Console) failures(w http.ResponseWriter, r *http.Request, _ string) {
 		c.storeError(w, err)
 		return
 	}
+	expired, err := c.cfg.Store.OpsExpired(r.Context(), failuresShown)
+	if err != nil {
+		c.storeError(w, err)
+		return
+	}
 	var groups []*failureGroup
 	at := map[string]*failureGroup{}
-	for _, rw := range c.rows(page.Tasks) {
-		g := at[rw.T.StatusMessage]
+	add := func(msg string, fr failureRow) {
+		g := at[msg]
 		if g == nil {
-			g = &failureGroup{Message: rw.T.StatusMessage}
-			at[g.Message] = g
+			g = &failureGroup{Message: msg}
+			at[msg] = g
 			groups = append(groups, g)
 		}
-		g.Rows = append(g.Rows, rw)
+		g.Rows = append(g.Rows, fr)
+	}
+	now := c.cfg.Clock()
+	for _, t := range page.Tasks {
+		add(t.StatusMessage, failureRow{ID: t.ID, Tool: t.Tool, Owner: t.Owner, Age: age(now.Sub(t.CreatedAt))})
+	}
+	for _, e := range expired {
+		add(expiredMessage, failureRow{ID: e.ID, Tool: e.Tool, Age: age(now.Sub(e.ExpiredAt)), Gone: true})
 	}
 	slices.SortStableFunc(groups, func(a, b *failureGroup) int { return len(b.Rows) - len(a.Rows) })
-	c.render(w, http.StatusOK, "failures", map[string]any{"Groups": groups, "N": len(page.Tasks), "Max": failuresShown})
+	c.render(w, http.StatusOK, "failures", map[string]any{"Groups": groups, "N": len(page.Tasks), "NExpired": len(expired), "Max": failuresShown})
 }

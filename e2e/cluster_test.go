@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +33,13 @@ func TestCluster(t *testing.T) {
 	rec := &testupstream.Recorder{}
 	up := newUpstream(t, testupstream.Options{Elicit2: true, Recorder: rec}) // a legacy (session) upstream
 	args := append([]string{"--redis-url", "redis+cluster://" + strings.Join(addrs, ",")}, twoReplicaFlags...)
-	urls := []string{startGateway(t, up, args...).URL, startGateway(t, up, args...).URL}
+	// Replica A serves the console: its records must not get in the way
+	// of any task flow on a Cluster (docs/console.md, "Redis Cluster").
+	caddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := []string{startGateway(t, up, append(slices.Clone(args), "--console-listen", caddr)...).URL, startGateway(t, up, args...).URL}
 
 	// 2025-11-25: tools/call with params.task on A; tasks/get, tasks/result
 	// and tasks/list on B; another owner sees nothing.
@@ -123,6 +132,39 @@ func TestCluster(t *testing.T) {
 		}
 		if tk := c.get(replicaB, created.TaskID); tk.Status != "cancelled" {
 			t.Errorf("replica B sees %s, want cancelled", tk.Status)
+		}
+	})
+
+	// The console on a Cluster: the tasks page says it keeps no index,
+	// the replicas page lists both replicas, and no index key or
+	// timeline was written on any master.
+	t.Run("console", func(t *testing.T) {
+		get := func(path string) string {
+			resp, err := http.Get("http://" + caddr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return string(b)
+		}
+		if page := get("/"); !strings.Contains(page, "Redis Cluster") {
+			t.Errorf("the tasks page on a Cluster:\n%s", page)
+		}
+		if page := get("/replicas"); strings.Count(page, " / 1000</td>") != 2 {
+			t.Errorf("the replicas page on a Cluster does not list both replicas' heartbeats:\n%s", page)
+		}
+		for _, a := range addrs {
+			rdb := redis.NewClient(&redis.Options{Addr: a})
+			ops, _, err := rdb.Scan(context.Background(), 0, "*{ops}*", 1000).Result()
+			logs, _, err2 := rdb.Scan(context.Background(), 0, "*:log", 1000).Result()
+			rdb.Close()
+			if err != nil || err2 != nil {
+				t.Fatalf("SCAN on %s: %v %v", a, err, err2)
+			}
+			if len(ops)+len(logs) > 0 {
+				t.Errorf("master %s holds console records on a Cluster: %v %v", a, ops, logs)
+			}
 		}
 	})
 

@@ -6,9 +6,10 @@ package e2e
 // with no tasks of its own: in front of a stateless 2026-07-28 upstream
 // and in front of a legacy session upstream, whose tools are the
 // scenarios' fixtures (testupstream Conformance) and whose task modes come
-// from taskgate's rules (testupstream.ConformanceFlags). In front of the
-// legacy upstream, tasks-mrtr-composition checks that the questions a
-// session upstream asks at once come as MRTR rounds before the task.
+// from taskgate's rules (testupstream.ConformanceFlags and
+// ConformancePolicy). In front of the legacy upstream,
+// tasks-mrtr-composition checks that the questions a session upstream asks
+// at once come as MRTR rounds before the task.
 
 import (
 	"context"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +95,11 @@ func TestConformanceTasks(t *testing.T) {
 			t.Parallel()
 			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.stateless, Conformance: true}))
 			t.Cleanup(up.Close)
-			g := startGateway(t, up.URL+"/mcp", testupstream.ConformanceFlags...)
+			rules := filepath.Join(t.TempDir(), "rules.json")
+			if err := os.WriteFile(rules, []byte(testupstream.ConformancePolicy), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			g := startGateway(t, up.URL+"/mcp", append(slices.Clone(testupstream.ConformanceFlags), "--policy", rules)...)
 			for _, sc := range conformanceScenarios {
 				t.Run(sc, func(t *testing.T) {
 					t.Parallel()

@@ -18,9 +18,12 @@ import (
 
 // TestConsoleBrowser drives the console of a two-replica deployment with
 // headless Chromium (Debian's chromium): log in with the form, the tasks
-// list with tasks in each state, a task waiting for input, the tools
-// table, both replicas, and a cancel button whose cancel reaches the
-// upstream. With UPDATE_SCREENSHOTS=1 it saves the screenshots that
+// list with tasks in each state (and a task created meanwhile appearing
+// by itself: live updates), a task waiting for input with its timeline,
+// which completes on the open page once the client answers, the tools
+// table, both replicas with their heartbeat's figures, the failures, and
+// a cancel button whose cancel reaches the upstream and shows in the
+// timeline. Every wait is on a DOM condition. With UPDATE_SCREENSHOTS=1 it saves the screenshots that
 // docs/console.md shows into docs/.
 func TestConsoleBrowser(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
@@ -48,7 +51,7 @@ func TestConsoleBrowser(t *testing.T) {
 	waiting := mc.createTask(replicaB, "elicit", map[string]any{}).TaskID
 	done := mc.createTask(replicaA, "slow", map[string]any{"seconds": 0, "text": "done"}).TaskID
 	failed := mc.createTask(replicaB, "rpcerror", map[string]any{}).TaskID
-	mc.waitStatus(replicaA, waiting, "input_required")
+	ir, _ := mc.waitStatus(replicaA, waiting, "input_required")
 	mc.waitTask(replicaA, done, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
 	mc.waitTask(replicaA, failed, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
 
@@ -107,11 +110,43 @@ func TestConsoleBrowser(t *testing.T) {
 	if strings.Contains(text, "browser-client") {
 		t.Error("the tasks list shows the client's credential")
 	}
-	// The task waiting for input: its request and method.
+	// Live: a task created now appears in the open list by itself.
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS("#live-state"))); err != nil {
+		t.Fatal(err)
+	}
+	fresh := mc.createTask(replicaA, "slow", map[string]any{"seconds": 0, "text": "fresh"}).TaskID
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`a[href="/tasks/`+fresh+`"]`))); err != nil {
+		t.Fatalf("the open tasks list never showed a task created meanwhile: %v", err)
+	}
+	// The task waiting for input: its timeline, the request and method.
 	text = open("/tasks/"+waiting, "ol.timeline")
 	shot("console-task.png")
-	if !strings.Contains(text, "elicitation/create") || !strings.Contains(text, "waiting for the client") {
-		t.Errorf("the task page lacks its input request:\n%s", text)
+	for _, want := range []string{"elicitation/create", "sent to the client", "Waiting for the client's answer", "Created (working)", "Status input_required"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the task page lacks %q:\n%s", want, text)
+		}
+	}
+	// The client answers; the open page shows the task completed, and
+	// the answer in its timeline, without a reload.
+	key := inputKeys(t, "tasks/get", ir.InputRequests)["What is your name?"]
+	if key == "" {
+		t.Fatalf("input requests %+v, want the name question", ir.InputRequests)
+	}
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS("#live-state"))); err != nil {
+		t.Fatal(err)
+	}
+	mc.update(replicaB, waiting, map[string]any{key: accept("name", "Luca")})
+	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS("#task-status.s-completed"))); err != nil {
+		t.Fatalf("the open task page never showed the task completed: %v", err)
+	}
+	text, _ = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
+	for _, want := range []string{"answered", "Status completed"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("after the answer the timeline lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "Luca") {
+		t.Error("the timeline shows the client's answer")
 	}
 	// The tools table.
 	if text = open("/tools", "table"); !strings.Contains(text, "slow") || !strings.Contains(text, "elicit") {
@@ -121,7 +156,8 @@ func TestConsoleBrowser(t *testing.T) {
 	ids := []string{replicaIDOf(t, replicas[0]), replicaIDOf(t, replicas[1])}
 	for {
 		text = open("/replicas", "table")
-		if strings.Contains(text, ids[0]) && strings.Contains(text, ids[1]) {
+		// Replica A holds the running task's upstream call and lease.
+		if strings.Contains(text, ids[0]) && strings.Contains(text, ids[1]) && strings.Count(text, " / 1000") == 2 && strings.Contains(text, "1 / 1000") {
 			break
 		}
 		if ctx.Err() != nil {
@@ -129,12 +165,22 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	shot("console-replicas.png")
+	for _, want := range []string{"Held calls", "Leases", "Last sweep", "redis, connections", "Upstream", "up"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the replicas page lacks %q:\n%s", want, text)
+		}
+	}
+	// The failures: the rpcerror task under its message.
+	if text = open("/failures", "h1"); !strings.Contains(text, failed) {
+		t.Errorf("the failures page lacks the failed task:\n%s", text)
+	}
 	// Cancel the running task (held by A) with the button on B's console.
 	open("/tasks/"+running, "button.danger")
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("button.danger")), chromedp.WaitNotPresent(chromedp.CSS("button.danger"))); err != nil {
 		t.Fatal(err)
 	}
-	if text, _ = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, "cancelled") {
+	if text, _ = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, "cancelled") || !strings.Contains(text, "Cancelled by the operator") {
 		t.Errorf("after the cancel the page shows:\n%s", text)
 	}
 	if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/taskgate/taskgate/console"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -109,5 +111,74 @@ func TestConsole(t *testing.T) {
 	}
 	if _, page := get(consoles[0], "/?status=cancelled", "Bearer "+token); !strings.Contains(page, id) {
 		t.Error("A's console does not list the cancelled task")
+	}
+	// The task's timeline on A's console: created, then the operator's
+	// cancel with its message.
+	_, page = get(consoles[0], "/tasks/"+id, "Bearer "+token)
+	created, cancelled := strings.Index(page, "Created (working)"), strings.Index(page, "Cancelled by the operator</strong>: "+console.CancelMessage)
+	if created < 0 || cancelled < created {
+		t.Errorf("A's console task timeline lacks the creation or the operator's cancel:\n%s", page)
+	}
+	// Each console lists both replicas with their heartbeat's figures.
+	for i, base := range consoles {
+		_, page := get(base, "/replicas", "Bearer "+token)
+		for _, r := range replicas {
+			if !strings.Contains(page, "e2e-"+strings.TrimPrefix(r.base, "http://")) {
+				t.Errorf("console %d does not list replica %s:\n%s", i, r.base, page)
+			}
+		}
+		if n := strings.Count(page, " / 1000</td>"); n != 2 {
+			t.Errorf("console %d shows held calls against --max-inflight for %d replicas, want 2:\n%s", i, n, page)
+		}
+	}
+}
+
+// TestConsoleRecordsAuto: with --console-records auto (the default) a
+// fleet without a console writes no console records; once a replica with
+// a console starts, the others learn it from the store and index their
+// new tasks, which that console then lists.
+func TestConsoleRecordsAuto(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, testupstream.Options{})
+	addr := redistest.Start(t)
+	redisURL := "redis://" + addr
+	a := startGateway(t, up, append(slices.Clone(twoReplicaFlags), "--redis-url", redisURL, "--latency-sync", "200ms")...)
+	mc := newMClient(t, []string{a.URL}, "Bearer auto-client", true)
+	before := mc.createTask(0, "slow", map[string]any{"seconds": 0, "text": "before"}).TaskID
+	mc.waitTask(0, before, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	if keys, err := rdb.Keys(ctx, "*{ops}*").Result(); err != nil || len(keys) > 0 {
+		t.Fatalf("a fleet without a console wrote console records: %v %v", keys, err)
+	}
+	if keys, err := rdb.Keys(ctx, "*:log").Result(); err != nil || len(keys) > 0 {
+		t.Fatalf("a fleet without a console wrote timelines: %v %v", keys, err)
+	}
+	caddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startGateway(t, up, append(slices.Clone(twoReplicaFlags), "--redis-url", redisURL, "--console-listen", caddr)...)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		id := mc.createTask(0, "slow", map[string]any{"seconds": 0, "text": "after"}).TaskID
+		resp, err := hc.Get("http://" + caddr + "/tasks/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if !strings.Contains(string(body), "Created (working)") {
+				t.Errorf("the task created after the console started has no timeline:\n%s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica A never indexed its tasks for the console: last answer %d", resp.StatusCode)
+		}
+		time.Sleep(200 * time.Millisecond) // A looks every --latency-sync
 	}
 }

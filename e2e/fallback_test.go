@@ -119,9 +119,12 @@ func TestFallbackToolsTypeScript(t *testing.T) {
 	}
 	started := step("slowStarted")
 	id := started.Result.StructuredContent.TaskID
-	if !uuidRE.MatchString(id) || started.Result.IsError || started.Ms >= 3000 || !strings.Contains(started.text(), "taskgate_task_result") {
-		t.Fatalf("slow call: %+v in %d ms; want a task id before the tool's 3 s", started.Result, started.Ms)
+	// It came before the tool's end: the status read next is working. How
+	// long it took is only logged (a busy machine stretches it).
+	if !uuidRE.MatchString(id) || started.Result.IsError || !strings.Contains(started.text(), "taskgate_task_result") {
+		t.Fatalf("slow call: %+v in %d ms; want a task id", started.Result, started.Ms)
 	}
+	t.Logf("the slow call answered with its task id after %d ms", started.Ms)
 	relisted := false
 	for _, l := range out.ListChanged {
 		if l.Client == "asker" && slices.Contains(l.Tools, "taskgate_task_result") && slices.Contains(l.Tools, "taskgate_task_answer") {
@@ -139,7 +142,7 @@ func TestFallbackToolsTypeScript(t *testing.T) {
 			t.Errorf("%s: %+v, want isError task not found", name, s.Result)
 		}
 	}
-	if s := step("result"); s.text() != "slept 3 s: late" || s.Result.IsError {
+	if s := step("result"); s.text() != "slept 6 s: late" || s.Result.IsError {
 		t.Errorf("result: %+v", s.Result)
 	}
 	if n := rec.Count("slow", testupstream.Completed); n != 1 {

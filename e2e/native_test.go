@@ -46,27 +46,64 @@ func (s *nativeServer) URL() string { return "http://" + s.addr + "/mcp" }
 
 func (s *nativeServer) start() {
 	s.t.Helper()
+	s.cmd, _ = s.spawn(false)
+	s.waitListening()
+}
+
+// spawn starts a native-server.mjs process. A deferred one has loaded
+// when spawn returns and listens once told so on the returned stdin.
+func (s *nativeServer) spawn(deferred bool) (*exec.Cmd, io.Writer) {
+	s.t.Helper()
 	_, port, _ := net.SplitHostPort(s.addr)
-	s.cmd = exec.Command(s.node, "native-server.mjs", port)
-	s.cmd.Dir = "js"
-	stderr, err := s.cmd.StderrPipe()
+	args := []string{"native-server.mjs", port}
+	if deferred {
+		args = append(args, "--listen-on-line")
+	}
+	cmd := exec.Command(s.node, args...)
+	cmd.Dir = "js"
+	var stdin io.Writer
+	if deferred {
+		var err error
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := s.cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	loaded := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "task-created slow ") {
+			switch line := sc.Text(); {
+			case strings.HasPrefix(line, "task-created slow "):
 				select {
 				case s.created <- struct{}{}:
 				default:
 				}
+			case line == "native-server loaded":
+				close(loaded)
 			}
 		}
 	}()
+	if deferred {
+		select {
+		case <-loaded:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			s.t.Fatal("native-server.mjs --listen-on-line did not load")
+		}
+	}
+	return cmd, stdin
+}
+
+func (s *nativeServer) waitListening() {
+	s.t.Helper()
 	waitUntil(s.t, 20*time.Second, func() bool {
 		c, err := net.Dial("tcp", s.addr)
 		if err == nil {
@@ -77,10 +114,19 @@ func (s *nativeServer) start() {
 }
 
 // restart stops the server and starts a new one on the same address: every
-// session and task it had is gone, as after an upstream restart.
+// session and task it had is gone, as after an upstream restart. The new
+// process has loaded before the old one is killed, so the upstream is
+// down for a moment, not for a node start (which a busy machine makes
+// longer than the gateway's wait for an upstream coming back).
 func (s *nativeServer) restart() {
+	s.t.Helper()
+	next, listen := s.spawn(true)
 	s.stop()
-	s.start()
+	s.cmd = next
+	if _, err := io.WriteString(listen, "listen\n"); err != nil {
+		s.t.Fatal(err)
+	}
+	s.waitListening()
 }
 
 func (s *nativeServer) stop() {

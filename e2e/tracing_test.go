@@ -144,11 +144,19 @@ func TestTracingAcrossReplicas(t *testing.T) {
 	if task.replica != replicaOf(b) || task.attrs["taskgate.task_id"] != id || task.attrs["taskgate.outcome"] != "cancelled" {
 		t.Errorf("task span: %+v; want it from %s (which cancelled it)", task, replicaOf(b))
 	}
-	createSpans := recv.find(func(s otlpSpan) bool { return s.name == "mcp tools/call" && s.spanID == task.parent })
+	// A exports the creating request's span in its own batches: it may
+	// arrive after B's task span.
+	var createSpans []otlpSpan
+	waitUntil(t, 10*time.Second, func() bool {
+		createSpans = recv.find(func(s otlpSpan) bool { return s.name == "mcp tools/call" && s.spanID == task.parent })
+		return len(createSpans) > 0
+	})
 	if len(createSpans) != 1 || createSpans[0].replica != replicaOf(a) {
 		t.Errorf("the task span's parent is not A's tools/call span: %+v", createSpans)
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	// The worker's upstream call ends when it hears of the cancel, at the
+	// latest on its next lease renewal (5 s): its span is exported after that.
+	waitUntil(t, 30*time.Second, func() bool {
 		polls := recv.find(func(s otlpSpan) bool {
 			return s.name == "mcp tasks/get" && s.replica == replicaOf(b) && len(s.links) == 1 && s.links[0] == task.spanID
 		})

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
@@ -78,7 +76,7 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	if reason == "" {
 		reason = "no_token"
 	}
-	h.metrics.authRefusals.WithLabelValues(reason).Inc()
+	h.metrics.AuthRefusals.WithLabelValues(reason).Inc()
 	hdr := w.Header()
 	if status == http.StatusServiceUnavailable {
 		secs := int(math.Ceil(auth.RetryAfter(err, authRetryAfter).Seconds()))
@@ -106,20 +104,4 @@ func (h *Handler) challenge(r *http.Request, code string) string {
 		parts = append(parts, fmt.Sprintf("scope=%q", strings.Join(scopes, " ")))
 	}
 	return "Bearer " + strings.Join(parts, ", ")
-}
-
-// authReasons are the reasons a request is refused: no token, the RFC 6750
-// error codes, and an authorization server that cannot be reached.
-var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable"}
-
-// registerAuth adds taskgate_auth_refusals_total, every reason present at
-// 0 so alerts see a rise from the start.
-func (m *metrics) registerAuth() {
-	m.authRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503).",
-	}, []string{"reason"})
-	for _, r := range authReasons {
-		m.authRefusals.WithLabelValues(r)
-	}
-	m.register(m.authRefusals)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/authtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -102,7 +103,7 @@ func benchTask(b *testing.B, h *Handler, authz string) func() {
 	send := func(method string, params map[string]any) (rpcReply, int) {
 		params["_meta"] = map[string]any{
 			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
 		}
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(string(body)))

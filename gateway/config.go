@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"net/netip"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -10,6 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -87,7 +94,7 @@ type Config struct {
 	// task. Zero or negative: no limit.
 	MaxInflight int
 	// MetricsPath is where the Prometheus metrics are served on this
-	// handler (metrics.go). Empty means DefaultMetricsPath; "-" serves
+	// handler (internal/obs). Empty means DefaultMetricsPath; "-" serves
 	// them nowhere here (Handler.Metrics can serve them on another
 	// listener).
 	MetricsPath string
@@ -102,7 +109,7 @@ type Config struct {
 	// KeepAlive is how often a plain tools/call's answer stream carries a
 	// keep-alive while the upstream works on it, when nothing else crossed
 	// it meanwhile: a progress notification for the client's
-	// progressToken, else an SSE comment (upstream_keepalive.go). Zero
+	// progressToken, else an SSE comment (internal/upstreamside/keepalive.go). Zero
 	// means DefaultKeepAlive; negative: none.
 	KeepAlive time.Duration
 	// MRTRHold is how long an input_required round a 2026-07-28 client
@@ -171,20 +178,8 @@ type Config struct {
 }
 
 // AnonymousTasks bounds the tasks of 2026-07-28 clients without
-// Authorization. Each such task is its own owner: its id is the only
-// credential, so no other anonymous client shares a per-owner limit or a
-// task list with it; these caps bound them all together instead.
-type AnonymousTasks struct {
-	// Disabled: such clients get no tasks (an "auto" call is forwarded as
-	// a plain call; a task or task-required tool gets -32603).
-	Disabled bool
-	// Max bounds the anonymous tasks not yet expired, over all replicas.
-	// Zero means DefaultAnonymousMax; negative: no limit.
-	Max int
-	// PerAddress bounds them per client address (the connection's remote
-	// IP). Zero means DefaultAnonymousPerAddress; negative: no limit.
-	PerAddress int
-}
+// Authorization (core.AnonymousTasks, where the fronts count against it).
+type AnonymousTasks = core.AnonymousTasks
 
 // Defaults of the front door.
 const (
@@ -243,3 +238,35 @@ func (c *Config) withDefaults() Config {
 	}
 	return cfg
 }
+
+// TraceIDGenerator is the IDGenerator to build Config.Tracer's provider
+// with: it lets the gateway record a task's span, once the task ends, with
+// the ids it minted when the task was created (internal/obs/tracing.go).
+func TraceIDGenerator() sdktrace.IDGenerator { return obs.TraceIDGenerator() }
+
+// FleetLatencies reads what the replicas published to store (every one but
+// except; "" for all) within decide.LatencyKeep and merges it per tool. A
+// malformed histogram is skipped.
+func FleetLatencies(ctx context.Context, store decide.LatencyLoader, except string) (map[string]policy.Histogram, error) {
+	return decide.FleetLatencies(ctx, store, except)
+}
+
+// Defaults of the policy decider (internal/decide).
+const (
+	// DefaultHybridWait is how long an "auto" tools/call may run before it
+	// becomes a task when the policy sets no wait (--hybrid-wait).
+	DefaultHybridWait = decide.DefaultHybridWait
+	// DefaultLatencySync is how often a replica shares its latencies.
+	DefaultLatencySync = decide.DefaultLatencySync
+	// LatencyKeep is how long a replica's published latencies outlive its
+	// last publish: replicas started within it start warm.
+	LatencyKeep = decide.LatencyKeep
+)
+
+// DefaultKeepAlive is how often a quiet answer stream gets a keep-alive
+// when Config.KeepAlive is zero (upstreamside.DefaultKeepAlive).
+const DefaultKeepAlive = upstreamside.DefaultKeepAlive
+
+// PresentsTasks reports whether a client that negotiated version is shown
+// the 2025-11-25 tasks (upstreamside.PresentsTasks).
+func PresentsTasks(version string) bool { return upstreamside.PresentsTasks(version) }

@@ -42,6 +42,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -161,7 +162,7 @@ func (c *credentials) note(r *http.Request) {
 		c.mu.Lock()
 		e.stored = now.Add(credRetry - credRestore) // try again in credRetry
 		c.mu.Unlock()
-		c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+		c.log.Warn().Str("op", "credentials").Str("owner", core.LogOwner(core.PrincipalPrefix+key)).Err(err).
 			Msg("cannot store the newest token: other replicas keep using an older one")
 	}
 }
@@ -198,7 +199,7 @@ func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
 	return n
 }
 
-// bind returns sess asking for its principal's client's freshest token on
+// Bind returns sess asking for its principal's client's freshest token on
 // every request, when sess carries a token this replica saw with a
 // validated principal; else sess itself. The first request of a call
 // whose token this replica saw within credLocal (a client's request that
@@ -206,7 +207,7 @@ func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
 // the one the client chose for the call. A call started later (a retry
 // with the client's answers, a task taken over) gets the freshest from
 // its first request on.
-func (c *credentials) bind(sess *upstream.Session) *upstream.Session {
+func (c *credentials) Bind(sess *upstream.Session) *upstream.Session {
 	if c == nil || sess == nil || sess.Authorization != nil {
 		return sess
 	}
@@ -258,7 +259,7 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 	}
 	if err != nil {
 		if !errors.Is(err, taskstore.ErrNotFound) {
-			c.log.Warn().Str("op", "credentials").Str("owner", logOwner(principalPrefix+key)).Err(err).
+			c.log.Warn().Str("op", "credentials").Str("owner", core.LogOwner(core.PrincipalPrefix+key)).Err(err).
 				Msg("cannot read the newest token: using the one this replica has")
 		}
 		c.mu.Lock()

@@ -36,11 +36,11 @@ func TestCredentialsSealed(t *testing.T) {
 		c.note(r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	}
 	seen(a, alice, "Bearer alice-1")
-	bound := a.bind(&upstream.Session{Header: map[string][]string{"Authorization": {"Bearer alice-1"}}})
+	bound := a.Bind(&upstream.Session{Header: map[string][]string{"Authorization": {"Bearer alice-1"}}})
 	if bound.Authorization == nil {
 		t.Fatal("a session with a token this replica saw is not bound")
 	}
-	if other := a.bind(&upstream.Session{Header: map[string][]string{"Authorization": {"Bearer unknown"}}}); other.Authorization != nil {
+	if other := a.Bind(&upstream.Session{Header: map[string][]string{"Authorization": {"Bearer unknown"}}}); other.Authorization != nil {
 		t.Fatal("a session with an unknown token is bound")
 	}
 	seen(b, alice, "Bearer alice-2")
@@ -106,7 +106,7 @@ func TestCredentialsPerClient(t *testing.T) {
 	appX := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "full-scope"}
 	appY := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "read-only"}
 	seen(a, appY, "Bearer y-1")
-	bound := a.bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer y-1"}}})
+	bound := a.Bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer y-1"}}})
 	seen(a, appX, "Bearer x-1") // X polls while Y's call starts
 	ctx := context.Background()
 	if got := bound.Authorization(ctx); got != "" {
@@ -142,16 +142,34 @@ func TestCredentialsBounded(t *testing.T) {
 	}
 	// A call retried with a recent older token is still bound to the
 	// freshest one, from its first request on.
-	retried := a.bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-45"}}})
+	retried := a.Bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-45"}}})
 	if got := retried.Authorization(context.Background()); got != "Bearer t-49" {
 		t.Fatalf("a call retried with an older token: %q, want the freshest", got)
 	}
-	bound := a.bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-49"}}})
+	bound := a.Bind(&upstream.Session{Header: http.Header{"Authorization": {"Bearer t-49"}}})
 	mr.SetError("LOADING the store is down")
 	seen(a, p, "Bearer t-50") // not stored
 	mr.SetError("")
 	*clock = clock.Add(2 * credLocal)
 	if got := bound.Authorization(context.Background()); got != "Bearer t-50" {
 		t.Fatalf("after a failed store write: %q, want this replica's newer token", got)
+	}
+}
+
+// TestCredentialsKeyOf: the rerun of a durable task finds the principal's
+// client by the call's token (durable.go), only for a token seen with a
+// validated principal.
+func TestCredentialsKeyOf(t *testing.T) {
+	_, a, b, clock, seen := testCreds(t)
+	app := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "reports"}
+	seen(a, app, "Bearer t-1")
+	key := a.keyOf("Bearer t-1")
+	if key == "" || a.keyOf("Bearer unknown") != "" {
+		t.Fatalf("keyOf: %q", key)
+	}
+	seen(b, app, "Bearer t-2") // refreshed on another replica
+	*clock = clock.Add(2 * credLocal)
+	if got := a.freshest(context.Background(), key); got != "Bearer t-2" {
+		t.Errorf("freshest = %q", got)
 	}
 }

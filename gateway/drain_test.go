@@ -20,7 +20,13 @@ func drainGateway(t *testing.T, mod func(*Config)) (*Handler, *mcpClient, string
 	t.Helper()
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
-	f := newFleet(t, up.URL+"/mcp")
+	return drainGatewayOn(t, up.URL+"/mcp", mod)
+}
+
+// drainGatewayOn is drainGateway in front of the upstream at upURL.
+func drainGatewayOn(t *testing.T, upURL string, mod func(*Config)) (*Handler, *mcpClient, string) {
+	t.Helper()
+	f := newFleet(t, upURL)
 	h := f.add(func(c *Config) {
 		c.Policy = rulesPolicy(rules(t, "*", policy.Task))
 		if mod != nil {
@@ -64,7 +70,7 @@ func TestDrainLetsHeldTaskFinishAndRefusesNew(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Drain(context.Background()) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for !h.runner.draining.Load() && time.Now().Before(deadline) {
+	for !h.runner.Draining.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
 	if code, why := readyStatus(t, base); code != http.StatusServiceUnavailable || why != "draining" {
@@ -99,51 +105,59 @@ func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
 	if want := "the gateway replica running the task stopped before the upstream answered"; wt.StatusMessage != want {
 		t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, want)
 	}
-	if n := h.runner.inflight(); n != 0 {
+	if n := h.runner.Inflight(); n != 0 {
 		t.Errorf("%d calls still counted after Close", n)
 	}
 }
 
+// TestMaxInflight: with MaxInflight 1, a task call while another is in
+// flight is refused (and leaves no task behind); once that one ends, the
+// next is accepted and the count is back to zero.
 func TestMaxInflight(t *testing.T) {
-	h, c, _ := drainGateway(t, func(cfg *Config) { cfg.MaxInflight = 1 })
-	first := c.startTask("slow", map[string]any{"seconds": 0.5, "text": "a"}, nil)
+	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{}))
+	h, c, _ := drainGatewayOn(t, upURL, func(cfg *Config) { cfg.MaxInflight = 1 })
+	first := c.startTask("slow", map[string]any{"seconds": 0, "text": gateMarker}, nil) // in flight until the gate opens
 	wantRefused(t, c.taskCall("slow", map[string]any{"seconds": 0.1, "text": "b"}),
 		"too many upstream calls in flight on this replica (limit 1); retry later")
 	if r := c.call("tasks/list", map[string]any{}); r.Error != nil || strings.Count(string(r.Result), "taskId") != 1 {
 		t.Errorf("tasks/list after the refusal: %+v %s, want only the first task", r.Error, r.Result)
 	}
+	gate.release()
 	c.waitStatus(first.TaskID, "completed")
-	deadline := time.Now().Add(5 * time.Second)
-	for h.runner.inflight() != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitIdle(t, h)
 	third := c.startTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
 	c.waitStatus(third.TaskID, "completed")
-	if err := h.runner.idle(context.Background()); err != nil || h.runner.inflight() != 0 {
-		t.Errorf("after the tasks: inflight %d, %v", h.runner.inflight(), err)
+	if err := h.runner.Idle(context.Background()); err != nil || h.runner.Inflight() != 0 {
+		t.Errorf("after the tasks: inflight %d, %v", h.runner.Inflight(), err)
 	}
 }
 
+// TestMaxInflightModernHybrid: MaxInflight also bounds the hybrid calls
+// of the 2026-07-28 front door: the call that outlived the hybrid wait (a
+// task now) holds the one slot, a second call is refused, and once the
+// task completed the slot is free again.
 func TestMaxInflightModernHybrid(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
-		t.Cleanup(up.Close)
-		f := newFleet(t, up.URL+"/mcp")
+		upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		f := newFleet(t, upURL)
 		h := f.add(func(c *Config) { c.Policy, c.MaxInflight = hybridPolicy(nil, 100*time.Millisecond), 1 })
 		c := &modernClient{t: t, urls: f.urls}
-		c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "warm"}})
-		task := c.toolTask("slow", map[string]any{"seconds": 0.5, "text": "late"})
+		// The first call learns the upstream's era; on a busy machine it
+		// may itself outlive the hybrid wait, so its worker must be gone
+		// before the slot is counted on.
+		c.callAnswer("echo", map[string]any{"text": "warm"})
+		waitIdle(t, h)
+		task := c.toolTask("slow", map[string]any{"seconds": 0, "text": gateMarker}) // in flight until the gate opens
 		wantRefused(t, c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
 			"too many upstream calls in flight on this replica (limit 1); retry later")
+		gate.release()
 		c.waitTask(task.TaskID, "completed")
-		if err := h.runner.idle(context.Background()); err != nil {
-			t.Fatal(err)
+		waitIdle(t, h)
+		if text, isErr, _ := resultText(t, c.callAnswer("echo", map[string]any{"text": "again"})); text != "again" || isErr {
+			t.Fatalf("echo after the task = %q (isError %v)", text, isErr)
 		}
-		r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "again"}})
-		if text, isErr, _ := resultText(t, r.Result); text != "again" || isErr {
-			t.Fatalf("echo after the task = %q %+v", text, r.Error)
-		}
-		if n := h.runner.inflight(); n != 0 {
+		waitIdle(t, h)
+		if n := h.runner.Inflight(); n != 0 {
 			t.Errorf("%d calls still counted", n)
 		}
 	})

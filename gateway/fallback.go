@@ -40,6 +40,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -102,11 +104,11 @@ type fallback struct {
 	names   fallbackNames
 	tools   []json.RawMessage // the four Tool definitions, encoded once
 	store   fallbackStore
-	metrics *metrics
+	metrics *obs.Metrics
 	log     zerolog.Logger
 }
 
-func newFallback(cfg FallbackTools, store fallbackStore, m *metrics, log zerolog.Logger) (*fallback, error) {
+func newFallback(cfg FallbackTools, store fallbackStore, m *obs.Metrics, log zerolog.Logger) (*fallback, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
@@ -241,7 +243,7 @@ func (fb *fallback) parseArgs(name string, raw json.RawMessage) (fallbackArgs, s
 				return a, fmt.Sprintf("inputResponses[%q] must be an object, the answer to that question", k)
 			}
 		}
-		if e := checkInputResponses(len(a.InputResponses), name); e != nil {
+		if e := core.CheckInputResponses(len(a.InputResponses), name); e != nil {
 			return a, e.Message
 		}
 	}
@@ -271,11 +273,11 @@ func notFound(id string) json.RawMessage {
 // storeFailure maps a store error of a fallback tool: an unknown or
 // expired task is a tool result ("task not found"), anything else the
 // gateway's own failure (a JSON-RPC error).
-func (fb *fallback) storeFailure(err error, op, id string, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) storeFailure(err error, op, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	if errors.Is(err, taskstore.ErrNotFound) || errors.Is(err, taskstore.ErrExpired) {
 		return notFound(id), nil
 	}
-	return nil, taskError(fb.log, err, op, id, era)
+	return nil, core.TaskError(fb.log, err, op, id, era)
 }
 
 // fallbackStatus is a task's state as the fallback tools show it
@@ -294,7 +296,7 @@ type fallbackStatus struct {
 
 func statusOf(t *taskstore.Task) fallbackStatus {
 	s := fallbackStatus{TaskID: t.ID, Tool: t.Tool, Status: string(t.Status), StatusMessage: t.StatusMessage,
-		PollIntervalMs: t.PollInterval.Milliseconds(), CreatedAt: wireTime(t.CreatedAt), LastUpdatedAt: wireTime(t.LastUpdatedAt)}
+		PollIntervalMs: t.PollInterval.Milliseconds(), CreatedAt: core.WireTime(t.CreatedAt), LastUpdatedAt: core.WireTime(t.LastUpdatedAt)}
 	if len(t.Progress) > 0 && string(t.Progress) != "null" {
 		s.Progress = t.Progress
 	}
@@ -321,7 +323,7 @@ func (fb *fallback) statusResult(t *taskstore.Task) json.RawMessage {
 		fmt.Fprintf(&b, " Call %s with this taskId for the result.", fb.names.result)
 	case t.Status == taskstore.StatusInputRequired && len(t.InputRequests) > 0:
 		b.WriteString(" It waits for answers to these questions:")
-		for _, key := range sortedInputKeys(t.InputRequests) {
+		for _, key := range core.SortedInputKeys(t.InputRequests) {
 			in := t.InputRequests[key]
 			fmt.Fprintf(&b, "\n- key %q: %s %s", key, in.Method, string(in.Params))
 		}
@@ -414,17 +416,17 @@ func (fb *fallback) awaitQuestion(ctx context.Context, t *taskstore.Task) {
 }
 
 // status serves task_status.
-func (fb *fallback) status(ctx context.Context, owner, id string, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) status(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, id)
 	if err != nil {
 		return fb.storeFailure(err, "status", id, era)
 	}
-	fb.metrics.tracer().linkTask(ctx, t)
+	fb.metrics.Tracer().LinkTask(ctx, t)
 	return fb.statusResult(t), nil
 }
 
 // cancel serves task_cancel.
-func (fb *fallback) cancel(ctx context.Context, owner, id string, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) cancel(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.RequestCancel(ctx, owner, id, "The task was cancelled by request.")
 	switch {
 	case errors.Is(err, taskstore.ErrTerminal):
@@ -436,9 +438,9 @@ func (fb *fallback) cancel(ctx context.Context, owner, id string, era clientEra)
 	case err != nil:
 		return fb.storeFailure(err, "cancel", id, era)
 	}
-	fb.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	fb.metrics.tracer().linkTask(ctx, t)
-	fb.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
+	fb.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	fb.metrics.Tracer().LinkTask(ctx, t)
+	fb.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	return toolResult(fmt.Sprintf("Task %s (tool %s) is cancelled.", t.ID, t.Tool), statusOf(t), false), nil
 }
@@ -456,12 +458,12 @@ func finishedVerb(s taskstore.Status) string {
 // answer serves task_answer: the answers are recorded (owner-checked) and
 // reach the worker wherever it runs. Keys the task does not wait for are
 // named back, so the agent can fix them.
-func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
 		return fb.storeFailure(err, "answer", a.TaskID, era)
 	}
-	fb.metrics.tracer().linkTask(ctx, t)
+	fb.metrics.Tracer().LinkTask(ctx, t)
 	if t.Status.Terminal() {
 		return toolResult(fmt.Sprintf("Task %s has already %s and needs no answers. Call %s for its result.",
 			t.ID, finishedVerb(t.Status), fb.names.result), statusOf(t), true), nil
@@ -473,11 +475,11 @@ func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, er
 			unknown = append(unknown, k)
 			continue
 		}
-		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
+		answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: v})
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		waits := sortedInputKeys(t.InputRequests)
+		waits := core.SortedInputKeys(t.InputRequests)
 		return toolResult(fmt.Sprintf("Task %s does not wait for an answer to %s; it waits for %s. Nothing was recorded.",
 			t.ID, quoteList(unknown), quoteList(waits)), statusOf(t), true), nil
 	}
@@ -508,7 +510,7 @@ func quoteList(ks []string) string {
 // waitResult serves task_result without a stream: it waits up to a.Wait
 // for the task to end (or to need input), then returns the tool's result,
 // or the status.
-func (fb *fallback) waitResult(ctx context.Context, owner string, a fallbackArgs, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) waitResult(ctx context.Context, owner string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
 		return fb.storeFailure(err, "result", a.TaskID, era)
@@ -538,7 +540,7 @@ func (fb *fallback) waitResult(ctx context.Context, owner string, a fallbackArgs
 
 // serve runs fallback tool name for owner; it returns the CallToolResult,
 // or the gateway's own failure.
-func (fb *fallback) serve(ctx context.Context, owner, name string, a fallbackArgs, era clientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *fallback) serve(ctx context.Context, owner, name string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	switch name {
 	case fb.names.status:
 		return fb.status(ctx, owner, a.TaskID, era)

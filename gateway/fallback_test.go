@@ -12,26 +12,38 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// fallbackCluster is replicas with the fallback tools on, "slow" and
-// "elicit" task candidates (--task), a 300 ms hybrid wait.
+// fallbackCluster is replicas with the fallback tools on and three task
+// candidates (--task): "slow" with a 300 ms hybrid wait (its calls that
+// must become tasks are held at the gate or run far longer), "elicit" and
+// "echo" with a long one (directWait), so that elicit's question always
+// comes before the wait ends and echo is always answered directly.
 func fallbackCluster(t *testing.T, replicas int) *cluster {
+	cl, _ := gatedFallbackCluster(t, replicas)
+	return cl
+}
+
+// gatedFallbackCluster is fallbackCluster with its upstream behind a
+// gate (gate_test.go).
+func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *callGate) {
 	t.Helper()
 	rec := &testupstream.Recorder{}
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
-	t.Cleanup(up.Close)
-	f := newFleet(t, up.URL+"/mcp")
+	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{Recorder: rec}))
+	f := newFleet(t, upURL)
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
-			c.Policy = hybridPolicy(rules(t, "slow", policy.Task, "elicit", policy.Task), 300*time.Millisecond)
+			c.Policy = hybridPolicy(append(rules(t, "slow", policy.Task),
+				withWait(rules(t, "elicit", policy.Task, "echo", policy.Task), directWait)...), 300*time.Millisecond)
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
-	return &cluster{urls: f.urls, rec: rec}
+	return &cluster{urls: f.urls, rec: rec}, gate
 }
 
 // initializeAs opens a session of a client of version with capabilities
@@ -119,12 +131,12 @@ func toolNames(t *testing.T, result json.RawMessage) map[string]bool {
 }
 
 // TestFallbackSessionClient: a 2025-06-18 client without tasks, across two
-// replicas: a fast call stays plain; a slow one answers early with a task
+// replicas: a fast call of a task candidate stays plain; a slow one answers early with a task
 // id, the session is told the tools appeared, and the tools read the
 // status and the result back; another session cannot see the task; bad
 // arguments say what to fix; cancel.
 func TestFallbackSessionClient(t *testing.T) {
-	cl := fallbackCluster(t, 2)
+	cl, gate := gatedFallbackCluster(t, 2)
 	c := &mcpClient{t: t, urls: cl.urls}
 	init := c.initializeAs("2025-06-18", map[string]any{})
 	var caps struct {
@@ -144,12 +156,15 @@ func TestFallbackSessionClient(t *testing.T) {
 		t.Fatalf("tools/list before any fallback task: %v", names)
 	}
 
-	if a := c.tool("slow", map[string]any{"seconds": 0.01, "text": "quick"}); a.text() != "slept 0.01 s: quick" || a.IsError {
+	// A task candidate answered within its hybrid wait is a plain answer.
+	if a := c.tool("echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
 		t.Fatalf("fast call: %+v", a)
 	}
 
 	// The first fallback task: list_changed, then the result naming it.
-	msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.2, "text": "late"}})
+	// Its call stays in flight until the gate opens: it is working
+	// however long the checks below take.
+	msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gateMarker}})
 	if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
 		t.Fatalf("first fallback answer: %+v, want list_changed then the result", msgs)
 	}
@@ -181,7 +196,8 @@ func TestFallbackSessionClient(t *testing.T) {
 			t.Fatalf("%s of another session's task: %+v", tool, a)
 		}
 	}
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 1.2 s: late" || a.IsError {
+	gate.release()
+	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 0 s: "+gateMarker || a.IsError {
 		t.Fatalf("result: %+v", a)
 	}
 	if a := c.tool("taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "completed" {
@@ -349,7 +365,7 @@ func TestFallbackStatelessClient(t *testing.T) {
 	}
 	// With the extension declared, the same call is a real task.
 	meta := modernMeta()
-	meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	var task struct {
 		ResultType string `json:"resultType"`
 	}

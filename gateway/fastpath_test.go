@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -90,7 +91,7 @@ func TestFastpathTaskID(t *testing.T) {
 func TestFastpathWriteMarshalled(t *testing.T) {
 	results := []any{
 		map[string]string{"resultType": "complete"},
-		task2026{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
+		core.Task2026{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
 		nil, []int{1, 2}, "s",
 	}
 	ids := []string{`1`, `-2`, `1.5e3`, `"abc"`, `"a b"`, `"a<b"`, `"\u0041"`, `null`, `"é"`, `"a&b"`}
@@ -168,8 +169,8 @@ func TestRenderCacheBytes(t *testing.T) {
 			want   any
 			render func(*taskstore.Task, uint64) ([]byte, error)
 		}{
-			{"modern", toTask2026(task, "complete", true), h.get2026},
-			{"legacy", toTask2025(task), h.get2025},
+			{"modern", core.ToTask2026(task, "complete", true), h.get2026},
+			{"legacy", core.ToTask2025(task), h.get2025},
 		} {
 			want := httptest.NewRecorder()
 			mcpwire.WriteResult(want, json.RawMessage(id), f.want)
@@ -221,7 +222,7 @@ func TestRenderCacheBounds(t *testing.T) {
 		if i%10 == 0 {
 			task.Result = json.RawMessage(`{"text":"` + strings.Repeat("x", 3000) + `"}`)
 		}
-		if _, err := c.render(render2026Get, &task, 0, func() ([]byte, error) { return json.Marshal(toTask2026(&task, "complete", true)) }); err != nil {
+		if _, err := c.render(render2026Get, &task, 0, func() ([]byte, error) { return json.Marshal(core.ToTask2026(&task, "complete", true)) }); err != nil {
 			t.Fatal(err)
 		}
 		if len(c.entries) > 8 || c.bytes > 4096 || c.lru.Len() != len(c.entries) {
@@ -275,9 +276,9 @@ func BenchmarkTasksGetRender(b *testing.B) {
 		name   string
 		render func() ([]byte, error)
 	}{
-		{"modern/fresh", func() ([]byte, error) { return json.Marshal(toTask2026(task, "complete", true)) }},
+		{"modern/fresh", func() ([]byte, error) { return json.Marshal(core.ToTask2026(task, "complete", true)) }},
 		{"modern/cached", func() ([]byte, error) { return h.get2026(task, 0) }},
-		{"legacy/fresh", func() ([]byte, error) { return json.Marshal(toTask2025(task)) }},
+		{"legacy/fresh", func() ([]byte, error) { return json.Marshal(core.ToTask2025(task)) }},
 		{"legacy/cached", func() ([]byte, error) { return h.get2025(task, 0) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {

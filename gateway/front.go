@@ -2,12 +2,18 @@ package gateway
 
 import (
 	"errors"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -16,15 +22,15 @@ import (
 // frontDeps are what both fronts hold: the components they call, and the
 // poll limit and render cache of tasks/get.
 type frontDeps struct {
-	runner  *runner
-	up      *upstreamSide
-	decider *decider
-	metrics *metrics
+	runner  *runner.Runner
+	up      *upstreamside.Side
+	decider *decide.Decider
+	metrics *obs.Metrics
 	log     zerolog.Logger
 	polls   *pollLimiter // nil: no limit
 	renders *renderCache
-	fb      *fallback // the fallback task tools; nil: off (Config.Fallback)
-	trace   *tracing  // nil: off
+	fb      *fallback    // the fallback task tools; nil: off (Config.Fallback)
+	trace   *obs.Tracing // nil: off
 }
 
 // get answers a poll (tasks/get) of the owner's task id for a client of
@@ -33,7 +39,7 @@ type frontDeps struct {
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
 func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store renderStore,
-	f renderFlavour, era clientEra, owner, id string, missing func() bool) {
+	f renderFlavour, era core.ClientEra, owner, id string, missing func() bool) {
 	if !d.polls.admit(w, msg, d.metrics, owner, id) { // ratelimit.go
 		return
 	}
@@ -42,10 +48,10 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(d.log, err, "get", id, era))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(d.log, err, "get", id, era))
 		return
 	}
-	d.trace.linkTrace(r.Context(), id, tr)
+	d.trace.LinkTrace(r.Context(), id, tr)
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
 }
 
@@ -54,25 +60,25 @@ func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 // It returns the call's result if it ended in time; nil if the call is
 // still running or its session upstream asked for input (then j.first);
 // ok false if the client went away (the call is aborted).
-func (d *frontDeps) holdHybrid(r *http.Request, j *job, dec policy.Decision) (res *callResult, ok bool) {
+func (d *frontDeps) holdHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (res *runner.CallResult, ok bool) {
 	wait := dec.HybridWait
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	c := d.runner.hold(trace.SpanContextFromContext(r.Context()), j.sess, j.req)
-	j.call = c
+	c := d.runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req)
+	j.Call = c
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
-	case done := <-c.done:
+	case done := <-c.Done:
 		return &done, true
-	case j.first = <-c.requests:
+	case j.First = <-c.Requests:
 		return nil, true
 	case <-timer.C:
 		return nil, true
 	case <-r.Context().Done():
-		c.abort(errors.New("the client went away"))
-		<-c.done
+		c.Abort(errors.New("the client went away"))
+		<-c.Done
 		return nil, false
 	}
 }

@@ -37,6 +37,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -85,15 +88,6 @@ type front2025Store interface {
 	upstreamTaskStore
 }
 
-// upstreamTaskStore is what both fronts need of the store for upstream
-// tasks (taskstore/upstream_tasks.go).
-type upstreamTaskStore interface {
-	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
-	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
-	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
-	UpstreamTaskTTL(ttl time.Duration) time.Duration
-}
-
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports
 // whether it did; anything else the caller relays unchanged.
 func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
@@ -127,7 +121,7 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			if err != nil {
 				// The session may be one the gateway serves tasks for; only
 				// the store could tell. Not the upstream's to answer.
-				mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+				mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 				return true
 			}
 			// Relayed as it is, except the upstream's own task that another
@@ -136,7 +130,7 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return f.foreignUpstreamTask(w, r, msg)
 		}
 	case mcpwire.KindResponse:
-		if isInputID(msg.ID) {
+		if core.IsInputID(msg.ID) {
 			f.inputResponse(w, r, msg)
 			return true
 		}
@@ -152,7 +146,7 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
 		f.forgetSession(r) // the upstream ended the session, or had already
 	}
-	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && isStream(resp) {
+	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && upstreamside.IsStream(resp) {
 		if s := f.session(r); s.tasks2025() {
 			f.relayMerged(w, r, resp, s.ID)
 			return true
@@ -163,19 +157,19 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 
 // upstreamSession sends initialize to a stateless upstream and returns its
 // answer if it opened a session (a server of both eras), else nil.
-func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *answer {
-	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *upstreamside.Answer {
+	resp, err := f.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}
-	if resp.Header.Get("Mcp-Session-Id") == "" || !rewritable(resp) {
+	if resp.Header.Get("Mcp-Session-Id") == "" || !upstreamside.Rewritable(resp) {
 		resp.Body.Close()
 		return nil
 	}
-	a, err := readAnswer(resp, msg.ID)
-	if err != nil || a.result == nil {
+	a, err := upstreamside.ReadAnswer(resp, msg.ID)
+	if err != nil || a.Result == nil {
 		if a != nil {
-			a.close()
+			a.Close()
 		}
 		return nil
 	}
@@ -190,7 +184,7 @@ var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools
 func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	var params map[string]json.RawMessage
 	if err := json.Unmarshal(msg.Params, &params); err != nil || params == nil {
-		f.up.forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
+		f.up.Forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
 		return
 	}
 	var asked string
@@ -203,7 +197,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		if b, err := withParams(msg.Raw, params); err == nil {
 			body = b
 		}
-	} else if f.fb != nil && (asked == version2025 || frontable[asked]) {
+	} else if f.fb != nil && (asked == core.Version2025 || upstreamside.Frontable[asked]) {
 		// A client without tasks may get fallback tasks, whose questions
 		// it answers with task_answer even without elicitation or
 		// sampling: the upstream must be willing to ask.
@@ -217,9 +211,9 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	// The version of an initialize is negotiated in its body; a header
 	// naming a version the upstream does not know would make it refuse
 	// (MCP-Protocol-Version is for requests after initialization).
-	header := identityHeader(r.Header, "Mcp-Protocol-Version")
-	var a *answer
-	if era, err := f.up.era(r.Context(), forwardedAuth(r)); err == nil && era.stateless {
+	header := upstreamside.IdentityHeader(r.Header, "Mcp-Protocol-Version")
+	var a *upstreamside.Answer
+	if era, err := f.up.Era(r.Context(), core.ForwardedAuth(r)); err == nil && era.Stateless {
 		// A stateless upstream: a session of its own only if it gives one
 		// (a server of both eras may); else the gateway is the session
 		// (front2025_stateless.go).
@@ -227,50 +221,50 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 			f.initializeStateless(w, r, msg, params, asked)
 			return
 		}
-	} else if a = f.up.forwardForRewrite(w, r, msg, header, body); a == nil {
+	} else if a = f.up.ForwardForRewrite(w, r, msg, header, body); a == nil {
 		return
 	}
-	defer a.close()
+	defer a.Close()
 
 	var res struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`
 	}
-	sid := a.resp.Header.Get("Mcp-Session-Id")
-	if a.result == nil || json.Unmarshal(a.result, &res) != nil || sid == "" {
-		a.write(w, r, f.log, nil)
+	sid := a.Resp.Header.Get("Mcp-Session-Id")
+	if a.Result == nil || json.Unmarshal(a.Result, &res) != nil || sid == "" {
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	var s *sessionInfo
 	var out json.RawMessage
 	var err error
 	switch {
-	case res.ProtocolVersion == version2025 || (asked == version2025 && frontable[res.ProtocolVersion]):
-		s = newSessionInfo(sid, version2025, res.ProtocolVersion, clientCaps)
-		out, err = present2025(a.msg, a.result, res.Capabilities, f.fb != nil && s.noTasks)
-	case f.fb != nil && (frontable[res.ProtocolVersion]):
+	case res.ProtocolVersion == core.Version2025 || (asked == core.Version2025 && upstreamside.Frontable[res.ProtocolVersion]):
+		s = newSessionInfo(sid, core.Version2025, res.ProtocolVersion, clientCaps)
+		out, err = present2025(a.Msg, a.Result, res.Capabilities, f.fb != nil && s.noTasks)
+	case f.fb != nil && (upstreamside.Frontable[res.ProtocolVersion]):
 		// An older client: recorded only for the fallback task tools, so
 		// that every replica knows its capabilities and that it may see
 		// them (front2025_fallback.go). Its version is left as it is.
 		s = newSessionInfo(sid, res.ProtocolVersion, res.ProtocolVersion, clientCaps)
-		out, err = presentListChanged(a.msg, a.result, res.Capabilities)
+		out, err = presentListChanged(a.Msg, a.Result, res.Capabilities)
 	default:
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	if err != nil {
 		f.log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the gateway's capabilities; the session stays pass-through")
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	f.decider.learnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
+	f.decider.LearnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
 	if err := f.recordSession(r.Context(), s); err != nil {
-		e := rpcError(err, era2025)
+		e := core.RPCError(err, core.Era2025)
 		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
 		if !s.tasks2025() {
 			// An older client was recorded only for the fallback tools: it
 			// keeps its plain session, as without them (pass-through).
-			a.write(w, r, f.log, nil)
+			a.Write(w, r, f.log, nil)
 			return
 		}
 		f.closeOrphan(r, s)
@@ -279,7 +273,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	}
 	f.log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
 		Str("upstream_version", s.UpstreamVersion).Msg("session recorded")
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // present2025 returns the response message with protocolVersion
@@ -302,7 +296,7 @@ func present2025(msg, result, caps json.RawMessage, listChanged bool) (json.RawM
 	if result, err = mcpwire.WithMember(result, "capabilities", caps); err != nil {
 		return nil, err
 	}
-	if result, err = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(`"`+version2025+`"`)); err != nil {
+	if result, err = mcpwire.WithMember(result, "protocolVersion", json.RawMessage(`"`+core.Version2025+`"`)); err != nil {
 		return nil, err
 	}
 	return mcpwire.WithMember(msg, "result", result)
@@ -401,13 +395,13 @@ func withParams(raw []byte, params map[string]json.RawMessage) ([]byte, error) {
 // closeOrphan ends the upstream session of an initialize the gateway could
 // not record, best effort: the client never learns its id.
 func (f *front2025) closeOrphan(r *http.Request, s *sessionInfo) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	header := http.Header{}
 	if v := r.Header.Values("Authorization"); len(v) > 0 {
 		header["Authorization"] = v
 	}
-	if err := f.up.client.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
+	if err := f.up.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
 		f.log.Debug().Str("op", "initialize").Err(err).Msg("cannot close the unrecorded upstream session")
 	}
 }

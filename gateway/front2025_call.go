@@ -7,19 +7,20 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// serveToolsCall decides a tools/call: plain pass-through, or a task.
+// toolsCall decides a tools/call: plain pass-through, or a task.
 func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	if f.fb != nil && f.fallbackToolsCall(w, r, msg) {
 		return
@@ -28,97 +29,112 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if serr != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.
-		var p toolsCallParams
+		var p core.ToolsCallParams
 		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
-			mcpwire.WriteError(w, msg.ID, rpcError(serr, era2025))
+			mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
 			return
 		}
 	}
 	if !s.tasks2025() {
-		// An older client: no tasks, but the call still teaches latency.
-		var p struct {
-			Name string `json:"name"`
-		}
-		learn := ""
-		if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-			if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
-				learn = p.Name
-			}
-		}
-		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		f.callWithoutTasks(w, r, msg)
 		return
 	}
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
 	// A client may call without listing the tools first: the upstream's
 	// declaration is looked up (catalog.go) before anything is decided.
-	f.up.toolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}, p.Name)
+	f.up.ToolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
 		// (front2025_native.go), whatever the rules say.
 		f.passNativeTask(w, r, msg, p.Name)
 		return
 	}
-	d, learn := f.decider.decide(r.Context(), p.Name, policy.Client2025)
-	ts := d.TaskSupport
+	d, learn := f.decider.Decide(r.Context(), p.Name, policy.Client2025)
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
-		if ts == policy.TaskSupportRequired {
-			mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
-			return
-		}
-		if f.decider.upstreamTaskSupport(r.Context(), p.Name) == policy.TaskSupportRequired {
-			// A rule made a tool the upstream runs only as a task a plain
-			// one: the gateway waits on the upstream's task for the client.
-			f.callThroughNativeTask(w, r, msg, s, p.Name)
-			return
-		}
-		f.up.forward(w, r, msg, f.upstreamHeader(r), learn)
+		f.plainCall(w, r, msg, s, p.Name, d, learn)
 		return
 	}
-	if !ts.AllowsTask() {
+	if !d.TaskSupport.AllowsTask() {
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	ttl, params, e := taskCall(msg, &p)
+	f.startTask(w, r, msg, s, &p, d, learn)
+}
+
+// callWithoutTasks passes an older client's tools/call through: no tasks,
+// but the call still teaches latency.
+func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+	var p struct {
+		Name string `json:"name"`
+	}
+	learn := ""
+	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
+		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
+			learn = p.Name
+		}
+	}
+	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+}
+
+// plainCall serves a tools/call without params.task: refused for a tool
+// that requires a task, else passed through (or, for a tool the upstream
+// runs only as a task, waited on through its task).
+func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
+	if d.TaskSupport == policy.TaskSupportRequired {
+		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
+		return
+	}
+	if f.decider.UpstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
+		// A rule made a tool the upstream runs only as a task a plain
+		// one: the gateway waits on the upstream's task for the client.
+		f.callThroughNativeTask(w, r, msg, s, tool)
+		return
+	}
+	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+}
+
+// startTask makes a task-augmented tools/call the gateway's task and
+// answers its CreateTaskResult once the task is stored.
+func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, d policy.Decision, learn string) {
+	ttl, params, e := core.TaskCall(msg, p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	owner := ownerOf(r)
-	ttl = taskTTL(d, ttl, owner)
-	if f.decider.upstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
+	owner := core.OwnerOf(r)
+	ttl = decide.TaskTTL(d, ttl, owner)
+	if f.decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
-		// holds the upstream's (runner_native.go).
+		// holds the upstream's (internal/runner/native.go).
 		var err error
-		if params, err = withUpstreamTask(params, ttl); err != nil {
+		if params, err = runner.WithUpstreamTask(params, ttl); err != nil {
 			mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 			return
 		}
 	}
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	j := &job{
-		owner:      owner,
-		sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-		clientCaps: s.ClientCaps,
-		learn:      learn,
-		slot:       true,
+	j := &runner.Job{
+		Owner:      owner,
+		Sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		ClientCaps: s.ClientCaps,
+		Learn:      learn,
+		Slot:       true,
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
-		f.runner.unreserve()
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+	if err := f.runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	f.runner.start(j)
-	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.Task)})
 }
 
 // "Tool-Level Negotiation": -32601 both for a plain call of a tool that
@@ -131,10 +147,4 @@ func errNeedsTask(tool string) *mcpwire.Error {
 func errNoTask(tool string) *mcpwire.Error {
 	return mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
 		fmt.Sprintf("tool %q does not support task-augmented calls (no execution.taskSupport)", tool))
-}
-
-// msDuration is a count of milliseconds from the wire as a Duration,
-// clamped where a Duration ends.
-func msDuration(ms float64) time.Duration {
-	return time.Duration(math.Min(ms, float64(math.MaxInt64/int64(time.Millisecond)))) * time.Millisecond
 }

@@ -3,7 +3,7 @@ package gateway
 // The fallback task tools (fallback.go) for session clients: a recorded
 // session whose client declared no capabilities.tasks, of any version the
 // gateway records (2025-11-25, and 2025-06-18 and 2025-03-26 while the
-// tools are on). Its owner is the usual one (ownerOf): its Authorization,
+// tools are on). Its owner is the usual one (core.OwnerOf): its Authorization,
 // else its session.
 //
 //	tools/call of a task candidate, no params.task
@@ -30,6 +30,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -40,7 +43,7 @@ import (
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
 func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
 	}
@@ -48,19 +51,19 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 	if err != nil && f.fb.is(p.Name) {
 		// The store cannot say whose session this is: a fallback tool
 		// cannot be served, and must not reach the upstream as unknown.
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return true
 	}
 	if s == nil || !s.noTasks {
 		return false
 	}
 	if f.fb.is(p.Name) {
-		if _, listed := f.decider.toolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
+		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
 			f.fallbackTool(w, r, msg, s, p)
 			return true
 		}
 	}
-	d, learn := f.decider.decide(r.Context(), p.Name, policy.ClientFallback)
+	d, learn := f.decider.Decide(r.Context(), p.Name, policy.ClientFallback)
 	if d.Mode != policy.Auto {
 		return false
 	}
@@ -69,15 +72,15 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 }
 
 // fallbackTool serves one of the fallback tools for session s.
-func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p toolsCallParams) {
+func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, badArgs(p.Name, problem))
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	if p.Name != f.fb.names.result {
-		res, e := f.fb.serve(r.Context(), owner, p.Name, a, era2025)
+		res, e := f.fb.serve(r.Context(), owner, p.Name, a, core.Era2025)
 		if e != nil {
 			mcpwire.WriteError(w, msg.ID, e)
 			return
@@ -88,12 +91,12 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 	f.resultStream(w, r, msg, owner, a.TaskID, &streamOpts{
 		wait: a.Wait,
 		relay: func(method string) bool {
-			return len(s.ClientCaps) > 0 && clientCan(s.ClientCaps, method)
+			return len(s.ClientCaps) > 0 && runner.ClientCan(s.ClientCaps, method)
 		},
 		final:  fallbackOutcome,
 		status: f.fb.statusResult,
 		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
-			return f.fb.storeFailure(err, "result", a.TaskID, era2025)
+			return f.fb.storeFailure(err, "result", a.TaskID, core.Era2025)
 		},
 	}, nil)
 }
@@ -102,15 +105,15 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 // plain call if it ends within the hybrid wait, else a task the client
 // follows with the fallback tools.
 func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
-	if e := f.runner.admit(); e != nil {
+	if e := f.runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	j := &job{
-		owner: ownerOf(r),
-		sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)},
-		req:   &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: msg.Params},
-		learn: learn,
+	j := &runner.Job{
+		Owner: core.OwnerOf(r),
+		Sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
+		Req:   &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: msg.Params},
+		Learn: learn,
 		// clientCaps nil: every input request is kept in the task, for
 		// task_status and task_answer when the client cannot be asked.
 	}
@@ -120,8 +123,8 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 	case res == nil: // still running, or asking for input
 		f.startFallbackTask(w, r, msg, j, s, tool, d)
 	default:
-		if res.err == nil {
-			f.decider.observe(j.learn, time.Since(j.call.started))
+		if res.Err == nil {
+			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writePlain(w, msg, *res)
 	}
@@ -129,35 +132,34 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 
 // writePlain answers a session client's tools/call with the upstream's
 // answer to the held call.
-func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
-	case res.err != nil:
-		e := rpcError(res.err, era2025)
+	case res.Err != nil:
+		e := core.RPCError(res.Err, core.Era2025)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
-	case res.resp.Error != nil:
-		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+	case res.Resp.Error != nil:
+		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
 	default:
-		mcpwire.WriteResult(w, msg.ID, res.resp.Result)
+		mcpwire.WriteResult(w, msg.ID, res.Resp.Result)
 	}
 }
 
 // startFallbackTask makes the held call j.call a task and answers with
 // the result that names it. A task the store cannot create leaves the
 // call a plain one, answered when it ends.
-func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, s *sessionInfo, tool string, d policy.Decision) {
+func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
-	if err := f.runner.create(ctx, j, taskstore.ProtocolFallback, tool, taskTTL(d, 0, j.owner), d.PollInterval); err != nil {
+	if err := f.runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
 		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
-		f.writePlain(w, msg, waitPlain(r, f.up.client, j))
+		f.writePlain(w, msg, f.runner.WaitPlain(r, j))
 		return
 	}
-	f.runner.start(j)
-	decl, _ := f.decider.toolInfo(ctx, tool)
-	if j.first != nil {
-		f.fb.awaitQuestion(ctx, j.task)
+	decl, _ := f.decider.ToolInfo(ctx, tool)
+	if j.First != nil {
+		f.fb.awaitQuestion(ctx, j.Task)
 	}
-	result := f.fb.started(j.task, decl.output, j.first != nil)
+	result := f.fb.started(j.Task, decl.Output, j.First != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {
 		f.log.Warn().Str("op", "fallback").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback tools")
@@ -171,26 +173,6 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 	sse := mcpwire.NewWriter(w)
 	_ = sse.SendRaw(mcpwire.Notification("notifications/tools/list_changed", nil))
 	_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: result})
-}
-
-// waitPlain waits for the held call of j as a plain call, when it could
-// not become a task; input its upstream asks for meanwhile is refused.
-func waitPlain(r *http.Request, up upstreamCaller, j *job) callResult {
-	ctx := context.WithoutCancel(r.Context())
-	if j.first != nil {
-		_ = up.Respond(ctx, j.sess, refusal(j.first))
-	}
-	for {
-		select {
-		case m := <-j.call.requests:
-			_ = up.Respond(ctx, j.sess, refusal(m))
-		case res := <-j.call.done:
-			return res
-		case <-r.Context().Done():
-			j.call.abort(errors.New("the client went away"))
-			return <-j.call.done
-		}
-	}
 }
 
 // fallbackListed reports whether session s's tools/list shows the

@@ -4,7 +4,7 @@ package gateway
 // "upstreams that already have tasks"): a tool whose tools/list entry
 // declares execution.taskSupport is the upstream's to run as a task, unless
 // a rule names it (then the gateway owns the task and holds the upstream's
-// underneath: runner_native.go). Its task-augmented tools/call passes
+// underneath: internal/runner/native.go). Its task-augmented tools/call passes
 // through untouched (params.task included), and the upstream's
 // CreateTaskResult reaches the client; the task is recorded in Redis under
 // the calling owner, with the upstream session it lives on
@@ -32,14 +32,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -49,79 +51,32 @@ import (
 // task-augmented call: the upstream declared execution.taskSupport for it
 // and no rule names it.
 func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
-	native, ruled := f.decider.native(ctx, tool)
+	native, ruled := f.decider.Native(ctx, tool)
 	return native && !ruled
-}
-
-// createdTask is the task of a CreateTaskResult (MCP 2025-11-25, Tasks,
-// "Creating Tasks"): what the gateway checks of the upstream's answer.
-type createdTask struct {
-	TaskID string   `json:"taskId"`
-	Status string   `json:"status"`
-	TTL    *float64 `json:"ttl"`
-}
-
-// parseCreateTaskResult checks an upstream's answer to a task-augmented
-// tools/call: a result whose task has a taskId (at most 256 bytes) and a
-// known status. It returns the task and its raw object.
-func parseCreateTaskResult(result json.RawMessage) (*createdTask, json.RawMessage, error) {
-	var res struct {
-		Task json.RawMessage `json:"task"`
-	}
-	if err := json.Unmarshal(result, &res); err != nil {
-		return nil, nil, errors.New("the result is not an object")
-	}
-	if len(res.Task) == 0 || bytes.Equal(res.Task, []byte("null")) {
-		return nil, nil, errors.New("it has no task")
-	}
-	var t createdTask
-	if err := json.Unmarshal(res.Task, &t); err != nil {
-		return nil, nil, fmt.Errorf("its task is malformed: %v", err)
-	}
-	switch {
-	case t.TaskID == "":
-		return nil, nil, errors.New("its task has no taskId")
-	case len(t.TaskID) > 256:
-		return nil, nil, fmt.Errorf("its taskId is %d bytes long (at most 256)", len(t.TaskID))
-	case !taskstore.Status(t.Status).Valid():
-		return nil, nil, fmt.Errorf("its task's status %q is not a task status", t.Status)
-	case t.TTL != nil && (*t.TTL < 0 || math.IsNaN(*t.TTL)):
-		return nil, nil, fmt.Errorf("its task's ttl %v is negative", *t.TTL)
-	}
-	return &t, res.Task, nil
-}
-
-// quoteAnswer is an upstream's answer shortened for an error message.
-func quoteAnswer(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
 }
 
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
 func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
-	defer a.close()
-	if a.result == nil { // the upstream's JSON-RPC error: its to give
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil { // the upstream's JSON-RPC error: its to give
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	t, raw, err := parseCreateTaskResult(a.result)
+	t, raw, err := core.ParseCreateTaskResult(a.Result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
-			tool, err, quoteAnswer(a.result)))
+			tool, err, core.QuoteAnswer(a.Result)))
 		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	ttl, out := keepFor(f.store, owner, t.TTL, a, "task")
 	if out != nil { // the gateway keeps the task's record for less than the upstream said
 		_ = json.Unmarshal(out, &struct {
@@ -133,73 +88,25 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
 		// No replica could route its tasks/*: the upstream's task is
 		// cancelled, and the client told the call failed.
-		e := rpcError(err, era2025)
+		e := core.RPCError(err, core.Era2025)
 		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
 		header := f.upstreamHeader(r)
 		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
+	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, out)
-}
-
-// keepFor is how long the gateway keeps the record of an upstream task
-// whose CreateTaskResult (answer a) named ttl ms (nil: unlimited): the
-// store's bound (UpstreamTaskTTL), at most anonymousTTL for an anonymous
-// owner. When that is less than the upstream said, out is a's response
-// message with the ttl member (under the result's "task" object when
-// under is set, else the result's "ttlMs") set to what the gateway keeps:
-// past it the task cannot be reached through the gateway, and the client
-// must not be told otherwise.
-func keepFor(store interface {
-	UpstreamTaskTTL(time.Duration) time.Duration
-}, owner string, ttl *float64, a *answer, under string) (time.Duration, json.RawMessage) {
-	var asked time.Duration
-	if ttl != nil && *ttl > 0 {
-		asked = msDuration(*ttl)
-	}
-	kept := store.UpstreamTaskTTL(asked)
-	if isAnonymous(owner) {
-		kept = min(kept, anonymousTTL)
-	}
-	if asked > 0 && asked <= kept {
-		return asked, nil
-	}
-	ms := mcpwire.MustMarshal(kept.Milliseconds())
-	result := a.result
-	var err error
-	if under != "" {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(result, &obj) != nil {
-			return kept, nil
-		}
-		inner, err := mcpwire.WithMember(obj[under], "ttl", ms)
-		if err != nil {
-			return kept, nil
-		}
-		result, err = mcpwire.WithMember(result, under, inner)
-	} else {
-		result, err = mcpwire.WithMember(result, "ttlMs", ms)
-	}
-	if err != nil {
-		return kept, nil
-	}
-	out, err := mcpwire.WithMember(a.msg, "result", result)
-	if err != nil {
-		return kept, nil
-	}
-	return kept, out
+	a.Write(w, r, f.log, out)
 }
 
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
 func (f *front2025) cancelNative(ctx context.Context, header http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
 		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-	if resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(cancel)); err == nil {
+	if resp, err := f.up.Post(ctx, header, bytes.NewReader(cancel)); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -222,7 +129,7 @@ func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) h
 func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", id, core.Era2025))
 		return true
 	}
 	if rec == nil || rec.Protocol == taskstore.Protocol2026 {
@@ -244,12 +151,12 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	header := f.nativeHeader(r, rec)
 	stream := method == "tasks/result"
 	if !stream {
-		header = identityHeader(header) // read whole, to tell a lost task
+		header = upstreamside.IdentityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.up.client.Forward(methodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+	resp, err := f.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
@@ -261,20 +168,20 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	if stream {
 		// Streamed as it comes: its input requests must reach the client
 		// before the upstream can answer.
-		f.up.relayRequest(w, r, resp, msg, "", start)
+		f.up.RelayRequest(w, r, resp, msg, "", start)
 		return
 	}
-	if !rewritable(resp) {
-		f.up.relay(w, r, resp)
+	if !upstreamside.Rewritable(resp) {
+		f.up.Relay(w, r, resp)
 		return
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return
 	}
-	defer a.close()
-	if method == "tasks/get" && a.result == nil && notFoundError(a.msg) {
+	defer a.Close()
+	if method == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it. (Only tasks/get says so:
 		// -32602 to tasks/cancel also refuses a task already terminal.)
@@ -282,13 +189,8 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		f.answerLost(w, msg, rec)
 		return
 	}
-	a.write(w, r, f.log, nil)
+	a.Write(w, r, f.log, nil)
 }
-
-const (
-	sessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
-	taskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
-)
 
 // notFoundError reports whether a JSON-RPC error response is -32602, what
 // a receiver answers for a task id it does not know ("Error Handling").
@@ -305,15 +207,6 @@ func notFoundError(msg json.RawMessage) bool {
 // request finds out again) and in rec.
 func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
 	markLost(ctx, f.store, f.log, rec, why)
-}
-
-// markLost is lost, for either front.
-func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
-	rec.Lost = why
-	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", logOwner(rec.Owner)).Msg(why)
-	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
-		log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
-	}
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
@@ -333,24 +226,6 @@ func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec 
 // lostTask is the 2025-11-25 Task of an upstream task that was lost: what
 // the upstream last said of it, failed, with the reason.
 func lostTask(rec *taskstore.UpstreamTask) map[string]any { return failedRecord(rec, "ttl") }
-
-// failedRecord is the task object of rec as the upstream last gave it,
-// failed with rec.Lost; ttlKey names its ttl (null when it gave none).
-func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
-	t := map[string]any{}
-	_ = json.Unmarshal(rec.Task, &t)
-	t["taskId"] = rec.ID
-	t["status"] = string(taskstore.StatusFailed)
-	t["statusMessage"] = rec.Lost
-	t["lastUpdatedAt"] = wireTime(time.Now())
-	if _, ok := t["createdAt"]; !ok {
-		t["createdAt"] = wireTime(rec.Recorded)
-	}
-	if _, ok := t[ttlKey]; !ok {
-		t[ttlKey] = nil
-	}
-	return t
-}
 
 // nativeListConcurrency bounds the upstream tasks/get a tasks/list page
 // sends at once; nativeListTimeout bounds them all.
@@ -396,19 +271,19 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 	if ctx.Err() != nil {
 		return lastKnown(rec)
 	}
-	sess := &upstream.Session{ID: rec.Session, Header: forwardedAuth(r)}
+	sess := &upstream.Session{ID: rec.Session, Header: core.ForwardedAuth(r)}
 	if s != nil {
 		sess.ProtocolVersion = s.UpstreamVersion
 		if sess.ID == "" {
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/get",
+	resp, err := f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
 		f.lost(r.Context(), rec, sessionLost)
-	case err == nil && resp.Error != nil && notFoundWire(resp.Error):
+	case err == nil && resp.Error != nil && core.NotFoundWire(resp.Error):
 		f.lost(r.Context(), rec, taskLost)
 	case err == nil && resp.Error == nil:
 		var t struct {
@@ -431,13 +306,7 @@ func lastKnown(rec *taskstore.UpstreamTask) json.RawMessage {
 		return rec.Task
 	}
 	return mcpwire.MustMarshal(map[string]any{"taskId": rec.ID, "status": string(taskstore.StatusWorking),
-		"createdAt": wireTime(rec.Recorded), "lastUpdatedAt": wireTime(rec.Recorded), "ttl": nil})
-}
-
-// notFoundWire reports whether a JSON-RPC error is -32602.
-func notFoundWire(err error) bool {
-	var we *jsonrpc.Error
-	return errors.As(err, &we) && we.Code == jsonrpc.CodeInvalidParams
+		"createdAt": core.WireTime(rec.Recorded), "lastUpdatedAt": core.WireTime(rec.Recorded), "ttl": nil})
 }
 
 // foreignUpstreamTask answers -32602 for tasks/get|result|cancel, from a
@@ -452,13 +321,13 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
 		return false
 	}
-	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), ownerOf(r), p.TaskID)
+	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), core.OwnerOf(r), p.TaskID)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", p.TaskID, era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", p.TaskID, core.Era2025))
 		return true
 	}
 	if anyone && mine == nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(taskstore.ErrNotFound, era2025)) // as for any unknown id
+		mcpwire.WriteError(w, msg.ID, core.RPCError(taskstore.ErrNotFound, core.Era2025)) // as for any unknown id
 		return true
 	}
 	return false
@@ -471,25 +340,25 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 // the client on the call's stream and its answer is the call's. A client
 // that goes away before the answer cancels the upstream's task.
 func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
-	params, err := withUpstreamTask(msg.Params, 0)
+	params, err := runner.WithUpstreamTask(msg.Params, 0)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: forwardedAuth(r)}
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params}, nil)
+	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
 	if !ok {
 		return
 	}
-	if !hasMember(resp.Result, "task") { // run as a plain call after all: the answer
+	if !runner.HasMember(resp.Result, "task") { // run as a plain call after all: the answer
 		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: resp.Result})
 		return
 	}
-	t, _, err := parseCreateTaskResult(resp.Result)
+	t, _, err := core.ParseCreateTaskResult(resp.Result)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
-			tool, err, quoteAnswer(resp.Result))))
+			tool, err, core.QuoteAnswer(resp.Result))))
 		return
 	}
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "method": "tasks/result",
@@ -500,7 +369,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		return
 	}
 	header := f.upstreamHeader(r)
-	f.up.forward(w, r, result, header, tool)
+	f.up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
 		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -17,26 +19,26 @@ import (
 //   - notifications/progress, with related-task _meta, while no tasks/result
 //     stream is open for the task.
 
-// statusChanged publishes notifications/tasks/status for t to its
+// StatusChanged publishes notifications/tasks/status for t to its
 // session (taskNotifier).
-func (f *front2025) statusChanged(ctx context.Context, t *taskstore.Task) {
+func (f *front2025) StatusChanged(ctx context.Context, t *taskstore.Task) {
 	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
 		return
 	}
-	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(toTask2025(t)))
+	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(core.ToTask2025(t)))
 	_ = f.store.PublishSession(ctx, t.Upstream.SessionID, msg)
 }
 
-// progress sends a progress notification of task t, with related-task
+// Progress sends a progress notification of task t, with related-task
 // _meta, to the task's open tasks/result streams (on whichever replica),
 // or to the session's GET stream when none is open (taskNotifier). Each
 // notification is its own message, so none is merged away and the order
 // is the upstream's.
-func (f *front2025) progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *front2025) Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
-	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
 	if open, err := f.store.ResultStreamOpen(ctx, owner, t.ID); err == nil && open || sessionID == "" {
 		_ = f.store.PublishTask(ctx, owner, t.ID, msg)
 		return
@@ -54,15 +56,15 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 	watch, err := f.store.WatchSession(r.Context(), sessionID)
 	if err != nil {
 		if resp == nil {
-			mcpwire.WriteError(w, nil, rpcError(err, era2025))
+			mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 			return
 		}
-		f.up.relay(w, r, resp)
+		f.up.Relay(w, r, resp)
 		return
 	}
 	defer watch.Close()
 	if resp != nil {
-		copyResponseHeader(w, resp)
+		upstreamside.CopyResponseHeader(w, resp)
 		w.WriteHeader(resp.StatusCode)
 	} else { // a session the gateway holds: its own notifications alone
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -113,7 +115,7 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 // readEvents splits an SSE body into whole events and sends them, bytes
 // untouched, until the body ends.
 func readEvents(body io.Reader, out chan<- []byte, ctx context.Context) error {
-	sr := mcpwire.NewRawReader(body, maxAnswerBytes)
+	sr := mcpwire.NewRawReader(body, upstreamside.MaxAnswerBytes)
 	for {
 		ev, err := sr.Next()
 		if err != nil {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -38,172 +38,237 @@ type streamOpts struct {
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
 func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts, missing func() bool) {
-	ctx := r.Context()
-	fail := func(err error) {
-		if missing != nil && errors.Is(err, taskstore.ErrNotFound) && missing() {
-			return
-		}
-		if o == nil {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "result", id, era2025))
-			return
-		}
-		res, e := o.failed(err)
-		if e != nil {
-			mcpwire.WriteError(w, msg.ID, e)
-			return
-		}
-		mcpwire.WriteResult(w, msg.ID, res)
-	}
-	final := func(t *taskstore.Task) mcpwire.Response {
-		if o == nil {
-			return finalResponse(msg.ID, t)
-		}
-		return mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.final(t)}
-	}
-	watch, err := f.store.Watch(ctx, owner, id)
+	rs := &resultWait{f: f, w: w, ctx: r.Context(), msg: msg, owner: owner, id: id, o: o, missing: missing}
+	watch, err := f.store.Watch(rs.ctx, owner, id)
 	if err != nil {
-		fail(err)
+		rs.fail(err)
 		return
 	}
 	defer watch.Close()
-	t, err := f.store.Get(ctx, owner, id)
-	if err != nil {
-		fail(err)
+	rs.watch = watch
+	if rs.t, err = f.store.Get(rs.ctx, owner, id); err != nil {
+		rs.fail(err)
 		return
 	}
-	f.trace.linkTask(ctx, t)
-	if t.Status.Terminal() {
-		f.logRetrieved(t, owner)
-		mcpwire.WriteJSON(w, http.StatusOK, final(t))
+	f.trace.LinkTask(rs.ctx, rs.t)
+	if rs.answeredAtOnce() {
 		return
 	}
-	var deadline <-chan time.Time
 	if o != nil {
-		if o.wait <= 0 || unrelayed(t, o.relay) {
-			mcpwire.WriteResult(w, msg.ID, o.status(t))
-			return
-		}
 		timer := time.NewTimer(o.wait)
 		defer timer.Stop()
-		deadline = timer.C
+		rs.deadline = timer.C
 	}
-	sse := mcpwire.NewWriter(w)
-	resync := time.NewTicker(resyncInterval(f.store))
-	defer resync.Stop()
+	rs.sse = mcpwire.NewWriter(w)
+	rs.resync = time.NewTicker(core.ResyncInterval(f.store))
+	defer rs.resync.Stop()
 	// Mark the stream open so progress comes here and not also on the GET
 	// stream; the mark outlives two resyncs, then lapses by itself.
-	markTTL := 2*resyncInterval(f.store) + time.Second
+	rs.markTTL = 2*core.ResyncInterval(f.store) + time.Second
 	if o == nil {
-		_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
-		defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(ctx), owner, id) }()
+		_ = f.store.MarkResultStream(rs.ctx, owner, id, rs.markTTL)
+		defer func() { _ = f.store.ClearResultStream(context.WithoutCancel(rs.ctx), owner, id) }()
 	}
-	sent := map[string]bool{} // input keys delivered on this stream
-	seenTerminal := false     // the terminal status event has been read
-	expired := false          // o's wait ended while a question sent here was open
+	rs.sent = map[string]bool{}
+	for !rs.ended() && rs.askInputs() && rs.awaitChange() && rs.reread() {
+		// each step sends what is due and reports whether the stream goes on
+	}
+}
+
+// resultWait is one resultStream between its steps.
+type resultWait struct {
+	f         *front2025
+	w         http.ResponseWriter
+	ctx       context.Context
+	msg       *mcpwire.Message
+	owner, id string
+	o         *streamOpts
+	missing   func() bool
+
+	watch    *taskstore.Watch
+	t        *taskstore.Task // the task as last read
+	sse      *mcpwire.Writer
+	resync   *time.Ticker
+	markTTL  time.Duration
+	deadline <-chan time.Time // o's wait; nil without o, or once expired
+
+	sent         map[string]bool // input keys delivered on this stream
+	seenTerminal bool            // the terminal status event has been read
+	expired      bool            // o's wait ended while a question sent here was open
+}
+
+// fail answers an error before the stream opened.
+func (rs *resultWait) fail(err error) {
+	if rs.missing != nil && errors.Is(err, taskstore.ErrNotFound) && rs.missing() {
+		return
+	}
+	if rs.o == nil {
+		mcpwire.WriteError(rs.w, rs.msg.ID, core.TaskError(rs.f.log, err, "result", rs.id, core.Era2025))
+		return
+	}
+	res, e := rs.o.failed(err)
+	if e != nil {
+		mcpwire.WriteError(rs.w, rs.msg.ID, e)
+		return
+	}
+	mcpwire.WriteResult(rs.w, rs.msg.ID, res)
+}
+
+// final is the answer once t is terminal.
+func (rs *resultWait) final(t *taskstore.Task) mcpwire.Response {
+	if rs.o == nil {
+		return finalResponse(rs.msg.ID, t)
+	}
+	return mcpwire.Response{JSONRPC: "2.0", ID: rs.msg.ID, Result: rs.o.final(t)}
+}
+
+// status is the fallback answer with the task's status.
+func (rs *resultWait) status() mcpwire.Response {
+	return mcpwire.Response{JSONRPC: "2.0", ID: rs.msg.ID, Result: rs.o.status(rs.t)}
+}
+
+// answeredAtOnce answers as JSON, with no stream, a task already terminal,
+// or for o a wait of zero or input that o does not relay; it reports
+// whether it did.
+func (rs *resultWait) answeredAtOnce() bool {
+	switch {
+	case rs.t.Status.Terminal():
+		rs.f.logRetrieved(rs.t, rs.owner)
+		mcpwire.WriteJSON(rs.w, http.StatusOK, rs.final(rs.t))
+		return true
+	case rs.o != nil && (rs.o.wait <= 0 || unrelayed(rs.t, rs.o.relay)):
+		mcpwire.WriteResult(rs.w, rs.msg.ID, rs.o.status(rs.t))
+		return true
+	}
+	return false
+}
+
+// ended sends the stream's last message when the task as last read calls
+// for one, and reports whether it did.
+func (rs *resultWait) ended() bool {
+	t := rs.t
+	switch {
+	case rs.expired && !t.Status.Terminal() && !awaiting(t, rs.sent):
+		_ = rs.sse.Send(rs.status())
+		return true
+	case t.Status.Terminal():
+		if !rs.seenTerminal && rs.o == nil {
+			// Pub/sub keeps publish order: messages the worker sent
+			// before the outcome are still queued ahead of its event.
+			if relayUntilTerminal(rs.ctx, rs.watch, rs.sse) != nil {
+				return true
+			}
+		}
+		rs.f.logRetrieved(t, rs.owner)
+		_ = rs.sse.Send(rs.final(t))
+		return true
+	case rs.o != nil && unrelayed(t, rs.o.relay):
+		_ = rs.sse.Send(rs.status())
+		return true
+	}
+	return false
+}
+
+// askInputs sends the task's input requests not yet sent on this stream;
+// false: the stream broke.
+func (rs *resultWait) askInputs() bool {
+	t := rs.t
+	for _, key := range core.SortedInputKeys(t.InputRequests) {
+		if rs.sent[key] {
+			continue
+		}
+		in := t.InputRequests[key]
+		err := rs.sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method,
+			Params: mcpwire.WithMeta(in.Params, core.RelatedTaskKey, relatedTask(t.ID))})
+		if err != nil {
+			return false
+		}
+		rs.sent[key] = true
+	}
+	return true
+}
+
+// awaitChange waits for a change of the task, relaying its messages
+// (progress) as they come, in order; true: re-read it, false: the stream
+// ended.
+func (rs *resultWait) awaitChange() bool {
 	for {
-		if expired && !t.Status.Terminal() && !awaiting(t, sent) {
-			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
-			return
-		}
-		if t.Status.Terminal() {
-			if !seenTerminal && o == nil {
-				// Pub/sub keeps publish order: messages the worker sent
-				// before the outcome are still queued ahead of its event.
-				if relayUntilTerminal(ctx, watch, sse) != nil {
-					return
-				}
+		select {
+		case <-rs.ctx.Done():
+			return false
+		case <-rs.deadline:
+			return rs.waitEnded()
+		case ev, ok := <-rs.watch.C:
+			if !ok {
+				return false
 			}
-			f.logRetrieved(t, owner)
-			_ = sse.Send(final(t))
-			return
-		}
-		if o != nil && unrelayed(t, o.relay) {
-			_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
-			return
-		}
-		for _, key := range sortedInputKeys(t.InputRequests) {
-			if sent[key] {
-				continue
+			if ev.Kind == taskstore.EventProgress {
+				continue // the progress itself follows as a message
 			}
-			in := t.InputRequests[key]
-			err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method,
-				Params: mcpwire.WithMeta(in.Params, relatedTaskKey, relatedTask(t.ID))})
-			if err != nil {
-				return
+			if ev.Kind != taskstore.EventMessage {
+				rs.seenTerminal = ev.Kind == taskstore.EventStatus && ev.Status.Terminal()
+				return true
 			}
-			sent[key] = true
-		}
-		// Wait for a change; relay the task's messages (progress) as they
-		// come, in order, before re-reading its state.
-		reread := false
-		for !reread {
-			select {
-			case <-ctx.Done():
-				return
-			case <-deadline:
-				if next, err := f.store.Get(ctx, owner, id); err == nil {
-					t = next
-				}
-				if !t.Status.Terminal() && awaiting(t, sent) {
-					// A question asked on this stream is still open: the user
-					// may be answering it. End once it is answered, so that it
-					// is never shown (or asked) twice.
-					expired, deadline, reread = true, nil, true
-					break
-				}
-				if t.Status.Terminal() {
-					_ = sse.Send(final(t))
-				} else {
-					_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: o.status(t)})
-				}
-				return
-			case ev, ok := <-watch.C:
-				if !ok {
-					return
-				}
-				if ev.Kind == taskstore.EventProgress {
-					continue // the progress itself follows as a message
-				}
-				if ev.Kind != taskstore.EventMessage {
-					seenTerminal = ev.Kind == taskstore.EventStatus && ev.Status.Terminal()
-					reread = true
-					break
-				}
-				if o != nil {
-					continue // progress of a call already answered: not the client's to see
-				}
-				if err := sse.SendRaw([]byte(ev.Data)); err != nil {
-					return
-				}
-			case <-resync.C:
-				if o == nil {
-					_ = f.store.MarkResultStream(ctx, owner, id, markTTL)
-				} else {
-					_ = sse.Comment("waiting") // a keep-alive for idle-timeout proxies
-				}
-				reread = true
+			if rs.o != nil {
+				continue // progress of a call already answered: not the client's to see
 			}
-		}
-		next, err := f.store.Get(ctx, owner, id)
-		switch {
-		case err == nil:
-			t = next
-		case ctx.Err() != nil:
-			return
-		default:
-			// The store is briefly unavailable or the task expired mid-wait:
-			// keep waiting on the former, end with the error on the latter.
-			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError {
-				if o != nil {
-					res, _ := o.failed(err)
-					_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: res})
-					return
-				}
-				_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, e))
-				return
+			if err := rs.sse.SendRaw([]byte(ev.Data)); err != nil {
+				return false
 			}
+		case <-rs.resync.C:
+			if rs.o == nil {
+				_ = rs.f.store.MarkResultStream(rs.ctx, rs.owner, rs.id, rs.markTTL)
+			} else {
+				_ = rs.sse.Comment("waiting") // a keep-alive for idle-timeout proxies
+			}
+			return true
 		}
 	}
+}
+
+// waitEnded handles the end of o's wait: the answer now, unless a question
+// asked on this stream is still open (true: keep waiting).
+func (rs *resultWait) waitEnded() bool {
+	if next, err := rs.f.store.Get(rs.ctx, rs.owner, rs.id); err == nil {
+		rs.t = next
+	}
+	if !rs.t.Status.Terminal() && awaiting(rs.t, rs.sent) {
+		// A question asked on this stream is still open: the user may be
+		// answering it. End once it is answered, so that it is never
+		// shown (or asked) twice.
+		rs.expired, rs.deadline = true, nil
+		return true
+	}
+	if rs.t.Status.Terminal() {
+		_ = rs.sse.Send(rs.final(rs.t))
+	} else {
+		_ = rs.sse.Send(rs.status())
+	}
+	return false
+}
+
+// reread reads the task again after a change; false: the stream ended.
+func (rs *resultWait) reread() bool {
+	next, err := rs.f.store.Get(rs.ctx, rs.owner, rs.id)
+	switch {
+	case err == nil:
+		rs.t = next
+	case rs.ctx.Err() != nil:
+		return false
+	default:
+		// The store is briefly unavailable or the task expired mid-wait:
+		// keep waiting on the former, end with the error on the latter.
+		if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError {
+			if rs.o != nil {
+				res, _ := rs.o.failed(err)
+				_ = rs.sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: rs.msg.ID, Result: res})
+				return false
+			}
+			_ = rs.sse.SendRaw(mcpwire.ErrorMessage(rs.msg.ID, e))
+			return false
+		}
+	}
+	return true
 }
 
 // awaiting reports whether a question sent on this stream is still open.
@@ -259,15 +324,6 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Wr
 }
 
 func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
-	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
+	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
-}
-
-func sortedInputKeys(m map[string]taskstore.InputRequest) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -38,8 +39,6 @@ const (
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
 	sessionCacheSize = 1 << 14
-	// storeTimeout bounds store calls made outside a client's request.
-	storeTimeout = 2 * time.Second
 )
 
 // sessionInfo is what the gateway remembers of one client session. It is
@@ -75,7 +74,7 @@ func newSessionInfo(id, clientVersion, upstreamVersion string, caps json.RawMess
 
 // tasks2025 reports whether the session speaks 2025-11-25 tasks, which
 // the gateway then serves itself. Safe on nil.
-func (s *sessionInfo) tasks2025() bool { return s != nil && s.ClientVersion == version2025 }
+func (s *sessionInfo) tasks2025() bool { return s != nil && s.ClientVersion == core.Version2025 }
 
 // sessionEntry is one cached lookup. A nil info caches "Redis has no such
 // session": a session is recorded before its id reaches the client, so an
@@ -265,7 +264,7 @@ func (f *front2025) forgetSession(r *http.Request) {
 	if e != nil && e.info == nil {
 		return // known not to be recorded
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.DeleteSession(ctx, id); err != nil {
 		// The record expires on its own after sessionTTL.
@@ -280,7 +279,7 @@ func (f *front2025) forgetSession(r *http.Request) {
 // needs nothing costs one map lookup, no allocation.
 func (f *front2025) upstreamHeader(r *http.Request) http.Header {
 	v := r.Header["Mcp-Protocol-Version"]
-	if len(v) != 1 || v[0] != version2025 {
+	if len(v) != 1 || v[0] != core.Version2025 {
 		return r.Header
 	}
 	s := f.session(r)

@@ -40,6 +40,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -48,17 +53,17 @@ import (
 
 // emulated reports whether the gateway holds s itself, in front of a
 // stateless upstream. Safe on nil.
-func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == version2026 }
+func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == core.Version2026 }
 
 // statelessVersions are the versions the gateway presents to a client of a
 // stateless upstream; anything else asked gets 2025-11-25.
-var statelessVersions = map[string]bool{version2025: true, "2025-06-18": true, "2025-03-26": true}
+var statelessVersions = map[string]bool{core.Version2025: true, "2025-06-18": true, "2025-03-26": true}
 
 // initializeStateless answers initialize for a stateless upstream.
 func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
 	version := asked
 	if !statelessVersions[version] {
-		version = version2025
+		version = core.Version2025
 	}
 	if len(params["capabilities"])+len(params["clientInfo"]) > maxSessionRecord {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
@@ -72,7 +77,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 	}
 	sess := statelessSession(r)
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "server/discover", Params: discover}, nil)
+	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: discover}, nil)
 	if !ok {
 		return
 	}
@@ -94,25 +99,25 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 			caps[k] = v
 		}
 	}
-	if version == version2025 {
+	if version == core.Version2025 {
 		caps["tasks"] = tasksCapability
 	}
-	serverInfo := res.Meta[metaServerInfo]
+	serverInfo := res.Meta[upstreamside.MetaServerInfo]
 	if len(serverInfo) == 0 {
-		serverInfo = gatewayInfo
+		serverInfo = upstreamside.GatewayInfo
 	}
 	out := map[string]any{"protocolVersion": version, "capabilities": caps, "serverInfo": serverInfo}
 	if res.Instructions != "" {
 		out["instructions"] = res.Instructions
 	}
-	s := newSessionInfo(uuid.NewString(), version, version2026, params["capabilities"])
-	s.ClientInfo, s.Principal = clientInfo, authOwner(r)
+	s := newSessionInfo(uuid.NewString(), version, core.Version2026, params["capabilities"])
+	s.ClientInfo, s.Principal = clientInfo, core.AuthOwner(r)
 	if s.Principal == "" {
-		s.Addr = clientAddr(r)
+		s.Addr = core.ClientAddr(r)
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
+		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
 			f.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
@@ -123,7 +128,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		if s.Principal == "" {
 			f.releaseAnonymous(r, s)
 		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
@@ -137,9 +142,9 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // onNote, when set, gets the upstream's notifications on the way.
 func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.up.client.Call(methodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
+	resp, err := f.up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
-		f.up.forwardFailed(w, r, msg, err)
+		f.up.ForwardFailed(w, r, msg, err)
 		return nil, false
 	}
 	if resp.Error != nil {
@@ -160,9 +165,9 @@ func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMe
 		clientCaps = json.RawMessage(`{}`)
 	}
 	return map[string]json.RawMessage{
-		metaProtocolVersion: json.RawMessage(`"` + version2026 + `"`),
-		metaClientInfo:      clientInfo,
-		metaClientCaps:      clientCaps,
+		upstreamside.MetaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
+		upstreamside.MetaClientInfo:      clientInfo,
+		upstreamside.MetaClientCaps:      clientCaps,
 	}
 }
 
@@ -184,7 +189,7 @@ func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.
 		meta[k] = v
 	}
 	if level != "" {
-		meta[metaLogLevel] = mcpwire.MustMarshal(level)
+		meta[upstreamside.MetaLogLevel] = mcpwire.MustMarshal(level)
 	}
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p)
@@ -193,7 +198,7 @@ func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.
 // statelessSession is the upstream side of a request of r to a stateless
 // upstream: no session, 2026-07-28, the client's Authorization.
 func statelessSession(r *http.Request) *upstream.Session {
-	return &upstream.Session{ProtocolVersion: version2026, Header: forwardedAuth(r)}
+	return &upstream.Session{ProtocolVersion: core.Version2026, Header: core.ForwardedAuth(r)}
 }
 
 // serveEmulated serves a message of a session the gateway holds in front
@@ -214,7 +219,7 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 		w.WriteHeader(http.StatusAccepted)
 		return true
 	case mcpwire.KindResponse:
-		if isInputID(msg.ID) {
+		if core.IsInputID(msg.ID) {
 			return false
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -249,7 +254,7 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 // with its response (tools/list rewritten as for any 2025-11-25 session).
 func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	resp, ok := f.callFor(w, r, msg, statelessSession(r),
-		&jsonrpc.Request{ID: newUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
+		&jsonrpc.Request{ID: core.NewUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
 		func(n *jsonrpc.Request) { // its log messages: to the session's GET stream
 			if n.Method == "notifications/message" {
 				_ = f.store.PublishSession(context.WithoutCancel(r.Context()), s.ID, mcpwire.Notification(n.Method, n.Params))
@@ -259,7 +264,7 @@ func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg 
 		return
 	}
 	out := mcpwire.Response{JSONRPC: "2.0", ID: msg.ID}
-	if isInputRequired(resp) {
+	if core.IsInputRequired(resp) {
 		// MRTR on prompts/get or resources/read: the gateway drives input
 		// rounds for tools/call only.
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
@@ -289,17 +294,58 @@ func withoutResultType(result json.RawMessage) json.RawMessage {
 // go to the client as server→client requests on the call's stream; both
 // are the runner's, whose MRTR loop drives the stateless upstream.
 func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
+	d, learn, ok := f.negotiateEmulated(w, r, msg, s, &p)
+	if !ok {
+		return
+	}
+	ttl, params, e := core.TaskCall(msg, &p)
+	if e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
+	if e := f.runner.Admit(); e != nil {
+		mcpwire.WriteError(w, msg.ID, e)
+		return
+	}
+	j := emulatedJob(r, s, params, learn, p.Task == nil)
+	ttl = decide.TaskTTL(d, ttl, j.Owner)
+	if core.AuthOwner(r) == "" {
+		// Without Authorization the session is anyone's to open (the
+		// gateway mints it): its tasks live, and are counted, as an
+		// anonymous client's are.
+		if ttl <= 0 || ttl > core.AnonymousTTL {
+			ttl = core.AnonymousTTL
+		}
+		j.Id, j.Addr = uuid.NewString(), core.ClientAddr(r)
+	}
+	l := runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}
+	if p.Task == nil {
+		f.emulatedPlainCall(w, r, msg, s, j, l)
+		return
+	}
+	if err := f.runner.Launch(r.Context(), j, l); err != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
+		return
+	}
+	mcpwire.WriteResult(w, msg.ID, map[string]any{"task": core.ToTask2025(j.Task)})
+}
+
+// negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
+// for a plain call of a tool that requires a task, and for a task the tool
+// does not support. false: it answered so.
+func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams) (policy.Decision, string, bool) {
 	kind := policy.ClientOlder
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	f.up.toolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
-	d, learn := f.decider.decide(r.Context(), p.Name, kind)
+	f.up.ToolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
+	d, learn := f.decider.Decide(r.Context(), p.Name, kind)
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}
@@ -308,85 +354,67 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// (With the fallback tools a client without tasks sees such a
 		// tool as "optional": its plain call runs, held as any plain call.)
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
-		return
+		return d, learn, false
 	case p.Task != nil && !d.TaskSupport.AllowsTask():
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
-		return
+		return d, learn, false
 	}
-	ttl, params, e := taskCall(msg, &p)
-	if e != nil {
-		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
-	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
-	if e := f.runner.admit(); e != nil {
-		mcpwire.WriteError(w, msg.ID, e)
-		return
-	}
+	return d, learn, true
+}
+
+// emulatedJob is the job of a call on session s to the stateless upstream;
+// plain: a call without params.task, held under a hidden task.
+func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn string, plain bool) *runner.Job {
 	sess := statelessSession(r)
-	owner := ownerOf(r)
-	ttl = taskTTL(d, ttl, owner)
-	var id, addr string
-	if authOwner(r) == "" {
-		// Without Authorization the session is anyone's to open (the
-		// gateway mints it): its tasks live, and are counted, as an
-		// anonymous client's are.
-		if ttl <= 0 || ttl > anonymousTTL {
-			ttl = anonymousTTL
-		}
-		id, addr = uuid.NewString(), clientAddr(r)
-		if err := reserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, id, addr, ttl); err != nil {
-			f.runner.unreserve()
-			f.log.Warn().Str("op", "create").Str("tool", p.Name).Err(err).Msg("anonymous task refused")
-			mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
-			return
-		}
-	}
-	j := &job{
-		id:         id,
-		owner:      owner,
-		sess:       sess,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-		clientCaps: s.ClientCaps,
-		client2026: &job2026{target: &upstreamTarget{Session: sess, Stateless: true}, params: params},
-		learn:      learn,
-		slot:       true,
+	j := &runner.Job{
+		Owner:      core.OwnerOf(r),
+		Sess:       sess,
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		ClientCaps: s.ClientCaps,
+		Client2026: &runner.Job2026{Target: &upstreamside.Target{Session: sess, Stateless: true}, Params: params},
+		Learn:      learn,
+		Slot:       true,
 		// Its notifications go to the session the gateway holds.
-		clientSession: s.ID,
+		ClientSession: s.ID,
 	}
-	if p.Task == nil {
+	if plain {
 		// A plain call: the task is the gateway's alone (not listed, no
 		// status notifications: no session to send them to), and the
 		// call's stream carries its progress, its questions and, last,
 		// its outcome.
-		j.hidden, j.clientSession = true, ""
+		j.Hidden, j.ClientSession = true, ""
 	}
-	if err := f.runner.create(r.Context(), j, taskstore.Protocol2025, p.Name, ttl, d.PollInterval); err != nil {
-		f.runner.unreserve()
-		if addr != "" {
-			_ = f.store.ReleaseAnonymous(context.WithoutCancel(r.Context()), id, addr)
-		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+	return j
+}
+
+// emulatedPlainCall launches the hidden task of a plain call and answers
+// on the call's stream as the task goes (plainCallStream).
+func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
+	var (
+		untrack func()
+		watch   *taskstore.Watch
+		err     error
+	)
+	l.BeforeStart = func() {
+		// Recorded before anything else: a notifications/cancelled the
+		// client sends at once finds the call.
+		untrack = f.trackPlainCall(r, msg, s, j.Task.ID)
+		// Watched before the worker starts: its first progress is not
+		// lost.
+		watch, err = f.store.Watch(r.Context(), j.Owner, j.Task.ID)
+	}
+	if lerr := f.runner.Launch(r.Context(), j, l); lerr != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(lerr, core.Era2025))
 		return
 	}
-	if p.Task != nil {
-		f.runner.start(j)
-		mcpwire.WriteResult(w, msg.ID, map[string]any{"task": toTask2025(j.task)})
-		return
-	}
-	// Recorded before anything else: a notifications/cancelled the client
-	// sends at once finds the call.
-	defer f.trackPlainCall(r, msg, s, j.task.ID)()
-	// Watched before the worker starts: its first progress is not lost.
-	watch, err := f.store.Watch(r.Context(), owner, j.task.ID)
-	f.runner.start(j)
+	defer untrack()
 	if err != nil {
-		f.abandonCall(owner, j.task.ID, "the gateway could not follow the call: "+err.Error())
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		f.abandonCall(j.Owner, j.Task.ID, "the gateway could not follow the call: "+err.Error())
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	f.plainCallStream(w, r, msg, owner, j.task.ID, watch)
+	f.plainCallStream(w, r, msg, j.Owner, j.Task.ID, watch)
 }
 
 // plainCallStream answers a plain call held under a task: the upstream's
@@ -397,7 +425,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
 	ctx := r.Context()
 	sse := mcpwire.NewWriter(w)
-	tick := time.NewTicker(resyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(f.store))
 	defer tick.Stop()
 	sent := map[string]bool{}
 	for {
@@ -405,10 +433,10 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+			f.abandonCall(owner, id, clientLeft)
 			return
 		default:
-			if e := rpcError(err, era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
+			if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
 				_ = sse.Send(mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(e)})
 				return
 			}
@@ -422,13 +450,13 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 			return
 		}
 		if t != nil {
-			for _, key := range sortedInputKeys(t.InputRequests) {
+			for _, key := range core.SortedInputKeys(t.InputRequests) {
 				if sent[key] {
 					continue
 				}
 				in := t.InputRequests[key]
-				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: inputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
-					f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
+					f.abandonCall(owner, id, clientLeft)
 					return
 				}
 				sent[key] = true
@@ -437,7 +465,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 		for reread := false; !reread; {
 			select {
 			case <-ctx.Done():
-				f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+				f.abandonCall(owner, id, clientLeft)
 				return
 			case ev, ok := <-watch.C:
 				if !ok {
@@ -447,7 +475,7 @@ func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg 
 				case taskstore.EventProgress:
 				case taskstore.EventMessage:
 					if err := sse.SendRaw([]byte(ev.Data)); err != nil {
-						f.abandonCall(owner, id, "the client's call ended before the upstream answered")
+						f.abandonCall(owner, id, clientLeft)
 						return
 					}
 				default:
@@ -469,19 +497,23 @@ func plainOutcome(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: t.Error}
 	}
 	if len(t.Result) == 0 {
-		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: internalError(t.StatusMessage)}
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: core.InternalError(t.StatusMessage)}
 	}
-	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(withoutRelatedTask(t.Result))}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: withoutResultType(runner.WithoutRelatedTask(t.Result))}
 }
+
+// clientLeft is why a plain call's task is cancelled when its client went
+// away before the upstream answered.
+const clientLeft = "the client's call ended before the upstream answered"
 
 // abandonCall cancels a plain call's task whose client went away: its
 // worker cancels the upstream call, and the task does not wait for
 // answers nobody will send.
 func (f *front2025) abandonCall(owner, id, why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), core.StoreTimeout)
 	defer cancel()
 	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
-		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	}
 }
 
@@ -491,8 +523,8 @@ func (f *front2025) abandonCall(owner, id, why string) {
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
 func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
-	era, err := f.up.era(r.Context(), forwardedAuth(r))
-	if err != nil || !era.stateless {
+	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	if err != nil || !era.Stateless {
 		return false
 	}
 	writeSessionNotFound(w)
@@ -502,18 +534,18 @@ func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Reque
 // writeSessionNotFound answers a request of a session the gateway does not
 // hold for this client: 404, initialize again.
 func writeSessionNotFound(w http.ResponseWriter) {
-	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, -32001, "Session not found: initialize again"))
+	mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeSessionNotFound, "Session not found: initialize again"))
 }
 
 // ownedBy reports whether r comes from the principal that opened the
 // session (the same Authorization, or none for both): a session id alone
 // is not a credential.
-func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == authOwner(r) }
+func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == core.AuthOwner(r) }
 
-// endEmulated handles a GET or DELETE of a session the gateway holds (or,
-// in front of a stateless upstream, one it does not know: 404), and
-// reports whether it did.
-func (f *front2025) endEmulated(w http.ResponseWriter, r *http.Request) bool {
+// serveEmulatedSession handles a GET (the session's stream) or DELETE
+// (its end) of a session the gateway holds (or, in front of a stateless
+// upstream, one it does not know: 404), and reports whether it did.
+func (f *front2025) serveEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		return false
 	}

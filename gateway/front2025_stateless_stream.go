@@ -40,6 +40,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -116,7 +118,7 @@ func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, ms
 		writeSessionNotFound(w)
 		return
 	case err != nil:
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2025))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	case changed:
 		f.announce(r, s.ID, taskstore.SessionChanged)
@@ -127,7 +129,7 @@ func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, ms
 // announce tells every replica's GET stream of session id what happened
 // (best effort: a stream that misses it re-reads at its next reopen).
 func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
 		f.log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
@@ -164,7 +166,7 @@ func (f *front2025) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *se
 	if p.Reason != "" {
 		why += ": " + truncate(p.Reason, 200)
 	}
-	f.abandonCall(ownerOf(r), id, why)
+	f.abandonCall(core.OwnerOf(r), id, why)
 }
 
 // callKey is a JSON-RPC id as the record keys it: compact JSON, so the id
@@ -189,138 +191,169 @@ func truncate(s string, n int) string {
 // goes, the session ends, or the upstream's listen stream ends or refuses
 // the client's credentials.
 func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
-	ctx := r.Context()
-	watch, err := f.store.WatchSession(ctx, s.ID)
+	watch, err := f.store.WatchSession(r.Context(), s.ID)
 	if err != nil {
-		mcpwire.WriteError(w, nil, rpcError(err, era2025))
+		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	tick := time.NewTicker(resyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(f.store))
 	defer tick.Stop()
-	flusher, _ := w.(http.Flusher)
-	write := func(ev []byte) bool {
-		if _, err := w.Write(ev); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
+	es := &emulatedGet{f: f, w: w, r: r, s: s, watch: watch, tick: tick}
+	es.flusher, _ = w.(http.Flusher)
+	for es.listen() && es.drainQueued() {
+		// listen again: the session's filter may have changed
 	}
-	var cur listenState
-	started := false
+}
+
+// emulatedGet is one GET stream of an emulated session between its steps.
+type emulatedGet struct {
+	f       *front2025
+	w       http.ResponseWriter
+	flusher http.Flusher // nil: w cannot flush
+	r       *http.Request
+	s       *sessionInfo
+	watch   *taskstore.Watch // the session's announcements and messages
+	tick    *time.Ticker
+
+	cur     listenState // what the open upstream listen asks for
+	started bool        // the stream's headers went out
 	// quiet counts the listens in a row that gave no stream, or one that
 	// ended before it delivered anything (an upstream with nothing to
 	// subscribe to answers at once, one that is down not at all): each
 	// waits twice as long as the one before to try again.
-	quiet := 0
+	quiet int
+}
+
+// write sends ev and flushes it; false: the client is gone.
+func (es *emulatedGet) write(ev []byte) bool {
+	if _, err := es.w.Write(ev); err != nil {
+		return false
+	}
+	if es.flusher != nil {
+		es.flusher.Flush()
+	}
+	return true
+}
+
+// retryAt is when to listen upstream again after quiet listens.
+func (es *emulatedGet) retryAt() time.Time {
+	return time.Now().Add(min(core.ResyncInterval(es.f.store)<<min(es.quiet, 10), upstreamside.MaxListenRetry))
+}
+
+// listen opens the upstream listen for the session's filter as recorded
+// now and relays until it must be opened again (true) or the stream ends
+// (false).
+func (es *emulatedGet) listen() bool {
+	ctx := es.r.Context()
+	next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+	if gone {
+		if !es.started {
+			writeSessionNotFound(es.w)
+		}
+		return false // deleted or expired: the client initializes again
+	}
+	es.cur = next
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events, readErr, refused := es.f.openListen(lctx, es.r, es.s, es.cur)
+	if refused != nil {
+		if !es.started {
+			// The upstream refuses the client's credentials: its 401 or
+			// 403 and challenge, so the client authorizes again.
+			e := core.RPCError(refused, core.Era2025)
+			upstreamside.PassChallenge(es.w, refused, e)
+			mcpwire.WriteError(es.w, nil, e)
+		}
+		return false // a stream already open ends: the client reconnects, and learns it then
+	}
+	if !es.started {
+		es.w.Header().Set("Content-Type", "text/event-stream")
+		es.w.Header().Set("Cache-Control", "no-cache")
+		es.w.WriteHeader(http.StatusOK)
+		es.write(nil)
+		es.started = true
+	}
+	return es.relay(events, readErr)
+}
+
+// relay sends the upstream's events and the session's messages until the
+// listen must be opened again (true) or the stream ends (false).
+func (es *emulatedGet) relay(events <-chan []byte, readErr <-chan error) bool {
+	ctx := es.r.Context()
+	listening := events != nil
+	if !listening {
+		es.quiet++
+	}
+	retryAt := es.retryAt()
 	for {
-		next, gone := f.listenStateOf(ctx, s, cur)
-		if gone {
-			if !started {
-				writeSessionNotFound(w)
+		select {
+		case ev := <-events:
+			es.quiet = 0 // a stream that delivers
+			if !es.write(ev) {
+				return false
 			}
-			return // deleted or expired: the client initializes again
-		}
-		cur = next
-		lctx, stop := context.WithCancel(ctx)
-		events, readErr, refused := f.openListen(lctx, r, s, cur)
-		if refused != nil {
-			stop()
-			if !started {
-				// The upstream refuses the client's credentials: its 401 or
-				// 403 and challenge, so the client authorizes again.
-				e := rpcError(refused, era2025)
-				passChallenge(w, refused, e)
-				mcpwire.WriteError(w, nil, e)
+		case ev, ok := <-es.watch.C:
+			reopen := false
+			switch {
+			case !ok:
+				return false
+			case ev.Kind == taskstore.EventMessage:
+				if !es.write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+					return false
+				}
+			case ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+				return false
+			case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
+				reopen = true // the filter may have changed: listen again
 			}
-			return // a stream already open ends: the client reconnects, and learns it then
-		}
-		if !started {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Header().Set("Cache-Control", "no-cache")
-			w.WriteHeader(http.StatusOK)
-			write(nil)
-			started = true
-		}
-		listening := events != nil
-		if !listening {
-			quiet++
-		}
-		retryAt := time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
-		for reopen := false; !reopen; {
-			select {
-			case ev := <-events:
-				quiet = 0 // a stream that delivers
-				if !write(ev) {
-					stop()
-					return
-				}
-			case ev, ok := <-watch.C:
-				switch {
-				case !ok:
-					stop()
-					return
-				case ev.Kind == taskstore.EventMessage:
-					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
-						stop()
-						return
-					}
-				case ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
-					stop()
-					return
-				case ev.Kind == taskstore.EventSession || ev.Kind == taskstore.EventResync:
-					reopen = true // the filter may have changed: listen again
-				}
-				if watch.Dropped(true) {
-					reopen = true // an announcement may be among the lost
-				}
-			case <-tick.C:
-				// Announcements are best effort: look at the record now and
-				// then, and listen again if the filter changed unannounced,
-				// or, now and then, if there is no stream from upstream.
-				next, gone := f.listenStateOf(ctx, s, cur)
-				changed := gone || !next.equal(cur)
-				if changed {
-					quiet = 0
-				}
-				reopen = changed || !listening && !time.Now().Before(retryAt)
-			case <-readErr:
-				// The upstream ended its stream (a graceful close, or
-				// nothing to listen for): the gateway's notifications go on.
-				events, readErr, listening = nil, nil, false
-				quiet++
-				retryAt = time.Now().Add(min(resyncInterval(f.store)<<min(quiet, 10), maxListenRetry))
-			case <-ctx.Done():
-				stop()
-				return
+			if es.watch.Dropped(true) || reopen { // a lost event may have been an announcement
+				return true
 			}
-		}
-		stop()
-		// Changes already queued are in the record the next listen reads:
-		// a burst of them reopens it once, not once each.
-		for drained := false; !drained; {
-			select {
-			case ev, ok := <-watch.C:
-				switch {
-				case !ok, ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
-					return
-				case ev.Kind == taskstore.EventMessage:
-					if !write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
-						return
-					}
-				}
-			default:
-				drained = true
+		case <-es.tick.C:
+			// Announcements are best effort: look at the record now and
+			// then, and listen again if the filter changed unannounced,
+			// or, now and then, if there is no stream from upstream.
+			next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+			changed := gone || !next.equal(es.cur)
+			if changed {
+				es.quiet = 0
 			}
+			if changed || !listening && !time.Now().Before(retryAt) {
+				return true
+			}
+		case <-readErr:
+			// The upstream ended its stream (a graceful close, or
+			// nothing to listen for): the gateway's notifications go on.
+			events, readErr, listening = nil, nil, false
+			es.quiet++
+			retryAt = es.retryAt()
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
 
-// maxListenRetry bounds how long a GET stream without an upstream listen
-// stream waits to try again.
-const maxListenRetry = 5 * time.Minute
+// drainQueued sends the session's messages already queued and drops its
+// announcements: they are in the record the next listen reads, so a burst
+// of them reopens it once, not once each. false: the stream ended.
+func (es *emulatedGet) drainQueued() bool {
+	for {
+		select {
+		case ev, ok := <-es.watch.C:
+			switch {
+			case !ok, ev.Kind == taskstore.EventSession && ev.Status == taskstore.SessionEnded:
+				return false
+			case ev.Kind == taskstore.EventMessage:
+				if !es.write(mcpwire.AppendEvent(nil, nil, []byte(ev.Data))) {
+					return false
+				}
+			}
+		default:
+			return true
+		}
+	}
+}
 
 // listenState is what a held session's listen stream is opened with.
 type listenState struct {
@@ -363,12 +396,12 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	params := statelessParams(mcpwire.MustMarshal(map[string]any{"notifications": filter}), s, st.level)
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-listen-" + uuid.NewString(),
 		"method": "subscriptions/listen", "params": params})
-	header := forwardedAuth(r)
+	header := core.ForwardedAuth(r)
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "application/json, text/event-stream")
-	header.Set("Mcp-Protocol-Version", version2026)
+	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.up.client.Forward(ctx, http.MethodPost, header, bytes.NewReader(body))
+	resp, err := f.up.Post(ctx, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
@@ -379,14 +412,14 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 		resp.Body.Close()
 		return nil, nil, &upstream.StatusError{Status: resp.StatusCode, Authenticate: resp.Header.Values("WWW-Authenticate")}
 	}
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		resp.Body.Close()
 		return nil, nil, nil
 	}
 	out, errc := make(chan []byte), make(chan error, 1)
 	go func() {
 		defer resp.Body.Close()
-		sr := mcpwire.NewReader(resp.Body, maxAnswerBytes)
+		sr := mcpwire.NewReader(resp.Body, upstreamside.MaxAnswerBytes)
 		for {
 			ev, err := sr.Next()
 			if err != nil {
@@ -425,18 +458,18 @@ func listenEvent(data []byte) []byte {
 	case strings.HasSuffix(n.Method, "/list_changed"):
 		n.Params = nil
 	case n.Method == "notifications/resources/updated", n.Method == "notifications/message":
-		n.Params = withoutMetaKeys(n.Params, metaSubscriptionID)
+		n.Params = upstreamside.WithoutMetaKeys(n.Params, metaSubscriptionID)
 	default:
 		return nil
 	}
 	return mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, n.Params))
 }
 
-// logMessage relays an upstream's notifications/message sent during task
+// LogMessage relays an upstream's notifications/message sent during task
 // t's call to the client (taskNotifier): a plain call's stream, or the
 // GET stream of the task's session. A 2026-07-28 client's task has
 // neither.
-func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *front2025) LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
@@ -444,7 +477,7 @@ func (f *front2025) logMessage(ctx context.Context, owner string, t *taskstore.T
 		_ = f.store.PublishTask(ctx, owner, t.ID, mcpwire.Notification("notifications/message", params))
 		return
 	}
-	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, relatedTaskKey, relatedTask(t.ID)))
+	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
 	_ = f.store.PublishSession(ctx, sessionID, msg)
 }
 
@@ -457,7 +490,7 @@ func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *ses
 		return func() {}
 	}
 	return func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 		defer cancel()
 		_ = f.store.ClearSessionCall(ctx, s.ID, key, id)
 	}
@@ -484,7 +517,7 @@ func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
 func (f *front2025) releaseAnonymous(r *http.Request, s *sessionInfo) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(s.ID), s.Addr)
 }
@@ -512,5 +545,5 @@ func anonymousSessionRefused(err error) *mcpwire.Error {
 		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
 			"too many sessions and tasks of clients without Authorization right now: retry later, or send credentials")
 	}
-	return rpcError(err, era2025)
+	return core.RPCError(err, core.Era2025)
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -34,7 +35,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" params must be an object"))
 		return
 	}
-	owner := ownerOf(r)
+	owner := core.OwnerOf(r)
 	if msg.MethodName() == "tasks/list" {
 		if !f.polls.admit(w, msg, f.metrics, owner, "") { // ratelimit.go
 			return
@@ -52,7 +53,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	missing := func() bool { return f.upstreamTask(w, r, msg, owner, p.TaskID) }
 	switch msg.MethodName() {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2025Get, era2025, owner, p.TaskID, missing)
+		f.get(w, r, msg, f.store, render2025Get, core.Era2025, owner, p.TaskID, missing)
 	case "tasks/cancel":
 		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
@@ -75,7 +76,7 @@ func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 	}
 	page, next, err := f.store.List(r.Context(), owner, c, 0)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "list", "", era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "list", "", core.Era2025))
 		return
 	}
 	var recs []*taskstore.UpstreamTask
@@ -94,7 +95,7 @@ func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 	}{Tasks: make([]any, 0, len(page)), NextCursor: next}
 	for _, l := range page {
 		if l.Task != nil {
-			out.Tasks = append(out.Tasks, toTask2025(l.Task))
+			out.Tasks = append(out.Tasks, core.ToTask2025(l.Task))
 			continue
 		}
 		out.Tasks = append(out.Tasks, native[0])
@@ -122,15 +123,15 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", id, era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", id, core.Era2025))
 		return
 	}
-	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	f.trace.linkTask(r.Context(), t)
-	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", logOwner(owner)).
+	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	f.trace.LinkTask(r.Context(), t)
+	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
-	f.statusChanged(r.Context(), t)
-	mcpwire.WriteResult(w, msg.ID, toTask2025(t))
+	f.StatusChanged(r.Context(), t)
+	mcpwire.WriteResult(w, msg.ID, core.ToTask2025(t))
 }
 
 // finalResponse is what tasks/result returns for a terminal task: exactly
@@ -147,5 +148,5 @@ func finalResponse(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 			res = json.RawMessage(`{"content":[],"isError":true}`)
 		}
 	}
-	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: mcpwire.WithMeta(res, relatedTaskKey, relatedTask(t.ID))}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: mcpwire.WithMeta(res, core.RelatedTaskKey, relatedTask(t.ID))}
 }

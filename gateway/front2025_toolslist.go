@@ -14,7 +14,7 @@ package gateway
 // taskSupport: a native tool): the gateway then owns their tasks and holds
 // the upstream's underneath, and a sync rule's plain call of a tool the
 // upstream requires tasks for is answered through the upstream's task
-// (front2025_native.go, runner_native.go). With no rule they stay the
+// (front2025_native.go, internal/runner/native.go). With no rule they stay the
 // upstream's.
 //
 // Only tools whose value changes are re-encoded; every other byte of the
@@ -27,6 +27,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -35,31 +37,31 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	s := f.session(r)
 	withFallback := firstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
-		f.up.forward(w, r, msg, f.upstreamHeader(r), "")
+		f.up.Forward(w, r, msg, f.upstreamHeader(r), "")
 		return
 	}
-	a := f.up.forwardForRewrite(w, r, msg, identityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	result, err := f.toolsListResult(r.Context(), s, a.result, withFallback)
+	result, err := f.toolsListResult(r.Context(), s, a.Result, withFallback)
 	if err != nil {
 		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	out := json.RawMessage(nil)
 	if result != nil {
-		if out, err = mcpwire.WithMember(a.msg, "result", result); err != nil {
+		if out, err = mcpwire.WithMember(a.Msg, "result", result); err != nil {
 			out = nil
 		}
 	}
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // toolsListResult is the upstream's tools/list result as session s sees
@@ -69,17 +71,17 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
-		cfg := f.decider.policy.Load()
-		var declared map[string]toolDecl
+		cfg := f.decider.Policy.Load()
+		var declared map[string]decide.ToolDecl
 		var err error
-		result, declared, err = rewriteTools(upstream, func(name string, decl toolDecl) policy.TaskSupport {
-			d := policy.Decide(cfg, decl.tool(name), policy.Client2025, decl.ts, f.decider.lat.Stats(name))
+		result, declared, err = decide.RewriteTools(upstream, func(name string, decl decide.ToolDecl) policy.TaskSupport {
+			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.decider.Lat.Stats(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool
 				// itself; with the fallback tools it gets a task anyway.
 				d.TaskSupport = policy.TaskSupportOptional
 			}
-			if d.TaskSupport != decl.ts {
+			if d.TaskSupport != decl.TaskSupport {
 				f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
 			}
 			return d.TaskSupport
@@ -87,9 +89,9 @@ func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstrea
 		if err != nil {
 			return nil, err
 		}
-		f.decider.learnTools(ctx, declared)
+		f.decider.LearnTools(ctx, declared)
 	} else {
-		f.decider.learnToolsList(ctx, upstream)
+		f.decider.LearnToolsList(ctx, upstream)
 	}
 	if withFallback {
 		base := result

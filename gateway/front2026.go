@@ -28,14 +28,14 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -74,6 +74,10 @@ type statelessReq struct {
 	Tasks      bool            // clientCapabilities.extensions declares the tasks extension
 }
 
+// declaresTasks reports whether the client declared the tasks extension
+// (false for no request).
+func (mr *statelessReq) declaresTasks() bool { return mr != nil && mr.Tasks }
+
 // removedIn2026 are the methods 2026-07-28 removed (SEP-2575 "Deprecated and
 // Removed RPCs"): a 2026-07-28 request for one gets -32601. initialize is
 // here: only an initialize without 2026-07-28 _meta selects the session era.
@@ -89,7 +93,7 @@ var removedIn2026 = map[string]bool{
 
 // metaVersionKey is searched for in the raw params before any decoding, so
 // session traffic pays one bytes.Contains, not a JSON decode.
-var metaVersionKey = []byte(`"` + metaProtocolVersion + `"`)
+var metaVersionKey = []byte(`"` + upstreamside.MetaProtocolVersion + `"`)
 
 // isStateless reports whether msg is a 2026-07-28 (stateless) message. The
 // rule:
@@ -110,14 +114,14 @@ func isStateless(r *http.Request, msg *mcpwire.Message) bool {
 		return false
 	}
 	if bytes.Contains(msg.Params, metaVersionKey) {
-		if _, ok := msg.Meta()[metaProtocolVersion]; ok {
+		if _, ok := msg.Meta()[upstreamside.MetaProtocolVersion]; ok {
 			return true
 		}
 	}
 	if msg.MethodName() == "initialize" || r.Header.Get("Mcp-Session-Id") != "" {
 		return false
 	}
-	return r.Header.Get("Mcp-Protocol-Version") >= version2026
+	return r.Header.Get("Mcp-Protocol-Version") >= core.Version2026
 }
 
 // serve validates a 2026-07-28 message and routes it.
@@ -128,7 +132,7 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		if msg.Kind == mcpwire.KindNotification {
 			msg.ID = nil
 		}
-		writeStatelessError(w, msg.ID, e)
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	if msg.Kind == mcpwire.KindNotification {
@@ -148,7 +152,7 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		f.listen(w, r, msg, mr)
 	default:
 		if removedIn2026[method] {
-			writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeMethodNotFound,
+			core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusNotFound, mcpwire.CodeMethodNotFound,
 				"Method not found: "+method+" is not part of protocol version "+mr.Version))
 			return
 		}
@@ -171,16 +175,16 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	}
 	header := r.Header.Get("Mcp-Protocol-Version")
 	var version string
-	rawVersion, hasVersion := p.Meta[metaProtocolVersion]
+	rawVersion, hasVersion := p.Meta[upstreamside.MetaProtocolVersion]
 	if hasVersion && !mcpwire.PlainString(rawVersion, &version) && json.Unmarshal(rawVersion, &version) != nil {
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" must be a string")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" must be a string")
 	}
 	notification := msg.Kind == mcpwire.KindNotification
 	switch {
 	case !notification && header == "":
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
 	case !notification && !hasVersion:
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaProtocolVersion+" is required")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" is required")
 	case hasVersion && header != "" && header != version:
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value '"+header+
 			"' does not match body value '"+version+"'")
@@ -188,19 +192,19 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	if version == "" {
 		version = header
 	}
-	if version != version2026 {
+	if version != core.Version2026 {
 		e := mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeUnsupportedVersion, "Unsupported protocol version: "+version)
-		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.supportedVersions(), "requested": version})
+		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.SupportedVersions(), "requested": version})
 		return nil, e
 	}
 	mr := &statelessReq{Version: version}
 	if !notification {
-		caps, ok := p.Meta[metaClientCaps]
+		caps, ok := p.Meta[upstreamside.MetaClientCaps]
 		if !ok || !mcpwire.IsObject(caps) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientCaps+" is required and must be an object")
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientCaps+" is required and must be an object")
 		}
-		if info, ok := p.Meta[metaClientInfo]; ok && !mcpwire.IsObject(info) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+metaClientInfo+" must be an object")
+		if info, ok := p.Meta[upstreamside.MetaClientInfo]; ok && !mcpwire.IsObject(info) {
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientInfo+" must be an object")
 		}
 		mr.ClientCaps = caps
 		mr.Tasks = declaresTasks(caps)
@@ -235,7 +239,7 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 		case len(hn) > 1:
 			return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: more than one Mcp-Name header")
 		case len(hn) == 1:
-			name, ok := decodeHeaderValue(hn[0])
+			name, ok := core.DecodeHeaderValue(hn[0])
 			if !ok {
 				return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the Mcp-Name header has invalid characters or Base64")
 			}
@@ -246,29 +250,6 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 		}
 	}
 	return mr, nil
-}
-
-// decodeHeaderValue decodes an Mcp-Name or Mcp-Param-* value: the
-// =?base64?…?= sentinel form is decoded (UTF-8), a plain value is taken as
-// is ("Value Encoding"). It reports false for control characters, bad
-// Base64 or non-UTF-8. A plain non-ASCII value is tolerated (go-sdk
-// v1.8.0 clients send names unencoded) and compared as is.
-func decodeHeaderValue(v string) (string, bool) {
-	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if enc, ok = strings.CutSuffix(enc, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil || !utf8.Valid(b) {
-				return "", false
-			}
-			return string(b), true
-		}
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return "", false
-		}
-	}
-	return v, true
 }
 
 // declaresTasks reports whether client capabilities declare the tasks
@@ -300,7 +281,7 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 	if json.Unmarshal(caps, &c) != nil {
 		return false
 	}
-	ext, ok := c.Extensions[tasksExtension]
+	ext, ok := c.Extensions[core.TasksExtension]
 	return ok && mcpwire.IsObject(ext)
 }
 
@@ -310,12 +291,12 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 // dropped, as there is no request it could refer to there.
 func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), forwardedAuth(r))
-		if err != nil || !era.stateless {
+		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+		if err != nil || !era.Stateless {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if f.up.forwardToStateless(w, r, msg, nil, era, recheck, "") {
+		if f.up.ForwardToStateless(w, r, msg, false, era, recheck, "") {
 			return
 		}
 	}
@@ -328,27 +309,27 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 // is probed again and the request sent by the new era, once.
 func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.era(r.Context(), forwardedAuth(r))
+		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
 		switch {
 		case err != nil:
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
-		case era.stateless:
-			if f.up.forwardToStateless(w, r, msg, mr, era, recheck, learn) {
+		case era.Stateless:
+			if f.up.ForwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
 				return
 			}
 			continue
 		}
-		target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
+		target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 		if err != nil {
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if msg.MethodName() == "tools/call" {
 			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (front2026_bridge.go)
 			return
 		}
-		f.up.forwardToSession(w, r, msg, target, mr.Version)
+		f.up.ForwardToSession(w, r, msg, target, mr.Version)
 		return
 	}
 }

@@ -21,13 +21,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -40,7 +44,7 @@ const bridgePrefix = "taskgate-bridge:"
 // session of a session upstream; input the upstream asks for turns the
 // call into a bridged one. learn names the tool whose latency it teaches.
 func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
-	target *upstreamTarget, learn string) {
+	target *upstreamside.Target, learn string) {
 	ctx := r.Context()
 	var p struct {
 		Name string `json:"name"`
@@ -49,24 +53,24 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	// A 2025-11-25 params.task means nothing from this client (the server
 	// decides) and must not reach the upstream; the gateway asks for the
 	// upstream's own task of a native tool (nativeParams).
-	params := sessionParams(msg.Params)
+	params := upstreamside.SessionParams(msg.Params)
 	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
 		params = stripped
 	}
-	req := &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
+	req := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
-	canBridge := authOwner(r) != "" || !f.anonymous.Disabled
-	if e := f.runner.admit(); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
+	if e := f.runner.Admit(); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.runner.hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
+	c := f.runner.Hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
-	ka := f.up.keepAliveFor(msg) // upstream_keepalive.go
+	ka := f.up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
 	var beat <-chan time.Time
 	if ka != nil {
-		t := time.NewTicker(ka.every)
+		t := time.NewTicker(ka.Every)
 		defer t.Stop()
 		beat = t.C
 	}
@@ -76,7 +80,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			_ = sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
 			quiet = false
 			if ka != nil {
-				ka.upstream = true
+				ka.Upstream = true
 			}
 		}
 	}
@@ -84,61 +88,61 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 		select {
 		case <-beat:
 			if quiet {
-				_ = ka.beatOn(sse)
+				_ = ka.BeatOn(sse)
 			}
 			quiet = true
-		case n := <-c.notes:
+		case n := <-c.Notes:
 			relay(n)
-		case m := <-c.requests:
-			if !canBridge || !clientCan(mr.ClientCaps, m.Method) {
-				_ = f.up.client.Respond(context.WithoutCancel(ctx), target.Session, refusal(m))
+		case m := <-c.Requests:
+			if !canBridge || !runner.ClientCan(mr.ClientCaps, m.Method) {
+				_ = f.up.Respond(context.WithoutCancel(ctx), target.Session, runner.Refusal(m))
 				continue
 			}
-			j := &job{
-				sess:       target.Session,
-				req:        req,
-				call:       c,
-				first:      m,
-				hidden:     true,
-				clientCaps: mr.ClientCaps,
-				client2026: &job2026{target: target, params: req.Params},
-				learn:      learn,
+			j := &runner.Job{
+				Sess:       target.Session,
+				Req:        req,
+				Call:       c,
+				First:      m,
+				Hidden:     true,
+				ClientCaps: mr.ClientCaps,
+				Client2026: &runner.Job2026{Target: target, Params: req.Params},
+				Learn:      learn,
 			}
 			f.setOwner(j, r)
 			f.bridge(w, r, msg, j, sse)
 			return
-		case res := <-c.done:
+		case res := <-c.Done:
 			for drained := false; !drained; { // what the upstream sent before its answer comes first
 				select {
-				case n := <-c.notes:
+				case n := <-c.Notes:
 					relay(n)
 				default:
 					drained = true
 				}
 			}
-			if errors.Is(res.err, upstream.ErrSessionNotFound) {
+			if errors.Is(res.Err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
-				t2, err := f.up.reopenTarget(ctx, sessionOwner(r), forwardedAuth(r), mr.Version, target)
+				t2, err := f.up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
 					f.fail(w, r, msg, sse, err)
 					return
 				}
 				target = t2
-				c = f.runner.startCall(f.runner.ctx, target.Session, req, false) // the first call ended
+				c = f.runner.StartCall(f.runner.Ctx, target.Session, req, false) // the first call ended
 				continue
 			}
-			if res.err != nil {
-				f.fail(w, r, msg, sse, res.err)
+			if res.Err != nil {
+				f.fail(w, r, msg, sse, res.Err)
 				return
 			}
-			f.decider.observe(learn, time.Since(c.started))
-			f.up.writeSessionAnswer(w, sse, msg.ID, "tools/call", res.resp)
+			f.decider.Observe(learn, time.Since(c.Started))
+			f.up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.Resp)
 			return
 		case <-ctx.Done():
 			// The client went away: on a session a dropped stream is not a
 			// cancellation, so say it.
-			f.up.cancelOnSession(ctx, target, req.ID)
-			c.abort(errors.New("the client went away"))
+			f.up.CancelOnSession(ctx, target, req.ID)
+			c.Abort(errors.New("the client went away"))
 			return
 		}
 	}
@@ -146,39 +150,38 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
-func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, sse *mcpwire.Writer) {
-	var p toolsCallParams
+func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, sse *mcpwire.Writer) {
+	var p core.ToolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
-	if err := f.create(r, j, p.Name, f.defaultTTL(j.owner), 0); err != nil {
-		j.call.abort(err)
+	if err := f.launch(r, j, p.Name, f.defaultTTL(j.Owner), 0); err != nil {
+		j.Call.Abort(err)
 		f.fail(w, r, msg, sse, err)
 		return
 	}
-	f.runner.start(j)
-	f.answerRound(w, r, msg, j.owner, j.task.ID, nil, sse)
+	f.answerRound(w, r, msg, j.Owner, j.Task.ID, nil, sse)
 }
 
 // continueBridge is the client's retry of a bridged call: it records the
 // inputResponses for the hidden task and answers the next round.
 func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, taskID string, responses map[string]json.RawMessage) {
-	owner := owner2026(r, taskID)
-	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	owner := core.Owner2026(r, taskID)
+	if e := core.CheckInputResponses(len(responses), "tools/call"); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	answered := make(map[string]bool, len(responses))
 	for k, v := range responses {
-		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
+		answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: v})
 		answered[k] = true
 	}
 	if len(answers) > 0 {
 		if _, err := f.store.AnswerInputs(r.Context(), owner, taskID, answers); err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-			e := rpcError(err, era2026)
+			e := core.RPCError(err, core.Era2026)
 			if e.Code == mcpwire.CodeInvalidParams {
 				e = mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "requestState is unknown or expired: call the tool again without it")
 			}
-			writeStatelessError(w, msg.ID, e)
+			core.WriteStatelessError(w, msg.ID, e)
 			return
 		}
 	}
@@ -227,11 +230,11 @@ func (f *front2026) waitRound(ctx context.Context, owner, taskID string, answere
 func outcomeResponse(id json.RawMessage, t *taskstore.Task) (out mcpwire.Response, ended bool) {
 	switch t.Status {
 	case taskstore.StatusCompleted:
-		return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: statelessResult("tools/call", t.Result)}, true
+		return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: core.StatelessResult("tools/call", t.Result)}, true
 	case taskstore.StatusFailed, taskstore.StatusCancelled:
 		e := t.Error
 		if len(e) == 0 {
-			e = internalError(t.StatusMessage)
+			e = core.InternalError(t.StatusMessage)
 		}
 		return mcpwire.Response{JSONRPC: "2.0", ID: id, Error: e}, true
 	}
@@ -277,10 +280,10 @@ func bridgeState(params json.RawMessage) (taskID string, responses map[string]js
 // error answer.
 func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
 	if !sse.Started() {
-		f.up.statelessFailure(w, r, msg, err)
+		f.up.StatelessFailure(w, r, msg, err)
 		return
 	}
 	if r.Context().Err() == nil {
-		_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, rpcError(err, era2026)))
+		_ = sse.SendRaw(mcpwire.ErrorMessage(msg.ID, core.RPCError(err, core.Era2026)))
 	}
 }

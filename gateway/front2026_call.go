@@ -6,7 +6,6 @@ package gateway
 // and a task only if it is still running after the hybrid wait).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -26,7 +29,7 @@ import (
 func missingTasksCapability(why string) *mcpwire.Error {
 	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeMissingCapability, "Missing required client capability: "+why)
 	e.Data = mcpwire.MustMarshal(map[string]any{"requiredCapabilities": map[string]any{
-		"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+		"extensions": map[string]any{core.TasksExtension: map[string]any{}}}})
 	return e
 }
 
@@ -53,7 +56,7 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
-	d, learn = f.decider.decide(ctx, tool, client)
+	d, learn = f.decider.Decide(ctx, tool, client)
 	switch d.Mode {
 	case policy.Task:
 		return modeTask, d, learn
@@ -68,9 +71,9 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 // toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
 // (hybrid): run, and become a task only if it takes long.
 func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	var p toolsCallParams
+	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
 	if state, responses, ok := mrtrRetry(msg.Params); ok {
@@ -91,13 +94,13 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		return
 	}
 	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
-	anon := authOwner(r) == ""
+	anon := core.AuthOwner(r) == ""
 	if anon && f.anonymous.Disabled {
 		switch mode {
 		case modeAuto:
 			mode = modeSync // a plain call it can still make
 		case modeTask:
-			writeStatelessError(w, msg.ID, errNoAnonymousTasks)
+			core.WriteStatelessError(w, msg.ID, errNoAnonymousTasks)
 			return
 		}
 	}
@@ -106,44 +109,44 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.forward(w, r, msg, mr, learn)
 		return
 	case modeRefuse:
-		writeStatelessError(w, msg.ID, missingTasksCapability(fmt.Sprintf("tool %q runs only as a task", p.Name)))
+		core.WriteStatelessError(w, msg.ID, missingTasksCapability(fmt.Sprintf("tool %q runs only as a task", p.Name)))
 		return
 	}
 	// A 2025-11-25 params.task means nothing here (the server decides) and
 	// must not reach the upstream.
 	params, err := mcpwire.WithoutMember(msg.Params, "task")
 	if err != nil {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	target, err := f.up.target(r.Context(), sessionOwner(r), forwardedAuth(r), mr.Version)
+	target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	if e := f.runner.admit(); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	if e := f.runner.Admit(); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	upParams := f.nativeParams(r.Context(), p.Name, paramsFor(params, target), target)
+	upParams := f.nativeParams(r.Context(), p.Name, upstreamside.ParamsFor(params, target), target)
 	if f.fallbackClient(mr) && target.Stateless {
 		upParams = withAskableClient(upParams) // the agent answers with task_answer
 	}
-	j := &job{
-		sess:       target.Session,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: upParams},
-		clientCaps: mr.ClientCaps,
-		client2026: &job2026{target: target, params: upParams},
-		learn:      learn,
-		fallback:   f.fallbackClient(mr),
+	j := &runner.Job{
+		Sess:       target.Session,
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: upParams},
+		ClientCaps: mr.ClientCaps,
+		Client2026: &runner.Job2026{Target: target, Params: upParams},
+		Learn:      learn,
+		Fallback:   f.fallbackClient(mr),
 	}
-	if j.fallback {
-		j.callerCaps = mr.ClientCaps
-		j.clientCaps = nil // every input request kept, for task_status and task_answer
+	if j.Fallback {
+		j.CallerCaps = mr.ClientCaps
+		j.ClientCaps = nil // every input request kept, for task_status and task_answer
 	}
 	f.setOwner(j, r)
 	if mode == modeTask {
-		j.slot = true
+		j.Slot = true
 		f.startTask(w, r, msg, j, p.Name, d)
 		return
 	}
@@ -153,37 +156,33 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // startTask creates the task, with the ttl and pollInterval of d,
 // starts its worker and answers the flat CreateTaskResult, only once the
 // task is durable ("Task Creation").
-func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
-	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
-		if j.call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
+func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.Owner), j.Owner)
+	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
+		if j.Call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
 			// A call already running is not killed for want of a task:
 			// it answers when it ends, as a plain call.
 			f.finishPlain(w, r, msg, j)
 			return
 		}
-		if j.call != nil {
-			j.call.abort(err)
+		if j.Call != nil {
+			j.Call.Abort(err)
 		}
-		if j.slot {
-			f.runner.unreserve()
-		}
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.runner.start(j)
-	if j.fallback {
+	if j.Fallback {
 		mcpwire.WriteResult(w, msg.ID, f.fallbackStarted(r, j, tool))
 		return
 	}
-	mcpwire.WriteResult(w, msg.ID, toTask2026(j.task, "task", false))
+	mcpwire.WriteResult(w, msg.ID, core.ToTask2026(j.Task, "task", false))
 }
 
 // finishPlain answers a hybrid call that could not become a task when it
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
-func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job) {
-	res := waitPlain(r, f.up.client, j)
+func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
+	res := f.runner.WaitPlain(r, j)
 	if r.Context().Err() == nil {
 		f.writeCallResult(w, msg, res)
 	}
@@ -195,57 +194,30 @@ var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalEr
 	"this gateway runs tasks only for clients that send Authorization (--allow-anonymous-tasks=false)")
 
 // setOwner makes the owner of j's task, to be: the client's Authorization,
-// else the task itself, whose id is minted now (anonOwner).
-func (f *front2026) setOwner(j *job, r *http.Request) {
-	if j.owner = authOwner(r); j.owner == "" {
-		j.id = uuid.NewString()
-		j.owner = anonOwner(j.id)
-		j.addr = clientAddr(r)
+// else the task itself, whose id is minted now (core.AnonOwner).
+func (f *front2026) setOwner(j *runner.Job, r *http.Request) {
+	if j.Owner = core.AuthOwner(r); j.Owner == "" {
+		j.Id = uuid.NewString()
+		j.Owner = core.AnonOwner(j.Id)
+		j.Addr = core.ClientAddr(r)
 	}
 }
 
-// create stores j's extension task (runner.create), counting an anonymous
-// one against the anonymous caps first.
-func (f *front2026) create(r *http.Request, j *job, tool string, ttl, poll time.Duration) error {
-	ctx := context.WithoutCancel(r.Context())
-	if j.addr != "" {
-		if err := reserveAnonymous(ctx, f.store, f.anonymous, j.id, j.addr, ttl); err != nil {
-			f.log.Warn().Str("op", "create").Str("tool", tool).Err(err).Msg("anonymous task refused")
-			return err
-		}
-	}
+// launch makes j an extension task (or a fallback tools' one) and starts
+// its worker (runner.launch).
+func (f *front2026) launch(r *http.Request, j *runner.Job, tool string, ttl, poll time.Duration) error {
 	proto := taskstore.Protocol2026
-	if j.fallback {
+	if j.Fallback {
 		proto = taskstore.ProtocolFallback
 	}
-	err := f.runner.create(ctx, j, proto, tool, ttl, poll)
-	if err != nil && j.addr != "" {
-		_ = f.store.ReleaseAnonymous(ctx, j.id, j.addr)
-	}
-	return err
-}
-
-// anonymousStore is what counting against the anonymous caps needs.
-type anonymousStore interface {
-	Options() taskstore.Options
-	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
-}
-
-// reserveAnonymous counts id, made by a client without Authorization at
-// addr and living ttl (zero: the store's default task ttl), against the
-// caps (taskstore/anonymous.go).
-func reserveAnonymous(ctx context.Context, store anonymousStore, caps AnonymousTasks, id, addr string, ttl time.Duration) error {
-	if ttl <= 0 {
-		ttl = store.Options().DefaultTTL
-	}
-	return store.ReserveAnonymous(ctx, id, addr, store.Options().Clock().Add(ttl), caps.Max, caps.PerAddress)
+	return f.runner.Launch(context.WithoutCancel(r.Context()), j, runner.LaunchSpec{Proto: proto, Tool: tool, TTL: ttl, Poll: poll})
 }
 
 // defaultTTL is the ttl of an extension task (the client asks for none):
 // the store's default, shorter for an anonymous owner.
 func (f *front2026) defaultTTL(owner string) time.Duration {
-	if isAnonymous(owner) && f.store.Options().DefaultTTL > anonymousTTL {
-		return anonymousTTL
+	if core.IsAnonymous(owner) && f.store.Options().DefaultTTL > core.AnonymousTTL {
+		return core.AnonymousTTL
 	}
 	return 0
 }
@@ -257,79 +229,68 @@ func (f *front2026) defaultTTL(owner string) time.Duration {
 // resolve before the task exists; the client's retry is decided afresh). A
 // call still running, or a session upstream asking for input, becomes a
 // task.
-func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	res, ok := f.holdHybrid(r, j, d)
 	switch {
 	case !ok:
 		return // the client went away
-	case res == nil && j.first != nil && !j.fallback && j.client2026 != nil && !j.client2026.target.Stateless &&
-		clientCan(j.clientCaps, j.first.Method):
+	case res == nil && j.First != nil && !j.Fallback && j.Client2026 != nil && !j.Client2026.Target.Stateless &&
+		runner.ClientCan(j.ClientCaps, j.First.Method):
 		// A session upstream asked for input within the wait: MRTR
 		// rounds first, the task only once a round runs past the wait
 		// (front2026_mrtr.go).
 		f.mrtrFirstRound(w, r, msg, j, tool, d)
 	case res == nil: // still running, or asking for input
 		f.startTask(w, r, msg, j, tool, d)
-	case j.fallback && isInputRequired(res.resp) && !canAnswer(j.callerCaps, res.resp.Result):
+	case j.Fallback && core.IsInputRequired(res.Resp) && !canAnswer(j.CallerCaps, res.Resp.Result):
 		// A fallback client that cannot answer this round itself answers
 		// it through the task (task_status, task_answer): the worker
 		// takes the round as the call's first result.
-		j.call.done <- *res
+		j.Call.Done <- *res
 		f.startTask(w, r, msg, j, tool, d)
 	default:
-		if res.err == nil && !isInputRequired(res.resp) {
-			f.decider.observe(j.learn, time.Since(j.call.started))
+		if res.Err == nil && !core.IsInputRequired(res.Resp) {
+			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writeCallResult(w, msg, *res)
 	}
 }
 
-// isInputRequired reports whether resp is an MRTR input_required result.
-func isInputRequired(resp *jsonrpc.Response) bool {
-	if resp == nil || resp.Error != nil || !bytes.Contains(resp.Result, []byte(`"input_required"`)) {
-		return false
-	}
-	var r struct {
-		ResultType string `json:"resultType"`
-	}
-	return json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "input_required"
-}
-
 // writeCallResult answers a 2026-07-28 tools/call with the upstream's own
 // answer: its result (marked resultType "complete" if the upstream, being
-// a session one, did not say: statelessResult), or its JSON-RPC error.
-func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res callResult) {
+// a session one, did not say: core.StatelessResult), or its JSON-RPC error.
+func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
-	case res.err != nil:
-		e := rpcError(res.err, era2026)
+	case res.Err != nil:
+		e := core.RPCError(res.Err, core.Era2026)
 		f.log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
-	case res.resp.Error != nil:
+	case res.Resp.Error != nil:
 		status := http.StatusOK
 		var we *jsonrpc.Error
-		if errors.As(res.resp.Error, &we) {
+		if errors.As(res.Resp.Error, &we) {
 			status = mcpwire.StatelessStatus(int(we.Code))
 		}
-		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.resp.Error)})
+		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
 	default:
-		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res.resp.Result))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.Resp.Result))
 	}
 }
 
 // nativeParams returns the params of a call the gateway holds of tool on
 // target: task-augmented when tool is a session upstream's own task tool
 // (it declared execution.taskSupport), so that the runner holds the
-// upstream's task (runner_native.go): the 2026-07-28 client sees the
+// upstream's task (internal/runner/native.go): the 2026-07-28 client sees the
 // gateway's task, or the result, whatever the upstream requires.
-func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamTarget) json.RawMessage {
+func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamside.Target) json.RawMessage {
 	if target.Stateless {
 		return params
 	}
-	f.up.toolDeclared(ctx, f.decider, target.Session, tool)
-	if !f.decider.upstreamTaskSupport(ctx, tool).AllowsTask() {
+	f.up.ToolDeclared(ctx, f.decider, target.Session, tool)
+	if !f.decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}
-	if out, err := withUpstreamTask(params, 0); err == nil {
+	if out, err := runner.WithUpstreamTask(params, 0); err == nil {
 		return out
 	}
 	return params

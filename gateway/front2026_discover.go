@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -19,30 +22,30 @@ const discoverTTL = 5 * time.Minute
 //	                    gains extensions["io.modelcontextprotocol/tasks"]
 //	                    and the gateway's supportedVersions
 //	session upstream:   built from the initialize result of the owner
-//	                    session (upstream_owner.go): capabilities (without
+//	                    session (internal/upstreamside/owner.go): capabilities (without
 //	                    the session-only tasks and logging ones) plus the
 //	                    extension, instructions, serverInfo in _meta;
 //	                    nothing is initialized per discover
 func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	auth := forwardedAuth(r)
+	auth := core.ForwardedAuth(r)
 	for attempt := 0; ; attempt++ {
-		era, err := f.up.era(r.Context(), auth)
+		era, err := f.up.Era(r.Context(), auth)
 		if err != nil {
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
 		}
-		if !era.stateless {
+		if !era.Stateless {
 			f.discoverSession(w, r, msg)
 			return
 		}
-		resp, contradicted, err := f.up.postStateless(r.WithContext(methodCtx(r, msg)), withoutTasksExtension(msg, mr), false)
+		resp, contradicted, err := f.up.PostStateless(r.WithContext(obs.MethodCtx(r, msg)), upstreamside.WithoutTasksExtension(msg, mr.declaresTasks()), false)
 		if err != nil {
-			f.up.statelessFailure(w, r, msg, err)
+			f.up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if contradicted && attempt == 0 {
 			resp.Body.Close()
-			f.up.forgetEra(era)
+			f.up.ForgetEra(era)
 			continue
 		}
 		f.discoverStateless(w, r, msg, resp)
@@ -53,40 +56,40 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // discoverStateless relays a stateless upstream's DiscoverResult with the
 // extension and the gateway's versions added; anything else as it is.
 func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) {
-	a := f.up.statelessAnswer(w, r, msg, resp)
+	a := f.up.StatelessAnswer(w, r, msg, resp)
 	if a == nil {
 		return
 	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	var res map[string]json.RawMessage
-	if json.Unmarshal(a.result, &res) != nil || res == nil {
-		a.write(w, r, f.log, nil)
+	if json.Unmarshal(a.Result, &res) != nil || res == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
 	var caps map[string]json.RawMessage
 	_ = json.Unmarshal(res["capabilities"], &caps)
 	res["capabilities"] = mcpwire.MustMarshal(withTasksExtension(caps))
-	res["supportedVersions"] = mcpwire.MustMarshal(f.up.supportedVersions())
-	setDefault(res, "resultType", `"complete"`)
-	setDefault(res, "ttlMs", "0")
-	setDefault(res, "cacheScope", `"private"`)
-	out, err := mcpwire.WithMember(a.msg, "result", mcpwire.MustMarshal(res))
+	res["supportedVersions"] = mcpwire.MustMarshal(f.up.SupportedVersions())
+	core.SetDefault(res, "resultType", `"complete"`)
+	core.SetDefault(res, "ttlMs", "0")
+	core.SetDefault(res, "cacheScope", `"private"`)
+	out, err := mcpwire.WithMember(a.Msg, "result", mcpwire.MustMarshal(res))
 	if err != nil {
 		out = nil
 	}
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // discoverSession builds the DiscoverResult of a session upstream from
 // the initialize result of the owner session.
 func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	sess, err := f.up.ownerSession(r.Context(), sessionOwner(r), forwardedAuth(r))
+	sess, err := f.up.OwnerSession(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r))
 	if err != nil {
-		f.up.statelessFailure(w, r, msg, err)
+		f.up.StatelessFailure(w, r, msg, err)
 		return
 	}
 	var init struct {
@@ -106,7 +109,7 @@ func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg 
 	}
 	res := map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": f.up.supportedVersions(sess.ProtocolVersion),
+		"supportedVersions": f.up.SupportedVersions(sess.ProtocolVersion),
 		"capabilities":      withTasksExtension(init.Capabilities),
 		"ttlMs":             discoverTTL.Milliseconds(),
 		"cacheScope":        scope,
@@ -115,7 +118,7 @@ func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg 
 		res["instructions"] = init.Instructions
 	}
 	if mcpwire.IsObject(init.ServerInfo) {
-		res["_meta"] = map[string]json.RawMessage{metaServerInfo: init.ServerInfo}
+		res["_meta"] = map[string]json.RawMessage{upstreamside.MetaServerInfo: init.ServerInfo}
 	}
 	mcpwire.WriteResult(w, msg.ID, res)
 }
@@ -131,7 +134,7 @@ func withTasksExtension(caps map[string]json.RawMessage) map[string]json.RawMess
 	if ext == nil {
 		ext = map[string]json.RawMessage{}
 	}
-	ext[tasksExtension] = json.RawMessage("{}")
+	ext[core.TasksExtension] = json.RawMessage("{}")
 	caps["extensions"] = mcpwire.MustMarshal(ext)
 	return caps
 }

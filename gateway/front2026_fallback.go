@@ -5,7 +5,7 @@ package gateway
 // every tools/list first page it gets while they are on (there is no
 // stream to announce them on). A task candidate runs as a hybrid call
 // (front2026_call.go) whose task, when it becomes one, is answered with the
-// result naming it. The owner is the usual one (owner2026): the
+// result naming it. The owner is the usual one (core.Owner2026): the
 // Authorization, else the task itself (its id is the credential). Input:
 // task_status shows the task's inputRequests and task_answer answers them;
 // task_result waits without a stream.
@@ -16,6 +16,9 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -24,24 +27,24 @@ func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil &
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
-func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p toolsCallParams) bool {
+func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
 	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
 		return false
 	}
-	if _, listed := f.decider.toolInfo(r.Context(), p.Name); listed {
+	if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
 		return false
 	}
 	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
 	if problem != "" {
-		mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", badArgs(p.Name, problem)))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", badArgs(p.Name, problem)))
 		return true
 	}
-	res, e := f.fb.serve(r.Context(), owner2026(r, a.TaskID), p.Name, a, era2026)
+	res, e := f.fb.serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return true
 	}
-	mcpwire.WriteResult(w, msg.ID, statelessResult("tools/call", res))
+	mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res))
 	return true
 }
 
@@ -55,31 +58,31 @@ func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	cw := &captureWriter{header: http.Header{}}
 	f.forward(cw, r, msg, mr, "")
 	resp := cw.response()
-	if !rewritable(resp) {
+	if !upstreamside.Rewritable(resp) {
 		cw.replay(w)
 		return
 	}
-	a, err := readAnswer(resp, msg.ID)
+	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
 		cw.replay(w)
 		return
 	}
-	defer a.close()
-	if a.result == nil {
-		a.write(w, r, f.log, nil)
+	defer a.Close()
+	if a.Result == nil {
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	result, err := f.fb.appendTools(a.result)
+	result, err := f.fb.appendTools(a.Result)
 	if err != nil {
 		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
-		a.write(w, r, f.log, nil)
+		a.Write(w, r, f.log, nil)
 		return
 	}
-	out, err := mcpwire.WithMember(a.msg, "result", result)
+	out, err := mcpwire.WithMember(a.Msg, "result", result)
 	if err != nil {
 		out = nil
 	}
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // captureWriter keeps a whole answer (a tools/list page) to rewrite it.
@@ -121,12 +124,12 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.
-func (f *front2026) fallbackStarted(r *http.Request, j *job, tool string) json.RawMessage {
-	decl, _ := f.decider.toolInfo(r.Context(), tool)
-	if j.first != nil {
-		f.fb.awaitQuestion(r.Context(), j.task)
+func (f *front2026) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
+	decl, _ := f.decider.ToolInfo(r.Context(), tool)
+	if j.First != nil {
+		f.fb.awaitQuestion(r.Context(), j.Task)
 	}
-	return statelessResult("tools/call", f.fb.started(j.task, decl.output, j.first != nil))
+	return core.StatelessResult("tools/call", f.fb.started(j.Task, decl.Output, j.First != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose
@@ -142,11 +145,11 @@ func withAskableClient(params json.RawMessage) json.RawMessage {
 	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
 		return params
 	}
-	caps, ok := withInputCaps(meta[metaClientCaps])
+	caps, ok := withInputCaps(meta[upstreamside.MetaClientCaps])
 	if !ok {
 		return params
 	}
-	meta[metaClientCaps] = caps
+	meta[upstreamside.MetaClientCaps] = caps
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	out, err := json.Marshal(p)
 	if err != nil {
@@ -167,7 +170,7 @@ func canAnswer(caps, result json.RawMessage) bool {
 		return false
 	}
 	for _, in := range ir.InputRequests {
-		if len(caps) == 0 || !clientCan(caps, in.Method) {
+		if len(caps) == 0 || !runner.ClientCan(caps, in.Method) {
 			return false
 		}
 	}

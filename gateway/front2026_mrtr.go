@@ -39,6 +39,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -142,7 +145,7 @@ func encodeState(key []byte, owner string, st mrtrState) string {
 }
 
 // decodeState checks a requestState: the gateway's signature for the
-// owner (auth's, else the task's own: anonOwner), not expired at now. It
+// owner (auth's, else the task's own: core.AnonOwner), not expired at now. It
 // returns the state and its owner.
 func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, bool) {
 	rest, ok := strings.CutPrefix(s, mrtrPrefix)
@@ -162,7 +165,7 @@ func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, 
 	}
 	owner := auth
 	if owner == "" {
-		owner = anonOwner(st.Task)
+		owner = core.AnonOwner(st.Task)
 	}
 	if !hmac.Equal(mac, signState(key, owner, payload)) || st.Exp < now.UnixMilli() {
 		return mrtrState{}, "", false
@@ -202,7 +205,7 @@ const DefaultMRTRHoldFactor = 8
 
 // mrtrFirstRound makes j, which asked for input during its hybrid wait, a
 // task the client does not see yet, and answers the first round.
-func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *job, tool string, d policy.Decision) {
+func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
 		// No signing key: the task is made at once, as before this
@@ -211,25 +214,24 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 		f.startTask(w, r, msg, j, tool, d)
 		return
 	}
-	ttl := taskTTL(d, f.defaultTTL(j.owner), j.owner)
-	if err := f.create(r, j, tool, ttl, d.PollInterval); err != nil {
+	ttl := decide.TaskTTL(d, f.defaultTTL(j.Owner), j.Owner)
+	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress) {
 			// As startTask: a call already running is not killed for want
 			// of a task; it answers when it ends, as a plain call.
 			f.finishPlain(w, r, msg, j)
 			return
 		}
-		j.call.abort(err)
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		j.Call.Abort(err)
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.runner.start(j)
 	wait := d.HybridWait
 	if wait <= 0 {
 		wait = DefaultHybridWait
 	}
-	st := mrtrState{Task: j.task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
-	f.mrtrRound(w, r, msg, key, j.owner, st, nil, mcpwire.NewWriter(w))
+	st := mrtrState{Task: j.Task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
+	f.mrtrRound(w, r, msg, key, j.Owner, st, nil, mcpwire.NewWriter(w))
 }
 
 // continueMRTR is a retry of a round: checked, its answers recorded, and
@@ -237,31 +239,31 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool, state string, responses map[string]json.RawMessage) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	st, owner, ok := decodeState(key, authOwner(r), state, time.Now())
+	st, owner, ok := decodeState(key, core.AuthOwner(r), state, time.Now())
 	if !ok {
 		if fresh, changed := f.secret.reload(r.Context(), f.store); changed {
-			st, owner, ok = decodeState(fresh, authOwner(r), state, time.Now())
+			st, owner, ok = decodeState(fresh, core.AuthOwner(r), state, time.Now())
 			key = fresh
 		}
 	}
 	if !ok || st.Tool != tool || st.Args != argsDigest(msg.Params) {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
-	if e := checkInputResponses(len(responses), "tools/call"); e != nil {
-		writeStatelessError(w, msg.ID, e)
+	if e := core.CheckInputResponses(len(responses), "tools/call"); e != nil {
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
 	t, err := f.store.Get(r.Context(), owner, st.Task)
 	if errors.Is(err, taskstore.ErrNotFound) || errors.Is(err, taskstore.ErrExpired) {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	// The round's questions still outstanding must all be answered; if
@@ -277,30 +279,30 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 		}
 	}
 	if len(outstanding) == 0 {
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	if len(missing) > 0 {
 		slices.Sort(missing)
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 			"inputResponses lacks the answers to "+strings.Join(missing, ", ")+" (asked in the previous round)"))
 		return
 	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	answered := make(map[string]bool, len(responses))
 	for _, k := range outstanding {
-		answers[k] = mcpwire.MustMarshal(inputAnswer{Result: responses[k]})
+		answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: responses[k]})
 		answered[k] = true
 	}
 	n, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers)
 	if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "mrtr", st.Task, era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	if n != len(answers) {
 		// Another retry with this state answered first (the store takes
 		// each answer once): this one is the replay.
-		writeStatelessError(w, msg.ID, errBadState)
+		core.WriteStatelessError(w, msg.ID, errBadState)
 		return
 	}
 	f.mrtrRound(w, r, msg, key, owner, st, answered, mcpwire.NewWriter(w))
@@ -321,7 +323,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
 		// Still running past the hybrid wait: the round is the task.
 		if t, err = f.store.Get(r.Context(), owner, st.Task); err == nil {
-			mcpwire.WriteResult(w, msg.ID, toTask2026(t, "task", false))
+			mcpwire.WriteResult(w, msg.ID, core.ToTask2026(t, "task", false))
 			return
 		}
 	}
@@ -338,7 +340,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	case ended:
 	case st.Round >= maxMRTRRounds:
 		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
-		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: internalError(fmt.Sprintf(
+		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: core.InternalError(fmt.Sprintf(
 			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
 	default:
 		pending := pendingInputs(t, answered)
@@ -375,7 +377,7 @@ func (f *front2026) expireRound(owner, id string, keys []string, hold time.Durat
 					return
 				}
 			}
-			ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+			ctx, cancel := context.WithTimeout(f.life, core.StoreTimeout)
 			t, err := f.store.Get(ctx, owner, id)
 			cancel()
 			if err != nil {
@@ -399,12 +401,12 @@ func (f *front2026) expireRound(owner, id string, keys []string, hold time.Durat
 // roundGrace is how long past its expiry a round's state is given before
 // its held call is cancelled: a retry already checked, and clocks that
 // differ between replicas.
-const roundGrace = storeTimeout + time.Second
+const roundGrace = core.StoreTimeout + time.Second
 
 // abandonRound cancels a held call's task (its worker cancels the call
 // upstream).
 func (f *front2026) abandonRound(owner, id, why string) bool {
-	ctx, cancel := context.WithTimeout(f.life, storeTimeout)
+	ctx, cancel := context.WithTimeout(f.life, core.StoreTimeout)
 	defer cancel()
 	t, err := f.store.RequestCancel(ctx, owner, id, why)
 	if errors.Is(err, taskstore.ErrTerminal) || errors.Is(err, taskstore.ErrNotFound) {
@@ -413,7 +415,7 @@ func (f *front2026) abandonRound(owner, id, why string) bool {
 	if err != nil {
 		return false
 	}
-	f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", logOwner(owner)).Msg(why)
+	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	return true
 }

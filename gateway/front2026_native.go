@@ -21,13 +21,13 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -38,70 +38,43 @@ import (
 // upstream with tasks of its own: the upstream declares the tasks
 // extension, the client declares it too, and no rule names the tool.
 func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) bool {
-	if !mr.Tasks || authOwner(r) == "" && f.anonymous.Disabled {
+	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
-	era, err := f.up.era(r.Context(), forwardedAuth(r))
-	if err != nil || !era.stateless || !era.tasks {
+	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	if err != nil || !era.Stateless || !era.Tasks {
 		return false
 	}
-	decl, _ := f.decider.toolInfo(r.Context(), tool)
-	return !policy.Ruled(f.decider.policy.Load(), decl.tool(tool))
-}
-
-// createdTask2026 is what the gateway checks of an upstream's
-// CreateTaskResult (SEP-2663, "Task Creation": Result & Task).
-type createdTask2026 struct {
-	TaskID string   `json:"taskId"`
-	Status string   `json:"status"`
-	TTLMs  *float64 `json:"ttlMs"`
-}
-
-// parseCreateTaskResult2026 checks a result whose resultType is "task".
-func parseCreateTaskResult2026(result json.RawMessage) (*createdTask2026, error) {
-	var t createdTask2026
-	if err := json.Unmarshal(result, &t); err != nil {
-		return nil, fmt.Errorf("its task is malformed: %v", err)
-	}
-	switch {
-	case t.TaskID == "":
-		return nil, errors.New("it has no taskId")
-	case len(t.TaskID) > 256:
-		return nil, fmt.Errorf("its taskId is %d bytes long (at most 256)", len(t.TaskID))
-	case !taskstore.Status(t.Status).Valid():
-		return nil, fmt.Errorf("its status %q is not a task status", t.Status)
-	case t.TTLMs != nil && (*t.TTLMs < 0 || math.IsNaN(*t.TTLMs)):
-		return nil, fmt.Errorf("its ttlMs %v is negative", *t.TTLMs)
-	}
-	return &t, nil
+	decl, _ := f.decider.ToolInfo(r.Context(), tool)
+	return !policy.Ruled(f.decider.Policy.Load(), decl.Tool(tool))
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and
 // records the task its answer creates, if any.
 func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.askStateless(w, r, msg)
+	a := f.up.AskStateless(w, r, msg)
 	if a == nil {
 		return
 	}
-	defer a.close()
+	defer a.Close()
 	var head struct {
 		ResultType string `json:"resultType"`
 	}
-	if a.result == nil || json.Unmarshal(a.result, &head) != nil || head.ResultType != "task" {
-		a.write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
+	if a.Result == nil || json.Unmarshal(a.Result, &head) != nil || head.ResultType != "task" {
+		a.Write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
 		return
 	}
-	t, err := parseCreateTaskResult2026(a.result)
+	t, err := core.ParseCreateTaskResult2026(a.Result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
-			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, quoteAnswer(a.result)))
+			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, core.QuoteAnswer(a.Result)))
 		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
-		writeStatelessError(w, msg.ID, e)
+		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	owner := owner2026(r, t.TaskID)
+	owner := core.Owner2026(r, t.TaskID)
 	ttl, out := keepFor(f.store, owner, t.TTLMs, a, "")
-	task := a.result
+	task := a.Result
 	if out != nil {
 		var m struct {
 			Result json.RawMessage `json:"result"`
@@ -113,27 +86,27 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: task}
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
 		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
-		go f.cancelNative2026(context.WithoutCancel(r.Context()), forwardedAuth(r), t.TaskID)
-		mcpwire.WriteError(w, msg.ID, rpcError(err, era2026))
+		go f.cancelNative2026(context.WithoutCancel(r.Context()), core.ForwardedAuth(r), t.TaskID)
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", logOwner(owner)).
+	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.write(w, r, f.log, out)
+	a.Write(w, r, f.log, out)
 }
 
 // cancelNative2026 sends tasks/cancel of the upstream's task id, best
 // effort.
 func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, storeTimeout)
+	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
-		metaProtocolVersion: version2026,
-		metaClientInfo:      gatewayInfo,
-		metaClientCaps:      map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}},
+		upstreamside.MetaProtocolVersion: core.Version2026,
+		upstreamside.MetaClientInfo:      upstreamside.GatewayInfo,
+		upstreamside.MetaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
 	}})
-	sess := &upstream.Session{ProtocolVersion: version2026, Header: auth}
-	_, _ = f.up.client.Call(ctx, sess, &jsonrpc.Request{ID: newUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
+	_, _ = f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }
 
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an
@@ -142,7 +115,7 @@ func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id s
 func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "native", id, era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", id, core.Era2026))
 		return true
 	}
 	if rec == nil || rec.Protocol != taskstore.Protocol2026 {
@@ -152,12 +125,12 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a := f.up.askStateless(w, r, msg)
+	a := f.up.AskStateless(w, r, msg)
 	if a == nil {
 		return true
 	}
-	defer a.close()
-	if msg.MethodName() == "tasks/get" && a.result == nil && notFoundError(a.msg) {
+	defer a.Close()
+	if msg.MethodName() == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
 		// says so: -32602 to an update or a cancel may refuse its params.
@@ -165,7 +138,7 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a.write(w, r, f.log, nil)
+	a.Write(w, r, f.log, nil)
 	return true
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -20,12 +21,12 @@ import (
 func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	method := msg.MethodName()
 	if method == "tasks/result" || method == "tasks/list" {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,
 			"Method not found: "+method+" is not part of the tasks extension; poll tasks/get"))
 		return
 	}
 	if !mr.Tasks {
-		writeStatelessError(w, msg.ID, missingTasksCapability(method+" needs the tasks extension declared"))
+		core.WriteStatelessError(w, msg.ID, missingTasksCapability(method+" needs the tasks extension declared"))
 		return
 	}
 	var p struct {
@@ -35,26 +36,26 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if mp, err := msg.RoutingParams(); err == nil && mp.TaskID != nil && len(mp.InputResponses) == 0 {
 		p.TaskID = *mp.TaskID // what decoding params again would give
 	} else if err := json.Unmarshal(msg.Params, &p); err != nil {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 			method+" params must be an object with a string taskId"))
 		return
 	}
 	if p.TaskID == "" {
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, method+" needs params.taskId"))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, method+" needs params.taskId"))
 		return
 	}
-	owner := owner2026(r, p.TaskID)
+	owner := core.Owner2026(r, p.TaskID)
 	ack := map[string]string{"resultType": "complete"}
 	// An id the store does not have may be the upstream's own task,
 	// created through this owner's pass-through call (front2026_native.go).
 	missing := func() bool { return f.upstreamTask2026(w, r, msg, owner, p.TaskID) }
 	switch method {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2026Get, era2026, owner, p.TaskID, missing)
+		f.get(w, r, msg, f.store, render2026Get, core.Era2026, owner, p.TaskID, missing)
 	case "tasks/update":
 		answers, e := updateAnswers(p.InputResponses)
 		if e != nil {
-			writeStatelessError(w, msg.ID, e)
+			core.WriteStatelessError(w, msg.ID, e)
 			return
 		}
 		// One round trip: recorded durably, then acknowledged. Keys that
@@ -66,7 +67,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		}
 		if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "update", p.TaskID, era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "update", p.TaskID, core.Era2026))
 			return
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)
@@ -77,22 +78,22 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		case errors.Is(err, taskstore.ErrTerminal):
 		case err != nil:
-			mcpwire.WriteError(w, msg.ID, taskError(f.log, err, "cancel", p.TaskID, era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", p.TaskID, core.Era2026))
 			return
 		default:
-			f.metrics.taskFinished(t, taskstore.StatusCancelled, 0)
-			f.trace.linkTask(r.Context(), t)
-			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", logOwner(owner)).
+			f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+			f.trace.LinkTask(r.Context(), t)
+			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 				Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)
 	default:
-		writeStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound, "Method not found: "+method))
+		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound, "Method not found: "+method))
 	}
 }
 
 // updateAnswers reads a tasks/update's inputResponses into the answers to
-// record, bounded before they reach Redis: at most maxInputRequests (no
+// record, bounded before they reach Redis: at most core.MaxInputRequests (no
 // task has more outstanding), keys longer than any key the gateway mints
 // left out (they are never outstanding).
 func updateAnswers(raw json.RawMessage) (map[string]json.RawMessage, *mcpwire.Error) {
@@ -104,13 +105,13 @@ func updateAnswers(raw json.RawMessage) (map[string]json.RawMessage, *mcpwire.Er
 		return nil, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 			"tasks/update params.inputResponses must be an object mapping input request keys to responses")
 	}
-	if e := checkInputResponses(len(responses), "tasks/update"); e != nil {
+	if e := core.CheckInputResponses(len(responses), "tasks/update"); e != nil {
 		return nil, e
 	}
 	answers := make(map[string]json.RawMessage, len(responses))
 	for k, v := range responses {
-		if len(k) <= maxInputKeyLen {
-			answers[k] = mcpwire.MustMarshal(inputAnswer{Result: v})
+		if len(k) <= core.MaxInputKeyLen {
+			answers[k] = mcpwire.MustMarshal(core.InputAnswer{Result: v})
 		}
 	}
 	return answers, nil

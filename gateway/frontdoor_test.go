@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -118,8 +119,8 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 	for i := range 3 {
 		c := &modernClient{t: t, urls: f.urls, header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
 		d := c.toolTask("slow", map[string]any{"seconds": 0.01})
-		if *d.TTLMs > anonymousTTL.Milliseconds() {
-			t.Errorf("task %d: ttl %d ms, want an anonymous task's (at most %d)", i, *d.TTLMs, anonymousTTL.Milliseconds())
+		if *d.TTLMs > core.AnonymousTTL.Milliseconds() {
+			t.Errorf("task %d: ttl %d ms, want an anonymous task's (at most %d)", i, *d.TTLMs, core.AnonymousTTL.Milliseconds())
 		}
 		// Its id is its credential: another anonymous client reads it.
 		other := &modernClient{t: t, urls: f.urls}
@@ -220,8 +221,8 @@ func TestWorkerStopsWhenTheRecordIsGone(t *testing.T) {
 	if err := rig.rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
 		t.Fatalf("the upstream call was not cancelled: %v", err)
 	}
-	if err := rig.h.runner.idle(ctx); err != nil {
-		t.Fatalf("the in-flight slot was not freed: %d in flight", rig.h.runner.inflight())
+	if err := rig.h.runner.Idle(ctx); err != nil {
+		t.Fatalf("the in-flight slot was not freed: %d in flight", rig.h.runner.Inflight())
 	}
 }
 
@@ -413,6 +414,14 @@ func TestListenIsBounded(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The worker that stored the outcome reads the task once more as it
+	// ends (the status notification); only after it is gone may every
+	// read of the task be blamed on the stream.
+	idleCtx, idleDone := context.WithTimeout(ctx, 30*time.Second)
+	defer idleDone()
+	if err := rig.h.runner.Idle(idleCtx); err != nil {
+		t.Fatalf("the task's worker did not end: %v", err)
+	}
 	listen := func(ids ...string) *http.Response {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"taskIds":%s},`+
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -117,12 +119,12 @@ func FuzzDecodeHeaderValue(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = decodeHeaderValue(s)
+		_, _ = core.DecodeHeaderValue(s)
 		if !utf8.ValidString(s) {
 			return // header values carry UTF-8 text; the decoder refuses the rest
 		}
 		enc := upstream.HeaderValue(s)
-		got, ok := decodeHeaderValue(enc)
+		got, ok := core.DecodeHeaderValue(enc)
 		if !ok || got != s {
 			t.Fatalf("round trip of %q: encoded %q, decoded %q (ok=%v)", s, enc, got, ok)
 		}
@@ -157,7 +159,7 @@ func FuzzStatelessRequest(f *testing.F) {
 	} {
 		f.Add(s.method, s.params, s.version, s.hm, s.hn)
 	}
-	fr := &front2026{frontDeps: frontDeps{up: &upstreamSide{}}}
+	fr := &front2026{frontDeps: frontDeps{up: &upstreamside.Side{}}}
 	f.Fuzz(func(t *testing.T, method, params, version, hm, hn string) {
 		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": json.RawMessage(params)})
 		if err != nil {
@@ -186,7 +188,7 @@ func FuzzStatelessRequest(f *testing.F) {
 			}
 			return
 		}
-		if mr == nil || mr.Version != version2026 {
+		if mr == nil || mr.Version != core.Version2026 {
 			t.Fatalf("validated request %+v", mr)
 		}
 		var p struct {
@@ -194,7 +196,7 @@ func FuzzStatelessRequest(f *testing.F) {
 		}
 		if json.Unmarshal(msg.Params, &p) == nil {
 			answers, e := updateAnswers(p.InputResponses)
-			if e == nil && len(answers) > maxInputRequests {
+			if e == nil && len(answers) > core.MaxInputRequests {
 				t.Fatalf("%d answers passed the bound", len(answers))
 			}
 		}

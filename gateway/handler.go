@@ -13,6 +13,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -24,27 +29,27 @@ import (
 type Handler struct {
 	cfg     Config
 	log     zerolog.Logger
-	metrics *metrics
+	metrics *obs.Metrics
 
 	// life ends when Close begins: streams the gateway serves itself
 	// (subscriptions/listen) end gracefully.
 	life context.Context
 	end  context.CancelFunc
 
-	origins *originPolicy // the allowed Origins (frontdoor.go)
-	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
-	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
-	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
-	trace   *tracing      // spans (tracing.go); nil: off
-	up      *upstreamSide // the era probe, owner sessions, forwarding
-	decider *decider      // policy, tool catalogue, learned latencies
-	// health is the upstream's as last seen (upstream_health.go).
-	health *upstreamHealth
+	origins *originPolicy      // the allowed Origins (frontdoor.go)
+	pub     *publicURLs        // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta         // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials       // principals' freshest tokens (credentials.go); nil: none kept
+	trace   *obs.Tracing       // spans (internal/obs); nil: off
+	up      *upstreamside.Side // the era probe, owner sessions, forwarding
+	decider *decide.Decider    // policy, tool catalogue, learned latencies
+	// health is the upstream's as last seen (internal/upstreamside/health.go).
+	health *upstreamside.Health
 
 	// With a store only (nil: a plain pass-through proxy).
-	runner    *runner    // the in-flight calls of tasks, hybrid and bridged calls
-	front2025 *front2025 // 2025-11-25 clients: sessions and their tasks
-	front2026 *front2026 // 2026-07-28 clients: stateless requests, extension tasks
+	runner    *runner.Runner // the in-flight calls of tasks, hybrid and bridged calls
+	front2025 *front2025     // 2025-11-25 clients: sessions and their tasks
+	front2026 *front2026     // 2026-07-28 clients: stateless requests, extension tasks
 	// stopRemovals ends the render cache's subscription to the store's
 	// removal notices (rendercache.go).
 	stopRemovals func()
@@ -66,31 +71,31 @@ func New(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
-	h.trace = newTracing(c.Tracer, c.ReplicaID)
+	h.trace = obs.NewTracing(c.Tracer, c.ReplicaID)
 	var own ownMetadata
 	if c.Auth != nil {
 		own = c.Auth
 	}
 	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
-	h.decider = newDecider(c.Policy, c.Store, c.Logger)
-	h.up = newUpstreamSide(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
+	h.decider = decide.NewDecider(c.Policy, c.Store, c.Logger)
+	h.up = upstreamside.New(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
-	h.metrics = newMetrics(func() float64 {
+	h.metrics = obs.NewMetrics(func() float64 {
 		if inflight == nil {
 			return 0
 		}
 		return float64(inflight())
 	})
-	h.health = newUpstreamHealth(c.Upstream.URL(), c.Logger, h.metrics.upstreamUp)
+	h.health = upstreamside.NewHealth(c.Upstream.URL(), c.Logger, h.metrics.UpstreamUp)
 	c.Upstream.SetObserver(func(o upstream.Observation) {
-		h.metrics.observeUpstream(o)
-		h.health.observe(o)
+		h.metrics.ObserveUpstream(o)
+		h.health.Observe(o)
 	})
-	h.metrics.trace = h.trace
-	h.metrics.registerBuild(c.Version)
-	h.metrics.registerLimit(c.MaxInflight)
+	h.metrics.Trace = h.trace
+	h.metrics.RegisterBuild(c.Version)
+	h.metrics.RegisterLimit(c.MaxInflight)
 	if c.Auth != nil {
-		h.metrics.registerAuth()
+		h.metrics.RegisterAuth()
 	}
 	if c.Store == nil {
 		if c.Fallback.Enabled {
@@ -98,11 +103,11 @@ func New(cfg Config) (*Handler, error) {
 		}
 		return h, nil
 	}
-	c.Store.AddHook(storeHook{h.metrics})
+	c.Store.AddHook(obs.NewStoreHook(h.metrics))
 	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
 		h.creds = newCredentials(c.Store, c.Logger)
 	}
-	h.metrics.registerPool(c.Store.PoolStats)
+	h.metrics.RegisterPool(c.Store.PoolStats)
 	var polls *pollLimiter
 	if c.PollLimit > 0 {
 		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
@@ -114,17 +119,17 @@ func New(cfg Config) (*Handler, error) {
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
 	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
-	h.runner = newRunner(runnerParams{
-		store: c.Store, up: c.Upstream, notify: h.front2025, observe: h.decider.observe,
-		metrics: h.metrics, trace: h.trace, log: c.Logger, replica: c.ReplicaID,
-		lease: c.Lease, renew: c.LeaseRenew, maxInflight: c.MaxInflight, creds: h.creds,
-		durable: durableParams{maxAttempts: c.MaxAttempts, backoff: c.RerunBackoff, rerunnable: h.decider.rerunnable,
-			reruns: newRerunsMetric(h.metrics), reopen: h.reopenOwnerTarget},
+	h.runner = runner.New(runner.Params{
+		Store: c.Store, Up: c.Upstream, Notify: h.front2025, Observe: h.decider.Observe,
+		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
+		Lease: c.Lease, Renew: c.LeaseRenew, MaxInflight: c.MaxInflight, Creds: h.creds,
+		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
+		Durable:   h.durable(c), // durable.go
 	})
-	inflight = h.runner.inflight
+	inflight = h.runner.Inflight
 	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
 	if err != nil {
-		h.runner.stop()
+		h.runner.Stop()
 		return nil, err
 	}
 	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger, trace: h.trace,
@@ -132,7 +137,7 @@ func New(cfg Config) (*Handler, error) {
 	h.front2025.frontDeps = deps
 	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
 		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: c.MRTRHold}
-	h.decider.startSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
+	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }
 
@@ -144,12 +149,12 @@ func New(cfg Config) (*Handler, error) {
 func (h *Handler) Close() error {
 	h.end()
 	if h.runner != nil {
-		h.runner.stop()
+		h.runner.Stop()
 	}
 	if h.stopRemovals != nil {
 		h.stopRemovals()
 	}
-	h.decider.stopSync()
+	h.decider.StopSync()
 	return nil
 }
 
@@ -167,7 +172,7 @@ func (h *Handler) Drain(ctx context.Context) error {
 	if h.runner == nil {
 		return nil
 	}
-	return h.runner.drain(ctx)
+	return h.runner.Drain(ctx)
 }
 
 // PolicyReloaded counts a reload of the rules file (Config.Policy's
@@ -177,18 +182,18 @@ func (h *Handler) PolicyReloaded(ok bool) {
 	if !ok {
 		result = "error"
 	}
-	h.metrics.reloads.WithLabelValues(result).Inc()
+	h.metrics.Reloads.WithLabelValues(result).Inc()
 }
 
 // MetricNames are the names of the metric families the Handler exports
 // (taskgate_*), sorted, whether or not they have a series yet: a family
 // with labels shows on /metrics only once a series exists. Dashboards and
 // alerts are checked against them (deploy/).
-func (h *Handler) MetricNames() []string { return h.metrics.names() }
+func (h *Handler) MetricNames() []string { return h.metrics.Names() }
 
 // Metrics serves this Handler's Prometheus metrics, for a listener of
 // their own (Config.MetricsPath "-").
-func (h *Handler) Metrics() http.Handler { return h.metrics.handler() }
+func (h *Handler) Metrics() http.Handler { return h.metrics.Handler() }
 
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -199,7 +204,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.Path:
 		r = h.pub.resolve(r)
 		rec.req = r
-		r = h.trace.startRequest(r, rec)
+		r, rec.span = h.trace.StartRequest(r)
 		if h.frontDoor(w, r) {
 			if r, ok := h.authenticate(w, r); ok {
 				h.creds.note(r)
@@ -211,7 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/readyz":
 		h.serveReady(w, r)
 	case h.cfg.MetricsPath:
-		h.metrics.handler().ServeHTTP(w, r)
+		h.metrics.Handler().ServeHTTP(w, r)
 	default:
 		if !h.meta.serve(w, r) {
 			http.NotFound(w, r)
@@ -227,7 +232,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// GET (a session's SSE stream), DELETE (end of session) and anything
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
-	if h.front2025 != nil && h.front2025.endEmulated(w, r) {
+	if h.front2025 != nil && h.front2025.serveEmulatedSession(w, r) {
 		return // a session the gateway holds itself: nothing upstream to ask
 	}
 	var body io.Reader
@@ -240,16 +245,16 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if h.front2025 != nil {
 		header = h.front2025.upstreamHeader(r)
 	}
-	resp, err := h.up.client.Forward(r.Context(), r.Method, header, body)
+	resp, err := h.up.Client.Forward(r.Context(), r.Method, header, body)
 	lift()
 	if err != nil {
-		h.up.failHTTP(w, r, err)
+		h.up.FailHTTP(w, r, err)
 		return
 	}
 	if h.front2025 != nil && h.front2025.streamOrEnd(w, r, resp) {
 		return
 	}
-	h.up.relay(w, r, resp)
+	h.up.Relay(w, r, resp)
 }
 
 // servePost reads and checks one POSTed JSON-RPC body, then routes it.
@@ -261,10 +266,10 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := h.readBody(w, r)
 	if err != nil {
-		if e := rpcError(err, era2025); e.Status == http.StatusRequestTimeout {
+		if e := core.RPCError(err, core.Era2025); e.Status == http.StatusRequestTimeout {
 			w.Header().Set("Connection", "close") // the rest of the body may still come
 		}
-		mcpwire.WriteError(w, nil, rpcError(err, era2025))
+		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
 	}
 	msg, perr := mcpwire.Parse(body)
@@ -280,9 +285,9 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 			"Invalid Request: JSON-RPC batches are not supported; send one message per request"))
 		return
 	}
-	noteMethod(w, metricMethod(msg))
+	noteMethod(w, obs.MetricMethod(msg))
 	if h.trace != nil {
-		h.trace.linkMeta(r.Context(), r, traceMeta(msg.Meta()))
+		h.trace.LinkMeta(r.Context(), r, obs.TraceMeta(msg.Meta()))
 	}
 	h.route(w, r, msg)
 }
@@ -293,7 +298,7 @@ func (h *Handler) servePost(w http.ResponseWriter, r *http.Request) {
 // everything else.
 func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	if h.runner == nil {
-		h.up.forward(w, r, msg, r.Header, "")
+		h.up.Forward(w, r, msg, r.Header, "")
 		return
 	}
 	if isStateless(r, msg) {
@@ -303,7 +308,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 	if h.front2025.serve(w, r, msg) {
 		return
 	}
-	h.up.forward(w, r, msg, h.front2025.upstreamHeader(r), "")
+	h.up.Forward(w, r, msg, h.front2025.upstreamHeader(r), "")
 }
 
 // readBody reads the POSTed body up to MaxBody, within ReadTimeout. It

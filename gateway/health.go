@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // readyTimeout bounds each readiness probe.
@@ -20,7 +24,7 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 // serveReady answers readiness: can this replica serve its clients' tasks?
 // That is its task store answering. The upstream is checked too (it
 // accepts connections, and its answers are an MCP endpoint's:
-// upstream_health.go) and reported in the body and in
+// internal/upstreamside/health.go) and reported in the body and in
 // taskgate_upstream_up, but it makes the replica unready only with
 // Config.ReadyRequiresUpstream (or without a store): an upstream outage
 // must not take every replica out of its load balancer, or clients could
@@ -29,13 +33,13 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if h.runner != nil && h.runner.draining.Load() {
+	if h.runner != nil && h.runner.Draining.Load() {
 		mcpwire.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "checks": map[string]string{"gateway": "draining"}})
 		return
 	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
-	if err := h.health.check(ctx, h.cfg.Upstream); err != nil {
+	if err := h.health.Check(ctx, h.cfg.Upstream); err != nil {
 		checks["upstream"] = err.Error() // the reason, never the address
 		ready = h.cfg.Store != nil && !h.cfg.ReadyRequiresUpstream
 	}
@@ -56,3 +60,51 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// upstreamCheckTimeout bounds CheckUpstream's initialize.
+const upstreamCheckTimeout = 5 * time.Second
+
+// CheckUpstream initializes a session with the upstream once (and closes
+// it), so that a wrong upstream is in the log before the first client
+// comes: an answer that is not an MCP endpoint's (the URL's path is wrong)
+// is logged at error with the fix; an unreachable upstream, or one that
+// answers with another HTTP error, at warn. The gateway serves either way.
+// It returns what it logged (nil: the upstream answered as an MCP server,
+// a JSON-RPC refusal included).
+func (h *Handler) CheckUpstream(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, upstreamCheckTimeout)
+	defer cancel()
+	up, log := h.cfg.Upstream, h.log.With().Str("op", "upstream").Str("upstream", h.cfg.Upstream.URL()).Logger()
+	params := []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":` + string(upstreamside.GatewayInfo) + `}`)
+	sess, res, err := up.Initialize(ctx, nil, params)
+	var status *upstream.StatusError
+	var proto *upstream.ProtocolError
+	var refused *jsonrpc.Error
+	switch {
+	case err == nil:
+		_ = up.CloseSession(context.WithoutCancel(ctx), sess)
+		log.Info().Str("protocol_version", res.ProtocolVersion).Msg("the upstream answered initialize")
+		return nil
+	case errors.As(err, &refused):
+		// A JSON-RPC answer is an MCP server's (a 2026-07-28-only one may
+		// refuse initialize: SEP-2575).
+		log.Info().Err(err).Msg("the upstream answered initialize with an error; it speaks MCP")
+		return nil
+	case h.health.Wrong.Load() != nil:
+		return err // the observer logged it, with the fix
+	case errors.As(err, &proto):
+		h.health.NotMCP(proto.Err.Error())
+	case errors.Is(err, upstream.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
+		log.Warn().Err(err).Msg("the upstream does not answer yet; serving anyway")
+	case errors.As(err, &status) && (status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden):
+		// An upstream behind sign-in: each client brings its own
+		// credentials (MCP Authorization).
+		log.Info().Int("status", status.Status).Msg("the upstream wants credentials for initialize; clients bring their own")
+		return nil
+	case errors.As(err, &status):
+		log.Warn().Err(err).Msg("the upstream refused initialize; serving anyway")
+	default:
+		log.Warn().Err(err).Msg("the upstream check failed; serving anyway")
+	}
+	return err
+}

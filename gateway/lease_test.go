@@ -112,6 +112,19 @@ func (e *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// full counts the renewal pipelines of n script calls so far.
+func (e *evalCounter) full(n int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := 0
+	for _, m := range e.pipelines {
+		if m == n {
+			k++
+		}
+	}
+	return k
+}
+
 func (e *evalCounter) reset() (alone int, pipelines []int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -140,7 +153,13 @@ func TestLeaseRenewalsBatched(t *testing.T) {
 	}
 	waitMetric(t, f.urls[0], "taskgate_held_calls", nil, 5)
 	counter.reset()
-	time.Sleep(700 * time.Millisecond) // about 7 renewal periods, nothing else happening
+	// About 7 renewal periods, nothing else happening; a busy machine can
+	// stretch the periods, so the window lasts until two full renewals
+	// were seen (a hang guard only bounds it).
+	time.Sleep(700 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); counter.full(5) < 2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	alone, pipelines := counter.reset()
 	full := 0
 	for _, n := range pipelines {

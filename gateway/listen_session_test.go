@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -45,8 +47,8 @@ func TestListenListChangedEveryEra(t *testing.T) {
 				t.Fatalf("connect: %v", err)
 			}
 			defer cs.Close()
-			if v := cs.InitializeResult().ProtocolVersion; v != version2026 {
-				t.Fatalf("negotiated %q, want %s", v, version2026)
+			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
+				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
 			}
 			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "grow"}); err != nil {
 				t.Fatal(err)
@@ -77,7 +79,7 @@ func TestListenListChangedEveryEra(t *testing.T) {
 func listenAck(t *testing.T, url string, filter map[string]any) (json.RawMessage, *http.Response) {
 	t.Helper()
 	resp := mpost(t, url, "subscriptions/listen", map[string]any{"notifications": filter}, modernMeta(), nil)
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		t.Fatalf("listen: HTTP %d %s, want an event stream", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	ev, err := mcpwire.NewReader(resp.Body, 1<<20).Next()
@@ -262,9 +264,9 @@ func TestListenUpstreamDown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
 	meta := modernMeta()
-	meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+	meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	resp := mpost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
-	if resp.StatusCode != http.StatusOK || !isStream(resp) {
+	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		t.Fatalf("listen: HTTP %d, want the stream", resp.StatusCode)
 	}
 	ev, err := mcpwire.NewReader(resp.Body, 1<<20).Next()
@@ -284,16 +286,16 @@ func FuzzListenFilter(f *testing.F) {
 	f.Add(`{"promptsListChanged":true}`, `{"capabilities":null}`, "notifications/prompts/list_changed", `null`)
 	f.Add(`{"resourceSubscriptions":[""]}`, `[]`, "notifications/resources/updated", `{"uri":""}`)
 	f.Fuzz(func(t *testing.T, filter, init, method, params string) {
-		var want listenFilter
+		var want upstreamside.ListenFilter
 		if json.Unmarshal([]byte(filter), &want) != nil {
 			return
 		}
-		got := want.offered(json.RawMessage(init))
+		got := want.Offered(json.RawMessage(init))
 		if got.ToolsListChanged && !want.ToolsListChanged || got.PromptsListChanged && !want.PromptsListChanged ||
 			got.ResourcesListChanged && !want.ResourcesListChanged || len(got.ResourceSubscriptions) > len(want.ResourceSubscriptions) {
 			t.Fatalf("granted %+v of %+v", got, want)
 		}
-		if got.wants(method, json.RawMessage(params)) {
+		if got.Wants(method, json.RawMessage(params)) {
 			switch method {
 			case "notifications/tools/list_changed", "notifications/prompts/list_changed",
 				"notifications/resources/list_changed", "notifications/resources/updated":
@@ -301,7 +303,7 @@ func FuzzListenFilter(f *testing.F) {
 				t.Fatalf("%s passed %+v", method, got)
 			}
 		}
-		if (listenFilter{}).wants(method, json.RawMessage(params)) {
+		if (upstreamside.ListenFilter{}).Wants(method, json.RawMessage(params)) {
 			t.Fatalf("%s passed an empty filter", method)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -192,20 +193,20 @@ func TestMetricsUpstreamErrorsAndStoreErrors(t *testing.T) {
 }
 
 func TestMetricsToolLabelBounded(t *testing.T) {
-	var l toolLabels
-	for i := 0; i < maxToolLabels; i++ {
-		if got := l.label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
+	var l obs.ToolLabels
+	for i := 0; i < obs.MaxToolLabels; i++ {
+		if got := l.Label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
 			t.Fatalf("label %d = %q", i, got)
 		}
 	}
-	if got := l.label("one-too-many"); got != "other" {
+	if got := l.Label("one-too-many"); got != "other" {
 		t.Errorf("past the bound: %q, want other", got)
 	}
-	if got := l.label("t7"); got != "t7" {
+	if got := l.Label("t7"); got != "t7" {
 		t.Errorf("a known tool after the bound: %q", got)
 	}
-	if methodLabel("made/up") != "other" || methodLabel("notifications/x") != "notification" || methodLabel("tools/call") != "tools/call" {
-		t.Error("methodLabel does not bound the method label")
+	if obs.MethodLabel("made/up") != "other" || obs.MethodLabel("notifications/x") != "notification" || obs.MethodLabel("tools/call") != "tools/call" {
+		t.Error("obs.MethodLabel does not bound the method label")
 	}
 }
 
@@ -349,7 +350,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 // taskgate_requests_total and its histogram: the recorder and served
 // (access log off), against a bare handler call.
 func BenchmarkRequestAccounting(b *testing.B) {
-	h := &Handler{metrics: newMetrics(func() float64 { return 0 })}
+	h := &Handler{metrics: obs.NewMetrics(func() float64 { return 0 })}
 	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 	w := httptest.NewRecorder()
 	bare := func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) }

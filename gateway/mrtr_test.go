@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
 )
 
 // mrtrRound is an input_required result.
@@ -38,7 +40,10 @@ func answerAll(rd mrtrRound, name string) map[string]any {
 }
 
 // mrtrCluster is two replicas in front of a session upstream with the
-// conformance fixtures, hybrid wait 300ms.
+// conformance fixtures. Their questions come back as rounds within the
+// long hybrid wait (directWait); test_tool_with_task's retry becomes the
+// task after its own wait (testupstream.ConformancePolicy), which its work
+// after the answer outlasts.
 func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Recorder) {
 	t.Helper()
 	rec := &testupstream.Recorder{}
@@ -47,7 +52,7 @@ func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Record
 	fl := newFleet(t, up.URL+"/mcp")
 	for range 2 {
 		fl.add(func(c *Config) {
-			c.Policy = hybridPolicy(nil, 300*time.Millisecond)
+			c.Policy = hybridPolicy(withWait(rules(t, "test_tool_with_task", policy.Auto), testupstream.ConformanceComposeWait), directWait)
 			c.MRTRHold = hold
 		})
 	}
@@ -189,8 +194,8 @@ func TestMRTRStateSignature(t *testing.T) {
 	if _, _, ok := decodeState([]byte("another key of thirty-two bytes!"), "auth:a", s, now); ok {
 		t.Error("a state of another deployment accepted")
 	}
-	anon := encodeState(key, anonOwner("t1"), st)
-	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != anonOwner("t1") {
+	anon := encodeState(key, core.AnonOwner("t1"), st)
+	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != core.AnonOwner("t1") {
 		t.Errorf("anonymous: %q %v", owner, ok)
 	}
 	_ = http.StatusOK

@@ -14,6 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -34,7 +37,7 @@ func FuzzParseCreateTaskResult(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		task, raw, err := parseCreateTaskResult(b)
+		task, raw, err := core.ParseCreateTaskResult(b)
 		if err != nil {
 			if task != nil || raw != nil || err.Error() == "" {
 				t.Fatalf("error %v with a task %+v", err, task)
@@ -44,7 +47,7 @@ func FuzzParseCreateTaskResult(f *testing.F) {
 		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" {
 			t.Fatalf("accepted %+v from %s", task, b)
 		}
-		var again createdTask
+		var again core.CreatedTask
 		if json.Unmarshal(raw, &again) != nil || again.TaskID != task.TaskID {
 			t.Fatalf("raw task %s is not the accepted one %+v", raw, task)
 		}
@@ -62,7 +65,7 @@ func FuzzParseCreateTaskResult2026(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		task, err := parseCreateTaskResult2026(b)
+		task, err := core.ParseCreateTaskResult2026(b)
 		if err != nil {
 			if task != nil || err.Error() == "" {
 				t.Fatalf("error %v with a task %+v", err, task)
@@ -87,7 +90,7 @@ func TestParseCreateTaskResultErrors(t *testing.T) {
 		`{"task":{"taskId":"t","status":"working","ttl":-5}}`:                       "negative",
 		`{"task":{"taskId":"` + strings.Repeat("x", 257) + `","status":"working"}}`: "257 bytes",
 	} {
-		if _, _, err := parseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := core.ParseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%.40s: %v, want %q", in, err, want)
 		}
 	}
@@ -101,14 +104,14 @@ func TestViaUpstreamTask(t *testing.T) {
 		`{"name":"x"}`:                        false,
 		`{"name":"x","arguments":{"task":1}}`: false,
 	} {
-		if got := viaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
+		if got := runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
 			t.Errorf("%s: %v, want %v", params, got, want)
 		}
 	}
-	if viaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
+	if runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
 		t.Error("a tasks/get is not a task-augmented call")
 	}
-	p, err := withUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
+	p, err := runner.WithUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
 	if err != nil || !strings.Contains(string(p), `"task":{"ttl":90000}`) {
 		t.Errorf("withUpstreamTask = %s, %v", p, err)
 	}
@@ -121,7 +124,7 @@ func TestWithoutRelatedTask(t *testing.T) {
 		`{"content":[]}`: `{"content":[]}`,
 		`{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`: `{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`,
 	} {
-		if got := string(withoutRelatedTask(json.RawMessage(in))); got != want {
+		if got := string(runner.WithoutRelatedTask(json.RawMessage(in))); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
 		}
 	}
@@ -151,15 +154,15 @@ func TestToolDeclaredDiscovers(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
-	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
-	decl, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
-	if !listed || decl.ts != "required" || lists.Load() != 2 {
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
+	decl, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
+	if !listed || decl.TaskSupport != "required" || lists.Load() != 2 {
 		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
 	}
-	if _, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
+	if _, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
 		t.Errorf("an unknown tool right after: listed %v, %d tools/list (want no new listing)", listed, lists.Load())
 	}
-	if native, ruled := h.decider.native(t.Context(), "native"); !native || ruled {
+	if native, ruled := h.decider.Native(t.Context(), "native"); !native || ruled {
 		t.Errorf("native(native) = %v, %v", native, ruled)
 	}
 }
@@ -195,8 +198,8 @@ func TestNative2026PassThrough(t *testing.T) {
 	if _, err := uuid.Parse(tk.TaskID); err != nil {
 		t.Fatalf("task id %q", tk.TaskID)
 	}
-	owner := authOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
-	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, tk.TaskID); err == nil {
+	owner := core.AuthOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
+	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, tk.TaskID); err == nil {
 		t.Fatal("the gateway made a task of its own")
 	}
 	ir := c.waitTask(tk.TaskID, "input_required")
@@ -239,7 +242,7 @@ func TestNative2026PassThrough(t *testing.T) {
 	// --task fail: the gateway's own task, the extension withheld upstream
 	// (the upstream runs it synchronously).
 	ruled := c.toolTask("fail", map[string]any{})
-	if _, err := fl.hs[0].runner.store.Get(t.Context(), owner, ruled.TaskID); err != nil {
+	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, ruled.TaskID); err != nil {
 		t.Errorf("the ruled tool's task is not the gateway's: %v", err)
 	}
 	if got := c.waitTask(ruled.TaskID, "completed"); !strings.Contains(string(got.Result), testupstream.FailText) {
@@ -281,13 +284,13 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
-	sess := &upstream.Session{ID: "s1", ProtocolVersion: version2025}
+	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
 
 	// The first listing fails; callers waiting on it see nothing declared.
 	results := make(chan bool, 4)
 	for range 4 {
 		go func() {
-			_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+			_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 			results <- listed
 		}()
 	}
@@ -305,7 +308,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	// A second later the next call lists again (no 30 s hold after a
 	// failure), and succeeds.
 	waitFor(t, func() bool {
-		_, listed := h.up.toolDeclared(t.Context(), h.decider, sess, "native")
+		_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 		return listed
 	})
 }
@@ -396,22 +399,22 @@ func TestNativeNeedsServerCapability(t *testing.T) {
 	fl := newFleet(t, "http://127.0.0.1:1/mcp")
 	a, b := fl.add(nil), fl.add(nil)
 	ctx := t.Context()
-	a.decider.learnTools(ctx, map[string]toolDecl{"research": {ts: policy.TaskSupportRequired}})
-	if native, _ := a.decider.native(ctx, "research"); !native {
+	a.decider.LearnTools(ctx, map[string]decide.ToolDecl{"research": {TaskSupport: policy.TaskSupportRequired}})
+	if native, _ := a.decider.Native(ctx, "research"); !native {
 		t.Fatal("with no initialize seen, a tool declaring taskSupport is native")
 	}
-	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
-	if native, _ := a.decider.native(ctx, "research"); native {
+	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
+	if native, _ := a.decider.Native(ctx, "research"); native {
 		t.Error("an upstream without capabilities.tasks has native tools")
 	}
-	if native, _ := b.decider.native(ctx, "research"); native {
+	if native, _ := b.decider.Native(ctx, "research"); native {
 		t.Error("the other replica did not read the capability from the store")
 	}
-	if ts := a.decider.upstreamTaskSupport(ctx, "research"); ts != "" {
+	if ts := a.decider.UpstreamTaskSupport(ctx, "research"); ts != "" {
 		t.Errorf("upstreamTaskSupport = %q, want none", ts)
 	}
-	a.decider.learnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
-	if native, _ := a.decider.native(ctx, "research"); !native {
+	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
+	if native, _ := a.decider.Native(ctx, "research"); !native {
 		t.Error("an upstream declaring task-augmented tools/call has no native tools")
 	}
 }

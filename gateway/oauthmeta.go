@@ -26,6 +26,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -440,14 +441,14 @@ func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request, p strin
 		return
 	}
 	defer resp.Body.Close()
-	copyUpstreamHeader(w.Header(), resp.Header)
+	upstreamside.CopyUpstreamHeader(w.Header(), resp.Header)
 	if loc := resp.Header.Get("Location"); loc != "" {
 		if rest, ok := onOrigin(loc, d.upstreamOrigin()); ok {
 			w.Header().Set("Location", d.pub.origin(r)+rest)
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(writerOnly{w}, resp.Body)
+	_, _ = io.Copy(upstreamside.WriterOnly{Writer: w}, resp.Body)
 }
 
 // pointChallenges points the resource_metadata of the Bearer challenges in

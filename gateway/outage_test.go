@@ -21,6 +21,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -109,10 +111,12 @@ type outageRig struct {
 	hs    []*Handler
 }
 
-// outageRules: slow is a task (both flavours), echo is always sync, every
+// outageRules: slow is a task (both flavours), echo is always sync, fail
+// is auto with a long hybrid wait (directWait: a modern client's call is
+// answered directly, however busy the machine, so it needs no store), every
 // other tool follows the policy's defaults.
 func outageRules(t *testing.T) policy.Rules {
-	return rules(t, "slow", policy.Task, "echo", policy.Sync)
+	return append(rules(t, "slow", policy.Task, "echo", policy.Sync), withWait(rules(t, "fail", policy.Auto), directWait)...)
 }
 
 // quietRedis keeps go-redis from logging every refused dial of an outage.
@@ -253,10 +257,10 @@ func (c *outageClient) send(method string, params map[string]any) (int, rpcReply
 	if c.modern {
 		caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
 		if !c.noExt {
-			caps["extensions"] = map[string]any{tasksExtension: map[string]any{}}
+			caps["extensions"] = map[string]any{core.TasksExtension: map[string]any{}}
 		}
-		params["_meta"] = map[string]any{metaProtocolVersion: version2026, metaClientCaps: caps}
-		header.Set("MCP-Protocol-Version", version2026)
+		params["_meta"] = map[string]any{upstreamside.MetaProtocolVersion: core.Version2026, upstreamside.MetaClientCaps: caps}
+		header.Set("MCP-Protocol-Version", core.Version2026)
 		header.Set("Mcp-Method", method)
 		for _, k := range []string{"name", "taskId"} {
 			if v, ok := params[k].(string); ok {
@@ -464,7 +468,7 @@ func resultTextOf(t *testing.T, raw json.RawMessage) string {
 // Redis is back, the same requests work again on the same session.
 func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
-	legacyA := &outageClient{t: t, url: rig.urls[0], version: version2025}
+	legacyA := &outageClient{t: t, url: rig.urls[0], version: core.Version2025}
 	legacyA.initialize()
 	legacyB := legacyA.on(rig.urls[1]) // replica 1 never saw the session
 	legacyDone := legacyA.task("slow", map[string]any{"seconds": 0, "text": "before"})
@@ -509,7 +513,7 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 		}
 	}
 	// A new 2025-11-25 session must be recorded before its id is handed out.
-	fresh := &outageClient{t: t, url: rig.urls[1], version: version2025}
+	fresh := &outageClient{t: t, url: rig.urls[1], version: core.Version2025}
 	status, r := fresh.initialize()
 	wantRPCError(t, "initialize 2025-11-25", status, r, storeDownMsg)
 
@@ -560,7 +564,7 @@ func TestRedisOutageStoreRequestsFailFast(t *testing.T) {
 func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 	t.Run("legacy-upstream", func(t *testing.T) {
 		rig := newOutageRig(t, 2, testupstream.Options{})
-		a := &outageClient{t: t, url: rig.urls[0], version: version2025}
+		a := &outageClient{t: t, url: rig.urls[0], version: core.Version2025}
 		a.initialize()
 		rig.redis.Stop()
 		t.Cleanup(rig.redis.Start) // the Handlers close with Redis up
@@ -606,7 +610,7 @@ func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 			if got := resultTextOf(t, res); got != "modern" {
 				t.Errorf("%s: echo = %q", name, got)
 			}
-			// No rule: auto. A fast answer comes back directly, no task, no store.
+			// Auto. A fast answer comes back directly, no task, no store.
 			res = cl.mustResult("tools/call", map[string]any{"name": "fail", "arguments": map[string]any{}})
 			if got := resultTextOf(t, res); !strings.Contains(got, "deliberate failure") {
 				t.Errorf("%s: fail = %q", name, got)
@@ -630,7 +634,7 @@ func TestRedisOutagePassThroughKeepsWorking(t *testing.T) {
 // with the upstream's result, on the other replica too.
 func TestRedisOutageWorkerResultKept(t *testing.T) {
 	rig := newOutageRig(t, 2, testupstream.Options{})
-	legacy := &outageClient{t: t, url: rig.urls[0], version: version2025}
+	legacy := &outageClient{t: t, url: rig.urls[0], version: core.Version2025}
 	legacy.initialize()
 	modern := &outageClient{t: t, url: rig.urls[0], modern: true}
 	legacyID := legacy.task("slow", map[string]any{"seconds": 1, "text": "legacy kept"})
@@ -710,7 +714,7 @@ func TestUpstreamOutage(t *testing.T) {
 			cl = &outageClient{t: t, url: rig.urls[0], modern: true}
 			cl.mustResult("tools/list", nil)
 		} else {
-			cl = &outageClient{t: t, url: rig.urls[0], version: version2025}
+			cl = &outageClient{t: t, url: rig.urls[0], version: core.Version2025}
 			cl.initialize()
 		}
 		running := cl.task("slow", map[string]any{"seconds": 30, "text": "never"})
@@ -767,7 +771,7 @@ func TestUpstreamOutage(t *testing.T) {
 		}
 		if !stateless {
 			// The restarted upstream forgot the session; a new one works.
-			cl = &outageClient{t: t, url: rig.urls[1], version: version2025}
+			cl = &outageClient{t: t, url: rig.urls[1], version: core.Version2025}
 			cl.initialize()
 		}
 		id = cl.task("slow", map[string]any{"seconds": 0, "text": "back"})

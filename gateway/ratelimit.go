@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -109,7 +110,7 @@ func (l *pollLimiter) prune(sh *pollShard, now time.Time) {
 
 // admit applies the limit (nil l: none) to a poll of task by owner; when
 // refused it counts it, writes the 429 answer and reports false.
-func (l *pollLimiter) admit(w http.ResponseWriter, msg *mcpwire.Message, m *metrics, owner, task string) bool {
+func (l *pollLimiter) admit(w http.ResponseWriter, msg *mcpwire.Message, m *obs.Metrics, owner, task string) bool {
 	if l == nil {
 		return true
 	}
@@ -117,7 +118,7 @@ func (l *pollLimiter) admit(w http.ResponseWriter, msg *mcpwire.Message, m *metr
 	if ok {
 		return true
 	}
-	m.pollLimited.WithLabelValues(msg.MethodName()).Inc()
+	m.PollLimited.WithLabelValues(msg.MethodName()).Inc()
 	ms := max(wait.Milliseconds(), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(max((ms+999)/1000, 1), 10))
 	e := mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeRateLimited,

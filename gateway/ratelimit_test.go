@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 
@@ -119,7 +121,7 @@ func TestPollRateLimit(t *testing.T) {
 	modernGet := func(id, auth string) func() (*http.Response, rpcReply) {
 		return func() (*http.Response, rpcReply) {
 			meta := modernMeta()
-			meta[metaClientCaps] = map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}
+			meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 			resp := mpost(t, url, "tasks/get", map[string]any{"taskId": id}, meta, func(h http.Header) { h.Set("Authorization", auth) })
 			return resp, reply(t, resp)
 		}

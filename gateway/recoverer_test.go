@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -48,14 +49,14 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 
 	// Within the lease plus grace nothing happens, even with skew.
 	now = now.Add(2500 * time.Millisecond)
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks before their lease and grace ran out", n)
 	}
 	if err := store.Extend(ctx, "o", alive.ID, "alive", 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second) // dead's lease + grace is over; alive's is not
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 1 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 1 {
 		t.Fatalf("recovered %d tasks, want 1", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -69,7 +70,7 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 	if got, _ := store.Get(ctx, "o", alive.ID); got.Status != taskstore.StatusWorking {
 		t.Errorf("a live worker's task was recovered: %s", got.Status)
 	}
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Errorf("a second sweep recovered %d more", n)
 	}
 }
@@ -85,7 +86,7 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 	store := taskstore.New(rdb, taskstore.Options{Clock: clock, LeaseGrace: time.Second, MaxTasksPerOwner: -1})
 	defer store.Close()
 	ctx := context.Background()
-	const tasks = 3*sweepPage + 7
+	const tasks = 3*runner.SweepPage + 7
 	for i := 0; i < tasks; i++ {
 		if _, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2025,
 			Lease: &taskstore.LeaseRequest{Holder: "dead", Duration: 2 * time.Second}}); err != nil {
@@ -101,7 +102,7 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 	}
 	defer h.Close()
 	now = now.Add(4 * time.Second)
-	if n := h.runner.recoverer.recoverOnce(ctx); n != tasks {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != tasks {
 		t.Fatalf("one sweep recovered %d of %d tasks", n, tasks)
 	}
 	if n, _ := rdb.ZCard(ctx, "tg:leases").Result(); n != 0 {
@@ -142,17 +143,17 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	}
 	defer h.Close()
 
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d live tasks", n)
 	}
 	mr.SetError("LOADING Redis is loading the dataset in memory")
 	for range 20 { // 10 s of sweeps against a Redis that does not answer
 		now = now.Add(500 * time.Millisecond)
-		h.runner.recoverer.recoverOnce(ctx)
+		h.runner.Recoverer.RecoverOnce(ctx)
 	}
 	mr.SetError("")
 	now = now.Add(500 * time.Millisecond)
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("right after the outage the recoverer took over %d tasks whose workers had no chance to renew", n)
 	}
 	// The live worker renews; the dead one does not.
@@ -163,7 +164,7 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	recovered := 0
 	for range 8 { // the hold (one lease), then a sweep that may claim
 		now = now.Add(500 * time.Millisecond)
-		recovered += h.runner.recoverer.recoverOnce(ctx)
+		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 		if err := store.Extend(ctx, "o", alive, "alive", lease); err != nil {
 			t.Fatalf("the live worker lost its lease: %v", err)
 		}
@@ -190,7 +191,7 @@ func TestRecovererRetriesTheFailAfterItsClaim(t *testing.T) {
 	store, h, ctx := rig.store, rig.h, context.Background()
 	dead := rig.leased(t, "dead")
 	rig.advance(4 * time.Second)
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 1 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 1 {
 		t.Errorf("recovered %d tasks, want 1", n)
 	}
 	if blip.failed.Load() != 2 {
@@ -222,7 +223,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	dead := rig.leased(t, "dead")
 
 	rig.advance(4 * time.Second) // past the dead worker's lease and grace
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
 		t.Fatalf("recovered %d tasks with the claim's index write refused %d times; want 0 and 1 (the test's premise)", n, blip.failed.Load())
 	}
 	if got, _ := store.Get(ctx, "o", dead.ID); got.Status != taskstore.StatusWorking || got.Lease.Holder != "survivor" {
@@ -231,7 +232,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	recovered := 0
 	for range 8 { // sweeps every LeaseRenew until the claim's lease and grace ran out
 		rig.advance(500 * time.Millisecond)
-		recovered += h.runner.recoverer.recoverOnce(ctx)
+		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
 	if err != nil {
@@ -282,10 +283,10 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	rig := newSweepRig(t, "survivor", down, 1900*time.Millisecond)
 	store, h, ctx := rig.store, rig.h, context.Background()
 	dead := rig.leased(t, "dead")
-	h.runner.retry.max = 100 * time.Millisecond
+	h.runner.Retry.Max = 100 * time.Millisecond
 
 	rig.advance(4 * time.Second)
-	if n := h.runner.recoverer.recoverOnce(ctx); n != 0 {
+	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks while the failure write is refused", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -300,7 +301,7 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ { // sweeps every 500ms of the store's clock
 		rig.advance(500 * time.Millisecond)
-		recovered += h.runner.recoverer.recoverOnce(ctx)
+		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 	}
 	if recovered != 1 {
 		t.Fatalf("no later sweep recovered the task")
@@ -320,10 +321,10 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	down := &failScriptHook{match: `{"content":[],"unwritten"`, left: 1 << 40}
 	rig := newSweepRig(t, "worker", down, 1900*time.Millisecond)
 	store, h, ctx := rig.store, rig.h, context.Background()
-	h.runner.retry.max = 100 * time.Millisecond
+	h.runner.Retry.Max = 100 * time.Millisecond
 	task := rig.leased(t, "worker")
-	j := &job{task: task, owner: "o"}
-	h.runner.finish(ctx, j, h.log, callResult{resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
+	j := &runner.Job{Task: task, Owner: "o"}
+	h.runner.Finish(ctx, j, h.log, runner.CallResult{Resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
 	if down.failed.Load() == 0 {
 		t.Fatal("the outcome write was not refused (the test's premise)")
 	}
@@ -338,7 +339,7 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ {
 		rig.advance(500 * time.Millisecond)
-		recovered += h.runner.recoverer.recoverOnce(ctx)
+		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 	}
 	if got, _ := store.Get(ctx, "o", task.ID); recovered != 1 || got.Status != taskstore.StatusFailed {
 		t.Errorf("recovered %d; task %s %q, want failed by a sweep", recovered, got.Status, got.StatusMessage)

@@ -2,7 +2,7 @@ package gateway
 
 // The tasks/get answer of a terminal task is polled many times and never
 // changes, yet rendering it (2026-07-28: the stored result re-decoded and
-// re-encoded with resultType by statelessResult, then the DetailedTask
+// re-encoded with resultType by core.StatelessResult, then the DetailedTask
 // marshalled) costs more than the rest of the request's own work. The
 // render cache keeps the marshalled result per task and flavour, bounded
 // (LRU, entries and bytes), and reuses it only when every field the
@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -32,8 +33,8 @@ import (
 type renderFlavour uint8
 
 const (
-	render2026Get renderFlavour = iota + 1 // json.Marshal(toTask2026(t, "complete", true))
-	render2025Get                          // json.Marshal(toTask2025(t))
+	render2026Get renderFlavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
+	render2025Get                          // json.Marshal(core.ToTask2025(t))
 )
 
 const (
@@ -59,7 +60,7 @@ func inputsOf(t *taskstore.Task) renderInputs {
 }
 
 // same reports whether t renders as in: equal instants are enough, as the
-// renderings write times in UTC (wireTime).
+// renderings write times in UTC (core.WireTime).
 func (in *renderInputs) same(t *taskstore.Task) bool {
 	return in.owner == t.Owner && in.id == t.ID && in.status == string(t.Status) && in.message == t.StatusMessage &&
 		in.created.Equal(t.CreatedAt) && in.updated.Equal(t.LastUpdatedAt) &&
@@ -315,7 +316,7 @@ func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavou
 // from the store in epoch (0: unknown).
 func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(render2026Get, t, epoch, func() ([]byte, error) {
-		return json.Marshal(toTask2026(t, "complete", true))
+		return json.Marshal(core.ToTask2026(t, "complete", true))
 	})
 }
 
@@ -323,6 +324,6 @@ func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 // from the store in epoch (0: unknown).
 func (c *renderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(render2025Get, t, epoch, func() ([]byte, error) {
-		return json.Marshal(toTask2025(t))
+		return json.Marshal(core.ToTask2025(t))
 	})
 }

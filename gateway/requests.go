@@ -1,40 +1,12 @@
 package gateway
 
 import (
-	"go.opentelemetry.io/otel/trace"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"go.opentelemetry.io/otel/trace"
 )
-
-// Every HTTP request the Handler serves is counted in
-// taskgate_requests_total{method,outcome} and timed in
-// taskgate_request_duration_seconds{method} (method: the MCP method of a
-// POST, bounded by methodLabel, or GET/DELETE/other for the rest; outcome
-// from the HTTP status: ok for 1xx–3xx, client_error, server_error), and,
-// with Config.AccessLog, logged as one line when it ends. A streamed answer
-// (SSE) ends when its stream does, so its duration is the stream's.
-
-// requestMetrics are the two request families.
-type requestMetrics struct {
-	total    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-}
-
-func newRequestMetrics(register func(...prometheus.Collector)) requestMetrics {
-	rm := requestMetrics{
-		total: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "taskgate_requests_total", Help: "HTTP requests served, per MCP method (GET, DELETE or other for non-POSTs) and outcome (ok, client_error, server_error from the HTTP status).",
-		}, []string{"method", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "taskgate_request_duration_seconds", Help: "Time from a request's arrival to the end of its answer (of its stream, for SSE), per MCP method.",
-			Buckets: taskBuckets,
-		}, []string{"method"}),
-	}
-	register(rm.total, rm.duration)
-	return rm
-}
 
 // recorder is the ResponseWriter the Handler serves through: it keeps the
 // status and the bytes written, and the MCP method once the body is read.
@@ -89,17 +61,6 @@ func noteMethod(w http.ResponseWriter, method string) {
 	}
 }
 
-// outcome is the outcome label of an HTTP status.
-func outcome(status int) string {
-	switch {
-	case status >= 500:
-		return "server_error"
-	case status >= 400:
-		return "client_error"
-	}
-	return "ok"
-}
-
 // served counts and times one finished request, and logs it with
 // Config.AccessLog.
 func (h *Handler) served(rec *recorder, r *http.Request, start time.Time) {
@@ -111,14 +72,14 @@ func (h *Handler) served(rec *recorder, r *http.Request, start time.Time) {
 	if method == "" {
 		method = r.Method
 	}
-	label := methodLabel(method)
+	label := obs.MethodLabel(method)
 	took := time.Since(start)
 	if h.cfg.AccessLog { // first: once a request is counted, its line is out
 		h.log.Info().Str("op", "access").Str("http_method", r.Method).Str("path", r.URL.Path).
 			Str("method", label).Int("status", status).Int64("bytes", rec.bytes).
 			Float64("duration_seconds", took.Seconds()).Str("remote", r.RemoteAddr).Msg("request")
 	}
-	h.metrics.requests.total.WithLabelValues(label, outcome(status)).Inc()
-	h.metrics.requests.duration.WithLabelValues(label).Observe(took.Seconds())
-	endRequest(rec.span, label, status)
+	h.metrics.Requests.Total.WithLabelValues(label, obs.Outcome(status)).Inc()
+	h.metrics.Requests.Duration.WithLabelValues(label).Observe(took.Seconds())
+	obs.EndRequest(rec.span, label, status)
 }

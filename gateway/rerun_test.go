@@ -23,7 +23,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -35,13 +38,13 @@ type messageLog struct {
 	msgs []string
 }
 
-func (m *messageLog) statusChanged(_ context.Context, t *taskstore.Task) {
+func (m *messageLog) StatusChanged(_ context.Context, t *taskstore.Task) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.msgs = append(m.msgs, string(t.Status)+": "+t.StatusMessage)
 }
-func (m *messageLog) progress(context.Context, string, *taskstore.Task, string, json.RawMessage)   {}
-func (m *messageLog) logMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+func (m *messageLog) Progress(context.Context, string, *taskstore.Task, string, json.RawMessage)   {}
+func (m *messageLog) LogMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
 
 func (m *messageLog) heard(s string) bool {
 	m.mu.Lock()
@@ -119,42 +122,42 @@ func newDurableRig(t *testing.T) *durableRig {
 
 // replica is a runner named name on the rig's store, calling the upstream
 // at url, where every tool is rerunnable.
-func (g *durableRig) replica(name string, up http.Handler, notes taskNotifier) (*runner, *metrics) { //nolint:unparam
+func (g *durableRig) replica(name string, up http.Handler, notes runner.TaskNotifier) (*runner.Runner, *obs.Metrics) { //nolint:unparam
 	srv := httptest.NewServer(up)
 	g.t.Cleanup(srv.Close)
 	client, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	m := newMetrics(func() float64 { return 0 })
+	m := obs.NewMetrics(func() float64 { return 0 })
 	tr := newTraced()
 	g.traces[name] = tr
-	m.trace = newTracing(tr.tp, name)
-	rn := newRunner(runnerParams{store: g.store, up: client, notify: notes, observe: func(string, time.Duration) {},
-		metrics: m, log: zerolog.Nop(), replica: name, trace: m.trace, lease: 600 * time.Millisecond, renew: 150 * time.Millisecond,
-		durable: durableParams{maxAttempts: 3, backoff: 20 * time.Millisecond, reruns: newRerunsMetric(m),
-			rerunnable: func(context.Context, string) (bool, string) { return true, "every tool, for the test" }}})
-	g.t.Cleanup(rn.stop)
+	m.Trace = obs.NewTracing(tr.tp, name)
+	rn := runner.New(runner.Params{Store: g.store, Up: client, Notify: notes, Observe: func(string, time.Duration) {},
+		Metrics: m, Log: zerolog.Nop(), Replica: name, Trace: m.Trace, Lease: 600 * time.Millisecond, Renew: 150 * time.Millisecond,
+		Durable: runner.Durable{MaxAttempts: 3, Backoff: 20 * time.Millisecond, Reruns: m.NewReruns(),
+			Rerunnable: func(context.Context, string) (bool, string) { return true, "every tool, for the test" }}})
+	g.t.Cleanup(rn.Stop)
 	return rn, m
 }
 
 // startTool creates and starts owner "o"'s 2026-07-28 task of tool with
 // args on rn, in front of a stateless upstream.
-func startTool(t *testing.T, rn *runner, tool, args string) *job {
+func startTool(t *testing.T, rn *runner.Runner, tool, args string) *runner.Job {
 	t.Helper()
 	params := json.RawMessage(`{"name":"` + tool + `","arguments":` + args + `,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}`)
-	if e := rn.admit(); e != nil {
+	if e := rn.Admit(); e != nil {
 		t.Fatal(e)
 	}
-	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026, Header: http.Header{"Authorization": {"Bearer owner-token"}}}, Stateless: true}
-	j := &job{owner: "o", sess: target.Session, slot: true, clientCaps: json.RawMessage(`{"elicitation":{}}`),
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-		client2026: &job2026{target: target, params: params}}
-	if err := rn.create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
+	target := &upstreamside.Target{Session: &upstream.Session{ProtocolVersion: core.Version2026, Header: http.Header{"Authorization": {"Bearer owner-token"}}}, Stateless: true}
+	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: true, ClientCaps: json.RawMessage(`{"elicitation":{}}`),
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		Client2026: &runner.Job2026{Target: target, Params: params}}
+	if err := rn.Create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.start(j)
+	rn.Start(j)
 	return j
 }
 
@@ -195,10 +198,10 @@ func TestRerunAfterReplicaStops(t *testing.T) {
 	}), notes)
 	j := startTool(t, a, "echo", `{"text":"mine alone"}`)
 	<-hung
-	a.stop() // as if it died: its task keeps its lease, which runs out
+	a.Stop() // as if it died: its task keeps its lease, which runs out
 	stopped := time.Now()
 
-	got := g.waitTerminal(j.task.ID)
+	got := g.waitTerminal(j.Task.ID)
 	t.Logf("the task completed %v after its replica stopped (measured, not asserted): lease 600ms + grace 100ms, sweeps every 150ms, backoff 20ms, echo itself ~0",
 		time.Since(stopped).Round(time.Millisecond))
 	if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), "mine alone") {
@@ -213,11 +216,11 @@ func TestRerunAfterReplicaStops(t *testing.T) {
 	if _, ok := sawAuth.Load("Bearer owner-token"); !ok {
 		t.Error("the rerun did not carry the call's credentials")
 	}
-	if n := counterValue(b.durable.reruns.WithLabelValues("echo", "replica_stopped")); n != 1 {
+	if n := counterValue(b.Durable.Reruns.WithLabelValues("echo", "replica_stopped")); n != 1 {
 		t.Errorf("taskgate_task_reruns_total{echo,replica_stopped} = %v, want 1", n)
 	}
 	// The credentials are in the record, sealed: never in clear.
-	raw, _ := g.rdb.HGet(context.Background(), taskKey(g.rdb, j.task.ID), "rerun").Result()
+	raw, _ := g.rdb.HGet(context.Background(), taskKey(g.rdb, j.Task.ID), "rerun").Result()
 	if raw == "" || strings.Contains(raw, "owner-token") {
 		t.Errorf("the rerun record %q: want it, without the token in clear", raw)
 	}
@@ -251,7 +254,7 @@ func TestRerunOnTransientFailure(t *testing.T) {
 				}}
 			rn, _ := g.replica("r", up, &messageLog{})
 			j := startTool(t, rn, tc.tool, tc.args)
-			got := g.waitTerminal(j.task.ID)
+			got := g.waitTerminal(j.Task.ID)
 			outcome := got.StatusMessage + " " + string(got.Result) + " " + string(got.Error)
 			if got.Status != tc.status || !strings.Contains(outcome, tc.want) {
 				t.Fatalf("task = %s %s, want %s with %q", got.Status, outcome, tc.status, tc.want)
@@ -259,7 +262,7 @@ func TestRerunOnTransientFailure(t *testing.T) {
 			if up.count() != tc.calls || got.Attempts != max(tc.attempts, 1) && got.Rerun != nil {
 				t.Errorf("%d calls upstream, %d attempts; want %d, %d", up.count(), got.Attempts, tc.calls, tc.attempts)
 			}
-			if n := counterValue(rn.durable.reruns.WithLabelValues(tc.tool, "http_503")); int(n) != tc.attempts-1 {
+			if n := counterValue(rn.Durable.Reruns.WithLabelValues(tc.tool, "http_503")); int(n) != tc.attempts-1 {
 				t.Errorf("reruns counted %v, want %d", n, tc.attempts-1)
 			}
 			// The task's span records its attempts.
@@ -319,7 +322,7 @@ func TestRerunReplaysAnswers(t *testing.T) {
 			ctx := context.Background()
 			answers := []string{"Ada", "Bob"}
 			for i := 0; ; i++ {
-				cur, err := g.store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool {
+				cur, err := g.store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool {
 					return t.Status.Terminal() || t.Status == taskstore.StatusInputRequired && len(t.InputRequests) > 0
 				})
 				if err != nil {
@@ -332,18 +335,18 @@ func TestRerunReplaysAnswers(t *testing.T) {
 					t.Fatalf("asked %d times", i+1)
 				}
 				for key := range cur.InputRequests {
-					if _, err := g.store.AnswerInputs(ctx, "o", j.task.ID, map[string]json.RawMessage{key: json.RawMessage(
+					if _, err := g.store.AnswerInputs(ctx, "o", j.Task.ID, map[string]json.RawMessage{key: json.RawMessage(
 						`{"result":{"action":"accept","content":{"name":"` + answers[i] + `"}}}`)}); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			got := g.waitTerminal(j.task.ID)
+			got := g.waitTerminal(j.Task.ID)
 			if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), tc.want) || got.Attempts != 2 {
 				t.Fatalf("task = %s %q %s, attempts %d; want completed with %q after 2", got.Status, got.StatusMessage, got.Result, got.Attempts, tc.want)
 			}
 			used := 0
-			for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.task.ID)).Val() {
+			for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.Task.ID)).Val() {
 				if strings.HasPrefix(f, "used:") {
 					used++
 				}
@@ -427,86 +430,43 @@ func TestRerunReplaysAnswersOnASession(t *testing.T) {
 	g := newDurableRig(t)
 	up := newCutOnce(t, testupstream.Handler(testupstream.Options{}))
 	rn, _ := g.replica("r", up, &messageLog{})
-	sess, _, err := rn.up.(*upstream.Client).Initialize(context.Background(), nil,
+	sess, _, err := rn.Up.(*upstream.Client).Initialize(context.Background(), nil,
 		json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"t","version":"0"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := rn.admit(); e != nil {
+	if e := rn.Admit(); e != nil {
 		t.Fatal(e)
 	}
-	j := &job{owner: "o", sess: sess, slot: true, clientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
-		req: &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"elicit","arguments":{}}`)}}
+	j := &runner.Job{Owner: "o", Sess: sess, Slot: true, ClientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
+		Req: &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"elicit","arguments":{}}`)}}
 	ctx := context.Background()
-	if err := rn.create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {
+	if err := rn.Create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.start(j)
-	asked, err := g.store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return len(t.InputRequests) > 0 || t.Status.Terminal() })
+	rn.Start(j)
+	asked, err := g.store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return len(t.InputRequests) > 0 || t.Status.Terminal() })
 	if err != nil || len(asked.InputRequests) != 1 {
 		t.Fatalf("the question: %+v %v", asked, err)
 	}
 	for key := range asked.InputRequests {
-		if _, err := g.store.AnswerInputs(ctx, "o", j.task.ID, map[string]json.RawMessage{key: json.RawMessage(
+		if _, err := g.store.AnswerInputs(ctx, "o", j.Task.ID, map[string]json.RawMessage{key: json.RawMessage(
 			`{"result":{"action":"accept","content":{"name":"Ada"}}}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := g.waitTerminal(j.task.ID)
+	got := g.waitTerminal(j.Task.ID)
 	if got.Status != taskstore.StatusCompleted || !strings.Contains(string(got.Result), "Hello, Ada!") || got.Attempts != 2 || got.LastCause != "connection_reset" {
 		t.Fatalf("task = %s %q %s, attempts %d (%s); want completed with Ada's answer after a rerun", got.Status, got.StatusMessage, got.Result, got.Attempts, got.LastCause)
 	}
 	used := 0
-	for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.task.ID)).Val() {
+	for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.Task.ID)).Val() {
 		if strings.HasPrefix(f, "used:") {
 			used++
 		}
 	}
 	if used != 1 {
 		t.Errorf("the client was asked %d questions, want 1", used)
-	}
-}
-
-// TestRerunCredentials: a rerun runs with the call's credentials: the
-// token it was made with, sealed in the task's record (never in clear),
-// or, where the gateway keeps its principals' tokens, that client's
-// freshest, which may have been refreshed on another replica since.
-func TestRerunCredentials(t *testing.T) {
-	mr, a, b, _, seen := testCreds(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	store := taskstore.New(rdb, taskstore.Options{})
-	t.Cleanup(func() { store.Close() })
-	app := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "reports"}
-	seen(a, app, "Bearer old")
-	replica := func(creds *credentials) *runner {
-		rn := newRunner(runnerParams{store: store, notify: &messageLog{}, observe: func(string, time.Duration) {},
-			metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "r", lease: time.Minute, renew: 20 * time.Second,
-			creds: creds, durable: durableParams{maxAttempts: 3, rerunnable: func(context.Context, string) (bool, string) { return true, "test" }}})
-		t.Cleanup(rn.stop)
-		return rn
-	}
-	j := &job{owner: "o", sess: &upstream.Session{ID: "s1", Header: http.Header{"Authorization": {"Bearer old"}}},
-		req: &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"report","arguments":{}}`)}}
-	raw := replica(a).rerunSpec(context.Background(), j, "report")
-	if raw == nil || bytes.Contains(raw, []byte("Bearer old")) || j.spec.CredKey == "" || j.id == "" {
-		t.Fatalf("spec %s (key %q, id %q): want one, its token sealed, naming the principal's client", raw, j.spec.CredKey, j.id)
-	}
-	task := &taskstore.Task{ID: j.id, Owner: "o"}
-	seen(b, app, "Bearer refreshed") // on another replica, since
-	again, err := replica(b).jobFromSpec(context.Background(), task, j.spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := again.sess.Authorization(context.Background()); got != "Bearer refreshed" || again.sess.ID != "s1" {
-		t.Errorf("the rerun sends %q on session %q, want the client's freshest token on s1", got, again.sess.ID)
-	}
-	plain, err := replica(nil).jobFromSpec(context.Background(), task, j.spec)
-	if err != nil || plain.sess.Header.Get("Authorization") != "Bearer old" || plain.sess.Authorization != nil {
-		t.Errorf("without kept tokens: %v %v, want the call's own token", plain.sess.Header, err)
-	}
-	if _, err := replica(nil).jobFromSpec(context.Background(), &taskstore.Task{ID: "another", Owner: "o"}, j.spec); err == nil {
-		t.Error("another task's record opened the sealed token")
 	}
 }
 
@@ -535,12 +495,12 @@ func TestRecovererGivesUpAfterTheAttempts(t *testing.T) {
 		}
 	}
 	notes := &messageLog{}
-	rn := newRunner(runnerParams{store: store, notify: notes, observe: func(string, time.Duration) {},
-		metrics: newMetrics(func() float64 { return 0 }), log: zerolog.Nop(), replica: "survivor", lease: 2 * time.Second, renew: time.Hour,
-		durable: durableParams{maxAttempts: 3, backoff: time.Millisecond}})
-	t.Cleanup(rn.stop)
+	rn := runner.New(runner.Params{Store: store, Notify: notes, Observe: func(string, time.Duration) {},
+		Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: zerolog.Nop(), Replica: "survivor", Lease: 2 * time.Second, Renew: time.Hour,
+		Durable: runner.Durable{MaxAttempts: 3, Backoff: time.Millisecond}})
+	t.Cleanup(rn.Stop)
 	now = now.Add(4 * time.Second)
-	if n := rn.recoverer.recoverOnce(ctx); n != 0 {
+	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 {
 		t.Errorf("recoverOnce counted %d failed as before; the durable task is the hook's", n)
 	}
 	got, err := store.Get(ctx, "o", task.ID)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 
 	"github.com/rs/zerolog"
@@ -26,29 +27,29 @@ func upstreamResp(ct, body string) *http.Response {
 
 // rewriteOnce reads resp as the answer to id and writes it back with the
 // result replaced by newResult (nil: unchanged).
-func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string) (*httptest.ResponseRecorder, *answer) {
+func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string) (*httptest.ResponseRecorder, *upstreamside.Answer) {
 	t.Helper()
-	a, err := readAnswer(resp, json.RawMessage(id))
+	a, err := upstreamside.ReadAnswer(resp, json.RawMessage(id))
 	if err != nil {
 		t.Fatalf("readAnswer: %v", err)
 	}
-	defer a.close()
+	defer a.Close()
 	var msg json.RawMessage
 	if newResult != "" {
-		if msg, err = mcpwire.WithMember(a.msg, "result", json.RawMessage(newResult)); err != nil {
+		if msg, err = mcpwire.WithMember(a.Msg, "result", json.RawMessage(newResult)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec := httptest.NewRecorder()
-	a.write(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), zerolog.Nop(), msg)
+	a.Write(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), zerolog.Nop(), msg)
 	return rec, a
 }
 
 func TestRewriteJSONAnswer(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":7,"result":{"a":1,"unknown":{"deep":[1,2]}},"x-envelope":true}`
 	rec, a := rewriteOnce(t, upstreamResp("application/json", body), "7", `{"a":2,"unknown":{"deep":[1,2]}}`)
-	if string(a.result) != `{"a":1,"unknown":{"deep":[1,2]}}` {
-		t.Errorf("result = %s", a.result)
+	if string(a.Result) != `{"a":1,"unknown":{"deep":[1,2]}}` {
+		t.Errorf("result = %s", a.Result)
 	}
 	got := rec.Body.String()
 	want := `{"id":7,"jsonrpc":"2.0","result":{"a":2,"unknown":{"deep":[1,2]}},"x-envelope":true}`
@@ -71,8 +72,8 @@ func TestRewriteJSONAnswer(t *testing.T) {
 
 	// A JSON-RPC error has no result to change.
 	_, a = rewriteOnce(t, upstreamResp("application/json", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`), "7", "")
-	if a.result != nil {
-		t.Errorf("error answer has result %s", a.result)
+	if a.Result != nil {
+		t.Errorf("error answer has result %s", a.Result)
 	}
 }
 
@@ -86,8 +87,8 @@ func TestRewriteSSEAnswer(t *testing.T) {
 	response := "event: message\nid: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata:\"result\":{\"a\":1}}\n\n"
 	after := "id: e4\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n"
 	rec, a := rewriteOnce(t, upstreamResp("text/event-stream", before+response+after), "7", `{"a":2}`)
-	if string(a.result) != `{"a":1}` {
-		t.Errorf("result = %s", a.result)
+	if string(a.Result) != `{"a":1}` {
+		t.Errorf("result = %s", a.Result)
 	}
 	want := before + "event: message\nid: e3\n" +
 		`data: {"id":7,"jsonrpc":"2.0","result":{"a":2}}` + "\n\n" + after
@@ -111,7 +112,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		"stream ends inside the response": "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
 		"empty stream":                    "",
 	} {
-		if _, err := readAnswer(upstreamResp("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, errNoAnswer) {
+		if _, err := upstreamside.ReadAnswer(upstreamResp("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, upstreamside.ErrNoAnswer) {
 			t.Errorf("%s: err = %v, want errNoAnswer", name, err)
 		}
 	}
@@ -131,7 +132,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		if tc.ce != "" {
 			resp.Header.Set("Content-Encoding", tc.ce)
 		}
-		if got := rewritable(resp); got != tc.want {
+		if got := upstreamside.Rewritable(resp); got != tc.want {
 			t.Errorf("rewritable(%d %s %s) = %v", tc.status, tc.ct, tc.ce, got)
 		}
 	}

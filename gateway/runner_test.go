@@ -18,6 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
@@ -30,15 +34,15 @@ type statusLog struct {
 	statuses []taskstore.Status
 }
 
-func (s *statusLog) statusChanged(_ context.Context, t *taskstore.Task) {
+func (s *statusLog) StatusChanged(_ context.Context, t *taskstore.Task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.statuses = append(s.statuses, t.Status)
 }
 
-func (s *statusLog) progress(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+func (s *statusLog) Progress(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
 
-func (s *statusLog) logMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
+func (s *statusLog) LogMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
 
 func (s *statusLog) seen() []taskstore.Status {
 	s.mu.Lock()
@@ -48,13 +52,13 @@ func (s *statusLog) seen() []taskstore.Status {
 
 // newLoneRunner is a runner with no Handler around it: a store on an
 // in-process Redis and a stateless go-sdk upstream.
-func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
 	t.Helper()
 	return newLoneRunnerOn(t, testupstream.Handler(testupstream.Options{Stateless: true}), maxInflight, log)
 }
 
 // newLoneRunnerOn is newLoneRunner with the upstream served by h.
-func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner, *taskstore.Store, *statusLog, *upstreamTarget) {
+func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
 	t.Helper()
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
@@ -67,11 +71,11 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close(); rdb.Close() })
 	notes := &statusLog{}
-	rn := newRunner(runnerParams{store: store, up: client, notify: notes, observe: func(string, time.Duration) {},
-		metrics: newMetrics(func() float64 { return 0 }), log: log, replica: "lone",
-		lease: 15 * time.Second, renew: 5 * time.Second, maxInflight: maxInflight})
-	t.Cleanup(rn.stop)
-	target := &upstreamTarget{Session: &upstream.Session{ProtocolVersion: version2026}, Stateless: true}
+	rn := runner.New(runner.Params{Store: store, Up: client, Notify: notes, Observe: func(string, time.Duration) {},
+		Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: log, Replica: "lone",
+		Lease: 15 * time.Second, Renew: 5 * time.Second, MaxInflight: maxInflight})
+	t.Cleanup(rn.Stop)
+	target := &upstreamside.Target{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}
 	return rn, store, notes, target
 }
 
@@ -84,7 +88,7 @@ func TestRunnerAlone(t *testing.T) {
 	rn, store, notes, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
 	ctx := context.Background()
 	j := startEcho(t, ctx, rn, target, "alone")
-	done, err := store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+	done, err := store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +97,8 @@ func TestRunnerAlone(t *testing.T) {
 	}
 	idle, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := rn.idle(idle); err != nil || rn.inflight() != 0 {
-		t.Fatalf("after the task: idle %v, inflight %d", err, rn.inflight())
+	if err := rn.Idle(idle); err != nil || rn.Inflight() != 0 {
+		t.Fatalf("after the task: idle %v, inflight %d", err, rn.Inflight())
 	}
 	if got := notes.seen(); len(got) == 0 || got[len(got)-1] != taskstore.StatusCompleted {
 		t.Errorf("notifier heard %v, want the completion last", got)
@@ -116,8 +120,8 @@ func TestRunnerAlone(t *testing.T) {
 	if created == nil || completed == nil {
 		t.Fatalf("log has no task created/completed lines:\n%s", logs.String())
 	}
-	if created["protocol"] != string(taskstore.Protocol2026) || created["ttl_seconds"] != j.task.TTL.Seconds() {
-		t.Errorf("created line = %v, want protocol %q and ttl_seconds %v", created, taskstore.Protocol2026, j.task.TTL.Seconds())
+	if created["protocol"] != string(taskstore.Protocol2026) || created["ttl_seconds"] != j.Task.TTL.Seconds() {
+		t.Errorf("created line = %v, want protocol %q and ttl_seconds %v", created, taskstore.Protocol2026, j.Task.TTL.Seconds())
 	}
 	if d, ok := completed["duration_seconds"].(float64); !ok || d < 0 || d > 60 {
 		t.Errorf("completed line = %v, want duration_seconds", completed)
@@ -128,24 +132,24 @@ func TestRunnerAlone(t *testing.T) {
 // enforce, with the errors clients get.
 func TestRunnerAdmission(t *testing.T) {
 	rn, _, _, _ := newLoneRunner(t, 1, zerolog.Nop())
-	if e := rn.admit(); e != nil {
+	if e := rn.Admit(); e != nil {
 		t.Fatalf("first admit: %v", e)
 	}
-	e := rn.admit()
+	e := rn.Admit()
 	if e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
 		t.Fatalf("second admit at the limit: %v", e)
 	}
-	rn.unreserve()
-	if e := rn.admit(); e != nil {
+	rn.Unreserve()
+	if e := rn.Admit(); e != nil {
 		t.Fatalf("admit after a slot came back: %v", e)
 	}
-	rn.unreserve()
+	rn.Unreserve()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := rn.drain(ctx); err != nil {
+	if err := rn.Drain(ctx); err != nil {
 		t.Fatalf("drain with nothing in flight: %v", err)
 	}
-	if e := rn.admit(); e != errDraining {
+	if e := rn.Admit(); e != runner.ErrDraining {
 		t.Fatalf("admit while draining = %v, want errDraining", e)
 	}
 }
@@ -201,7 +205,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 							t.Fatalf("the goroutine waiting for the upstream has the runner's frames:\n%s", g)
 						}
 					}
-					if strings.Contains(stack, "gateway.(*runner).callUpstream") || strings.Contains(stack, "gateway.(*runner).callStateless") {
+					if strings.Contains(stack, "gateway.(*runner.Runner).callUpstream") || strings.Contains(stack, "gateway.(*runner.Runner).callStateless") {
 						runner = true
 					}
 				}
@@ -213,7 +217,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 			want := taskstore.StatusCompleted
 			switch end {
 			case "cancel":
-				if _, err := store.RequestCancel(ctx, "o", j.task.ID, "the test cancels"); err != nil {
+				if _, err := store.RequestCancel(ctx, "o", j.Task.ID, "the test cancels"); err != nil {
 					t.Fatal(err)
 				}
 				want = taskstore.StatusCancelled
@@ -223,7 +227,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 			default:
 				close(release)
 			}
-			done, err := store.WaitFor(ctx, "o", j.task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+			done, err := store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,8 +241,8 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 					t.Fatal("the cancelled call's connection stayed open")
 				}
 			}
-			if err := rn.idle(ctx); err != nil || rn.inflight() != 0 {
-				t.Fatalf("after the task: idle %v, inflight %d", err, rn.inflight())
+			if err := rn.Idle(ctx); err != nil || rn.Inflight() != 0 {
+				t.Fatalf("after the task: idle %v, inflight %d", err, rn.Inflight())
 			}
 		})
 	}
@@ -246,19 +250,19 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 
 // startEcho creates and starts, on rn, owner "o"'s 2026-07-28 task of the
 // echo tool with text, in front of target.
-func startEcho(t *testing.T, ctx context.Context, rn *runner, target *upstreamTarget, text string) *job {
+func startEcho(t *testing.T, ctx context.Context, rn *runner.Runner, target *upstreamside.Target, text string) *runner.Job {
 	t.Helper()
 	params := json.RawMessage(`{"name":"echo","arguments":{"text":"` + text + `"},"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
-	if e := rn.admit(); e != nil {
+	if e := rn.Admit(); e != nil {
 		t.Fatal(e)
 	}
-	j := &job{owner: "o", sess: target.Session, slot: true,
-		req:        &jsonrpc.Request{ID: newUpstreamID(), Method: "tools/call", Params: params},
-		client2026: &job2026{target: target, params: params}}
-	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: true,
+		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
+		Client2026: &runner.Job2026{Target: target, Params: params}}
+	if err := rn.Create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.start(j)
+	rn.Start(j)
 	return j
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -275,7 +276,7 @@ func TestInitializeStripsClientTasksCapability(t *testing.T) {
 	}
 	reqs := up.requests()
 	if len(reqs) > 0 && reqs[0].rpcMethod == "server/discover" {
-		reqs = reqs[1:] // the era probe (upstream_era.go), before the first initialize
+		reqs = reqs[1:] // the era probe (internal/upstreamside/era.go), before the first initialize
 	}
 	got := reqs[0]
 	if got.rpcMethod != "initialize" || got.version != "" {
@@ -537,8 +538,8 @@ func TestToolsListRewrite(t *testing.T) {
 				if got := rp.mr.HGet("tg:tools", tool); got != want {
 					t.Errorf("catalogue %s = %q, want %q", tool, got, want)
 				}
-				if got, _ := rp.hs[1].decider.toolInfo(context.Background(), tool); string(got.ts) != want {
-					t.Errorf("replica B: catalogue taskSupport of %s = %q, want %q", tool, got.ts, want)
+				if got, _ := rp.hs[1].decider.ToolInfo(context.Background(), tool); string(got.TaskSupport) != want {
+					t.Errorf("replica B: catalogue taskSupport of %s = %q, want %q", tool, got.TaskSupport, want)
 				}
 			}
 		})
@@ -579,7 +580,7 @@ func TestToolsListOlderUpstream(t *testing.T) {
 func TestSessionCacheBounded(t *testing.T) {
 	c := newSessionCacheSize(4)
 	now := time.Now()
-	keep := newSessionEntry(newSessionInfo("keep", version2025, version2025, nil), now)
+	keep := newSessionEntry(newSessionInfo("keep", core.Version2025, core.Version2025, nil), now)
 	c.put("keep", keep)
 	for i := 0; i < 40; i++ {
 		c.put(fmt.Sprint(i), newSessionEntry(nil, now))
@@ -603,8 +604,8 @@ func TestUpstreamHeaderHotPath(t *testing.T) {
 	rp := newReplicas(t, "http://127.0.0.1:1/mcp", 1, nil)
 	h := rp.hs[0]
 	now := time.Now()
-	h.front2025.sessions.put("same", newSessionEntry(newSessionInfo("same", version2025, version2025, nil), now))
-	h.front2025.sessions.put("older", newSessionEntry(newSessionInfo("older", version2025, "2025-06-18", nil), now))
+	h.front2025.sessions.put("same", newSessionEntry(newSessionInfo("same", core.Version2025, core.Version2025, nil), now))
+	h.front2025.sessions.put("older", newSessionEntry(newSessionInfo("older", core.Version2025, "2025-06-18", nil), now))
 	req := func(sid, version string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 		r.Header.Set("Mcp-Session-Id", sid)
@@ -612,7 +613,7 @@ func TestUpstreamHeaderHotPath(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer x")
 		return r
 	}
-	for _, r := range []*http.Request{req("same", version2025), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
+	for _, r := range []*http.Request{req("same", core.Version2025), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
 		if n := testing.AllocsPerRun(100, func() {
 			if got := h.front2025.upstreamHeader(r); &got == nil {
 				t.Fatal("nil")
@@ -621,12 +622,12 @@ func TestUpstreamHeaderHotPath(t *testing.T) {
 			t.Errorf("upstreamHeader(%s, %s) allocates %v times", r.Header.Get("Mcp-Session-Id"), r.Header.Get("MCP-Protocol-Version"), n)
 		}
 	}
-	r := req("older", version2025)
+	r := req("older", core.Version2025)
 	got := h.front2025.upstreamHeader(r)
 	if got.Get("MCP-Protocol-Version") != "2025-06-18" || got.Get("Authorization") != "Bearer x" || got.Get("Mcp-Session-Id") != "older" {
 		t.Errorf("rewritten header = %v", got)
 	}
-	if r.Header.Get("MCP-Protocol-Version") != version2025 {
+	if r.Header.Get("MCP-Protocol-Version") != core.Version2025 {
 		t.Error("the client's header was modified")
 	}
 }

@@ -65,9 +65,9 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// The worker's last writes and reads (lease release, notification)
 	// would count with the polls' commands: wait until it is gone.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rig.h.runner.mu.Lock()
-		jobs := rig.h.runner.jobs
-		rig.h.runner.mu.Unlock()
+		rig.h.runner.Mu.Lock()
+		jobs := rig.h.runner.Jobs
+		rig.h.runner.Mu.Unlock()
 		if jobs == 0 {
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -57,8 +58,8 @@ func TestStatelessUpstreamSession(t *testing.T) {
 		t.Errorf("echo: %+v %s", r.Error, r.Result)
 	}
 	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
-	if task.TTL == nil || *task.TTL > anonymousTTL.Milliseconds() {
-		t.Errorf("an unauthenticated session's task lives %v ms, want at most %d", task.TTL, anonymousTTL.Milliseconds())
+	if task.TTL == nil || *task.TTL > core.AnonymousTTL.Milliseconds() {
+		t.Errorf("an unauthenticated session's task lives %v ms, want at most %d", task.TTL, core.AnonymousTTL.Milliseconds())
 	}
 	c.waitStatus(task.TaskID, "completed")
 	r = c.call("tasks/list", map[string]any{})

@@ -36,6 +36,19 @@ func TestCluster(t *testing.T) {
 	if _, err := s.OpsList(ctx, OpsQuery{}); s.OpsEnabled() || !errors.Is(err, ErrOpsDisabled) {
 		t.Fatalf("OpsList on Cluster = %v (enabled %t), want ErrOpsDisabled", err, s.OpsEnabled())
 	}
+	if s.RecordsEnabled() {
+		t.Error("timelines kept on Cluster, where the console cannot find a task to show one")
+	}
+	// Replicas' heartbeats work on Cluster: the records and their set are
+	// in several slots, written by separate commands.
+	for _, id := range []string{"r-a", "r-b", "r-c"} {
+		if err := s.PublishReplica(ctx, ReplicaStatus{ID: id, Version: "v"}, time.Minute); err != nil {
+			t.Fatalf("PublishReplica on Cluster: %v", err)
+		}
+	}
+	if rs, err := s.Replicas(ctx, time.Minute); err != nil || len(rs) != 3 {
+		t.Fatalf("Replicas on Cluster = %+v, %v", rs, err)
+	}
 
 	owners := []string{"alice", "bob", "carol", "dave"} // spread over slots
 	// One ExtendMany renews leases on every shard.

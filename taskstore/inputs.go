@@ -50,9 +50,9 @@ func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map
 		if err != nil {
 			return fmt.Errorf("input request %q: %w", key, err)
 		}
-		args = append(args, key, b, reqs[key].Digest)
+		args = append(args, key, reqs[key].Method, b, reqs[key].Digest)
 	}
-	vals, err := s.run(ctx, addInputsCmd, []string{s.k.task(owner, id)}, args...)
+	vals, err := s.run(ctx, addInputsCmd, s.withRecords([]string{s.k.task(owner, id)}, owner, id, false), args...)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (s *Store) answerInputs(ctx context.Context, owner, id string, responses ma
 	for _, key := range sortedKeys(responses) {
 		args = append(args, key, string(responses[key]))
 	}
-	vals, err := s.run(ctx, answerInputsCmd, []string{s.k.task(owner, id)}, args...)
+	vals, err := s.run(ctx, answerInputsCmd, s.withRecords([]string{s.k.task(owner, id)}, owner, id, false), args...)
 	if err != nil {
 		return 0, err
 	}

@@ -73,10 +73,16 @@ func (k keys) leases() string { return k.prefix + ":leases" }
 //	<prefix>:{ops}:ids       HASH id -> ownerTag                 (search by id)
 //	<prefix>:{ops}:run       ZSET non-terminal members -> created ms
 //	<prefix>:{ops}:completed, :failed, :cancelled   ZSET terminal members -> created ms
+//	<prefix>:{ops}:expired   LIST "<expiry ms>|<member>|<ownerTag>|<tool>" of tasks
+//	                         whose ttl elapsed before they ended, newest first, 200 at most
 func (k keys) ops() []string {
 	b := k.prefix + ":{ops}:"
-	return []string{b + "live", b + "exp", b + "ids", b + "run", b + "completed", b + "failed", b + "cancelled"}
+	return []string{b + "live", b + "exp", b + "ids", b + "run", b + "completed", b + "failed", b + "cancelled", b + "expired"}
 }
+
+// timeline is a task's timeline (timeline.go), in its owner's slot:
+// <prefix>:{<owner>}:t:<id>:log.
+func (k keys) timeline(owner, id string) string { return k.task(owner, id) + ":log" }
 
 // taskByTag is the task hash of the owner whose tag (ownerTag) is tag.
 func (k keys) taskByTag(tag, id string) string { return k.prefix + ":{" + tag + "}:t:" + id }
@@ -110,3 +116,15 @@ func splitLeaseMember(m string) (owner, id string, ok bool) {
 	}
 	return m[37:], m[:36], true
 }
+
+// replica is a replica's heartbeat record (replicas.go):
+// <prefix>:replica:<id>.
+func (k keys) replica(id string) string { return k.prefix + ":replica:" + id }
+
+// replicas is the ZSET of the replicas' last heartbeats (replicas.go):
+// <prefix>:replicas.
+func (k keys) replicas() string { return k.prefix + ":replicas" }
+
+// console says a replica of the fleet serves the console (timeline.go,
+// AnnounceConsole): <prefix>:console.
+func (k keys) console() string { return k.prefix + ":console" }

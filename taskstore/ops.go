@@ -33,16 +33,34 @@ var (
 	ErrBadFilter = errors.New("taskstore: bad filter")
 )
 
-// OpsEnabled reports whether the scripts keep the operator's index.
-func (s *Store) OpsEnabled() bool { return s.ops }
+// OpsEnabled reports whether the store can have an operator's index to
+// read: not on Redis Cluster. Whether this store's scripts write it now
+// is RecordsEnabled.
+func (s *Store) OpsEnabled() bool { return !s.cluster }
 
-// withOps appends the operator's index keys to a script's keys when the
-// store keeps it.
-func (s *Store) withOps(ks []string) []string {
-	if !s.ops {
+// RecordsEnabled reports whether the scripts keep the operator's index
+// and the tasks' timelines now.
+func (s *Store) RecordsEnabled() bool { return !s.cluster && s.records.Load() }
+
+// SetOpsRecords turns the operator's index and the tasks' timelines on or
+// off for the scripts this store runs from now on (never on Cluster). A
+// task created while they were off is not in the index; its timeline
+// starts at the first change after they were turned on.
+func (s *Store) SetOpsRecords(on bool) { s.records.Store(on) }
+
+// withRecords appends to a script's keys the task's timeline and, with
+// index, the operator's index keys, when the store keeps them: the
+// scripts find the index keys after the timeline's, so both are decided
+// by one read of the setting.
+func (s *Store) withRecords(ks []string, owner, id string, index bool) []string {
+	if !s.RecordsEnabled() {
 		return ks
 	}
-	return append(ks, s.k.ops()...)
+	ks = append(ks, s.k.timeline(owner, id))
+	if index {
+		ks = append(ks, s.k.ops()...)
+	}
+	return ks
 }
 
 // OpsQuery selects a page of the operator's listing.
@@ -65,6 +83,9 @@ type OpsPage struct {
 	Tasks []*Task
 	// Next is the cursor of the following page, "" at the end.
 	Next string
+	// Attempts holds, by task id, the attempts field of the tasks that
+	// have one (1 for the others).
+	Attempts map[string]int
 }
 
 // opsScanFactor bounds the index entries one page reads while filtering
@@ -74,11 +95,11 @@ type OpsPage struct {
 const opsScanFactor = 20
 
 // opsFields are the task hash fields a listing reads.
-var opsFields = []string{fID, fOwner, fTool, fStatus, fMessage, fCreated, fUpdated, fTTL, fLeaseHolder, fLeaseUntil, fFlavour, fPending}
+var opsFields = []string{fID, fOwner, fTool, fStatus, fMessage, fCreated, fUpdated, fTTL, fLeaseHolder, fLeaseUntil, fFlavour, fPending, fAttempts}
 
 // OpsList returns a page of live tasks across owners, newest first.
 func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
-	if !s.ops {
+	if s.cluster {
 		return OpsPage{}, ErrOpsDisabled
 	}
 	limit := q.Limit
@@ -115,7 +136,7 @@ func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
 		if len(batch) == 0 {
 			return page, nil
 		}
-		tasks, err := s.opsRead(ctx, batch)
+		tasks, attempts, err := s.opsRead(ctx, batch)
 		if err != nil {
 			return OpsPage{}, err
 		}
@@ -126,6 +147,12 @@ func (s *Store) OpsList(ctx context.Context, q OpsQuery) (OpsPage, error) {
 			if t != nil && t.ExpiresAt().After(now) &&
 				(q.Status == "" || t.Status == q.Status) && (q.Tool == "" || t.Tool == q.Tool) {
 				page.Tasks = append(page.Tasks, t)
+				if n := attempts[i]; n > 0 {
+					if page.Attempts == nil {
+						page.Attempts = map[string]int{}
+					}
+					page.Attempts[t.ID] = n
+				}
 			}
 			if len(page.Tasks) == limit {
 				page.Next = opsCursor(score, member)
@@ -174,8 +201,8 @@ func (s *Store) opsRange(ctx context.Context, set string, score int64, member st
 }
 
 // opsRead reads the listing fields of the members' tasks, nil for a task
-// that is gone. One round trip.
-func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
+// that is gone, and their attempts fields (0 without). One round trip.
+func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, []int, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(batch))
 	for i, z := range batch {
@@ -183,9 +210,10 @@ func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
 		cmds[i] = pipe.HMGet(ctx, s.k.taskByTag(tag, id), opsFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("taskstore: ops read: %w", classify(ctx, err))
+		return nil, nil, fmt.Errorf("taskstore: ops read: %w", classify(ctx, err))
 	}
 	out := make([]*Task, len(batch))
+	attempts := make([]int, len(batch))
 	for i, c := range cmds {
 		m := map[string]string{}
 		for j, v := range c.Val() {
@@ -195,22 +223,24 @@ func (s *Store) opsRead(ctx context.Context, batch []redis.Z) ([]*Task, error) {
 		}
 		if t, ok := decodeTask(m); ok {
 			out[i] = t
+			attempts[i], _ = strconv.Atoi(m[fAttempts])
 		}
 	}
-	return out, nil
+	return out, attempts, nil
 }
 
 // OpsFind returns the whole task with this id, whoever owns it: the
 // console's task page and cancel. ErrNotFound when the index does not
 // know it (or it is gone), ErrExpired when its ttl has elapsed.
 func (s *Store) OpsFind(ctx context.Context, id string) (*Task, error) {
-	if !s.ops {
+	if s.cluster {
 		return nil, ErrOpsDisabled
 	}
 	if !validID(id) {
 		return nil, fmt.Errorf("taskstore: ops find %s: %w", id, ErrNotFound)
 	}
-	tag, err := s.rdb.HGet(ctx, s.k.ops()[2], id).Result()
+	v, err := s.rdb.HGet(ctx, s.k.ops()[2], id).Result()
+	tag, _, _ := strings.Cut(v, "|") // "<ownerTag>|<tool>"
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("taskstore: ops find %s: %w", id, ErrNotFound)
 	}

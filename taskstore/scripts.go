@@ -22,7 +22,7 @@ if not t[1] or t[1] ~= ARGV[1] then return {1} end
 if tonumber(t[3]) + tonumber(t[4]) <= tonumber(ARGV[2]) then return {2} end
 local status = t[2]
 local function terminal(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end
-` + luaOps
+` + luaOps + luaTimeline
 
 // luaOps keeps the operator's index (keys.ops, ops.go) as a task ends:
 // opsEnd moves the member from run to its terminal status' ZSET, keeping
@@ -40,6 +40,35 @@ local function opsEnd(o, member, to)
 end
 `
 
+// luaTimeline keeps a task's timeline (timeline.go): a LIST next to the
+// task hash, in its owner's slot, that expires with it. tlog appends an
+// entry "<ms>|<kind>|<word>|<text>" to KEYS[i] when the script was given
+// it (the store keeps timelines), capped at 100 entries (the oldest go).
+// A list that did not exist (the task was created while timelines were
+// off) gets the task's remaining ttl, so no entry outlives its task.
+// tprogress replaces a last progress entry instead of adding one: a
+// chatty task keeps its status changes. Texts are cut to 300 bytes.
+const luaTimeline = `
+local function tlog(i, entry)
+  local k = KEYS[i]
+  if not k then return end
+  local n = redis.call('RPUSH', k, entry)
+  if n == 1 then
+    local left = redis.call('PTTL', KEYS[1])
+    if left > 0 then redis.call('PEXPIRE', k, left) end
+  elseif n > 100 then
+    redis.call('LTRIM', k, -100, -1)
+  end
+end
+local function tentry(kind, word, text) return ARGV[2] .. '|' .. kind .. '|' .. word .. '|' .. string.sub(text, 1, 300) end
+local function tprogress(i, entry)
+  local k = KEYS[i]
+  if not k then return end
+  local last = redis.call('LINDEX', k, -1)
+  if last and string.match(last, '^%d+|progress|') then redis.call('LSET', k, -1, entry) else tlog(i, entry) end
+end
+`
+
 // createCmd creates a task and indexes it under its owner. Before the cap
 // check it drops the owner's expired ids from the active index, so the cap
 // counts only live tasks, and trims the created index of ids older than
@@ -53,7 +82,8 @@ end
 // KEYS[2] -> <prefix>:{<owner>}:t:<id>:gone  tombstone
 // KEYS[3] -> <prefix>:{<owner>}:created      ZSET id -> created ms
 // KEYS[4] -> <prefix>:{<owner>}:active       ZSET non-terminal id -> expiry ms
-// KEYS[5..11] -> the operator's index (keys.ops), absent on Cluster
+// KEYS[5] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[6..13] -> the operator's index (keys.ops), absent on Cluster or off
 // ARGV[1] -> task id
 // ARGV[2] -> now, unix ms
 // ARGV[3] -> ttl ms
@@ -62,7 +92,8 @@ end
 // ARGV[6] -> tombstone window ms after expiry, 0 for none
 // ARGV[7] -> "1": listed (indexed in KEYS[3] for List), "0": not
 // ARGV[8] -> the task's member in the operator's index (opsMember)
-// ARGV[9..] -> field, value pairs of the task hash
+// ARGV[9] -> the tool, kept with the id in the index (cut to 100 bytes)
+// ARGV[10..] -> field, value pairs of the task hash
 //
 // Returns {0} created, {5} owner at the cap, {6} id exists (or existed:
 // a tombstone, e.g. abandonCmd's, is there).
@@ -74,7 +105,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local max = tonumber(ARGV[5])
 if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 9))
+redis.call('HSET', KEYS[1], unpack(ARGV, 10))
 redis.call('PEXPIRE', KEYS[1], ttl)
 local window = tonumber(ARGV[6])
 if window > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl + window) end
@@ -83,15 +114,25 @@ if ARGV[7] == '1' then redis.call('ZADD', KEYS[3], now, ARGV[1]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], maxttl)
 redis.call('PEXPIRE', KEYS[4], maxttl)
-if #KEYS >= 11 then
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', now, 'LIMIT', 0, 100)) do
-    for i = 5, 11 do if i ~= 7 then redis.call('ZREM', KEYS[i], m) end end
-    redis.call('HDEL', KEYS[7], string.sub(m, 1, 36))
+if KEYS[5] then
+  redis.call('RPUSH', KEYS[5], ARGV[2] .. '|created|working|')
+  redis.call('PEXPIRE', KEYS[5], ttl)
+end
+if #KEYS >= 13 then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, 100)) do
+    local id = string.sub(m, 1, 36)
+    if redis.call('ZSCORE', KEYS[9], m) then
+      -- its ttl elapsed before it ended: kept for the failures page
+      redis.call('LPUSH', KEYS[13], redis.call('ZSCORE', KEYS[7], m) .. '|' .. m .. '|' .. (redis.call('HGET', KEYS[8], id) or ''))
+      redis.call('LTRIM', KEYS[13], 0, 199)
+    end
+    for i = 6, 12 do if i ~= 8 then redis.call('ZREM', KEYS[i], m) end end
+    redis.call('HDEL', KEYS[8], id)
   end
-  redis.call('ZADD', KEYS[5], now, ARGV[8])
-  redis.call('ZADD', KEYS[6], now + ttl, ARGV[8])
-  redis.call('HSET', KEYS[7], ARGV[1], string.sub(ARGV[8], 38))
-  redis.call('ZADD', KEYS[8], now, ARGV[8])
+  redis.call('ZADD', KEYS[6], now, ARGV[8])
+  redis.call('ZADD', KEYS[7], now + ttl, ARGV[8])
+  redis.call('HSET', KEYS[8], ARGV[1], string.sub(ARGV[8], 38) .. '|' .. string.sub(ARGV[9], 1, 100))
+  redis.call('ZADD', KEYS[9], now, ARGV[8])
 end
 return {0}
 `)
@@ -104,7 +145,7 @@ return {0}
 // once the hash is gone.
 //
 // KEYS[1..4] -> as createCmd's
-// KEYS[5..11] -> the operator's index (keys.ops), absent on Cluster
+// KEYS[5] -> the timeline, KEYS[6..13] the operator's index, as createCmd's
 // ARGV[1] -> task id
 // ARGV[2] -> tombstone lifetime ms
 // ARGV[3] -> the removals channel (keys.removals)
@@ -116,9 +157,10 @@ if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) 
 redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-if #KEYS >= 11 then
-  for i = 5, 11 do if i ~= 7 then redis.call('ZREM', KEYS[i], ARGV[4]) end end
-  redis.call('HDEL', KEYS[7], ARGV[1])
+if KEYS[5] then redis.call('DEL', KEYS[5]) end
+if #KEYS >= 13 then
+  for i = 6, 12 do if i ~= 8 then redis.call('ZREM', KEYS[i], ARGV[4]) end end
+  redis.call('HDEL', KEYS[8], ARGV[1])
 end
 return {0}
 `)
@@ -138,7 +180,8 @@ return {0}
 // ARGV[5] -> new status (validated by the caller)
 // ARGV[6] -> status message, empty for none
 // ARGV[7] -> the task's member in the operator's index
-// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
+// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, old status}, {1} not found, {2} expired, {3, status} terminal,
 // {4, status} self-transition.
@@ -150,8 +193,9 @@ redis.call('HSET', KEYS[1], 'status', to, 'updated', ARGV[2])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
 if terminal(to) then
   redis.call('ZREM', KEYS[2], ARGV[3])
-  opsEnd(3, ARGV[7], to)
+  opsEnd(4, ARGV[7], to)
 end
+tlog(3, tentry('status', to, ARGV[6]))
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -173,7 +217,8 @@ return {0, status}
 // ARGV[8] -> error JSON, empty for none
 // ARGV[9] -> write id, empty for none
 // ARGV[10] -> the task's member in the operator's index
-// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
+// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, old status}, {1}, {2}, {3, status}. A task already terminal
 // through a write with this write id answers {0, status}: a retry of a
@@ -191,7 +236,8 @@ if ARGV[8] ~= '' then table.insert(set, 'error'); table.insert(set, ARGV[8]) end
 if ARGV[9] ~= '' then table.insert(set, 'write'); table.insert(set, ARGV[9]) end
 redis.call('HSET', KEYS[1], unpack(set))
 redis.call('ZREM', KEYS[2], ARGV[3])
-opsEnd(3, ARGV[10], to)
+opsEnd(4, ARGV[10], to)
+tlog(3, tentry('status', to, ARGV[6]))
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -209,7 +255,9 @@ return {0, status}
 // ARGV[4] -> channel
 // ARGV[5] -> status message, empty for none
 // ARGV[6] -> the task's member in the operator's index
-// KEYS[3..9] -> the operator's index (keys.ops), absent on Cluster
+// ARGV[7] -> who asked: "client" or "operator" (the console), for the timeline
+// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, field, value, …} (the task after the change), {1}, {2},
 // {3, status}.
@@ -218,7 +266,8 @@ if terminal(status) then return {3, status} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'updated', ARGV[2], 'cancel', '1')
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5]) else redis.call('HDEL', KEYS[1], 'message') end
 redis.call('ZREM', KEYS[2], ARGV[3])
-opsEnd(3, ARGV[6], 'cancelled')
+opsEnd(4, ARGV[6], 'cancelled')
+tlog(3, tentry('cancel', ARGV[7], ARGV[5]))
 redis.call('PUBLISH', ARGV[4], 'cancel:cancelled')
 local r = redis.call('HGETALL', KEYS[1])
 table.insert(r, 1, 0)
@@ -237,16 +286,17 @@ return r
 // ARGV[3] -> channel
 // ARGV[4] -> status message, empty for none
 // ARGV[5] -> write id, empty for none
-// ARGV[6..] -> key, request JSON, digest triples (digest "": none; else
-//
-//	kept as dg:<key>, under which answerInputsCmd keeps the
-//	answer for a rerun: rerun.go)
+// ARGV[6..] -> key, method, request JSON, digest quadruples (digest "":
+// none; else kept as dg:<key>, under which answerInputsCmd keeps the
+// answer for a rerun: rerun.go)
+// KEYS[2] -> the timeline, absent when off: one entry per request, its
+// method and key (never its params)
 //
 // Returns {0, old status}, {1}, {2}, {3, status}, {9, reused key}.
 var addInputsCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
 local replayed = 0
-for i = 6, #ARGV, 3 do
+for i = 6, #ARGV, 4 do
   local by = redis.call('HGET', KEYS[1], 'used:' .. ARGV[i])
   if by then
     if ARGV[5] == '' or by ~= ARGV[5] then return {9, ARGV[i]} end
@@ -254,20 +304,22 @@ for i = 6, #ARGV, 3 do
   end
 end
 if replayed > 0 then
-  if replayed * 3 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
+  if replayed * 4 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
   return {0, status}
 end
 local by = ARGV[5]
 if by == '' then by = '1' end
 local n = 0
-for i = 6, #ARGV, 3 do
-  redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 1], 'used:' .. ARGV[i], by)
-  if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[1], 'dg:' .. ARGV[i], ARGV[i + 2]) end
+for i = 6, #ARGV, 4 do
+  redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 2], 'used:' .. ARGV[i], by)
+  if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[1], 'dg:' .. ARGV[i], ARGV[i + 3]) end
+  tlog(2, tentry('input', string.sub(ARGV[i + 1], 1, 100), ARGV[i]))
   n = n + 1
 end
 redis.call('HINCRBY', KEYS[1], 'pending', n)
 redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated', ARGV[2])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[4]) else redis.call('HDEL', KEYS[1], 'message') end
+if status ~= 'input_required' then tlog(2, tentry('status', 'input_required', ARGV[4])) end
 redis.call('PUBLISH', ARGV[3], 'status:input_required')
 return {0, status}
 `)
@@ -282,6 +334,8 @@ return {0, status}
 // ARGV[2] -> now, unix ms
 // ARGV[3] -> channel
 // ARGV[4..] -> key, response JSON pairs
+// KEYS[2] -> the timeline, absent when off: the keys answered (never the
+// answers)
 //
 // An answer to a question with a digest (dg:<key>, addInputsCmd) is also
 // kept as ans:<digest>, for a rerun asking the same question (rerun.go):
@@ -294,6 +348,7 @@ local n = 0
 for i = 4, #ARGV, 2 do
   if redis.call('HDEL', KEYS[1], 'in:' .. ARGV[i]) == 1 then
     redis.call('HSET', KEYS[1], 're:' .. ARGV[i], ARGV[i + 1])
+    tlog(2, tentry('answered', '', ARGV[i]))
     n = n + 1
     local d = redis.call('HGET', KEYS[1], 'dg:' .. ARGV[i])
     if d and #ARGV[i + 1] <= ` + maxAnswerBytesLua + ` and redis.call('HEXISTS', KEYS[1], 'ans:' .. d) == 0
@@ -309,6 +364,7 @@ if left <= 0 and status == 'input_required' then
   status = 'working'
   redis.call('HSET', KEYS[1], 'status', status, 'updated', ARGV[2])
   redis.call('HDEL', KEYS[1], 'message')
+  tlog(2, tentry('status', status, ''))
 end
 redis.call('PUBLISH', ARGV[3], 'inputs:' .. status)
 return {0, n, status}
@@ -363,12 +419,14 @@ return r
 // ARGV[3] -> channel
 // ARGV[4] -> progress JSON
 // ARGV[5] -> status message, empty to keep the current one
+// KEYS[2] -> the timeline, absent when off: its last progress entry
 //
 // Returns {0}, {1}, {2}, {3, status}.
 var progressCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
 redis.call('HSET', KEYS[1], 'progress', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5], 'updated', ARGV[2]) end
+tprogress(2, tentry('progress', '', ARGV[4]))
 redis.call('PUBLISH', ARGV[3], 'progress:' .. status)
 return {0}
 `)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,6 +61,10 @@ type Options struct {
 	ResyncInterval time.Duration
 	// Clock is "now" for every timestamp and expiry check. Default time.Now.
 	Clock func() time.Time
+	// NoOpsRecords: the scripts keep neither the operator's index nor the
+	// tasks' timelines (ops.go, timeline.go), and the console shows
+	// neither. Default false: both are kept (neither on Cluster).
+	NoOpsRecords bool
 	// Logger receives the store's operational warnings (pub/sub reconnects).
 	// Task lifecycle audit logging is the gateway's job. Default: disabled.
 	Logger zerolog.Logger
@@ -116,9 +121,15 @@ type Store struct {
 	rescoreMu sync.Mutex
 	rescore   map[string][]redis.Z
 
-	// ops: the scripts keep the operator's index (ops.go); false on
-	// Cluster, where the index is in another slot than any task.
-	ops bool
+	// cluster: the store is a Redis Cluster, where no script can write
+	// the operator's index with a task (another slot): the store keeps
+	// no index there, nor timelines (the console could not find a task
+	// to show one).
+	cluster bool
+	// records: the scripts keep the operator's index (ops.go) and the
+	// tasks' timelines (timeline.go); Options.NoOpsRecords and
+	// SetOpsRecords set it. Never on Cluster.
+	records atomic.Bool
 }
 
 // New returns a Store on rdb, which may be a standalone, Sentinel (failover)
@@ -127,7 +138,8 @@ type Store struct {
 func New(rdb redis.UniversalClient, opt Options) *Store {
 	opt = opt.withDefaults()
 	_, cluster := rdb.(*redis.ClusterClient)
-	s := &Store{rdb: rdb, opt: opt, k: keys{prefix: opt.Prefix}, ops: !cluster}
+	s := &Store{rdb: rdb, opt: opt, k: keys{prefix: opt.Prefix}, cluster: cluster}
+	s.records.Store(!opt.NoOpsRecords)
 	s.hub = newHub(rdb, opt.Logger)
 	return s
 }
@@ -224,7 +236,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		listed = "0"
 	}
 	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(), listed,
-		opsMember(t.Owner, t.ID),
+		opsMember(t.Owner, t.ID), t.Tool,
 		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
 		fStatus, string(t.Status), fCreated, nowMS, fUpdated, nowMS,
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}
@@ -244,7 +256,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 			p.ZAdd(ctx, s.k.leases(), redis.Z{Score: float64(until), Member: leaseMember(t.Owner, t.ID)})
 		}
 	}
-	ks := s.withOps([]string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)})
+	ks := s.withRecords([]string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)}, n.Owner, t.ID, true)
 	vals, err := s.runWith(ctx, createCmd, ks, args, lease)
 	if err != nil {
 		// Redis went away (or the context ended) before the reply came:
@@ -394,7 +406,7 @@ func (s *Store) transition(ctx context.Context, owner, id string, to Status, mes
 	if !validID(id) {
 		return ErrNotFound
 	}
-	vals, err := s.run(ctx, transitionCmd, s.withOps(s.k.taskKeys(owner, id)),
+	vals, err := s.run(ctx, transitionCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
 		owner, s.nowMS(), id, s.k.channel(owner, id), string(to), message, opsMember(owner, id))
 	if err != nil {
 		return err
@@ -453,7 +465,7 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 	err := ErrNotFound
 	if validID(id) {
 		var vals []interface{}
-		vals, err = s.run(ctx, finishCmd, s.withOps(s.k.taskKeys(owner, id)), owner, s.nowMS(), id,
+		vals, err = s.run(ctx, finishCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true), owner, s.nowMS(), id,
 			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error), o.WriteID,
 			opsMember(owner, id))
 		if err == nil {
@@ -483,19 +495,19 @@ func tooLargeOutcome(size, limit int, writeID string) Outcome {
 // before the response). The worker is told by a "cancel" event. A terminal
 // task: ErrTerminal.
 func (s *Store) RequestCancel(ctx context.Context, owner, id, message string) (*Task, error) {
-	t, err := s.requestCancel(ctx, owner, id, message)
+	t, err := s.requestCancel(ctx, owner, id, message, "client")
 	if err != nil {
 		return nil, fmt.Errorf("taskstore: cancel %s: %w", id, err)
 	}
 	return t, nil
 }
 
-func (s *Store) requestCancel(ctx context.Context, owner, id, message string) (*Task, error) {
+func (s *Store) requestCancel(ctx context.Context, owner, id, message, by string) (*Task, error) {
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	vals, err := s.run(ctx, cancelCmd, s.withOps(s.k.taskKeys(owner, id)), owner, s.nowMS(), id,
-		s.k.channel(owner, id), message, opsMember(owner, id))
+	vals, err := s.run(ctx, cancelCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true), owner, s.nowMS(), id,
+		s.k.channel(owner, id), message, opsMember(owner, id), by)
 	if err != nil {
 		return nil, err
 	}
@@ -516,7 +528,7 @@ func (s *Store) SetProgress(ctx context.Context, owner, id string, progress json
 	err := ErrNotFound
 	if validID(id) {
 		var vals []interface{}
-		vals, err = s.run(ctx, progressCmd, []string{s.k.task(owner, id)}, owner, s.nowMS(),
+		vals, err = s.run(ctx, progressCmd, s.withRecords([]string{s.k.task(owner, id)}, owner, id, false), owner, s.nowMS(),
 			s.k.channel(owner, id), string(progress), message)
 		if err == nil {
 			err = s.replyErr(ctx, owner, id, vals)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -27,6 +28,8 @@ func consoleFlags() []cli.Flag {
 			Usage: "`TOKEN` the console requires: Authorization: Bearer, or its login form (an HttpOnly, SameSite cookie)"},
 		&cli.StringFlag{Name: "console-trace-url", Category: catObservability, EnvVars: env("console-trace-url"),
 			Usage: "`URL` that links a task's trace id on the console, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})"},
+		&cli.StringFlag{Name: "console-records", Category: catObservability, Value: "auto", EnvVars: env("console-records"),
+			Usage: "`MODE` of the operator's index of live tasks and the tasks' timelines, kept by the task store's scripts for the console: auto (while a replica of the fleet serves a console), on or off"},
 	}
 }
 
@@ -79,4 +82,26 @@ func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *u
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	log.Info().Str("console_listen", ln.Addr().String()).Bool("token", c.String("console-token") != "").Msg("console served")
 	return func() { _ = srv.Close(); <-done }, nil
+}
+
+// recordsMode is --console-records: auto follows the fleet's consoles
+// (the heartbeat, heartbeat.go); on is whether the records start on.
+type recordsMode struct{ auto, on bool }
+
+// consoleRecords reads --console-records. Commands without the flag keep
+// the records (the store's default).
+func consoleRecords(c *cli.Context) (recordsMode, error) {
+	v, defined := c.Value("console-records").(string)
+	if !defined {
+		return recordsMode{on: true}, nil
+	}
+	switch v {
+	case "auto":
+		return recordsMode{auto: true, on: c.String("console-listen") != ""}, nil
+	case "on":
+		return recordsMode{on: true}, nil
+	case "off":
+		return recordsMode{}, nil
+	}
+	return recordsMode{}, fmt.Errorf("invalid --console-records %q: want auto, on or off", v)
 }

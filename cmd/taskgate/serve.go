@@ -234,7 +234,7 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if up.bridge == nil {
+	if up.bridge == nil && up.sse == nil {
 		// A wrong URL is in the log (at error, with the fix) before the
 		// first client comes; an upstream not up yet is a warning.
 		_ = h.CheckUpstream(c.Context)
@@ -247,6 +247,11 @@ func serve(c *cli.Context) error {
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
 	}
+	records, err := consoleRecords(c)
+	if err != nil {
+		return err
+	}
+	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), c.Duration("latency-sync"), cln != nil, records, log)()
 	if cln != nil {
 		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
 		if err != nil {

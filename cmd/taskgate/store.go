@@ -71,6 +71,11 @@ func openStore(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*op
 		MaxResultBytes:   int(maxResult),
 		Logger:           log,
 	}
+	auto, err := consoleRecords(c)
+	if err != nil {
+		return nil, err
+	}
+	opts.NoOpsRecords = !auto.on
 	redis.SetLogger(redisLogger{log})
 	out := &openedStore{}
 	var rdb redis.UniversalClient
@@ -98,6 +103,13 @@ func openStore(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*op
 		return nil, fmt.Errorf("cannot trace the task store's Redis commands: %v", err)
 	}
 	out.Store = taskstore.New(rdb, opts)
+	if auto.auto && !auto.on { // another replica's console, announced?
+		ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+		if on, err := out.Store.ConsoleAnnounced(ctx); err == nil && on {
+			out.Store.SetOpsRecords(true)
+		}
+		cancel()
+	}
 	return out, nil
 }
 

@@ -29,6 +29,7 @@ func upstreamFlags() []cli.Flag {
 			Usage: "PEM private key `FILE` of --upstream-client-cert"},
 		&cli.StringSliceFlag{Name: "upstream-header", Category: catUpstream, EnvVars: env("upstream-header"),
 			Usage: "`'Name: value'` header sent on every request to the upstream (repeatable); ${VAR} in the value is taken from the environment, so secrets stay out of argv"},
+		upstreamTransportFlag(),
 	}
 }
 

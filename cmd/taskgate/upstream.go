@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/sse"
 	"github.com/taskgate/taskgate/upstream/stdio"
 )
 
@@ -25,7 +26,7 @@ func stdioFlags(serve bool) []cli.Flag {
 		&cli.StringFlag{Name: "upstream-dir", EnvVars: env("upstream-dir"), TakesFile: true, Category: catUpstream,
 			Usage: "working `DIR` of --upstream-command (default: taskgate's)"},
 		&cli.StringFlag{Name: "upstream-max-message", Value: "64MiB", EnvVars: env("upstream-max-message"), Category: catUpstream,
-			Usage: "largest `SIZE` of a message to or from --upstream-command; a larger answer fails only its request"},
+			Usage: "largest `SIZE` of a message to or from --upstream-command (a larger answer fails only its request), or of an HTTP+SSE --upstream's event (a larger one ends its session)"},
 	}
 	if serve {
 		flags = append(flags,
@@ -34,9 +35,9 @@ func stdioFlags(serve bool) []cli.Flag {
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
-				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared"},
+				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared, and for an HTTP+SSE --upstream (each an SSE stream)"},
 			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
-				Usage: "end an --upstream-command session, and stop its process, after this long without a request or a call in flight"},
+				Usage: "end an --upstream-command session, and stop its process (for an HTTP+SSE --upstream: close its SSE stream), after this long without a request or a call in flight"},
 		)
 	}
 	return flags
@@ -47,6 +48,7 @@ func stdioFlags(serve bool) []cli.Flag {
 type openedUpstream struct {
 	*upstream.Client
 	bridge *stdio.Bridge // nil for --upstream
+	sse    *sse.Bridge   // set for an HTTP+SSE --upstream
 	name   string        // what the startup line names
 }
 
@@ -54,6 +56,9 @@ type openedUpstream struct {
 func (o *openedUpstream) close(ctx context.Context) {
 	if o.bridge != nil {
 		_ = o.bridge.Close(ctx)
+	}
+	if o.sse != nil {
+		_ = o.sse.Close(ctx)
 	}
 }
 
@@ -73,10 +78,20 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-max-message"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
+		}
+		transport, err := upstreamTransport(c, url, opts, log)
+		if err != nil {
+			return nil, err
+		}
+		if transport == sse.SSE {
+			return openSSE(c, url, opts, log)
+		}
+		if c.IsSet("upstream-max-message") {
+			return nil, errors.New("--upstream-max-message goes with --upstream-command or an HTTP+SSE --upstream, not a Streamable HTTP one")
 		}
 		up, err := upstream.New(url, opts)
 		if err != nil {

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // TestStdioFlagErrors: the stdio flags are checked at start, each error one
@@ -29,5 +33,20 @@ func TestStdioFlagErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: error %v, want one line containing %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestProbeHeader: the transport probes carry the operator's headers,
+// and the URL's credentials as Basic authorization only when it has some.
+func TestProbeHeader(t *testing.T) {
+	opts := upstream.Options{Header: http.Header{"X-Api-Key": {"k"}}}
+	if h := probeHeader(opts, nil); h.Get("Authorization") != "" || h.Get("X-Api-Key") != "k" {
+		t.Errorf("without credentials: %v", h)
+	}
+	if h := probeHeader(opts, url.UserPassword("u", "p")); h.Get("Authorization") != "Basic dTpw" {
+		t.Errorf("with u:p: %v", h)
+	}
+	if _, err := parseTransport("grpc"); err == nil || !strings.Contains(err.Error(), "want auto, streamable-http or sse") {
+		t.Errorf("parseTransport(grpc): %v", err)
 	}
 }

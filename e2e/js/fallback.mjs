@@ -107,8 +107,9 @@ try {
   out.toolsBefore = (await asker.client.listTools()).tools.map((x) => x.name);
 
   // A slow tool answers early with a task id; the SDK's own list-changed
-  // handling re-lists the tools.
-  const started = await call(asker, 'slowStarted', 0, 'slow', { seconds: 3, text: 'late' });
+  // handling re-lists the tools. 6 s: still working when its status is
+  // read after that, however busy the machine.
+  const started = await call(asker, 'slowStarted', 0, 'slow', { seconds: 6, text: 'late' });
   const id = started?.structuredContent?.taskId;
   for (let i = 0; i < 50 && !out.listChanged.some((l) => l.client === 'asker' && l.tools); i++) await sleep(100);
   if (id) {

@@ -3,7 +3,12 @@
 // InMemoryTaskStore, stateful Streamable HTTP): the upstream of taskgate's
 // "upstreams that already have tasks" e2e tests (native_test.go).
 //
-//   node native-server.mjs PORT
+//   node native-server.mjs PORT [--listen-on-line]
+//
+// With --listen-on-line it loads, says "native-server loaded" on stderr and
+// listens only once a line arrives on stdin: a restart (native_test.go)
+// starts the next process before it kills this one, so the port is down
+// only between the kill and the line, not for a whole node start.
 //
 // Tools:
 //   research {topic}  taskSupport "required": a task that asks the client
@@ -21,6 +26,7 @@
 // It listens on 127.0.0.1 only and exits on SIGTERM/SIGINT.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { createInterface } from 'node:readline';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
@@ -214,7 +220,13 @@ const httpServer = http.createServer(async (req, res) => {
 });
 
 httpServer.keepAliveTimeout = 120_000;
-httpServer.listen(port, '127.0.0.1', () => console.error(`native-server listening on ${port}`));
+const listen = () => httpServer.listen(port, '127.0.0.1', () => console.error(`native-server listening on ${port}`));
+if (process.argv[3] === '--listen-on-line') {
+  console.error('native-server loaded');
+  createInterface({ input: process.stdin }).once('line', listen);
+} else {
+  listen();
+}
 
 function stop() {
   taskStore.cleanup();

@@ -22,6 +22,12 @@ const (
 	// JSON-RPC's implementation-defined server errors.
 	CodeRateLimited = -32000
 
+	// CodeSessionNotFound goes with the 404 for an Mcp-Session-Id the
+	// server does not hold (MCP 2025-11-25, Streamable HTTP, "Session
+	// Management" names the status, no code): the code the MCP SDKs send,
+	// so their clients recognise it.
+	CodeSessionNotFound = -32001
+
 	CodeHeaderMismatch     = -32020 // HTTP headers disagree with the body, or a required one is missing
 	CodeMissingCapability  = -32021 // Missing Required Client Capability
 	CodeUnsupportedVersion = -32022 // data: {supported, requested}

@@ -8,7 +8,10 @@ package testupstream
 // server→client requests, a stateless one with input_required rounds.
 // Times are set against a gateway hybrid wait well under
 // ConformanceWorkTime: what must answer at once does, what must become a
-// task works longer first.
+// task works longer first. test_tool_with_task, whose question must come
+// back at once as an MRTR round before its task, has a hybrid wait of its
+// own (ConformancePolicy): long, so that no busy machine stretches its
+// round past it, and its work after the answer outlasts it.
 
 import (
 	"context"
@@ -29,6 +32,17 @@ const ConformanceWorkTime = time.Second
 // must be tasks are, by the hybrid wait: under the 1 s of slow_compute's
 // shortest task, well over the time a fixture takes to ask at once).
 var ConformanceFlags = []string{"--task-required", "failing_job", "--sync", "greet", "--hybrid-wait", "500ms"}
+
+// ConformanceComposeWait is test_tool_with_task's hybrid wait
+// (ConformancePolicy): the longest its question may take to come back as
+// an MRTR round. Its work after the answer takes ConformanceWorkTime
+// longer, so that the retry becomes the task.
+const ConformanceComposeWait = 5 * time.Second
+
+// ConformancePolicy is the rules file (--policy) that goes with
+// ConformanceFlags: test_tool_with_task is auto, with
+// ConformanceComposeWait.
+var ConformancePolicy = `{"rules": [{"tool": "test_tool_with_task", "mode": "auto", "hybridWait": "` + ConformanceComposeWait.String() + `"}]}`
 
 type greetIn struct {
 	Name string `json:"name" jsonschema:"who to greet"`
@@ -105,7 +119,7 @@ func addConformance(s *mcp.Server, rec *Recorder) {
 		if er, ok := resp.(*mcp.ElicitResult); ok && er.Action == "accept" {
 			name, _ = er.Content["name"].(string)
 		}
-		if err := sleep(ctx, ConformanceWorkTime); err != nil {
+		if err := sleep(ctx, ConformanceComposeWait+ConformanceWorkTime); err != nil {
 			return nil, err
 		}
 		return text(fmt.Sprintf("Hello, %s! (after the task's work)", name)), nil

@@ -1,0 +1,671 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/upstream"
+
+	"github.com/taskgate/taskgate/internal/mcpwire"
+)
+
+// eraUpstream is a testupstream behind a spy that records every POST, and
+// whose server can be swapped for one of the other era.
+type eraUpstream struct {
+	url  string
+	next atomic.Pointer[http.Handler]
+	mu   sync.Mutex
+	seen []upstreamPost
+}
+
+type upstreamPost struct {
+	method, session, version, name, auth string
+}
+
+func newEraUpstream(t *testing.T, stateless bool) *eraUpstream {
+	t.Helper()
+	u := &eraUpstream{}
+	u.swap(stateless)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			u.mu.Lock()
+			u.seen = append(u.seen, upstreamPost{method: "DELETE", session: r.Header.Get("Mcp-Session-Id")})
+			u.mu.Unlock()
+		}
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &m)
+			u.mu.Lock()
+			u.seen = append(u.seen, upstreamPost{m.Method, r.Header.Get("Mcp-Session-Id"),
+				r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Name"), r.Header.Get("Authorization")})
+			u.mu.Unlock()
+		}
+		(*u.next.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	u.url = srv.URL + "/mcp"
+	return u
+}
+
+// swap replaces the server with a fresh one of the given era.
+func (u *eraUpstream) swap(stateless bool) {
+	h := testupstream.Handler(testupstream.Options{Stateless: stateless})
+	u.next.Store(&h)
+}
+
+// posts returns the recorded POSTs of JSON-RPC method m ("" for all).
+func (u *eraUpstream) posts(m string) []upstreamPost {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []upstreamPost
+	for _, p := range u.seen {
+		if m == "" || p.method == m {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func modernMeta() map[string]any {
+	return map[string]any{
+		upstreamside.MetaProtocolVersion: core.Version2026,
+		upstreamside.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
+		upstreamside.MetaClientCaps:      map[string]any{},
+	}
+}
+
+// mpost sends one 2026-07-28 request: meta becomes params._meta (none when
+// nil) and the standard headers are set from the body, then edit may change
+// them.
+func mpost(t *testing.T, url, method string, params, meta map[string]any, edit func(http.Header)) *http.Response {
+	t.Helper()
+	p := map[string]any{}
+	for k, v := range params {
+		p[k] = v
+	}
+	if meta != nil {
+		p["_meta"] = meta
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": p})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", core.Version2026)
+	req.Header.Set("Mcp-Method", method)
+	if n, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", upstream.HeaderValue(n))
+	}
+	if edit != nil {
+		edit(req.Header)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// okResult reads a successful reply's result into v.
+func okResult(t *testing.T, resp *http.Response, v any) {
+	t.Helper()
+	r := reply(t, resp)
+	if r.Error != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d, error %+v, want a result", resp.StatusCode, r.Error)
+	}
+	if err := json.Unmarshal(r.Result, v); err != nil {
+		t.Fatalf("result %s: %v", r.Result, err)
+	}
+}
+
+type discoverResult struct {
+	ResultType        string   `json:"resultType"`
+	SupportedVersions []string `json:"supportedVersions"`
+	Capabilities      struct {
+		Tools      json.RawMessage            `json:"tools"`
+		Tasks      json.RawMessage            `json:"tasks"`
+		Logging    json.RawMessage            `json:"logging"`
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	} `json:"capabilities"`
+	TTLMs      *int64 `json:"ttlMs"`
+	CacheScope string `json:"cacheScope"`
+	Meta       struct {
+		ServerInfo struct {
+			Name string `json:"name"`
+		} `json:"io.modelcontextprotocol/serverInfo"`
+	} `json:"_meta"`
+}
+
+var upstreamEras = []struct {
+	name      string
+	stateless bool
+}{{"modern-upstream", true}, {"legacy-upstream", false}}
+
+func Test2026Discover(t *testing.T) {
+	for _, era := range upstreamEras {
+		t.Run(era.name, func(t *testing.T) {
+			up := newEraUpstream(t, era.stateless)
+			rp := newReplicas(t, up.url, 1, nil)
+			for i := 0; i < 2; i++ {
+				var d discoverResult
+				okResult(t, mpost(t, rp.urls[0], "server/discover", nil, modernMeta(), func(h http.Header) {
+					h.Set("Authorization", "Bearer discover")
+				}), &d)
+				if d.ResultType != "complete" || d.TTLMs == nil || d.CacheScope == "" {
+					t.Errorf("resultType %q ttlMs %v cacheScope %q: a DiscoverResult needs all three", d.ResultType, d.TTLMs, d.CacheScope)
+				}
+				if !slices.Contains(d.SupportedVersions, core.Version2026) || !slices.Contains(d.SupportedVersions, core.Version2025) {
+					t.Errorf("supportedVersions = %v, want %s and %s", d.SupportedVersions, core.Version2026, core.Version2025)
+				}
+				if string(d.Capabilities.Extensions[core.TasksExtension]) != "{}" {
+					t.Errorf("extensions = %v, want %s: {}", d.Capabilities.Extensions, core.TasksExtension)
+				}
+				if d.Capabilities.Tools == nil || d.Capabilities.Tasks != nil || d.Capabilities.Logging != nil {
+					t.Errorf("capabilities tools=%s tasks=%s logging=%s, want the upstream's tools and no legacy tasks or logging",
+						d.Capabilities.Tools, d.Capabilities.Tasks, d.Capabilities.Logging)
+				}
+				if d.Meta.ServerInfo.Name != testupstream.Implementation.Name {
+					t.Errorf("serverInfo = %q, want the upstream's", d.Meta.ServerInfo.Name)
+				}
+			}
+			// One era probe; a legacy upstream is initialized once (the held
+			// session), not per discover.
+			probes, inits := up.posts("server/discover"), up.posts("initialize")
+			wantProbes, wantInits := 3, 0 // the probe, then both discovers forwarded
+			if !era.stateless {
+				wantProbes, wantInits = 1, 1
+			}
+			if len(probes) != wantProbes || len(inits) != wantInits {
+				t.Errorf("upstream saw %d server/discover and %d initialize, want %d and %d", len(probes), len(inits), wantProbes, wantInits)
+			}
+		})
+	}
+}
+
+func Test2026Validation(t *testing.T) {
+	up := newEraUpstream(t, true)
+	gw := newReplicas(t, up.url, 1, nil).urls[0]
+	echoArgs := map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}}
+	without := func(key string) map[string]any {
+		m := modernMeta()
+		delete(m, key)
+		return m
+	}
+	withMeta := func(key string, v any) map[string]any {
+		m := modernMeta()
+		m[key] = v
+		return m
+	}
+	set := func(k, v string) func(http.Header) { return func(h http.Header) { h.Set(k, v) } }
+	del := func(k string) func(http.Header) { return func(h http.Header) { h.Del(k) } }
+	for _, tc := range []struct {
+		name   string
+		method string
+		params map[string]any
+		meta   map[string]any
+		edit   func(http.Header)
+		code   int
+		status int
+	}{
+		{"no _meta, modern header", "tools/list", nil, nil, nil, mcpwire.CodeInvalidParams, 400},
+		{"no protocolVersion in _meta", "tools/list", nil, without(upstreamside.MetaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
+		{"no clientCapabilities", "tools/list", nil, without(upstreamside.MetaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientCapabilities not an object", "tools/list", nil, withMeta(upstreamside.MetaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientInfo not an object", "tools/list", nil, withMeta(upstreamside.MetaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
+		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
+		{"version header disagrees", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
+		{"unsupported version", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
+		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
+		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "slow"), mcpwire.CodeHeaderMismatch, 400},
+		{"Base64 Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?c2xvdw==?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name bad Base64", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?%%%?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name on tasks/get disagrees", "tasks/get", map[string]any{"taskId": "t1"}, modernMeta(), set("Mcp-Name", "t2"), mcpwire.CodeHeaderMismatch, 400},
+		{"initialize is legacy only", "initialize", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
+		{"ping is gone", "ping", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(up.posts(tc.method))
+			resp := mpost(t, gw, tc.method, tc.params, tc.meta, tc.edit)
+			r := reply(t, resp)
+			if resp.StatusCode != tc.status || r.Error == nil || r.Error.Code != tc.code {
+				t.Fatalf("HTTP %d, error %+v; want HTTP %d, code %d", resp.StatusCode, r.Error, tc.status, tc.code)
+			}
+			if string(r.ID) != "7" {
+				t.Errorf("id = %s, want the request's", r.ID)
+			}
+			if tc.code == mcpwire.CodeUnsupportedVersion {
+				var data struct {
+					Supported []string `json:"supported"`
+					Requested string   `json:"requested"`
+				}
+				if json.Unmarshal(r.Error.Data, &data) != nil || !slices.Contains(data.Supported, core.Version2026) || data.Requested != "2099-01-01" {
+					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, core.Version2026)
+				}
+			}
+			if n := len(up.posts(tc.method)); n != before {
+				t.Errorf("the rejected request reached the upstream")
+			}
+		})
+	}
+	// A needlessly Base64-encoded Mcp-Name that matches is fine, and the
+	// upstream gets it plain (go-sdk compares without decoding).
+	var res struct {
+		ResultType string `json:"resultType"`
+		Content    []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	okResult(t, mpost(t, gw, "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?ZWNobw==?=")), &res)
+	if len(res.Content) != 1 || res.Content[0].Text != "hi" || res.ResultType != "complete" {
+		t.Errorf("echo = %+v", res)
+	}
+	if calls := up.posts("tools/call"); len(calls) != 1 || calls[0].name != "echo" || calls[0].session != "" {
+		t.Errorf("upstream tools/call = %+v, want one, Mcp-Name echo, no session", calls)
+	}
+}
+
+func TestIsModern(t *testing.T) {
+	meta := `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
+	for _, tc := range []struct {
+		name            string
+		kind            mcpwire.Kind
+		method, params  string
+		session, header string
+		want            bool
+	}{
+		{"_meta version", mcpwire.KindRequest, "tools/list", meta, "", "", true},
+		{"_meta version on a session", mcpwire.KindRequest, "tools/list", meta, "s1", "2025-11-25", true},
+		{"_meta version, unknown value", mcpwire.KindRequest, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01"}}`, "", "", true},
+		{"modern header, no _meta", mcpwire.KindRequest, "tools/list", `{}`, "", "2026-07-28", true},
+		{"newer header", mcpwire.KindNotification, "notifications/x", ``, "", "2027-01-01", true},
+		{"modern header on a session", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2026-07-28", false},
+		{"initialize with modern header", mcpwire.KindRequest, "initialize", `{"protocolVersion":"2026-07-28"}`, "", "2026-07-28", false},
+		{"initialize with modern _meta", mcpwire.KindRequest, "initialize", meta, "", "", true},
+		{"legacy header", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2025-11-25", false},
+		{"no header", mcpwire.KindRequest, "tools/list", `{}`, "", "", false},
+		{"key in arguments only", mcpwire.KindRequest, "tools/call", `{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}`, "", "", false},
+		{"response", mcpwire.KindResponse, "", ``, "", "2026-07-28", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if tc.session != "" {
+			r.Header.Set("Mcp-Session-Id", tc.session)
+		}
+		if tc.header != "" {
+			r.Header.Set("Mcp-Protocol-Version", tc.header)
+		}
+		m := &mcpwire.Message{Kind: tc.kind, Params: json.RawMessage(tc.params)}
+		if tc.method != "" {
+			m.Method = &tc.method
+		}
+		if got := isStateless(r, m); got != tc.want {
+			t.Errorf("%s: isModern = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDecodeHeaderValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"echo":                                "echo",
+		"=?base64?SGVsbG8sIOS4lueVjA==?=":     "Hello, 世界",
+		"=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=": "=?base64?literal?=",
+		"=?base64?no-suffix":                  "=?base64?no-suffix",
+		"Hello, 世界":                           "Hello, 世界", // raw UTF-8, as go-sdk v1.8.0 sends it
+	} {
+		if got, ok := core.DecodeHeaderValue(in); !ok || got != want {
+			t.Errorf("decode(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"=?base64?!!!?=", "=?base64?/w==?=", "a\x01b"} {
+		if _, ok := core.DecodeHeaderValue(in); ok {
+			t.Errorf("decode(%q) accepted", in)
+		}
+	}
+}
+
+func Test2026ParamsTranslation(t *testing.T) {
+	in := json.RawMessage(`{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"p1",` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.y/z":{}}},` +
+		`"io.modelcontextprotocol/logLevel":"info"}}`)
+	legacy := upstreamside.ParamsFor(in, &upstreamside.Target{})
+	if want := `{"_meta":{"progressToken":"p1"},"arguments":{"text":"x"},"name":"echo"}`; string(legacy) != want {
+		t.Errorf("legacy params = %s\nwant %s", legacy, want)
+	}
+	if got := upstreamside.SessionParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
+		t.Errorf("legacy params of _meta only = %s, want {}", got)
+	}
+	modern := upstreamside.ParamsFor(in, &upstreamside.Target{Stateless: true})
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(modern, &p)
+	if string(p.Meta[upstreamside.MetaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[upstreamside.MetaProtocolVersion]) != `"2026-07-28"` {
+		t.Errorf("modern params _meta = %v", p.Meta)
+	}
+	if got := core.StatelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
+		t.Errorf("core.StatelessResult(tools/list) = %s", got)
+	}
+	if got := core.StatelessResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
+		t.Errorf("core.StatelessResult kept resultType? %s", got)
+	}
+}
+
+// Test2026ThroughBothEras: tools/list and sync tools/call of a modern
+// client reach an upstream of either era and come back in the modern shape.
+func Test2026ThroughBothEras(t *testing.T) {
+	for _, era := range upstreamEras {
+		t.Run(era.name, func(t *testing.T) {
+			up := newEraUpstream(t, era.stateless)
+			rp := newReplicas(t, up.url, 2, nil)
+			var tools struct {
+				ResultType string `json:"resultType"`
+				TTLMs      *int64 `json:"ttlMs"`
+				CacheScope string `json:"cacheScope"`
+				Tools      []any  `json:"tools"`
+			}
+			okResult(t, mpost(t, rp.urls[0], "tools/list", nil, modernMeta(), nil), &tools)
+			if tools.ResultType != "complete" || tools.TTLMs == nil || tools.CacheScope == "" || len(tools.Tools) != 8 {
+				t.Errorf("tools/list = %+v, want 8 tools, resultType, ttlMs, cacheScope", tools)
+			}
+			for i, url := range rp.urls {
+				var res struct {
+					ResultType string `json:"resultType"`
+					Content    []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				}
+				text := "héllo ✓"
+				okResult(t, mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": text}}, modernMeta(), nil), &res)
+				if res.ResultType != "complete" || len(res.Content) != 1 || res.Content[0].Text != text {
+					t.Errorf("replica %d: echo = %+v", i, res)
+				}
+			}
+			calls := up.posts("tools/call")
+			if len(calls) != 2 {
+				t.Fatalf("upstream saw %d tools/call, want 2", len(calls))
+			}
+			if era.stateless {
+				for _, c := range calls {
+					if c.session != "" || c.version != core.Version2026 {
+						t.Errorf("modern upstream got session %q version %q", c.session, c.version)
+					}
+				}
+				return
+			}
+			// Legacy: one held session, shared by both replicas, in Redis.
+			if n := len(up.posts("initialize")); n != 1 {
+				t.Errorf("upstream initialized %d sessions, want 1", n)
+			}
+			held, err := rp.store.GetOwnerSession(context.Background(), "anonymous")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range calls {
+				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != core.Version2025 {
+					t.Errorf("call on session %q version %q, want the held %q at %q", c.session, c.version, held.SessionID, held.ProtocolVersion)
+				}
+			}
+		})
+	}
+}
+
+// TestOwnerSessionReopenedOn404: a legacy upstream that forgot the held
+// session (here: it restarted) gets a new one, transparently, and every
+// replica moves to it.
+func TestOwnerSessionReopenedOn404(t *testing.T) {
+	up := newEraUpstream(t, false)
+	rp := newReplicas(t, up.url, 2, nil)
+	auth := func(h http.Header) { h.Set("Authorization", "Bearer tenant-1") }
+	call := func(url string) {
+		t.Helper()
+		var res struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		okResult(t, mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "ok"}}, modernMeta(), auth), &res)
+		if len(res.Content) != 1 || res.Content[0].Text != "ok" {
+			t.Fatalf("echo = %+v", res)
+		}
+	}
+	call(rp.urls[0])
+	call(rp.urls[1])
+	owner := core.OwnerOf(&http.Request{Header: http.Header{"Authorization": {"Bearer tenant-1"}}})
+	first, err := rp.store.GetOwnerSession(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.swap(false) // a restarted upstream knows no session
+	call(rp.urls[0])
+	call(rp.urls[1])
+	second, err := rp.store.GetOwnerSession(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.SessionID == first.SessionID {
+		t.Fatal("the held session was not replaced")
+	}
+	if n := len(up.posts("initialize")); n != 2 {
+		t.Errorf("upstream initialized %d sessions, want 2 (one reopen for both replicas)", n)
+	}
+	calls := up.posts("tools/call")
+	if last := calls[len(calls)-1]; last.session != second.SessionID {
+		t.Errorf("last call on %q, want the new session %q", last.session, second.SessionID)
+	}
+	// Another owner has a session of its own.
+	call2 := mpost(t, rp.urls[0], "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, modernMeta(),
+		func(h http.Header) { h.Set("Authorization", "Bearer tenant-2") })
+	if r := reply(t, call2); r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	if n := len(up.posts("initialize")); n != 3 {
+		t.Errorf("upstream initialized %d sessions, want 3", n)
+	}
+}
+
+// Test2026From2025UpstreamStreams: progress of a legacy upstream reaches a modern
+// client on the response stream; an input request during a plain call is
+// refused upstream, and the call ends instead of hanging.
+func Test2026From2025UpstreamStreams(t *testing.T) {
+	up := newEraUpstream(t, false)
+	gw := newReplicas(t, up.url, 1, nil).urls[0]
+	meta := modernMeta()
+	meta["progressToken"] = "p-1"
+	resp := mpost(t, gw, "tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3}}, meta, nil)
+	var progress int
+	var final rpcReply
+	readMessages(t, resp, func(m rpcReply) bool {
+		if m.Method == "notifications/progress" {
+			progress++
+			if !strings.Contains(string(m.Params), `"progressToken":"p-1"`) {
+				t.Errorf("progress params %s lack the client's token", m.Params)
+			}
+			return true
+		}
+		final = m
+		return false
+	})
+	if progress != 3 || final.Error != nil || !strings.Contains(string(final.Result), `"done 3"`) || !strings.Contains(string(final.Result), `"resultType":"complete"`) {
+		t.Errorf("progress %d, final %s %+v", progress, final.Result, final.Error)
+	}
+
+	start := time.Now()
+	r := reply(t, mpost(t, gw, "tools/call", map[string]any{"name": "elicit"}, modernMeta(), nil))
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("elicit took %v", time.Since(start))
+	}
+	// modernMeta declares no elicitation: the request is declined upstream
+	// and never shown to the client.
+	if r.Error != nil || !strings.Contains(string(r.Result), "elicitation declined") {
+		t.Errorf("elicit during a plain call, client without elicitation = %s %+v, want the upstream's decline result", r.Result, r.Error)
+	}
+	// The upstream still serves the session.
+	if r := reply(t, mpost(t, gw, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "after"}}, modernMeta(), nil)); r.Error != nil {
+		t.Errorf("echo after the refusal: %+v", r.Error)
+	}
+	// A JSON-RPC error of the upstream keeps its code; a method it refuses
+	// with a bare HTTP 400 (go-sdk: "JSON RPC not handled") is a 400.
+	resp = mpost(t, gw, "tools/call", map[string]any{"name": "rpcerror"}, modernMeta(), nil)
+	if r := reply(t, resp); r.Error == nil || r.Error.Code != testupstream.RPCErrorCode || resp.StatusCode != http.StatusOK {
+		t.Errorf("rpcerror: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+	resp = mpost(t, gw, "no/such", nil, modernMeta(), nil)
+	if r := reply(t, resp); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidRequest || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("unknown method: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+}
+
+// TestUpstreamEraRedetected: an upstream that stops being modern is probed
+// again on the first refusal, and the request goes the legacy way at once.
+func TestUpstreamEraRedetected(t *testing.T) {
+	up := newEraUpstream(t, true)
+	rp := newReplicas(t, up.url, 1, nil)
+	list := func() {
+		t.Helper()
+		var tools struct {
+			Tools []any `json:"tools"`
+		}
+		okResult(t, mpost(t, rp.urls[0], "tools/list", nil, modernMeta(), nil), &tools)
+		if len(tools.Tools) != 8 {
+			t.Fatalf("tools/list has %d tools", len(tools.Tools))
+		}
+	}
+	list()
+	if era := rp.hs[0].up.KnownEra(); era == nil || !era.Stateless {
+		t.Fatalf("era = %+v, want modern", era)
+	}
+	up.swap(false)
+	list()
+	if era := rp.hs[0].up.KnownEra(); era == nil || era.Stateless {
+		t.Fatalf("era = %+v, want legacy after the swap", era)
+	}
+	if n := len(up.posts("initialize")); n != 1 {
+		t.Errorf("initialize = %d, want the held session's", n)
+	}
+}
+
+// TestGoSDKClient2026ThroughGateway: the go-sdk client at its default
+// (2026-07-28) goes modern through the gateway in front of either era.
+func TestGoSDKClient2026ThroughGateway(t *testing.T) {
+	for _, era := range upstreamEras {
+		t.Run(era.name, func(t *testing.T) {
+			up := newEraUpstream(t, era.stateless)
+			gw := newReplicas(t, up.url, 1, nil).urls[0]
+			cs, _ := connectSDK(t, gw, "")
+			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
+				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
+			}
+			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != testupstream.Implementation.Name {
+				t.Errorf("serverInfo = %+v", si)
+			}
+			echo(t, cs, "via the gateway")
+			if !era.stateless {
+				return
+			}
+			// MRTR passes through a modern upstream untouched.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != "Hello, Ada!" {
+				t.Errorf("elicit = %+v", res.Content[0])
+			}
+		})
+	}
+}
+
+// TestOwnerSessionRace: replicas that open an owner's session at once agree
+// on one; the losers close theirs and every call lands on the winner.
+func TestOwnerSessionRace(t *testing.T) {
+	up := newEraUpstream(t, false)
+	rp := newReplicas(t, up.url, 2, nil)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(url string) {
+			defer wg.Done()
+			resp := mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "race"}}, modernMeta(), nil)
+			var m rpcReply
+			if err := scanMessages(resp, func(r rpcReply) bool { m = r; return false }); err != nil || m.Error != nil {
+				t.Errorf("call: %v %+v", err, m.Error)
+			}
+		}(rp.urls[i%2])
+	}
+	wg.Wait()
+	held, err := rp.store.GetOwnerSession(context.Background(), "anonymous")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range up.posts("tools/call") {
+		if c.session != held.SessionID {
+			t.Errorf("a call went to session %q, not the held %q", c.session, held.SessionID)
+		}
+	}
+	inits, deletes := len(up.posts("initialize")), len(up.posts("DELETE"))
+	if inits < 1 || inits > 2 || deletes != inits-1 {
+		t.Errorf("%d initialize and %d DELETE, want one per replica at most and every loser closed", inits, deletes)
+	}
+}
+
+// Test2026TargetForWorkers: the calls a worker makes outside any client
+// request: the owner's target, and its replacement after a 404, shared.
+func Test2026TargetForWorkers(t *testing.T) {
+	up := newEraUpstream(t, false)
+	rp := newReplicas(t, up.url, 2, nil)
+	ctx := context.Background()
+	auth := http.Header{"Authorization": {"Bearer w"}}
+	owner := core.OwnerOf(&http.Request{Header: auth})
+	a, err := rp.hs[0].up.Target(ctx, owner, auth, "")
+	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != core.Version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
+		t.Fatalf("target = %+v, %v", a, err)
+	}
+	b, err := rp.hs[1].up.Target(ctx, owner, auth, "")
+	if err != nil || b.Session.ID != a.Session.ID {
+		t.Fatalf("replica 1 target = %+v, %v; want session %s", b, err, a.Session.ID)
+	}
+	up.swap(false)
+	na, err := rp.hs[0].up.ReopenTarget(ctx, owner, auth, "", a)
+	if err != nil || na.Session.ID == a.Session.ID {
+		t.Fatalf("reopened = %+v, %v", na, err)
+	}
+	nb, err := rp.hs[1].up.ReopenTarget(ctx, owner, auth, "", b)
+	if err != nil || nb.Session.ID != na.Session.ID {
+		t.Fatalf("replica 1 reopened = %+v, %v; want %s", nb, err, na.Session.ID)
+	}
+	if n := len(up.posts("initialize")); n != 2 {
+		t.Errorf("initialize = %d, want 2", n)
+	}
+	// The new session works for a worker's call.
+	resp, err := rp.hs[1].up.Client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
+		Params: upstreamside.ParamsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
+		upstream.CallOptions{})
+	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {
+		t.Errorf("call on the reopened session: %v %+v", err, resp)
+	}
+}

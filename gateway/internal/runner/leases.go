@@ -1,0 +1,95 @@
+package runner
+
+// Lease renewal, batched per replica: every LeaseRenew one pipelined round
+// trip (per Redis node) extends the leases of all the tasks whose workers
+// run here (taskstore.ExtendMany), not one script call per task. Each
+// worker gets its task's outcome on its renewal channel and acts on it as
+// before (renewed): a lost lease aborts the call, a terminal task is a
+// cancel whose event was lost, a vanished record ends the worker. The
+// recovery guarantees are unchanged: a lease still lasts --lease from its
+// last renewal, renewals still come every --lease-renew.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// leaseSet is the workers whose leases the runner renews.
+type leaseSet struct {
+	Mu   sync.Mutex
+	runs map[*taskRun]struct{}
+}
+
+func (l *leaseSet) add(run *taskRun) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	if l.runs == nil {
+		l.runs = map[*taskRun]struct{}{}
+	}
+	l.runs[run] = struct{}{}
+}
+
+func (l *leaseSet) remove(run *taskRun) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	delete(l.runs, run)
+}
+
+func (l *leaseSet) snapshot() []*taskRun {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	out := make([]*taskRun, 0, len(l.runs))
+	for run := range l.runs {
+		out = append(out, run)
+	}
+	return out
+}
+
+// renewLeases renews every held lease each period until the runner stops.
+func (rn *Runner) renewLeases() {
+	defer rn.wg.Done()
+	t := time.NewTicker(max(rn.Renew, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-rn.Ctx.Done():
+			return
+		case <-t.C:
+			rn.renewOnce()
+		}
+	}
+}
+
+// renewOnce extends the leases of every worker's task in one pipeline and
+// hands each worker its outcome; a worker that has not taken the previous
+// one yet keeps that (it acts on one at a time).
+func (rn *Runner) renewOnce() {
+	runs := rn.leases.snapshot()
+	if len(runs) == 0 {
+		return
+	}
+	refs := make([]taskstore.LeaseRef, len(runs))
+	for i, run := range runs {
+		refs[i] = taskstore.LeaseRef{Owner: run.j.Owner, ID: run.j.Task.ID}
+	}
+	// Bounded by a period: the next renewal follows anyway. No span: a
+	// renewal is no part of any request's or task's story.
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.Ctx, trace.SpanContext{}), rn.Renew)
+	defer cancel()
+	errs := rn.Store.ExtendMany(ctx, refs, rn.Replica, rn.Lease)
+	for i, run := range runs {
+		if errs[i] == nil {
+			continue // renewed: nothing for the worker to do
+		}
+		select {
+		case run.renewal <- errs[i]:
+			run.wake()
+		default:
+		}
+	}
+}

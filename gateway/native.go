@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/taskstore"
+)
+
+// The upstream's own tasks (MCP 2025-11-25, Tasks; SEP-2663) that the
+// gateway passes through rather than runs: what both fronts share about
+// them, the store they are recorded in, how long a record is kept, and how
+// a task the upstream forgot is marked lost and shown failed. Each front
+// serves its own protocol's view (front2025_native.go,
+// front2026_native.go); the runner's task that holds an upstream task is
+// in internal/runner/native.go.
+
+// Why a recorded upstream task can no longer finish.
+const (
+	sessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
+	taskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
+)
+
+// upstreamTaskStore is what both fronts need of the store for upstream
+// tasks (taskstore/upstream_tasks.go).
+type upstreamTaskStore interface {
+	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
+	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
+	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
+	UpstreamTaskTTL(ttl time.Duration) time.Duration
+}
+
+// keepFor is how long the gateway keeps the record of an upstream task
+// whose CreateTaskResult (answer a) named ttl ms (nil: unlimited): the
+// store's bound (UpstreamTaskTTL), at most core.AnonymousTTL for an anonymous
+// owner. When that is less than the upstream said, out is a's response
+// message with the ttl member (under the result's "task" object when
+// under is set, else the result's "ttlMs") set to what the gateway keeps:
+// past it the task cannot be reached through the gateway, and the client
+// must not be told otherwise.
+func keepFor(store interface {
+	UpstreamTaskTTL(time.Duration) time.Duration
+}, owner string, ttl *float64, a *upstreamside.Answer, under string) (time.Duration, json.RawMessage) {
+	var asked time.Duration
+	if ttl != nil && *ttl > 0 {
+		asked = core.MSDuration(*ttl)
+	}
+	kept := store.UpstreamTaskTTL(asked)
+	if core.IsAnonymous(owner) {
+		kept = min(kept, core.AnonymousTTL)
+	}
+	if asked > 0 && asked <= kept {
+		return asked, nil
+	}
+	ms := mcpwire.MustMarshal(kept.Milliseconds())
+	result := a.Result
+	var err error
+	if under != "" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(result, &obj) != nil {
+			return kept, nil
+		}
+		inner, err := mcpwire.WithMember(obj[under], "ttl", ms)
+		if err != nil {
+			return kept, nil
+		}
+		result, err = mcpwire.WithMember(result, under, inner)
+	} else {
+		result, err = mcpwire.WithMember(result, "ttlMs", ms)
+	}
+	if err != nil {
+		return kept, nil
+	}
+	out, err := mcpwire.WithMember(a.Msg, "result", result)
+	if err != nil {
+		return kept, nil
+	}
+	return kept, out
+}
+
+// markLost is lost, for either front.
+func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
+	rec.Lost = why
+	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", core.LogOwner(rec.Owner)).Msg(why)
+	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
+		log.Warn().Str("op", "native").Str("task_id", rec.ID).Err(err).Msg("cannot record that the upstream lost the task")
+	}
+}
+
+// failedRecord is the task object of rec as the upstream last gave it,
+// failed with rec.Lost; ttlKey names its ttl (null when it gave none).
+func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
+	t := map[string]any{}
+	_ = json.Unmarshal(rec.Task, &t)
+	t["taskId"] = rec.ID
+	t["status"] = string(taskstore.StatusFailed)
+	t["statusMessage"] = rec.Lost
+	t["lastUpdatedAt"] = core.WireTime(time.Now())
+	if _, ok := t["createdAt"]; !ok {
+		t["createdAt"] = core.WireTime(rec.Recorded)
+	}
+	if _, ok := t[ttlKey]; !ok {
+		t[ttlKey] = nil
+	}
+	return t
+}
