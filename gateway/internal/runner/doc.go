@@ -26,7 +26,7 @@
 //     recorded, run again by the recoverer or its worker, answers
 //     replayed, upstream tasks re-attached (internal/durable's logic).
 //
-// It may import internal/upstreamside, internal/obs, internal/core,
+// It may import internal/durable, internal/upstreamside, internal/obs, internal/core,
 // taskstore, upstream and internal/mcpwire, and nothing else of the
 // gateway: `go list -deps` of this package names no gateway package above
 // it.
