@@ -73,7 +73,7 @@
 //     shown failed).
 //   - The upstream side, internal/upstreamside (Side: era probe, owner
 //     sessions, forwarding, relay, keep-alive, the fronts' own requests;
-//     no front uses the upstream.Client directly).
+//     neither a front nor the Handler uses the upstream.Client directly).
 //   - The policy decider, internal/decide (Decider: policy, tool
 //     catalogue, learned latency); the upstream side lists the upstream's
 //     tools for it when a call names a tool the catalogue lacks.

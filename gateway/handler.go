@@ -245,7 +245,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if h.front2025 != nil {
 		header = h.front2025.upstreamHeader(r)
 	}
-	resp, err := h.up.Client.Forward(r.Context(), r.Method, header, body)
+	resp, err := h.up.Pass(r.Context(), r.Method, header, body)
 	lift()
 	if err != nil {
 		h.up.FailHTTP(w, r, err)

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -193,6 +194,12 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	current := policy.NewCurrent(policyCfg)
+	// Checked before the store and the gateway exist: a bad value stops
+	// serve with nothing started (nothing left running in the process).
+	records, err := consoleRecords(c)
+	if err != nil {
+		return err
+	}
 	store, err := openStore(c, log, tp)
 	if err != nil {
 		return err
@@ -234,6 +241,14 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every return below before serving ends the gateway's workers and
+	// sweeps too; the normal path closes it itself, after the listener.
+	served := false
+	defer func() {
+		if !served {
+			_ = h.Close()
+		}
+	}()
 	if up.bridge == nil && up.sse == nil {
 		// A wrong URL is in the log (at error, with the fix) before the
 		// first client comes; an upstream not up yet is a warning.
@@ -246,10 +261,6 @@ func serve(c *cli.Context) error {
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		log.Info().Str("metrics_listen", mln.Addr().String()).Msg("metrics served at " + gateway.DefaultMetricsPath)
-	}
-	records, err := consoleRecords(c)
-	if err != nil {
-		return err
 	}
 	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), c.Duration("latency-sync"), cln != nil, records, log)()
 	if cln != nil {
@@ -326,9 +337,12 @@ func serve(c *cli.Context) error {
 	<-errc
 	// Workers stop after the listener: tasks still held are failed with a
 	// message saying this replica stopped.
+	served = true
 	_ = h.Close()
 	return nil
 }
+
+var timeFormatOnce sync.Once
 
 // newLogger builds the process logger. JSON is the default so logs can be
 // shipped as they are; console is for people at a terminal.
@@ -337,7 +351,10 @@ func newLogger(format, level string, w io.Writer) (zerolog.Logger, error) {
 	if err != nil || level == "" {
 		return zerolog.Logger{}, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
 	}
-	zerolog.TimeFieldFormat = logTimeFormat // the process's one logger setup
+	// The process's one logger setup, written once: zerolog reads this
+	// global on every event, so a second write (serve run twice in one
+	// process, as the tests do) would race with loggers already running.
+	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = logTimeFormat })
 	switch format {
 	case "json":
 	case "console":

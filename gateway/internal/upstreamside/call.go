@@ -26,6 +26,14 @@ func (u *Side) Post(ctx context.Context, header http.Header, body io.Reader) (*h
 	return u.Client.Forward(ctx, http.MethodPost, header, body)
 }
 
+// Pass sends a request the gateway does not handle itself (a session's
+// GET stream, its DELETE, a POST no front claims) upstream as it came:
+// the relay's one way out, so the Handler, like the fronts, never reaches
+// the upstream.Client directly.
+func (u *Side) Pass(ctx context.Context, method string, header http.Header, body io.Reader) (*http.Response, error) {
+	return u.Client.Forward(ctx, method, header, body)
+}
+
 // Respond answers a request the upstream sent on session s.
 func (u *Side) Respond(ctx context.Context, s *upstream.Session, r *jsonrpc.Response) error {
 	return u.Client.Respond(ctx, s, r)
