@@ -272,6 +272,22 @@ func (s *Writer) Comment(text string) error {
 	return nil
 }
 
+// Pump sends each message from ch as an event until ch is closed, a
+// write fails (the client left), or done is closed: the body of a GET
+// stream that a local bridge (stdio child, HTTP+SSE server) feeds.
+func (s *Writer) Pump(ch <-chan []byte, done <-chan struct{}) {
+	for {
+		select {
+		case m, ok := <-ch:
+			if !ok || s.SendRaw(m) != nil {
+				return
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
 func (s *Writer) start() {
 	if s.started {
 		return

@@ -424,16 +424,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 	}()
 	sse := mcpwire.NewWriter(w)
 	_ = sse.Comment("stream open")
-	for {
-		select {
-		case m, ok := <-ch:
-			if !ok || sse.SendRaw(m) != nil {
-				return
-			}
-		case <-r.Context().Done():
-			return
-		}
-	}
+	sse.Pump(ch, r.Context().Done())
 }
 
 // delete ends a session: its calls in flight are cancelled, its SSE
