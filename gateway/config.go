@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"net/netip"
 	"time"
@@ -270,3 +271,13 @@ const DefaultKeepAlive = upstreamside.DefaultKeepAlive
 // PresentsTasks reports whether a client that negotiated version is shown
 // the 2025-11-25 tasks (upstreamside.PresentsTasks).
 func PresentsTasks(version string) bool { return upstreamside.PresentsTasks(version) }
+
+// FallbackTools configures the fallback task tools (Config.Fallback).
+type FallbackTools = fallback.Config
+
+// DefaultFallbackPrefix starts the fallback tools' names.
+const DefaultFallbackPrefix = fallback.DefaultPrefix
+
+// FallbackToolNames are the four tool names for prefix (empty: the
+// default), or an error saying why prefix cannot make tool names.
+func FallbackToolNames(prefix string) ([]string, error) { return fallback.ToolNames(prefix) }

@@ -8,15 +8,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
-
-	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
 )
 
 // fallbackCluster is replicas with the fallback tools on and three task
@@ -401,44 +397,6 @@ func TestFallbackOff(t *testing.T) {
 	}
 }
 
-// TestFallbackNeverHidesUpstreamTools: a tool of the upstream with a
-// fallback tool's name stays, and the fallback one is left out.
-func TestFallbackNeverHidesUpstreamTools(t *testing.T) {
-	fb, err := newFallback(FallbackTools{Enabled: true}, nil, nil, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := fb.appendTools(json.RawMessage(`{"tools":[{"name":"taskgate_task_status","description":"mine"}],"nextCursor":"c"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Tools []struct {
-			Name, Description string
-		} `json:"tools"`
-		NextCursor string `json:"nextCursor"`
-	}
-	_ = json.Unmarshal(out, &res)
-	n := 0
-	for _, tl := range res.Tools {
-		if tl.Name == "taskgate_task_status" {
-			n++
-			if tl.Description != "mine" {
-				t.Errorf("the upstream's tool was replaced: %+v", tl)
-			}
-		}
-	}
-	if n != 1 || len(res.Tools) != 4 || res.NextCursor != "c" {
-		t.Fatalf("tools: %s", out)
-	}
-	if _, err := FallbackToolNames("bad prefix "); err == nil {
-		t.Fatal("a prefix with spaces was accepted")
-	}
-	if names, err := FallbackToolNames("tg."); err != nil || names[0] != "tg.task_status" {
-		t.Fatalf("prefix tg.: %v %v", names, err)
-	}
-}
-
 // waitFor polls cond for up to 20 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -574,13 +532,5 @@ func TestFallbackRequiredTool(t *testing.T) {
 		if tl.Name == "slow" && tl.Execution.TaskSupport != "required" {
 			t.Fatalf("slow taskSupport %q for a client with tasks, want required", tl.Execution.TaskSupport)
 		}
-	}
-}
-
-func TestFallbackStatusTextUnicode(t *testing.T) {
-	fb, _ := newFallback(FallbackTools{Enabled: true}, nil, nil, zerolog.Nop())
-	res := fb.statusResult(&taskstore.Task{ID: "t1", Tool: "x", Status: taskstore.StatusWorking, StatusMessage: "état: 正在"})
-	if !strings.Contains(string(res), "État: 正在.") || !utf8.Valid(res) {
-		t.Fatalf("status: %s", res)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"errors"
 	"net/http"
 	"time"
@@ -29,8 +30,8 @@ type frontDeps struct {
 	log     zerolog.Logger
 	polls   *pollLimiter // nil: no limit
 	renders *renderCache
-	fb      *fallback    // the fallback task tools; nil: off (Config.Fallback)
-	trace   *obs.Tracing // nil: off
+	fb      *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
+	trace   *obs.Tracing    // nil: off
 }
 
 // get answers a poll (tasks/get) of the owner's task id for a client of

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -85,7 +86,7 @@ type front2025Store interface {
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
 	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
-	upstreamTaskStore
+	native.Store
 }
 
 // serve serves msg if it is the 2025-11-25 front's to serve, and reports

@@ -22,6 +22,7 @@ package gateway
 //	   (front2025_input.go) on any replica
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,7 +49,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 		return false // the usual path says what is wrong, or serves the task
 	}
 	s, err := f.sessionErr(r)
-	if err != nil && f.fb.is(p.Name) {
+	if err != nil && f.fb.Is(p.Name) {
 		// The store cannot say whose session this is: a fallback tool
 		// cannot be served, and must not reach the upstream as unknown.
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
@@ -57,7 +58,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 	if s == nil || !s.noTasks {
 		return false
 	}
-	if f.fb.is(p.Name) {
+	if f.fb.Is(p.Name) {
 		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
 			f.fallbackTool(w, r, msg, s, p)
 			return true
@@ -73,14 +74,14 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 
 // fallbackTool serves one of the fallback tools for session s.
 func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
-	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
+	a, problem := f.fb.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
-		mcpwire.WriteResult(w, msg.ID, badArgs(p.Name, problem))
+		mcpwire.WriteResult(w, msg.ID, fallback.BadArgs(p.Name, problem))
 		return
 	}
 	owner := core.OwnerOf(r)
-	if p.Name != f.fb.names.result {
-		res, e := f.fb.serve(r.Context(), owner, p.Name, a, core.Era2025)
+	if p.Name != f.fb.ResultName() {
+		res, e := f.fb.Serve(r.Context(), owner, p.Name, a, core.Era2025)
 		if e != nil {
 			mcpwire.WriteError(w, msg.ID, e)
 			return
@@ -93,10 +94,10 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 		relay: func(method string) bool {
 			return len(s.ClientCaps) > 0 && runner.ClientCan(s.ClientCaps, method)
 		},
-		final:  fallbackOutcome,
-		status: f.fb.statusResult,
+		final:  fallback.Outcome,
+		status: f.fb.StatusResult,
 		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
-			return f.fb.storeFailure(err, "result", a.TaskID, core.Era2025)
+			return f.fb.StoreFailure(err, "result", a.TaskID, core.Era2025)
 		},
 	}, nil)
 }
@@ -151,18 +152,18 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
 	if err := f.runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
-		f.log.Warn().Str("op", "fallback").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
+		f.log.Warn().Str("op", "fallback.Tools").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
 		f.writePlain(w, msg, f.runner.WaitPlain(r, j))
 		return
 	}
 	decl, _ := f.decider.ToolInfo(ctx, tool)
 	if j.First != nil {
-		f.fb.awaitQuestion(ctx, j.Task)
+		f.fb.AwaitQuestion(ctx, j.Task)
 	}
-	result := f.fb.started(j.Task, decl.Output, j.First != nil)
+	result := f.fb.Started(j.Task, decl.Output, j.First != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {
-		f.log.Warn().Str("op", "fallback").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback tools")
+		f.log.Warn().Str("op", "fallback.Tools").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback.Tools tools")
 	}
 	if !first {
 		mcpwire.WriteResult(w, msg.ID, result)
@@ -185,7 +186,7 @@ func (f *front2025) fallbackListed(ctx context.Context, s *sessionInfo) bool {
 	rec, err := f.store.GetSession(ctx, s.ID)
 	if err != nil {
 		if !errors.Is(err, taskstore.ErrNoSession) && ctx.Err() == nil {
-			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot tell whether the session has fallback tasks")
+			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot tell whether the session has fallback.Tools tasks")
 		}
 		return false
 	}

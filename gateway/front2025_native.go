@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
@@ -77,7 +78,7 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		return
 	}
 	owner := core.OwnerOf(r)
-	ttl, out := keepFor(f.store, owner, t.TTL, a, "task")
+	ttl, out := native.KeepFor(f.store, owner, t.TTL, a, "task")
 	if out != nil { // the gateway keeps the task's record for less than the upstream said
 		_ = json.Unmarshal(out, &struct {
 			Task *json.RawMessage `json:"task"`
@@ -161,7 +162,7 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	}
 	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
 		resp.Body.Close()
-		f.lost(r.Context(), rec, sessionLost)
+		f.lost(r.Context(), rec, native.SessionLost)
 		f.answerLost(w, msg, rec)
 		return
 	}
@@ -181,32 +182,21 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		return
 	}
 	defer a.Close()
-	if method == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
+	if method == "tasks/get" && a.Result == nil && native.NotFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it. (Only tasks/get says so:
 		// -32602 to tasks/cancel also refuses a task already terminal.)
-		f.lost(r.Context(), rec, taskLost)
+		f.lost(r.Context(), rec, native.TaskLost)
 		f.answerLost(w, msg, rec)
 		return
 	}
 	a.Write(w, r, f.log, nil)
 }
 
-// notFoundError reports whether a JSON-RPC error response is -32602, what
-// a receiver answers for a task id it does not know ("Error Handling").
-func notFoundError(msg json.RawMessage) bool {
-	var env struct {
-		Error *struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	return json.Unmarshal(msg, &env) == nil && env.Error != nil && env.Error.Code == mcpwire.CodeInvalidParams
-}
-
 // lost marks rec failed for good, in the store (best effort: the next
 // request finds out again) and in rec.
 func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
-	markLost(ctx, f.store, f.log, rec, why)
+	native.MarkLost(ctx, f.store, f.log, rec, why)
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
@@ -225,7 +215,7 @@ func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec 
 
 // lostTask is the 2025-11-25 Task of an upstream task that was lost: what
 // the upstream last said of it, failed, with the reason.
-func lostTask(rec *taskstore.UpstreamTask) map[string]any { return failedRecord(rec, "ttl") }
+func lostTask(rec *taskstore.UpstreamTask) map[string]any { return native.FailedRecord(rec, "ttl") }
 
 // nativeListConcurrency bounds the upstream tasks/get a tasks/list page
 // sends at once; nativeListTimeout bounds them all.
@@ -282,9 +272,9 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
-		f.lost(r.Context(), rec, sessionLost)
+		f.lost(r.Context(), rec, native.SessionLost)
 	case err == nil && resp.Error != nil && core.NotFoundWire(resp.Error):
-		f.lost(r.Context(), rec, taskLost)
+		f.lost(r.Context(), rec, native.TaskLost)
 	case err == nil && resp.Error == nil:
 		var t struct {
 			TaskID string `json:"taskId"`

@@ -23,6 +23,7 @@ package gateway
 // (catalog.go), which a tools/call on any replica reads.
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -35,7 +36,7 @@ import (
 
 func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	s := f.session(r)
-	withFallback := firstPage(msg.Params) && f.fallbackListed(r.Context(), s)
+	withFallback := fallback.FirstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
 		f.up.Forward(w, r, msg, f.upstreamHeader(r), "")
 		return
@@ -98,10 +99,10 @@ func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstrea
 		if base == nil {
 			base = upstream
 		}
-		if with, err := f.fb.appendTools(base); err == nil {
+		if with, err := f.fb.AppendTools(base); err == nil {
 			result = with
 		} else {
-			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
+			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
 		}
 	}
 	return result, nil

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -50,7 +51,7 @@ type front2026Store interface {
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
 	SharedSecret(ctx context.Context, name string) ([]byte, error)
-	upstreamTaskStore
+	native.Store
 }
 
 // front2026 serves 2026-07-28 clients.

@@ -11,6 +11,7 @@ package gateway
 // task_result waits without a stream.
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -28,18 +29,18 @@ func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil &
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
 func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
-	if !f.fallbackClient(mr) || !f.fb.is(p.Name) {
+	if !f.fallbackClient(mr) || !f.fb.Is(p.Name) {
 		return false
 	}
 	if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
 		return false
 	}
-	a, problem := f.fb.parseArgs(p.Name, p.Arguments)
+	a, problem := f.fb.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
-		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", badArgs(p.Name, problem)))
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", fallback.BadArgs(p.Name, problem)))
 		return true
 	}
-	res, e := f.fb.serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
+	res, e := f.fb.Serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return true
@@ -51,7 +52,7 @@ func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 // toolsList answers tools/list: the upstream's, with the fallback tools
 // on the first page for a client that may use them.
 func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	if !f.fallbackClient(mr) || !firstPage(msg.Params) {
+	if !f.fallbackClient(mr) || !fallback.FirstPage(msg.Params) {
 		f.forward(w, r, msg, mr, "")
 		return
 	}
@@ -72,9 +73,9 @@ func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		a.Write(w, r, f.log, nil)
 		return
 	}
-	result, err := f.fb.appendTools(a.Result)
+	result, err := f.fb.AppendTools(a.Result)
 	if err != nil {
-		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback tools to the upstream's tools/list result")
+		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
 		a.Write(w, r, f.log, nil)
 		return
 	}
@@ -127,9 +128,9 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 func (f *front2026) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
 	decl, _ := f.decider.ToolInfo(r.Context(), tool)
 	if j.First != nil {
-		f.fb.awaitQuestion(r.Context(), j.Task)
+		f.fb.AwaitQuestion(r.Context(), j.Task)
 	}
-	return core.StatelessResult("tools/call", f.fb.started(j.Task, decl.Output, j.First != nil))
+	return core.StatelessResult("tools/call", f.fb.Started(j.Task, decl.Output, j.First != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
@@ -73,7 +74,7 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 		return
 	}
 	owner := core.Owner2026(r, t.TaskID)
-	ttl, out := keepFor(f.store, owner, t.TTLMs, a, "")
+	ttl, out := native.KeepFor(f.store, owner, t.TTLMs, a, "")
 	task := a.Result
 	if out != nil {
 		var m struct {
@@ -130,11 +131,11 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		return true
 	}
 	defer a.Close()
-	if msg.MethodName() == "tasks/get" && a.Result == nil && notFoundError(a.Msg) {
+	if msg.MethodName() == "tasks/get" && a.Result == nil && native.NotFoundError(a.Msg) {
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
 		// says so: -32602 to an update or a cancel may refuse its params.
-		markLost(r.Context(), f.store, f.log, rec, taskLost)
+		native.MarkLost(r.Context(), f.store, f.log, rec, native.TaskLost)
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
@@ -150,7 +151,7 @@ func (f *front2026) answerLost2026(w http.ResponseWriter, msg *mcpwire.Message, 
 		mcpwire.WriteResult(w, msg.ID, map[string]string{"resultType": "complete"})
 		return
 	}
-	t := failedRecord(rec, "ttlMs")
+	t := native.FailedRecord(rec, "ttlMs")
 	for _, k := range []string{"result", "inputRequests", "requestState"} {
 		delete(t, k)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"errors"
 	"fmt"
@@ -127,7 +128,7 @@ func New(cfg Config) (*Handler, error) {
 		Durable:   h.durable(c), // durable.go
 	})
 	inflight = h.runner.Inflight
-	fb, err := newFallback(c.Fallback, c.Store, h.metrics, c.Logger)
+	fb, err := fallback.New(c.Fallback, c.Store, h.metrics, c.Logger)
 	if err != nil {
 		h.runner.Stop()
 		return nil, err

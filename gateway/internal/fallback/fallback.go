@@ -1,4 +1,4 @@
-package gateway
+package fallback
 
 // Fallback task tools (Config.Fallback, --fallback-tools): tasks for the
 // clients that can do none. Such a client (a session without
@@ -46,16 +46,16 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// FallbackTools configures the fallback task tools.
-type FallbackTools struct {
+// Config configures the fallback task tools.
+type Config struct {
 	// Enabled offers them; off, nothing of them is visible.
 	Enabled bool
 	// Prefix starts the four tool names; empty means DefaultFallbackPrefix.
 	Prefix string
 }
 
-// DefaultFallbackPrefix starts the fallback tools' names.
-const DefaultFallbackPrefix = "taskgate_"
+// DefaultPrefix starts the fallback tools' names.
+const DefaultPrefix = "taskgate_"
 
 const (
 	fallbackWaitDefault = 10 * time.Second
@@ -67,30 +67,30 @@ const (
 // Names": 1 to 128 of A-Z a-z 0-9 _ - .).
 var validToolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// FallbackToolNames are the four tool names for prefix (empty: the
+// ToolNames are the four tool names for prefix (empty: the
 // default), or an error saying why prefix cannot make tool names.
-func FallbackToolNames(prefix string) ([]string, error) {
+func ToolNames(prefix string) ([]string, error) {
 	if prefix == "" {
-		prefix = DefaultFallbackPrefix
+		prefix = DefaultPrefix
 	}
-	n := newFallbackNames(prefix)
+	n := newNames(prefix)
 	out := []string{n.status, n.result, n.cancel, n.answer}
 	for _, name := range out {
 		if !validToolName.MatchString(name) {
-			return nil, fmt.Errorf("fallback prefix %q makes the tool name %q, which MCP does not allow (1 to 128 of A-Z a-z 0-9 _ - .)", prefix, name)
+			return nil, fmt.Errorf("Tools prefix %q makes the tool name %q, which MCP does not allow (1 to 128 of A-Z a-z 0-9 _ - .)", prefix, name)
 		}
 	}
 	return out, nil
 }
 
-type fallbackNames struct{ status, result, cancel, answer string }
+type names struct{ status, result, cancel, answer string }
 
-func newFallbackNames(prefix string) fallbackNames {
-	return fallbackNames{prefix + "task_status", prefix + "task_result", prefix + "task_cancel", prefix + "task_answer"}
+func newNames(prefix string) names {
+	return names{prefix + "task_status", prefix + "task_result", prefix + "task_cancel", prefix + "task_answer"}
 }
 
-// fallbackStore is what the fallback tools need of the task store.
-type fallbackStore interface {
+// Store is what the fallback tools need of the task store.
+type Store interface {
 	Get(ctx context.Context, owner, id string) (*taskstore.Task, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
@@ -99,34 +99,34 @@ type fallbackStore interface {
 	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
 }
 
-// fallback serves the fallback task tools for both fronts. nil: disabled.
-type fallback struct {
-	names   fallbackNames
+// Tools serves the fallback task tools for both fronts. nil: disabled.
+type Tools struct {
+	names   names
 	tools   []json.RawMessage // the four Tool definitions, encoded once
-	store   fallbackStore
+	store   Store
 	metrics *obs.Metrics
 	log     zerolog.Logger
 }
 
-func newFallback(cfg FallbackTools, store fallbackStore, m *obs.Metrics, log zerolog.Logger) (*fallback, error) {
+func New(cfg Config, store Store, m *obs.Metrics, log zerolog.Logger) (*Tools, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
 	prefix := cfg.Prefix
 	if prefix == "" {
-		prefix = DefaultFallbackPrefix
+		prefix = DefaultPrefix
 	}
-	if _, err := FallbackToolNames(prefix); err != nil {
+	if _, err := ToolNames(prefix); err != nil {
 		return nil, err
 	}
-	fb := &fallback{names: newFallbackNames(prefix), store: store, metrics: m, log: log}
-	fb.tools = fallbackToolDefs(fb.names)
+	fb := &Tools{names: newNames(prefix), store: store, metrics: m, log: log}
+	fb.tools = toolDefs(fb.names)
 	return fb, nil
 }
 
-// fallbackToolDefs are the Tool definitions, written for the LLM agent
+// toolDefs are the Tool definitions, written for the LLM agent
 // that reads them.
-func fallbackToolDefs(n fallbackNames) []json.RawMessage {
+func toolDefs(n names) []json.RawMessage {
 	taskID := map[string]any{"type": "string",
 		"description": "The taskId that a tool's answer gave when its work went on in the background."}
 	schema := func(props map[string]any, required ...string) map[string]any {
@@ -184,23 +184,23 @@ func fallbackToolDefs(n fallbackNames) []json.RawMessage {
 	return out
 }
 
-// is reports whether name is one of the fallback tools.
-func (fb *fallback) is(name string) bool {
+// Is reports whether name is one of the fallback tools.
+func (fb *Tools) Is(name string) bool {
 	n := fb.names
 	return name == n.status || name == n.result || name == n.cancel || name == n.answer
 }
 
-// fallbackArgs are a fallback tool's arguments.
-type fallbackArgs struct {
+// Args are a fallback tool's arguments.
+type Args struct {
 	TaskID         string
 	Wait           time.Duration
 	InputResponses map[string]json.RawMessage
 }
 
-// parseArgs reads the arguments of fallback tool name; a problem is a
+// ParseArgs reads the arguments of fallback tool name; a problem is a
 // message for the agent, saying what to fix.
-func (fb *fallback) parseArgs(name string, raw json.RawMessage) (fallbackArgs, string) {
-	a := fallbackArgs{Wait: fallbackWaitDefault}
+func (fb *Tools) ParseArgs(name string, raw json.RawMessage) (Args, string) {
+	a := Args{Wait: fallbackWaitDefault}
 	var m map[string]json.RawMessage
 	if len(raw) > 0 && string(raw) != "null" {
 		if !mcpwire.IsObject(raw) || json.Unmarshal(raw, &m) != nil {
@@ -270,19 +270,19 @@ func notFound(id string) json.RawMessage {
 		"runs out after it finished).", id), nil, true)
 }
 
-// storeFailure maps a store error of a fallback tool: an unknown or
+// StoreFailure maps a store error of a fallback tool: an unknown or
 // expired task is a tool result ("task not found"), anything else the
 // gateway's own failure (a JSON-RPC error).
-func (fb *fallback) storeFailure(err error, op, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) StoreFailure(err error, op, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	if errors.Is(err, taskstore.ErrNotFound) || errors.Is(err, taskstore.ErrExpired) {
 		return notFound(id), nil
 	}
 	return nil, core.TaskError(fb.log, err, op, id, era)
 }
 
-// fallbackStatus is a task's state as the fallback tools show it
+// statusView is a task's state as the fallback tools show it
 // (structuredContent).
-type fallbackStatus struct {
+type statusView struct {
 	TaskID         string                            `json:"taskId"`
 	Tool           string                            `json:"tool,omitempty"`
 	Status         string                            `json:"status"`
@@ -294,8 +294,8 @@ type fallbackStatus struct {
 	InputRequests  map[string]taskstore.InputRequest `json:"inputRequests,omitempty"`
 }
 
-func statusOf(t *taskstore.Task) fallbackStatus {
-	s := fallbackStatus{TaskID: t.ID, Tool: t.Tool, Status: string(t.Status), StatusMessage: t.StatusMessage,
+func statusOf(t *taskstore.Task) statusView {
+	s := statusView{TaskID: t.ID, Tool: t.Tool, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		PollIntervalMs: t.PollInterval.Milliseconds(), CreatedAt: core.WireTime(t.CreatedAt), LastUpdatedAt: core.WireTime(t.LastUpdatedAt)}
 	if len(t.Progress) > 0 && string(t.Progress) != "null" {
 		s.Progress = t.Progress
@@ -306,9 +306,9 @@ func statusOf(t *taskstore.Task) fallbackStatus {
 	return s
 }
 
-// statusResult renders t for task_status (and a task_result that timed
+// StatusResult renders t for task_status (and a task_result that timed
 // out): the text an agent reads, and the same as structuredContent.
-func (fb *fallback) statusResult(t *taskstore.Task) json.RawMessage {
+func (fb *Tools) StatusResult(t *taskstore.Task) json.RawMessage {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task %s (tool %s) is %s.", t.ID, t.Tool, strings.ReplaceAll(string(t.Status), "_", " "))
 	if m := strings.TrimSuffix(t.StatusMessage, "."); m != "" {
@@ -355,9 +355,9 @@ func progressText(raw json.RawMessage) string {
 	return s
 }
 
-// fallbackOutcome is what task_result returns for terminal t: the tool's own
+// Outcome is what task_result returns for terminal t: the tool's own
 // CallToolResult, else a tool error saying how it ended.
-func fallbackOutcome(t *taskstore.Task) json.RawMessage {
+func Outcome(t *taskstore.Task) json.RawMessage {
 	if len(t.Result) > 0 {
 		return t.Result
 	}
@@ -379,11 +379,11 @@ func fallbackOutcome(t *taskstore.Task) json.RawMessage {
 	return toolResult(fmt.Sprintf("Task %s (tool %s) %s: %s", t.ID, t.Tool, t.Status, msg), nil, true)
 }
 
-// started is the answer to the call that became task t: a plain
+// Started is the answer to the call that became task t: a plain
 // CallToolResult that says where the result will come from. Its
 // structuredContent is {taskId, status, pollIntervalMs}, unless the tool
 // declares an outputSchema that such content would not match.
-func (fb *fallback) started(t *taskstore.Task, outputSchema, needsInput bool) json.RawMessage {
+func (fb *Tools) Started(t *taskstore.Task, outputSchema, needsInput bool) json.RawMessage {
 	text := fmt.Sprintf("The tool %s is still running, so its work continues in the background as task %s. "+
 		"Call %s with {\"taskId\": %q} to wait for its result; %s reports its progress and %s stops it.",
 		t.Tool, t.ID, fb.names.result, t.ID, fb.names.status, fb.names.cancel)
@@ -403,11 +403,11 @@ func (fb *fallback) started(t *taskstore.Task, outputSchema, needsInput bool) js
 	return toolResult(text, structured, false)
 }
 
-// awaitQuestion waits (briefly) until the worker has recorded the input
+// AwaitQuestion waits (briefly) until the worker has recorded the input
 // request the call's upstream asked before it became task t, so that the
 // answer saying the task needs input and a task_status right after it
 // agree. Bounded: the answer goes out anyway.
-func (fb *fallback) awaitQuestion(ctx context.Context, t *taskstore.Task) {
+func (fb *Tools) AwaitQuestion(ctx context.Context, t *taskstore.Task) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, _ = fb.store.WaitFor(ctx, t.Owner, t.ID, func(t *taskstore.Task) bool {
@@ -416,17 +416,17 @@ func (fb *fallback) awaitQuestion(ctx context.Context, t *taskstore.Task) {
 }
 
 // status serves task_status.
-func (fb *fallback) status(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) status(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, id)
 	if err != nil {
-		return fb.storeFailure(err, "status", id, era)
+		return fb.StoreFailure(err, "status", id, era)
 	}
 	fb.metrics.Tracer().LinkTask(ctx, t)
-	return fb.statusResult(t), nil
+	return fb.StatusResult(t), nil
 }
 
 // cancel serves task_cancel.
-func (fb *fallback) cancel(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) cancel(ctx context.Context, owner, id string, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.RequestCancel(ctx, owner, id, "The task was cancelled by request.")
 	switch {
 	case errors.Is(err, taskstore.ErrTerminal):
@@ -436,7 +436,7 @@ func (fb *fallback) cancel(ctx context.Context, owner, id string, era core.Clien
 		}
 		return toolResult(fmt.Sprintf("Task %s has already finished; there is nothing to cancel.", id), nil, true), nil
 	case err != nil:
-		return fb.storeFailure(err, "cancel", id, era)
+		return fb.StoreFailure(err, "cancel", id, era)
 	}
 	fb.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
 	fb.metrics.Tracer().LinkTask(ctx, t)
@@ -458,10 +458,10 @@ func finishedVerb(s taskstore.Status) string {
 // answer serves task_answer: the answers are recorded (owner-checked) and
 // reach the worker wherever it runs. Keys the task does not wait for are
 // named back, so the agent can fix them.
-func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) answer(ctx context.Context, owner string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
-		return fb.storeFailure(err, "answer", a.TaskID, era)
+		return fb.StoreFailure(err, "answer", a.TaskID, era)
 	}
 	fb.metrics.Tracer().LinkTask(ctx, t)
 	if t.Status.Terminal() {
@@ -489,7 +489,7 @@ func (fb *fallback) answer(ctx context.Context, owner string, a fallbackArgs, er
 		return toolResult(fmt.Sprintf("Task %s finished meanwhile and needs no answers. Call %s for its result.",
 			t.ID, fb.names.result), nil, true), nil
 	case err != nil:
-		return fb.storeFailure(err, "answer", t.ID, era)
+		return fb.StoreFailure(err, "answer", t.ID, era)
 	}
 	fb.log.Debug().Str("op", "answer").Str("task_id", t.ID).Int("accepted", n).Msg("input responses recorded")
 	return toolResult(fmt.Sprintf("Recorded %d answer(s) for task %s; it goes on. Call %s with this taskId to wait for its result.",
@@ -510,10 +510,10 @@ func quoteList(ks []string) string {
 // waitResult serves task_result without a stream: it waits up to a.Wait
 // for the task to end (or to need input), then returns the tool's result,
 // or the status.
-func (fb *fallback) waitResult(ctx context.Context, owner string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) waitResult(ctx context.Context, owner string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
-		return fb.storeFailure(err, "result", a.TaskID, era)
+		return fb.StoreFailure(err, "result", a.TaskID, era)
 	}
 	if !t.Status.Terminal() && t.Status != taskstore.StatusInputRequired && a.Wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, a.Wait)
@@ -529,18 +529,18 @@ func (fb *fallback) waitResult(ctx context.Context, owner string, a fallbackArgs
 				t = t2
 			}
 		default:
-			return fb.storeFailure(err, "result", a.TaskID, era)
+			return fb.StoreFailure(err, "result", a.TaskID, era)
 		}
 	}
 	if t.Status.Terminal() {
-		return fallbackOutcome(t), nil
+		return Outcome(t), nil
 	}
-	return fb.statusResult(t), nil
+	return fb.StatusResult(t), nil
 }
 
-// serve runs fallback tool name for owner; it returns the CallToolResult,
+// Serve runs fallback tool name for owner; it returns the CallToolResult,
 // or the gateway's own failure.
-func (fb *fallback) serve(ctx context.Context, owner, name string, a fallbackArgs, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) Serve(ctx context.Context, owner, name string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	switch name {
 	case fb.names.status:
 		return fb.status(ctx, owner, a.TaskID, era)
@@ -552,10 +552,10 @@ func (fb *fallback) serve(ctx context.Context, owner, name string, a fallbackArg
 	return fb.waitResult(ctx, owner, a, era)
 }
 
-// appendTools adds the fallback tools to a tools/list result, unless the
+// AppendTools adds the fallback tools to a tools/list result, unless the
 // upstream lists a tool of the same name (which is never hidden: the clash
-// is logged, and the gateway's tool left out).
-func (fb *fallback) appendTools(result json.RawMessage) (json.RawMessage, error) {
+// Is logged, and the gateway's tool left out).
+func (fb *Tools) AppendTools(result json.RawMessage) (json.RawMessage, error) {
 	var res map[string]json.RawMessage
 	if err := json.Unmarshal(result, &res); err != nil || res == nil {
 		return nil, errors.New("tools/list result is not an object")
@@ -577,7 +577,7 @@ func (fb *fallback) appendTools(result json.RawMessage) (json.RawMessage, error)
 		def := fb.tools[i]
 		if listed[name] {
 			fb.log.Error().Str("op", "tools/list").Str("tool", name).
-				Msg("the upstream lists a tool with a fallback tool's name; its tool is kept and the fallback tool left out: set --fallback-prefix")
+				Msg("the upstream lists a tool with a Tools tool's name; its tool is kept and the Tools tool left out: set --Tools-prefix")
 			continue
 		}
 		tools = append(tools, def)
@@ -586,16 +586,19 @@ func (fb *fallback) appendTools(result json.RawMessage) (json.RawMessage, error)
 	return json.Marshal(res)
 }
 
-// firstPage reports whether a tools/list request asks for the first page
+// FirstPage reports whether a tools/list request asks for the first page
 // (no cursor): only that page gains the fallback tools.
-func firstPage(params json.RawMessage) bool {
+func FirstPage(params json.RawMessage) bool {
 	var p struct {
 		Cursor *string `json:"cursor"`
 	}
 	return len(params) == 0 || json.Unmarshal(params, &p) != nil || p.Cursor == nil
 }
 
-// badArgs is the tool result for arguments the agent must fix.
-func badArgs(name, problem string) json.RawMessage {
+// BadArgs is the tool result for arguments the agent must fix.
+func BadArgs(name, problem string) json.RawMessage {
 	return toolResult(name+": "+problem, nil, true)
 }
+
+// ResultName is the name of the tool that waits for a task's result.
+func (fb *Tools) ResultName() string { return fb.names.result }

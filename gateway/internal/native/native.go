@@ -1,4 +1,4 @@
-package gateway
+package native
 
 import (
 	"context"
@@ -12,30 +12,22 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// The upstream's own tasks (MCP 2025-11-25, Tasks; SEP-2663) that the
-// gateway passes through rather than runs: what both fronts share about
-// them, the store they are recorded in, how long a record is kept, and how
-// a task the upstream forgot is marked lost and shown failed. Each front
-// serves its own protocol's view (front2025_native.go,
-// front2026_native.go); the runner's task that holds an upstream task is
-// in internal/runner/native.go.
-
 // Why a recorded upstream task can no longer finish.
 const (
-	sessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
-	taskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
+	SessionLost = "the upstream session behind this task was lost (the upstream answered 404 for it: it restarted, or ended the session); the task cannot finish"
+	TaskLost    = "the upstream no longer knows this task (it restarted, or dropped the task before its ttl); the task cannot finish"
 )
 
-// upstreamTaskStore is what both fronts need of the store for upstream
+// Store is what both fronts need of the store for upstream
 // tasks (taskstore/upstream_tasks.go).
-type upstreamTaskStore interface {
+type Store interface {
 	PutUpstreamTask(ctx context.Context, u taskstore.UpstreamTask, ttl time.Duration) error
 	UpstreamTaskOwner(ctx context.Context, owner, id string) (mine *taskstore.UpstreamTask, anyone bool, err error)
 	MarkUpstreamTaskLost(ctx context.Context, owner, id, why string) error
 	UpstreamTaskTTL(ttl time.Duration) time.Duration
 }
 
-// keepFor is how long the gateway keeps the record of an upstream task
+// KeepFor is how long the gateway keeps the record of an upstream task
 // whose CreateTaskResult (answer a) named ttl ms (nil: unlimited): the
 // store's bound (UpstreamTaskTTL), at most core.AnonymousTTL for an anonymous
 // owner. When that is less than the upstream said, out is a's response
@@ -43,7 +35,7 @@ type upstreamTaskStore interface {
 // under is set, else the result's "ttlMs") set to what the gateway keeps:
 // past it the task cannot be reached through the gateway, and the client
 // must not be told otherwise.
-func keepFor(store interface {
+func KeepFor(store interface {
 	UpstreamTaskTTL(time.Duration) time.Duration
 }, owner string, ttl *float64, a *upstreamside.Answer, under string) (time.Duration, json.RawMessage) {
 	var asked time.Duration
@@ -83,8 +75,8 @@ func keepFor(store interface {
 	return kept, out
 }
 
-// markLost is lost, for either front.
-func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
+// MarkLost is lost, for either front.
+func MarkLost(ctx context.Context, store Store, log zerolog.Logger, rec *taskstore.UpstreamTask, why string) {
 	rec.Lost = why
 	log.Warn().Str("op", "native").Str("task_id", rec.ID).Str("owner", core.LogOwner(rec.Owner)).Msg(why)
 	if err := store.MarkUpstreamTaskLost(ctx, rec.Owner, rec.ID, why); err != nil {
@@ -92,9 +84,9 @@ func markLost(ctx context.Context, store upstreamTaskStore, log zerolog.Logger, 
 	}
 }
 
-// failedRecord is the task object of rec as the upstream last gave it,
+// FailedRecord is the task object of rec as the upstream last gave it,
 // failed with rec.Lost; ttlKey names its ttl (null when it gave none).
-func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
+func FailedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
 	t := map[string]any{}
 	_ = json.Unmarshal(rec.Task, &t)
 	t["taskId"] = rec.ID
@@ -108,4 +100,15 @@ func failedRecord(rec *taskstore.UpstreamTask, ttlKey string) map[string]any {
 		t[ttlKey] = nil
 	}
 	return t
+}
+
+// NotFoundError reports whether a JSON-RPC error response is -32602, what
+// a receiver answers for a task id it does not know ("Error Handling").
+func NotFoundError(msg json.RawMessage) bool {
+	var env struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(msg, &env) == nil && env.Error != nil && env.Error.Code == mcpwire.CodeInvalidParams
 }
