@@ -1,10 +1,11 @@
 package gateway
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"net/netip"
 	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 

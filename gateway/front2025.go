@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
@@ -48,7 +49,7 @@ import (
 
 // front2025 serves 2025-11-25 (and older) clients.
 type front2025 struct {
-	frontDeps
+	front.Deps
 	store    front2025Store
 	sessions *sessionCache // what each client session negotiated
 	// anonymous bounds what clients without Authorization make the
@@ -59,7 +60,7 @@ type front2025 struct {
 
 // front2025Store is what the 2025-11-25 front needs of the task store.
 type front2025Store interface {
-	renderStore // Get, Stamp, Options
+	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
@@ -159,7 +160,7 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 // upstreamSession sends initialize to a stateless upstream and returns its
 // answer if it opened a session (a server of both eras), else nil.
 func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *upstreamside.Answer {
-	resp, err := f.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(body))
+	resp, err := f.Up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(body))
 	if err != nil {
 		return nil
 	}
@@ -185,7 +186,7 @@ var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools
 func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	var params map[string]json.RawMessage
 	if err := json.Unmarshal(msg.Params, &params); err != nil || params == nil {
-		f.up.Forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
+		f.Up.Forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
 		return
 	}
 	var asked string
@@ -198,7 +199,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		if b, err := withParams(msg.Raw, params); err == nil {
 			body = b
 		}
-	} else if f.fb != nil && (asked == core.Version2025 || upstreamside.Frontable[asked]) {
+	} else if f.Fallback != nil && (asked == core.Version2025 || upstreamside.Frontable[asked]) {
 		// A client without tasks may get fallback tasks, whose questions
 		// it answers with task_answer even without elicitation or
 		// sampling: the upstream must be willing to ask.
@@ -214,7 +215,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	// (MCP-Protocol-Version is for requests after initialization).
 	header := upstreamside.IdentityHeader(r.Header, "Mcp-Protocol-Version")
 	var a *upstreamside.Answer
-	if era, err := f.up.Era(r.Context(), core.ForwardedAuth(r)); err == nil && era.Stateless {
+	if era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r)); err == nil && era.Stateless {
 		// A stateless upstream: a session of its own only if it gives one
 		// (a server of both eras may); else the gateway is the session
 		// (front2025_stateless.go).
@@ -222,7 +223,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 			f.initializeStateless(w, r, msg, params, asked)
 			return
 		}
-	} else if a = f.up.ForwardForRewrite(w, r, msg, header, body); a == nil {
+	} else if a = f.Up.ForwardForRewrite(w, r, msg, header, body); a == nil {
 		return
 	}
 	defer a.Close()
@@ -233,7 +234,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	}
 	sid := a.Resp.Header.Get("Mcp-Session-Id")
 	if a.Result == nil || json.Unmarshal(a.Result, &res) != nil || sid == "" {
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	var s *sessionInfo
@@ -242,39 +243,39 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 	switch {
 	case res.ProtocolVersion == core.Version2025 || (asked == core.Version2025 && upstreamside.Frontable[res.ProtocolVersion]):
 		s = newSessionInfo(sid, core.Version2025, res.ProtocolVersion, clientCaps)
-		out, err = present2025(a.Msg, a.Result, res.Capabilities, f.fb != nil && s.noTasks)
-	case f.fb != nil && (upstreamside.Frontable[res.ProtocolVersion]):
+		out, err = present2025(a.Msg, a.Result, res.Capabilities, f.Fallback != nil && s.noTasks)
+	case f.Fallback != nil && (upstreamside.Frontable[res.ProtocolVersion]):
 		// An older client: recorded only for the fallback task tools, so
 		// that every replica knows its capabilities and that it may see
 		// them (front2025_fallback.go). Its version is left as it is.
 		s = newSessionInfo(sid, res.ProtocolVersion, res.ProtocolVersion, clientCaps)
 		out, err = presentListChanged(a.Msg, a.Result, res.Capabilities)
 	default:
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	if err != nil {
-		f.log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the gateway's capabilities; the session stays pass-through")
-		a.Write(w, r, f.log, nil)
+		f.Log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the gateway's capabilities; the session stays pass-through")
+		a.Write(w, r, f.Log, nil)
 		return
 	}
-	f.decider.LearnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
+	f.Decider.LearnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
 	if err := f.recordSession(r.Context(), s); err != nil {
 		e := core.RPCError(err, core.Era2025)
-		f.log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
+		f.Log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
 		if !s.tasks2025() {
 			// An older client was recorded only for the fallback tools: it
 			// keeps its plain session, as without them (pass-through).
-			a.Write(w, r, f.log, nil)
+			a.Write(w, r, f.Log, nil)
 			return
 		}
 		f.closeOrphan(r, s)
 		mcpwire.WriteError(w, msg.ID, e) // without the session header: the session is not usable
 		return
 	}
-	f.log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
+	f.Log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
 		Str("upstream_version", s.UpstreamVersion).Msg("session recorded")
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // present2025 returns the response message with protocolVersion
@@ -402,7 +403,7 @@ func (f *front2025) closeOrphan(r *http.Request, s *sessionInfo) {
 	if v := r.Header.Values("Authorization"); len(v) > 0 {
 		header["Authorization"] = v
 	}
-	if err := f.up.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
-		f.log.Debug().Str("op", "initialize").Err(err).Msg("cannot close the unrecorded upstream session")
+	if err := f.Up.CloseSession(ctx, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: header}); err != nil {
+		f.Log.Debug().Str("op", "initialize").Err(err).Msg("cannot close the unrecorded upstream session")
 	}
 }

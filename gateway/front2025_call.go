@@ -22,7 +22,7 @@ import (
 
 // toolsCall decides a tools/call: plain pass-through, or a task.
 func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	if f.fb != nil && f.fallbackToolsCall(w, r, msg) {
+	if f.Fallback != nil && f.fallbackToolsCall(w, r, msg) {
 		return
 	}
 	s, serr := f.sessionErr(r)
@@ -46,14 +46,14 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	// A client may call without listing the tools first: the upstream's
 	// declaration is looked up (catalog.go) before anything is decided.
-	f.up.ToolDeclared(r.Context(), f.decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
+	f.Up.ToolDeclared(r.Context(), f.Decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
 		// (front2025_native.go), whatever the rules say.
 		f.passNativeTask(w, r, msg, p.Name)
 		return
 	}
-	d, learn := f.decider.Decide(r.Context(), p.Name, policy.Client2025)
+	d, learn := f.Decider.Decide(r.Context(), p.Name, policy.Client2025)
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
@@ -75,11 +75,11 @@ func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg
 	}
 	learn := ""
 	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
+		if _, listed := f.Decider.ToolInfo(r.Context(), p.Name); listed {
 			learn = p.Name
 		}
 	}
-	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.Up.Forward(w, r, msg, f.upstreamHeader(r), learn)
 }
 
 // plainCall serves a tools/call without params.task: refused for a tool
@@ -90,13 +90,13 @@ func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
 		return
 	}
-	if f.decider.UpstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
+	if f.Decider.UpstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
 		// A rule made a tool the upstream runs only as a task a plain
 		// one: the gateway waits on the upstream's task for the client.
 		f.callThroughNativeTask(w, r, msg, s, tool)
 		return
 	}
-	f.up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.Up.Forward(w, r, msg, f.upstreamHeader(r), learn)
 }
 
 // startTask makes a task-augmented tools/call the gateway's task and
@@ -109,7 +109,7 @@ func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	owner := core.OwnerOf(r)
 	ttl = decide.TaskTTL(d, ttl, owner)
-	if f.decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
+	if f.Decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
 		// holds the upstream's (internal/runner/native.go).
 		var err error
@@ -118,7 +118,7 @@ func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			return
 		}
 	}
-	if e := f.runner.Admit(); e != nil {
+	if e := f.Runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
@@ -130,7 +130,7 @@ func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		Learn:      learn,
 		Slot:       true,
 	}
-	if err := f.runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
+	if err := f.Runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}

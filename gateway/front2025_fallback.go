@@ -22,12 +22,13 @@ package gateway
 //	   (front2025_input.go) on any replica
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -49,7 +50,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 		return false // the usual path says what is wrong, or serves the task
 	}
 	s, err := f.sessionErr(r)
-	if err != nil && f.fb.Is(p.Name) {
+	if err != nil && f.Fallback.Is(p.Name) {
 		// The store cannot say whose session this is: a fallback tool
 		// cannot be served, and must not reach the upstream as unknown.
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
@@ -58,13 +59,13 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 	if s == nil || !s.noTasks {
 		return false
 	}
-	if f.fb.Is(p.Name) {
-		if _, listed := f.decider.ToolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
+	if f.Fallback.Is(p.Name) {
+		if _, listed := f.Decider.ToolInfo(r.Context(), p.Name); !listed { // the upstream's own tool is never hidden
 			f.fallbackTool(w, r, msg, s, p)
 			return true
 		}
 	}
-	d, learn := f.decider.Decide(r.Context(), p.Name, policy.ClientFallback)
+	d, learn := f.Decider.Decide(r.Context(), p.Name, policy.ClientFallback)
 	if d.Mode != policy.Auto {
 		return false
 	}
@@ -74,14 +75,14 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 
 // fallbackTool serves one of the fallback tools for session s.
 func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
-	a, problem := f.fb.ParseArgs(p.Name, p.Arguments)
+	a, problem := f.Fallback.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, fallback.BadArgs(p.Name, problem))
 		return
 	}
 	owner := core.OwnerOf(r)
-	if p.Name != f.fb.ResultName() {
-		res, e := f.fb.Serve(r.Context(), owner, p.Name, a, core.Era2025)
+	if p.Name != f.Fallback.ResultName() {
+		res, e := f.Fallback.Serve(r.Context(), owner, p.Name, a, core.Era2025)
 		if e != nil {
 			mcpwire.WriteError(w, msg.ID, e)
 			return
@@ -95,9 +96,9 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 			return len(s.ClientCaps) > 0 && runner.ClientCan(s.ClientCaps, method)
 		},
 		final:  fallback.Outcome,
-		status: f.fb.StatusResult,
+		status: f.Fallback.StatusResult,
 		failed: func(err error) (json.RawMessage, *mcpwire.Error) {
-			return f.fb.StoreFailure(err, "result", a.TaskID, core.Era2025)
+			return f.Fallback.StoreFailure(err, "result", a.TaskID, core.Era2025)
 		},
 	}, nil)
 }
@@ -106,7 +107,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 // plain call if it ends within the hybrid wait, else a task the client
 // follows with the fallback tools.
 func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
-	if e := f.runner.Admit(); e != nil {
+	if e := f.Runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
@@ -118,14 +119,14 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 		// clientCaps nil: every input request is kept in the task, for
 		// task_status and task_answer when the client cannot be asked.
 	}
-	res, ok := f.holdHybrid(r, j, d)
+	res, ok := f.HoldHybrid(r, j, d)
 	switch {
 	case !ok:
 	case res == nil: // still running, or asking for input
 		f.startFallbackTask(w, r, msg, j, s, tool, d)
 	default:
 		if res.Err == nil {
-			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
+			f.Decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writePlain(w, msg, *res)
 	}
@@ -137,7 +138,7 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 	switch {
 	case res.Err != nil:
 		e := core.RPCError(res.Err, core.Era2025)
-		f.log.Warn().Str("op", "call").Msg(e.Message)
+		f.Log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 	case res.Resp.Error != nil:
 		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
@@ -151,19 +152,19 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 // call a plain one, answered when it ends.
 func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
-	if err := f.runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
-		f.log.Warn().Str("op", "fallback.Tools").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
-		f.writePlain(w, msg, f.runner.WaitPlain(r, j))
+	if err := f.Runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
+		f.Log.Warn().Str("op", "fallback.Tools").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
+		f.writePlain(w, msg, f.Runner.WaitPlain(r, j))
 		return
 	}
-	decl, _ := f.decider.ToolInfo(ctx, tool)
+	decl, _ := f.Decider.ToolInfo(ctx, tool)
 	if j.First != nil {
-		f.fb.AwaitQuestion(ctx, j.Task)
+		f.Fallback.AwaitQuestion(ctx, j.Task)
 	}
-	result := f.fb.Started(j.Task, decl.Output, j.First != nil)
+	result := f.Fallback.Started(j.Task, decl.Output, j.First != nil)
 	first, err := f.store.MarkSessionFallback(ctx, s.ID)
 	if err != nil {
-		f.log.Warn().Str("op", "fallback.Tools").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback.Tools tools")
+		f.Log.Warn().Str("op", "fallback.Tools").Err(err).Msg("cannot mark the session; its tools/list may lack the fallback.Tools tools")
 	}
 	if !first {
 		mcpwire.WriteResult(w, msg.ID, result)
@@ -180,13 +181,13 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 // fallback tools: once it had a fallback task (read from Redis, so any
 // replica agrees).
 func (f *front2025) fallbackListed(ctx context.Context, s *sessionInfo) bool {
-	if f.fb == nil || s == nil || !s.noTasks {
+	if f.Fallback == nil || s == nil || !s.noTasks {
 		return false
 	}
 	rec, err := f.store.GetSession(ctx, s.ID)
 	if err != nil {
 		if !errors.Is(err, taskstore.ErrNoSession) && ctx.Err() == nil {
-			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot tell whether the session has fallback.Tools tasks")
+			f.Log.Warn().Str("op", "tools/list").Err(err).Msg("cannot tell whether the session has fallback.Tools tasks")
 		}
 		return false
 	}

@@ -21,7 +21,7 @@ func (f *front2025) inputResponse(w http.ResponseWriter, r *http.Request, msg *m
 	owner := core.OwnerOf(r)
 	n, err := f.store.AnswerInputs(r.Context(), owner, taskID, map[string]json.RawMessage{key: answer})
 	if err != nil {
-		e := *core.TaskError(f.log, err, "answer", taskID, core.Era2025)
+		e := *core.TaskError(f.Log, err, "answer", taskID, core.Era2025)
 		if e.Code != mcpwire.CodeInternalError {
 			e.Status = http.StatusNotFound // a response has no id to answer with an error
 		} else {
@@ -30,6 +30,6 @@ func (f *front2025) inputResponse(w http.ResponseWriter, r *http.Request, msg *m
 		mcpwire.WriteError(w, nil, &e)
 		return
 	}
-	f.log.Debug().Str("op", "answer").Str("task_id", taskID).Str("key", key).Int("accepted", n).Msg("input response recorded")
+	f.Log.Debug().Str("op", "answer").Str("task_id", taskID).Str("key", key).Int("accepted", n).Msg("input response recorded")
 	w.WriteHeader(http.StatusAccepted)
 }

@@ -52,20 +52,20 @@ import (
 // task-augmented call: the upstream declared execution.taskSupport for it
 // and no rule names it.
 func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
-	native, ruled := f.decider.Native(ctx, tool)
+	native, ruled := f.Decider.Native(ctx, tool)
 	return native && !ruled
 }
 
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
 func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
 	defer a.Close()
 	if a.Result == nil { // the upstream's JSON-RPC error: its to give
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	t, raw, err := core.ParseCreateTaskResult(a.Result)
@@ -73,7 +73,7 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
 			tool, err, core.QuoteAnswer(a.Result)))
-		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
+		f.Log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
@@ -90,15 +90,15 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		// No replica could route its tasks/*: the upstream's task is
 		// cancelled, and the client told the call failed.
 		e := core.RPCError(err, core.Era2025)
-		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+		f.Log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
 		header := f.upstreamHeader(r)
 		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
+	f.Log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
@@ -107,7 +107,7 @@ func (f *front2025) cancelNative(ctx context.Context, header http.Header, id str
 	defer stop()
 	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
 		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-	if resp, err := f.up.Post(ctx, header, bytes.NewReader(cancel)); err == nil {
+	if resp, err := f.Up.Post(ctx, header, bytes.NewReader(cancel)); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -130,7 +130,7 @@ func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) h
 func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", id, core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", id, core.Era2025))
 		return true
 	}
 	if rec == nil || rec.Protocol == taskstore.Protocol2026 {
@@ -155,9 +155,9 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		header = upstreamside.IdentityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
+	resp, err := f.Up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
-		f.up.ForwardFailed(w, r, msg, err)
+		f.Up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
@@ -169,16 +169,16 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 	if stream {
 		// Streamed as it comes: its input requests must reach the client
 		// before the upstream can answer.
-		f.up.RelayRequest(w, r, resp, msg, "", start)
+		f.Up.RelayRequest(w, r, resp, msg, "", start)
 		return
 	}
 	if !upstreamside.Rewritable(resp) {
-		f.up.Relay(w, r, resp)
+		f.Up.Relay(w, r, resp)
 		return
 	}
 	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
-		f.up.ForwardFailed(w, r, msg, err)
+		f.Up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	defer a.Close()
@@ -190,13 +190,13 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 		f.answerLost(w, msg, rec)
 		return
 	}
-	a.Write(w, r, f.log, nil)
+	a.Write(w, r, f.Log, nil)
 }
 
 // lost marks rec failed for good, in the store (best effort: the next
 // request finds out again) and in rec.
 func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
-	native.MarkLost(ctx, f.store, f.log, rec, why)
+	native.MarkLost(ctx, f.store, f.Log, rec, why)
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
@@ -268,7 +268,7 @@ func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *session
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
+	resp, err := f.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
@@ -313,7 +313,7 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 	}
 	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), core.OwnerOf(r), p.TaskID)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", p.TaskID, core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", p.TaskID, core.Era2025))
 		return true
 	}
 	if anyone && mine == nil {
@@ -359,7 +359,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		return
 	}
 	header := f.upstreamHeader(r)
-	f.up.Forward(w, r, result, header, tool)
+	f.Up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
 		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 	}

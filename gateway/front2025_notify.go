@@ -59,7 +59,7 @@ func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *ht
 			mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 			return
 		}
-		f.up.Relay(w, r, resp)
+		f.Up.Relay(w, r, resp)
 		return
 	}
 	defer watch.Close()

@@ -50,7 +50,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 		rs.fail(err)
 		return
 	}
-	f.trace.LinkTask(rs.ctx, rs.t)
+	f.Trace.LinkTask(rs.ctx, rs.t)
 	if rs.answeredAtOnce() {
 		return
 	}
@@ -103,7 +103,7 @@ func (rs *resultWait) fail(err error) {
 		return
 	}
 	if rs.o == nil {
-		mcpwire.WriteError(rs.w, rs.msg.ID, core.TaskError(rs.f.log, err, "result", rs.id, core.Era2025))
+		mcpwire.WriteError(rs.w, rs.msg.ID, core.TaskError(rs.f.Log, err, "result", rs.id, core.Era2025))
 		return
 	}
 	res, e := rs.o.failed(err)
@@ -324,6 +324,6 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Wr
 }
 
 func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
-	f.log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
+	f.Log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
 }

@@ -210,7 +210,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				f.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
+				f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
 			}
 			return e.info, nil
 		case !ok:
@@ -230,7 +230,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 			return e.info, nil // known "not ours"
 		}
 		if ctx.Err() == nil {
-			f.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
+			f.Log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
 		}
 		return nil, err
 	}
@@ -268,7 +268,7 @@ func (f *front2025) forgetSession(r *http.Request) {
 	defer cancel()
 	if err := f.store.DeleteSession(ctx, id); err != nil {
 		// The record expires on its own after sessionTTL.
-		f.log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
+		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
 	}
 }
 

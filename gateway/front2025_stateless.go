@@ -119,7 +119,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		// Redis hold sessions without end.
 		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
-			f.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
+			f.Log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
 			return
 		}
@@ -131,7 +131,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	f.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
+	f.Log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
 	w.Header().Set("Mcp-Session-Id", s.ID)
 	mcpwire.WriteResult(w, msg.ID, out)
 }
@@ -142,9 +142,9 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // onNote, when set, gets the upstream's notifications on the way.
 func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
+	resp, err := f.Up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
-		f.up.ForwardFailed(w, r, msg, err)
+		f.Up.ForwardFailed(w, r, msg, err)
 		return nil, false
 	}
 	if resp.Error != nil {
@@ -309,7 +309,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
-	if e := f.runner.Admit(); e != nil {
+	if e := f.Runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
@@ -329,7 +329,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 		f.emulatedPlainCall(w, r, msg, s, j, l)
 		return
 	}
-	if err := f.runner.Launch(r.Context(), j, l); err != nil {
+	if err := f.Runner.Launch(r.Context(), j, l); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
@@ -344,13 +344,13 @@ func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, ms
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	f.up.ToolDeclared(r.Context(), f.decider, statelessSession(r), p.Name) // a client may call without listing
-	d, learn := f.decider.Decide(r.Context(), p.Name, kind)
+	f.Up.ToolDeclared(r.Context(), f.Decider, statelessSession(r), p.Name) // a client may call without listing
+	d, learn := f.Decider.Decide(r.Context(), p.Name, kind)
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}
 	switch {
-	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(f.fb != nil && s.noTasks):
+	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(f.Fallback != nil && s.noTasks):
 		// (With the fallback tools a client without tasks sees such a
 		// tool as "optional": its plain call runs, held as any plain call.)
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
@@ -403,7 +403,7 @@ func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, ms
 		// lost.
 		watch, err = f.store.Watch(r.Context(), j.Owner, j.Task.ID)
 	}
-	if lerr := f.runner.Launch(r.Context(), j, l); lerr != nil {
+	if lerr := f.Runner.Launch(r.Context(), j, l); lerr != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(lerr, core.Era2025))
 		return
 	}
@@ -513,7 +513,7 @@ func (f *front2025) abandonCall(owner, id, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), core.StoreTimeout)
 	defer cancel()
 	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
-		f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
+		f.Log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	}
 }
 
@@ -523,7 +523,7 @@ func (f *front2025) abandonCall(owner, id, why string) {
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
 func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
-	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 	if err != nil || !era.Stateless {
 		return false
 	}

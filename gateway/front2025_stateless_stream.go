@@ -132,7 +132,7 @@ func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
-		f.log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
+		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
 	}
 }
 
@@ -141,7 +141,7 @@ func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) 
 func (f *front2025) logLevelOf(ctx context.Context, s *sessionInfo) string {
 	level, err := f.store.SessionLogLevel(ctx, s.ID)
 	if err != nil {
-		f.log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
+		f.Log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
 	}
 	return level
 }
@@ -374,7 +374,7 @@ func (f *front2025) listenStateOf(ctx context.Context, s *sessionInfo, last list
 		return last, true
 	case err != nil:
 		if ctx.Err() == nil {
-			f.log.Warn().Str("op", "listen").Err(err).Msg("cannot read the session's subscriptions; listening as before")
+			f.Log.Warn().Str("op", "listen").Err(err).Msg("cannot read the session's subscriptions; listening as before")
 		}
 		return last, false
 	}
@@ -401,10 +401,10 @@ func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionI
 	header.Set("Accept", "application/json, text/event-stream")
 	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.up.Post(ctx, header, bytes.NewReader(body))
+	resp, err := f.Up.Post(ctx, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
-			f.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
+			f.Log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
 		}
 		return nil, nil, nil
 	}
@@ -486,7 +486,7 @@ func (f *front2025) LogMessage(ctx context.Context, owner string, t *taskstore.T
 func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
 	key := callKey(msg.ID)
 	if err := f.store.SetSessionCall(r.Context(), s.ID, key, id); err != nil {
-		f.log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
+		f.Log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
 		return func() {}
 	}
 	return func() {
@@ -530,7 +530,7 @@ func (f *front2025) renewAnonymous(ctx context.Context, s *sessionInfo) {
 		return
 	}
 	if err := f.store.RenewAnonymous(ctx, anonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
-		f.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
+		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
 	}
 }
 

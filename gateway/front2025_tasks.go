@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -37,7 +38,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	owner := core.OwnerOf(r)
 	if msg.MethodName() == "tasks/list" {
-		if !f.polls.admit(w, msg, f.metrics, owner, "") { // ratelimit.go
+		if !f.Polls.Admit(w, msg, f.Metrics, owner, "") { // ratelimit.go
 			return
 		}
 		f.list(w, r, msg, owner, p.Cursor, s)
@@ -53,7 +54,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	missing := func() bool { return f.upstreamTask(w, r, msg, owner, p.TaskID) }
 	switch msg.MethodName() {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2025Get, core.Era2025, owner, p.TaskID, missing)
+		f.GetTask(w, r, msg, f.store, front.Render2025Get, core.Era2025, owner, p.TaskID, missing)
 	case "tasks/cancel":
 		f.cancel(w, r, msg, owner, p.TaskID, missing)
 	case "tasks/result":
@@ -76,7 +77,7 @@ func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 	}
 	page, next, err := f.store.List(r.Context(), owner, c, 0)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "list", "", core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "list", "", core.Era2025))
 		return
 	}
 	var recs []*taskstore.UpstreamTask
@@ -123,12 +124,12 @@ func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", id, core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "cancel", id, core.Era2025))
 		return
 	}
-	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
-	f.trace.LinkTask(r.Context(), t)
-	f.log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
+	f.Metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	f.Trace.LinkTask(r.Context(), t)
+	f.Log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 	f.StatusChanged(r.Context(), t)
 	mcpwire.WriteResult(w, msg.ID, core.ToTask2025(t))

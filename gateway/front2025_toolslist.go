@@ -23,10 +23,11 @@ package gateway
 // (catalog.go), which a tools/call on any replica reads.
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
@@ -38,22 +39,22 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	s := f.session(r)
 	withFallback := fallback.FirstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
-		f.up.Forward(w, r, msg, f.upstreamHeader(r), "")
+		f.Up.Forward(w, r, msg, f.upstreamHeader(r), "")
 		return
 	}
-	a := f.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
 	defer a.Close()
 	if a.Result == nil {
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	result, err := f.toolsListResult(r.Context(), s, a.Result, withFallback)
 	if err != nil {
-		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
-		a.Write(w, r, f.log, nil)
+		f.Log.Warn().Str("op", "tools/list").Err(err).Msg("cannot read the upstream's tools/list result; relayed unchanged")
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	out := json.RawMessage(nil)
@@ -62,7 +63,7 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 			out = nil
 		}
 	}
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // toolsListResult is the upstream's tools/list result as session s sees
@@ -72,37 +73,37 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
-		cfg := f.decider.Policy.Load()
+		cfg := f.Decider.Policy.Load()
 		var declared map[string]decide.ToolDecl
 		var err error
 		result, declared, err = decide.RewriteTools(upstream, func(name string, decl decide.ToolDecl) policy.TaskSupport {
-			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.decider.Lat.Stats(name))
-			if d.TaskSupport == policy.TaskSupportRequired && f.fb != nil && s.noTasks {
+			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.Decider.Lat.Stats(name))
+			if d.TaskSupport == policy.TaskSupportRequired && f.Fallback != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool
 				// itself; with the fallback tools it gets a task anyway.
 				d.TaskSupport = policy.TaskSupportOptional
 			}
 			if d.TaskSupport != decl.TaskSupport {
-				f.log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
+				f.Log.Debug().Str("op", "decide").Str("tool", name).Str("task_support", string(d.TaskSupport)).Msg(d.Reason)
 			}
 			return d.TaskSupport
 		})
 		if err != nil {
 			return nil, err
 		}
-		f.decider.LearnTools(ctx, declared)
+		f.Decider.LearnTools(ctx, declared)
 	} else {
-		f.decider.LearnToolsList(ctx, upstream)
+		f.Decider.LearnToolsList(ctx, upstream)
 	}
 	if withFallback {
 		base := result
 		if base == nil {
 			base = upstream
 		}
-		if with, err := f.fb.AppendTools(base); err == nil {
+		if with, err := f.Fallback.AppendTools(base); err == nil {
 			result = with
 		} else {
-			f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
+			f.Log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
 		}
 	}
 	return result, nil

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -43,7 +44,7 @@ import (
 
 // front2026Store is what the 2026-07-28 front needs of the task store.
 type front2026Store interface {
-	renderStore // Get, Stamp, Options
+	front.RenderStore // Get, Stamp, Options
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
@@ -56,7 +57,7 @@ type front2026Store interface {
 
 // front2026 serves 2026-07-28 clients.
 type front2026 struct {
-	frontDeps
+	front.Deps
 	store     front2026Store
 	anonymous AnonymousTasks  // the bounds of tasks of clients without Authorization
 	life      context.Context // ends when the gateway closes: listen streams end
@@ -129,7 +130,7 @@ func isStateless(r *http.Request, msg *mcpwire.Message) bool {
 func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	mr, e := f.validate(r, msg)
 	if e != nil {
-		f.log.Debug().Str("op", "validate").Str("method", msg.MethodName()).Int("code", e.Code).Msg(e.Message)
+		f.Log.Debug().Str("op", "validate").Str("method", msg.MethodName()).Int("code", e.Code).Msg(e.Message)
 		if msg.Kind == mcpwire.KindNotification {
 			msg.ID = nil
 		}
@@ -195,7 +196,7 @@ func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessR
 	}
 	if version != core.Version2026 {
 		e := mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeUnsupportedVersion, "Unsupported protocol version: "+version)
-		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.up.SupportedVersions(), "requested": version})
+		e.Data = mcpwire.MustMarshal(map[string]any{"supported": f.Up.SupportedVersions(), "requested": version})
 		return nil, e
 	}
 	mr := &statelessReq{Version: version}
@@ -292,12 +293,12 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 // dropped, as there is no request it could refer to there.
 func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+		era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 		if err != nil || !era.Stateless {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if f.up.ForwardToStateless(w, r, msg, false, era, recheck, "") {
+		if f.Up.ForwardToStateless(w, r, msg, false, era, recheck, "") {
 			return
 		}
 	}
@@ -310,27 +311,27 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 // is probed again and the request sent by the new era, once.
 func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
 	for recheck := true; ; recheck = false {
-		era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+		era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 		switch {
 		case err != nil:
-			f.up.StatelessFailure(w, r, msg, err)
+			f.Up.StatelessFailure(w, r, msg, err)
 			return
 		case era.Stateless:
-			if f.up.ForwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
+			if f.Up.ForwardToStateless(w, r, msg, mr.declaresTasks(), era, recheck, learn) {
 				return
 			}
 			continue
 		}
-		target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
+		target, err := f.Up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 		if err != nil {
-			f.up.StatelessFailure(w, r, msg, err)
+			f.Up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if msg.MethodName() == "tools/call" {
 			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (front2026_bridge.go)
 			return
 		}
-		f.up.ForwardToSession(w, r, msg, target, mr.Version)
+		f.Up.ForwardToSession(w, r, msg, target, mr.Version)
 		return
 	}
 }

@@ -61,13 +61,13 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
-	if e := f.runner.Admit(); e != nil {
+	if e := f.Runner.Admit(); e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.runner.Hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
+	c := f.Runner.Hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
 	sse := mcpwire.NewWriter(w)
-	ka := f.up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
+	ka := f.Up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
 	var beat <-chan time.Time
 	if ka != nil {
 		t := time.NewTicker(ka.Every)
@@ -95,7 +95,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			relay(n)
 		case m := <-c.Requests:
 			if !canBridge || !runner.ClientCan(mr.ClientCaps, m.Method) {
-				_ = f.up.Respond(context.WithoutCancel(ctx), target.Session, runner.Refusal(m))
+				_ = f.Up.Respond(context.WithoutCancel(ctx), target.Session, runner.Refusal(m))
 				continue
 			}
 			j := &runner.Job{
@@ -122,26 +122,26 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 			}
 			if errors.Is(res.Err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
-				t2, err := f.up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
+				t2, err := f.Up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
 					f.fail(w, r, msg, sse, err)
 					return
 				}
 				target = t2
-				c = f.runner.StartCall(f.runner.Ctx, target.Session, req, false) // the first call ended
+				c = f.Runner.StartCall(f.Runner.Ctx, target.Session, req, false) // the first call ended
 				continue
 			}
 			if res.Err != nil {
 				f.fail(w, r, msg, sse, res.Err)
 				return
 			}
-			f.decider.Observe(learn, time.Since(c.Started))
-			f.up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.Resp)
+			f.Decider.Observe(learn, time.Since(c.Started))
+			f.Up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.Resp)
 			return
 		case <-ctx.Done():
 			// The client went away: on a session a dropped stream is not a
 			// cancellation, so say it.
-			f.up.CancelOnSession(ctx, target, req.ID)
+			f.Up.CancelOnSession(ctx, target, req.ID)
 			c.Abort(errors.New("the client went away"))
 			return
 		}
@@ -280,7 +280,7 @@ func bridgeState(params json.RawMessage) (taskID string, responses map[string]js
 // error answer.
 func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
 	if !sse.Started() {
-		f.up.StatelessFailure(w, r, msg, err)
+		f.Up.StatelessFailure(w, r, msg, err)
 		return
 	}
 	if r.Context().Err() == nil {

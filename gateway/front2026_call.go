@@ -56,7 +56,7 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
-	d, learn = f.decider.Decide(ctx, tool, client)
+	d, learn = f.Decider.Decide(ctx, tool, client)
 	switch d.Mode {
 	case policy.Task:
 		return modeTask, d, learn
@@ -119,12 +119,12 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
-	target, err := f.up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
+	target, err := f.Up.Target(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), mr.Version)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	if e := f.runner.Admit(); e != nil {
+	if e := f.Runner.Admit(); e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
@@ -182,7 +182,7 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
 func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
-	res := f.runner.WaitPlain(r, j)
+	res := f.Runner.WaitPlain(r, j)
 	if r.Context().Err() == nil {
 		f.writeCallResult(w, msg, res)
 	}
@@ -210,7 +210,7 @@ func (f *front2026) launch(r *http.Request, j *runner.Job, tool string, ttl, pol
 	if j.Fallback {
 		proto = taskstore.ProtocolFallback
 	}
-	return f.runner.Launch(context.WithoutCancel(r.Context()), j, runner.LaunchSpec{Proto: proto, Tool: tool, TTL: ttl, Poll: poll})
+	return f.Runner.Launch(context.WithoutCancel(r.Context()), j, runner.LaunchSpec{Proto: proto, Tool: tool, TTL: ttl, Poll: poll})
 }
 
 // defaultTTL is the ttl of an extension task (the client asks for none):
@@ -230,7 +230,7 @@ func (f *front2026) defaultTTL(owner string) time.Duration {
 // call still running, or a session upstream asking for input, becomes a
 // task.
 func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
-	res, ok := f.holdHybrid(r, j, d)
+	res, ok := f.HoldHybrid(r, j, d)
 	switch {
 	case !ok:
 		return // the client went away
@@ -250,7 +250,7 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		f.startTask(w, r, msg, j, tool, d)
 	default:
 		if res.Err == nil && !core.IsInputRequired(res.Resp) {
-			f.decider.Observe(j.Learn, time.Since(j.Call.Started))
+			f.Decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
 		f.writeCallResult(w, msg, *res)
 	}
@@ -263,7 +263,7 @@ func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message,
 	switch {
 	case res.Err != nil:
 		e := core.RPCError(res.Err, core.Era2026)
-		f.log.Warn().Str("op", "call").Msg(e.Message)
+		f.Log.Warn().Str("op", "call").Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 	case res.Resp.Error != nil:
 		status := http.StatusOK
@@ -286,8 +286,8 @@ func (f *front2026) nativeParams(ctx context.Context, tool string, params json.R
 	if target.Stateless {
 		return params
 	}
-	f.up.ToolDeclared(ctx, f.decider, target.Session, tool)
-	if !f.decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
+	f.Up.ToolDeclared(ctx, f.Decider, target.Session, tool)
+	if !f.Decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
 		return params
 	}
 	if out, err := runner.WithUpstreamTask(params, 0); err == nil {

@@ -29,23 +29,23 @@ const discoverTTL = 5 * time.Minute
 func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	auth := core.ForwardedAuth(r)
 	for attempt := 0; ; attempt++ {
-		era, err := f.up.Era(r.Context(), auth)
+		era, err := f.Up.Era(r.Context(), auth)
 		if err != nil {
-			f.up.StatelessFailure(w, r, msg, err)
+			f.Up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if !era.Stateless {
 			f.discoverSession(w, r, msg)
 			return
 		}
-		resp, contradicted, err := f.up.PostStateless(r.WithContext(obs.MethodCtx(r, msg)), upstreamside.WithoutTasksExtension(msg, mr.declaresTasks()), false)
+		resp, contradicted, err := f.Up.PostStateless(r.WithContext(obs.MethodCtx(r, msg)), upstreamside.WithoutTasksExtension(msg, mr.declaresTasks()), false)
 		if err != nil {
-			f.up.StatelessFailure(w, r, msg, err)
+			f.Up.StatelessFailure(w, r, msg, err)
 			return
 		}
 		if contradicted && attempt == 0 {
 			resp.Body.Close()
-			f.up.ForgetEra(era)
+			f.Up.ForgetEra(era)
 			continue
 		}
 		f.discoverStateless(w, r, msg, resp)
@@ -56,24 +56,24 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // discoverStateless relays a stateless upstream's DiscoverResult with the
 // extension and the gateway's versions added; anything else as it is.
 func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) {
-	a := f.up.StatelessAnswer(w, r, msg, resp)
+	a := f.Up.StatelessAnswer(w, r, msg, resp)
 	if a == nil {
 		return
 	}
 	defer a.Close()
 	if a.Result == nil {
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	var res map[string]json.RawMessage
 	if json.Unmarshal(a.Result, &res) != nil || res == nil {
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	var caps map[string]json.RawMessage
 	_ = json.Unmarshal(res["capabilities"], &caps)
 	res["capabilities"] = mcpwire.MustMarshal(withTasksExtension(caps))
-	res["supportedVersions"] = mcpwire.MustMarshal(f.up.SupportedVersions())
+	res["supportedVersions"] = mcpwire.MustMarshal(f.Up.SupportedVersions())
 	core.SetDefault(res, "resultType", `"complete"`)
 	core.SetDefault(res, "ttlMs", "0")
 	core.SetDefault(res, "cacheScope", `"private"`)
@@ -81,15 +81,15 @@ func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, ms
 	if err != nil {
 		out = nil
 	}
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // discoverSession builds the DiscoverResult of a session upstream from
 // the initialize result of the owner session.
 func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	sess, err := f.up.OwnerSession(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r))
+	sess, err := f.Up.OwnerSession(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r))
 	if err != nil {
-		f.up.StatelessFailure(w, r, msg, err)
+		f.Up.StatelessFailure(w, r, msg, err)
 		return
 	}
 	var init struct {
@@ -109,7 +109,7 @@ func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg 
 	}
 	res := map[string]any{
 		"resultType":        "complete",
-		"supportedVersions": f.up.SupportedVersions(sess.ProtocolVersion),
+		"supportedVersions": f.Up.SupportedVersions(sess.ProtocolVersion),
 		"capabilities":      withTasksExtension(init.Capabilities),
 		"ttlMs":             discoverTTL.Milliseconds(),
 		"cacheScope":        scope,

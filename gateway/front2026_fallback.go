@@ -11,11 +11,12 @@ package gateway
 // task_result waits without a stream.
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
@@ -24,23 +25,23 @@ import (
 )
 
 // fallbackClient reports whether mr's client may use the fallback tools.
-func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.fb != nil && !mr.Tasks }
+func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.Fallback != nil && !mr.Tasks }
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
 func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
-	if !f.fallbackClient(mr) || !f.fb.Is(p.Name) {
+	if !f.fallbackClient(mr) || !f.Fallback.Is(p.Name) {
 		return false
 	}
-	if _, listed := f.decider.ToolInfo(r.Context(), p.Name); listed {
+	if _, listed := f.Decider.ToolInfo(r.Context(), p.Name); listed {
 		return false
 	}
-	a, problem := f.fb.ParseArgs(p.Name, p.Arguments)
+	a, problem := f.Fallback.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", fallback.BadArgs(p.Name, problem)))
 		return true
 	}
-	res, e := f.fb.Serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
+	res, e := f.Fallback.Serve(r.Context(), core.Owner2026(r, a.TaskID), p.Name, a, core.Era2026)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return true
@@ -70,20 +71,20 @@ func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	}
 	defer a.Close()
 	if a.Result == nil {
-		a.Write(w, r, f.log, nil)
+		a.Write(w, r, f.Log, nil)
 		return
 	}
-	result, err := f.fb.AppendTools(a.Result)
+	result, err := f.Fallback.AppendTools(a.Result)
 	if err != nil {
-		f.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
-		a.Write(w, r, f.log, nil)
+		f.Log.Warn().Str("op", "tools/list").Err(err).Msg("cannot add the fallback.Tools tools to the upstream's tools/list result")
+		a.Write(w, r, f.Log, nil)
 		return
 	}
 	out, err := mcpwire.WithMember(a.Msg, "result", result)
 	if err != nil {
 		out = nil
 	}
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // captureWriter keeps a whole answer (a tools/list page) to rewrite it.
@@ -126,11 +127,11 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.
 func (f *front2026) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
-	decl, _ := f.decider.ToolInfo(r.Context(), tool)
+	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
 	if j.First != nil {
-		f.fb.AwaitQuestion(r.Context(), j.Task)
+		f.Fallback.AwaitQuestion(r.Context(), j.Task)
 	}
-	return core.StatelessResult("tools/call", f.fb.Started(j.Task, decl.Output, j.First != nil))
+	return core.StatelessResult("tools/call", f.Fallback.Started(j.Task, decl.Output, j.First != nil))
 }
 
 // withAskableClient returns the params of a stateless request whose

@@ -80,11 +80,11 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "subscriptions/listen params must be an object with notifications"))
 		return
 	}
-	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 	if p.Notifications.TaskIDs == nil {
 		switch {
 		case err != nil:
-			f.up.StatelessFailure(w, r, msg, err)
+			f.Up.StatelessFailure(w, r, msg, err)
 			return
 		case era.Stateless:
 			f.forward(w, r, msg, mr, "")
@@ -160,11 +160,11 @@ type listenStream struct {
 // asks for, and returns what ends the subscription.
 func (ls *listenStream) subscribeUpstream(filter upstreamside.ListenFilter) (release func()) {
 	r := ls.r
-	granted, notes, ready, release, err := ls.f.up.ListenUpstream(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), filter)
+	granted, notes, ready, release, err := ls.f.Up.ListenUpstream(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r), filter)
 	if err != nil {
 		// The upstream cannot be reached now: the stream goes on with the
 		// gateway's notifications alone, granting none of its.
-		ls.f.log.Warn().Str("op", "listen").Err(err).Msg("cannot subscribe to the upstream's notifications; the listen stream carries the gateway's alone")
+		ls.f.Log.Warn().Str("op", "listen").Err(err).Msg("cannot subscribe to the upstream's notifications; the listen stream carries the gateway's alone")
 		ls.feedReady = ready
 		return func() {}
 	}
@@ -184,7 +184,7 @@ func (ls *listenStream) watchTasks(w http.ResponseWriter, ids []string) bool {
 		t, err := ls.f.store.Get(ls.ctx, owner, id)
 		if errors.Is(err, taskstore.ErrUnavailable) {
 			// Not "not granted": the client must not conclude the task is gone.
-			mcpwire.WriteError(w, ls.msg.ID, core.TaskError(ls.f.log, err, "listen", id, core.Era2026))
+			mcpwire.WriteError(w, ls.msg.ID, core.TaskError(ls.f.Log, err, "listen", id, core.Era2026))
 			return false
 		}
 		if err != nil {
@@ -192,7 +192,7 @@ func (ls *listenStream) watchTasks(w http.ResponseWriter, ids []string) bool {
 		}
 		watch, err := ls.f.store.Watch(ls.ctx, owner, id)
 		if err != nil {
-			mcpwire.WriteError(w, ls.msg.ID, core.TaskError(ls.f.log, err, "listen", id, core.Era2026))
+			mcpwire.WriteError(w, ls.msg.ID, core.TaskError(ls.f.Log, err, "listen", id, core.Era2026))
 			return false
 		}
 		ls.granted = append(ls.granted, id)
@@ -278,8 +278,8 @@ func (ls *listenStream) relay() {
 	// intermediaries (Streamable HTTP 2026-07-28: encouraged for listen
 	// streams); Config.KeepAlive sets how often, as for plain calls.
 	var beat <-chan time.Time
-	if ls.f.up.KeepAlive > 0 {
-		t := time.NewTicker(ls.f.up.KeepAlive)
+	if ls.f.Up.KeepAlive > 0 {
+		t := time.NewTicker(ls.f.Up.KeepAlive)
 		defer t.Stop()
 		beat = t.C
 	}

@@ -210,7 +210,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 	if err != nil {
 		// No signing key: the task is made at once, as before this
 		// composition, its question in tasks/get.
-		f.log.Warn().Str("op", "mrtr").Err(err).Msg("cannot read the requestState key; the call becomes a task at once")
+		f.Log.Warn().Str("op", "mrtr").Err(err).Msg("cannot read the requestState key; the call becomes a task at once")
 		f.startTask(w, r, msg, j, tool, d)
 		return
 	}
@@ -263,7 +263,7 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	// The round's questions still outstanding must all be answered; if
@@ -296,7 +296,7 @@ func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mc
 	}
 	n, err := f.store.AnswerInputs(r.Context(), owner, st.Task, answers)
 	if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "mrtr", st.Task, core.Era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "mrtr", st.Task, core.Era2026))
 		return
 	}
 	if n != len(answers) {
@@ -415,7 +415,7 @@ func (f *front2026) abandonRound(owner, id, why string) bool {
 	if err != nil {
 		return false
 	}
-	f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
-	f.log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
+	f.Metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+	f.Log.Info().Str("op", "mrtr").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	return true
 }

@@ -42,18 +42,18 @@ func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) b
 	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
-	era, err := f.up.Era(r.Context(), core.ForwardedAuth(r))
+	era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 	if err != nil || !era.Stateless || !era.Tasks {
 		return false
 	}
-	decl, _ := f.decider.ToolInfo(r.Context(), tool)
-	return !policy.Ruled(f.decider.Policy.Load(), decl.Tool(tool))
+	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
+	return !policy.Ruled(f.Decider.Policy.Load(), decl.Tool(tool))
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and
 // records the task its answer creates, if any.
 func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.up.AskStateless(w, r, msg)
+	a := f.Up.AskStateless(w, r, msg)
 	if a == nil {
 		return
 	}
@@ -62,14 +62,14 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 		ResultType string `json:"resultType"`
 	}
 	if a.Result == nil || json.Unmarshal(a.Result, &head) != nil || head.ResultType != "task" {
-		a.Write(w, r, f.log, nil) // a result, an MRTR round or an error: the upstream's
+		a.Write(w, r, f.Log, nil) // a result, an MRTR round or an error: the upstream's
 		return
 	}
 	t, err := core.ParseCreateTaskResult2026(a.Result)
 	if err != nil {
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the tools/call of %q with a malformed CreateTaskResult: %v; its answer: %s", tool, err, core.QuoteAnswer(a.Result)))
-		f.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
+		f.Log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
@@ -86,14 +86,14 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 	}
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: task}
 	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
-		f.log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+		f.Log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
 		go f.cancelNative2026(context.WithoutCancel(r.Context()), core.ForwardedAuth(r), t.TaskID)
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	f.log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
+	f.Log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
 		Msg("upstream task passed through")
-	a.Write(w, r, f.log, out)
+	a.Write(w, r, f.Log, out)
 }
 
 // cancelNative2026 sends tasks/cancel of the upstream's task id, best
@@ -107,7 +107,7 @@ func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id s
 		upstreamside.MetaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	_, _ = f.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = f.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }
 
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an
@@ -116,7 +116,7 @@ func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id s
 func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "native", id, core.Era2026))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", id, core.Era2026))
 		return true
 	}
 	if rec == nil || rec.Protocol != taskstore.Protocol2026 {
@@ -126,7 +126,7 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a := f.up.AskStateless(w, r, msg)
+	a := f.Up.AskStateless(w, r, msg)
 	if a == nil {
 		return true
 	}
@@ -135,11 +135,11 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it (a restart, say). Only tasks/get
 		// says so: -32602 to an update or a cancel may refuse its params.
-		native.MarkLost(r.Context(), f.store, f.log, rec, native.TaskLost)
+		native.MarkLost(r.Context(), f.store, f.Log, rec, native.TaskLost)
 		f.answerLost2026(w, msg, rec)
 		return true
 	}
-	a.Write(w, r, f.log, nil)
+	a.Write(w, r, f.Log, nil)
 	return true
 }
 

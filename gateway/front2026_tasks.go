@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -51,7 +52,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	missing := func() bool { return f.upstreamTask2026(w, r, msg, owner, p.TaskID) }
 	switch method {
 	case "tasks/get":
-		f.get(w, r, msg, f.store, render2026Get, core.Era2026, owner, p.TaskID, missing)
+		f.GetTask(w, r, msg, f.store, front.Render2026Get, core.Era2026, owner, p.TaskID, missing)
 	case "tasks/update":
 		answers, e := updateAnswers(p.InputResponses)
 		if e != nil {
@@ -67,7 +68,7 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		}
 		if err != nil && !errors.Is(err, taskstore.ErrTerminal) {
-			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "update", p.TaskID, core.Era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "update", p.TaskID, core.Era2026))
 			return
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)
@@ -78,12 +79,12 @@ func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		case errors.Is(err, taskstore.ErrTerminal):
 		case err != nil:
-			mcpwire.WriteError(w, msg.ID, core.TaskError(f.log, err, "cancel", p.TaskID, core.Era2026))
+			mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "cancel", p.TaskID, core.Era2026))
 			return
 		default:
-			f.metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
-			f.trace.LinkTask(r.Context(), t)
-			f.log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
+			f.Metrics.TaskFinished(t, taskstore.StatusCancelled, 0)
+			f.Trace.LinkTask(r.Context(), t)
+			f.Log.Info().Str("op", "cancelled").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 				Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
 		}
 		mcpwire.WriteResult(w, msg.ID, ack)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
@@ -158,7 +159,7 @@ func FuzzStatelessRequest(f *testing.F) {
 	} {
 		f.Add(s.method, s.params, s.version, s.hm, s.hn)
 	}
-	fr := &front2026{frontDeps: frontDeps{up: &upstreamside.Side{}}}
+	fr := &front2026{Deps: front.Deps{Up: &upstreamside.Side{}}}
 	f.Fuzz(func(t *testing.T, method, params, version, hm, hn string) {
 		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": json.RawMessage(params)})
 		if err != nil {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/front"
+
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
 	"github.com/rs/zerolog"
 
@@ -109,12 +112,12 @@ func New(cfg Config) (*Handler, error) {
 		h.creds = newCredentials(c.Store, c.Logger)
 	}
 	h.metrics.RegisterPool(c.Store.PoolStats)
-	var polls *pollLimiter
+	var polls *front.PollLimiter
 	if c.PollLimit > 0 {
-		polls = newPollLimiter(c.PollLimit, 2*c.PollLimit)
+		polls = front.NewPollLimiter(c.PollLimit, 2*c.PollLimit)
 	}
-	renders := newRenderCache(renderCacheEntries, renderCacheBytes)
-	if h.stopRemovals, err = c.Store.WatchRemovals(context.Background(), renders.removals()); err != nil {
+	renders := front.NewRenderCache(front.CacheEntries, front.CacheBytes)
+	if h.stopRemovals, err = c.Store.WatchRemovals(context.Background(), renders.Removals()); err != nil {
 		return nil, err
 	}
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
@@ -133,10 +136,10 @@ func New(cfg Config) (*Handler, error) {
 		h.runner.Stop()
 		return nil, err
 	}
-	deps := frontDeps{runner: h.runner, up: h.up, decider: h.decider, metrics: h.metrics, log: c.Logger, trace: h.trace,
-		polls: polls, renders: renders, fb: fb}
-	h.front2025.frontDeps = deps
-	h.front2026 = &front2026{frontDeps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
+	deps := front.Deps{Runner: h.runner, Up: h.up, Decider: h.decider, Metrics: h.metrics, Log: c.Logger, Trace: h.trace,
+		Polls: polls, Renders: renders, Fallback: fb}
+	h.front2025.Deps = deps
+	h.front2026 = &front2026{Deps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
 		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: c.MRTRHold}
 	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil

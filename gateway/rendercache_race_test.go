@@ -105,7 +105,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
 	a, b := fl.add(pol), fl.add(pol)
 	for _, h := range []*Handler{a, b} {
-		waitFor(t, func() bool { return h.front2025.renders.live.Load() })
+		waitFor(t, func() bool { return h.front2025.Renders.Live() })
 	}
 	c := &mcpClient{t: t, urls: fl.urls[:1]}
 	c.initialize()
@@ -228,7 +228,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 	})
 
 	t.Run("expiry", func(t *testing.T) {
-		// ttl 3 s: the cache answers alone until zeroRTTSkew before the
+		// ttl 3 s: the cache answers alone until ZeroRTTSkew before the
 		// expiry, then the stamp decides.
 		const tasks = 6
 		var wg sync.WaitGroup

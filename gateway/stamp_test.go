@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 
@@ -80,8 +81,8 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
 		return string(r.Result), cmds.reset()
 	}
-	renders := rig.h.front2026.renders
-	waitFor(t, func() bool { return renders.live.Load() })
+	renders := rig.h.front2026.Renders
+	waitFor(t, func() bool { return renders.Live() })
 	full, _ := get(alice)
 	cached, n := get(alice)
 	if cached != full || !strings.Contains(cached, "stamped") {
@@ -103,9 +104,9 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	if same, n := get(alice); same != full || len(n) != 0 {
 		t.Fatalf("without a notice: %s (commands %v), want the cached answer and no command", same, n)
 	}
-	epoch := renders.epoch.Load()
+	epoch := renders.Epoch()
 	mr.Publish(key[:strings.Index(key, ":{")]+":removed", "some-other-task")
-	waitFor(t, func() bool { return renders.epoch.Load() > epoch })
+	waitFor(t, func() bool { return renders.Epoch() > epoch })
 	again, n := get(alice)
 	if !strings.Contains(again, "rewritten") || n["hmget"] != 1 || n["hgetall"] != 1 {
 		t.Errorf("after a notice: %s (commands %v), want the new statusMessage from a stamp read and a full read", again, n)
@@ -123,10 +124,10 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// Close to its expiry by the store's clock: the stamp is read on every
 	// poll. Past it: expired, as Get says, though cached.
 	ttl := time.Duration(*task.TTLMs) * time.Millisecond
-	skew.Store(int64(ttl - zeroRTTSkew/2))
+	skew.Store(int64(ttl - front.ZeroRTTSkew/2))
 	for i := 0; i < 2; i++ {
 		if _, n := get(alice); n["hmget"] != 1 || n["hgetall"] != 0 {
-			t.Errorf("a poll %v before the expiry sent %v, want one HMGET", zeroRTTSkew/2, n)
+			t.Errorf("a poll %v before the expiry sent %v, want one HMGET", front.ZeroRTTSkew/2, n)
 		}
 	}
 	skew.Store(int64(ttl + time.Second))
@@ -141,7 +142,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// cached gets "task store unavailable".
 	cachedNow, _ := get(alice)
 	mr.Close()
-	waitFor(t, func() bool { return !renders.live.Load() })
+	waitFor(t, func() bool { return !renders.Live() })
 	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
 		t.Errorf("tasks/get with Redis down = %s %+v, want the cached answer %s", r.Result, r.Error, cachedNow)
 	}

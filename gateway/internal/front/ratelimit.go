@@ -1,4 +1,4 @@
-package gateway
+package front
 
 import (
 	"hash/maphash"
@@ -42,7 +42,7 @@ const pollShards = 64
 // that are full again (idle long enough to have refilled).
 const maxBucketsPerShard = 4096
 
-type pollLimiter struct {
+type PollLimiter struct {
 	rate, burst float64 // tokens per second, bucket size
 	seed        maphash.Seed
 	shards      [pollShards]pollShard
@@ -59,8 +59,8 @@ type bucket struct {
 	at     time.Time // when tokens was last brought up to date
 }
 
-func newPollLimiter(rate, burst float64) *pollLimiter {
-	l := &pollLimiter{rate: rate, burst: max(burst, 1), seed: maphash.MakeSeed(), now: time.Now}
+func NewPollLimiter(rate, burst float64) *PollLimiter {
+	l := &PollLimiter{rate: rate, burst: max(burst, 1), seed: maphash.MakeSeed(), now: time.Now}
 	for i := range l.shards {
 		l.shards[i].buckets = map[string]*bucket{}
 	}
@@ -69,7 +69,7 @@ func newPollLimiter(rate, burst float64) *pollLimiter {
 
 // allow takes one token from owner's bucket for task, or says how long
 // until one is there.
-func (l *pollLimiter) allow(owner, task string) (ok bool, wait time.Duration) {
+func (l *PollLimiter) allow(owner, task string) (ok bool, wait time.Duration) {
 	key := owner + "\x00" + task
 	sh := &l.shards[maphash.String(l.seed, key)%pollShards]
 	now := l.now()
@@ -97,7 +97,7 @@ func (l *pollLimiter) allow(owner, task string) (ok bool, wait time.Duration) {
 // prune drops the buckets of sh that have refilled: forgetting them
 // changes nothing. If none has, the shard is cleared; under a flood of
 // distinct keys that costs some accuracy, never memory.
-func (l *pollLimiter) prune(sh *pollShard, now time.Time) {
+func (l *PollLimiter) prune(sh *pollShard, now time.Time) {
 	for k, b := range sh.buckets {
 		if b.tokens+now.Sub(b.at).Seconds()*l.rate >= l.burst {
 			delete(sh.buckets, k)
@@ -108,9 +108,9 @@ func (l *pollLimiter) prune(sh *pollShard, now time.Time) {
 	}
 }
 
-// admit applies the limit (nil l: none) to a poll of task by owner; when
+// Admit applies the limit (nil l: none) to a poll of task by owner; when
 // refused it counts it, writes the 429 answer and reports false.
-func (l *pollLimiter) admit(w http.ResponseWriter, msg *mcpwire.Message, m *obs.Metrics, owner, task string) bool {
+func (l *PollLimiter) Admit(w http.ResponseWriter, msg *mcpwire.Message, m *obs.Metrics, owner, task string) bool {
 	if l == nil {
 		return true
 	}

@@ -1,4 +1,4 @@
-package gateway
+package front
 
 // The tasks/get answer of a terminal task is polled many times and never
 // changes, yet rendering it (2026-07-28: the stored result re-decoded and
@@ -29,17 +29,17 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// renderFlavour says which rendering an entry holds.
-type renderFlavour uint8
+// Flavour says which rendering an entry holds.
+type Flavour uint8
 
 const (
-	render2026Get renderFlavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
-	render2025Get                          // json.Marshal(core.ToTask2025(t))
+	Render2026Get Flavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
+	Render2025Get                          // json.Marshal(core.ToTask2025(t))
 )
 
 const (
-	renderCacheEntries = 4096
-	renderCacheBytes   = 16 << 20 // result, error and rendered bytes of all entries
+	CacheEntries = 4096
+	CacheBytes   = 16 << 20 // result, error and rendered bytes of all entries
 	renderMaxEntry     = 256 << 10
 )
 
@@ -70,7 +70,7 @@ func (in *renderInputs) same(t *taskstore.Task) bool {
 }
 
 type renderKey struct {
-	flavour renderFlavour
+	flavour Flavour
 	id      string
 }
 
@@ -105,11 +105,11 @@ type renderEntry struct {
 //     policy other than noeviction, a failover that kept the connection)
 //     is seen within that.
 const (
-	zeroRTTSkew   = 2 * time.Second
+	ZeroRTTSkew   = 2 * time.Second
 	zeroRTTMaxAge = 30 * time.Second
 )
 
-type renderCache struct {
+type RenderCache struct {
 	epoch atomic.Uint64 // starts at 1; entries with checked 0 never qualify
 	live  atomic.Bool   // the store's removal notices are live
 
@@ -121,17 +121,17 @@ type renderCache struct {
 	maxBytes int
 }
 
-func newRenderCache(maxItems, maxBytes int) *renderCache {
-	c := &renderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
+func NewRenderCache(maxItems, maxBytes int) *RenderCache {
+	c := &RenderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
 	c.epoch.Store(1)
 	return c
 }
 
-// removals is what the cache subscribes to the store's removal notices
+// Removals is what the cache subscribes to the store's removal notices
 // with: any removal, and any change of the notices' liveness, starts a new
 // epoch (deletions are rare: a new epoch costs each cached terminal task
 // one stamp read).
-func (c *renderCache) removals() taskstore.Removals {
+func (c *RenderCache) Removals() taskstore.Removals {
 	return taskstore.Removals{
 		Removed: func(string) { c.epoch.Add(1) },
 		Live: func(live bool) {
@@ -146,7 +146,7 @@ func (c *renderCache) removals() taskstore.Removals {
 // remembered for the next poll when t is terminal. The returned bytes must
 // not be modified.
 // checked is the epoch read before t was read from the store (0: unknown).
-func (c *renderCache) render(f renderFlavour, t *taskstore.Task, checked uint64, render func() ([]byte, error)) ([]byte, error) {
+func (c *RenderCache) render(f Flavour, t *taskstore.Task, checked uint64, render func() ([]byte, error)) ([]byte, error) {
 	if c == nil || !t.Status.Terminal() {
 		return render()
 	}
@@ -186,7 +186,7 @@ func (c *renderCache) render(f renderFlavour, t *taskstore.Task, checked uint64,
 // peek returns the cached rendering of the owner's task id, what it was
 // rendered from, and when it was last checked (epoch and time), without
 // judging whether it is still good.
-func (c *renderCache) peek(f renderFlavour, owner, id string) (in renderInputs, out []byte, checked uint64, at time.Time, ok bool) {
+func (c *RenderCache) peek(f Flavour, owner, id string) (in renderInputs, out []byte, checked uint64, at time.Time, ok bool) {
 	if c == nil {
 		return renderInputs{}, nil, 0, time.Time{}, false
 	}
@@ -206,7 +206,7 @@ func (c *renderCache) peek(f renderFlavour, owner, id string) (in renderInputs, 
 
 // markChecked records that the entry rendered as in was seen in the store
 // in epoch (read before the store was).
-func (c *renderCache) markChecked(f renderFlavour, in *renderInputs, epoch uint64, at time.Time) {
+func (c *RenderCache) markChecked(f Flavour, in *renderInputs, epoch uint64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[renderKey{f, in.id}]
@@ -222,19 +222,19 @@ func (c *renderCache) markChecked(f renderFlavour, in *renderInputs, epoch uint6
 // zeroRTT reports whether an entry checked in epoch checked at time at,
 // of a task that expires at expires (both by the store's clock, now), may
 // be answered without the store.
-func (c *renderCache) zeroRTT(checked uint64, at, expires, now time.Time) bool {
+func (c *RenderCache) zeroRTT(checked uint64, at, expires, now time.Time) bool {
 	return checked != 0 && c.live.Load() && checked == c.epoch.Load() &&
-		now.Before(expires.Add(-zeroRTTSkew)) && time.Since(at) < zeroRTTMaxAge
+		now.Before(expires.Add(-ZeroRTTSkew)) && time.Since(at) < zeroRTTMaxAge
 }
 
-func (c *renderCache) removeLocked(el *list.Element) {
+func (c *RenderCache) removeLocked(el *list.Element) {
 	e := c.lru.Remove(el).(*renderEntry)
 	delete(c.entries, e.key)
 	c.bytes -= e.size
 }
 
-// renderStore is what the render cache reads: a task's stamp or record.
-type renderStore interface {
+// RenderStore is what the render cache reads: a task's stamp or record.
+type RenderStore interface {
 	Get(ctx context.Context, owner, id string) (*taskstore.Task, error)
 	Stamp(ctx context.Context, owner, id string) (taskstore.Stamp, bool, error)
 	Options() taskstore.Options
@@ -249,7 +249,7 @@ type renderStore interface {
 // expired (by the store's clock, as Get judges) or its stamp differs: then
 // the caller reads the whole record. err is the stamp read's failure (the
 // store unavailable), for the caller to answer at once.
-func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f renderFlavour, owner, id string) (out []byte, trace string, ok bool, err error) {
+func (c *RenderCache) cachedGet(ctx context.Context, store RenderStore, f Flavour, owner, id string) (out []byte, trace string, ok bool, err error) {
 	in, out, checked, at, ok := c.peek(f, owner, id)
 	now := store.Options().Clock()
 	expires := in.created.Add(in.ttl)
@@ -285,13 +285,13 @@ func (c *renderCache) cachedGet(ctx context.Context, store renderStore, f render
 // connection had yet noticed the loss (zeroRTT): now both ways give the
 // cached answer. Polls of tasks not cached here still get -32603.
 func servableInOutage(err error, expires, now time.Time) bool {
-	return errors.Is(err, taskstore.ErrUnavailable) && now.Before(expires.Add(-zeroRTTSkew))
+	return errors.Is(err, taskstore.ErrUnavailable) && now.Before(expires.Add(-ZeroRTTSkew))
 }
 
-// get is the marshalled result of a tasks/get (flavour f) of the owner's
+// Get is the marshalled result of a tasks/get (flavour f) of the owner's
 // task id: cachedGet's, else the whole record's rendering.
 // The task's Trace comes along, for the poll's span.
-func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavour, owner, id string) ([]byte, string, error) {
+func (c *RenderCache) Get(ctx context.Context, store RenderStore, f Flavour, owner, id string) ([]byte, string, error) {
 	if raw, trace, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
 		return raw, trace, err
 	}
@@ -304,7 +304,7 @@ func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavou
 		return nil, "", err
 	}
 	var raw []byte
-	if f == render2026Get {
+	if f == Render2026Get {
 		raw, err = c.get2026(t, epoch)
 	} else {
 		raw, err = c.get2025(t, epoch)
@@ -314,16 +314,24 @@ func (c *renderCache) get(ctx context.Context, store renderStore, f renderFlavou
 
 // get2026 is the marshalled result of a 2026-07-28 tasks/get of t, read
 // from the store in epoch (0: unknown).
-func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
-	return c.render(render2026Get, t, epoch, func() ([]byte, error) {
+func (c *RenderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
+	return c.render(Render2026Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(core.ToTask2026(t, "complete", true))
 	})
 }
 
 // get2025 is the marshalled result of a 2025-11-25 tasks/get of t, read
 // from the store in epoch (0: unknown).
-func (c *renderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
-	return c.render(render2025Get, t, epoch, func() ([]byte, error) {
+func (c *RenderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
+	return c.render(Render2025Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(core.ToTask2025(t))
 	})
 }
+
+// Live reports whether the store's removal notices are live (then a
+// terminal task's poll may be answered with no read: zeroRTT).
+func (c *RenderCache) Live() bool { return c.live.Load() }
+
+// Epoch is the cache's epoch: it moves on at each removal notice, and
+// whenever the notices' liveness changes.
+func (c *RenderCache) Epoch() uint64 { return c.epoch.Load() }

@@ -1,8 +1,8 @@
-package gateway
+package front
 
 import (
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"errors"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"net/http"
 	"time"
 
@@ -20,53 +20,53 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// frontDeps are what both fronts hold: the components they call, and the
+// Deps are what both fronts hold: the components they call, and the
 // poll limit and render cache of tasks/get.
-type frontDeps struct {
-	runner  *runner.Runner
-	up      *upstreamside.Side
-	decider *decide.Decider
-	metrics *obs.Metrics
-	log     zerolog.Logger
-	polls   *pollLimiter // nil: no limit
-	renders *renderCache
-	fb      *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
-	trace   *obs.Tracing    // nil: off
+type Deps struct {
+	Runner   *runner.Runner
+	Up       *upstreamside.Side
+	Decider  *decide.Decider
+	Metrics  *obs.Metrics
+	Log      zerolog.Logger
+	Polls    *PollLimiter // nil: no limit
+	Renders  *RenderCache
+	Fallback *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
+	Trace    *obs.Tracing    // nil: off
 }
 
-// get answers a poll (tasks/get) of the owner's task id for a client of
+// GetTask answers a poll (tasks/get) of the owner's task id for a client of
 // era, rendered as f: the poll limit first, then the render cache or the
 // store (rendercache.go).
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
-func (d *frontDeps) get(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store renderStore,
-	f renderFlavour, era core.ClientEra, owner, id string, missing func() bool) {
-	if !d.polls.admit(w, msg, d.metrics, owner, id) { // ratelimit.go
+func (d *Deps) GetTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store RenderStore,
+	f Flavour, era core.ClientEra, owner, id string, missing func() bool) {
+	if !d.Polls.Admit(w, msg, d.Metrics, owner, id) { // ratelimit.go
 		return
 	}
-	raw, tr, err := d.renders.get(r.Context(), store, f, owner, id)
+	raw, tr, err := d.Renders.Get(r.Context(), store, f, owner, id)
 	if errors.Is(err, taskstore.ErrNotFound) && missing != nil && missing() {
 		return
 	}
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(d.log, err, "get", id, era))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(d.Log, err, "get", id, era))
 		return
 	}
-	d.trace.LinkTrace(r.Context(), id, tr)
+	d.Trace.LinkTrace(r.Context(), id, tr)
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
 }
 
-// holdHybrid starts j's upstream call in the slot admit reserved, as
-// j.call, and waits up to d's hybrid wait (DefaultHybridWait when unset).
+// HoldHybrid starts j's upstream call in the slot admit reserved, as
+// j.call, and waits up to d's hybrid wait (decide.DefaultHybridWait when unset).
 // It returns the call's result if it ended in time; nil if the call is
 // still running or its session upstream asked for input (then j.first);
 // ok false if the client went away (the call is aborted).
-func (d *frontDeps) holdHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (res *runner.CallResult, ok bool) {
+func (d *Deps) HoldHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (res *runner.CallResult, ok bool) {
 	wait := dec.HybridWait
 	if wait <= 0 {
-		wait = DefaultHybridWait
+		wait = decide.DefaultHybridWait
 	}
-	c := d.runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req)
+	c := d.Runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req)
 	j.Call = c
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
