@@ -203,7 +203,7 @@ func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpw
 		// A client without tasks may get fallback tasks, whose questions
 		// it answers with task_answer even without elicitation or
 		// sampling: the upstream must be willing to ask.
-		if asking, ok := withInputCaps(clientCaps); ok {
+		if asking, ok := core.WithInputCaps(clientCaps); ok {
 			params["capabilities"] = asking
 			if b, err := withParams(msg.Raw, params); err == nil {
 				body = b
@@ -350,34 +350,6 @@ func withoutTasks(caps json.RawMessage) (json.RawMessage, bool) {
 		return caps, false
 	}
 	delete(m, "tasks")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return caps, false
-	}
-	return out, true
-}
-
-// withInputCaps returns client capabilities caps with elicitation (form)
-// and sampling declared, and whether it added either.
-func withInputCaps(caps json.RawMessage) (json.RawMessage, bool) {
-	var m map[string]json.RawMessage
-	if len(caps) == 0 || string(caps) == "null" {
-		m = map[string]json.RawMessage{}
-	} else if json.Unmarshal(caps, &m) != nil || m == nil {
-		return caps, false
-	}
-	added := false
-	if _, ok := m["elicitation"]; !ok {
-		m["elicitation"] = json.RawMessage(`{"form":{}}`)
-		added = true
-	}
-	if _, ok := m["sampling"]; !ok {
-		m["sampling"] = json.RawMessage(`{}`)
-		added = true
-	}
-	if !added {
-		return caps, false
-	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return caps, false

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
@@ -321,7 +322,7 @@ func TestIsModern(t *testing.T) {
 		if tc.method != "" {
 			m.Method = &tc.method
 		}
-		if got := isStateless(r, m); got != tc.want {
+		if got := front2026.IsStateless(r, m); got != tc.want {
 			t.Errorf("%s: isModern = %v, want %v", tc.name, got, tc.want)
 		}
 	}

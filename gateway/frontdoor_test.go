@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -450,7 +451,7 @@ func TestListenIsBounded(t *testing.T) {
 		t.Errorf("a stream re-read its finished task %d times", n)
 	}
 	var open []*http.Response
-	for range maxListensPerSubscriber - 1 {
+	for range front2026.MaxListensPerSubscriber - 1 {
 		r := listen()
 		if r.StatusCode != http.StatusOK {
 			t.Fatalf("stream %d: HTTP %d", len(open)+2, r.StatusCode)
@@ -461,7 +462,7 @@ func TestListenIsBounded(t *testing.T) {
 	body, _ := io.ReadAll(over.Body)
 	over.Body.Close()
 	if over.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too many subscriptions/listen streams") {
-		t.Errorf("stream %d: HTTP %d %s, want 429", maxListensPerSubscriber+1, over.StatusCode, body)
+		t.Errorf("stream %d: HTTP %d %s, want 429", front2026.MaxListensPerSubscriber+1, over.StatusCode, body)
 	}
 	for _, r := range open {
 		r.Body.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 
 	"github.com/taskgate/taskgate/gateway/internal/fallback"
 
@@ -51,9 +52,9 @@ type Handler struct {
 	health *upstreamside.Health
 
 	// With a store only (nil: a plain pass-through proxy).
-	runner    *runner.Runner // the in-flight calls of tasks, hybrid and bridged calls
-	front2025 *front2025     // 2025-11-25 clients: sessions and their tasks
-	front2026 *front2026     // 2026-07-28 clients: stateless requests, extension tasks
+	runner *runner.Runner   // the in-flight calls of tasks, hybrid and bridged calls
+	f2025  *front2025       // 2025-11-25 clients: sessions and their tasks
+	f2026  *front2026.Front // 2026-07-28 clients: stateless requests, extension tasks
 	// stopRemovals ends the render cache's subscription to the store's
 	// removal notices (rendercache.go).
 	stopRemovals func()
@@ -122,9 +123,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
-	h.front2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
+	h.f2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
 	h.runner = runner.New(runner.Params{
-		Store: c.Store, Up: c.Upstream, Notify: h.front2025, Observe: h.decider.Observe,
+		Store: c.Store, Up: c.Upstream, Notify: h.f2025, Observe: h.decider.Observe,
 		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
 		Lease: c.Lease, Renew: c.LeaseRenew, MaxInflight: c.MaxInflight, Creds: h.creds,
 		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
@@ -138,9 +139,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	deps := front.Deps{Runner: h.runner, Up: h.up, Decider: h.decider, Metrics: h.metrics, Log: c.Logger, Trace: h.trace,
 		Polls: polls, Renders: renders, Fallback: fb}
-	h.front2025.Deps = deps
-	h.front2026 = &front2026{Deps: deps, store: c.Store, anonymous: c.Anonymous, life: h.life,
-		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: c.MRTRHold}
+	h.f2025.Deps = deps
+	h.f2026 = front2026.New(deps, c.Store, c.Anonymous, h.life, c.MRTRHold)
 	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	return h, nil
 }
@@ -236,7 +236,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// GET (a session's SSE stream), DELETE (end of session) and anything
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
-	if h.front2025 != nil && h.front2025.serveEmulatedSession(w, r) {
+	if h.f2025 != nil && h.f2025.serveEmulatedSession(w, r) {
 		return // a session the gateway holds itself: nothing upstream to ask
 	}
 	var body io.Reader
@@ -246,8 +246,8 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		lift = h.bodyDeadline(w) // a body streamed upstream arrives in time too
 	}
 	header := r.Header
-	if h.front2025 != nil {
-		header = h.front2025.upstreamHeader(r)
+	if h.f2025 != nil {
+		header = h.f2025.upstreamHeader(r)
 	}
 	resp, err := h.up.Pass(r.Context(), r.Method, header, body)
 	lift()
@@ -255,7 +255,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.up.FailHTTP(w, r, err)
 		return
 	}
-	if h.front2025 != nil && h.front2025.streamOrEnd(w, r, resp) {
+	if h.f2025 != nil && h.f2025.streamOrEnd(w, r, resp) {
 		return
 	}
 	h.up.Relay(w, r, resp)
@@ -305,14 +305,14 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		h.up.Forward(w, r, msg, r.Header, "")
 		return
 	}
-	if isStateless(r, msg) {
-		h.front2026.serve(w, r, msg)
+	if front2026.IsStateless(r, msg) {
+		h.f2026.Serve(w, r, msg)
 		return
 	}
-	if h.front2025.serve(w, r, msg) {
+	if h.f2025.serve(w, r, msg) {
 		return
 	}
-	h.up.Forward(w, r, msg, h.front2025.upstreamHeader(r), "")
+	h.up.Forward(w, r, msg, h.f2025.upstreamHeader(r), "")
 }
 
 // readBody reads the POSTed body up to MaxBody, within ReadTimeout. It

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -119,7 +120,7 @@ func TestListenSessionUpstreamGrants(t *testing.T) {
 		if subs, _ := p.Notifications["resourceSubscriptions"].([]any); len(subs) != 1 || subs[0] != testupstream.NoteURI {
 			t.Errorf("granted subscriptions %v, want [%s]", p.Notifications["resourceSubscriptions"], testupstream.NoteURI)
 		}
-		if p.Meta[subscriptionIDKey] != float64(7) {
+		if p.Meta[front2026.SubscriptionIDKey] != float64(7) {
 			t.Errorf("_meta %v, want the subscription id 7", p.Meta)
 		}
 	})
@@ -189,7 +190,7 @@ func TestListenResourceUpdated(t *testing.T) {
 				} `json:"params"`
 			}
 			_ = json.Unmarshal(data, &n)
-			if n.Method != "notifications/resources/updated" || n.Params.URI != testupstream.NoteURI || n.Params.Meta[subscriptionIDKey] != float64(7) {
+			if n.Method != "notifications/resources/updated" || n.Params.URI != testupstream.NoteURI || n.Params.Meta[front2026.SubscriptionIDKey] != float64(7) {
 				t.Fatalf("event %s, want the note's update with subscription id 7", data)
 			}
 			return

@@ -2,13 +2,12 @@ package gateway
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -25,7 +24,7 @@ func decodeRound(t *testing.T, what string, r rpcReply) mrtrRound {
 	t.Helper()
 	var rd mrtrRound
 	if r.Error != nil || json.Unmarshal(r.Result, &rd) != nil || rd.ResultType != "input_required" || rd.TaskID != "" ||
-		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, mrtrPrefix) {
+		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, front2026.MRTRPrefix) {
 		t.Fatalf("%s: %+v %s, want an input_required round with the gateway's requestState and no task", what, r.Error, r.Result)
 	}
 	return rd
@@ -123,7 +122,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		a["requestState"], a["inputResponses"] = state, responses
 		return a
 	}
-	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, mrtrPrefix), ".")
+	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, front2026.MRTRPrefix), ".")
 	flipped := []byte(sig)
 	if flipped[0] == 'A' { // another valid base64url letter: the MAC must fail, not the decoding
 		flipped[0] = 'B'
@@ -136,8 +135,8 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		params map[string]any
 		want   string
 	}{
-		"forged signature": {c, with(mrtrPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
-		"garbage":          {c, with(mrtrPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
+		"forged signature": {c, with(front2026.MRTRPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
+		"garbage":          {c, with(front2026.MRTRPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
 		"another owner":    {other, with(rd.RequestState, answerAll(rd, "x")), "requestState is invalid"},
 		"another tool": {c, map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"},
 			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
@@ -162,7 +161,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	rd = decodeRound(t, "asks round 1", c.call("tools/call", a))
 	var last rpcReply
 	rounds := 1
-	for i := 0; i < maxMRTRRounds; i++ {
+	for i := 0; i < front2026.MaxMRTRRounds; i++ {
 		last = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState})
 		if last.Error != nil {
@@ -171,34 +170,10 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		rd = decodeRound(t, "asks round", last)
 		rounds++
 	}
-	if rounds != maxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
-		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, maxMRTRRounds)
+	if rounds != front2026.MaxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
+		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, front2026.MaxMRTRRounds)
 	}
 	waitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
-}
-
-func TestMRTRStateSignature(t *testing.T) {
-	key := []byte("0123456789abcdef0123456789abcdef")
-	now := time.Now()
-	st := mrtrState{Task: "t1", Tool: "x", Wait: 1000, Round: 1, Keys: []string{"a"}, Exp: now.Add(time.Minute).UnixMilli()}
-	s := encodeState(key, "auth:a", st)
-	if got, owner, ok := decodeState(key, "auth:a", s, now); !ok || owner != "auth:a" || got.Task != "t1" || got.Keys[0] != "a" {
-		t.Errorf("round trip: %+v %q %v", got, owner, ok)
-	}
-	if _, _, ok := decodeState(key, "auth:b", s, now); ok {
-		t.Error("another owner's state accepted")
-	}
-	if _, _, ok := decodeState(key, "auth:a", s, now.Add(2*time.Minute)); ok {
-		t.Error("an expired state accepted")
-	}
-	if _, _, ok := decodeState([]byte("another key of thirty-two bytes!"), "auth:a", s, now); ok {
-		t.Error("a state of another deployment accepted")
-	}
-	anon := encodeState(key, core.AnonOwner("t1"), st)
-	if _, owner, ok := decodeState(key, "", anon, now); !ok || owner != core.AnonOwner("t1") {
-		t.Errorf("anonymous: %q %v", owner, ok)
-	}
-	_ = http.StatusOK
 }
 
 // TestMRTRConcurrentRetries: retries racing with one state: one wins, the

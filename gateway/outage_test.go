@@ -444,7 +444,7 @@ func wantCachedTask(t *testing.T, what string, status int, r rpcReply, id string
 // Redis go away).
 func (rig *outageRig) waitNoticesLost(i int) {
 	rig.t.Helper()
-	renders := rig.hs[i].front2025.Renders
+	renders := rig.hs[i].f2025.Renders
 	for deadline := time.Now().Add(hangGuard); renders.Live(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			rig.t.Fatalf("replica %d: the removal notices still look live %s after Redis stopped", i, hangGuard)

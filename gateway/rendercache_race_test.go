@@ -105,7 +105,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
 	a, b := fl.add(pol), fl.add(pol)
 	for _, h := range []*Handler{a, b} {
-		waitFor(t, func() bool { return h.front2025.Renders.Live() })
+		waitFor(t, func() bool { return h.f2025.Renders.Live() })
 	}
 	c := &mcpClient{t: t, urls: fl.urls[:1]}
 	c.initialize()

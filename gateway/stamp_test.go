@@ -81,7 +81,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
 		return string(r.Result), cmds.reset()
 	}
-	renders := rig.h.front2026.Renders
+	renders := rig.h.f2026.Renders
 	waitFor(t, func() bool { return renders.Live() })
 	full, _ := get(alice)
 	cached, n := get(alice)

@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 
@@ -387,7 +388,7 @@ func Test2026Listen(t *testing.T) {
 			Meta   map[string]any  `json:"_meta"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
-		if p.Meta[subscriptionIDKey] != "sub-1" {
+		if p.Meta[front2026.SubscriptionIDKey] != "sub-1" {
 			t.Errorf("%s without the subscription id: %s", m.Method, m.Params)
 		}
 		if first {
@@ -453,7 +454,7 @@ func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 	// Another owner cannot continue someone's call.
 	other := &modernClient{t: t, urls: cl.urls, noExt: true, auth: "Bearer other"}
 	r := other.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{},
-		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": bridgePrefix + "00000000-0000-4000-8000-000000000000"})
+		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": front2026.BridgePrefix + "00000000-0000-4000-8000-000000000000"})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown requestState = %+v %s", r.Error, r.Result)
 	}

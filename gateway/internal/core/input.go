@@ -93,3 +93,31 @@ func IsInputRequired(resp *jsonrpc.Response) bool {
 	}
 	return json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "input_required"
 }
+
+// WithInputCaps returns client capabilities caps with elicitation (form)
+// and sampling declared, and whether it added either.
+func WithInputCaps(caps json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if len(caps) == 0 || string(caps) == "null" {
+		m = map[string]json.RawMessage{}
+	} else if json.Unmarshal(caps, &m) != nil || m == nil {
+		return caps, false
+	}
+	added := false
+	if _, ok := m["elicitation"]; !ok {
+		m["elicitation"] = json.RawMessage(`{"form":{}}`)
+		added = true
+	}
+	if _, ok := m["sampling"]; !ok {
+		m["sampling"] = json.RawMessage(`{}`)
+		added = true
+	}
+	if !added {
+		return caps, false
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return caps, false
+	}
+	return out, true
+}

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // The MRTR bridge. A 2026-07-28 client asks for input only through
 // multi round-trip requests (SEP-2322): a result with resultType
@@ -37,13 +37,13 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// bridgePrefix starts the requestState of a bridged call.
-const bridgePrefix = "taskgate-bridge:"
+// BridgePrefix starts the requestState of a bridged call.
+const BridgePrefix = "taskgate-bridge:"
 
 // bridgedCall runs a 2026-07-28 client's plain tools/call on the owner
 // session of a session upstream; input the upstream asks for turns the
 // call into a bridged one. learn names the tool whose latency it teaches.
-func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
+func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
 	target *upstreamside.Target, learn string) {
 	ctx := r.Context()
 	var p struct {
@@ -150,7 +150,7 @@ func (f *front2026) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcp
 
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
-func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, sse *mcpwire.Writer) {
+func (f *Front) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, sse *mcpwire.Writer) {
 	var p core.ToolsCallParams
 	_ = json.Unmarshal(msg.Params, &p)
 	if err := f.launch(r, j, p.Name, f.defaultTTL(j.Owner), 0); err != nil {
@@ -163,7 +163,7 @@ func (f *front2026) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 
 // continueBridge is the client's retry of a bridged call: it records the
 // inputResponses for the hidden task and answers the next round.
-func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, taskID string, responses map[string]json.RawMessage) {
+func (f *Front) continueBridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, taskID string, responses map[string]json.RawMessage) {
 	owner := core.Owner2026(r, taskID)
 	if e := core.CheckInputResponses(len(responses), "tools/call"); e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
@@ -191,7 +191,7 @@ func (f *front2026) continueBridge(w http.ResponseWriter, r *http.Request, msg *
 // answerRound waits until the hidden task has input requests the client
 // has not just answered, or has ended, and answers accordingly: another
 // input_required round with the same requestState, or the call's outcome.
-func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, taskID string,
+func (f *Front) answerRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, taskID string,
 	answered map[string]bool, sse *mcpwire.Writer) {
 	t, err := f.waitRound(r.Context(), owner, taskID, answered)
 	if err != nil {
@@ -203,7 +203,7 @@ func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcp
 		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
 			"resultType":    "input_required",
 			"inputRequests": pendingInputs(t, answered),
-			"requestState":  bridgePrefix + t.ID,
+			"requestState":  BridgePrefix + t.ID,
 		})}
 	}
 	writeRound(w, sse, out)
@@ -211,7 +211,7 @@ func (f *front2026) answerRound(w http.ResponseWriter, r *http.Request, msg *mcp
 
 // waitRound waits until the held call's task has input requests the
 // client has not just answered, or has ended.
-func (f *front2026) waitRound(ctx context.Context, owner, taskID string, answered map[string]bool) (*taskstore.Task, error) {
+func (f *Front) waitRound(ctx context.Context, owner, taskID string, answered map[string]bool) (*taskstore.Task, error) {
 	return f.store.WaitFor(ctx, owner, taskID, func(t *taskstore.Task) bool {
 		if t.Status.Terminal() {
 			return true
@@ -271,14 +271,14 @@ func bridgeState(params json.RawMessage) (taskID string, responses map[string]js
 	if json.Unmarshal(params, &p) != nil {
 		return "", nil, false
 	}
-	id, found := strings.CutPrefix(p.RequestState, bridgePrefix)
+	id, found := strings.CutPrefix(p.RequestState, BridgePrefix)
 	return id, p.InputResponses, found && id != ""
 }
 
 // fail answers a bridged call that failed: an error event on its stream
 // once one was started (a keep-alive or progress went out), else a plain
 // error answer.
-func (f *front2026) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
+func (f *Front) fail(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sse *mcpwire.Writer, err error) {
 	if !sse.Started() {
 		f.Up.StatelessFailure(w, r, msg, err)
 		return

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 import (
 	"encoding/json"
@@ -26,7 +26,7 @@ const discoverTTL = 5 * time.Minute
 //	                    the session-only tasks and logging ones) plus the
 //	                    extension, instructions, serverInfo in _meta;
 //	                    nothing is initialized per discover
-func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+func (f *Front) discover(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	auth := core.ForwardedAuth(r)
 	for attempt := 0; ; attempt++ {
 		era, err := f.Up.Era(r.Context(), auth)
@@ -55,7 +55,7 @@ func (f *front2026) discover(w http.ResponseWriter, r *http.Request, msg *mcpwir
 
 // discoverStateless relays a stateless upstream's DiscoverResult with the
 // extension and the gateway's versions added; anything else as it is.
-func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) {
+func (f *Front) discoverStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response) {
 	a := f.Up.StatelessAnswer(w, r, msg, resp)
 	if a == nil {
 		return
@@ -86,7 +86,7 @@ func (f *front2026) discoverStateless(w http.ResponseWriter, r *http.Request, ms
 
 // discoverSession builds the DiscoverResult of a session upstream from
 // the initialize result of the owner session.
-func (f *front2026) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	sess, err := f.Up.OwnerSession(r.Context(), core.SessionOwner(r), core.ForwardedAuth(r))
 	if err != nil {
 		f.Up.StatelessFailure(w, r, msg, err)

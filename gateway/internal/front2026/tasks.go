@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // tasks/get, tasks/update and tasks/cancel of the tasks extension
 // (SEP-2663): a tasks/get is a DetailedTask with the result, error or
@@ -19,7 +19,7 @@ import (
 
 // tasks answers tasks/get, tasks/update and tasks/cancel, and
 // refuses the 2025-11-25 methods the extension dropped.
-func (f *front2026) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	method := msg.MethodName()
 	if method == "tasks/result" || method == "tasks/list" {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound,

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // Upstreams with 2026-07-28 tasks of their own, for 2026-07-28 clients
 // (issue: "upstreams that already have tasks", the pass-through cell): a
@@ -38,7 +38,7 @@ import (
 // native2026 reports whether a tools/call of tool goes as it is to an
 // upstream with tasks of its own: the upstream declares the tasks
 // extension, the client declares it too, and no rule names the tool.
-func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) bool {
+func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool {
 	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
@@ -52,7 +52,7 @@ func (f *front2026) native2026(r *http.Request, mr *statelessReq, tool string) b
 
 // passNative2026 forwards a tools/call to the upstream as it is and
 // records the task its answer creates, if any.
-func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
+func (f *Front) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
 	a := f.Up.AskStateless(w, r, msg)
 	if a == nil {
 		return
@@ -98,7 +98,7 @@ func (f *front2026) passNative2026(w http.ResponseWriter, r *http.Request, msg *
 
 // cancelNative2026 sends tasks/cancel of the upstream's task id, best
 // effort.
-func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id string) {
+func (f *Front) cancelNative2026(ctx context.Context, auth http.Header, id string) {
 	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
@@ -113,7 +113,7 @@ func (f *front2026) cancelNative2026(ctx context.Context, auth http.Header, id s
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an
 // id the gateway has no task of, if this owner's call created it upstream,
 // and reports whether it answered.
-func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
+func (f *Front) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", id, core.Era2026))
@@ -146,7 +146,7 @@ func (f *front2026) upstreamTask2026(w http.ResponseWriter, r *http.Request, msg
 // answerLost2026 answers for an upstream task that was lost: tasks/get
 // sees it failed, with the error; tasks/update and tasks/cancel of a
 // terminal task are acknowledged (they change nothing).
-func (f *front2026) answerLost2026(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+func (f *Front) answerLost2026(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
 	if msg.MethodName() != "tasks/get" {
 		mcpwire.WriteResult(w, msg.ID, map[string]string{"resultType": "complete"})
 		return

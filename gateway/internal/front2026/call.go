@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // A 2026-07-28 client's tools/call. With the tasks extension declared
 // (SEP-2663) the gateway, not the client, decides per call whether it
@@ -48,7 +48,7 @@ const (
 // maps the decision to what the gateway does; the Decision carries the
 // hybrid wait, ttl and pollInterval, learn the name the call's latency is
 // recorded under.
-func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
+func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
 	client := policy.Client2026
 	switch {
 	case f.fallbackClient(mr):
@@ -70,7 +70,7 @@ func (f *front2026) decideCall(ctx context.Context, tool string, mr *statelessRe
 
 // toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
 // (hybrid): run, and become a task only if it takes long.
-func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
@@ -156,7 +156,7 @@ func (f *front2026) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // startTask creates the task, with the ttl and pollInterval of d,
 // starts its worker and answers the flat CreateTaskResult, only once the
 // task is durable ("Task Creation").
-func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
+func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	ttl := decide.TaskTTL(d, f.defaultTTL(j.Owner), j.Owner)
 	if err := f.launch(r, j, tool, ttl, d.PollInterval); err != nil {
 		if j.Call != nil && (errors.Is(err, taskstore.ErrTooManyAnonymous) || errors.Is(err, taskstore.ErrTooManyFromAddress)) {
@@ -181,7 +181,7 @@ func (f *front2026) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // finishPlain answers a hybrid call that could not become a task when it
 // ends; input its upstream asks for meanwhile is refused (a 2026-07-28
 // client can be asked only through a task).
-func (f *front2026) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
+func (f *Front) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
 	res := f.Runner.WaitPlain(r, j)
 	if r.Context().Err() == nil {
 		f.writeCallResult(w, msg, res)
@@ -195,7 +195,7 @@ var errNoAnonymousTasks = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalEr
 
 // setOwner makes the owner of j's task, to be: the client's Authorization,
 // else the task itself, whose id is minted now (core.AnonOwner).
-func (f *front2026) setOwner(j *runner.Job, r *http.Request) {
+func (f *Front) setOwner(j *runner.Job, r *http.Request) {
 	if j.Owner = core.AuthOwner(r); j.Owner == "" {
 		j.Id = uuid.NewString()
 		j.Owner = core.AnonOwner(j.Id)
@@ -205,7 +205,7 @@ func (f *front2026) setOwner(j *runner.Job, r *http.Request) {
 
 // launch makes j an extension task (or a fallback tools' one) and starts
 // its worker (runner.launch).
-func (f *front2026) launch(r *http.Request, j *runner.Job, tool string, ttl, poll time.Duration) error {
+func (f *Front) launch(r *http.Request, j *runner.Job, tool string, ttl, poll time.Duration) error {
 	proto := taskstore.Protocol2026
 	if j.Fallback {
 		proto = taskstore.ProtocolFallback
@@ -215,7 +215,7 @@ func (f *front2026) launch(r *http.Request, j *runner.Job, tool string, ttl, pol
 
 // defaultTTL is the ttl of an extension task (the client asks for none):
 // the store's default, shorter for an anonymous owner.
-func (f *front2026) defaultTTL(owner string) time.Duration {
+func (f *Front) defaultTTL(owner string) time.Duration {
 	if core.IsAnonymous(owner) && f.store.Options().DefaultTTL > core.AnonymousTTL {
 		return core.AnonymousTTL
 	}
@@ -229,7 +229,7 @@ func (f *front2026) defaultTTL(owner string) time.Duration {
 // resolve before the task exists; the client's retry is decided afresh). A
 // call still running, or a session upstream asking for input, becomes a
 // task.
-func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
+func (f *Front) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	res, ok := f.HoldHybrid(r, j, d)
 	switch {
 	case !ok:
@@ -259,7 +259,7 @@ func (f *front2026) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 // writeCallResult answers a 2026-07-28 tools/call with the upstream's own
 // answer: its result (marked resultType "complete" if the upstream, being
 // a session one, did not say: core.StatelessResult), or its JSON-RPC error.
-func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
+func (f *Front) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
 	case res.Err != nil:
 		e := core.RPCError(res.Err, core.Era2026)
@@ -282,7 +282,7 @@ func (f *front2026) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message,
 // (it declared execution.taskSupport), so that the runner holds the
 // upstream's task (internal/runner/native.go): the 2026-07-28 client sees the
 // gateway's task, or the result, whatever the upstream requires.
-func (f *front2026) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamside.Target) json.RawMessage {
+func (f *Front) nativeParams(ctx context.Context, tool string, params json.RawMessage, target *upstreamside.Target) json.RawMessage {
 	if target.Stateless {
 		return params
 	}

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // The 2026-07-28 front: stateless requests (SEP-2575) on the same endpoint
 // as the 2025-11-25 sessions, told apart per request (MCP 2026-07-28,
@@ -42,8 +42,8 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// front2026Store is what the 2026-07-28 front needs of the task store.
-type front2026Store interface {
+// Store is what the 2026-07-28 front needs of the task store.
+type Store interface {
 	front.RenderStore // Get, Stamp, Options
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
@@ -55,17 +55,26 @@ type front2026Store interface {
 	native.Store
 }
 
-// front2026 serves 2026-07-28 clients.
-type front2026 struct {
+// Front serves 2026-07-28 clients.
+type Front struct {
 	front.Deps
-	store     front2026Store
-	anonymous AnonymousTasks  // the bounds of tasks of clients without Authorization
-	life      context.Context // ends when the gateway closes: listen streams end
-	listens   *streamCounter  // subscriptions/listen streams open per owner
+	store     Store
+	anonymous core.AnonymousTasks // the bounds of tasks of clients without Authorization
+	life      context.Context     // ends when the gateway closes: listen streams end
+	listens   *streamCounter      // subscriptions/listen streams open per owner
 	// secret signs the requestState of MRTR rounds before a task
 	// (front2026_mrtr.go); mrtrHoldFor is Config.MRTRHold.
 	secret      mrtrSecret
 	mrtrHoldFor time.Duration
+}
+
+// New returns the 2026-07-28 front: deps are the components it calls,
+// store its task store, anonymous the bounds of tasks of clients without
+// Authorization (Config.Anonymous), life ends when the gateway closes
+// (listen streams end), mrtrHold is Config.MRTRHold.
+func New(deps front.Deps, store Store, anonymous core.AnonymousTasks, life context.Context, mrtrHold time.Duration) *Front {
+	return &Front{Deps: deps, store: store, anonymous: anonymous, life: life,
+		listens: newStreamCounter(MaxListensPerSubscriber), mrtrHoldFor: mrtrHold}
 }
 
 // statelessReq is a validated 2026-07-28 request (SEP-2575 per-request
@@ -97,7 +106,7 @@ var removedIn2026 = map[string]bool{
 // session traffic pays one bytes.Contains, not a JSON decode.
 var metaVersionKey = []byte(`"` + upstreamside.MetaProtocolVersion + `"`)
 
-// isStateless reports whether msg is a 2026-07-28 (stateless) message. The
+// IsStateless reports whether msg is a 2026-07-28 (stateless) message. The
 // rule:
 //
 //  1. only requests and notifications (a POSTed response or batch is not);
@@ -111,7 +120,7 @@ var metaVersionKey = []byte(`"` + upstreamside.MetaProtocolVersion + `"`)
 //
 // Everything else (initialize, anything on a session, older clients with no
 // or an older header) goes to the 2025-11-25 front or passes through.
-func isStateless(r *http.Request, msg *mcpwire.Message) bool {
+func IsStateless(r *http.Request, msg *mcpwire.Message) bool {
 	if msg.Kind != mcpwire.KindRequest && msg.Kind != mcpwire.KindNotification {
 		return false
 	}
@@ -126,8 +135,8 @@ func isStateless(r *http.Request, msg *mcpwire.Message) bool {
 	return r.Header.Get("Mcp-Protocol-Version") >= core.Version2026
 }
 
-// serve validates a 2026-07-28 message and routes it.
-func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+// Serve validates a 2026-07-28 message and routes it.
+func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	mr, e := f.validate(r, msg)
 	if e != nil {
 		f.Log.Debug().Str("op", "validate").Str("method", msg.MethodName()).Int("code", e.Code).Msg(e.Message)
@@ -165,7 +174,7 @@ func (f *front2026) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 // validate checks a 2026-07-28 message against the rules of MCP
 // 2026-07-28, Streamable HTTP transport, "Server Validation", and SEP-2575,
 // "Per-Request Metadata Schema".
-func (f *front2026) validate(r *http.Request, msg *mcpwire.Message) (*statelessReq, *mcpwire.Error) {
+func (f *Front) validate(r *http.Request, msg *mcpwire.Message) (*statelessReq, *mcpwire.Error) {
 	bad := func(code int, text string) (*statelessReq, *mcpwire.Error) {
 		return nil, mcpwire.NewError(http.StatusBadRequest, code, text)
 	}
@@ -291,7 +300,7 @@ func declaresTasksDecode(caps json.RawMessage) bool {
 // defines none over HTTP (cancellation is closing the stream): a stateless
 // upstream gets it as is; for a session upstream it is accepted and
 // dropped, as there is no request it could refer to there.
-func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) notification(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	for recheck := true; ; recheck = false {
 		era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 		if err != nil || !era.Stateless {
@@ -309,7 +318,7 @@ func (f *front2026) notification(w http.ResponseWriter, r *http.Request, msg *mc
 // shape; learn names a tools/call whose latency is learned. If a
 // stateless upstream refuses it the way a session server would, the era
 // is probed again and the request sent by the new era, once.
-func (f *front2026) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
+func (f *Front) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, learn string) {
 	for recheck := true; ; recheck = false {
 		era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 		switch {

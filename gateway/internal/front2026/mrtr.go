@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // MRTR before the task, for a 2026-07-28 client in front of a session
 // upstream (the tasks extension, "MRTR → tasks composition": a server that
@@ -47,11 +47,11 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// mrtrPrefix starts the requestState of an MRTR round before a task.
-const mrtrPrefix = "taskgate-mrtr:"
+// MRTRPrefix starts the requestState of an MRTR round before a task.
+const MRTRPrefix = "taskgate-mrtr:"
 
-// maxMRTRRounds bounds the input_required rounds of one call.
-const maxMRTRRounds = 16
+// MaxMRTRRounds bounds the input_required rounds of one call.
+const MaxMRTRRounds = 16
 
 // mrtrState is what a round's requestState carries, signed with the
 // deployment's secret and bound to the owner: the held call's task, the
@@ -84,7 +84,7 @@ type mrtrSecret struct {
 
 const secretRecheck = 10 * time.Second
 
-func (s *mrtrSecret) get(ctx context.Context, store front2026Store) ([]byte, error) {
+func (s *mrtrSecret) get(ctx context.Context, store Store) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.key != nil {
@@ -95,7 +95,7 @@ func (s *mrtrSecret) get(ctx context.Context, store front2026Store) ([]byte, err
 
 // reload reads the key again unless it was read recently, and reports
 // whether it changed.
-func (s *mrtrSecret) reload(ctx context.Context, store front2026Store) ([]byte, bool) {
+func (s *mrtrSecret) reload(ctx context.Context, store Store) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if time.Since(s.read) < secretRecheck {
@@ -109,7 +109,7 @@ func (s *mrtrSecret) reload(ctx context.Context, store front2026Store) ([]byte, 
 	return key, !hmac.Equal(old, key)
 }
 
-func (s *mrtrSecret) load(ctx context.Context, store front2026Store) ([]byte, error) {
+func (s *mrtrSecret) load(ctx context.Context, store Store) ([]byte, error) {
 	key, err := store.SharedSecret(ctx, "mrtr")
 	if err != nil {
 		return nil, err
@@ -141,14 +141,14 @@ func signState(key []byte, owner string, payload []byte) []byte {
 func encodeState(key []byte, owner string, st mrtrState) string {
 	payload := mcpwire.MustMarshal(st)
 	enc := base64.RawURLEncoding
-	return mrtrPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(signState(key, owner, payload))
+	return MRTRPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(signState(key, owner, payload))
 }
 
 // decodeState checks a requestState: the gateway's signature for the
 // owner (auth's, else the task's own: core.AnonOwner), not expired at now. It
 // returns the state and its owner.
 func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, bool) {
-	rest, ok := strings.CutPrefix(s, mrtrPrefix)
+	rest, ok := strings.CutPrefix(s, MRTRPrefix)
 	if !ok {
 		return mrtrState{}, "", false
 	}
@@ -176,14 +176,14 @@ func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, 
 // mrtrRetry returns a retried call's requestState and inputResponses when
 // the state is one of the gateway's MRTR rounds.
 func mrtrRetry(params json.RawMessage) (state string, responses map[string]json.RawMessage, ok bool) {
-	if !strings.Contains(string(params), mrtrPrefix) {
+	if !strings.Contains(string(params), MRTRPrefix) {
 		return "", nil, false
 	}
 	var p struct {
 		RequestState   string                     `json:"requestState"`
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	}
-	if json.Unmarshal(params, &p) != nil || !strings.HasPrefix(p.RequestState, mrtrPrefix) {
+	if json.Unmarshal(params, &p) != nil || !strings.HasPrefix(p.RequestState, MRTRPrefix) {
 		return "", nil, false
 	}
 	return p.RequestState, p.InputResponses, true
@@ -192,7 +192,7 @@ func mrtrRetry(params json.RawMessage) (state string, responses map[string]json.
 // mrtrHold is how long a round may wait for its retry before the held
 // call is cancelled: Config.MRTRHold, else DefaultMRTRHoldFactor times the
 // call's hybrid wait.
-func (f *front2026) mrtrHold(wait time.Duration) time.Duration {
+func (f *Front) mrtrHold(wait time.Duration) time.Duration {
 	if f.mrtrHoldFor > 0 {
 		return f.mrtrHoldFor
 	}
@@ -205,7 +205,7 @@ const DefaultMRTRHoldFactor = 8
 
 // mrtrFirstRound makes j, which asked for input during its hybrid wait, a
 // task the client does not see yet, and answers the first round.
-func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
+func (f *Front) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, tool string, d policy.Decision) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
 		// No signing key: the task is made at once, as before this
@@ -228,7 +228,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 	}
 	wait := d.HybridWait
 	if wait <= 0 {
-		wait = DefaultHybridWait
+		wait = decide.DefaultHybridWait
 	}
 	st := mrtrState{Task: j.Task.ID, Tool: tool, Args: argsDigest(msg.Params), Wait: wait.Milliseconds()}
 	f.mrtrRound(w, r, msg, key, j.Owner, st, nil, mcpwire.NewWriter(w))
@@ -236,7 +236,7 @@ func (f *front2026) mrtrFirstRound(w http.ResponseWriter, r *http.Request, msg *
 
 // continueMRTR is a retry of a round: checked, its answers recorded, and
 // the next round, the result or the task answered.
-func (f *front2026) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool, state string, responses map[string]json.RawMessage) {
+func (f *Front) continueMRTR(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool, state string, responses map[string]json.RawMessage) {
 	key, err := f.secret.get(r.Context(), f.store)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
@@ -315,7 +315,7 @@ const mrtrAbandoned = "The client never retried the call with the answers (its i
 // mrtrRound waits, up to the hybrid wait, for the held call to ask what
 // the client has not just answered, or to end, and answers: another round,
 // the call's outcome, or, still running, the task.
-func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, key []byte, owner string,
+func (f *Front) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, key []byte, owner string,
 	st mrtrState, answered map[string]bool, sse *mcpwire.Writer) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(st.Wait)*time.Millisecond)
 	defer cancel()
@@ -338,10 +338,10 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	out, ended := outcomeResponse(msg.ID, t)
 	switch {
 	case ended:
-	case st.Round >= maxMRTRRounds:
-		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
+	case st.Round >= MaxMRTRRounds:
+		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", MaxMRTRRounds))
 		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: core.InternalError(fmt.Sprintf(
-			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
+			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", MaxMRTRRounds))}
 	default:
 		pending := pendingInputs(t, answered)
 		keys := make([]string, 0, len(pending))
@@ -367,7 +367,7 @@ func (f *front2026) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // the round's questions are all still unanswered: its client never
 // retried. The retry, on any replica, answers them; a round that replica
 // answers next arms its own. A store error is retried a few times.
-func (f *front2026) expireRound(owner, id string, keys []string, hold time.Duration) {
+func (f *Front) expireRound(owner, id string, keys []string, hold time.Duration) {
 	time.AfterFunc(hold+roundGrace, func() {
 		for attempt := 0; attempt < 3; attempt++ {
 			if attempt > 0 {
@@ -405,7 +405,7 @@ const roundGrace = core.StoreTimeout + time.Second
 
 // abandonRound cancels a held call's task (its worker cancels the call
 // upstream).
-func (f *front2026) abandonRound(owner, id, why string) bool {
+func (f *Front) abandonRound(owner, id, why string) bool {
 	ctx, cancel := context.WithTimeout(f.life, core.StoreTimeout)
 	defer cancel()
 	t, err := f.store.RequestCancel(ctx, owner, id, why)

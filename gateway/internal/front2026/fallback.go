@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 // The fallback task tools (fallback.go) for 2026-07-28 clients without
 // the tasks extension. Such a client has no session, so the tools are in
@@ -25,11 +25,11 @@ import (
 )
 
 // fallbackClient reports whether mr's client may use the fallback tools.
-func (f *front2026) fallbackClient(mr *statelessReq) bool { return f.Fallback != nil && !mr.Tasks }
+func (f *Front) fallbackClient(mr *statelessReq) bool { return f.Fallback != nil && !mr.Tasks }
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
-func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
+func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
 	if !f.fallbackClient(mr) || !f.Fallback.Is(p.Name) {
 		return false
 	}
@@ -52,7 +52,7 @@ func (f *front2026) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 
 // toolsList answers tools/list: the upstream's, with the fallback tools
 // on the first page for a client that may use them.
-func (f *front2026) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+func (f *Front) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	if !f.fallbackClient(mr) || !fallback.FirstPage(msg.Params) {
 		f.forward(w, r, msg, mr, "")
 		return
@@ -126,7 +126,7 @@ func (c *captureWriter) replay(w http.ResponseWriter) {
 
 // fallbackStarted is the answer to a hybrid call of a fallback client
 // that became task j.task.
-func (f *front2026) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
+func (f *Front) fallbackStarted(r *http.Request, j *runner.Job, tool string) json.RawMessage {
 	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
 	if j.First != nil {
 		f.Fallback.AwaitQuestion(r.Context(), j.Task)
@@ -147,7 +147,7 @@ func withAskableClient(params json.RawMessage) json.RawMessage {
 	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
 		return params
 	}
-	caps, ok := withInputCaps(meta[upstreamside.MetaClientCaps])
+	caps, ok := core.WithInputCaps(meta[upstreamside.MetaClientCaps])
 	if !ok {
 		return params
 	}

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// subscriptionIDKey is the _meta key that ties a message to its
+// SubscriptionIDKey is the _meta key that ties a message to its
 // subscriptions/listen stream (schema-2026-07-28.ts).
-const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
+const SubscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
 // maxListenTasks bounds the task ids one subscription may watch, and
-// maxListensPerSubscriber the subscriptions one client holds open on one
+// MaxListensPerSubscriber the subscriptions one client holds open on one
 // replica.
 const (
 	maxListenTasks          = 1000
-	maxListensPerSubscriber = 16
+	MaxListensPerSubscriber = 16
 )
 
 // streamCounter counts the open streams per subscriber, up to a limit.
@@ -69,7 +69,7 @@ func (c *streamCounter) release(who string) {
 //
 // The acknowledgement grants only what is served (SubscriptionsAcknowledged
 // NotificationParams: unsupported types are omitted).
-func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
+func (f *Front) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
 	var p struct {
 		Notifications *struct {
 			upstreamside.ListenFilter
@@ -110,11 +110,11 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	}
 	if !f.listens.acquire(subscriber) {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeInvalidRequest,
-			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", maxListensPerSubscriber)))
+			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", MaxListensPerSubscriber)))
 		return
 	}
 	defer f.listens.release(subscriber)
-	ls := &listenStream{f: f, r: r, msg: msg, meta: map[string]any{subscriptionIDKey: msg.ID},
+	ls := &listenStream{f: f, r: r, msg: msg, meta: map[string]any{SubscriptionIDKey: msg.ID},
 		changes: make(chan string, 64), granted: []string{}, last: map[string]string{}, done: map[string]bool{}}
 	if err == nil && !era.Stateless && !p.Notifications.ListenFilter.Empty() {
 		defer ls.subscribeUpstream(p.Notifications.ListenFilter)()
@@ -134,7 +134,7 @@ func (f *front2026) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 
 // listenStream is one subscriptions/listen stream between its steps.
 type listenStream struct {
-	f    *front2026
+	f    *Front
 	r    *http.Request
 	msg  *mcpwire.Message
 	ctx  context.Context // ends with the request, or when listen returns
@@ -303,7 +303,7 @@ func (ls *listenStream) relay() {
 			if !ls.upGranted.Wants(n.Method, n.Params) {
 				continue
 			}
-			if ls.sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, subscriptionIDKey, ls.msg.ID))) != nil {
+			if ls.sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, SubscriptionIDKey, ls.msg.ID))) != nil {
 				return
 			}
 		case <-resync.C:
