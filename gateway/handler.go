@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/front2025"
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
 
 	"github.com/taskgate/taskgate/gateway/internal/fallback"
@@ -53,7 +54,7 @@ type Handler struct {
 
 	// With a store only (nil: a plain pass-through proxy).
 	runner *runner.Runner   // the in-flight calls of tasks, hybrid and bridged calls
-	f2025  *front2025       // 2025-11-25 clients: sessions and their tasks
+	f2025  *front2025.Front // 2025-11-25 clients: sessions and their tasks
 	f2026  *front2026.Front // 2026-07-28 clients: stateless requests, extension tasks
 	// stopRemovals ends the render cache's subscription to the store's
 	// removal notices (rendercache.go).
@@ -123,7 +124,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
 	// and the front starts the runner's tasks.
-	h.f2025 = &front2025{store: c.Store, sessions: newSessionCache(), anonymous: c.Anonymous}
+	h.f2025 = front2025.New(c.Store, c.Anonymous)
 	h.runner = runner.New(runner.Params{
 		Store: c.Store, Up: c.Upstream, Notify: h.f2025, Observe: h.decider.Observe,
 		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
@@ -236,7 +237,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// GET (a session's SSE stream), DELETE (end of session) and anything
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
-	if h.f2025 != nil && h.f2025.serveEmulatedSession(w, r) {
+	if h.f2025 != nil && h.f2025.ServeEmulatedSession(w, r) {
 		return // a session the gateway holds itself: nothing upstream to ask
 	}
 	var body io.Reader
@@ -247,7 +248,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	header := r.Header
 	if h.f2025 != nil {
-		header = h.f2025.upstreamHeader(r)
+		header = h.f2025.UpstreamHeader(r)
 	}
 	resp, err := h.up.Pass(r.Context(), r.Method, header, body)
 	lift()
@@ -255,7 +256,7 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.up.FailHTTP(w, r, err)
 		return
 	}
-	if h.f2025 != nil && h.f2025.streamOrEnd(w, r, resp) {
+	if h.f2025 != nil && h.f2025.StreamOrEnd(w, r, resp) {
 		return
 	}
 	h.up.Relay(w, r, resp)
@@ -309,10 +310,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		h.f2026.Serve(w, r, msg)
 		return
 	}
-	if h.f2025.serve(w, r, msg) {
+	if h.f2025.Serve(w, r, msg) {
 		return
 	}
-	h.up.Forward(w, r, msg, h.f2025.upstreamHeader(r), "")
+	h.up.Forward(w, r, msg, h.f2025.UpstreamHeader(r), "")
 }
 
 // readBody reads the POSTed body up to MaxBody, within ReadTimeout. It

@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front2025"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -244,7 +244,7 @@ func TestInitializeAddsTasksCapability(t *testing.T) {
 			if err := json.Unmarshal(init.Result, &res); err != nil {
 				t.Fatal(err)
 			}
-			if string(res.Capabilities["tasks"]) != string(tasksCapability) || res.ServerInfo.Name != testupstream.Implementation.Name {
+			if string(res.Capabilities["tasks"]) != string(front2025.TasksCapability) || res.ServerInfo.Name != testupstream.Implementation.Name {
 				t.Errorf("initialize result = %s", init.Result)
 			}
 			echo(t, cs, "through")
@@ -362,17 +362,15 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 	if _, err := rp.store.GetSession(ctx, sid); !errors.Is(err, taskstore.ErrNoSession) {
 		t.Errorf("record after DELETE: %v", err)
 	}
-	if e := rp.hs[0].front2025.sessions.get(sid); e != nil {
-		t.Errorf("A still caches the session: %+v", e.info)
+	if rp.hs[0].f2025.CachedSession(sid) {
+		t.Error("A still caches the session")
 	}
 	// B notices at its next re-check.
-	e := rp.hs[1].front2025.sessions.get(sid)
-	if e == nil || e.info == nil {
+	if !rp.hs[1].f2025.CachedSession(sid) {
 		t.Fatal("B did not cache the session")
 	}
-	e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
-	if s, _ := rp.hs[1].front2025.lookupSession(ctx, sid); s != nil {
-		t.Errorf("B still knows the deleted session: %+v", s)
+	if rp.hs[1].f2025.RecheckSession(ctx, sid) {
+		t.Error("B still knows the deleted session")
 	}
 }
 
@@ -574,60 +572,5 @@ func TestToolsListOlderUpstream(t *testing.T) {
 		if got != want[tool.Name] {
 			t.Errorf("%s: taskSupport %q, want %q", tool.Name, got, want[tool.Name])
 		}
-	}
-}
-
-func TestSessionCacheBounded(t *testing.T) {
-	c := newSessionCacheSize(4)
-	now := time.Now()
-	keep := newSessionEntry(newSessionInfo("keep", core.Version2025, core.Version2025, nil), now)
-	c.put("keep", keep)
-	for i := 0; i < 40; i++ {
-		c.put(fmt.Sprint(i), newSessionEntry(nil, now))
-		if c.get("keep") != keep { // in use: promoted, so it survives
-			t.Fatalf("recently used entry evicted after %d puts", i)
-		}
-		if n := c.count(); n > 8 {
-			t.Fatalf("cache holds %d entries, bound is 8", n)
-		}
-	}
-	if c.get("0") != nil {
-		t.Error("oldest unused entry survived")
-	}
-	c.delete("keep")
-	if c.get("keep") != nil {
-		t.Error("deleted entry still there")
-	}
-}
-
-func TestUpstreamHeaderHotPath(t *testing.T) {
-	rp := newReplicas(t, "http://127.0.0.1:1/mcp", 1, nil)
-	h := rp.hs[0]
-	now := time.Now()
-	h.front2025.sessions.put("same", newSessionEntry(newSessionInfo("same", core.Version2025, core.Version2025, nil), now))
-	h.front2025.sessions.put("older", newSessionEntry(newSessionInfo("older", core.Version2025, "2025-06-18", nil), now))
-	req := func(sid, version string) *http.Request {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		r.Header.Set("Mcp-Session-Id", sid)
-		r.Header.Set("MCP-Protocol-Version", version)
-		r.Header.Set("Authorization", "Bearer x")
-		return r
-	}
-	for _, r := range []*http.Request{req("same", core.Version2025), req("older", "2025-06-18"), req("whatever", "2026-07-28")} {
-		if n := testing.AllocsPerRun(100, func() {
-			if got := h.front2025.upstreamHeader(r); &got == nil {
-				t.Fatal("nil")
-			}
-		}); n != 0 {
-			t.Errorf("upstreamHeader(%s, %s) allocates %v times", r.Header.Get("Mcp-Session-Id"), r.Header.Get("MCP-Protocol-Version"), n)
-		}
-	}
-	r := req("older", core.Version2025)
-	got := h.front2025.upstreamHeader(r)
-	if got.Get("MCP-Protocol-Version") != "2025-06-18" || got.Get("Authorization") != "Bearer x" || got.Get("Mcp-Session-Id") != "older" {
-		t.Errorf("rewritten header = %v", got)
-	}
-	if r.Header.Get("MCP-Protocol-Version") != core.Version2025 {
-		t.Error("the client's header was modified")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/front2025"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -251,13 +252,13 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 	slot := redis.NewClient(&redis.Options{Addr: fl.mr.Addr()})
 	defer slot.Close()
 	placeOf := func() float64 {
-		return slot.ZScore(context.Background(), "tg:{anon}:live", anonSessionSlot(first)).Val()
+		return slot.ZScore(context.Background(), "tg:{anon}:live", front2025.AnonSessionSlot(first)).Val()
 	}
 	before := placeOf()
 	if before == 0 {
 		t.Fatal("the anonymous session has no place in the caps")
 	}
-	time.Sleep(emulatedRecheck + 100*time.Millisecond) // the replica's next look at the record renews it
+	time.Sleep(front2025.EmulatedRecheck + 100*time.Millisecond) // the replica's next look at the record renews it
 	ping := &mcpClient{t: t, urls: fl.urls, sid: first}
 	if r := ping.call("ping", map[string]any{}); r.Error != nil {
 		t.Fatal(r.Error.Message)

@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // What each client session negotiated, known to every replica.
 //
@@ -33,9 +33,9 @@ const (
 	// sessionRecheck is how often a replica re-checks a cached session with
 	// Redis: renewing its TTL, or re-reading an unknown one.
 	sessionRecheck = 10 * time.Minute
-	// emulatedRecheck is sessionRecheck for a session the gateway holds
+	// EmulatedRecheck is sessionRecheck for a session the gateway holds
 	// in front of a stateless upstream (front2025_stateless.go).
-	emulatedRecheck = 2 * time.Second
+	EmulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
 	sessionCacheSize = 1 << 14
@@ -98,7 +98,7 @@ func (e *sessionEntry) claimRecheck(now time.Time) bool {
 	if e.info.emulated() {
 		// The gateway holds the session itself: no upstream refuses it
 		// once it ends, so another replica's DELETE must be seen soon.
-		every = emulatedRecheck
+		every = EmulatedRecheck
 	}
 	if now.UnixNano()-last < int64(every) {
 		return false
@@ -177,7 +177,7 @@ func (c *sessionCache) count() int {
 // session returns what the request's Mcp-Session-Id negotiated, or nil when
 // the gateway serves nothing for the session (or cannot tell now: Redis
 // unreachable on a cache miss, logged; see sessionErr).
-func (f *front2025) session(r *http.Request) *sessionInfo {
+func (f *Front) session(r *http.Request) *sessionInfo {
 	s, _ := f.sessionErr(r)
 	return s
 }
@@ -187,7 +187,7 @@ func (f *front2025) session(r *http.Request) *sessionInfo {
 // taskstore.ErrUnavailable). The session's plain traffic then passes
 // through as if it were not the gateway's (degraded, not failed); what
 // needs its tasks (tasks/*, a task-augmented tools/call) fails with err.
-func (f *front2025) sessionErr(r *http.Request) (*sessionInfo, error) {
+func (f *Front) sessionErr(r *http.Request) (*sessionInfo, error) {
 	v := r.Header["Mcp-Session-Id"]
 	if len(v) == 0 || v[0] == "" {
 		return nil, nil
@@ -197,7 +197,7 @@ func (f *front2025) sessionErr(r *http.Request) (*sessionInfo, error) {
 
 // lookupSession is session by id: the cache, else the store. err is set
 // only when neither can tell.
-func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
+func (f *Front) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
 	now := time.Now()
 	e := f.sessions.get(id)
 	if e != nil && !e.claimRecheck(now) {
@@ -242,7 +242,7 @@ func (f *front2025) lookupSession(ctx context.Context, id string) (*sessionInfo,
 
 // recordSession stores s in Redis, then in the cache. Until it returns nil
 // the client must not learn the session id.
-func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
+func (f *Front) recordSession(ctx context.Context, s *sessionInfo) error {
 	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
 		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal, Address: s.Addr}, sessionIdle(s))
 	if err != nil {
@@ -254,7 +254,7 @@ func (f *front2025) recordSession(ctx context.Context, s *sessionInfo) error {
 
 // forgetSession drops the record of r's session after the upstream ended
 // it (a successful DELETE, or 404: already gone).
-func (f *front2025) forgetSession(r *http.Request) {
+func (f *Front) forgetSession(r *http.Request) {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		return
@@ -272,12 +272,12 @@ func (f *front2025) forgetSession(r *http.Request) {
 	}
 }
 
-// upstreamHeader is the header to forward r with: MCP-Protocol-Version
+// UpstreamHeader is the header to forward r with: MCP-Protocol-Version
 // rewritten to the upstream's version for a session presented as
 // 2025-11-25 in front of an older upstream. On the hot path: without a
 // 2025-11-25 header it returns r.Header at once, and a cached session that
 // needs nothing costs one map lookup, no allocation.
-func (f *front2025) upstreamHeader(r *http.Request) http.Header {
+func (f *Front) UpstreamHeader(r *http.Request) http.Header {
 	v := r.Header["Mcp-Protocol-Version"]
 	if len(v) != 1 || v[0] != core.Version2025 {
 		return r.Header
@@ -292,4 +292,22 @@ func (f *front2025) upstreamHeader(r *http.Request) http.Header {
 	}
 	out["Mcp-Protocol-Version"] = s.upstreamVersionHeader
 	return out
+}
+
+// CachedSession reports whether this replica's cache holds what session
+// id negotiated (a session the gateway knows, not one it knows is absent).
+func (f *Front) CachedSession(id string) bool {
+	e := f.sessions.get(id)
+	return e != nil && e.info != nil
+}
+
+// RecheckSession looks session id up as its next re-check would (the
+// cached entry taken as stale), and reports whether the session is still
+// known: a session deleted through another replica is forgotten then.
+func (f *Front) RecheckSession(ctx context.Context, id string) bool {
+	if e := f.sessions.get(id); e != nil {
+		e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
+	}
+	s, _ := f.lookupSession(ctx, id)
+	return s != nil
 }

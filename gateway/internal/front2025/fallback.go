@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // The fallback task tools (fallback.go) for session clients: a recorded
 // session whose client declared no capabilities.tasks, of any version the
@@ -44,7 +44,7 @@ import (
 // fallbackToolsCall serves a tools/call of a fallback client when it is
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
-func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	var p core.ToolsCallParams
 	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
@@ -74,7 +74,7 @@ func (f *front2025) fallbackToolsCall(w http.ResponseWriter, r *http.Request, ms
 }
 
 // fallbackTool serves one of the fallback tools for session s.
-func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
+func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
 	a, problem := f.Fallback.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, fallback.BadArgs(p.Name, problem))
@@ -106,7 +106,7 @@ func (f *front2025) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mc
 // fallbackCall runs a task candidate of a fallback client: answered as a
 // plain call if it ends within the hybrid wait, else a task the client
 // follows with the fallback tools.
-func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
+func (f *Front) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
 	if e := f.Runner.Admit(); e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -134,7 +134,7 @@ func (f *front2025) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mc
 
 // writePlain answers a session client's tools/call with the upstream's
 // answer to the held call.
-func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
+func (f *Front) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
 	switch {
 	case res.Err != nil:
 		e := core.RPCError(res.Err, core.Era2025)
@@ -150,7 +150,7 @@ func (f *front2025) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res 
 // startFallbackTask makes the held call j.call a task and answers with
 // the result that names it. A task the store cannot create leaves the
 // call a plain one, answered when it ends.
-func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
+func (f *Front) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, s *sessionInfo, tool string, d policy.Decision) {
 	ctx := context.WithoutCancel(r.Context())
 	if err := f.Runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
 		f.Log.Warn().Str("op", "fallback.Tools").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
@@ -180,7 +180,7 @@ func (f *front2025) startFallbackTask(w http.ResponseWriter, r *http.Request, ms
 // fallbackListed reports whether session s's tools/list shows the
 // fallback tools: once it had a fallback task (read from Redis, so any
 // replica agrees).
-func (f *front2025) fallbackListed(ctx context.Context, s *sessionInfo) bool {
+func (f *Front) fallbackListed(ctx context.Context, s *sessionInfo) bool {
 	if f.Fallback == nil || s == nil || !s.noTasks {
 		return false
 	}

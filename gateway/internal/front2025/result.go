@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type streamOpts struct {
 //
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
-func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts, missing func() bool) {
+func (f *Front) resultStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, o *streamOpts, missing func() bool) {
 	rs := &resultWait{f: f, w: w, ctx: r.Context(), msg: msg, owner: owner, id: id, o: o, missing: missing}
 	watch, err := f.store.Watch(rs.ctx, owner, id)
 	if err != nil {
@@ -77,7 +77,7 @@ func (f *front2025) resultStream(w http.ResponseWriter, r *http.Request, msg *mc
 
 // resultWait is one resultStream between its steps.
 type resultWait struct {
-	f         *front2025
+	f         *Front
 	w         http.ResponseWriter
 	ctx       context.Context
 	msg       *mcpwire.Message
@@ -323,7 +323,7 @@ func relayUntilTerminal(ctx context.Context, w *taskstore.Watch, sse *mcpwire.Wr
 	}
 }
 
-func (f *front2025) logRetrieved(t *taskstore.Task, owner string) {
+func (f *Front) logRetrieved(t *taskstore.Task, owner string) {
 	f.Log.Info().Str("op", "retrieved").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Str("status", string(t.Status)).Msg("task result retrieved")
 }

@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // 2025-11-25 (and 2025-06-18, 2025-03-26) clients in front of a stateless
 // 2026-07-28 upstream: the gateway is the session (issue: "protocol
@@ -60,7 +60,7 @@ func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == 
 var statelessVersions = map[string]bool{core.Version2025: true, "2025-06-18": true, "2025-03-26": true}
 
 // initializeStateless answers initialize for a stateless upstream.
-func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
+func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
 	version := asked
 	if !statelessVersions[version] {
 		version = core.Version2025
@@ -100,7 +100,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		}
 	}
 	if version == core.Version2025 {
-		caps["tasks"] = tasksCapability
+		caps["tasks"] = TasksCapability
 	}
 	serverInfo := res.Meta[upstreamside.MetaServerInfo]
 	if len(serverInfo) == 0 {
@@ -117,7 +117,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
+		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, AnonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
 			f.Log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
@@ -140,7 +140,7 @@ func (f *front2025) initializeStateless(w http.ResponseWriter, r *http.Request, 
 // response when it is a result; a failure or the upstream's JSON-RPC
 // error is answered to the client under msg's id (ok false).
 // onNote, when set, gets the upstream's notifications on the way.
-func (f *front2025) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
+func (f *Front) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
 	resp, err := f.Up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
@@ -204,7 +204,7 @@ func statelessSession(r *http.Request) *upstream.Session {
 // serveEmulated serves a message of a session the gateway holds in front
 // of a stateless upstream, and reports whether it did (else the 2025-11-25
 // front goes on: tasks/*, the answers to input requests).
-func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
+func (f *Front) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
 	if !s.ownedBy(r) {
 		writeSessionNotFound(w)
 		return true
@@ -252,7 +252,7 @@ func (f *front2025) serveEmulated(w http.ResponseWriter, r *http.Request, msg *m
 
 // emulatedForward sends a request to the stateless upstream and answers
 // with its response (tools/list rewritten as for any 2025-11-25 session).
-func (f *front2025) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (f *Front) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	resp, ok := f.callFor(w, r, msg, statelessSession(r),
 		&jsonrpc.Request{ID: core.NewUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
 		func(n *jsonrpc.Request) { // its log messages: to the session's GET stream
@@ -293,7 +293,7 @@ func withoutResultType(result json.RawMessage) json.RawMessage {
 // (task-augmented, 2025-11-25 session), or a plain call whose input rounds
 // go to the client as server→client requests on the call's stream; both
 // are the runner's, whose MRTR loop drives the stateless upstream.
-func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p core.ToolsCallParams
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
@@ -339,7 +339,7 @@ func (f *front2025) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mc
 // negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
 // for a plain call of a tool that requires a task, and for a task the tool
 // does not support. false: it answered so.
-func (f *front2025) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams) (policy.Decision, string, bool) {
+func (f *Front) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams) (policy.Decision, string, bool) {
 	kind := policy.ClientOlder
 	if s.tasks2025() {
 		kind = policy.Client2025
@@ -389,7 +389,7 @@ func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn 
 
 // emulatedPlainCall launches the hidden task of a plain call and answers
 // on the call's stream as the task goes (plainCallStream).
-func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
+func (f *Front) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
 	var (
 		untrack func()
 		watch   *taskstore.Watch
@@ -422,7 +422,7 @@ func (f *front2025) emulatedPlainCall(w http.ResponseWriter, r *http.Request, ms
 // answers come back as POSTed responses, on any replica), a comment now
 // and then while nothing else is sent, and the outcome as the call's
 // response. A client that goes away cancels the call.
-func (f *front2025) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
+func (f *Front) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
 	ctx := r.Context()
 	sse := mcpwire.NewWriter(w)
 	tick := time.NewTicker(core.ResyncInterval(f.store))
@@ -509,7 +509,7 @@ const clientLeft = "the client's call ended before the upstream answered"
 // abandonCall cancels a plain call's task whose client went away: its
 // worker cancels the upstream call, and the task does not wait for
 // answers nobody will send.
-func (f *front2025) abandonCall(owner, id, why string) {
+func (f *Front) abandonCall(owner, id, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), core.StoreTimeout)
 	defer cancel()
 	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
@@ -522,7 +522,7 @@ func (f *front2025) abandonCall(owner, id, why string) {
 // upstream, which has no sessions of its own: the client must initialize
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
-func (f *front2025) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
+func (f *Front) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
 	era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
 	if err != nil || !era.Stateless {
 		return false
@@ -542,10 +542,10 @@ func writeSessionNotFound(w http.ResponseWriter) {
 // is not a credential.
 func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == core.AuthOwner(r) }
 
-// serveEmulatedSession handles a GET (the session's stream) or DELETE
+// ServeEmulatedSession handles a GET (the session's stream) or DELETE
 // (its end) of a session the gateway holds (or, in front of a stateless
 // upstream, one it does not know: 404), and reports whether it did.
-func (f *front2025) serveEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
+func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		return false
 	}

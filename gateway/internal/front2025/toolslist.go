@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // tools/list for 2025-11-25 sessions: each tool's execution.taskSupport is
 // what the policy makes of it (MCP 2025-11-25, Tasks, "Tool-Level
@@ -35,14 +35,14 @@ import (
 	"github.com/taskgate/taskgate/policy"
 )
 
-func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	s := f.session(r)
 	withFallback := fallback.FirstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
-		f.Up.Forward(w, r, msg, f.upstreamHeader(r), "")
+		f.Up.Forward(w, r, msg, f.UpstreamHeader(r), "")
 		return
 	}
-	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
+	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.UpstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
@@ -70,7 +70,7 @@ func (f *front2025) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // it: each tool's taskSupport as the policy makes it (a 2025-11-25
 // session), the fallback task tools added (withFallback); nil when nothing
 // changes. What the upstream declared is learned either way.
-func (f *front2025) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
+func (f *Front) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
 		cfg := f.Decider.Policy.Load()

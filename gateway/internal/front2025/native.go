@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // Upstream tools with tasks of their own, for 2025-11-25 clients (issue:
 // "upstreams that already have tasks"): a tool whose tools/list entry
@@ -51,15 +51,15 @@ import (
 // nativeTask reports whether tool runs as the upstream's own task for a
 // task-augmented call: the upstream declared execution.taskSupport for it
 // and no rule names it.
-func (f *front2025) nativeTask(ctx context.Context, tool string) bool {
+func (f *Front) nativeTask(ctx context.Context, tool string) bool {
 	native, ruled := f.Decider.Native(ctx, tool)
 	return native && !ruled
 }
 
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
-func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.upstreamHeader(r)), msg.Raw)
+func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
+	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.UpstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
@@ -91,7 +91,7 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 		// cancelled, and the client told the call failed.
 		e := core.RPCError(err, core.Era2025)
 		f.Log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
-		header := f.upstreamHeader(r)
+		header := f.UpstreamHeader(r)
 		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -102,7 +102,7 @@ func (f *front2025) passNativeTask(w http.ResponseWriter, r *http.Request, msg *
 }
 
 // cancelNative sends tasks/cancel of the upstream's task id, best effort.
-func (f *front2025) cancelNative(ctx context.Context, header http.Header, id string) {
+func (f *Front) cancelNative(ctx context.Context, header http.Header, id string) {
 	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
 	defer stop()
 	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
@@ -114,8 +114,8 @@ func (f *front2025) cancelNative(ctx context.Context, header http.Header, id str
 
 // nativeHeader is the header of a request about rec sent on the upstream
 // session the task lives on (the client may have opened another since).
-func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.Header {
-	h := f.upstreamHeader(r)
+func (f *Front) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.Header {
+	h := f.UpstreamHeader(r)
 	if rec.Session == "" || rec.Session == h.Get("Mcp-Session-Id") {
 		return h
 	}
@@ -127,7 +127,7 @@ func (f *front2025) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) h
 // upstreamTask answers a tasks/* request of an id that is the upstream's
 // own task, created by this owner, and reports whether it answered (a
 // store failure is answered as one: retryable, not "not found").
-func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
+func (f *Front) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
 	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", id, core.Era2025))
@@ -143,7 +143,7 @@ func (f *front2025) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mc
 // nativeTaskRequest forwards tasks/get, tasks/result or tasks/cancel of
 // the upstream's task rec on its session, and answers for a task the
 // upstream lost.
-func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+func (f *Front) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
 	method := msg.MethodName()
 	if rec.Lost != "" {
 		f.answerLost(w, msg, rec)
@@ -195,13 +195,13 @@ func (f *front2025) nativeTaskRequest(w http.ResponseWriter, r *http.Request, ms
 
 // lost marks rec failed for good, in the store (best effort: the next
 // request finds out again) and in rec.
-func (f *front2025) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
+func (f *Front) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
 	native.MarkLost(ctx, f.store, f.Log, rec, why)
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
 // sees it failed, tasks/result its error, tasks/cancel that it is terminal.
-func (f *front2025) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+func (f *Front) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
 	switch msg.MethodName() {
 	case "tasks/get":
 		mcpwire.WriteResult(w, msg.ID, lostTask(rec))
@@ -228,7 +228,7 @@ const (
 // task on a tasks/list page, on its session. A task the upstream lost is
 // marked so; one it cannot tell about now (unreachable, slow) is shown as
 // last known.
-func (f *front2025) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
+func (f *Front) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
 	out := make([]json.RawMessage, len(recs))
 	sem := make(chan struct{}, nativeListConcurrency)
 	// One deadline for the page: an upstream that hangs costs the list
@@ -257,7 +257,7 @@ func (f *front2025) nativeStates(r *http.Request, s *sessionInfo, recs []*taskst
 	return out
 }
 
-func (f *front2025) nativeState(ctx context.Context, r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
+func (f *Front) nativeState(ctx context.Context, r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
 	if ctx.Err() != nil {
 		return lastKnown(rec)
 	}
@@ -303,7 +303,7 @@ func lastKnown(rec *taskstore.UpstreamTask) json.RawMessage {
 // session the gateway serves no tasks for, of an upstream task another
 // owner's call created; it reports whether it answered (else the request
 // is relayed as it is).
-func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+func (f *Front) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if msg.MethodName() == "tasks/list" {
 		return false
 	}
@@ -329,7 +329,7 @@ func (f *front2025) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, 
 // of it to the client under the call's own id, so its input requests reach
 // the client on the call's stream and its answer is the call's. A client
 // that goes away before the answer cancels the upstream's task.
-func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
+func (f *Front) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
 	params, err := runner.WithUpstreamTask(msg.Params, 0)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
@@ -358,7 +358,7 @@ func (f *front2025) callThroughNativeTask(w http.ResponseWriter, r *http.Request
 		mcpwire.WriteError(w, msg.ID, perr)
 		return
 	}
-	header := f.upstreamHeader(r)
+	header := f.UpstreamHeader(r)
 	f.Up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
 		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)

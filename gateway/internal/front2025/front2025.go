@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // The 2025-11-25 front: a client that opens a session with initialize.
 // For a session that negotiates 2025-11-25 the gateway is the tasks
@@ -23,7 +23,7 @@ package gateway
 //	            else: the answer unchanged
 //
 // The session then speaks 2025-11-25 to the client and V to the upstream:
-// upstreamHeader rewrites MCP-Protocol-Version on its requests.
+// UpstreamHeader rewrites MCP-Protocol-Version on its requests.
 //
 // A stateless 2026-07-28 upstream (the era probe says so) that gives no
 // session of its own to the initialize: the gateway is the session
@@ -47,19 +47,27 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// front2025 serves 2025-11-25 (and older) clients.
-type front2025 struct {
+// Front serves 2025-11-25 (and older) clients.
+type Front struct {
 	front.Deps
-	store    front2025Store
+	store    Store
 	sessions *sessionCache // what each client session negotiated
 	// anonymous bounds what clients without Authorization make the
 	// gateway hold for them: the sessions it holds in front of a stateless
 	// upstream and their tasks (front2025_stateless.go).
-	anonymous AnonymousTasks
+	anonymous core.AnonymousTasks
 }
 
-// front2025Store is what the 2025-11-25 front needs of the task store.
-type front2025Store interface {
+// New returns the 2025-11-25 front, on store, with the bounds of what
+// clients without Authorization make it hold (Config.Anonymous). The
+// runner it starts tasks in is built after it (the runner tells it of task
+// changes: TaskNotifier), so its Deps are set once that exists.
+func New(store Store, anonymous core.AnonymousTasks) *Front {
+	return &Front{store: store, sessions: newSessionCache(), anonymous: anonymous}
+}
+
+// Store is what the 2025-11-25 front needs of the task store.
+type Store interface {
 	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
@@ -90,9 +98,9 @@ type front2025Store interface {
 	native.Store
 }
 
-// serve serves msg if it is the 2025-11-25 front's to serve, and reports
+// Serve serves msg if it is the 2025-11-25 front's to serve, and reports
 // whether it did; anything else the caller relays unchanged.
-func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if len(r.Header["Mcp-Session-Id"]) > 0 {
 		s, err := f.sessionErr(r)
 		if s.emulated() && f.serveEmulated(w, r, msg, s) { // front2025_stateless.go
@@ -140,11 +148,11 @@ func (f *front2025) serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	return false
 }
 
-// streamOrEnd handles the upstream's answer to a GET or DELETE of a
+// StreamOrEnd handles the upstream's answer to a GET or DELETE of a
 // session: a 2025-11-25 session's GET stream is relayed with the gateway's
 // own notifications merged in (it reports true: answered); a session the
 // upstream ended is forgotten.
-func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+func (f *Front) StreamOrEnd(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
 	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
 		f.forgetSession(r) // the upstream ended the session, or had already
 	}
@@ -159,7 +167,7 @@ func (f *front2025) streamOrEnd(w http.ResponseWriter, r *http.Request, resp *ht
 
 // upstreamSession sends initialize to a stateless upstream and returns its
 // answer if it opened a session (a server of both eras), else nil.
-func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *upstreamside.Answer {
+func (f *Front) upstreamSession(r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *upstreamside.Answer {
 	resp, err := f.Up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(body))
 	if err != nil {
 		return nil
@@ -178,15 +186,15 @@ func (f *front2025) upstreamSession(r *http.Request, msg *mcpwire.Message, heade
 	return a
 }
 
-// tasksCapability is the server capability the gateway adds: tasks/list,
+// TasksCapability is the server capability the gateway adds: tasks/list,
 // tasks/cancel and task-augmented tools/call (MCP 2025-11-25, Tasks,
 // "Server Capabilities").
-var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+var TasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 
-func (f *front2025) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	var params map[string]json.RawMessage
 	if err := json.Unmarshal(msg.Params, &params); err != nil || params == nil {
-		f.Up.Forward(w, r, msg, f.upstreamHeader(r), "") // the upstream says what is wrong with it
+		f.Up.Forward(w, r, msg, f.UpstreamHeader(r), "") // the upstream says what is wrong with it
 		return
 	}
 	var asked string
@@ -286,7 +294,7 @@ func present2025(msg, result, caps json.RawMessage, listChanged bool) (json.RawM
 	if len(caps) == 0 || string(caps) == "null" {
 		caps = json.RawMessage("{}")
 	}
-	caps, err := mcpwire.WithMember(caps, "tasks", tasksCapability)
+	caps, err := mcpwire.WithMember(caps, "tasks", TasksCapability)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +376,7 @@ func withParams(raw []byte, params map[string]json.RawMessage) ([]byte, error) {
 
 // closeOrphan ends the upstream session of an initialize the gateway could
 // not record, best effort: the client never learns its id.
-func (f *front2025) closeOrphan(r *http.Request, s *sessionInfo) {
+func (f *Front) closeOrphan(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	header := http.Header{}

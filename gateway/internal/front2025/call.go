@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // A 2025-11-25 client's tools/call: passed through, or a task when the
 // client asks for one with params.task and the tool's taskSupport allows
@@ -21,7 +21,7 @@ import (
 )
 
 // toolsCall decides a tools/call: plain pass-through, or a task.
-func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	if f.Fallback != nil && f.fallbackToolsCall(w, r, msg) {
 		return
 	}
@@ -69,7 +69,7 @@ func (f *front2025) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 
 // callWithoutTasks passes an older client's tools/call through: no tasks,
 // but the call still teaches latency.
-func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	var p struct {
 		Name string `json:"name"`
 	}
@@ -79,13 +79,13 @@ func (f *front2025) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg
 			learn = p.Name
 		}
 	}
-	f.Up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), learn)
 }
 
 // plainCall serves a tools/call without params.task: refused for a tool
 // that requires a task, else passed through (or, for a tool the upstream
 // runs only as a task, waited on through its task).
-func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
+func (f *Front) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
 	if d.TaskSupport == policy.TaskSupportRequired {
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
 		return
@@ -96,12 +96,12 @@ func (f *front2025) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		f.callThroughNativeTask(w, r, msg, s, tool)
 		return
 	}
-	f.Up.Forward(w, r, msg, f.upstreamHeader(r), learn)
+	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), learn)
 }
 
 // startTask makes a task-augmented tools/call the gateway's task and
 // answers its CreateTaskResult once the task is stored.
-func (f *front2025) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, d policy.Decision, learn string) {
+func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, d policy.Decision, learn string) {
 	ttl, params, e := core.TaskCall(msg, p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)

@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 
 // StatusChanged publishes notifications/tasks/status for t to its
 // session (taskNotifier).
-func (f *front2025) StatusChanged(ctx context.Context, t *taskstore.Task) {
+func (f *Front) StatusChanged(ctx context.Context, t *taskstore.Task) {
 	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
 		return
 	}
@@ -34,7 +34,7 @@ func (f *front2025) StatusChanged(ctx context.Context, t *taskstore.Task) {
 // or to the session's GET stream when none is open (taskNotifier). Each
 // notification is its own message, so none is merged away and the order
 // is the upstream's.
-func (f *front2025) Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *Front) Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
@@ -49,7 +49,7 @@ func (f *front2025) Progress(ctx context.Context, owner string, t *taskstore.Tas
 // relayMerged relays an upstream GET SSE stream (resp nil: a session the
 // gateway holds itself, which has none) and interleaves the
 // session's gateway messages between its events (never inside one).
-func (f *front2025) relayMerged(w http.ResponseWriter, r *http.Request, resp *http.Response, sessionID string) {
+func (f *Front) relayMerged(w http.ResponseWriter, r *http.Request, resp *http.Response, sessionID string) {
 	if resp != nil {
 		defer resp.Body.Close()
 	}

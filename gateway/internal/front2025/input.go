@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 // serveInputResponse records a client's answer to an input request. It is
 // acknowledged with 202 once durably recorded. Answers to unknown or
 // already answered keys are ignored, as are duplicates.
-func (f *front2025) inputResponse(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
+func (f *Front) inputResponse(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	taskID, key, ok := core.ParseInputID(msg.ID)
 	if !ok {
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest, "response id is not one the gateway issued"))

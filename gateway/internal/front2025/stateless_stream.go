@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // What a session the gateway holds in front of a stateless upstream
 // (front2025_stateless.go) changes after initialize, and its GET stream.
@@ -65,7 +65,7 @@ var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "wa
 
 // setLogLevel answers logging/setLevel of held session s: the level
 // recorded for every request made for it from now on.
-func (f *front2025) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (f *Front) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p struct {
 		Level string `json:"level"`
 	}
@@ -80,7 +80,7 @@ func (f *front2025) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcp
 
 // subscribe answers resources/subscribe (on) and resources/unsubscribe of
 // held session s: the URI joins or leaves its GET stream's filter.
-func (f *front2025) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, on bool) {
+func (f *Front) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, on bool) {
 	method := msg.MethodName()
 	var p struct {
 		URI string `json:"uri"`
@@ -111,7 +111,7 @@ func (f *front2025) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwi
 // record (err nil: {}, announced to its GET streams when something
 // changed), or whose change failed: the session gone (404, initialize
 // again), or the store's error.
-func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
+func (f *Front) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
 		f.sessions.delete(s.ID)
@@ -128,7 +128,7 @@ func (f *front2025) answerStateChange(w http.ResponseWriter, r *http.Request, ms
 
 // announce tells every replica's GET stream of session id what happened
 // (best effort: a stream that misses it re-reads at its next reopen).
-func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) {
+func (f *Front) announce(r *http.Request, id string, what taskstore.Status) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
@@ -138,7 +138,7 @@ func (f *front2025) announce(r *http.Request, id string, what taskstore.Status) 
 
 // logLevelOf is the level held session s set, "" for none (or when the
 // store cannot tell now: the request goes without, so it gets no logs).
-func (f *front2025) logLevelOf(ctx context.Context, s *sessionInfo) string {
+func (f *Front) logLevelOf(ctx context.Context, s *sessionInfo) string {
 	level, err := f.store.SessionLogLevel(ctx, s.ID)
 	if err != nil {
 		f.Log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
@@ -150,7 +150,7 @@ func (f *front2025) logLevelOf(ctx context.Context, s *sessionInfo) string {
 // notifications/cancelled names (MCP "Cancellation"): its task, so the
 // worker aborts the upstream call. A call that already ended, or one the
 // gateway does not know, is ignored, as the spec asks of a receiver.
-func (f *front2025) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (f *Front) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 		Reason    string          `json:"reason"`
@@ -190,7 +190,7 @@ func truncate(s string, n int) string {
 // emulatedStream serves the GET stream of held session s until the client
 // goes, the session ends, or the upstream's listen stream ends or refuses
 // the client's credentials.
-func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+func (f *Front) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	watch, err := f.store.WatchSession(r.Context(), s.ID)
 	if err != nil {
 		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
@@ -208,7 +208,7 @@ func (f *front2025) emulatedStream(w http.ResponseWriter, r *http.Request, s *se
 
 // emulatedGet is one GET stream of an emulated session between its steps.
 type emulatedGet struct {
-	f       *front2025
+	f       *Front
 	w       http.ResponseWriter
 	flusher http.Flusher // nil: w cannot flush
 	r       *http.Request
@@ -367,7 +367,7 @@ func (a listenState) equal(b listenState) bool {
 
 // listenStateOf reads held session s's level and subscriptions; gone
 // when its record is. When the store cannot tell now, last stands.
-func (f *front2025) listenStateOf(ctx context.Context, s *sessionInfo, last listenState) (st listenState, gone bool) {
+func (f *Front) listenStateOf(ctx context.Context, s *sessionInfo, last listenState) (st listenState, gone bool) {
 	rec, err := f.store.GetSession(ctx, s.ID)
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
@@ -388,7 +388,7 @@ func (f *front2025) listenStateOf(ctx context.Context, s *sessionInfo, last list
 // then carries the gateway's notifications alone), and refused is set
 // when it refuses the client's credentials (401, 403). Ending ctx closes
 // it.
-func (f *front2025) openListen(ctx context.Context, r *http.Request, s *sessionInfo, st listenState) (events <-chan []byte, readErr <-chan error, refused error) {
+func (f *Front) openListen(ctx context.Context, r *http.Request, s *sessionInfo, st listenState) (events <-chan []byte, readErr <-chan error, refused error) {
 	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
 	if len(st.subs) > 0 {
 		filter["resourceSubscriptions"] = st.subs
@@ -469,7 +469,7 @@ func listenEvent(data []byte) []byte {
 // t's call to the client (taskNotifier): a plain call's stream, or the
 // GET stream of the task's session. A 2026-07-28 client's task has
 // neither.
-func (f *front2025) LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
+func (f *Front) LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
 	if t.Protocol != taskstore.Protocol2025 {
 		return
 	}
@@ -483,7 +483,7 @@ func (f *front2025) LogMessage(ctx context.Context, owner string, t *taskstore.T
 
 // trackPlainCall records the plain call msg of held session s as task
 // id, for notifications/cancelled; the returned func forgets it.
-func (f *front2025) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
+func (f *Front) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
 	key := callKey(msg.ID)
 	if err := f.store.SetSessionCall(r.Context(), s.ID, key, id); err != nil {
 		f.Log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
@@ -510,26 +510,26 @@ func sessionIdle(s *sessionInfo) time.Duration {
 // Authorization.
 const anonymousSessionTTL = time.Hour
 
-// anonSessionSlot is the id a held session opened without Authorization
+// AnonSessionSlot is the id a held session opened without Authorization
 // counts under in the anonymous caps (never a task's id).
-func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
+func AnonSessionSlot(sessionID string) string { return "session:" + sessionID }
 
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
-func (f *front2025) releaseAnonymous(r *http.Request, s *sessionInfo) {
+func (f *Front) releaseAnonymous(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
-	_ = f.store.ReleaseAnonymous(ctx, anonSessionSlot(s.ID), s.Addr)
+	_ = f.store.ReleaseAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr)
 }
 
 // renewAnonymous keeps the place of held session s, opened without
 // Authorization and still in use, in the anonymous caps for another idle
 // lifetime (lookupSession, each time it renews the record).
-func (f *front2025) renewAnonymous(ctx context.Context, s *sessionInfo) {
+func (f *Front) renewAnonymous(ctx context.Context, s *sessionInfo) {
 	if !s.emulated() || s.Principal != "" || s.Addr == "" {
 		return
 	}
-	if err := f.store.RenewAnonymous(ctx, anonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
+	if err := f.store.RenewAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
 		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
 	}
 }

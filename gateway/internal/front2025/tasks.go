@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 // tasks/get, tasks/list and tasks/cancel of a 2025-11-25 session (MCP
 // 2025-11-25, Tasks), and what tasks/result returns for a terminal task
@@ -30,7 +30,7 @@ type taskIDParams struct {
 	Cursor *string `json:"cursor"`
 }
 
-func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p taskIDParams
 	if len(msg.Params) > 0 && json.Unmarshal(msg.Params, &p) != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, msg.MethodName()+" params must be an object"))
@@ -70,7 +70,7 @@ func (f *front2025) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 // list answers tasks/list: the owner's tasks, the gateway's and the
 // upstream's own (front2025_native.go; their state asked of the upstream)
 // in one order, newest first, with one cursor.
-func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string, s *sessionInfo) {
+func (f *Front) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string, s *sessionInfo) {
 	c := ""
 	if cursor != nil {
 		c = *cursor
@@ -109,7 +109,7 @@ func (f *front2025) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Me
 // Cancellation": MUST transition before sending the response); the worker,
 // on whichever replica holds the call, hears the cancel event and aborts
 // the upstream call. A terminal task is refused with -32602.
-func (f *front2025) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, missing func() bool) {
+func (f *Front) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, missing func() bool) {
 	t, err := f.store.RequestCancel(r.Context(), owner, id, "The task was cancelled by request.")
 	if errors.Is(err, taskstore.ErrNotFound) && missing() {
 		return
