@@ -100,3 +100,14 @@ func TaskTTL(d policy.Decision, asked time.Duration, owner string) time.Duration
 	}
 	return ttl
 }
+
+// Rules are the policy rules in force (--policy, reloaded on change).
+func (d *Decider) Rules() *policy.Config { return d.Policy.Load() }
+
+// Latency is what this replica learned of tool's latency, merged with the
+// other replicas' (latency.go).
+func (d *Decider) Latency(tool string) policy.Stats { return d.Lat.Stats(tool) }
+
+// Learns reports whether the catalogue learns the upstream's tools (it
+// does with a store, where replicas share it).
+func (d *Decider) Learns() bool { return d.Store != nil }

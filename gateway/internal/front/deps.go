@@ -1,10 +1,15 @@
 package front
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"net/http"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
+	"github.com/taskgate/taskgate/upstream"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,15 +28,44 @@ import (
 // Deps are what both fronts hold: the components they call, and the
 // poll limit and render cache of tasks/get.
 type Deps struct {
-	Runner   *runner.Runner
-	Up       *upstreamside.Side
-	Decider  *decide.Decider
+	Runner   Runner
+	Up       *upstreamside.Side // the upstream side: all of it, the fronts' whole view of the upstream
+	Decider  Decider
 	Metrics  *obs.Metrics
 	Log      zerolog.Logger
 	Polls    *PollLimiter // nil: no limit
 	Renders  *RenderCache
 	Fallback *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
 	Trace    *obs.Tracing    // nil: off
+}
+
+// Runner is what the fronts need of the task runner (runner.Runner):
+// admission, the one sequence that makes a job a task, and the in-flight
+// calls of hybrid and bridged calls.
+type Runner interface {
+	Admit() *mcpwire.Error
+	Launch(ctx context.Context, j *runner.Job, l runner.LaunchSpec) error
+	Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *runner.InflightCall
+	StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *runner.InflightCall
+	WaitPlain(r *http.Request, j *runner.Job) runner.CallResult
+	Life() context.Context
+}
+
+// Decider is what the fronts need of the policy decider (decide.Decider):
+// decisions, the tool catalogue it learns from the upstream's answers, and
+// the latencies it learns from calls.
+type Decider interface {
+	Decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string)
+	Native(ctx context.Context, tool string) (native, ruled bool)
+	ToolInfo(ctx context.Context, tool string) (decide.ToolDecl, bool)
+	UpstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport
+	LearnToolsList(ctx context.Context, result json.RawMessage)
+	LearnTools(ctx context.Context, declared map[string]decide.ToolDecl)
+	LearnServerCaps(ctx context.Context, caps json.RawMessage)
+	Observe(tool string, took time.Duration)
+	Rules() *policy.Config
+	Learns() bool
+	Latency(tool string) policy.Stats
 }
 
 // GetTask answers a poll (tasks/get) of the owner's task id for a client of

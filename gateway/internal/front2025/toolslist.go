@@ -73,11 +73,11 @@ func (f *Front) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 func (f *Front) toolsListResult(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error) {
 	var result json.RawMessage
 	if s.tasks2025() {
-		cfg := f.Decider.Policy.Load()
+		cfg := f.Decider.Rules()
 		var declared map[string]decide.ToolDecl
 		var err error
 		result, declared, err = decide.RewriteTools(upstream, func(name string, decl decide.ToolDecl) policy.TaskSupport {
-			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.Decider.Lat.Stats(name))
+			d := policy.Decide(cfg, decl.Tool(name), policy.Client2025, decl.TaskSupport, f.Decider.Latency(name))
 			if d.TaskSupport == policy.TaskSupportRequired && f.Fallback != nil && s.noTasks {
 				// A client without tasks refuses to call a "required" tool
 				// itself; with the fallback tools it gets a task anyway.

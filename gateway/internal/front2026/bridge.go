@@ -128,7 +128,7 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 					return
 				}
 				target = t2
-				c = f.Runner.StartCall(f.Runner.Ctx, target.Session, req, false) // the first call ended
+				c = f.Runner.StartCall(f.Runner.Life(), target.Session, req, false) // the first call ended
 				continue
 			}
 			if res.Err != nil {

@@ -47,7 +47,7 @@ func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool 
 		return false
 	}
 	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
-	return !policy.Ruled(f.Decider.Policy.Load(), decl.Tool(tool))
+	return !policy.Ruled(f.Decider.Rules(), decl.Tool(tool))
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and

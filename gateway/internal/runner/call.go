@@ -20,9 +20,9 @@ type CallResult struct {
 	Err  error
 }
 
-// inflightCall is one upstream request the runner holds. Its goroutine
+// InflightCall is one upstream request the runner holds. Its goroutine
 // belongs to the runner; abort ends it.
-type inflightCall struct {
+type InflightCall struct {
 	Requests chan *jsonrpc.Request // server→client requests (session upstream)
 	Notes    chan *jsonrpc.Request // notifications
 	Done     chan CallResult
@@ -36,7 +36,7 @@ type inflightCall struct {
 }
 
 // poke calls the holder's wake, if any.
-func (c *inflightCall) poke() {
+func (c *InflightCall) poke() {
 	if f := c.wake.Load(); f != nil {
 		(*f)()
 	}
@@ -47,7 +47,7 @@ var errStopping = errors.New("the gateway replica running the task stopped")
 
 // Hold starts req on sess for a front, in the slot admit reserved, on the
 // runner's lifetime: a hybrid or bridged call, which may become a task.
-func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *inflightCall {
+func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *InflightCall {
 	ctx := rn.Ctx
 	if parent.IsValid() { // the call's client span is a child of the request's
 		ctx = trace.ContextWithSpanContext(ctx, parent)
@@ -60,9 +60,9 @@ func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *js
 // reserved says the caller reserved the call's slot already (admit);
 // otherwise the call is counted without a limit check (count). The slot is
 // given back when the call's goroutine ends.
-func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *inflightCall {
+func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *InflightCall {
 	ctx, abort := context.WithCancelCause(parent)
-	c := &inflightCall{
+	c := &InflightCall{
 		Requests: make(chan *jsonrpc.Request, 8),
 		Notes:    make(chan *jsonrpc.Request, 8),
 		Done:     make(chan CallResult, 1),

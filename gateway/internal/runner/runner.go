@@ -341,3 +341,7 @@ func (rt *retrier) do(ctx context.Context, op func() error) error {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// Life is the runner's lifetime: the parent of every worker and in-flight
+// call, ended when the runner stops.
+func (rn *Runner) Life() context.Context { return rn.Ctx }

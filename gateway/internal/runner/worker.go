@@ -48,7 +48,7 @@ type Job struct {
 	Req  *jsonrpc.Request // the tools/call sent upstream, with the gateway's id
 	// Call is the upstream call when it started before the task existed
 	// (hybrid); nil means the worker starts req.
-	Call *inflightCall
+	Call *InflightCall
 	// First is a server→client request taken off call before the task
 	// existed; it becomes the task's first input request.
 	First *jsonrpc.Request
@@ -106,7 +106,7 @@ type taskRun struct {
 	Ctx      context.Context // the worker's: ends at the task's expiry or shutdown
 	cancel   context.CancelFunc
 	writeCtx context.Context // for store writes: outlives a cancelled ctx
-	Call     *inflightCall   // in flight; nil between MRTR rounds
+	Call     *InflightCall   // in flight; nil between MRTR rounds
 	reqID    jsonrpc.ID      // the id of the upstream request in flight
 
 	keys         int                        // input keys minted so far
@@ -223,7 +223,7 @@ func (run *taskRun) Idle(watch *taskstore.Watch) bool {
 }
 
 // adopt makes c the worker's call in flight: its sends wake the worker.
-func (run *taskRun) adopt(c *inflightCall) {
+func (run *taskRun) adopt(c *InflightCall) {
 	wake := run.wake
 	c.wake.Store(&wake)
 	run.Call = c
