@@ -201,23 +201,7 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	_ = json.Unmarshal(params["protocolVersion"], &asked)
 	clientCaps := params["capabilities"]
 
-	body := msg.Raw
-	if stripped, ok := withoutTasks(clientCaps); ok {
-		params["capabilities"] = stripped
-		if b, err := withParams(msg.Raw, params); err == nil {
-			body = b
-		}
-	} else if f.Fallback != nil && (asked == core.Version2025 || upstreamside.Frontable[asked]) {
-		// A client without tasks may get fallback tasks, whose questions
-		// it answers with task_answer even without elicitation or
-		// sampling: the upstream must be willing to ask.
-		if asking, ok := core.WithInputCaps(clientCaps); ok {
-			params["capabilities"] = asking
-			if b, err := withParams(msg.Raw, params); err == nil {
-				body = b
-			}
-		}
-	}
+	body := f.initializeBody(msg, params, asked)
 	// The version of an initialize is negotiated in its body; a header
 	// naming a version the upstream does not know would make it refuse
 	// (MCP-Protocol-Version is for requests after initialization).
@@ -235,18 +219,59 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		return
 	}
 	defer a.Close()
+	s, out, ok := f.presentSession(r, a, asked, clientCaps)
+	if !ok {
+		a.Write(w, r, f.Log, nil)
+		return
+	}
+	if err := f.recordSession(r.Context(), s); err != nil {
+		f.unrecorded(w, r, msg, a, s, err)
+		return
+	}
+	f.Log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
+		Str("upstream_version", s.UpstreamVersion).Msg("session recorded")
+	a.Write(w, r, f.Log, out)
+}
 
+// initializeBody is the initialize request sent upstream: the client's
+// capabilities.tasks dropped (the upstream must not create client-side
+// tasks through the gateway), or, for a client without tasks that may get
+// the fallback task tools, elicitation and sampling declared: it answers
+// their questions with task_answer even without them, so the upstream must
+// be willing to ask.
+func (f *Front) initializeBody(msg *mcpwire.Message, params map[string]json.RawMessage, asked string) []byte {
+	caps := params["capabilities"]
+	switch stripped, ok := withoutTasks(caps); {
+	case ok:
+		caps = stripped
+	case f.Fallback != nil && (asked == core.Version2025 || upstreamside.Frontable[asked]):
+		asking, added := core.WithInputCaps(caps)
+		if !added {
+			return msg.Raw
+		}
+		caps = asking
+	default:
+		return msg.Raw
+	}
+	params["capabilities"] = caps
+	if b, err := withParams(msg.Raw, params); err == nil {
+		return b
+	}
+	return msg.Raw
+}
+
+// presentSession reads the upstream's initialize answer a: the session it
+// makes (nil for one the gateway leaves alone) and the answer as the
+// client sees it. ok is false when a goes to the client unchanged.
+func (f *Front) presentSession(r *http.Request, a *upstreamside.Answer, asked string, clientCaps json.RawMessage) (s *sessionInfo, out json.RawMessage, ok bool) {
 	var res struct {
 		ProtocolVersion string          `json:"protocolVersion"`
 		Capabilities    json.RawMessage `json:"capabilities"`
 	}
 	sid := a.Resp.Header.Get("Mcp-Session-Id")
 	if a.Result == nil || json.Unmarshal(a.Result, &res) != nil || sid == "" {
-		a.Write(w, r, f.Log, nil)
-		return
+		return nil, nil, false
 	}
-	var s *sessionInfo
-	var out json.RawMessage
 	var err error
 	switch {
 	case res.ProtocolVersion == core.Version2025 || (asked == core.Version2025 && upstreamside.Frontable[res.ProtocolVersion]):
@@ -255,35 +280,32 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	case f.Fallback != nil && (upstreamside.Frontable[res.ProtocolVersion]):
 		// An older client: recorded only for the fallback task tools, so
 		// that every replica knows its capabilities and that it may see
-		// them (front2025_fallback.go). Its version is left as it is.
+		// them (fallback.go). Its version is left as it is.
 		s = newSessionInfo(sid, res.ProtocolVersion, res.ProtocolVersion, clientCaps)
 		out, err = presentListChanged(a.Msg, a.Result, res.Capabilities)
 	default:
-		a.Write(w, r, f.Log, nil)
-		return
+		return nil, nil, false
 	}
 	if err != nil {
 		f.Log.Warn().Str("op", "initialize").Err(err).Msg("cannot add the gateway's capabilities; the session stays pass-through")
-		a.Write(w, r, f.Log, nil)
-		return
+		return nil, nil, false
 	}
 	f.Decider.LearnServerCaps(r.Context(), res.Capabilities) // native tools need capabilities.tasks too
-	if err := f.recordSession(r.Context(), s); err != nil {
-		e := core.RPCError(err, core.Era2025)
-		f.Log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
-		if !s.tasks2025() {
-			// An older client was recorded only for the fallback tools: it
-			// keeps its plain session, as without them (pass-through).
-			a.Write(w, r, f.Log, nil)
-			return
-		}
-		f.closeOrphan(r, s)
-		mcpwire.WriteError(w, msg.ID, e) // without the session header: the session is not usable
+	return s, out, true
+}
+
+// unrecorded answers an initialize whose session s could not be recorded
+// (err): a session for the fallback tools only stays a plain session, as
+// without them; a 2025-11-25 session is closed upstream and refused.
+func (f *Front) unrecorded(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, a *upstreamside.Answer, s *sessionInfo, err error) {
+	e := core.RPCError(err, core.Era2025)
+	f.Log.Warn().Str("op", "initialize").Err(err).Msg(e.Message)
+	if !s.tasks2025() {
+		a.Write(w, r, f.Log, nil) // pass-through
 		return
 	}
-	f.Log.Debug().Str("op", "initialize").Str("client_version", s.ClientVersion).
-		Str("upstream_version", s.UpstreamVersion).Msg("session recorded")
-	a.Write(w, r, f.Log, out)
+	f.closeOrphan(r, s)
+	mcpwire.WriteError(w, msg.ID, e) // without the session header: the session is not usable
 }
 
 // present2025 returns the response message with protocolVersion

@@ -46,18 +46,7 @@ const BridgePrefix = "taskgate-bridge:"
 func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq,
 	target *upstreamside.Target, learn string) {
 	ctx := r.Context()
-	var p struct {
-		Name string `json:"name"`
-	}
-	_ = json.Unmarshal(msg.Params, &p)
-	// A 2025-11-25 params.task means nothing from this client (the server
-	// decides) and must not reach the upstream; the gateway asks for the
-	// upstream's own task of a native tool (nativeParams).
-	params := upstreamside.SessionParams(msg.Params)
-	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
-		params = stripped
-	}
-	req := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
+	req := f.bridgedRequest(ctx, msg, target)
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
@@ -65,34 +54,15 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.Runner.Hold(trace.SpanContextFromContext(r.Context()), target.Session, req) // the slot admit reserved
-	sse := mcpwire.NewWriter(w)
-	ka := f.Up.KeepAliveFor(msg) // internal/upstreamside/keepalive.go
-	var beat <-chan time.Time
-	if ka != nil {
-		t := time.NewTicker(ka.Every)
-		defer t.Stop()
-		beat = t.C
-	}
-	quiet := true // nothing went to the client since the last tick
-	relay := func(n *jsonrpc.Request) {
-		if n.Method == "notifications/progress" { // request-scoped: may go on the response stream
-			_ = sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
-			quiet = false
-			if ka != nil {
-				ka.Upstream = true
-			}
-		}
-	}
+	c := f.Runner.Hold(trace.SpanContextFromContext(ctx), target.Session, req) // the slot admit reserved
+	out := newBridgeOut(w, f.Up.KeepAliveFor(msg))
+	defer out.stop()
 	for {
 		select {
-		case <-beat:
-			if quiet {
-				_ = ka.BeatOn(sse)
-			}
-			quiet = true
+		case <-out.beat:
+			out.tick()
 		case n := <-c.Notes:
-			relay(n)
+			out.relay(n)
 		case m := <-c.Requests:
 			if !canBridge || !runner.ClientCan(mr.ClientCaps, m.Method) {
 				_ = f.Up.Respond(context.WithoutCancel(ctx), target.Session, runner.Refusal(m))
@@ -109,22 +79,15 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 				Learn:      learn,
 			}
 			f.setOwner(j, r)
-			f.bridge(w, r, msg, j, sse)
+			f.bridge(w, r, msg, j, out.sse)
 			return
 		case res := <-c.Done:
-			for drained := false; !drained; { // what the upstream sent before its answer comes first
-				select {
-				case n := <-c.Notes:
-					relay(n)
-				default:
-					drained = true
-				}
-			}
+			out.drain(c) // what the upstream sent before its answer comes first
 			if errors.Is(res.Err, upstream.ErrSessionNotFound) {
 				// The owner session is gone: reopen it and run the call there.
 				t2, err := f.Up.ReopenTarget(ctx, core.SessionOwner(r), core.ForwardedAuth(r), mr.Version, target)
 				if err != nil {
-					f.fail(w, r, msg, sse, err)
+					f.fail(w, r, msg, out.sse, err)
 					return
 				}
 				target = t2
@@ -132,17 +95,93 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 				continue
 			}
 			if res.Err != nil {
-				f.fail(w, r, msg, sse, res.Err)
+				f.fail(w, r, msg, out.sse, res.Err)
 				return
 			}
 			f.Decider.Observe(learn, time.Since(c.Started))
-			f.Up.WriteSessionAnswer(w, sse, msg.ID, "tools/call", res.Resp)
+			f.Up.WriteSessionAnswer(w, out.sse, msg.ID, "tools/call", res.Resp)
 			return
 		case <-ctx.Done():
 			// The client went away: on a session a dropped stream is not a
 			// cancellation, so say it.
 			f.Up.CancelOnSession(ctx, target, req.ID)
 			c.Abort(errors.New("the client went away"))
+			return
+		}
+	}
+}
+
+// bridgedRequest is the upstream tools/call of a bridged call: msg's
+// params for a session upstream, without a 2025-11-25 params.task, which
+// means nothing from this client (the server decides) and must not reach
+// the upstream; the gateway asks for the upstream's own task of a native
+// tool instead (nativeParams).
+func (f *Front) bridgedRequest(ctx context.Context, msg *mcpwire.Message, target *upstreamside.Target) *jsonrpc.Request {
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(msg.Params, &p)
+	params := upstreamside.SessionParams(msg.Params)
+	if stripped, err := mcpwire.WithoutMember(params, "task"); err == nil && bytes.Contains(params, []byte(`"task"`)) {
+		params = stripped
+	}
+	return &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: f.nativeParams(ctx, p.Name, params, target)}
+}
+
+// bridgeOut is the response stream of a bridged call while no input was
+// asked: the call's progress, and keep-alive beats while it is quiet
+// (internal/upstreamside/keepalive.go).
+type bridgeOut struct {
+	sse    *mcpwire.Writer
+	ka     *upstreamside.Beats // nil: no beats
+	ticker *time.Ticker
+	beat   <-chan time.Time // nil: no beats
+	quiet  bool             // nothing went to the client since the last tick
+}
+
+func newBridgeOut(w http.ResponseWriter, ka *upstreamside.Beats) *bridgeOut {
+	o := &bridgeOut{sse: mcpwire.NewWriter(w), ka: ka, quiet: true}
+	if ka != nil {
+		o.ticker = time.NewTicker(ka.Every)
+		o.beat = o.ticker.C
+	}
+	return o
+}
+
+func (o *bridgeOut) stop() {
+	if o.ticker != nil {
+		o.ticker.Stop()
+	}
+}
+
+// tick beats when nothing went to the client since the last tick.
+func (o *bridgeOut) tick() {
+	if o.quiet {
+		_ = o.ka.BeatOn(o.sse)
+	}
+	o.quiet = true
+}
+
+// relay sends a progress notification of the call: it is request-scoped,
+// so it may go on the response stream. Other notifications are dropped.
+func (o *bridgeOut) relay(n *jsonrpc.Request) {
+	if n.Method != "notifications/progress" {
+		return
+	}
+	_ = o.sse.Send(mcpwire.Request{JSONRPC: "2.0", Method: n.Method, Params: n.Params})
+	o.quiet = false
+	if o.ka != nil {
+		o.ka.Upstream = true
+	}
+}
+
+// drain relays what the call sent before its answer.
+func (o *bridgeOut) drain(c *runner.InflightCall) {
+	for {
+		select {
+		case n := <-c.Notes:
+			o.relay(n)
+		default:
 			return
 		}
 	}

@@ -114,7 +114,7 @@ func (u *Side) Forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 // answerStarted writes the answer to msg on the stream a keep-alive
 // opened: the upstream's (answerOnStream), or its failure as an event.
 func (u *Side) answerStarted(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, resp *http.Response, err error,
-	learn string, start time.Time, ka *keepAlive) {
+	learn string, start time.Time, ka *Beats) {
 	if err != nil {
 		if r.Context().Err() == nil {
 			e := core.RPCError(err, core.Era2025)

@@ -39,8 +39,8 @@ import (
 // DefaultKeepAlive is Config.KeepAlive's default.
 const DefaultKeepAlive = 15 * time.Second
 
-// KeepAlive is one call's keep-alive state.
-type keepAlive struct {
+// Beats is one call's keep-alive state: the beats it sends while its answer is quiet.
+type Beats struct {
 	Every    time.Duration
 	Msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
 	token    json.RawMessage  // the client's progressToken; nil: comments
@@ -52,17 +52,17 @@ type keepAlive struct {
 
 // KeepAliveFor returns the keep-alive of a forwarded request, or nil: only
 // a tools/call is kept alive, when Config.KeepAlive is on.
-func (u *Side) KeepAliveFor(msg *mcpwire.Message) *keepAlive {
+func (u *Side) KeepAliveFor(msg *mcpwire.Message) *Beats {
 	if u.KeepAlive <= 0 || msg.Kind != mcpwire.KindRequest || msg.MethodName() != "tools/call" {
 		return nil
 	}
-	return &keepAlive{Every: u.KeepAlive, start: time.Now(), Msg: msg}
+	return &Beats{Every: u.KeepAlive, start: time.Now(), Msg: msg}
 }
 
 var progressMarker = []byte(`"notifications/progress"`)
 
 // saw notes what the upstream sent: its own progress turns ours off.
-func (k *keepAlive) saw(p []byte) {
+func (k *Beats) saw(p []byte) {
 	if !k.Upstream && bytes.Contains(p, progressMarker) {
 		k.Upstream = true
 	}
@@ -70,7 +70,7 @@ func (k *keepAlive) saw(p []byte) {
 
 // next is the next keep-alive message: a progress notification, or nil
 // for a comment.
-func (k *keepAlive) next() []byte {
+func (k *Beats) next() []byte {
 	k.beats++
 	if !k.read {
 		k.read = true
@@ -89,7 +89,7 @@ func (k *keepAlive) next() []byte {
 }
 
 // beat writes one keep-alive to a raw stream w.
-func (k *keepAlive) beat(w io.Writer) error {
+func (k *Beats) beat(w io.Writer) error {
 	msg := k.next()
 	if msg == nil {
 		_, err := io.WriteString(w, ": keep-alive\n\n")
@@ -100,7 +100,7 @@ func (k *keepAlive) beat(w io.Writer) error {
 }
 
 // BeatOn writes one keep-alive on a stream the gateway writes itself.
-func (k *keepAlive) BeatOn(sse *mcpwire.Writer) error {
+func (k *Beats) BeatOn(sse *mcpwire.Writer) error {
 	if msg := k.next(); msg != nil {
 		return sse.SendRaw(msg)
 	}
@@ -113,7 +113,7 @@ func (k *keepAlive) BeatOn(sse *mcpwire.Writer) error {
 // text/event-stream), so the answer must follow as events
 // (answerOnStream). A client that goes away ends the wait with its
 // context's error.
-func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send func() (*http.Response, error)) (resp *http.Response, started bool, err error) {
+func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *Beats, send func() (*http.Response, error)) (resp *http.Response, started bool, err error) {
 	// The round trip runs on this goroutine; a timer opens the client's
 	// stream and beats only if the headers take longer than ka.Every (most
 	// calls answer sooner, and then no other goroutine ever runs). mu
@@ -162,7 +162,7 @@ func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *keepAlive, send fu
 // relayed stream), a JSON answer as one event, anything else as a
 // JSON-RPC error event. It returns what it saw of the answer, for latency
 // learning.
-func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *keepAlive) RelaySeen {
+func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *Beats) RelaySeen {
 	defer resp.Body.Close()
 	seen := RelaySeen{id: id, ka: ka}
 	flusher, _ := w.(http.Flusher)

@@ -47,7 +47,7 @@ func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Re
 
 // relayAnswerKept is relayAnswer keeping a streamed answer alive (ka; nil:
 // not).
-func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *keepAlive) {
+func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *Beats) {
 	if Encoded(resp) {
 		ka = nil // nothing can go between compressed bytes
 	}
@@ -88,7 +88,7 @@ type RelaySeen struct {
 
 	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
 	tail [4]byte         // the last four bytes written
-	ka   *keepAlive      // fills quiet gaps of the stream; nil: none
+	ka   *Beats      // fills quiet gaps of the stream; nil: none
 }
 
 // inputMarkers betray a request for the user's input in an answer's bytes;
@@ -265,7 +265,7 @@ func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf 
 	timer := time.NewTimer(headerWait)
 	defer timer.Stop()
 	var quiet <-chan time.Time // the keep-alive, when the stream has one
-	var ka *keepAlive
+	var ka *Beats
 	if seen != nil && seen.ka != nil {
 		ka = seen.ka
 		t := time.NewTicker(ka.Every)
