@@ -88,7 +88,7 @@ type RelaySeen struct {
 
 	id   json.RawMessage // the request's id, answered if its stream breaks; nil: none
 	tail [4]byte         // the last four bytes written
-	ka   *Beats      // fills quiet gaps of the stream; nil: none
+	ka   *Beats          // fills quiet gaps of the stream; nil: none
 }
 
 // inputMarkers betray a request for the user's input in an answer's bytes;
