@@ -34,13 +34,13 @@ type Flavour uint8
 
 const (
 	Render2026Get Flavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
-	Render2025Get                          // json.Marshal(core.ToTask2025(t))
+	Render2025Get                    // json.Marshal(core.ToTask2025(t))
 )
 
 const (
-	CacheEntries = 4096
-	CacheBytes   = 16 << 20 // result, error and rendered bytes of all entries
-	renderMaxEntry     = 256 << 10
+	CacheEntries   = 4096
+	CacheBytes     = 16 << 20 // result, error and rendered bytes of all entries
+	renderMaxEntry = 256 << 10
 )
 
 // renderInputs are the fields of a Task the renderings read, and its owner.
