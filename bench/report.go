@@ -204,17 +204,17 @@ Notes that go with the figures:
   result re-rendered on every poll (~12.5 %). Now the params are decoded
   once (mcpwire.Message.RoutingParams), a result the gateway marshalled is framed
   without a second pass, and the rendered answer of a terminal task is
-  cached (gateway/rendercache.go: bounded LRU, reused only while every
+  cached (gateway/internal/front/rendercache.go: bounded LRU, reused only while every
   field it was rendered from is unchanged), all byte for byte as before
   (gateway/fastpath_test.go). CPU per 2026-07-28 tasks/get went from
   ~1.8× the baseline's to ~1.6×. Since then a poll of a terminal task
   already rendered reads only its stamp (one HMGET of owner, status and
   lastUpdatedAt: terminal states are sticky, so an equal stamp is the same
-  answer) instead of HGETALL and the Task decode (gateway/rendercache.go,
+  answer) instead of HGETALL and the Task decode (gateway/internal/front/rendercache.go,
   cachedGet): in an A/B run 2026-07-28 went from 0.78× to 0.85× and its
   CPU per request from 1.40× to 1.28× the baseline's. Now such a poll
   reads nothing at all while the store's removal notices are live (the
-  cache's epoch: gateway/rendercache.go, zeroRTT; a terminal record only
+  cache's epoch: gateway/internal/front/rendercache.go, zeroRTT; a terminal record only
   goes away, at its expiry or by a script that announces it), so taskgate
   does less than the baseline's one GET: 1.23× (2026-07-28) and 1.55×
   (2025-11-25) its throughput here, 1.04× and 1.59× in a -mode ratios run
@@ -238,7 +238,7 @@ Notes that go with the figures:
   15 % of taskgate's samples in one Redis read per call: the catalogue
   entry of a tool nobody listed (the load calls echo without tools/list)
   was read again on every call once this replica's own entry was 30 s old
-  (gateway/catalog.go, toolInfo). Now it is read at most once per 30 s;
+  (gateway/internal/decide/catalog.go, ToolInfo). Now it is read at most once per 30 s;
   passthrough runs right after, with other work on the machine, gave
   1.14× and 1.27× httputil's throughput at 0.84× and 0.79× its CPU per
   call. What is left is mostly system calls (the writes to both sockets),

@@ -102,7 +102,7 @@ type Config struct {
 	MetricsPath string
 	// PollLimit is how many polls (tasks/get, tasks/list) one owner may
 	// send per second for one task on this replica, with bursts of twice
-	// that; faster polls get HTTP 429 (ratelimit.go). Zero means
+	// that; faster polls get HTTP 429 (internal/front/ratelimit.go). Zero means
 	// DefaultPollLimit; negative: no limit.
 	PollLimit float64
 	// MaxBody bounds a POSTed body in bytes; larger bodies get 413.
@@ -116,7 +116,7 @@ type Config struct {
 	KeepAlive time.Duration
 	// MRTRHold is how long an input_required round a 2026-07-28 client
 	// got before its task began (a session upstream asked during the
-	// hybrid wait: front2026_mrtr.go) waits for the client's retry; then
+	// hybrid wait: internal/front2026/mrtr.go) waits for the client's retry; then
 	// the held upstream call is cancelled. Zero means
 	// DefaultMRTRHoldFactor times the call's hybrid wait.
 	MRTRHold time.Duration
@@ -162,7 +162,7 @@ type Config struct {
 	// Authorization (docs/ARCHITECTURE.md, "Owners").
 	Anonymous AnonymousTasks
 	// Fallback offers tasks to clients that can do none, as tools
-	// (fallback.go). Off by default; it needs a Store.
+	// (internal/fallback). Off by default; it needs a Store.
 	Fallback FallbackTools
 	// AccessLog logs one info line per HTTP request when it ends (op
 	// "access": method, status, bytes, duration, remote address).

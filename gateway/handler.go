@@ -57,7 +57,7 @@ type Handler struct {
 	f2025  *front2025.Front // 2025-11-25 clients: sessions and their tasks
 	f2026  *front2026.Front // 2026-07-28 clients: stateless requests, extension tasks
 	// stopRemovals ends the render cache's subscription to the store's
-	// removal notices (rendercache.go).
+	// removal notices (internal/front/rendercache.go).
 	stopRemovals func()
 }
 

@@ -7,8 +7,8 @@
 //
 // It knows nothing of tasks, Redis or policy. Errors of the packages that
 // do (taskstore, upstream) are turned into *Error by the gateway, in one
-// function (gateway/errors.go); this package only says which HTTP status
-// each code takes.
+// function (core.RPCError, gateway/internal/core/errors.go); this package
+// only says which HTTP status each code takes.
 //
 // References: JSON-RPC 2.0; MCP 2025-11-25 and 2026-07-28 (Streamable HTTP
 // transport, schema); WHATWG HTML "Server-sent events".

@@ -53,7 +53,7 @@ const PrincipalPrefix = "principal:"
 // (docs/ARCHITECTURE.md invariant 3; MCP 2025-11-25, Tasks, "Task Isolation
 // and Access Control"): the SHA-256 of the Authorization header when there
 // is one, else the session, which the 2025-11-25 front issued a task only
-// if it recorded it at initialize (front2025_sessions.go), else
+// if it recorded it at initialize (internal/front2025/sessions.go), else
 // AnonymousOwner.
 func OwnerOf(r *http.Request) string {
 	if o := AuthOwner(r); o != "" {

@@ -1,29 +1,5 @@
 package fallback
 
-// Fallback task tools (Config.Fallback, --fallback-tools): tasks for the
-// clients that can do none. Such a client (a session without
-// capabilities.tasks that sends no params.task, or a 2026-07-28 client
-// without the tasks extension) calls a tool the policy makes a task
-// candidate; if the call is still running after the hybrid wait, the
-// client gets a plain CallToolResult naming a task id, and the call goes on
-// in the runner as a task of that client, like any other (Redis, any
-// replica, leases). The client follows it with four tools the gateway adds
-// to its tools/list:
-//
-//	<prefix>task_status {taskId}               status, message, progress, the input it waits for
-//	<prefix>task_result {taskId, waitSeconds?} waits (10 s, at most 50) for the tool's own result
-//	<prefix>task_cancel {taskId}               cancels it
-//	<prefix>task_answer {taskId, inputResponses} answers the input it waits for
-//
-// Input: a session client that declared elicitation (or sampling, roots)
-// gets the task's input requests as server→client requests on the stream
-// of its pending task_result call (front2025_fallback.go); any client can
-// read them in task_status and answer with task_answer.
-//
-// Every failure a client (or the agent behind it) can fix is a tool result
-// with isError, saying what to fix; only the gateway's own failures (the
-// store unreachable) are JSON-RPC errors.
-
 import (
 	"context"
 	"encoding/json"
@@ -50,7 +26,7 @@ import (
 type Config struct {
 	// Enabled offers them; off, nothing of them is visible.
 	Enabled bool
-	// Prefix starts the four tool names; empty means DefaultFallbackPrefix.
+	// Prefix starts the four tool names; empty means DefaultPrefix.
 	Prefix string
 }
 

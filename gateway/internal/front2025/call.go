@@ -45,11 +45,11 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		return
 	}
 	// A client may call without listing the tools first: the upstream's
-	// declaration is looked up (catalog.go) before anything is decided.
+	// declaration is looked up (internal/upstreamside/catalog.go) before anything is decided.
 	f.Up.ToolDeclared(r.Context(), f.Decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
 	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
 		// The upstream's own task tool: its task, not the gateway's
-		// (front2025_native.go), whatever the rules say.
+		// (native.go), whatever the rules say.
 		f.passNativeTask(w, r, msg, p.Name)
 		return
 	}

@@ -1,6 +1,6 @@
 package front2025
 
-// The fallback task tools (fallback.go) for session clients: a recorded
+// The fallback task tools (internal/fallback) for session clients: a recorded
 // session whose client declared no capabilities.tasks, of any version the
 // gateway records (2025-11-25, and 2025-06-18 and 2025-03-26 while the
 // tools are on). Its owner is the usual one (core.OwnerOf): its Authorization,
@@ -16,10 +16,10 @@ package front2025
 //	        naming the task
 //	tools/list: the fallback tools appended to the first page once the
 //	   session is marked
-//	task_result: the tasks/result stream (front2025_result.go) with a
+//	task_result: the tasks/result stream (result.go) with a
 //	   deadline; input requests the client declared a capability for are
 //	   sent on it as server→client requests, answered by POSTed responses
-//	   (front2025_input.go) on any replica
+//	   (input.go) on any replica
 
 import (
 	"context"

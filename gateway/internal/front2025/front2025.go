@@ -1,12 +1,5 @@
 package front2025
 
-// The 2025-11-25 front: a client that opens a session with initialize.
-// For a session that negotiates 2025-11-25 the gateway is the tasks
-// receiver (MCP 2025-11-25, Tasks): it answers tasks/* itself, decides
-// task-augmented tools/call, and relays the task's input requests; every
-// other request of the session passes through to the upstream unchanged.
-// Older clients pass through, and still teach the tools' latency.
-//
 // initialize:
 //
 //	client ── initialize {protocolVersion, capabilities}
@@ -27,7 +20,7 @@ package front2025
 //
 // A stateless 2026-07-28 upstream (the era probe says so) that gives no
 // session of its own to the initialize: the gateway is the session
-// (front2025_stateless.go).
+// (stateless.go).
 
 import (
 	"bytes"
@@ -54,7 +47,7 @@ type Front struct {
 	sessions *sessionCache // what each client session negotiated
 	// anonymous bounds what clients without Authorization make the
 	// gateway hold for them: the sessions it holds in front of a stateless
-	// upstream and their tasks (front2025_stateless.go).
+	// upstream and their tasks (stateless.go).
 	anonymous core.AnonymousTasks
 }
 
@@ -84,7 +77,7 @@ type Store interface {
 	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
-	// A session the gateway holds (front2025_stateless_stream.go).
+	// A session the gateway holds (stateless_stream.go).
 	SetSessionLogLevel(ctx context.Context, id, level string) (bool, error)
 	SessionLogLevel(ctx context.Context, id string) (string, error)
 	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
@@ -103,7 +96,7 @@ type Store interface {
 func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if len(r.Header["Mcp-Session-Id"]) > 0 {
 		s, err := f.sessionErr(r)
-		if s.emulated() && f.serveEmulated(w, r, msg, s) { // front2025_stateless.go
+		if s.emulated() && f.serveEmulated(w, r, msg, s) { // stateless.go
 			return true
 		}
 		if s == nil && err == nil && f.unknownStatelessSession(w, r) {
@@ -135,7 +128,7 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 				return true
 			}
 			// Relayed as it is, except the upstream's own task that another
-			// owner's call created (front2025_native.go): never reached from
+			// owner's call created (native.go): never reached from
 			// a session the gateway does not check.
 			return f.foreignUpstreamTask(w, r, msg)
 		}
@@ -210,7 +203,7 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 	if era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r)); err == nil && era.Stateless {
 		// A stateless upstream: a session of its own only if it gives one
 		// (a server of both eras may); else the gateway is the session
-		// (front2025_stateless.go).
+		// (stateless.go).
 		if a = f.upstreamSession(r, msg, header, body); a == nil {
 			f.initializeStateless(w, r, msg, params, asked)
 			return

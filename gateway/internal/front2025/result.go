@@ -22,7 +22,7 @@ import (
 // timer, since pub/sub can drop messages), never on in-process state.
 
 // streamOpts make resultStream serve the fallback tool task_result
-// (front2025_fallback.go) instead of tasks/result.
+// (fallback.go) instead of tasks/result.
 type streamOpts struct {
 	wait   time.Duration                           // then answer with the status
 	relay  func(method string) bool                // the input requests sent on the stream

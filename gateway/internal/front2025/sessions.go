@@ -34,7 +34,7 @@ const (
 	// Redis: renewing its TTL, or re-reading an unknown one.
 	sessionRecheck = 10 * time.Minute
 	// EmulatedRecheck is sessionRecheck for a session the gateway holds
-	// in front of a stateless upstream (front2025_stateless.go).
+	// in front of a stateless upstream (stateless.go).
 	EmulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
@@ -51,7 +51,7 @@ type sessionInfo struct {
 	// ClientInfo is the client's clientInfo, and Principal the digest of
 	// the Authorization that opened the session ("" for none), for a
 	// session the gateway holds in front of a stateless upstream
-	// (front2025_stateless.go): only that principal may use it.
+	// (stateless.go): only that principal may use it.
 	ClientInfo json.RawMessage
 	Principal  string
 	// Addr is the address that opened such a session without
@@ -60,7 +60,7 @@ type sessionInfo struct {
 
 	upstreamVersionHeader []string // {UpstreamVersion}, shared by every rewritten header
 	// noTasks: the client declared no capabilities.tasks, so with the
-	// fallback task tools on it may get them (front2025_fallback.go).
+	// fallback task tools on it may get them (fallback.go).
 	noTasks bool
 }
 

@@ -23,7 +23,7 @@ package front2025
 //	ping, notifications   answered here
 //	logging/setLevel,  kept in the session's record and applied to every
 //	resources/(un)subscribe  request made for it, and to its GET stream
-//	                   (front2025_stateless_stream.go)
+//	                   (stateless_stream.go)
 //	GET                the session's stream: what the upstream's
 //	                   subscriptions/listen delivers (list changes, resource
 //	                   updates, log messages), merged with the gateway's
@@ -95,7 +95,7 @@ func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg 
 			// logging and resources.subscribe as the upstream declares
 			// them: the gateway turns logging/setLevel and
 			// resources/subscribe into its per-request log level and
-			// listen filter (front2025_stateless_stream.go).
+			// listen filter (stateless_stream.go).
 			caps[k] = v
 		}
 	}

@@ -1,7 +1,7 @@
 package front2025
 
 // What a session the gateway holds in front of a stateless upstream
-// (front2025_stateless.go) changes after initialize, and its GET stream.
+// (stateless.go) changes after initialize, and its GET stream.
 //
 // 2026-07-28 dropped the session-scoped requests a 2025-11-25 client still
 // sends (changelog: logging/setLevel removed, resources/subscribe replaced

@@ -2,7 +2,7 @@ package front2025
 
 // tasks/get, tasks/list and tasks/cancel of a 2025-11-25 session (MCP
 // 2025-11-25, Tasks), and what tasks/result returns for a terminal task
-// (front2025_result.go streams the rest). The state is in the store, so
+// (result.go streams the rest). The state is in the store, so
 // every method works on any replica.
 
 import (
@@ -38,7 +38,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 	}
 	owner := core.OwnerOf(r)
 	if msg.MethodName() == "tasks/list" {
-		if !f.Polls.Admit(w, msg, f.Metrics, owner, "") { // ratelimit.go
+		if !f.Polls.Admit(w, msg, f.Metrics, owner, "") { // internal/front/ratelimit.go
 			return
 		}
 		f.list(w, r, msg, owner, p.Cursor, s)
@@ -49,7 +49,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 		return
 	}
 	// An id the store does not have may be the upstream's own task,
-	// created through this owner's pass-through call (front2025_native.go):
+	// created through this owner's pass-through call (native.go):
 	// then the upstream answers, on the client's session.
 	missing := func() bool { return f.upstreamTask(w, r, msg, owner, p.TaskID) }
 	switch msg.MethodName() {
@@ -68,7 +68,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 }
 
 // list answers tasks/list: the owner's tasks, the gateway's and the
-// upstream's own (front2025_native.go; their state asked of the upstream)
+// upstream's own (native.go; their state asked of the upstream)
 // in one order, newest first, with one cursor.
 func (f *Front) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner string, cursor *string, s *sessionInfo) {
 	c := ""

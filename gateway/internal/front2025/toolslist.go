@@ -14,13 +14,13 @@ package front2025
 // taskSupport: a native tool): the gateway then owns their tasks and holds
 // the upstream's underneath, and a sync rule's plain call of a tool the
 // upstream requires tasks for is answered through the upstream's task
-// (front2025_native.go, internal/runner/native.go). With no rule they stay the
+// (native.go, internal/runner/native.go). With no rule they stay the
 // upstream's.
 //
 // Only tools whose value changes are re-encoded; every other byte of the
 // answer (nextCursor, unknown fields of the result and of each tool) is
 // kept. What the upstream itself declared goes into the tool catalogue
-// (catalog.go), which a tools/call on any replica reads.
+// (internal/decide/catalog.go), which a tools/call on any replica reads.
 
 import (
 	"context"

@@ -77,7 +77,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		return
 	}
 	if state, responses, ok := mrtrRetry(msg.Params); ok {
-		f.continueMRTR(w, r, msg, p.Name, state, responses) // front2026_mrtr.go
+		f.continueMRTR(w, r, msg, p.Name, state, responses) // mrtr.go
 		return
 	}
 	if id, responses, ok := bridgeState(msg.Params); ok {
@@ -89,7 +89,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	if f.native2026(r, mr, p.Name) {
 		// The upstream's own tasks extension: its call, its task
-		// (front2026_native.go).
+		// (native.go).
 		f.passNative2026(w, r, msg, p.Name)
 		return
 	}
@@ -238,7 +238,7 @@ func (f *Front) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 		runner.ClientCan(j.ClientCaps, j.First.Method):
 		// A session upstream asked for input within the wait: MRTR
 		// rounds first, the task only once a round runs past the wait
-		// (front2026_mrtr.go).
+		// (mrtr.go).
 		f.mrtrFirstRound(w, r, msg, j, tool, d)
 	case res == nil: // still running, or asking for input
 		f.startTask(w, r, msg, j, tool, d)

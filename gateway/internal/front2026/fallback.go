@@ -1,10 +1,10 @@
 package front2026
 
-// The fallback task tools (fallback.go) for 2026-07-28 clients without
+// The fallback task tools (internal/fallback) for 2026-07-28 clients without
 // the tasks extension. Such a client has no session, so the tools are in
 // every tools/list first page it gets while they are on (there is no
 // stream to announce them on). A task candidate runs as a hybrid call
-// (front2026_call.go) whose task, when it becomes one, is answered with the
+// (call.go) whose task, when it becomes one, is answered with the
 // result naming it. The owner is the usual one (core.Owner2026): the
 // Authorization, else the task itself (its id is the credential). Input:
 // task_status shows the task's inputRequests and task_answer answers them;

@@ -1,21 +1,18 @@
 package front2026
 
-// The 2026-07-28 front: stateless requests (SEP-2575) on the same endpoint
-// as the 2025-11-25 sessions, told apart per request (MCP 2026-07-28,
-// Versioning: "A dual-era server selects its behavior from how the client
-// opens").
+// A POST, told apart (IsStateless) and routed (Serve):
 //
-//	POST ──▶ isStateless? ── no ──▶ the 2025-11-25 front, or pass-through
+//	POST ──▶ IsStateless? ── no ──▶ the 2025-11-25 front, or pass-through
 //	            │ yes
 //	            ▼
 //	         validate: MCP-Protocol-Version ≡ _meta protocolVersion,
 //	            version served, clientCapabilities present, Mcp-Method ≡
 //	            method, Mcp-Name ≡ params.name | uri | taskId
 //	            ▼
-//	         server/discover            → discover (front2026_discover.go)
-//	         tools/call                 → toolsCall (front2026_call.go)
-//	         tasks/*                    → tasks (front2026_tasks.go)
-//	         subscriptions/listen       → listen (front2026_listen.go)
+//	         server/discover            → discover (discover.go)
+//	         tools/call                 → toolsCall (call.go)
+//	         tasks/*                    → tasks (tasks.go)
+//	         subscriptions/listen       → listen (listen.go)
 //	         initialize, ping, …        → -32601 (not in 2026-07-28)
 //	         anything else              → forward: to a stateless upstream
 //	                                      as is, or on the owner session of
@@ -63,7 +60,7 @@ type Front struct {
 	life      context.Context     // ends when the gateway closes: listen streams end
 	listens   *streamCounter      // subscriptions/listen streams open per owner
 	// secret signs the requestState of MRTR rounds before a task
-	// (front2026_mrtr.go); mrtrHoldFor is Config.MRTRHold.
+	// (mrtr.go); mrtrHoldFor is Config.MRTRHold.
 	secret      mrtrSecret
 	mrtrHoldFor time.Duration
 }
@@ -337,7 +334,7 @@ func (f *Front) forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 			return
 		}
 		if msg.MethodName() == "tools/call" {
-			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (front2026_bridge.go)
+			f.bridgedCall(w, r, msg, mr, target, learn) // input becomes MRTR rounds (bridge.go)
 			return
 		}
 		f.Up.ForwardToSession(w, r, msg, target, mr.Version)

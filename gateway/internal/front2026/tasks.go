@@ -48,7 +48,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 	owner := core.Owner2026(r, p.TaskID)
 	ack := map[string]string{"resultType": "complete"}
 	// An id the store does not have may be the upstream's own task,
-	// created through this owner's pass-through call (front2026_native.go).
+	// created through this owner's pass-through call (native.go).
 	missing := func() bool { return f.upstreamTask2026(w, r, msg, owner, p.TaskID) }
 	switch method {
 	case "tasks/get":

@@ -64,7 +64,7 @@ type Job struct {
 	Hidden bool
 	// ClientSession is the client's session the task's notifications go
 	// to, when it is not sess's (the gateway holds the session itself in
-	// front of a stateless upstream: front2025_stateless.go).
+	// front of a stateless upstream: internal/front2025/stateless.go).
 	ClientSession string
 	// Learn is the tool name the call's latency is recorded under; empty:
 	// not learned (decider.Observe).
@@ -73,7 +73,7 @@ type Job struct {
 	// Call takes over; only when call is nil.
 	Slot bool
 	// Fallback: a 2026-07-28 client's task followed through the fallback
-	// Task tools (front2026_fallback.go); callerCaps are the capabilities
+	// Task tools (internal/front2026/fallback.go); callerCaps are the capabilities
 	// that client declared (clientCaps is nil for it).
 	Fallback   bool
 	CallerCaps json.RawMessage

@@ -53,7 +53,7 @@ type upstreamEra struct {
 	versions  []string // a stateless upstream's supportedVersions
 	// Tasks: a stateless upstream that declares the tasks extension: it
 	// may answer any tools/call of a client that declares it with a task
-	// of its own (front2026_native.go).
+	// of its own (internal/front2026/native.go).
 	Tasks bool
 }
 

@@ -367,7 +367,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 }
 
 // ForwardToSession sends a 2026-07-28 request (not a tools/call: those
-// are bridged, front2026_bridge.go) as a session one on the owner session
+// are bridged, internal/front2026/bridge.go) as a session one on the owner session
 // and answers it in the 2026-07-28 shape. Progress the upstream sends on
 // the way goes to the client as SSE events; its requests for input are
 // refused (there is no way to ask a 2026-07-28 client outside MRTR and

@@ -22,7 +22,7 @@ package upstreamside
 // The session is initialized declaring elicitation (form), sampling and
 // roots, so the upstream may ask for input: a task's worker relays it to the
 // Client (internal/runner/input.go), and a plain call becomes a bridged call
-// (front2026_bridge.go).
+// (internal/front2026/bridge.go).
 
 import (
 	"context"
