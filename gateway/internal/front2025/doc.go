@@ -6,13 +6,15 @@
 // the upstream unchanged. Older clients pass through, and still teach the
 // tools' latency. In front of a stateless 2026-07-28 upstream the gateway
 // is the session itself (stateless.go). The initialize sequence is told at
-// the top of front2025.go.
+// the top of initialize.go.
 //
 //   - front2025.go: Front (front.Deps, the store, the session cache, the
-//     anonymous caps) and New; Store, what it needs of the task store;
-//     Serve, the routing of a session's request; initialize and its
-//     answer (TasksCapability, the capabilities presented); StreamOrEnd,
+//     anonymous caps) and New; Store, what it needs of the task store.
+//   - serve.go: Serve, the routing of a session's request; StreamOrEnd,
 //     the upstream's answer to a session's GET or DELETE.
+//   - initialize.go: initialize and its answer (TasksCapability, the
+//     capabilities presented), the session recorded before the client
+//     learns it.
 //   - sessions.go: what each session negotiated (sessionInfo), in the
 //     store and an in-process cache (sessionCache) re-checked with the
 //     store; UpstreamHeader (MCP-Protocol-Version rewritten to the

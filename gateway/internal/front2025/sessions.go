@@ -3,7 +3,7 @@ package front2025
 // What each client session negotiated, known to every replica.
 //
 // A session the gateway serves tasks for is recorded at initialize
-// (front2025.go) in the store, before the client learns its id, so any
+// (initialize.go) in the store, before the client learns its id, so any
 // replica can look it up: the in-process cache first, then Redis. Other
 // sessions (older clients) are pure pass-through and never touch Redis
 // beyond one lookup per replica, which is cached as "not ours".

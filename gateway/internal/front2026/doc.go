@@ -5,12 +5,14 @@
 // (SEP-2663) the gateway decides per call whether it becomes a task; a
 // client's input goes through multi round-trip requests (SEP-2322), which
 // the gateway bridges to a session upstream's server→client requests. How
-// a request is told apart and routed is drawn at the top of front2026.go.
+// a request is told apart and routed is drawn at the top of serve.go.
 //
 //   - front2026.go: Front and New; Store, what it needs of the task store;
-//     IsStateless, whether a POST is a 2026-07-28 request; Serve, its
-//     validation (validate: headers against _meta and the method) and
-//     routing; forward, what the front does not serve itself.
+//     statelessReq, a validated request; forward, what the front does not
+//     serve itself.
+//   - serve.go: IsStateless, whether a POST is a 2026-07-28 request;
+//     Serve, its validation (validate: headers against _meta and the
+//     method) and routing.
 //   - discover.go: server/discover, from a stateless upstream's answer or
 //     a session upstream's initialize, with the tasks extension added.
 //   - call.go: tools/call as sync, task or auto (the hybrid wait:
