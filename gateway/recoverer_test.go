@@ -117,7 +117,19 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 // fails only the task whose worker did not renew. Found by e2e TestChaos:
 // after a 6 s Redis outage with a 3 s lease, every running task was failed
 // as "replica stopped" and its upstream result dropped.
-func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
+func TestRecovererHoldsAfterStoreOutage(t *testing.T) { recovererHoldsAfterOutage(t, true) }
+
+// TestRecovererHoldsAfterAnOutageItStartedIn: a replica that starts while
+// the store is out of reach has seen no sweep succeed, yet the outage is
+// the same for it as for the others: when the store answers again, it too
+// takes nothing over for one lease, and then only the task whose worker did
+// not renew.
+func TestRecovererHoldsAfterAnOutageItStartedIn(t *testing.T) { recovererHoldsAfterOutage(t, false) }
+
+// recovererHoldsAfterOutage runs a 10 s outage past a sweeper (which swept
+// once before it when sweptBefore) and two leased tasks, one of whose
+// workers renews once the store answers again.
+func recovererHoldsAfterOutage(t *testing.T, sweptBefore bool) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	defer rdb.Close()
@@ -137,14 +149,18 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 	}
 	alive, dead := newTask("alive"), newTask("dead")
 	up, _ := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
-	h, err := New(Config{Upstream: up, Store: store, ReplicaID: "sweeper", Lease: lease, LeaseRenew: 500 * time.Millisecond})
+	// LeaseRenew near Lease: the background sweep (on the real clock)
+	// stays out of the way of the test's own sweeps.
+	h, err := New(Config{Upstream: up, Store: store, ReplicaID: "sweeper", Lease: lease, LeaseRenew: 1900 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 
-	if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
-		t.Fatalf("recovered %d live tasks", n)
+	if sweptBefore {
+		if n := h.runner.Recoverer.RecoverOnce(ctx); n != 0 {
+			t.Fatalf("recovered %d live tasks", n)
+		}
 	}
 	mr.SetError("LOADING Redis is loading the dataset in memory")
 	for range 20 { // 10 s of sweeps against a Redis that does not answer
@@ -157,17 +173,13 @@ func TestRecovererHoldsAfterStoreOutage(t *testing.T) {
 		t.Fatalf("right after the outage the recoverer took over %d tasks whose workers had no chance to renew", n)
 	}
 	// The live worker renews; the dead one does not.
-	now = now.Add(500 * time.Millisecond)
-	if err := store.Extend(ctx, "o", alive, "alive", lease); err != nil {
-		t.Fatal(err)
-	}
 	recovered := 0
-	for range 8 { // the hold (one lease), then a sweep that may claim
+	for range 9 { // the hold (one lease), then a sweep that may claim
 		now = now.Add(500 * time.Millisecond)
-		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 		if err := store.Extend(ctx, "o", alive, "alive", lease); err != nil {
 			t.Fatalf("the live worker lost its lease: %v", err)
 		}
+		recovered += h.runner.Recoverer.RecoverOnce(ctx)
 	}
 	if recovered != 1 {
 		t.Errorf("recovered %d tasks after the hold, want 1 (the dead worker's)", recovered)

@@ -110,10 +110,16 @@ func (rc *recoverer) RecoverOnce(ctx context.Context) int {
 		return 0
 	}
 	sw := &rc.sweep
-	if !sw.lastOK.IsZero() && (sw.outage || now.Sub(sw.lastOK) > 2*rc.every) {
+	// An outage counts from the replica's start too: a replica that came
+	// up while the store was out of reach knows no more than the others
+	// whether the workers are alive.
+	if sw.outage || !sw.lastOK.IsZero() && now.Sub(sw.lastOK) > 2*rc.every {
 		sw.holdUntil = now.Add(rc.lease)
-		rc.log.Info().Str("op", "recover").Float64("unreachable_seconds", now.Sub(sw.lastOK).Seconds()).Float64("hold_seconds", rc.lease.Seconds()).
-			Msg("task store reachable again: no lease is taken over until the workers had a lease period to renew")
+		ev := rc.log.Info().Str("op", "recover").Float64("hold_seconds", rc.lease.Seconds())
+		if !sw.lastOK.IsZero() {
+			ev = ev.Float64("unreachable_seconds", now.Sub(sw.lastOK).Seconds())
+		}
+		ev.Msg("task store reachable again: no lease is taken over until the workers had a lease period to renew")
 	}
 	sw.lastOK, sw.outage = now, false
 	rc.lastOK.Store(now.UnixMilli())
