@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 

@@ -20,10 +20,9 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // eraUpstream is a testupstream behind a spy that records every POST, and

@@ -11,16 +11,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/taskgate/taskgate/gateway/internal/front"
-	"github.com/taskgate/taskgate/gateway/internal/front2025"
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
-
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
-
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
+	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/front2025"
+	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"

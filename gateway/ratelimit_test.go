@@ -10,10 +10,9 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // TestPollRateLimit: tasks/get much faster than pollInterval gets HTTP 429

@@ -19,12 +19,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front2025"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // spy sits in front of an upstream handler and records what reaches it.

@@ -12,10 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // commandCounter counts the commands a Store sends, by name.

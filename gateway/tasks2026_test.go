@@ -15,10 +15,9 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // modernCluster is N replicas on one Redis in front of one upstream of the

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/taskstore"
 )
 

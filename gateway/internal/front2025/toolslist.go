@@ -27,9 +27,8 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
-
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"

@@ -16,9 +16,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/taskgate/taskgate/gateway/internal/fallback"
-
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
