@@ -7,13 +7,11 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -47,95 +45,17 @@ const (
 )
 
 func testChaosRerun(t *testing.T, stateless bool) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // only a bound on a hang
-	defer cancel()
-
-	srv := redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
-	rec := &testupstream.Recorder{}
-	up := newUpstream(t, testupstream.Options{Stateless: stateless, Recorder: rec})
-	args := []string{
-		"--redis-url", "redis://" + srv.Addr,
-		"--task", "echo", "--task", "slow", "--task", "elicit", "--task", "fail", "--task", "rpcerror",
-		"--rerun", "*", "--rerun-backoff", "200ms",
-		"--poll-interval", "100ms",
-		"--lease", chaosLease.String(), "--lease-renew", "500ms",
-		"--log-level", "warn",
-	}
-	gws := make([]*gateway, 3)
-	urls := make([]string, 3)
-	for i := range gws {
-		gws[i] = startGateway(t, up, args...)
-		urls[i] = gws[i].URL
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 32}}
-	defer hc.CloseIdleConnections()
-	st := &chaosStats{}
-	alice := &chaosClient{c: newMClient(t, urls, "Bearer rerun-alice", true), st: st}
-	alice.c.hc = hc
-	mallory := &chaosClient{c: newMClient(t, urls, "Bearer rerun-mallory", true), st: st}
-	mallory.c.hc = hc
-
-	tasks := chaosPlan(chaosRerunTasks)
-	jobs := make(chan *chaosTask)
-	var wg sync.WaitGroup
-	for range chaosRerunConcurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for tk := range jobs {
-				alice.run(ctx, tk, mallory)
-			}
-		}()
-	}
-	go func() {
-		defer close(jobs)
-		for _, tk := range tasks {
-			select {
-			case jobs <- tk:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	defer func() { cancel(); <-allDone }()
-
-	const victim = 1
-	waitFor(ctx, allDone, func() bool { return st.created.Load() >= chaosRerunTasks/5 && st.live[victim].Load() >= 5 })
-	liveAtKill := st.live[victim].Load()
-	if err := gws[victim].cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
-		t.Fatal(err)
-	}
-	<-gws[victim].done
-	killedAt := time.Now()
-	time.Sleep(time.Second) // down: its clients are refused and move on
-	addr := strings.TrimPrefix(gws[victim].base, "http://")
-	var err error
-	for attempt := 0; attempt < 20; attempt++ {
-		var g *gateway
-		if g, err = startGatewayAt(t, addr, up, args); err == nil {
-			gws[victim] = g
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("restarting replica %d on %s: %v", victim, addr, err)
-	}
-
-	waitFor(ctx, allDone, func() bool { return st.created.Load() >= chaosRerunTasks*3/5 })
-	srv.Stop() // SIGKILL
-	time.Sleep(chaosRedisOutage)
-	srv.Start() // same port and dir: reloads the AOF
-
-	select {
-	case <-allDone:
-	case <-ctx.Done():
-		t.Fatalf("the client did not finish in time (%d of %d tasks created); unfinished: %s",
-			st.created.Load(), chaosRerunTasks, st.unfinished(10))
-	}
+	rig := newChaosRig(t, chaosRigOptions{
+		stateless: stateless,
+		extraArgs: []string{"--rerun", "*", "--rerun-backoff", "200ms"},
+		owner:     "rerun",
+		transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 32},
+		tasks:     chaosRerunTasks, concurrency: chaosRerunConcurrency,
+	})
+	const victim = chaosVictim
+	rig.run(nil)
+	start, srv, rec, st, tasks, gws := rig.start, rig.srv, rig.rec, rig.st, rig.tasks, rig.gws
+	liveAtKill, killedAt := rig.liveAtKill, rig.killedAt
 
 	// Every task completes with its own result: nothing failed for a
 	// replica that stopped.

@@ -71,120 +71,31 @@ func TestChaos(t *testing.T) {
 }
 
 func testChaos(t *testing.T, stateless bool) {
-	start := time.Now()
-	// Only a bound on a hang: a run takes 20-30 s here, but a shared CI
-	// machine with a slow disk (the AOF is fsynced on every write) was
-	// seen to take four times as long.
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-
-	srv := redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
-	rec := &testupstream.Recorder{}
-	up := newUpstream(t, testupstream.Options{Stateless: stateless, Recorder: rec})
-	args := []string{
-		"--redis-url", "redis://" + srv.Addr,
-		"--task", "echo", "--task", "slow", "--task", "elicit", "--task", "fail", "--task", "rpcerror",
-		"--poll-interval", "100ms",
-		"--lease", chaosLease.String(), "--lease-renew", "500ms",
-		"--log-level", "warn", // the failure dump stays readable
-	}
-	gws := make([]*gateway, 3)
-	urls := make([]string, 3)
-	for i := range gws {
-		gws[i] = startGateway(t, up, args...)
-		urls[i] = gws[i].URL
-	}
-
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
-	}}
-	defer hc.CloseIdleConnections()
-	st := &chaosStats{}
-	alice := &chaosClient{c: newMClient(t, urls, "Bearer chaos-alice", true), st: st}
-	alice.c.hc = hc
-	mallory := &chaosClient{c: newMClient(t, urls, "Bearer chaos-mallory", true), st: st}
-	mallory.c.hc = hc
-
-	tasks := chaosPlan(chaosTasks)
-	jobs := make(chan *chaosTask)
-	var wg sync.WaitGroup
-	for range chaosConcurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for tk := range jobs {
-				alice.run(ctx, tk, mallory)
-			}
-		}()
-	}
-	go func() {
-		defer close(jobs)
-		for _, tk := range tasks {
-			select {
-			case jobs <- tk:
-			case <-ctx.Done():
-				return
-			}
+	rig := newChaosRig(t, chaosRigOptions{
+		stateless: stateless,
+		owner:     "chaos",
+		transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+		tasks:     chaosTasks, concurrency: chaosConcurrency,
+	})
+	const victim = chaosVictim
+	// Before the kill: the victim's replica id, from the lease of one of
+	// its unfinished tasks. On a slow machine the client sees tasks finish
+	// late, and every task it still counts as live there may have released
+	// its lease already: look again while new ones start.
+	deadID := ""
+	rig.run(func() {
+		seen := ""
+		for deadline := time.Now().Add(10 * time.Second); deadID == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			deadID, seen = leaseHolderOf(t, rig.srv.Addr, rig.st.liveIDs(victim))
 		}
-	}()
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-	defer func() { cancel(); <-allDone }() // no client goroutine outlives the test
-
-	// The chaos, from this goroutine (it may fail the test): kill replica
-	// 1 once it holds a few unfinished tasks, restart it; then restart
-	// Redis, later in the run.
-	const victim = 1
-	waitFor(ctx, allDone, func() bool { return st.created.Load() >= chaosTasks/5 && st.live[victim].Load() >= 5 })
-	// Its replica id, from the lease of one of its unfinished tasks. On a
-	// slow machine the client sees tasks finish late, and every task it
-	// still counts as live there may have released its lease already:
-	// look again while new ones start.
-	deadID, seen := "", ""
-	for deadline := time.Now().Add(10 * time.Second); deadID == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		deadID, seen = leaseHolderOf(t, srv.Addr, st.liveIDs(victim))
-	}
-	if deadID == "" {
-		t.Fatalf("none of the tasks replica %d holds, as the client sees them, has a lease holder in Redis: %s", victim, seen)
-	}
-	liveAtKill := st.live[victim].Load()
-	if err := gws[victim].cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
-		t.Fatal(err)
-	}
-	<-gws[victim].done
-	killedAt := time.Now()
-	createdAtKill := st.created.Load()
-	time.Sleep(time.Second) // down: its clients are refused and move on
-	addr := strings.TrimPrefix(gws[victim].base, "http://")
-	var err error
-	for attempt := 0; attempt < 20; attempt++ {
-		var g *gateway
-		if g, err = startGatewayAt(t, addr, up, args); err == nil {
-			gws[victim] = g
-			break
+		if deadID == "" {
+			t.Fatalf("none of the tasks replica %d holds, as the client sees them, has a lease holder in Redis: %s", victim, seen)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("restarting replica %d on %s: %v", victim, addr, err)
-	}
-	restartedAt := time.Now()
-
-	waitFor(ctx, allDone, func() bool { return st.created.Load() >= chaosTasks*3/5 })
-	createdAtRedis := st.created.Load()
-	redisDownAt := time.Now()
-	srv.Stop() // SIGKILL
-	time.Sleep(chaosRedisOutage)
-	srv.Start() // same port and dir: reloads the AOF
-	redisUpAt := time.Now()
-
-	select {
-	case <-allDone:
-	case <-ctx.Done():
-		t.Fatalf("the client did not finish in time (%d of %d tasks created; %d requests, %d connection refused, %d cut off, %d store unavailable, %d rate limited); unfinished tasks, as last seen: %s",
-			st.created.Load(), chaosTasks, st.requests.Load(), st.connRefused.Load(), st.cutAll.Load(), st.storeDown.Load(), st.rateLimited.Load(), st.unfinished(10))
-	}
-	runTook := time.Since(start)
+	})
+	ctx, start, srv, rec, st, tasks, alice, mallory := rig.ctx, rig.start, rig.srv, rig.rec, rig.st, rig.tasks, rig.alice, rig.mallory
+	liveAtKill, killedAt, createdAtKill, restartedAt := rig.liveAtKill, rig.killedAt, rig.createdAtKill, rig.restartedAt
+	createdAtRedis, redisDownAt, redisUpAt := rig.createdAtRedis, rig.redisDownAt, rig.redisUpAt
+	runTook := rig.doneAt.Sub(start)
 
 	// The cross-owner probe once more, on every task, now terminal; and the
 	// owner's own reading, which must not have changed.
@@ -355,6 +266,163 @@ const (
 	// chaosRedisOutage is how long Redis stays down.
 	chaosRedisOutage = 6 * time.Second
 )
+
+// chaosVictim is the replica the chaos kills and restarts.
+const chaosVictim = 1
+
+// chaosRig is the run TestChaos and TestChaosRerun share: a redis-server
+// with AOF (appendfsync always), an upstream of one era with a recorder,
+// three taskgate processes on both, and two owners spreading their
+// requests round robin over the replicas: alice runs every task of the
+// plan, concurrency at a time, and mallory probes each of them. run brings
+// the chaos and waits for the client; what it saw stays in the rig.
+type chaosRig struct {
+	t              *testing.T
+	ctx            context.Context // bounds a hang only
+	start          time.Time
+	srv            *redistest.Server
+	rec            *testupstream.Recorder
+	up             string
+	args           []string
+	gws            []*gateway // gws[chaosVictim] is the restarted replica after run
+	st             *chaosStats
+	alice, mallory *chaosClient
+	tasks          []*chaosTask
+	allDone        chan struct{} // closed once every client goroutine ended
+
+	// What run saw.
+	liveAtKill, createdAtKill, createdAtRedis             int64
+	killedAt, restartedAt, redisDownAt, redisUpAt, doneAt time.Time
+}
+
+// chaosRigOptions is what differs between the chaos runs.
+type chaosRigOptions struct {
+	stateless          bool            // the upstream's era
+	extraArgs          []string        // taskgate flags beyond the common ones
+	owner              string          // the tokens are "Bearer <owner>-alice" and "Bearer <owner>-mallory"
+	transport          *http.Transport // the clients' connection pool
+	tasks, concurrency int
+}
+
+// newChaosRig starts Redis, the upstream and the gateways, and alice's
+// tasks; no client goroutine outlives the test.
+func newChaosRig(t *testing.T, o chaosRigOptions) *chaosRig {
+	r := &chaosRig{t: t, start: time.Now()}
+	// Only a bound on a hang: a run takes 20-30 s here, but a shared CI
+	// machine with a slow disk (the AOF is fsynced on every write) was
+	// seen to take four times as long.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	r.ctx = ctx
+
+	r.srv = redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
+	r.rec = &testupstream.Recorder{}
+	r.up = newUpstream(t, testupstream.Options{Stateless: o.stateless, Recorder: r.rec})
+	r.args = []string{
+		"--redis-url", "redis://" + r.srv.Addr,
+		"--task", "echo", "--task", "slow", "--task", "elicit", "--task", "fail", "--task", "rpcerror",
+	}
+	r.args = append(r.args, o.extraArgs...)
+	r.args = append(r.args,
+		"--poll-interval", "100ms",
+		"--lease", chaosLease.String(), "--lease-renew", "500ms",
+		"--log-level", "warn", // the failure dump stays readable
+	)
+	r.gws = make([]*gateway, 3)
+	urls := make([]string, 3)
+	for i := range r.gws {
+		r.gws[i] = startGateway(t, r.up, r.args...)
+		urls[i] = r.gws[i].URL
+	}
+
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: o.transport}
+	t.Cleanup(hc.CloseIdleConnections)
+	r.st = &chaosStats{}
+	r.alice = &chaosClient{c: newMClient(t, urls, "Bearer "+o.owner+"-alice", true), st: r.st}
+	r.alice.c.hc = hc
+	r.mallory = &chaosClient{c: newMClient(t, urls, "Bearer "+o.owner+"-mallory", true), st: r.st}
+	r.mallory.c.hc = hc
+
+	r.tasks = chaosPlan(o.tasks)
+	jobs := make(chan *chaosTask)
+	var wg sync.WaitGroup
+	for range o.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tk := range jobs {
+				r.alice.run(ctx, tk, r.mallory)
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for _, tk := range r.tasks {
+			select {
+			case jobs <- tk:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	r.allDone = make(chan struct{})
+	go func() { wg.Wait(); close(r.allDone) }()
+	// Registered last, so run first: before the gateways and Redis stop.
+	t.Cleanup(func() { cancel(); <-r.allDone })
+	return r
+}
+
+// run is the chaos, from the test's goroutine (it may fail the test): once
+// a fifth of the tasks are created and replica chaosVictim holds a few
+// unfinished ones, beforeKill (if any), then SIGKILL that replica and
+// restart it on its port; once three fifths are created, kill Redis for
+// chaosRedisOutage and restart it on its AOF. Then wait for the client.
+func (r *chaosRig) run(beforeKill func()) {
+	t, st, n := r.t, r.st, int64(len(r.tasks))
+	t.Helper()
+	waitFor(r.ctx, r.allDone, func() bool { return st.created.Load() >= n/5 && st.live[chaosVictim].Load() >= 5 })
+	if beforeKill != nil {
+		beforeKill()
+	}
+	r.liveAtKill = st.live[chaosVictim].Load()
+	if err := r.gws[chaosVictim].cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
+		t.Fatal(err)
+	}
+	<-r.gws[chaosVictim].done
+	r.killedAt = time.Now()
+	r.createdAtKill = st.created.Load()
+	time.Sleep(time.Second) // down: its clients are refused and move on
+	addr := strings.TrimPrefix(r.gws[chaosVictim].base, "http://")
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var g *gateway
+		if g, err = startGatewayAt(t, addr, r.up, r.args); err == nil {
+			r.gws[chaosVictim] = g
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("restarting replica %d on %s: %v", chaosVictim, addr, err)
+	}
+	r.restartedAt = time.Now()
+
+	waitFor(r.ctx, r.allDone, func() bool { return st.created.Load() >= n*3/5 })
+	r.createdAtRedis = st.created.Load()
+	r.redisDownAt = time.Now()
+	r.srv.Stop() // SIGKILL
+	time.Sleep(chaosRedisOutage)
+	r.srv.Start() // same port and dir: reloads the AOF
+	r.redisUpAt = time.Now()
+
+	select {
+	case <-r.allDone:
+	case <-r.ctx.Done():
+		t.Fatalf("the client did not finish in time (%d of %d tasks created; %d requests, %d connection refused, %d cut off, %d store unavailable, %d rate limited); unfinished tasks, as last seen: %s",
+			st.created.Load(), n, st.requests.Load(), st.connRefused.Load(), st.cutAll.Load(), st.storeDown.Load(), st.rateLimited.Load(), st.unfinished(10))
+	}
+	r.doneAt = time.Now()
+}
 
 // chaosTask is one task of the run: what the client asks for, and what
 // happened to it.

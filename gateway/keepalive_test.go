@@ -84,32 +84,58 @@ func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
 				up := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: json}))
 				defer up.Close()
 				gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.KeepAlive = keep })
-				proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), time.Second)
-				url := "http://" + proxy.ln.Addr().String() + "/mcp"
-
-				sid := initSession(t, url, "2025-06-18")
-				for _, token := range []string{"", "tok-1"} {
-					meta := ""
-					if token != "" {
-						meta = `,"_meta":{"progressToken":"` + token + `"}`
-					}
-					body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"seconds":1.6,"text":"done"}` + meta + `}}`
-					events, result, err := postStream(url, sid, body)
-					if keep < 0 {
-						if err == nil && result != "" {
-							t.Fatalf("token %q: the call survived the idle timeout without keep-alive: %s", token, result)
-						}
-						continue
-					}
-					if err != nil || !strings.Contains(result, "slept 1.6 s") {
-						t.Fatalf("token %q: %v, result %q, events %q", token, err, result, events)
-					}
-					if token != "" && !strings.Contains(strings.Join(events, "\n"), `"progressToken":"tok-1"`) {
-						t.Errorf("events %q: want progress for the client's token", events)
-					}
-				}
+				slowCallsThroughIdleProxy(t, idleProxyURL(t, gw), "2025-06-18", keep)
 			})
 		}
+	}
+}
+
+// idleProxyURL puts an idleProxy cutting after a second of silence in
+// front of the gateway at gw (its …/mcp URL) and returns the proxy's /mcp URL.
+func idleProxyURL(t *testing.T, gw string) string {
+	t.Helper()
+	proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), time.Second)
+	return "http://" + proxy.ln.Addr().String() + "/mcp"
+}
+
+// slowCallsThroughIdleProxy opens a session of version through the idle
+// proxy at via and calls slow for 1.6 s on it, without a progress token and
+// with one: with keep-alive on (keep >= 0) each call must answer, and the
+// one with a token must get progress for it; with it off (keep < 0) none
+// may answer.
+func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Duration) {
+	t.Helper()
+	sid := initSession(t, via, version)
+	for _, token := range []string{"", "tok-1"} {
+		meta := ""
+		if token != "" {
+			meta = `,"_meta":{"progressToken":"` + token + `"}`
+		}
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"seconds":1.6,"text":"done"}` + meta + `}}`
+		events, result, err := postStream(via, sid, version, body)
+		if keep < 0 {
+			if err == nil && result != "" {
+				t.Fatalf("token %q: the call survived the idle timeout without keep-alive: %s", token, result)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(result, "slept 1.6 s") {
+			t.Fatalf("token %q: %v, result %q, events %q", token, err, result, events)
+		}
+		if token != "" && !strings.Contains(strings.Join(events, "\n"), `"progressToken":"tok-1"`) {
+			t.Errorf("events %q: want progress for the client's token", events)
+		}
+	}
+}
+
+// slowModernCallVia is a 2026-07-28 client's 1.6 s slow call through the
+// idle proxy at via (what names it in the failure); it must answer.
+func slowModernCallVia(t *testing.T, via, what string) {
+	t.Helper()
+	c := &modernClient{t: t, urls: []string{via}, noExt: true}
+	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
+	if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
+		t.Fatalf("%s through the idle proxy: %+v", what, r)
 	}
 }
 
@@ -127,14 +153,14 @@ func initSession(t *testing.T, url, version string) string {
 	return sid
 }
 
-// postStream posts body on session sid and reads the answer: every SSE
+// postStream posts body on session sid of version and reads the answer: every SSE
 // data line or comment, and the JSON-RPC result (raw) once it came.
-func postStream(url, sid, body string) (events []string, result string, err error) {
+func postStream(url, sid, version, body string) (events []string, result string, err error) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Mcp-Protocol-Version", version)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, "", err
@@ -187,12 +213,7 @@ func TestKeepAlive2026(t *testing.T) {
 			defer up.Close()
 			f := newFleet(t, up.URL+"/mcp")
 			f.add(func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
-			proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(f.urls[0], "/mcp"), "http://"), time.Second)
-			c := &modernClient{t: t, urls: []string{"http://" + proxy.ln.Addr().String() + "/mcp"}, noExt: true}
-			r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
-			if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
-				t.Fatalf("call through the idle proxy: %+v", r)
-			}
+			slowModernCallVia(t, idleProxyURL(t, f.urls[0]), "call")
 		})
 	}
 }

@@ -6,11 +6,8 @@ package gateway
 // session server.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -120,72 +117,13 @@ func TestKeepAliveOldServer(t *testing.T) {
 				url, client := oldUpstream(t, transport, testupstream.Options{})
 				f := newFleet(t, url)
 				f.add(func(c *Config) { c.Upstream, c.KeepAlive = client, keep })
-				proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(f.urls[0], "/mcp"), "http://"), time.Second)
-				via := "http://" + proxy.ln.Addr().String() + "/mcp"
-
-				sid := initSession(t, via, "2025-11-25")
-				for _, token := range []string{"", "tok-1"} {
-					meta := ""
-					if token != "" {
-						meta = `,"_meta":{"progressToken":"` + token + `"}`
-					}
-					body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"seconds":1.6,"text":"done"}` + meta + `}}`
-					events, result, err := postStreamAs(via, sid, "2025-11-25", body)
-					if keep < 0 {
-						if err == nil && result != "" {
-							t.Fatalf("token %q: the call survived the idle timeout without keep-alive: %s", token, result)
-						}
-						continue
-					}
-					if err != nil || !strings.Contains(result, "slept 1.6 s") {
-						t.Fatalf("token %q: %v, result %q, events %q", token, err, result, events)
-					}
-					if token != "" && !strings.Contains(strings.Join(events, "\n"), `"progressToken":"tok-1"`) {
-						t.Errorf("events %q: want progress for the client's token", events)
-					}
-				}
+				via := idleProxyURL(t, f.urls[0])
+				slowCallsThroughIdleProxy(t, via, "2025-11-25", keep)
 				if keep < 0 {
 					return
 				}
-				m := &modernClient{t: t, urls: []string{via}, noExt: true}
-				r := m.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
-				if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
-					t.Fatalf("a 2026-07-28 call through the idle proxy: %+v", r)
-				}
+				slowModernCallVia(t, via, "a 2026-07-28 call")
 			})
 		}
 	}
-}
-
-// postStreamAs is postStream for a session of version.
-func postStreamAs(url, sid, version, body string) (events []string, result string, err error) {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("Mcp-Protocol-Version", version)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, "", err
-	}
-	defer resp.Body.Close()
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		b, err := io.ReadAll(resp.Body)
-		return nil, resultOf(string(b)), err
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		events = append(events, line)
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			if r := resultOf(data); r != "" {
-				return events, r, nil
-			}
-		}
-	}
-	return events, "", fmt.Errorf("the stream ended without a result: %v", sc.Err())
 }
