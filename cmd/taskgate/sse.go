@@ -95,26 +95,12 @@ func probeHeader(opts upstream.Options, user *url.Userinfo) http.Header {
 
 // openSSE fronts the HTTP+SSE server at url with the sse bridge.
 func openSSE(c *cli.Context, url string, opts upstream.Options, log zerolog.Logger) (*openedUpstream, error) {
-	maxMessage, err := sizeFlag(c, "upstream-max-message")
+	lim, err := readBridgeLimits(c)
 	if err != nil {
 		return nil, err
 	}
-	if maxMessage > 1<<31-1 {
-		return nil, fmt.Errorf("invalid --upstream-max-message %q: at most 2GiB", c.String("upstream-max-message"))
-	}
-	bopts := sse.Options{URL: url, Transport: upstream.NewTransport(opts), MaxMessage: int(maxMessage), Logger: log}
-	if c.Command.Name == "serve" {
-		if c.IsSet("max-sessions") { // else the bridge's default: a session costs no process
-			bopts.MaxSessions = c.Int("max-sessions")
-			if bopts.MaxSessions <= 0 {
-				return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", bopts.MaxSessions)
-			}
-		}
-		bopts.SessionIdle = c.Duration("session-idle")
-		if bopts.SessionIdle <= 0 {
-			return nil, fmt.Errorf("invalid --session-idle %s: it must be positive", bopts.SessionIdle)
-		}
-	}
+	bopts := sse.Options{URL: url, Transport: upstream.NewTransport(opts), MaxMessage: lim.maxMessage, Logger: log,
+		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle} // MaxSessions 0: the bridge's default, a session costs no process
 	br, err := sse.New(bopts)
 	if err != nil {
 		return nil, fmt.Errorf("invalid --upstream: %v", err)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
@@ -112,14 +113,12 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 			return nil, fmt.Errorf("invalid --upstream-env %q: want KEY=VALUE", kv)
 		}
 	}
-	maxMessage, err := sizeFlag(c, "upstream-max-message")
+	lim, err := readBridgeLimits(c)
 	if err != nil {
 		return nil, err
 	}
-	if maxMessage > 1<<31-1 {
-		return nil, fmt.Errorf("invalid --upstream-max-message %q: at most 2GiB", c.String("upstream-max-message"))
-	}
-	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxMessage: int(maxMessage), Logger: log}
+	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxMessage: lim.maxMessage, Logger: log,
+		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle} // MaxSessions 0: the bridge's default for the mode
 	if c.Command.Name == "serve" {
 		sopts.Shared = c.Bool("upstream-shared")
 		if c.Bool("upstream-per-session") {
@@ -127,16 +126,6 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 				return nil, errors.New("give --upstream-shared or --upstream-per-session, not both (--upstream-per-session is deprecated: a process per client session is the default)")
 			}
 			log.Warn().Msg("--upstream-per-session is deprecated and does nothing: each client session gets its own --upstream-command process by default (--upstream-shared shares one)")
-		}
-		if c.IsSet("max-sessions") { // else the bridge's default for the mode
-			sopts.MaxSessions = c.Int("max-sessions")
-			if sopts.MaxSessions <= 0 {
-				return nil, fmt.Errorf("invalid --max-sessions %d: it must be positive", sopts.MaxSessions)
-			}
-		}
-		sopts.SessionIdle = c.Duration("session-idle")
-		if sopts.SessionIdle <= 0 {
-			return nil, fmt.Errorf("invalid --session-idle %s: it must be positive", sopts.SessionIdle)
 		}
 	}
 	br, err := stdio.Start(sopts)
@@ -152,4 +141,40 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 		return nil, err
 	}
 	return &openedUpstream{Client: up, bridge: br, name: up.URL()}, nil
+}
+
+// bridgeLimits are the flags both local bridges (a stdio server's, an
+// HTTP+SSE server's) are bounded by.
+type bridgeLimits struct {
+	maxMessage  int           // --upstream-max-message
+	maxSessions int           // --max-sessions; 0: not set, the bridge's default
+	sessionIdle time.Duration // --session-idle; 0: not serve, the bridge's default
+}
+
+// readBridgeLimits reads and checks them. Sessions are bounded only where
+// they are served (the serve command): the tools command makes one.
+func readBridgeLimits(c *cli.Context) (bridgeLimits, error) {
+	var lim bridgeLimits
+	maxMessage, err := sizeFlag(c, "upstream-max-message")
+	if err != nil {
+		return lim, err
+	}
+	if maxMessage > 1<<31-1 {
+		return lim, fmt.Errorf("invalid --upstream-max-message %q: at most 2GiB", c.String("upstream-max-message"))
+	}
+	lim.maxMessage = int(maxMessage)
+	if c.Command.Name != "serve" {
+		return lim, nil
+	}
+	if c.IsSet("max-sessions") {
+		lim.maxSessions = c.Int("max-sessions")
+		if lim.maxSessions <= 0 {
+			return lim, fmt.Errorf("invalid --max-sessions %d: it must be positive", lim.maxSessions)
+		}
+	}
+	lim.sessionIdle = c.Duration("session-idle")
+	if lim.sessionIdle <= 0 {
+		return lim, fmt.Errorf("invalid --session-idle %s: it must be positive", lim.sessionIdle)
+	}
+	return lim, nil
 }
