@@ -16,11 +16,11 @@
 //	                      SSE stream, comes back on the request's own SSE
 //	                      answer with the client's id
 //	server request        (elicitation, sampling, roots) sent on the stream
-//	                      of the session's one call in flight, else on the
-//	                      session's GET stream (held until the client opens
-//	                      one), under a bridge id only that session may
-//	                      answer; the answer is POSTed back with the
-//	                      server's id (route.go)
+//	                      of the session's one call in flight when it is a
+//	                      tools/call, else on the session's GET stream (held
+//	                      until the client opens one), under a bridge id
+//	                      only that session may answer; the answer is
+//	                      POSTed back with the server's id (route.go)
 //	server notification   progress to the call whose token it names;
 //	                      anything else to the session's GET streams
 //	cancel, DELETE,       notifications/cancelled to the server; DELETE

@@ -543,3 +543,109 @@ func TestAskOnGetStream(t *testing.T) {
 	<-slowDone
 	waitFor(t, "the slow call cancelled upstream", func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 }
+
+// getStream opens the session's GET stream; its messages arrive on the
+// channel, which closes when the stream ends.
+func (c *client) getStream() <-chan msg {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.b.URL(), nil)
+	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.h.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("GET: %v %v", resp, err)
+	}
+	ch := make(chan msg, 16)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m msg
+				if json.Unmarshal([]byte(data), &m) == nil {
+					ch <- m
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// TestAskBesideGetPromptGoesToGetStream pins the routing of the server's
+// question when the session's one call in flight is not a tools/call: a
+// go-sdk HTTP+SSE server whose prompt asks roots/list while prompts/get is
+// in flight. The question goes to the session's GET stream, or waits for
+// one, never onto the prompts/get's stream, which closes with its answer
+// (a client's connect-time list lost roots/list that way: "the client's
+// call ended before it answered").
+func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
+	for _, stream := range []string{"open", "opened later"} {
+		t.Run("GET stream "+stream, func(t *testing.T) {
+			// A question never answered (the test failed) must not hold
+			// the server's Close: the handler's wait ends with the test.
+			testCtx, endTest := context.WithCancel(context.Background())
+			s := testupstream.NewServer(testupstream.Options{})
+			s.AddPrompt(&mcp.Prompt{Name: "roots", Description: "Lists the client's roots."},
+				func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+					ctx, cancel := context.WithCancel(ctx)
+					defer context.AfterFunc(testCtx, cancel)()
+					lr, err := req.Session.ListRoots(ctx, &mcp.ListRootsParams{})
+					if err != nil {
+						return nil, err
+					}
+					var uris []string
+					for _, r := range lr.Roots {
+						uris = append(uris, r.URI)
+					}
+					return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: strings.Join(uris, ",")}}}}, nil
+				})
+			mux := http.NewServeMux()
+			mux.Handle("/sse", mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			t.Cleanup(endTest) // before srv.Close
+			b, _ := startBridge(t, srv.URL+"/sse", func(o *Options) { o.HoldAsk = time.Hour })
+			c := newClient(t, b)
+			c.initialize(map[string]any{"roots": map[string]any{}})
+			var events <-chan msg
+			if stream == "open" {
+				events = c.getStream()
+			}
+			prompted := make(chan []msg, 1)
+			go func() {
+				prompted <- readAll(t, c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": map[string]any{"name": "roots"}}))
+			}()
+			if events == nil {
+				waitFor(t, "roots/list held for a GET stream (not sent on the prompts/get in flight)", func() bool {
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					return len(b.sessions[c.sid].held) == 1
+				})
+				events = c.getStream()
+			}
+			var m msg
+			select {
+			case m = <-events:
+			case ms := <-prompted:
+				t.Fatalf("prompts/get ended first, with %+v; roots/list not on the GET stream", ms)
+			case <-time.After(20 * time.Second):
+				t.Fatal("roots/list: nothing on the GET stream")
+			}
+			if m.Method != "roots/list" {
+				t.Fatalf("first on the GET stream: %+v", m)
+			}
+			r := c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"roots": []any{map[string]any{"uri": "file:///tmp/r", "name": "r"}}}})
+			r.Body.Close()
+			if r.StatusCode != http.StatusAccepted {
+				t.Fatalf("the answer: HTTP %d", r.StatusCode)
+			}
+			ms := <-prompted
+			if len(ms) != 1 || string(ms[0].ID) != "7" || !strings.Contains(string(ms[0].Result), "file:///tmp/r") {
+				t.Fatalf("prompts/get's stream: %+v, want its answer alone, with the client's roots", ms)
+			}
+		})
+	}
+}

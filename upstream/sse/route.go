@@ -18,6 +18,7 @@ import (
 type call struct {
 	key       string          // bridge id, as JSON
 	origID    json.RawMessage // the client's id
+	method    string          // the client's method (serverRequest: only a tools/call carries the server's questions)
 	origToken json.RawMessage // the client's progressToken, nil if none
 	token     string          // the bridge's token for it
 	sess      *session
@@ -105,10 +106,13 @@ func (b *Bridge) dispatch(s *session, msg []byte) {
 var capabilityOf = map[string]string{"roots/list": "roots", "elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
 
 // serverRequest sends a request of the server to its session's client:
-// the session's one call in flight, else its GET stream, held until the
-// client opens one (HoldAsk). The 2024-11-05 transport does not say which
-// call a request belongs to; a session with several calls in flight gets
-// it on its GET stream. It is refused only when no client can answer it,
+// the session's one call in flight when that is a tools/call, else its GET
+// stream, held until the client opens one (HoldAsk). The 2024-11-05
+// transport does not say which call a request belongs to; a session with
+// several calls in flight gets it on its GET stream, and so does one whose
+// only call is not a tools/call (mcpwire.CarriesUnrelated: a tools/list of
+// the client's connect would close its stream with its answer before the
+// client answered). It is refused only when no client can answer it,
 // saying why.
 func (b *Bridge) serverRequest(s *session, msg []byte, env envelope) {
 	if env.Method == "ping" {
@@ -137,7 +141,7 @@ func (b *Bridge) serverRequest(s *session, msg []byte, env envelope) {
 		a = &ask{upID: env.ID, sess: s, method: env.Method}
 		if s.inflight == 1 {
 			for _, c := range b.calls {
-				if c.sess == s {
+				if c.sess == s && mcpwire.CarriesUnrelated(c.method) {
 					a.call = c
 				}
 			}

@@ -172,7 +172,7 @@ func (b *Bridge) open(s *session, body []byte, env envelope) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := b.newCall(s, env.ID)
+	c := b.newCall(s, env)
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err != nil {
 		stream.Close()
@@ -213,17 +213,17 @@ func (b *Bridge) open(s *session, body []byte, env envelope) ([]byte, error) {
 	}
 }
 
-// newCall is a call of session s for the client's request id.
-func (b *Bridge) newCall(s *session, id json.RawMessage) *call {
+// newCall is a call of session s for the client's request env.
+func (b *Bridge) newCall(s *session, env envelope) *call {
 	n := strconv.FormatUint(b.seq.Add(1), 10)
-	return &call{key: strconv.Quote("taskgate-sse-" + n), origID: id, sess: s, started: time.Now(),
+	return &call{key: strconv.Quote("taskgate-sse-" + n), origID: env.ID, method: env.Method, sess: s, started: time.Now(),
 		out: make(chan []byte, 64), final: make(chan []byte, 1)}
 }
 
 // request POSTs a client request to the server and streams what belongs
 // to it (the server's requests, progress) until its answer.
 func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
-	c := b.newCall(s, env.ID)
+	c := b.newCall(s, env)
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
 		out, err = b.withToken(out, env.Params, c)

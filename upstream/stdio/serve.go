@@ -297,7 +297,7 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		return
 	}
 	n := strconv.FormatUint(b.seq.Add(1), 10)
-	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, sess: s, proc: p, started: time.Now(),
+	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, method: env.Method, sess: s, proc: p, started: time.Now(),
 		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {

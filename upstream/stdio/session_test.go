@@ -372,3 +372,79 @@ func TestBridgeAskRefusedByCapability(t *testing.T) {
 		t.Fatalf("the child's answer:\n%s", logs)
 	}
 }
+
+// asksDuringListServer answers initialize, then asks roots/list while the
+// client's first request after it (a resources/list) is in flight, and
+// answers that request only once its question is answered: the answer to
+// roots/list goes to stderr.
+const asksDuringListServer = `read -r init
+printf '%s\n' '{"jsonrpc":"2.0","id":"taskgate-stdio-initialize","result":{"protocolVersion":"2025-11-25","capabilities":{"resources":{}},"serverInfo":{"name":"roots","version":"1"}}}'
+read -r initialized
+read -r req
+id=$(printf '%s\n' "$req" | sed -n 's/.*"id":\("[^"]*"\).*/\1/p')
+printf '%s\n' '{"jsonrpc":"2.0","id":"r1","method":"roots/list"}'
+read -r answer
+printf 'answer: %s\n' "$answer" >&2
+printf '{"jsonrpc":"2.0","id":%s,"result":{"resources":[]}}\n' "$id"
+exec cat >/dev/null
+`
+
+// TestBridgeAskBesideListGoesToGetStream pins the routing of a child's
+// question that names no call when the session's one call in flight is
+// not a tools/call (a client's tools/list or resources/list at connect):
+// the question goes to the session's GET stream, or waits for one, never
+// onto the list's stream, which closes with the list's answer. A flaky
+// e2e run (TestStdioChildAsksOnGetStream) lost roots/list that way: "the
+// client's call ended before it answered".
+func TestBridgeAskBesideListGoesToGetStream(t *testing.T) {
+	for _, tc := range []struct {
+		name, stream string
+		shared       bool
+	}{{"own child, GET stream open", "open", false}, {"own child, GET stream opened later", "opened later", false}, {"shared child, GET stream opened later", "opened later", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := tc.stream
+			b, logs := startBridge(t, func(o *Options) {
+				o.Command = []string{"/bin/sh", "-c", asksDuringListServer}
+				o.HoldAsk = time.Hour // the test opens the stream; no expiry within it
+				o.Shared = tc.shared
+			})
+			c, _ := initialize(t, b, map[string]any{"roots": map[string]any{}})
+			var events <-chan msg
+			if stream == "open" {
+				events = c.stream()
+			}
+			listed := make(chan []msg, 1)
+			go func() {
+				listed <- readAll(t, c.post(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "resources/list"}))
+			}()
+			if events == nil {
+				waitFor(t, "roots/list held for a GET stream (not sent on the resources/list in flight)", func() bool {
+					b.mu.Lock()
+					defer b.mu.Unlock()
+					return len(b.sessions[c.sid].held) == 1
+				})
+				events = c.stream()
+			}
+			var m msg
+			select {
+			case m = <-events:
+			case ms := <-listed:
+				t.Fatalf("resources/list ended first, with %+v; roots/list not on the GET stream", ms)
+			case <-time.After(20 * time.Second):
+				t.Fatal("roots/list: nothing on the GET stream")
+			}
+			if m.Method != "roots/list" {
+				t.Fatalf("first on the GET stream: %+v", m)
+			}
+			c.answer(m, map[string]any{"roots": []any{map[string]any{"uri": "file:///tmp/r", "name": "r"}}})
+			ms := <-listed
+			if len(ms) != 1 || string(ms[0].ID) != "7" || ms[0].Result == nil {
+				t.Fatalf("resources/list's stream: %+v, want its answer alone", ms)
+			}
+			waitFor(t, "the child's log of the client's roots", func() bool {
+				l := logs.String()
+				return strings.Contains(l, `answer: {\"id\":\"r1\",\"jsonrpc\":\"2.0\",\"result\":{\"roots\":[{`) && strings.Contains(l, "file:///tmp/r")
+			})
+		})
+	}
+}

@@ -355,7 +355,7 @@ func (b *Bridge) notifyStateless(p *proc, msg []byte, env envelope) {
 // progress token) and returns its call.
 func (b *Bridge) send(p *proc, body []byte, env envelope) (*call, error) {
 	n := strconv.FormatUint(b.seq.Add(1), 10)
-	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, sess: b.st.sess, proc: p, started: time.Now(),
+	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, method: env.Method, sess: b.st.sess, proc: p, started: time.Now(),
 		out: make(chan []byte, 64), final: make(chan reply, 1)}
 	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
 	if err == nil {
