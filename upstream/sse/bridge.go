@@ -17,7 +17,9 @@
 //	                      answer with the client's id
 //	server request        (elicitation, sampling, roots) sent on the stream
 //	                      of the session's one call in flight when it is a
-//	                      tools/call, else on the session's GET stream (held
+//	                      tools/call, resources/read or prompts/get
+//	                      (mcpwire.CarriesUnrelated), else on the session's
+//	                      GET stream (held
 //	                      until the client opens one), under a bridge id
 //	                      only that session may answer; the answer is
 //	                      POSTed back with the server's id (route.go)

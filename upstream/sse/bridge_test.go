@@ -574,22 +574,22 @@ func (c *client) getStream() <-chan msg {
 	return ch
 }
 
-// TestAskBesideGetPromptGoesToGetStream pins the routing of the server's
-// question when the session's one call in flight is not a tools/call: a
-// go-sdk HTTP+SSE server whose prompt asks roots/list while prompts/get is
-// in flight. The question goes to the session's GET stream, or waits for
-// one, never onto the prompts/get's stream, which closes with its answer
-// (a client's connect-time list lost roots/list that way: "the client's
-// call ended before it answered").
-func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
+// TestAskBesideCompletionGoesToGetStream pins the routing of the server's
+// question when the session's one call in flight is not one a server asks
+// its questions for (mcpwire.CarriesUnrelated: tools/call, resources/read,
+// prompts/get): a go-sdk HTTP+SSE server whose completion handler asks
+// roots/list while completion/complete is in flight. The question goes to
+// the session's GET stream, or waits for one, never onto the call's
+// stream, which closes with its answer (a client's connect-time list lost
+// roots/list that way: "the client's call ended before it answered").
+func TestAskBesideCompletionGoesToGetStream(t *testing.T) {
 	for _, stream := range []string{"open", "opened later"} {
 		t.Run("GET stream "+stream, func(t *testing.T) {
 			// A question never answered (the test failed) must not hold
 			// the server's Close: the handler's wait ends with the test.
 			testCtx, endTest := context.WithCancel(context.Background())
-			s := testupstream.NewServer(testupstream.Options{})
-			s.AddPrompt(&mcp.Prompt{Name: "roots", Description: "Lists the client's roots."},
-				func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "completes", Version: "1"}, &mcp.ServerOptions{
+				CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 					ctx, cancel := context.WithCancel(ctx)
 					defer context.AfterFunc(testCtx, cancel)()
 					lr, err := req.Session.ListRoots(ctx, &mcp.ListRootsParams{})
@@ -600,8 +600,9 @@ func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
 					for _, r := range lr.Roots {
 						uris = append(uris, r.URI)
 					}
-					return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: strings.Join(uris, ",")}}}}, nil
-				})
+					return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: uris}}, nil
+				},
+			})
 			mux := http.NewServeMux()
 			mux.Handle("/sse", mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 			srv := httptest.NewServer(mux)
@@ -616,10 +617,11 @@ func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
 			}
 			prompted := make(chan []msg, 1)
 			go func() {
-				prompted <- readAll(t, c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": map[string]any{"name": "roots"}}))
+				prompted <- readAll(t, c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "completion/complete",
+					"params": map[string]any{"ref": map[string]any{"type": "ref/prompt", "name": "any"}, "argument": map[string]any{"name": "a", "value": ""}}}))
 			}()
 			if events == nil {
-				waitFor(t, "roots/list held for a GET stream (not sent on the prompts/get in flight)", func() bool {
+				waitFor(t, "roots/list held for a GET stream (not sent on the completion/complete in flight)", func() bool {
 					b.mu.Lock()
 					defer b.mu.Unlock()
 					return len(b.sessions[c.sid].held) == 1
@@ -630,7 +632,7 @@ func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
 			select {
 			case m = <-events:
 			case ms := <-prompted:
-				t.Fatalf("prompts/get ended first, with %+v; roots/list not on the GET stream", ms)
+				t.Fatalf("completion/complete ended first, with %+v; roots/list not on the GET stream", ms)
 			case <-time.After(20 * time.Second):
 				t.Fatal("roots/list: nothing on the GET stream")
 			}
@@ -644,7 +646,7 @@ func TestAskBesideGetPromptGoesToGetStream(t *testing.T) {
 			}
 			ms := <-prompted
 			if len(ms) != 1 || string(ms[0].ID) != "7" || !strings.Contains(string(ms[0].Result), "file:///tmp/r") {
-				t.Fatalf("prompts/get's stream: %+v, want its answer alone, with the client's roots", ms)
+				t.Fatalf("completion/complete's stream: %+v, want its answer alone, with the client's roots", ms)
 			}
 		})
 	}

@@ -18,7 +18,7 @@ import (
 type call struct {
 	key       string          // bridge id, as JSON
 	origID    json.RawMessage // the client's id
-	method    string          // the client's method (serverRequest: only a tools/call carries the server's questions)
+	method    string          // the client's method (serverRequest: mcpwire.CarriesUnrelated)
 	origToken json.RawMessage // the client's progressToken, nil if none
 	token     string          // the bridge's token for it
 	sess      *session
@@ -106,12 +106,13 @@ func (b *Bridge) dispatch(s *session, msg []byte) {
 var capabilityOf = map[string]string{"roots/list": "roots", "elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
 
 // serverRequest sends a request of the server to its session's client:
-// the session's one call in flight when that is a tools/call, else its GET
-// stream, held until the client opens one (HoldAsk). The 2024-11-05
-// transport does not say which call a request belongs to; a session with
-// several calls in flight gets it on its GET stream, and so does one whose
-// only call is not a tools/call (mcpwire.CarriesUnrelated: a tools/list of
-// the client's connect would close its stream with its answer before the
+// the session's one call in flight when that is a call a server asks for
+// (mcpwire.CarriesUnrelated: tools/call, resources/read, prompts/get),
+// else its GET stream, held until the client opens one (HoldAsk). The
+// 2024-11-05 transport does not say which call a request belongs to; a
+// session with several calls in flight gets it on its GET stream, and so
+// does one whose only call is of another kind (a tools/list of the
+// client's connect would close its stream with its answer before the
 // client answered). It is refused only when no client can answer it,
 // saying why.
 func (b *Bridge) serverRequest(s *session, msg []byte, env envelope) {

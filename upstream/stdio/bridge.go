@@ -17,7 +17,9 @@
 //	                      the client's id, written as it is read
 //	child request         (elicitation, sampling, roots) sent on the stream
 //	                      of the session's one call in flight when it is a
-//	                      tools/call, else on the session's GET stream (held
+//	                      tools/call, resources/read or prompts/get
+//	                      (mcpwire.CarriesUnrelated), else on the session's
+//	                      GET stream (held
 //	                      until the client opens one, for HoldAsk), under a
 //	                      bridge id only that session may answer; the
 //	                      answer goes back with the child's id (route.go)
@@ -143,7 +145,7 @@ type session struct {
 type call struct {
 	key       string          // bridge id, as JSON
 	origID    json.RawMessage // the client's id
-	method    string          // the client's method (routeLocked: only a tools/call carries the child's questions)
+	method    string          // the client's method (routeLocked: mcpwire.CarriesUnrelated)
 	origToken json.RawMessage // the client's progressToken, nil if none
 	token     string          // the bridge's token for it
 	sess      *session

@@ -110,9 +110,10 @@ func (b *Bridge) deliver(a *ask, msg []byte) bool {
 }
 
 // childRequest sends a request of the child to the client it is for: the
-// one call of its session in flight when that is a tools/call, else the
-// session's GET stream, held until the client opens one (HoldAsk). It is
-// refused only when no client can answer it, saying why.
+// one call of its session in flight when that is a call a server asks for
+// (mcpwire.CarriesUnrelated), else the session's GET stream, held until
+// the client opens one (HoldAsk). It is refused only when no client can
+// answer it, saying why.
 func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	if env.Method == "ping" {
 		_ = p.send(resultMessage(env.ID, json.RawMessage(`{}`)))
@@ -169,9 +170,10 @@ func (b *Bridge) refuse(key string, a *ask, p *proc, childID json.RawMessage, me
 }
 
 // routeLocked picks whom a request of child p is for: the one call in
-// flight of the session it serves, when that call is a tools/call, else
-// that session's GET stream (call nil). A stdio request names no call, and
-// only a tools/call may carry one that names none (mcpwire.CarriesUnrelated):
+// flight of the session it serves, when that call is a tools/call,
+// resources/read or prompts/get, else that session's GET stream (call nil).
+// A stdio request names no call, and only such a call may carry one that
+// names none (mcpwire.CarriesUnrelated):
 // a tools/list or resources/list of the client's connect, in flight when
 // the child asks for roots, would close its stream with its answer before
 // the client answered. A shared child serves several sessions: a request
@@ -211,7 +213,7 @@ func (b *Bridge) routeLocked(p *proc) (*call, *session, string) {
 	case n == 1 && mcpwire.CarriesUnrelated(only.method):
 		return only, only.sess, ""
 	case n == 1:
-		return nil, only.sess, "" // not a tools/call: its session's GET stream
+		return nil, only.sess, "" // not a call a server asks for: its session's GET stream
 	case n > 1 && sess != nil:
 		return nil, sess, "" // all of one session's calls: its GET stream
 	case n > 1:

@@ -391,7 +391,7 @@ exec cat >/dev/null
 
 // TestBridgeAskBesideListGoesToGetStream pins the routing of a child's
 // question that names no call when the session's one call in flight is
-// not a tools/call (a client's tools/list or resources/list at connect):
+// not one a server asks for (a client's tools/list or resources/list at connect):
 // the question goes to the session's GET stream, or waits for one, never
 // onto the list's stream, which closes with the list's answer. A flaky
 // e2e run (TestStdioChildAsksOnGetStream) lost roots/list that way: "the
