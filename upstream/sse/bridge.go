@@ -19,10 +19,10 @@
 //	                      of the session's one call in flight when it is a
 //	                      tools/call, resources/read or prompts/get
 //	                      (mcpwire.CarriesUnrelated), else on the session's
-//	                      GET stream (held
-//	                      until the client opens one), under a bridge id
-//	                      only that session may answer; the answer is
-//	                      POSTed back with the server's id (route.go)
+//	                      GET stream (held until the client opens one, for
+//	                      HoldAsk), under a bridge id only that session
+//	                      may answer; the answer is POSTed back with the
+//	                      server's id (route.go)
 //	server notification   progress to the call whose token it names;
 //	                      anything else to the session's GET streams
 //	cancel, DELETE,       notifications/cancelled to the server; DELETE
@@ -34,6 +34,10 @@
 // next request gets 404 (MCP 2025-11-25, Transports, "Session Management"),
 // which is what a restarted server shows: the client initializes again and
 // gets a new SSE session.
+//
+// A session's GET streams, the server's requests held for one, the GET
+// handler and the idle-session reaper are upstream/internal/bridgesession,
+// which upstream/stdio shares; the bridge's mutex guards them.
 package sse
 
 import (
@@ -49,6 +53,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 // Options configure a Bridge.
@@ -90,10 +95,8 @@ const (
 	DefaultMaxMessage  = 64 << 20
 	DefaultMaxPending  = 256
 	DefaultHoldAsk     = 30 * time.Second
-	// maxHeld bounds the requests of a server held per session (below a
-	// stream's buffer, so that a stream that opens takes them all), and
-	// maxAsks those sent and not yet answered.
-	maxHeld = 32
+	// maxAsks bounds the requests of a server sent per session and not
+	// yet answered (bridgesession.MaxHeld those held for a GET stream).
 	maxAsks = 256
 	// postTimeout bounds one POST to a server's endpoint: it only hands a
 	// message over (the answer comes on the stream).
@@ -201,26 +204,18 @@ func (b *Bridge) Close(context.Context) error {
 // reap ends sessions idle for SessionIdle.
 func (b *Bridge) reap() {
 	defer b.wg.Done()
-	every := min(max(b.opts.SessionIdle/4, 10*time.Millisecond), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case now := <-t.C:
-			var idle []*session
-			b.mu.Lock()
-			for _, s := range b.sessions {
-				if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
-					b.endSessionLocked(s, fmt.Sprintf("it was idle for %s", b.opts.SessionIdle))
-					idle = append(idle, s)
-				}
-			}
-			b.mu.Unlock()
-			for _, s := range idle {
-				s.stop()
+	bridgesession.Reap(b.stop, b.opts.SessionIdle, func(now time.Time) {
+		var idle []*session
+		b.mu.Lock()
+		for _, s := range b.sessions {
+			if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
+				b.endSessionLocked(s, fmt.Sprintf("it was idle for %s", b.opts.SessionIdle))
+				idle = append(idle, s)
 			}
 		}
-	}
+		b.mu.Unlock()
+		for _, s := range idle {
+			s.stop()
+		}
+	})
 }

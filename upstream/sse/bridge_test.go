@@ -505,7 +505,7 @@ func TestAskOnGetStream(t *testing.T) {
 	waitFor(t, "the elicitation held for a GET stream", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.sessions[c.sid].held) == 1
+		return b.sessions[c.sid].streams.HeldLocked() == 1
 	})
 	if !strings.Contains(logs.String(), "held until one opens") {
 		t.Errorf("the held request is not logged")
@@ -624,7 +624,7 @@ func TestAskBesideCompletionGoesToGetStream(t *testing.T) {
 				waitFor(t, "roots/list held for a GET stream (not sent on the completion/complete in flight)", func() bool {
 					b.mu.Lock()
 					defer b.mu.Unlock()
-					return len(b.sessions[c.sid].held) == 1
+					return b.sessions[c.sid].streams.HeldLocked() == 1
 				})
 				events = c.getStream()
 			}

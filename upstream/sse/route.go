@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 type call struct {
@@ -149,8 +150,10 @@ func (b *Bridge) serverRequest(s *session, msg []byte, env envelope) {
 		}
 		b.asks[key] = a
 		s.asks++
-		if a.call == nil && len(s.streams) == 0 {
-			held, why = b.holdLocked(s, key, a, out)
+		if a.call == nil && s.streams.NoneOpenLocked() {
+			held, why = s.streams.HoldLocked(&b.mu, b.opts.HoldAsk, key, a, out, func(h *bridgesession.Held[*ask], why string) {
+				b.refuse(s, h.Key, h.Ask, h.Ask.upID, h.Ask.method, why)
+			})
 		}
 	}
 	b.mu.Unlock()
@@ -180,15 +183,7 @@ func (b *Bridge) deliver(a *ask, msg []byte) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	took := false
-	for ch := range a.sess.streams {
-		select {
-		case ch <- msg:
-			took = true
-		default:
-		}
-	}
-	return took
+	return a.sess.streams.SendLocked(msg)
 }
 
 // refuse answers the server's request with an error saying why no client
@@ -277,67 +272,7 @@ func (b *Bridge) progress(s *session, msg []byte, env envelope) {
 func (b *Bridge) broadcast(s *session, msg []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for ch := range s.streams {
-		select {
-		case ch <- msg:
-		default:
-		}
-	}
-}
-
-// heldAsk is a request of the server waiting for its session's client to
-// open a GET stream.
-type heldAsk struct {
-	key   string
-	a     *ask
-	msg   []byte
-	timer *time.Timer
-}
-
-// holdLocked keeps the server's request for session s until the client
-// opens a GET stream, for HoldAsk at most; it reports whether it was
-// held, or why not.
-func (b *Bridge) holdLocked(s *session, key string, a *ask, msg []byte) (bool, string) {
-	if len(s.held) >= maxHeld {
-		return false, fmt.Sprintf("%d requests already wait for the client to open a stream", maxHeld)
-	}
-	h := &heldAsk{key: key, a: a, msg: msg}
-	h.timer = time.AfterFunc(b.opts.HoldAsk, func() { b.expire(s, h) })
-	s.held = append(s.held, h)
-	return true, ""
-}
-
-// expire refuses a held request whose session opened no stream in time.
-func (b *Bridge) expire(s *session, h *heldAsk) {
-	b.mu.Lock()
-	found := false
-	for i, x := range s.held {
-		if x == h {
-			s.held = append(s.held[:i], s.held[i+1:]...)
-			found = true
-			break
-		}
-	}
-	b.mu.Unlock()
-	if found {
-		b.refuse(s, h.key, h.a, h.a.upID, h.a.method,
-			fmt.Sprintf("the client opened no stream to receive it within %s (a GET on its session)", b.opts.HoldAsk))
-	}
-}
-
-// releaseHeldLocked sends session s's held requests to stream ch, which
-// just opened.
-func (b *Bridge) releaseHeldLocked(s *session, ch chan []byte) {
-	for len(s.held) > 0 {
-		h := s.held[0]
-		select {
-		case ch <- h.msg:
-		default:
-			return // the rest wait for the stream to drain, or their time
-		}
-		h.timer.Stop()
-		s.held = s.held[1:]
-	}
+	s.streams.SendLocked(msg)
 }
 
 // finishLocked ends call c with its reply: the one place a reply is sent,

@@ -134,7 +134,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 			"of the upstream (--max-sessions); one frees up when a client ends its session (DELETE) or leaves it idle for --session-idle", b.opts.MaxSessions))
 		return
 	}
-	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), caps: p.Capabilities, streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
+	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), caps: p.Capabilities, lastUsed: time.Now()}
 	if s.caps == nil {
 		s.caps = map[string]json.RawMessage{}
 	}
@@ -405,26 +405,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	ch := make(chan []byte, 64)
-	b.mu.Lock()
-	if s.ended {
-		b.mu.Unlock()
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.streams[ch] = struct{}{}
-	b.releaseHeldLocked(s, ch) // what the server asked before the stream opened
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		if s.streams != nil {
-			delete(s.streams, ch)
-		}
-		b.mu.Unlock()
-	}()
-	sse := mcpwire.NewWriter(w)
-	_ = sse.Comment("stream open")
-	sse.Pump(ch, r.Context().Done())
+	s.streams.Serve(w, r, &b.mu) // first what the server asked before it opened
 }
 
 // delete ends a session: its calls in flight are cancelled, its SSE

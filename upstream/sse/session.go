@@ -18,17 +18,17 @@ import (
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 type session struct {
 	id       string
-	endpoint *url.URL                   // where its messages are POSTed
-	header   http.Header                // end-to-end headers of the client's initialize
-	stop     context.CancelFunc         // closes the SSE stream
-	caps     map[string]json.RawMessage // what its client declared
-	streams  map[chan []byte]struct{}   // the client's open GET streams
-	held     []*heldAsk                 // the server's requests waiting for a GET stream
-	asks     int                        // the server's requests sent and not answered
+	endpoint *url.URL                    // where its messages are POSTed
+	header   http.Header                 // end-to-end headers of the client's initialize
+	stop     context.CancelFunc          // closes the SSE stream
+	caps     map[string]json.RawMessage  // what its client declared
+	streams  bridgesession.Streams[*ask] // the client's open GET streams, the server's requests held for one
+	asks     int                         // the server's requests sent and not answered
 	ended    bool
 	inflight int
 	lastUsed time.Time
@@ -318,14 +318,7 @@ func (b *Bridge) endSessionLocked(s *session, why string) {
 		delete(b.sessions, s.id)
 	}
 	b.owned--
-	for _, h := range s.held {
-		h.timer.Stop()
-	}
-	s.held = nil
-	for ch := range s.streams {
-		close(ch)
-	}
-	s.streams = nil
+	s.streams.CloseLocked()
 	for _, c := range b.calls {
 		if c.sess == s {
 			b.finishLocked(c, errorMessage(c.origID, -32603, "the upstream's HTTP+SSE session ended: "+why))

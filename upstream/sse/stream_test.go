@@ -137,7 +137,7 @@ func FuzzEndpointStream(f *testing.F) {
 			t.Fatalf("accepted %s, not on %s", u, base)
 		}
 		b := &Bridge{calls: map[string]*call{}, asks: map[string]*ask{}, tokens: map[string]*call{}}
-		s := &session{id: "s", streams: map[chan []byte]struct{}{}, caps: map[string]json.RawMessage{}, ended: true}
+		s := &session{id: "s", caps: map[string]json.RawMessage{}, ended: true}
 		for {
 			ev, err := rd.Next()
 			if err != nil {

@@ -19,10 +19,10 @@
 //	                      of the session's one call in flight when it is a
 //	                      tools/call, resources/read or prompts/get
 //	                      (mcpwire.CarriesUnrelated), else on the session's
-//	                      GET stream (held
-//	                      until the client opens one, for HoldAsk), under a
-//	                      bridge id only that session may answer; the
-//	                      answer goes back with the child's id (route.go)
+//	                      GET stream (held until the client opens one, for
+//	                      HoldAsk), under a bridge id only that session
+//	                      may answer; the answer goes back with the child's
+//	                      id (route.go)
 //	child notification    progress to the call whose token it names;
 //	                      anything else to the session's GET streams
 //	cancel, DELETE,       notifications/cancelled to the child
@@ -31,6 +31,10 @@
 // A child that exits fails its calls in flight with a JSON-RPC error
 // naming its exit status; a shared child is restarted with backoff, a
 // session's own child ends its session (the client initializes again).
+//
+// A session's GET streams, the child's requests held for one, the GET
+// handler and the idle-session reaper are upstream/internal/bridgesession,
+// which upstream/sse shares; the bridge's mutex guards them.
 package stdio
 
 import (
@@ -46,6 +50,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 // Options configure a Bridge.
@@ -132,11 +138,10 @@ type Bridge struct {
 
 type session struct {
 	id       string
-	proc     *proc                      // its own child; nil when Shared
-	adopted  bool                       // opened by another replica's bridge (session)
-	streams  map[chan []byte]struct{}   // open GET streams
-	caps     map[string]json.RawMessage // what its client declared; nil when Shared
-	held     []*heldAsk                 // the child's requests waiting for a GET stream
+	proc     *proc                       // its own child; nil when Shared
+	adopted  bool                        // opened by another replica's bridge (session)
+	streams  bridgesession.Streams[*ask] // open GET streams, the child's requests held for one
+	caps     map[string]json.RawMessage  // what its client declared; nil when Shared
 	ended    bool
 	inflight int
 	lastUsed time.Time

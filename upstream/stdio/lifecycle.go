@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 // spawn starts a child and initializes it with params; sess is the
@@ -84,7 +85,7 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 	if err != nil {
 		b.mu.Lock()
 		s.ended = true
-		dropHeldLocked(s)
+		s.streams.DropHeldLocked()
 		b.mu.Unlock()
 		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
 	}
@@ -185,30 +186,22 @@ func (b *Bridge) forget(p *proc) {
 // reap ends sessions idle for SessionIdle.
 func (b *Bridge) reap() {
 	defer b.wg.Done()
-	every := min(max(b.opts.SessionIdle/4, 10*time.Millisecond), time.Minute)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case now := <-t.C:
-			var stops []*proc
-			b.mu.Lock()
-			for _, s := range b.sessions {
-				if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
-					if s.proc != nil {
-						stops = append(stops, s.proc)
-					}
-					b.endSessionLocked(s)
+	bridgesession.Reap(b.stop, b.opts.SessionIdle, func(now time.Time) {
+		var stops []*proc
+		b.mu.Lock()
+		for _, s := range b.sessions {
+			if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
+				if s.proc != nil {
+					stops = append(stops, s.proc)
 				}
-			}
-			b.mu.Unlock()
-			for _, p := range stops {
-				go b.stopProc(p, "its session was idle")
+				b.endSessionLocked(s)
 			}
 		}
-	}
+		b.mu.Unlock()
+		for _, p := range stops {
+			go b.stopProc(p, "its session was idle")
+		}
+	})
 }
 
 func (b *Bridge) stopProc(p *proc, why string) {
@@ -226,16 +219,12 @@ func (b *Bridge) endSessionLocked(s *session) {
 	delete(b.sessions, s.id)
 	b.sessionEnded(s) // its record goes (replicas.go)
 	s.ended = true
-	dropHeldLocked(s)
+	s.streams.CloseLocked()
 	if s.adopted {
 		b.adopted--
 	} else {
 		b.owned--
 	}
-	for ch := range s.streams {
-		close(ch)
-	}
-	s.streams = nil
 	for k, a := range b.asks {
 		if a.sess == s {
 			delete(b.asks, k)

@@ -4,13 +4,12 @@ package stdio
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 type envelope struct {
@@ -98,15 +97,7 @@ func (b *Bridge) deliver(a *ask, msg []byte) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	took := false
-	for ch := range a.sess.streams {
-		select {
-		case ch <- msg:
-			took = true
-		default:
-		}
-	}
-	return took
+	return a.sess.streams.SendLocked(msg)
 }
 
 // childRequest sends a request of the child to the client it is for: the
@@ -136,8 +127,10 @@ func (b *Bridge) childRequest(p *proc, msg []byte, env envelope) {
 	if sess != nil {
 		a = &ask{childID: env.ID, proc: p, sess: sess, call: c, method: env.Method}
 		b.asks[key] = a
-		if c == nil && len(sess.streams) == 0 {
-			held, why = b.holdLocked(sess, key, a, out)
+		if c == nil && sess.streams.NoneOpenLocked() {
+			held, why = sess.streams.HoldLocked(&b.mu, b.opts.HoldAsk, key, a, out, func(h *bridgesession.Held[*ask], why string) {
+				b.refuse(h.Key, h.Ask, h.Ask.proc, h.Ask.childID, h.Ask.method, why)
+			})
 		}
 	}
 	b.mu.Unlock()
@@ -235,74 +228,6 @@ func (b *Bridge) routeLocked(p *proc) (*call, *session, string) {
 	return nil, sess, ""
 }
 
-// heldAsk is a request of the child waiting for its session's client to
-// open a GET stream.
-type heldAsk struct {
-	key   string
-	a     *ask
-	msg   []byte
-	timer *time.Timer
-}
-
-// maxHeld bounds the requests held per session (below a stream's buffer,
-// so that a stream that opens takes them all).
-const maxHeld = 32
-
-// holdLocked keeps the child's request for session s until the client
-// opens a GET stream, for HoldAsk at most; it reports whether it was
-// held, or why not.
-func (b *Bridge) holdLocked(s *session, key string, a *ask, msg []byte) (bool, string) {
-	if len(s.held) >= maxHeld {
-		return false, fmt.Sprintf("%d requests already wait for the client to open a stream", maxHeld)
-	}
-	h := &heldAsk{key: key, a: a, msg: msg}
-	h.timer = time.AfterFunc(b.opts.HoldAsk, func() { b.expire(s, h) })
-	s.held = append(s.held, h)
-	return true, ""
-}
-
-// expire refuses a held request whose session opened no stream in time.
-func (b *Bridge) expire(s *session, h *heldAsk) {
-	b.mu.Lock()
-	found := false
-	for i, x := range s.held {
-		if x == h {
-			s.held = append(s.held[:i], s.held[i+1:]...)
-			found = true
-			break
-		}
-	}
-	b.mu.Unlock()
-	if found {
-		b.refuse(h.key, h.a, h.a.proc, h.a.childID, h.a.method,
-			fmt.Sprintf("the client opened no stream to receive it within %s (a GET on its session)", b.opts.HoldAsk))
-	}
-}
-
-// releaseHeldLocked sends session s's held requests to stream ch, which
-// just opened.
-func (b *Bridge) releaseHeldLocked(s *session, ch chan []byte) {
-	for len(s.held) > 0 {
-		h := s.held[0]
-		select {
-		case ch <- h.msg:
-		default:
-			return // the rest wait for the stream to drain, or their time
-		}
-		h.timer.Stop()
-		s.held = s.held[1:]
-	}
-}
-
-// dropHeldLocked forgets session s's held requests (their asks are
-// refused by the caller).
-func dropHeldLocked(s *session) {
-	for _, h := range s.held {
-		h.timer.Stop()
-	}
-	s.held = nil
-}
-
 // answerFile hands call id of child p its answer, kept in a file
 // (large.go); false: no such call.
 func (b *Bridge) answerFile(p *proc, id []byte, a *bigAnswer) bool {
@@ -371,12 +296,7 @@ func (b *Bridge) broadcast(p *proc, msg []byte) {
 		if s.proc != nil && s.proc != p {
 			continue
 		}
-		for ch := range s.streams {
-			select {
-			case ch <- msg:
-			default:
-			}
-		}
+		s.streams.SendLocked(msg)
 	}
 }
 

@@ -126,7 +126,7 @@ func (b *Bridge) session(r *http.Request) *session {
 		if b.adopted >= b.opts.MaxSessions && !b.evictAdoptedLocked() {
 			return nil
 		}
-		s = &session{id: id, adopted: true, streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
+		s = &session{id: id, adopted: true, lastUsed: time.Now()}
 		b.sessions[id] = s
 		b.adopted++
 	}
@@ -174,7 +174,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 			b.mu.Unlock()
 		}
 	}()
-	s := &session{id: uuid.NewString(), streams: map[chan []byte]struct{}{}, lastUsed: time.Now()}
+	s := &session{id: uuid.NewString(), lastUsed: time.Now()}
 	result, err := b.childFor(s, body, shared, down)
 	if err != nil {
 		r := &refusal{status: http.StatusOK, code: -32603}
@@ -192,7 +192,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	b.mu.Lock()
 	if b.closed {
 		s.ended = true
-		dropHeldLocked(s)
+		s.streams.DropHeldLocked()
 		b.mu.Unlock()
 		if s.proc != nil {
 			go b.stopProc(s.proc, "the gateway shut down")
@@ -414,26 +414,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	ch := make(chan []byte, 64)
-	b.mu.Lock()
-	if s.streams == nil { // ended meanwhile
-		b.mu.Unlock()
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.streams[ch] = struct{}{}
-	b.releaseHeldLocked(s, ch) // what the child asked before the stream opened
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		if s.streams != nil {
-			delete(s.streams, ch)
-		}
-		b.mu.Unlock()
-	}()
-	sse := mcpwire.NewWriter(w)
-	_ = sse.Comment("stream open")
-	sse.Pump(ch, r.Context().Done())
+	s.streams.Serve(w, r, &b.mu) // first what the child asked before it opened
 }
 
 // delete ends a session: its calls in flight are cancelled, its own child

@@ -87,7 +87,7 @@ type statelessSide struct {
 // Otherwise the child is stopped, and the bridge goes on with sessions. A
 // command that cannot start is an error.
 func (b *Bridge) startStateless() (bool, error) {
-	st := &statelessSide{sess: &session{id: "stateless", streams: map[chan []byte]struct{}{}},
+	st := &statelessSide{sess: &session{id: "stateless"},
 		probes: map[*proc]chan []byte{}, listens: map[string]bool{}}
 	b.st = st // dispatchStateless needs it while probing
 	p, versions, err := b.spawnStateless()
