@@ -224,19 +224,22 @@ func TestConformanceServerSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	scenarios := serverScenarios(t, node, suite)
-	session := startEverythingServer(t, bin, false)
-	stateless := startEverythingServer(t, bin, true)
-	gwSession := startGateway(t, session)
-	gwStateless := startGateway(t, stateless)
+	// Each run has a server of its own: the runs go in parallel, and a
+	// scenario of one run that changes the server's tools would send
+	// tools/list_changed to another run's open subscriptions/listen
+	// stream, ahead of that stream's acknowledgement (a stateless server
+	// notifies every listener).
+	gwSession := startGateway(t, startEverythingServer(t, bin, false))
+	gwStateless := startGateway(t, startEverythingServer(t, bin, true))
 	gwStdio := startGateway(t, "stdio:"+bin)
 
 	// The baseline of a target is the server direct in the shape taskgate
 	// fronts it; direct-stateless at 2025-11-25 tells the stdio child's
 	// stateless-upstream limits from regressions.
 	runs := []*suiteRun{
-		{target: "direct-session", url: session, version: conf2025},
-		{target: "direct-stateless", url: stateless, version: conf2026},
-		{target: "direct-stateless", url: stateless, version: conf2025},
+		{target: "direct-session", url: startEverythingServer(t, bin, false), version: conf2025},
+		{target: "direct-stateless", url: startEverythingServer(t, bin, true), version: conf2026},
+		{target: "direct-stateless", url: startEverythingServer(t, bin, true), version: conf2025},
 		{target: "http-session", url: gwSession.URL, version: conf2025},
 		{target: "http-stateless", url: gwStateless.URL, version: conf2026},
 		{target: "stdio", url: gwStdio.URL, version: conf2025},
