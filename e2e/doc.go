@@ -5,7 +5,7 @@
 // client.mjs for plain MCP, tasks.mjs for 2025-11-25 tasks).
 //
 // 2026-07-28 tasks (the SEP-2663 extension) are driven by a raw-HTTP client
-// (modern_client_test.go, scenarios in modern_test.go) and by the official
+// (client2026_test.go, scenarios in tasks2026_test.go) and by the official
 // @modelcontextprotocol/ext-tasks requester package on the TypeScript SDK v2
 // client (js/ext-tasks.mjs, exttasks_test.go), in front of a modern
 // (stateless) and a legacy (session) upstream, on one replica and on two

@@ -15,13 +15,13 @@ import (
 
 // MCP Tasks for 2026-07-28 clients, end to end: the built taskgate binary in
 // front of a go-sdk upstream of either era, neither with task support,
-// driven by the raw-HTTP client of modern_client_test.go.
+// driven by the raw-HTTP client of client2026_test.go.
 //
-//	TestModernSingleReplica  one gateway (embedded store) per era: what each
+//	Test2026SingleReplica  one gateway (embedded store) per era: what each
 //	                         rule makes of a call, with and without the
 //	                         extension; request validation; an MRTR round
 //	                         before the task (auto mode)
-//	TestModernTwoReplicas    two gateways on one redis-server per era: the
+//	Test2026TwoReplicas    two gateways on one redis-server per era: the
 //	                         spec's example flow, two partial updates,
 //	                         outcomes, cancel, subscriptions/listen, the MRTR
 //	                         bridge; created on A, polled and updated on B,
@@ -44,7 +44,7 @@ var singleReplicaFlags = []string{
 	"--hybrid-wait", singleHybridWait.String(), "--poll-interval", "100ms",
 }
 
-func TestModernSingleReplica(t *testing.T) {
+func Test2026SingleReplica(t *testing.T) {
 	for _, era := range upstreamEras {
 		t.Run(era.name, func(t *testing.T) {
 			t.Parallel()
@@ -330,7 +330,7 @@ const (
 	replicaB = 1
 )
 
-func TestModernTwoReplicas(t *testing.T) {
+func Test2026TwoReplicas(t *testing.T) {
 	for _, era := range upstreamEras {
 		t.Run(era.name, func(t *testing.T) {
 			t.Parallel()

@@ -20,7 +20,7 @@ import (
 )
 
 // A hand-driven 2026-07-28 client over raw HTTP (SEP-2575 stateless
-// requests, SEP-2663 tasks extension), for the tests in modern_test.go:
+// requests, SEP-2663 tasks extension), for the tests in tasks2026_test.go:
 // every request carries the protocol version, client info and client
 // capabilities in params._meta and the MCP-Protocol-Version, Mcp-Method and
 // Mcp-Name headers; nothing is hidden by an SDK.
