@@ -18,14 +18,14 @@ import (
 // driven by the raw-HTTP client of client2026_test.go.
 //
 //	Test2026SingleReplica  one gateway (embedded store) per era: what each
-//	                         rule makes of a call, with and without the
-//	                         extension; request validation; an MRTR round
-//	                         before the task (auto mode)
+//	                       rule makes of a call, with and without the
+//	                       extension; request validation; an MRTR round
+//	                       before the task (auto mode)
 //	Test2026TwoReplicas    two gateways on one redis-server per era: the
-//	                         spec's example flow, two partial updates,
-//	                         outcomes, cancel, subscriptions/listen, the MRTR
-//	                         bridge; created on A, polled and updated on B,
-//	                         cancelled on A
+//	                       spec's example flow, two partial updates,
+//	                       outcomes, cancel, subscriptions/listen, the MRTR
+//	                       bridge; created on A, polled and updated on B,
+//	                       cancelled on A
 
 // singleHybridWait is the single replica's --hybrid-wait: what is meant
 // to be answered directly (a fast auto call, an MRTR round) comes back
