@@ -14,12 +14,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // fleet is replicas of one gateway on one Redis in front of one upstream,
@@ -51,7 +51,7 @@ func (f *fleet) add(mod func(*Config)) *Handler {
 		rdb = redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
 	}
 	n := &atomic.Int64{}
-	rdb.AddHook(countHook{n})
+	rdb.AddHook(redistest.CountHook{N: n})
 	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
 	client, err := upstream.New(f.up, upstream.Options{})
 	if err != nil {
@@ -237,24 +237,5 @@ func TestRuleSetsTaskTTLAndPollInterval(t *testing.T) {
 	d := modern.toolTask("slow", map[string]any{"seconds": 0})
 	if *d.TTLMs != 90000 || *d.PollIntervalMs != 3000 {
 		t.Errorf("modern task ttlMs %d pollIntervalMs %d, want 90000 and 3000", *d.TTLMs, *d.PollIntervalMs)
-	}
-}
-
-// countHook counts the commands a Redis client sends, pipelines included.
-type countHook struct{ n *atomic.Int64 }
-
-func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
 	}
 }

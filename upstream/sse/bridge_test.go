@@ -510,26 +510,9 @@ func TestAskOnGetStream(t *testing.T) {
 	if !strings.Contains(logs.String(), "held until one opens") {
 		t.Errorf("the held request is not logged")
 	}
-	req, _ := http.NewRequest(http.MethodGet, b.URL(), nil)
-	req.Header.Set("Mcp-Session-Id", c.sid)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := c.h.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET: %v %v", resp, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	var ask msg
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			if err := json.Unmarshal([]byte(data), &ask); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	ask := <-c.getStream()
 	if ask.Method != "elicitation/create" {
-		t.Fatalf("first on the GET stream: %+v (%v)", ask, sc.Err())
+		t.Fatalf("first on the GET stream: %+v", ask)
 	}
 	r := c.send(http.MethodPost, map[string]any{"jsonrpc": "2.0", "id": ask.ID, "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Grace"}}})
 	r.Body.Close()

@@ -9,28 +9,11 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
-
-// countHook counts the commands a Redis client sends, pipelines included.
-type countHook struct{ n *atomic.Int64 }
-
-func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
-	}
-}
 
 // TestCatalogMissStaysCached: a tool the store does not know is looked up
 // there at most once per catalogMissFresh, also after this replica's own
@@ -40,7 +23,7 @@ func TestCatalogMissStaysCached(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	var n atomic.Int64
-	rdb.AddHook(countHook{&n})
+	rdb.AddHook(redistest.CountHook{N: &n})
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close() })
 	d := NewDecider(policy.NewCurrent(nil), store, zerolog.Nop())
