@@ -98,10 +98,17 @@ func (p *oidcProvider) stop() {
 // credentials grant of client "app".
 func (p *oidcProvider) token(t *testing.T, resource, scope string) string {
 	t.Helper()
+	return p.tokenAs(t, "app", resource, scope)
+}
+
+// tokenAs is token for another client of the provider ("app" or "bob"):
+// another principal (a client credentials token has no subject).
+func (p *oidcProvider) tokenAs(t *testing.T, client, resource, scope string) string {
+	t.Helper()
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}, "scope": {scope}}
 	req, _ := http.NewRequest(http.MethodPost, p.issuer+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("app", "app-secret")
+	req.SetBasicAuth(client, client+"-secret")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,9 @@ type Handler struct {
 	pub     *publicURLs        // the gateway's public URLs (publicurl.go)
 	meta    *oauthMeta         // OAuth discovery on the gateway's origin (oauthmeta.go)
 	creds   *credentials       // principals' freshest tokens (credentials.go); nil: none kept
+	// sessions binds sessions to their principals (sessionbind.go); nil
+	// without Config.Auth or a store: the session id is the credential.
+	sessions *sessionGuard
 	trace   *obs.Tracing       // spans (internal/obs); nil: off
 	up      *upstreamside.Side // the era probe, owner sessions, forwarding
 	decider *decide.Decider    // policy, tool catalogue, learned latencies
@@ -108,6 +111,9 @@ func New(cfg Config) (*Handler, error) {
 		return h, nil
 	}
 	c.Store.AddHook(obs.NewStoreHook(h.metrics))
+	if c.Auth != nil {
+		h.sessions = newSessionGuard(c.Store, h.metrics, c.Logger)
+	}
 	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
 		h.creds = newCredentials(c.Store, c.Logger)
 	}
@@ -235,6 +241,14 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// GET (a session's SSE stream), DELETE (end of session) and anything
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
+	if h.sessions != nil {
+		if !h.sessions.allows(w, r, nil) {
+			return
+		}
+		if r.Method == http.MethodDelete {
+			defer h.sessions.ended(w, r)
+		}
+	}
 	if h.f2025 != nil && h.f2025.ServeEmulatedSession(w, r) {
 		return // a session the gateway holds itself: nothing upstream to ask
 	}
@@ -305,8 +319,16 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		return
 	}
 	if front2026.IsStateless(r, msg) {
-		h.f2026.Serve(w, r, msg)
+		h.f2026.Serve(w, r, msg) // no session: a 2026-07-28 request names none
 		return
+	}
+	if h.sessions != nil {
+		if !h.sessions.allows(w, r, msg) {
+			return
+		}
+		if msg.MethodName() == "initialize" {
+			w = &bindWriter{ResponseWriter: w, msg: msg, bind: func(sid string) error { return h.sessions.bind(r, sid) }}
+		}
 	}
 	if h.f2025.Serve(w, r, msg) {
 		return

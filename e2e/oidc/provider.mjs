@@ -7,8 +7,9 @@
 // the audience of its token, in $FORMAT ("jwt", RFC 9068, or "opaque",
 // checked by RFC 7662 introspection at /token/introspection).
 //
-// Clients: "app" (secret "app-secret") asks for tokens, "gateway"
-// (secret "gateway-secret") introspects them.
+// Clients: "app" (secret "app-secret") and "bob" (secret "bob-secret")
+// ask for tokens, as two principals of one team; "gateway" (secret
+// "gateway-secret") introspects them.
 import { readFileSync } from 'node:fs';
 import Provider from 'oidc-provider';
 
@@ -22,6 +23,7 @@ const client = { redirect_uris: [], response_types: [], id_token_signed_response
 const provider = new Provider(issuer, {
   clients: [
     { ...client, client_id: 'app', client_secret: 'app-secret', grant_types: ['client_credentials'] },
+    { ...client, client_id: 'bob', client_secret: 'bob-secret', grant_types: ['client_credentials'] },
     { ...client, client_id: 'gateway', client_secret: 'gateway-secret', grant_types: [] },
   ],
   jwks: keys,

@@ -71,7 +71,10 @@ type Metrics struct {
 	PollLimited   *prometheus.CounterVec
 	Reloads       *prometheus.CounterVec
 	AuthRefusals  *prometheus.CounterVec // nil without Config.Auth
-	Requests      RequestMetrics
+	// SessionRefusals: requests naming a session the requester may not
+	// use (RegisterSessionBinding); nil without Config.Auth.
+	SessionRefusals *prometheus.CounterVec
+	Requests        RequestMetrics
 
 	Tools ToolLabels
 	http  http.Handler
@@ -412,6 +415,20 @@ func (m *Metrics) RegisterAuth() {
 		m.AuthRefusals.WithLabelValues(r)
 	}
 	m.register(m.AuthRefusals)
+}
+
+// RegisterSessionBinding adds taskgate_session_refusals_total, both
+// reasons present at 0: other_principal (a session bound to another
+// principal: an attempt to use someone else's session id) and unknown (no
+// binding: ended, expired, or never opened through the gateway).
+func (m *Metrics) RegisterSessionBinding() {
+	m.SessionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "taskgate_session_refusals_total", Help: "Requests naming a client session that the requester's principal may not use, answered as an unknown session (404), by reason: other_principal (the session is another principal's), unknown (no binding: ended, expired, or opened before sign-in).",
+	}, []string{"reason"})
+	for _, r := range []string{"other_principal", "unknown"} {
+		m.SessionRefusals.WithLabelValues(r)
+	}
+	m.register(m.SessionRefusals)
 }
 
 // Every HTTP request the Handler serves is counted in
