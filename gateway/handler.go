@@ -40,16 +40,16 @@ type Handler struct {
 	life context.Context
 	end  context.CancelFunc
 
-	origins *originPolicy      // the allowed Origins (frontdoor.go)
-	pub     *publicURLs        // the gateway's public URLs (publicurl.go)
-	meta    *oauthMeta         // OAuth discovery on the gateway's origin (oauthmeta.go)
-	creds   *credentials       // principals' freshest tokens (credentials.go); nil: none kept
+	origins *originPolicy // the allowed Origins (frontdoor.go)
+	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
+	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
+	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
 	// sessions binds sessions to their principals (sessionbind.go); nil
 	// without Config.Auth or a store: the session id is the credential.
 	sessions *sessionGuard
-	trace   *obs.Tracing       // spans (internal/obs); nil: off
-	up      *upstreamside.Side // the era probe, owner sessions, forwarding
-	decider *decide.Decider    // policy, tool catalogue, learned latencies
+	trace    *obs.Tracing       // spans (internal/obs); nil: off
+	up       *upstreamside.Side // the era probe, owner sessions, forwarding
+	decider  *decide.Decider    // policy, tool catalogue, learned latencies
 	// health is the upstream's as last seen (internal/upstreamside/health.go).
 	health *upstreamside.Health
 
