@@ -86,9 +86,9 @@
 //     built and wired.
 //   - config.go: Config and its defaults.
 //   - frontdoor.go: the front door (Origin, CORS, forwarding headers).
-//   - publicurl.go, oauthmeta.go, credentials.go, auth.go: identity (the
-//     public URL, OAuth metadata, the principals' credentials,
-//     Config.Auth).
+//   - publicurl.go, oauthmeta.go, credentials.go, auth.go, sessionbind.go:
+//     identity (the public URL, OAuth metadata, the principals'
+//     credentials, Config.Auth, sessions bound to their principals).
 //   - requests.go: every request's recorder; served counts, times and
 //     logs it.
 //   - health.go: /healthz, /readyz, CheckUpstream.
