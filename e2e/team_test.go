@@ -3,7 +3,7 @@ package e2e
 // One gateway shared by a team: two principals signed in through a real
 // OpenID provider (oidc-provider, oidc/provider.mjs: clients "app" and
 // "bob"), two replicas on a real redis-server, in front of an HTTP session
-// server and of a stdio server (a process per session). Each attack a
+// server, a stdio server (a process per session) and an HTTP+SSE server. Each attack a
 // hostile team member tried (issue 36) is made here against the built
 // binary, with both protocols, and must leave the other principal's
 // sessions, tasks and sign-in as they were.
@@ -171,17 +171,26 @@ func TestTeamGateway(t *testing.T) {
 	op := startOIDC(t, node, addr, []jose.JSONWebKey{privateJWK(t, "k1")}, "jwt")
 	alice := "Bearer " + op.tokenAs(t, "app", teamPublic, "mcp:tools")
 	bob := "Bearer " + op.tokenAs(t, "bob", teamPublic, "mcp:tools")
-	for _, up := range []struct{ name, url string }{
-		{"http", newUpstream(t, testupstream.Options{})},
-		{"stdio", stdioUpstream(t)},
+	for _, up := range []struct {
+		name, url string
+		replicas  int
+	}{
+		{"http", newUpstream(t, testupstream.Options{}), 2},
+		{"stdio", stdioUpstream(t), 2},
+		// An HTTP+SSE session lives on the replica that holds its stream
+		// (docs/versions.md): one replica, reached as "both".
+		{"http+sse", newSSEUpstream(t, testupstream.Options{}), 1},
 	} {
 		t.Run(up.name, func(t *testing.T) {
 			redisURL := "redis://" + redistest.Start(t)
 			var urls []string
-			for range 2 {
+			for range up.replicas {
 				g := startGateway(t, up.url, "--redis-url", redisURL, "--auth-issuer", op.issuer, "--public-url", teamPublic,
 					"--task", "slow", "--poll-interval", "100ms")
 				urls = append(urls, g.URL)
+			}
+			if len(urls) == 1 {
+				urls = append(urls, urls[0])
 			}
 			aliceS := openTeamSession(t, urls, 0, alice)
 			bobS := openTeamSession(t, urls, 1, bob)
