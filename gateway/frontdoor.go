@@ -5,7 +5,8 @@ package gateway
 // Origin (MCP 2026-07-28, Streamable HTTP transport: servers MUST validate
 // Origin, against DNS rebinding); a request carries at most one
 // Authorization (the owner is made from it, and the upstream must see the
-// same credential); and what a client says about addresses
+// same credential) and at most one Mcp-Session-Id (the one checked is the
+// one served); and what a client says about addresses
 // (Forwarded, X-Forwarded-*) is not passed on as if a proxy had said it.
 
 import (
@@ -108,6 +109,13 @@ func (h *Handler) frontDoor(w http.ResponseWriter, r *http.Request) bool {
 		h.log.Warn().Str("op", "auth").Int("status", http.StatusBadRequest).Str("remote", r.RemoteAddr).Msg("request refused: more than one Authorization header")
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
 			"Invalid Request: more than one Authorization header; send one credential"))
+		return false
+	}
+	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
+		// The gateway checks the first (sessionbind.go); a server that
+		// read another would serve a session nobody checked.
+		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
+			"Invalid Request: more than one Mcp-Session-Id header; send one session"))
 		return false
 	}
 	dropForwarding(r.Header)

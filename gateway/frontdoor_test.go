@@ -388,6 +388,9 @@ func TestFrontDoorSmallItems(t *testing.T) {
 	if code, body := post(init, http.Header{"Authorization": {"Bearer a", "Bearer b"}}); code != http.StatusBadRequest || !strings.Contains(body, "more than one Authorization") {
 		t.Errorf("two Authorization headers: %d %s", code, body)
 	}
+	if code, body := post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, http.Header{"Mcp-Session-Id": {"mine", "alices"}}); code != http.StatusBadRequest || !strings.Contains(body, "more than one Mcp-Session-Id") {
+		t.Errorf("two Mcp-Session-Id headers: %d %s", code, body)
+	}
 	if code, body := post(init, http.Header{"X-Forwarded-For": {"10.9.8.7"}, "Forwarded": {"for=10.9.8.7"}}); code != http.StatusOK {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
