@@ -81,10 +81,10 @@ type Params struct {
 	Metrics     *obs.Metrics
 	Trace       *obs.Tracing // nil: off
 	Log         zerolog.Logger
-	Replica     string         // names this replica in leases
-	Lease       time.Duration  // how long a lease lasts unrenewed
-	Renew       time.Duration  // how often it is renewed, and the recoverer sweeps
-	MaxInflight int            // 0: no limit
+	Replica     string        // names this replica in leases
+	Lease       time.Duration // how long a lease lasts unrenewed
+	Renew       time.Duration // how often it is renewed, and the recoverer sweeps
+	MaxInflight int           // 0: no limit
 	// MaxPerPrincipal caps the calls one principal holds (admit.go);
 	// 0: no cap. FairWait bounds an admission's wait for a slot of a full
 	// pool; 0: DefaultFairWait. TaskRate is the task creations a minute
@@ -92,9 +92,9 @@ type Params struct {
 	MaxPerPrincipal int
 	FairWait        time.Duration
 	TaskRate        float64
-	Creds       sessionBinder  // the principals' freshest tokens; nil: none
-	Anonymous   core.Anonymous // the caps an anonymous owner's task counts against (launch)
-	Durable     Durable        // reruns (rerun.go)
+	Creds           sessionBinder  // the principals' freshest tokens; nil: none
+	Anonymous       core.Anonymous // the caps an anonymous owner's task counts against (launch)
+	Durable         Durable        // reruns (rerun.go)
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.
@@ -107,12 +107,12 @@ type Runner struct {
 	Draining atomic.Bool // drain was called: no new in-flight calls
 
 	Mu      sync.Mutex
-	calls   int           // in-flight calls, plus slots reserved for calls about to start
+	calls   int            // in-flight calls, plus slots reserved for calls about to start
 	held    map[string]int // calls (as counted in calls) per principal; only principals holding some (admit.go)
 	waiters []*waiter      // admissions waiting for a slot of a full pool (admit.go)
 	rates   *taskRates     // task creations per principal (rate.go)
-	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
-	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
+	Jobs    int            // workers running (each has a goroutine only while it has work: worker.go)
+	changed chan struct{}  // closed (and replaced) whenever calls or jobs drops
 
 	Retry     *retrier
 	Recoverer *recoverer
