@@ -42,6 +42,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--drain-timeout", "-1s"}, "invalid --drain-timeout -1s"},
 		{[]string{"serve", up, "--poll-limit", "-1"}, "invalid --poll-limit -1"},
 		{[]string{"serve", up, "--poll-limit", "fast"}, `invalid --poll-limit "fast"`},
+		{[]string{"serve", up, "--max-inflight-per-principal", "-1"}, "invalid --max-inflight-per-principal -1"},
+		{[]string{"serve", up, "--max-task-rate", "-1"}, "invalid --max-task-rate -1"},
 		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--metrics-listen", "256.1.1.1:1"}, "cannot listen on --metrics-listen 256.1.1.1:1"}, // not the default port: a gateway running on this machine would take it
 		{[]string{"serve", up, "--drain-timeout", "later"}, `invalid --drain-timeout "later": want a duration`},
 		{[]string{"serve", up, "--lease", "0s"}, "invalid --lease 0s"},

@@ -45,6 +45,7 @@ import (
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
 //	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)
+//	taskgate_refusals_total{reason}                   refused for fair shares between principals (refusals.go)
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
@@ -74,6 +75,7 @@ type Metrics struct {
 	// SessionRefusals: requests naming a session the requester may not
 	// use (RegisterSessionBinding); nil without Config.Auth.
 	SessionRefusals *prometheus.CounterVec
+	Refusals        *Refusals // fair shares (refusals.go); nil: not registered
 	Requests        RequestMetrics
 
 	Tools ToolLabels
