@@ -9,7 +9,11 @@ package gateway
 // the authorization server metadata (RFC 8414, OpenID Connect Discovery)
 // and the endpoints it names when the upstream is its own authorization
 // server (the 2025-03-26 revision's default). With validation on, the
-// gateway is the resource server and serves its own document.
+// gateway is the resource server and serves its own document, naming the
+// upstream's authorization servers when it is configured with no issuer
+// (introspection alone), whose metadata and endpoints then pass through
+// too. Nothing of the operator's --upstream-header goes with any of it
+// (upstream.Client.ForwardPath).
 
 import (
 	"encoding/json"
