@@ -404,14 +404,15 @@ func (m *Metrics) Tracer() *Tracing {
 }
 
 // authReasons are the reasons a request is refused: no token, the RFC 6750
-// error codes, and an authorization server that cannot be reached.
-var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable"}
+// error codes, an authorization server that cannot be reached, and a
+// client address over its introspection limit.
+var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable", "rate_limited"}
 
 // RegisterAuth adds taskgate_auth_refusals_total, every reason present at
 // 0 so alerts see a rise from the start.
 func (m *Metrics) RegisterAuth() {
 	m.AuthRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503).",
+		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503), rate_limited (the client's address caused too many introspection calls: 429).",
 	}, []string{"reason"})
 	for _, r := range authReasons {
 		m.AuthRefusals.WithLabelValues(r)
