@@ -15,6 +15,12 @@
 // CheckListen keeps the console on loopback. The cancel form carries a
 // CSRF token besides the SameSite cookie; a Bearer request needs none
 // (a browser never adds that header by itself).
+//
+// Before any of that (host.go): only a Host the console serves (localhost,
+// IP literals, Config.Listen's name, Config.Hosts) gets an answer, others
+// 421, against DNS rebinding; a request that changes something must come
+// from the console's own Origin, whatever its credential. The login
+// form's next is kept to a local path (next.go).
 package console
 
 import (
