@@ -29,6 +29,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -67,8 +68,8 @@ func newHostPolicy(listen string, hosts []string) (*hostPolicy, error) {
 		}
 		p.add(name, port)
 	}
-	if name, _, ok := splitHost(listen); ok && isName(name) && name != "localhost" {
-		p.add(name, "")
+	if name, _, err := net.SplitHostPort(listen); err == nil && isName(name) && !strings.EqualFold(name, "localhost") {
+		p.add(strings.ToLower(name), "") // its port may be 0: any
 	}
 	return p, nil
 }
