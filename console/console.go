@@ -119,6 +119,9 @@ type Console struct {
 	session string // the cookie's value when a token is set
 	hosts   *hostPolicy
 	csrf    string // the cancel form's token
+	// refusals logs refused requests (host.go), sampled: a hostile page
+	// retrying in a loop is not a flood of lines.
+	refusals zerolog.Logger
 }
 
 const cookieName = "taskgate_console"
@@ -158,7 +161,8 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
-	c := &Console{cfg: cfg, live: make(chan struct{}, cfg.MaxLive), session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf"), hosts: hosts}
+	c := &Console{cfg: cfg, live: make(chan struct{}, cfg.MaxLive), session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf"), hosts: hosts,
+		refusals: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second})}
 	if c.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
 	}

@@ -245,7 +245,7 @@ func (c *Console) sameOrigin(r *http.Request) (bool, string) {
 // not serve, or one that changes something from another origin.
 func (c *Console) guard(w http.ResponseWriter, r *http.Request) bool {
 	if !c.hosts.serves(r.Host) {
-		c.cfg.Logger.Warn().Str("op", "console_host").Str("host", r.Host).Str("remote", r.RemoteAddr).Msg("console request to a host it does not serve refused")
+		c.refusals.Warn().Str("op", "console_host").Str("host", r.Host).Str("remote", r.RemoteAddr).Msg("console request to a host it does not serve refused")
 		misdirected(w, r.Host)
 		return false
 	}
@@ -253,7 +253,7 @@ func (c *Console) guard(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if ok, why := c.sameOrigin(r); !ok {
-		c.cfg.Logger.Warn().Str("op", "console_origin").Str("origin", r.Header.Get("Origin")).Str("remote", r.RemoteAddr).Msg("console request from another origin refused")
+		c.refusals.Warn().Str("op", "console_origin").Str("origin", r.Header.Get("Origin")).Str("remote", r.RemoteAddr).Msg("console request from another origin refused")
 		http.Error(w, "taskgate console: cross-origin request refused: "+why, http.StatusForbidden)
 		return false
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // The names the host tests configure: --console-host console.example.com
@@ -210,4 +213,20 @@ func redirected(t *testing.T, fx *fixture, next string) string {
 		t.Fatalf("login with next %q = %d %s", next, w.Code, w.Body)
 	}
 	return w.Header().Get("Location")
+}
+
+// TestRefusalsLogSampled: a page that retries a refused request in a loop
+// gets the same refusal each time, but the operator's log gets a few lines,
+// not one per request.
+func TestRefusalsLogSampled(t *testing.T) {
+	var buf bytes.Buffer
+	f := newFixture(t, "", func(c *Config) { c.Logger = zerolog.New(&buf) })
+	for range 200 {
+		if w := f.serve(http.MethodGet, "/", "rebind.attacker.example", nil, ""); w.Code != http.StatusMisdirectedRequest {
+			t.Fatalf("HTTP %d, want 421", w.Code)
+		}
+	}
+	if n := strings.Count(buf.String(), `"op":"console_host"`); n == 0 || n > 50 {
+		t.Fatalf("%d log lines for 200 refusals, want a sampled few (at least one)", n)
+	}
 }
