@@ -200,8 +200,20 @@ func (c *mClient) trySend(i int, r *mReq) (mReply, error) {
 		return mReply{}, fmt.Errorf("%s to replica %d: reading the answer: %w", r.Method, i, err)
 	}
 	out := mReply{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
+	out.Msgs = answerMessages(out.ContentType, data)
+	for _, m := range out.Msgs {
+		if m.isResponse() && string(m.ID) == fmt.Sprint(r.ID) {
+			out.rpcMsg = m
+		}
+	}
+	return out, nil
+}
+
+// answerMessages are the JSON-RPC messages of an answer's body: its events'
+// data for an SSE stream, else the body itself.
+func answerMessages(contentType string, data []byte) []rpcMsg {
 	var raws []json.RawMessage
-	if strings.HasPrefix(out.ContentType, "text/event-stream") {
+	if strings.HasPrefix(contentType, "text/event-stream") {
 		for _, ev := range parseSSE(data) {
 			if b, err := json.Marshal(ev.Data); err == nil && ev.Data != nil {
 				raws = append(raws, b)
@@ -210,17 +222,14 @@ func (c *mClient) trySend(i int, r *mReq) (mReply, error) {
 	} else if len(bytes.TrimSpace(data)) > 0 {
 		raws = append(raws, data)
 	}
+	var out []rpcMsg
 	for _, raw := range raws {
 		var m rpcMsg
-		if json.Unmarshal(raw, &m) != nil {
-			continue
-		}
-		out.Msgs = append(out.Msgs, m)
-		if m.isResponse() && string(m.ID) == fmt.Sprint(r.ID) {
-			out.rpcMsg = m
+		if json.Unmarshal(raw, &m) == nil {
+			out = append(out, m)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // call sends a well-formed request to replica i.

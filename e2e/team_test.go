@@ -9,7 +9,6 @@ package e2e
 // sessions, tasks and sign-in as they were.
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -79,22 +78,7 @@ func teamHTTP(t *testing.T, method, url, authz, sid, body string) teamReply {
 	}
 	data, _ := io.ReadAll(resp.Body)
 	out.Body = string(data)
-	var raws [][]byte
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		for _, ev := range parseSSE(data) {
-			if b, err := json.Marshal(ev.Data); err == nil && ev.Data != nil {
-				raws = append(raws, b)
-			}
-		}
-	} else if len(bytes.TrimSpace(data)) > 0 {
-		raws = append(raws, data)
-	}
-	for _, raw := range raws {
-		var m rpcMsg
-		if json.Unmarshal(raw, &m) == nil {
-			out.Msgs = append(out.Msgs, m)
-		}
-	}
+	out.Msgs = answerMessages(resp.Header.Get("Content-Type"), data)
 	return out
 }
 
