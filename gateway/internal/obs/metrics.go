@@ -191,6 +191,10 @@ func (m *Metrics) RegisterPool(stats func() *redis.PoolStats) {
 	)
 }
 
+// RegisterCollectors adds collectors built outside the gateway (the
+// webhook Dispatcher's).
+func (m *Metrics) RegisterCollectors(cs ...prometheus.Collector) { m.register(cs...) }
+
 // register registers cs and remembers them (names).
 func (m *Metrics) register(cs ...prometheus.Collector) {
 	m.reg.MustRegister(cs...)
