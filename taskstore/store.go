@@ -65,6 +65,10 @@ type Options struct {
 	// tasks' timelines (ops.go, timeline.go), and the console shows
 	// neither. Default false: both are kept (neither on Cluster).
 	NoOpsRecords bool
+	// Webhooks: every script that changes a task's status also records
+	// the event in the owner's webhook outbox, in the same atomic step
+	// (webhook_outbox.go), for a dispatcher to read. Default false.
+	Webhooks bool
 	// Logger receives the store's operational warnings (pub/sub reconnects).
 	// Task lifecycle audit logging is the gateway's job. Default: disabled.
 	Logger zerolog.Logger
