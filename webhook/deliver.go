@@ -110,7 +110,7 @@ func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) {
 	l.d.metrics.seconds.WithLabelValues(l.name).Observe(time.Since(start).Seconds())
 	endSpan(span, status, err)
 	log := l.d.log.With().Str("endpoint", l.name).Str("event_id", del.EventID).Str("task", del.TaskID).
-		Str("type", del.Type).Int("attempt", del.Attempts+1).Logger()
+		Str("type", del.Type).Int("attempt", del.Attempts).Logger()
 	if err == nil {
 		l.record(ctx, del, "delivered", l.d.cfg.Store.DeliveryDone(ctx, l.name, del.EventID))
 		log.Debug().Int("status", status).Msg("webhook delivered")
@@ -120,7 +120,7 @@ func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) {
 		return // stopping: the claim lapses and the delivery is due again
 	}
 	now := l.d.cfg.Clock()
-	next := now.Add(backoff(del.Attempts+1, l.d.cfg.FirstRetry, l.d.cfg.MaxBackoff, l.d.cfg.Rand()))
+	next := now.Add(backoff(del.Attempts, l.d.cfg.FirstRetry, l.d.cfg.MaxBackoff, l.d.cfg.Rand()))
 	if !next.Before(del.EnqueuedAt.Add(l.d.cfg.RetryFor)) {
 		l.record(ctx, del, "dead", l.d.cfg.Store.DeliveryDead(ctx, l.name, del.EventID, err.Error()))
 		log.Warn().Err(err).Msg("webhook delivery failed for good: kept as a dead letter (console, deliveries page)")
@@ -146,7 +146,10 @@ func (l *endpointLoop) record(ctx context.Context, del taskstore.Delivery, outco
 // post sends del once, signed now with every secret of ep; nil error
 // for a 2xx answer.
 func (l *endpointLoop) post(ctx context.Context, ep Endpoint, del taskstore.Delivery) (int, error) {
-	ts := l.d.cfg.Clock()
+	// The receiver checks the timestamp against its own clock (Standard
+	// Webhooks, "Verifying webhook authenticity"): the wall clock, not
+	// Config.Clock, which times the retry window with the store.
+	ts := time.Now()
 	sig, err := SignatureHeader(ep.Secrets, del.EventID, ts, del.Payload)
 	if err != nil {
 		return 0, err // Check refused such secrets; kept for safety

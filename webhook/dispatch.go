@@ -12,12 +12,34 @@ import (
 // reader died between reading and acknowledging.
 const claimAfter = time.Minute
 
+// sweepEvery is how often this replica offers to sweep the outboxes.
+const sweepEvery = time.Minute
+
 // dispatchLoop moves events from the outboxes to the endpoints' queues
 // until Stop, every Poll or sooner when woken.
 func (d *Dispatcher) dispatchLoop() {
 	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
+	// The scripts announce new events: read at once rather than at the
+	// next tick (a hint; the tick is the backstop).
+	if stop, err := d.cfg.Store.WatchWebhookEvents(d.ctx, d.wake); err == nil {
+		defer stop()
+	} else {
+		d.log.Warn().Err(err).Msg("webhook events are read every poll only: no announcements")
+	}
+	var swept time.Time
 	for {
+		if time.Since(swept) >= sweepEvery {
+			// The outboxes' hint SET is written after the scripts, not
+			// atomically: the sweep finds outboxes it lost (the store
+			// runs it at most once a minute across the fleet).
+			swept = time.Now()
+			if n, err := d.cfg.Store.SweepWebhookOutboxes(d.ctx); err != nil && d.ctx.Err() == nil {
+				d.log.Warn().Err(err).Msg("webhook outboxes not swept; swept again in a minute")
+			} else if n > 0 {
+				d.log.Debug().Int("outboxes", n).Msg("webhook outboxes swept")
+			}
+		}
 		for d.dispatchOnce(d.ctx) == batch && d.ctx.Err() == nil {
 			// A full batch: more may be waiting.
 		}
@@ -62,7 +84,6 @@ func (d *Dispatcher) dispatchOnce(ctx context.Context) int {
 // queueing failed (the event is kept for another try).
 func (d *Dispatcher) enqueue(ctx context.Context, ev taskstore.WebhookEvent, eps []Endpoint) bool {
 	var body []byte
-	now := d.cfg.Clock()
 	for _, e := range eps {
 		if !e.Wants(ev.Type, ev.Tool, ev.Owner) {
 			continue
@@ -72,7 +93,7 @@ func (d *Dispatcher) enqueue(ctx context.Context, ev taskstore.WebhookEvent, eps
 		}
 		del := taskstore.Delivery{
 			EventID: ev.ID, Endpoint: e.Name, TaskID: ev.TaskID, Type: ev.Type,
-			Payload: body, EnqueuedAt: now, NextAt: now, TraceParent: ev.TraceParent,
+			Payload: body, TraceParent: ev.TraceParent, // due now, by the store's clock
 		}
 		// The marker outlives every retry of the delivery, so an event
 		// read again within that window is never queued twice.

@@ -44,6 +44,8 @@ type Store interface {
 	DeadDeliveries(ctx context.Context, endpoint string, limit int) ([]taskstore.Delivery, error)
 	RetryDead(ctx context.Context, endpoint, eventID string) error
 	WebhookQueueStats(ctx context.Context, endpoint string) (due, dead int64, err error)
+	WatchWebhookEvents(ctx context.Context, ch chan<- struct{}) (stop func(), err error)
+	SweepWebhookOutboxes(ctx context.Context) (int, error)
 }
 
 // Config is what a Dispatcher is built with. Zero values take defaults.

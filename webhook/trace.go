@@ -30,7 +30,7 @@ func (d *Dispatcher) startSpan(ctx context.Context, ep Endpoint, del taskstore.D
 		attribute.String("taskgate.webhook.event_id", del.EventID),
 		attribute.String("taskgate.webhook.type", del.Type),
 		attribute.String("taskgate.task_id", del.TaskID),
-		attribute.Int("taskgate.webhook.attempt", del.Attempts+1),
+		attribute.Int("taskgate.webhook.attempt", del.Attempts), // counted by the claim
 	)}
 	if del.TraceParent != "" {
 		tctx := traceContext.Extract(context.Background(), propagation.MapCarrier{"traceparent": del.TraceParent})
