@@ -100,10 +100,17 @@ func splitOpsMember(m string) (id, tag string, ok bool) {
 }
 
 // taskKeys returns the keys of a task's own state, in the order the
-// transition scripts expect: KEYS[1] task, KEYS[2] active.
+// transition scripts expect: KEYS[1] task, KEYS[2] active, KEYS[3] the
+// owner's webhook outbox.
 func (k keys) taskKeys(owner, id string) []string {
 	base := k.ownerBase(owner)
-	return []string{base + ":t:" + id, base + ":active"}
+	return []string{base + ":t:" + id, base + ":active", base + ":wh"}
+}
+
+// createKeys returns createCmd's fixed keys (abandonCmd's too): task,
+// tombstone, created, active, outbox.
+func (k keys) createKeys(owner, id string) []string {
+	return []string{k.task(owner, id), k.gone(owner, id), k.created(owner), k.active(owner), k.outbox(owner)}
 }
 
 // leaseMember is the member of the leases ZSET for one task. The id has a

@@ -2,6 +2,7 @@ package taskstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -419,4 +420,73 @@ func (s *Store) sweepOutboxes(ctx context.Context) (int, error) {
 		return int(total.Load()), err
 	}
 	return 0, fmt.Errorf("unsupported client %T", s.rdb)
+}
+
+// whArg is the scripts' webhook ARGV: the notify channel when the store
+// records events, else empty (whEmit does nothing).
+func (s *Store) whArg() string {
+	if s.opt.Webhooks {
+		return s.k.webhookNotify()
+	}
+	return ""
+}
+
+// whHint is what a status-changing script's pipeline adds after it when
+// the store records events: the owner's outbox named in the hint SET.
+// Also after a refused change (then the next read finds the outbox empty
+// and drops it again).
+func (s *Store) whHint(ctx context.Context, owner string) func(redis.Pipeliner) {
+	if !s.opt.Webhooks {
+		return nil
+	}
+	return func(p redis.Pipeliner) { p.SAdd(ctx, s.k.outboxes(), s.k.outbox(owner)) }
+}
+
+// also runs both additions to a pipeline; either may be nil.
+func also(a, b func(redis.Pipeliner)) func(redis.Pipeliner) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(p redis.Pipeliner) { a(p); b(p) }
+}
+
+// isErrorArg is finishCmd's "is an error" ARGV: a JSON-RPC error, or a
+// CallToolResult with isError (MCP 2025-11-25, Tools, "Error Handling").
+// The result is only parsed when the store records events.
+func (s *Store) isErrorArg(o Outcome) string {
+	if len(o.Error) > 0 {
+		return "1"
+	}
+	if !s.opt.Webhooks || len(o.Result) == 0 {
+		return "0"
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	if json.Unmarshal(o.Result, &r) == nil && r.IsError {
+		return "1"
+	}
+	return "0"
+}
+
+// maxInputMessage bounds the input request message an event carries.
+const maxInputMessage = 1000
+
+// inputMessageArg is addInputsCmd's message ARGV: the request's
+// params.message (an elicitation's, MCP 2025-11-25, Elicitation; a
+// sampling request has none), when the store records events.
+func (s *Store) inputMessageArg(r InputRequest) string {
+	if !s.opt.Webhooks || len(r.Params) == 0 {
+		return ""
+	}
+	var p struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(r.Params, &p) != nil {
+		return ""
+	}
+	return cut(p.Message, maxInputMessage)
 }

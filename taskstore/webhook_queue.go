@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -310,11 +311,15 @@ func (s *Store) DeliveryRetry(ctx context.Context, endpoint, eventID string, nex
 	return nil
 }
 
+// cut shortens s to at most n bytes, on a rune boundary.
 func cut(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // deadCmd makes a delivery a dead letter and its task's next one due, and
