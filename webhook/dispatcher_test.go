@@ -372,3 +372,68 @@ func TestSecretsNeverLogged(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestOutboxToReceivers: status changes recorded by the store's scripts
+// reach each endpoint whose filters want them, once each, in order per
+// task, with two dispatchers (two replicas) reading the outboxes.
+func TestOutboxToReceivers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		all, fails := newReceiver(t), newReceiver(t)
+		eps := []Endpoint{testEndpoint("all", all.srv.URL),
+			{Name: "fails", URL: fails.srv.URL, Secrets: []string{testSecret}, Events: []string{EventFailed}, Tools: []string{"deploy*"}}}
+		var stores []*taskstore.Store
+		for i := range 2 {
+			s := b.open(t, taskstore.Options{Webhooks: true})
+			stores = append(stores, s)
+			startDispatcher(t, Config{Store: s, Consumer: fmt.Sprintf("r%d", i), Endpoints: eps, ConsoleURL: "http://console.test"})
+		}
+		s := stores[0]
+		const n = 10
+		for i := range n {
+			owner := fmt.Sprintf("principal:%064x", i%3)
+			task, err := s.Create(ctx, taskstore.NewTask{Owner: owner, Tool: []string{"deploy_prod", "search"}[i%2]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < n/2 {
+				err = s.Complete(ctx, owner, task.ID, json.RawMessage(`{"content":[]}`))
+			} else {
+				err = s.Fail(ctx, owner, task.ID, taskstore.Outcome{Error: json.RawMessage(`{"code":-32000,"message":"boom"}`)})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "every event at the catch-all endpoint", func() bool { return all.delivered() == 2*n })
+		waitFor(t, "the failed deploys at the filtered one", func() bool { return fails.delivered() == 2 }) // tasks 6 and 8
+		all.mu.Lock()
+		defer all.mu.Unlock()
+		seen := map[string][]string{}
+		for _, p := range all.got {
+			seen[p.Data.TaskID] = append(seen[p.Data.TaskID], p.Type)
+			if p.Data.ConsoleURL != "http://console.test/tasks/"+p.Data.TaskID {
+				t.Errorf("consoleUrl %q", p.Data.ConsoleURL)
+			}
+			if p.Type != EventCreated && p.Data.Result == nil {
+				t.Errorf("%s without result metadata", p.Type)
+			}
+		}
+		for task, types := range seen {
+			if len(types) != 2 || types[0] != EventCreated || (types[1] != EventCompleted && types[1] != EventFailed) {
+				t.Errorf("task %s: events %v", task, types)
+			}
+		}
+		for id, k := range all.ids {
+			if k != 1 {
+				t.Errorf("%s delivered %d times", id, k)
+			}
+		}
+		fails.mu.Lock()
+		defer fails.mu.Unlock()
+		for _, p := range fails.got {
+			if p.Type != EventFailed || p.Data.Tool != "deploy_prod" {
+				t.Errorf("the filtered endpoint got %s of %s", p.Type, p.Data.Tool)
+			}
+		}
+	})
+}
