@@ -11,4 +11,16 @@
 //	endpoint.go   Endpoint, its checks and filters (events, tool globs, principals)
 //	file.go       the --webhooks JSON file, strict, with precise errors
 //	sign.go       Standard Webhooks signatures: Sign, SignatureHeader, Verify
+//	render.go     the payload (Render): metadata only, never arguments, answers or results
+//	dispatcher.go Config, Dispatcher: Start, Stop, SetEndpoints (reloads)
+//	dispatch.go   outboxes → per-endpoint queues, once per endpoint and event
+//	deliver.go    per-endpoint delivery loops: claim, sign, POST, done/retry/dead
+//	backoff.go    exponential backoff with full jitter
+//	deadletters.go what the console needs: Stats, DeadLetters, RetryDead
+//	metrics.go    taskgate_webhook_deliveries_total, taskgate_webhook_delivery_seconds
+//	trace.go      a client span per delivery, linked to the task's trace
+//
+// The Dispatcher needs of the store only the Store interface
+// (taskstore.Store implements it). Its loops are its own goroutines:
+// Start starts them, Stop ends them and waits; the gateway does both.
 package webhook
