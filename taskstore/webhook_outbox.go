@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Webhook events, stage 1: the outbox (docs/webhooks.md).
+// Webhook events, stage 1: the outbox (doc.go, "Webhooks").
 //
 // With Options.Webhooks, every script that changes a task's status also
 // appends one event to the owner's outbox (keys.outbox, a STREAM in the

@@ -1,10 +1,13 @@
 package taskstore
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/internal/redistest"
 )
 
 // addRawEvent appends an entry to an owner's outbox as whEmit does, and
@@ -112,5 +115,141 @@ func TestOutboxBadInput(t *testing.T) {
 	wantErr(t, s.AckWebhookEvents(ctx, nil), nil)
 	if evs := readEvents(t, s, "r1", time.Second); len(evs) != 0 {
 		t.Errorf("read %v from no outbox", evs)
+	}
+}
+
+// TestOutboxSweep: the sweep finds the outboxes a lost hint no longer
+// names, and runs at most once a minute across the fleet.
+func TestOutboxSweep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := webhookStore(t, e)
+		for _, o := range []string{"alice", "bob", "carol"} {
+			mustCreate(t, s, o)
+		}
+		if err := e.rdb.Del(ctx, s.k.outboxes()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if evs := readEvents(t, s, "r1", time.Hour); len(evs) != 0 {
+			t.Fatalf("read %v without a hint", eventIDs(evs))
+		}
+		n, err := s.SweepWebhookOutboxes(ctx)
+		if err != nil || n != 3 {
+			t.Fatalf("sweep = %d, %v; want 3", n, err)
+		}
+		if evs := readEvents(t, s, "r1", time.Hour); len(evs) != 3 {
+			t.Fatalf("read %v after the sweep, want 3 events", eventIDs(evs))
+		}
+		other := e.store(t, func(o *Options) { o.Webhooks = true })
+		if n, err := other.SweepWebhookOutboxes(ctx); err != nil || n != 0 {
+			t.Fatalf("a second sweep within the minute = %d, %v; want skipped", n, err)
+		}
+	})
+}
+
+// TestOutboxSurvivesRestart: on a redis-server with AOF, events recorded
+// and events read but not acknowledged, and queued deliveries, are all
+// there after a restart (SIGKILL).
+func TestOutboxSurvivesRestart(t *testing.T) {
+	srv := redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	e := &env{t: t, rdb: rdb, clock: newFakeClock(), srv: srv}
+	s := webhookStore(t, e)
+	a, b := mustCreate(t, s, "alice"), mustCreate(t, s, "bob")
+	wantErr(t, s.Complete(ctx, "alice", a.ID, json.RawMessage(`{}`)), nil)
+	if evs := readEvents(t, s, "r1", time.Hour); len(evs) != 3 { // r1 dies holding them
+		t.Fatalf("read %v", eventIDs(evs))
+	}
+	wantErr(t, s.Complete(ctx, "bob", b.ID, json.RawMessage(`{}`)), nil)
+	mustEnqueue(t, s, "ops", a.ID, 1)
+
+	srv.Restart()
+	var evs []WebhookEvent
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		evs, err = s.ReadWebhookEvents(ctx, "r2", 100, time.Millisecond)
+		if err == nil || time.Now().After(deadline) {
+			wantErr(t, err, nil)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// r2 takes over r1's three; bob's completion waits behind bob's
+	// created (r1 held bob's outbox): the next read has it.
+	if len(evs) != 3 {
+		t.Fatalf("after the restart read %v, want r1's 3 events", eventIDs(evs))
+	}
+	wantErr(t, s.AckWebhookEvents(ctx, evs), nil)
+	evs = readEvents(t, s, "r2", time.Millisecond)
+	if len(evs) != 1 || evs[0].Type != WebhookTaskCompleted || evs[0].TaskID != b.ID {
+		t.Fatalf("then read %v, want bob's completion", eventIDs(evs))
+	}
+	wantClaimed(t, claimIDs(t, s, "ops", time.Minute), evtID(a.ID, 1))
+}
+
+// TestWebhooksCluster: on a real 3-master Redis Cluster every webhook
+// script stays in one slot: events of owners on several shards are
+// recorded, read, acknowledged and swept, and an endpoint's queue works.
+func TestWebhooksCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	addrs := redistest.StartCluster(t, 3)
+	o, err := ParseURL("redis+cluster://" + addrs[0] + "," + addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewUniversalClient(o)
+	defer rdb.Close()
+	s := New(rdb, Options{Webhooks: true, ResyncInterval: time.Minute})
+	defer s.Close()
+	owners := []string{"alice", "bob", "carol", "dave", "erin", "frank"}
+	var first string
+	for _, owner := range owners {
+		task, err := s.Create(ctx, NewTask{Owner: owner, Tool: "t", Lease: &LeaseRequest{Holder: "r1", Duration: time.Minute}})
+		if err != nil {
+			t.Fatalf("%s: Create: %v", owner, err)
+		}
+		first = task.ID
+		if err := s.AddInputRequests(ctx, owner, task.ID, map[string]InputRequest{"k": {Method: "elicitation/create"}}, "", ""); err != nil {
+			t.Fatalf("%s: AddInputRequests: %v", owner, err)
+		}
+		if _, err := s.RequestCancel(ctx, owner, task.ID, ""); err != nil {
+			t.Fatalf("%s: RequestCancel: %v", owner, err)
+		}
+	}
+	if err := rdb.Del(ctx, s.k.outboxes()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SweepWebhookOutboxes(ctx); err != nil || n != len(owners) {
+		t.Fatalf("sweep on Cluster = %d, %v; want %d", n, err, len(owners))
+	}
+	evs, err := s.ReadWebhookEvents(ctx, "r1", 100, time.Minute)
+	if err != nil || len(evs) != 3*len(owners) {
+		t.Fatalf("ReadWebhookEvents on Cluster = %d events, %v", len(evs), err)
+	}
+	if err := s.AckWebhookEvents(ctx, evs); err != nil {
+		t.Fatalf("AckWebhookEvents on Cluster: %v", err)
+	}
+	if n, _ := rdb.SCard(ctx, s.k.outboxes()).Result(); n != 0 {
+		t.Errorf("hint keeps %d outboxes after the acks", n)
+	}
+	for _, ep := range []string{"ops", "chat"} {
+		for n := 1; n <= 2; n++ {
+			if ok, err := s.EnqueueDelivery(ctx, Delivery{EventID: evtID(first, n), Endpoint: ep, TaskID: first}, time.Hour); err != nil || !ok {
+				t.Fatalf("EnqueueDelivery on Cluster: %t, %v", ok, err)
+			}
+		}
+		ds, err := s.ClaimDeliveries(ctx, ep, 10, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("ClaimDeliveries on Cluster = %+v, %v", ds, err)
+		}
+		wantErr(t, s.DeliveryDead(ctx, ep, ds[0].EventID, "x"), nil)
+		wantErr(t, s.RetryDead(ctx, ep, ds[0].EventID), nil)
+		wantErr(t, s.DeliveryDone(ctx, ep, ds[0].EventID), nil)
+		if due, dead, err := s.WebhookQueueStats(ctx, ep); err != nil || due != 1 || dead != 0 {
+			t.Fatalf("stats on Cluster = %d, %d, %v", due, dead, err)
+		}
 	}
 }

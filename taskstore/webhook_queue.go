@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Webhook deliveries, stage 2: one queue per endpoint (docs/webhooks.md).
+// Webhook deliveries, stage 2: one queue per endpoint (doc.go, "Webhooks").
 //
 // The dispatcher turns each outbox event into one delivery per endpoint
 // that wants it (EnqueueDelivery), with the payload rendered and signed

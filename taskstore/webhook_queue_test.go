@@ -3,6 +3,7 @@ package taskstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,4 +208,22 @@ func TestDeliveryQueueBadInput(t *testing.T) {
 		t.Error("keep 0 accepted")
 	}
 	wantErr(t, s.RetryDead(ctx, "ops", evtID(task, 9)), ErrNotFound)
+}
+
+// FuzzEventTask: any event id is either refused or yields the UUID it was
+// made from; none panics.
+func FuzzEventTask(f *testing.F) {
+	for _, s := range []string{"evt_6f1c2d9a-1b2c-4d3e-8f40-123456789abc_1", "evt_", "evt_x_1", "",
+		"evt_6f1c2d9a-1b2c-4d3e-8f40-123456789abc_", "evt_6f1c2d9a-1b2c-4d3e-8f40-123456789abc_-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		task, ok := eventTask(id)
+		if !ok {
+			return
+		}
+		if uuid.Validate(task) != nil || !strings.HasPrefix(id, "evt_"+task+"_") {
+			t.Fatalf("eventTask(%q) = %q", id, task)
+		}
+	})
 }
