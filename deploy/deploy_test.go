@@ -8,6 +8,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -30,6 +31,7 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/webhook"
 )
 
 // files parses every YAML and JSON file of the kit: path → documents.
@@ -201,7 +203,15 @@ func runningGateway(t *testing.T) (*gateway.Handler, string) {
 		t.Fatal(err)
 	}
 	rules, _ := policy.NewRule("slow", policy.Task)
-	h, err := gateway.New(gateway.Config{Upstream: client, Store: taskstore.New(emb.Client(), taskstore.Options{}),
+	store := taskstore.New(emb.Client(), taskstore.Options{})
+	// A webhook endpoint, so the webhook metrics are registered too (the
+	// store records no events: nothing is sent).
+	hooks, err := webhook.New(webhook.Config{Store: store, Endpoints: []webhook.Endpoint{{Name: "ops", URL: "http://127.0.0.1:9/",
+		Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, Webhooks: hooks,
 		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/webhook"
 )
 
 // DefaultMaxBody is the default limit on a POSTed body: 4 MiB, as the
@@ -52,6 +53,11 @@ const (
 type Config struct {
 	// Upstream is the client of the fronted MCP server. Required.
 	Upstream *upstream.Client
+	// Webhooks delivers the events the Store records (the Store must be
+	// opened with taskstore.Options.Webhooks). The Handler starts it,
+	// registers its metrics, and stops it in Close after the runner, so
+	// the last tasks' events are still queued for delivery. nil: none.
+	Webhooks *webhook.Dispatcher
 	// Store holds task state, shared by every replica. Required for tasks;
 	// nil means a plain pass-through proxy (no tasks), and /readyz checks
 	// only the upstream.

@@ -149,6 +149,10 @@ func New(cfg Config) (*Handler, error) {
 	h.f2025.Deps = deps
 	h.f2026 = front2026.New(deps, c.Store, c.Anonymous, h.life, c.MRTRHold)
 	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
+	if c.Webhooks != nil {
+		h.metrics.RegisterCollectors(c.Webhooks.Metrics().Collectors()...)
+		c.Webhooks.Start() // its own goroutines, beside the hot path (docs/webhooks.md)
+	}
 	return h, nil
 }
 
@@ -164,6 +168,11 @@ func (h *Handler) Close() error {
 	}
 	if h.stopRemovals != nil {
 		h.stopRemovals()
+	}
+	if h.cfg.Webhooks != nil {
+		// After the runner: the events of the tasks it just failed are
+		// queued before this replica goes (bounded: webhook.Dispatcher.Stop).
+		h.cfg.Webhooks.Stop()
 	}
 	h.decider.StopSync()
 	return nil

@@ -124,3 +124,12 @@ func classChar(s string) (r rune, size int, ok bool) {
 	}
 	return r, esc + w, true
 }
+
+// CheckGlob reports a tool glob that would match nothing because it is
+// malformed (path.Match's syntax), for other packages that filter by tool
+// with the same globs as the rules (the webhook endpoints' tool filters).
+func CheckGlob(glob string) error { return checkGlob(glob) }
+
+// MatchGlob reports whether the tool name matches glob, with the rules'
+// semantics: * and ? match "/" too. A malformed glob matches nothing.
+func MatchGlob(glob, name string) bool { return match(glob, name) }

@@ -75,8 +75,8 @@ func TestCreateWithLostReplyLeavesNoTask(t *testing.T) {
 	}
 	// The lost write, executed late (a command queued on a cut
 	// connection), creates nothing.
-	ks := s.withRecords([]string{s.k.task("alice", id), s.k.gone("alice", id), s.k.created("alice"), s.k.active("alice")}, "alice", id, true)
-	vals, err := createCmd.Run(ctx, rdb, ks, id, 0, 60000, 86400000, -1, 0, "1", opsMember("alice", id), fID, id, fOwner, "alice", fStatus, "working").Slice()
+	ks := s.withRecords(s.k.createKeys("alice", id), "alice", id, true)
+	vals, err := createCmd.Run(ctx, rdb, ks, id, 0, 60000, 86400000, -1, 0, "1", opsMember("alice", id), "", "", fID, id, fOwner, "alice", fStatus, "working").Slice()
 	if err != nil || code(vals) != codeExists || mr.Exists(ks[0]) {
 		t.Errorf("a late create after the abandon = %v %v (task exists: %t), want refused (exists)", vals, err, mr.Exists(ks[0]))
 	}

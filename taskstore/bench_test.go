@@ -283,3 +283,62 @@ func BenchmarkLeaseRenewal(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkWebhooks measures what recording webhook events costs the hot
+// path: Create and Complete with Options.Webhooks on, each paired in the
+// same loop with the same call on a store with it off (same redis-server,
+// same client). ratio = on/off time; the goal is at most 1.1 (the event is
+// one XADD inside the script and one SADD in its pipeline).
+//
+//	go test -run '^$' -bench BenchmarkWebhooks ./taskstore/
+func BenchmarkWebhooks(b *testing.B) {
+	srv := redistest.New(b)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	off := New(rdb, Options{MaxTasksPerOwner: -1})
+	defer off.Close()
+	on := New(rdb, Options{MaxTasksPerOwner: -1, Webhooks: true})
+	defer on.Close()
+	result := json.RawMessage(`{"content":[{"type":"text","text":"the answer is 42"}],"isError":false}`)
+	paired := func(b *testing.B, op func(s *Store, owner string, i int) error) {
+		var tOn, tOff time.Duration
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if err := op(off, "off", i); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := op(on, "on", i); err != nil {
+				b.Fatal(err)
+			}
+			tOff += t1.Sub(t0)
+			tOn += time.Since(t1)
+		}
+		b.ReportMetric(float64(b.N)/tOff.Seconds(), "off/s")
+		b.ReportMetric(float64(b.N)/tOn.Seconds(), "on/s")
+		b.ReportMetric(tOn.Seconds()/tOff.Seconds(), "ratio")
+	}
+	b.Run("Create", func(b *testing.B) {
+		paired(b, func(s *Store, owner string, _ int) error {
+			_, err := s.Create(ctx, NewTask{Owner: owner, Tool: "slow", Trace: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+			return err
+		})
+	})
+	b.Run("Complete", func(b *testing.B) {
+		ids := map[string][]string{}
+		for _, st := range []struct {
+			s     *Store
+			owner string
+		}{{off, "off"}, {on, "on"}} {
+			for i := 0; i < b.N; i++ {
+				t, err := st.s.Create(ctx, NewTask{Owner: st.owner, Tool: "slow"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[st.owner] = append(ids[st.owner], t.ID)
+			}
+		}
+		paired(b, func(s *Store, owner string, i int) error { return s.Complete(ctx, owner, ids[owner][i], result) })
+	})
+}

@@ -78,6 +78,29 @@
 // the scripts, reaches every Cluster node, so the one pub/sub connection of
 // a Store may sit on any node.
 //
+// # Webhooks
+//
+// With Options.Webhooks, every script that changes a task's status
+// (create, input requests, the terminal transitions, a rerun) also
+// appends the event to its owner's outbox in the same atomic step
+// (webhook_outbox.go); the webhook package's dispatcher reads the
+// outboxes through one consumer group, turns each event into one
+// delivery per endpoint, and works through per-endpoint queues
+// (webhook_queue.go), one task's events in order:
+//
+//	tg:{o}:wh                STREAM the owner's events, "evt_<id>_<n>" (field whseq of the task counts)
+//	tg:whq                   SET    hint: outboxes that may hold events (swept once a minute)
+//	tg:wh:notify             pub/sub channel: an outbox got an event
+//	tg:{wh:<ep>}:m:<event>   STR    enqueued once, for the retry window and a day
+//	tg:{wh:<ep>}:d:<event>   HASH   a delivery: payload, attempts, times, last error
+//	tg:{wh:<ep>}:q:<task>    LIST   the task's pending event ids, in order
+//	tg:{wh:<ep>}:due         ZSET   the lists' heads -> due ms (claimed: lease end)
+//	tg:{wh:<ep>}:dead        ZSET   dead letters -> dead ms (newest 1,000, 30 days)
+//
+// Both stages are Cluster-safe: an outbox is in its owner's slot, an
+// endpoint's keys in theirs; only the hint SET is written outside a
+// script, like the leases index.
+//
 // # Redis URL
 //
 // ParseURL and Dial take the --redis-url forms:

@@ -41,8 +41,9 @@ func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map
 	if len(reqs) == 0 {
 		return fmt.Errorf("no input requests")
 	}
-	args := []interface{}{owner, s.nowMS(), s.k.channel(owner, id), message, writeID}
-	for _, key := range sortedKeys(reqs) {
+	keys := sortedKeys(reqs)
+	args := []interface{}{owner, s.nowMS(), s.k.channel(owner, id), message, writeID, s.whArg(), s.inputMessageArg(reqs[keys[0]])}
+	for _, key := range keys {
 		if key == "" {
 			return fmt.Errorf("empty input request key")
 		}
@@ -52,7 +53,8 @@ func (s *Store) addInputRequests(ctx context.Context, owner, id string, reqs map
 		}
 		args = append(args, key, reqs[key].Method, b, reqs[key].Digest)
 	}
-	vals, err := s.run(ctx, addInputsCmd, s.withRecords([]string{s.k.task(owner, id)}, owner, id, false), args...)
+	vals, err := s.runWith(ctx, addInputsCmd, s.withRecords([]string{s.k.task(owner, id), s.k.outbox(owner)}, owner, id, false),
+		args, s.whHint(ctx, owner))
 	if err != nil {
 		return err
 	}

@@ -100,10 +100,17 @@ func splitOpsMember(m string) (id, tag string, ok bool) {
 }
 
 // taskKeys returns the keys of a task's own state, in the order the
-// transition scripts expect: KEYS[1] task, KEYS[2] active.
+// transition scripts expect: KEYS[1] task, KEYS[2] active, KEYS[3] the
+// owner's webhook outbox.
 func (k keys) taskKeys(owner, id string) []string {
 	base := k.ownerBase(owner)
-	return []string{base + ":t:" + id, base + ":active"}
+	return []string{base + ":t:" + id, base + ":active", base + ":wh"}
+}
+
+// createKeys returns createCmd's fixed keys (abandonCmd's too): task,
+// tombstone, created, active, outbox.
+func (k keys) createKeys(owner, id string) []string {
+	return []string{k.task(owner, id), k.gone(owner, id), k.created(owner), k.active(owner), k.outbox(owner)}
 }
 
 // leaseMember is the member of the leases ZSET for one task. The id has a
@@ -128,3 +135,54 @@ func (k keys) replicas() string { return k.prefix + ":replicas" }
 // console says a replica of the fleet serves the console (timeline.go,
 // AnnounceConsole): <prefix>:console.
 func (k keys) console() string { return k.prefix + ":console" }
+
+// outbox is the owner's webhook outbox (webhook_outbox.go): a STREAM of
+// the events of the owner's tasks, in their slot, so the script that
+// changes a task appends its event atomically: <prefix>:{<owner>}:wh.
+func (k keys) outbox(owner string) string { return k.ownerBase(owner) + ":wh" }
+
+// outboxes is the hint SET of owner outboxes that may hold events:
+// <prefix>:whq. Like the leases index, it is in its own slot, written
+// right after the scripts (not atomically), and only a hint; the sweep
+// (SweepWebhookOutboxes) re-adds what it lost.
+func (k keys) outboxes() string { return k.prefix + ":whq" }
+
+// outboxPattern matches every owner outbox, for the sweep's SCAN.
+func (k keys) outboxPattern() string { return k.prefix + ":{*}:wh" }
+
+// isOutbox reports whether key is an owner outbox of this prefix.
+func (k keys) isOutbox(key string) bool {
+	p := k.prefix + ":{"
+	return len(key) == len(p)+32+4 && strings.HasPrefix(key, p) && strings.HasSuffix(key, "}:wh")
+}
+
+// webhookNotify is the pub/sub channel on which the scripts announce that
+// an outbox got an event: <prefix>:wh:notify.
+func (k keys) webhookNotify() string { return k.prefix + ":wh:notify" }
+
+// whBase is the base of one webhook endpoint's delivery keys
+// (webhook_queue.go): <prefix>:{wh:<endpoint>}, all in one slot.
+func (k keys) whBase(endpoint string) string { return k.prefix + ":{wh:" + endpoint + "}" }
+
+// whDelivery is one delivery's HASH: <prefix>:{wh:<endpoint>}:d:<event id>.
+func (k keys) whDelivery(endpoint, eventID string) string {
+	return k.whBase(endpoint) + ":d:" + eventID
+}
+
+// whMarker says a delivery of the event to the endpoint was enqueued once
+// (EnqueueDelivery is idempotent): <prefix>:{wh:<endpoint>}:m:<event id>.
+func (k keys) whMarker(endpoint, eventID string) string {
+	return k.whBase(endpoint) + ":m:" + eventID
+}
+
+// whTask is the LIST of one task's pending delivery ids for the endpoint,
+// in event order: <prefix>:{wh:<endpoint>}:q:<task id>.
+func (k keys) whTask(endpoint, taskID string) string { return k.whBase(endpoint) + ":q:" + taskID }
+
+// whDue is the endpoint's ZSET of deliveries to make, event id -> due ms;
+// only the head of each task's list is in it: <prefix>:{wh:<endpoint>}:due.
+func (k keys) whDue(endpoint string) string { return k.whBase(endpoint) + ":due" }
+
+// whDead is the endpoint's dead letters, event id -> dead ms:
+// <prefix>:{wh:<endpoint>}:dead.
+func (k keys) whDead(endpoint string) string { return k.whBase(endpoint) + ":dead" }

@@ -132,8 +132,8 @@ func TestOpsPagingAt100k(t *testing.T) {
 			id := fmt.Sprintf("00000000-0000-4000-8000-%012d", j)
 			created := now - int64(n-j) // the last one is the newest
 			tool := fmt.Sprintf("tool%d", j%7)
-			ks := s.withRecords([]string{s.k.task(owner, id), s.k.gone(owner, id), s.k.created(owner), s.k.active(owner)}, owner, id, true)
-			pipe.EvalSha(ctx, createCmd.Hash(), ks, id, created, 3_600_000, 86_400_000, -1, 0, "1", opsMember(owner, id), tool,
+			ks := s.withRecords(s.k.createKeys(owner, id), owner, id, true)
+			pipe.EvalSha(ctx, createCmd.Hash(), ks, id, created, 3_600_000, 86_400_000, -1, 0, "1", opsMember(owner, id), tool, "",
 				fID, id, fOwner, owner, fTool, tool, fStatus, "working", fCreated, created, fUpdated, created, fTTL, 3_600_000)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {

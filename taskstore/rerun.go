@@ -101,9 +101,9 @@ func (s *Store) beginAttempt(ctx context.Context, owner, id string, r AttemptReq
 	if r.Takeover {
 		takeover = "1"
 	}
-	vals, err := s.run(ctx, beginAttemptCmd, []string{s.k.task(owner, id)},
-		owner, now.UnixMilli(), r.Holder, takeover, until, ms(s.opt.LeaseGrace), r.Max, next.UnixMilli(),
-		r.Cause, r.Message, s.k.channel(owner, id))
+	vals, err := s.runWith(ctx, beginAttemptCmd, []string{s.k.task(owner, id), s.k.outbox(owner)},
+		[]interface{}{owner, now.UnixMilli(), r.Holder, takeover, until, ms(s.opt.LeaseGrace), r.Max, next.UnixMilli(),
+			r.Cause, r.Message, s.k.channel(owner, id), s.whArg()}, s.whHint(ctx, owner))
 	if err != nil {
 		return Attempt{}, err
 	}
@@ -193,6 +193,8 @@ func (s *Store) SetUpstreamTask(ctx context.Context, owner, id, holder, upstream
 // ARGV[9] -> cause of the previous attempt's end
 // ARGV[10] -> status message
 // ARGV[11] -> channel
+// ARGV[12] -> the webhook notify channel, empty when events are not recorded
+// KEYS[2] -> <prefix>:{<owner>}:wh  the owner's webhook outbox: task.rerun
 //
 // Returns {0, attempt, keys used, previous holder}, {1}, {2}, {3, status},
 // {7, holder}, {8}, {10, attempts}.
@@ -230,6 +232,7 @@ redis.call('HDEL', KEYS[1], 'take')
 redis.call('HSET', KEYS[1], 'attempts', n, 'next_attempt', ARGV[8], 'last_cause', ARGV[9],
   'status', 'working', 'updated', ARGV[2], 'pending', 0)
 if ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[10]) end
+whEmit(2, ARGV[12], 'task.rerun', {})
 redis.call('PUBLISH', ARGV[11], 'status:working')
 return {0, n, used, prev}
 `)

@@ -22,7 +22,7 @@ if not t[1] or t[1] ~= ARGV[1] then return {1} end
 if tonumber(t[3]) + tonumber(t[4]) <= tonumber(ARGV[2]) then return {2} end
 local status = t[2]
 local function terminal(s) return s == 'completed' or s == 'failed' or s == 'cancelled' end
-` + luaOps + luaTimeline
+` + luaOps + luaTimeline + luaWebhook
 
 // luaOps keeps the operator's index (keys.ops, ops.go) as a task ends:
 // opsEnd moves the member from run to its terminal status' ZSET, keeping
@@ -74,6 +74,7 @@ end
 // counts only live tasks, and trims the created index of ids older than
 // MaxTTL (surely expired). The owner's index keys live MaxTTL past the
 // owner's last Create, so an owner who goes away leaves nothing behind.
+// With Options.Webhooks it records task.created (whEmit).
 // With the operator's index keys it also adds the task there, after
 // dropping up to 100 members whose ttl has elapsed: each create adds one
 // and may drop many, so the index holds live tasks only.
@@ -82,8 +83,9 @@ end
 // KEYS[2] -> <prefix>:{<owner>}:t:<id>:gone  tombstone
 // KEYS[3] -> <prefix>:{<owner>}:created      ZSET id -> created ms
 // KEYS[4] -> <prefix>:{<owner>}:active       ZSET non-terminal id -> expiry ms
-// KEYS[5] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
-// KEYS[6..13] -> the operator's index (keys.ops), absent on Cluster or off
+// KEYS[5] -> <prefix>:{<owner>}:wh         the owner's webhook outbox
+// KEYS[6] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[7..14] -> the operator's index (keys.ops), absent on Cluster or off
 // ARGV[1] -> task id
 // ARGV[2] -> now, unix ms
 // ARGV[3] -> ttl ms
@@ -93,11 +95,12 @@ end
 // ARGV[7] -> "1": listed (indexed in KEYS[3] for List), "0": not
 // ARGV[8] -> the task's member in the operator's index (opsMember)
 // ARGV[9] -> the tool, kept with the id in the index (cut to 100 bytes)
-// ARGV[10..] -> field, value pairs of the task hash
+// ARGV[10] -> the webhook notify channel, empty when events are not recorded
+// ARGV[11..] -> field, value pairs of the task hash
 //
 // Returns {0} created, {5} owner at the cap, {6} id exists (or existed:
 // a tombstone, e.g. abandonCmd's, is there).
-var createCmd = redis.NewScript(`
+var createCmd = redis.NewScript(luaWebhook + `
 local now = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 local maxttl = tonumber(ARGV[4])
@@ -105,7 +108,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local max = tonumber(ARGV[5])
 if max >= 0 and redis.call('ZCARD', KEYS[4]) >= max then return {5} end
-redis.call('HSET', KEYS[1], unpack(ARGV, 10))
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('PEXPIRE', KEYS[1], ttl)
 local window = tonumber(ARGV[6])
 if window > 0 then redis.call('SET', KEYS[2], '1', 'PX', ttl + window) end
@@ -114,26 +117,27 @@ if ARGV[7] == '1' then redis.call('ZADD', KEYS[3], now, ARGV[1]) end
 redis.call('ZADD', KEYS[4], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[3], maxttl)
 redis.call('PEXPIRE', KEYS[4], maxttl)
-if KEYS[5] then
-  redis.call('RPUSH', KEYS[5], ARGV[2] .. '|created|working|')
-  redis.call('PEXPIRE', KEYS[5], ttl)
+if KEYS[6] then
+  redis.call('RPUSH', KEYS[6], ARGV[2] .. '|created|working|')
+  redis.call('PEXPIRE', KEYS[6], ttl)
 end
-if #KEYS >= 13 then
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, 100)) do
+if #KEYS >= 14 then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, 100)) do
     local id = string.sub(m, 1, 36)
-    if redis.call('ZSCORE', KEYS[9], m) then
+    if redis.call('ZSCORE', KEYS[10], m) then
       -- its ttl elapsed before it ended: kept for the failures page
-      redis.call('LPUSH', KEYS[13], redis.call('ZSCORE', KEYS[7], m) .. '|' .. m .. '|' .. (redis.call('HGET', KEYS[8], id) or ''))
-      redis.call('LTRIM', KEYS[13], 0, 199)
+      redis.call('LPUSH', KEYS[14], redis.call('ZSCORE', KEYS[8], m) .. '|' .. m .. '|' .. (redis.call('HGET', KEYS[9], id) or ''))
+      redis.call('LTRIM', KEYS[14], 0, 199)
     end
-    for i = 6, 12 do if i ~= 8 then redis.call('ZREM', KEYS[i], m) end end
-    redis.call('HDEL', KEYS[8], id)
+    for i = 7, 13 do if i ~= 9 then redis.call('ZREM', KEYS[i], m) end end
+    redis.call('HDEL', KEYS[9], id)
   end
-  redis.call('ZADD', KEYS[6], now, ARGV[8])
-  redis.call('ZADD', KEYS[7], now + ttl, ARGV[8])
-  redis.call('HSET', KEYS[8], ARGV[1], string.sub(ARGV[8], 38) .. '|' .. string.sub(ARGV[9], 1, 100))
-  redis.call('ZADD', KEYS[9], now, ARGV[8])
+  redis.call('ZADD', KEYS[7], now, ARGV[8])
+  redis.call('ZADD', KEYS[8], now + ttl, ARGV[8])
+  redis.call('HSET', KEYS[9], ARGV[1], string.sub(ARGV[8], 38) .. '|' .. string.sub(ARGV[9], 1, 100))
+  redis.call('ZADD', KEYS[10], now, ARGV[8])
 end
+whEmit(5, ARGV[10], 'task.created', {})
 return {0}
 `)
 
@@ -145,7 +149,9 @@ return {0}
 // once the hash is gone.
 //
 // KEYS[1..4] -> as createCmd's
-// KEYS[5] -> the timeline, KEYS[6..13] the operator's index, as createCmd's
+// KEYS[5] -> the outbox (unused: a task.created event recorded there
+// stays; the receiver finds no task behind it)
+// KEYS[6] -> the timeline, KEYS[7..14] the operator's index, as createCmd's
 // ARGV[1] -> task id
 // ARGV[2] -> tombstone lifetime ms
 // ARGV[3] -> the removals channel (keys.removals)
@@ -157,10 +163,10 @@ if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) 
 redis.call('SET', KEYS[2], '1', 'PX', tonumber(ARGV[2]))
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-if KEYS[5] then redis.call('DEL', KEYS[5]) end
-if #KEYS >= 13 then
-  for i = 6, 12 do if i ~= 8 then redis.call('ZREM', KEYS[i], ARGV[4]) end end
-  redis.call('HDEL', KEYS[8], ARGV[1])
+if KEYS[6] then redis.call('DEL', KEYS[6]) end
+if #KEYS >= 14 then
+  for i = 7, 13 do if i ~= 9 then redis.call('ZREM', KEYS[i], ARGV[4]) end end
+  redis.call('HDEL', KEYS[9], ARGV[1])
 end
 return {0}
 `)
@@ -180,8 +186,10 @@ return {0}
 // ARGV[5] -> new status (validated by the caller)
 // ARGV[6] -> status message, empty for none
 // ARGV[7] -> the task's member in the operator's index
-// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
-// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
+// ARGV[8] -> the webhook notify channel, empty when events are not recorded
+// KEYS[3] -> <prefix>:{<owner>}:wh         the owner's webhook outbox
+// KEYS[4] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[5..12] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, old status}, {1} not found, {2} expired, {3, status} terminal,
 // {4, status} self-transition.
@@ -193,9 +201,10 @@ redis.call('HSET', KEYS[1], 'status', to, 'updated', ARGV[2])
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[6]) else redis.call('HDEL', KEYS[1], 'message') end
 if terminal(to) then
   redis.call('ZREM', KEYS[2], ARGV[3])
-  opsEnd(4, ARGV[7], to)
+  opsEnd(5, ARGV[7], to)
 end
-tlog(3, tentry('status', to, ARGV[6]))
+tlog(4, tentry('status', to, ARGV[6]))
+if terminal(to) or to == 'input_required' then whEmit(3, ARGV[8], 'task.' .. to, {}) end
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -217,8 +226,12 @@ return {0, status}
 // ARGV[8] -> error JSON, empty for none
 // ARGV[9] -> write id, empty for none
 // ARGV[10] -> the task's member in the operator's index
-// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
-// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
+// ARGV[11] -> the webhook notify channel, empty when events are not recorded
+// ARGV[12] -> the outcome's size in bytes (result and error), for the event
+// ARGV[13] -> "1": the outcome is an error (JSON-RPC error or isError), "0": not
+// KEYS[3] -> <prefix>:{<owner>}:wh         the owner's webhook outbox
+// KEYS[4] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[5..12] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, old status}, {1}, {2}, {3, status}. A task already terminal
 // through a write with this write id answers {0, status}: a retry of a
@@ -236,8 +249,9 @@ if ARGV[8] ~= '' then table.insert(set, 'error'); table.insert(set, ARGV[8]) end
 if ARGV[9] ~= '' then table.insert(set, 'write'); table.insert(set, ARGV[9]) end
 redis.call('HSET', KEYS[1], unpack(set))
 redis.call('ZREM', KEYS[2], ARGV[3])
-opsEnd(4, ARGV[10], to)
-tlog(3, tentry('status', to, ARGV[6]))
+opsEnd(5, ARGV[10], to)
+tlog(4, tentry('status', to, ARGV[6]))
+whEmit(3, ARGV[11], 'task.' .. to, {'rbytes', ARGV[12], 'err', ARGV[13]})
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
 return {0, status}
 `)
@@ -256,8 +270,10 @@ return {0, status}
 // ARGV[5] -> status message, empty for none
 // ARGV[6] -> the task's member in the operator's index
 // ARGV[7] -> who asked: "client" or "operator" (the console), for the timeline
-// KEYS[3] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
-// KEYS[4..11] -> the operator's index (keys.ops), absent on Cluster or off
+// ARGV[8] -> the webhook notify channel, empty when events are not recorded
+// KEYS[3] -> <prefix>:{<owner>}:wh         the owner's webhook outbox
+// KEYS[4] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
+// KEYS[5..12] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, field, value, …} (the task after the change), {1}, {2},
 // {3, status}.
@@ -266,8 +282,9 @@ if terminal(status) then return {3, status} end
 redis.call('HSET', KEYS[1], 'status', 'cancelled', 'updated', ARGV[2], 'cancel', '1')
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[5]) else redis.call('HDEL', KEYS[1], 'message') end
 redis.call('ZREM', KEYS[2], ARGV[3])
-opsEnd(4, ARGV[6], 'cancelled')
-tlog(3, tentry('cancel', ARGV[7], ARGV[5]))
+opsEnd(5, ARGV[6], 'cancelled')
+tlog(4, tentry('cancel', ARGV[7], ARGV[5]))
+whEmit(3, ARGV[8], 'task.cancelled', {})
 redis.call('PUBLISH', ARGV[4], 'cancel:cancelled')
 local r = redis.call('HGETALL', KEYS[1])
 table.insert(r, 1, 0)
@@ -275,7 +292,8 @@ return r
 `)
 
 // addInputsCmd records new outstanding input requests and sets the task
-// input_required. Either every key is new for the task's lifetime and all are
+// input_required, recording task.input_required (every new set of
+// requests is a new question for a person). Either every key is new for the task's lifetime and all are
 // written, or nothing is (SEP-2663: keys are unique over a task's lifetime).
 // A write id makes a retry safe: when every key was issued by a write with
 // the same id, that write landed (its reply was lost) and nothing changes.
@@ -286,17 +304,20 @@ return r
 // ARGV[3] -> channel
 // ARGV[4] -> status message, empty for none
 // ARGV[5] -> write id, empty for none
-// ARGV[6..] -> key, method, request JSON, digest quadruples (digest "":
+// ARGV[6] -> the webhook notify channel, empty when events are not recorded
+// ARGV[7] -> the first request's message (its params' "message"), for the event
+// ARGV[8..] -> key, method, request JSON, digest quadruples (digest "":
 // none; else kept as dg:<key>, under which answerInputsCmd keeps the
 // answer for a rerun: rerun.go)
-// KEYS[2] -> the timeline, absent when off: one entry per request, its
+// KEYS[2] -> <prefix>:{<owner>}:wh  the owner's webhook outbox
+// KEYS[3] -> the timeline, absent when off: one entry per request, its
 // method and key (never its params)
 //
 // Returns {0, old status}, {1}, {2}, {3, status}, {9, reused key}.
 var addInputsCmd = redis.NewScript(luaPrologue + `
 if terminal(status) then return {3, status} end
 local replayed = 0
-for i = 6, #ARGV, 4 do
+for i = 8, #ARGV, 4 do
   local by = redis.call('HGET', KEYS[1], 'used:' .. ARGV[i])
   if by then
     if ARGV[5] == '' or by ~= ARGV[5] then return {9, ARGV[i]} end
@@ -304,22 +325,23 @@ for i = 6, #ARGV, 4 do
   end
 end
 if replayed > 0 then
-  if replayed * 4 ~= #ARGV - 5 then return {9, 'part of a replayed write'} end
+  if replayed * 4 ~= #ARGV - 7 then return {9, 'part of a replayed write'} end
   return {0, status}
 end
 local by = ARGV[5]
 if by == '' then by = '1' end
 local n = 0
-for i = 6, #ARGV, 4 do
+for i = 8, #ARGV, 4 do
   redis.call('HSET', KEYS[1], 'in:' .. ARGV[i], ARGV[i + 2], 'used:' .. ARGV[i], by)
   if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[1], 'dg:' .. ARGV[i], ARGV[i + 3]) end
-  tlog(2, tentry('input', string.sub(ARGV[i + 1], 1, 100), ARGV[i]))
+  tlog(3, tentry('input', string.sub(ARGV[i + 1], 1, 100), ARGV[i]))
   n = n + 1
 end
 redis.call('HINCRBY', KEYS[1], 'pending', n)
 redis.call('HSET', KEYS[1], 'status', 'input_required', 'updated', ARGV[2])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'message', ARGV[4]) else redis.call('HDEL', KEYS[1], 'message') end
-if status ~= 'input_required' then tlog(2, tentry('status', 'input_required', ARGV[4])) end
+if status ~= 'input_required' then tlog(3, tentry('status', 'input_required', ARGV[4])) end
+whEmit(2, ARGV[6], 'task.input_required', {'im', ARGV[9], 'imsg', ARGV[7]})
 redis.call('PUBLISH', ARGV[3], 'status:input_required')
 return {0, status}
 `)

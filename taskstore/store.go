@@ -65,6 +65,10 @@ type Options struct {
 	// tasks' timelines (ops.go, timeline.go), and the console shows
 	// neither. Default false: both are kept (neither on Cluster).
 	NoOpsRecords bool
+	// Webhooks: every script that changes a task's status also records
+	// the event in the owner's webhook outbox, in the same atomic step
+	// (webhook_outbox.go), for a dispatcher to read. Default false.
+	Webhooks bool
 	// Logger receives the store's operational warnings (pub/sub reconnects).
 	// Task lifecycle audit logging is the gateway's job. Default: disabled.
 	Logger zerolog.Logger
@@ -236,7 +240,7 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 		listed = "0"
 	}
 	args := []interface{}{t.ID, nowMS, ms(ttl), ms(s.opt.MaxTTL), s.opt.MaxTasksPerOwner, s.windowMS(), listed,
-		opsMember(t.Owner, t.ID), t.Tool,
+		opsMember(t.Owner, t.ID), t.Tool, s.whArg(),
 		fID, t.ID, fOwner, t.Owner, fTool, t.Tool, fFlavour, string(t.Protocol),
 		fStatus, string(t.Status), fCreated, nowMS, fUpdated, nowMS,
 		fTTL, ms(ttl), fPoll, ms(poll), fPending, 0}
@@ -256,8 +260,8 @@ func (s *Store) Create(ctx context.Context, n NewTask) (*Task, error) {
 			p.ZAdd(ctx, s.k.leases(), redis.Z{Score: float64(until), Member: leaseMember(t.Owner, t.ID)})
 		}
 	}
-	ks := s.withRecords([]string{s.k.task(n.Owner, t.ID), s.k.gone(n.Owner, t.ID), s.k.created(n.Owner), s.k.active(n.Owner)}, n.Owner, t.ID, true)
-	vals, err := s.runWith(ctx, createCmd, ks, args, lease)
+	ks := s.withRecords(s.k.createKeys(n.Owner, t.ID), n.Owner, t.ID, true)
+	vals, err := s.runWith(ctx, createCmd, ks, args, also(lease, s.whHint(ctx, n.Owner)))
 	if err != nil {
 		// Redis went away (or the context ended) before the reply came:
 		// the write may have landed. The caller tells its client the
@@ -406,8 +410,9 @@ func (s *Store) transition(ctx context.Context, owner, id string, to Status, mes
 	if !validID(id) {
 		return ErrNotFound
 	}
-	vals, err := s.run(ctx, transitionCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
-		owner, s.nowMS(), id, s.k.channel(owner, id), string(to), message, opsMember(owner, id))
+	vals, err := s.runWith(ctx, transitionCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
+		[]interface{}{owner, s.nowMS(), id, s.k.channel(owner, id), string(to), message, opsMember(owner, id), s.whArg()},
+		s.whHint(ctx, owner))
 	if err != nil {
 		return err
 	}
@@ -465,9 +470,10 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 	err := ErrNotFound
 	if validID(id) {
 		var vals []interface{}
-		vals, err = s.run(ctx, finishCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true), owner, s.nowMS(), id,
-			s.k.channel(owner, id), string(to), o.Message, string(o.Result), string(o.Error), o.WriteID,
-			opsMember(owner, id))
+		vals, err = s.runWith(ctx, finishCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
+			[]interface{}{owner, s.nowMS(), id, s.k.channel(owner, id), string(to), o.Message, string(o.Result),
+				string(o.Error), o.WriteID, opsMember(owner, id), s.whArg(), len(o.Result) + len(o.Error), s.isErrorArg(o)},
+			s.whHint(ctx, owner))
 		if err == nil {
 			err = s.replyErr(ctx, owner, id, vals)
 		}
@@ -506,8 +512,9 @@ func (s *Store) requestCancel(ctx context.Context, owner, id, message, by string
 	if !validID(id) {
 		return nil, ErrNotFound
 	}
-	vals, err := s.run(ctx, cancelCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true), owner, s.nowMS(), id,
-		s.k.channel(owner, id), message, opsMember(owner, id), by)
+	vals, err := s.runWith(ctx, cancelCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
+		[]interface{}{owner, s.nowMS(), id, s.k.channel(owner, id), message, opsMember(owner, id), by, s.whArg()},
+		s.whHint(ctx, owner))
 	if err != nil {
 		return nil, err
 	}

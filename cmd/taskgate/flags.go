@@ -56,8 +56,9 @@ const (
 	catTasks         = "Tasks and limits"
 	catStore         = "Store"
 	catFallback      = "Fallback and keep-alive"
+	catWebhooks      = "Webhooks"
 	catObservability = "Observability"
 )
 
 // categories are the flag categories in the order help shows them.
-var categories = []string{catUpstream, catListen, catIdentity, catPolicy, catTasks, catStore, catFallback, catObservability}
+var categories = []string{catUpstream, catListen, catIdentity, catPolicy, catTasks, catStore, catFallback, catWebhooks, catObservability}

@@ -72,7 +72,7 @@ func serveCommand() *cli.Command {
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
 			frontDoorFlags(), identityFlags(), authFlags(), upstreamFlags(), stdioFlags(true), []cli.Flag{advertiseFlag()}, fallbackFlags(),
-			consoleFlags(), rerunFlags())...),
+			consoleFlags(), rerunFlags(), webhookFlags())...),
 		Action: serve,
 	}
 }
@@ -126,6 +126,17 @@ func serve(c *cli.Context) error {
 	}
 	policyCfg, err := pol.build(policyFile)
 	if err != nil {
+		return err
+	}
+	hooks, err := newWebhookSource(c)
+	if err != nil {
+		return err
+	}
+	hooksFile, err := hooks.read()
+	if err != nil {
+		return err
+	}
+	if _, err := hooks.build(hooksFile); err != nil {
 		return err
 	}
 	if c.Duration("latency-sync") <= 0 {
@@ -215,7 +226,12 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	defer store.Close()
+	dispatcher, err := openWebhooks(c, hooks, hooksFile, store.Store, replica, tp, log)
+	if err != nil {
+		return err
+	}
 	h, err := gateway.New(gateway.Config{
+		Webhooks:                dispatcher,
 		Upstream:                up.Client,
 		Store:                   store.Store,
 		Policy:                  current, // the reloader below swaps it on SIGHUP or a changed --policy file
@@ -315,6 +331,16 @@ func serve(c *cli.Context) error {
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		rl := &policyReloader{src: pol, cur: current, log: log, last: policyFile, reloaded: h.PolicyReloaded}
+		rctx, rstop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); rl.run(rctx, hup, policyCheckEvery) }()
+		defer func() { rstop(); <-done }()
+	}
+	if hooks.file != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		rl := &webhooksReloader{src: hooks, d: dispatcher, log: log, last: hooksFile}
 		rctx, rstop := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); rl.run(rctx, hup, policyCheckEvery) }()

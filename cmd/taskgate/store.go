@@ -76,6 +76,10 @@ func openStore(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (*op
 		return nil, err
 	}
 	opts.NoOpsRecords = !auto.on
+	// With an endpoint, the status-change scripts record each event in
+	// the owner's outbox (docs/webhooks.md). Commands without the webhook
+	// flags read "" here.
+	opts.Webhooks = c.String("webhook-url") != "" || c.String("webhooks") != ""
 	redis.SetLogger(redisLogger{log})
 	out := &openedStore{}
 	var rdb redis.UniversalClient

@@ -51,6 +51,8 @@ import (
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
 //	taskgate_requests_total{method,outcome}           HTTP requests served: ok|client_error|server_error (requests.go)
 //	taskgate_request_duration_seconds{method}         arrival → end of the answer (or of its stream)
+//	taskgate_webhook_deliveries_total{endpoint,event,outcome}, taskgate_webhook_delivery_seconds{endpoint}
+//	                                                  with Config.Webhooks: the webhook package's (RegisterCollectors)
 //
 // plus the Go runtime's and the process' standard collectors.
 type Metrics struct {
@@ -192,6 +194,10 @@ func (m *Metrics) RegisterPool(stats func() *redis.PoolStats) {
 			conns(func(p *redis.PoolStats) uint32 { return p.Timeouts })),
 	)
 }
+
+// RegisterCollectors adds collectors built outside the gateway (the
+// webhook Dispatcher's).
+func (m *Metrics) RegisterCollectors(cs ...prometheus.Collector) { m.register(cs...) }
 
 // register registers cs and remembers them (names).
 func (m *Metrics) register(cs ...prometheus.Collector) {
