@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -9,9 +10,9 @@ import (
 // turns each into its HTTP answer in one place (RFC 6750 §3.1 names the
 // error codes): ErrNoToken and ErrInvalidToken are 401 (with
 // error="invalid_token" for the latter), ErrBadRequest is 400
-// invalid_request, ErrInsufficientScope is 403 insufficient_scope, and
+// invalid_request, ErrInsufficientScope is 403 insufficient_scope,
 // ErrUnavailable is 503 with Retry-After: a token that cannot be checked
-// is never let through.
+// is never let through, and ErrRateLimited is 429 with Retry-After.
 var (
 	// ErrNoToken: the request carries no bearer token.
 	ErrNoToken = errors.New("auth: no bearer token")
@@ -26,6 +27,9 @@ var (
 	// ErrUnavailable: the issuer's keys or the introspection endpoint
 	// could not be reached, and no cached answer covers the token.
 	ErrUnavailable = errors.New("auth: authorization server unavailable")
+	// ErrRateLimited: the client's address caused more introspection
+	// calls than it may (tokens not cached); the token was not checked.
+	ErrRateLimited = errors.New("auth: too many tokens to check from this address")
 )
 
 // UnavailableError is an ErrUnavailable that says when to try again.
@@ -40,12 +44,29 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() []error { return []error{ErrUnavailable, e.Err} }
 
+// RateLimitError is an ErrRateLimited that says when the address may
+// have its next token checked.
+type RateLimitError struct {
+	Addr       string        // the client address (or IPv6 /64) limited
+	RetryAfter time.Duration // when its next introspection call is allowed
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%s: %s checked too many uncached tokens just now; retry in %s", ErrRateLimited, e.Addr, e.RetryAfter.Round(time.Millisecond))
+}
+
+func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
+
 // RetryAfter is how long the client of a request refused with err should
-// wait: the UnavailableError's, or fallback.
+// wait: the UnavailableError's or the RateLimitError's, or fallback.
 func RetryAfter(err error, fallback time.Duration) time.Duration {
 	var u *UnavailableError
 	if errors.As(err, &u) && u.RetryAfter > 0 {
 		return u.RetryAfter
+	}
+	var l *RateLimitError
+	if errors.As(err, &l) && l.RetryAfter > 0 {
+		return l.RetryAfter
 	}
 	return fallback
 }

@@ -36,6 +36,12 @@ type Config struct {
 	// endpoint instead of as a JWT, authenticated as ClientID with
 	// ClientSecret (HTTP Basic).
 	IntrospectionURL, ClientID, ClientSecret string
+	// IntrospectionRate bounds the introspection calls one client
+	// address (WithClientAddr; an IPv6 /64) may cause per second, with
+	// a burst of 4 s' worth: tokens not cached cost a call each, and a
+	// client over it gets ErrRateLimited. Zero: DefaultIntrospectionRate;
+	// negative: no limit.
+	IntrospectionRate float64
 	// RequiredScopes must all be granted; else ErrInsufficientScope.
 	RequiredScopes []string
 	// Leeway is the clock skew allowed on exp/nbf/iat. Zero: DefaultLeeway.
@@ -89,8 +95,12 @@ func New(cfg Config) (*Guard, error) {
 		if _, err := metadataURLs(cfg.IntrospectionURL); err != nil {
 			return nil, fmt.Errorf("auth: introspection URL %q is not an http(s) URL", cfg.IntrospectionURL)
 		}
+		if cfg.IntrospectionRate == 0 {
+			cfg.IntrospectionRate = DefaultIntrospectionRate
+		}
 		g.v = &introspector{client: cfg.HTTPClient, url: cfg.IntrospectionURL, clientID: cfg.ClientID,
-			clientSecret: cfg.ClientSecret, issuer: cfg.Issuer, audience: cfg.Audience, now: cfg.Now}
+			clientSecret: cfg.ClientSecret, issuer: cfg.Issuer, audience: cfg.Audience, now: cfg.Now,
+			limit: newAddrLimiter(cfg.IntrospectionRate), inactive: newInactiveCache(), inflight: map[digest]*flight{}}
 	case cfg.Issuer != "":
 		if len(cfg.Audience) == 0 || slices.Contains(cfg.Audience, "") {
 			return nil, errors.New("auth: an audience is required to accept JWTs: tokens for another resource must not pass (RFC 8707)")

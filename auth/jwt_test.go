@@ -284,3 +284,33 @@ func TestGuardKnownKidOtherAlg(t *testing.T) {
 		t.Fatalf("%d key fetches, want 1", n)
 	}
 }
+
+// TestMadeUpKidsDoNotBlockRotation: one client's flood of made-up kids
+// uses up its own address's refreshes only. Right after it, the issuer
+// rotates its key, and another client's token signed with the new key
+// still verifies (the old shared bucket refused it for 30 s as "fetched
+// again too often"); the flood made at most keyRefreshBurst fetches.
+func TestMadeUpKidsDoNotBlockRotation(t *testing.T) {
+	ti := authtest.NewIssuer(t, "", false)
+	g := testGuard(t, ti)
+	mallory := WithClientAddr(context.Background(), "198.51.100.7")
+	alice := WithClientAddr(context.Background(), "203.0.113.9")
+	if _, err := g.Authenticate(alice, bearer(ti.Token(ti.Claims(testAudience)))); err != nil {
+		t.Fatal(err)
+	}
+	before := ti.JWKS.Load()
+	for i := range 12 {
+		c := ti.Claims(testAudience)
+		c["jti"] = i
+		if _, err := g.Authenticate(mallory, bearer(authtest.Sign(t, authtest.NewKey(t, fmt.Sprint("made-up-", i), jose.ES256), c))); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("made-up kid: %v", err)
+		}
+	}
+	if n := ti.JWKS.Load() - before; n > keyRefreshBurst {
+		t.Fatalf("%d key fetches for 12 made-up kids, want at most %d", n, keyRefreshBurst)
+	}
+	ti.Rotate(authtest.NewKey(t, "k2", jose.RS256))
+	if _, err := g.Authenticate(alice, bearer(ti.Token(ti.Claims(testAudience)))); err != nil {
+		t.Fatalf("alice's token with the rotated key after mallory's flood: %v", err)
+	}
+}

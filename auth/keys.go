@@ -20,10 +20,15 @@ const (
 	// is not hammered by every request (they get 503 with Retry-After).
 	keyFailBackoff = 2 * time.Second
 	// An unknown kid fetches the keys again (a rotation), at most
-	// keyRefreshBurst times in a row and then once per keyRefreshEvery:
-	// tokens with made-up kids cannot make the gateway flood the issuer.
+	// keyRefreshBurst times in a row and then once per keyRefreshEvery
+	// for each client address, and at most once per keyRefreshGap in all
+	// (a refresh asked for sooner waits for it): tokens with made-up kids
+	// from any number of addresses cannot make the gateway flood the
+	// issuer, and one client's made-up kids do not use up the refreshes
+	// another client's token signed with a newly rotated key needs.
 	keyRefreshBurst = 5
 	keyRefreshEvery = 30 * time.Second
+	keyRefreshGap   = 250 * time.Millisecond
 	// staleFetchTimeout bounds the refresh of keys past keyMaxAge.
 	staleFetchTimeout = 2 * time.Second
 )
@@ -44,12 +49,13 @@ type keySet struct {
 	gen         uint64    // counts successful fetches
 	fetched     time.Time // of the last successful fetch
 	failedUntil time.Time // no fetch before this after a failure
-	refreshes   float64   // the unknown-kid bucket (keyRefreshBurst)
-	refilled    time.Time // when refreshes was last topped up
+
+	refreshes *addrLimiter // unknown-kid refreshes per client address (keyRefreshBurst)
 }
 
 func newKeySet(c *http.Client, issuer, jwksURL string, now func() time.Time) *keySet {
-	return &keySet{client: c, issuer: issuer, jwks: jwksURL, now: now, refreshes: keyRefreshBurst, refilled: now()}
+	return &keySet{client: c, issuer: issuer, jwks: jwksURL, now: now,
+		refreshes: &addrLimiter{rate: 1 / keyRefreshEvery.Seconds(), burst: keyRefreshBurst, buckets: map[string]*bucket{}}}
 }
 
 // lookup returns the keys that may have signed a token with kid and alg
@@ -75,7 +81,7 @@ func (s *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey
 		}
 		return nil, fmt.Errorf("%w: no key of the issuer with kid %q is for alg %s", ErrInvalidToken, kid, alg)
 	}
-	if !s.takeRefresh() {
+	if !s.takeRefresh(ctx) {
 		return nil, fmt.Errorf("%w: unknown kid %q (the issuer's keys were fetched again too often just now)", ErrInvalidToken, kid)
 	}
 	if err := s.fetch(ctx, gen); err != nil {
@@ -116,18 +122,32 @@ func matching(keys []jose.JSONWebKey, kid, alg string) []jose.JSONWebKey {
 	return out
 }
 
-// takeRefresh takes one unknown-kid refresh from the bucket, if any is left.
-func (s *keySet) takeRefresh() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// takeRefresh reports whether an unknown kid may fetch the keys again:
+// the client's address has a refresh left. Within keyRefreshGap of the
+// last fetch it first waits for the gap to pass (or ctx to end).
+func (s *keySet) takeRefresh(ctx context.Context) bool {
 	now := s.now()
-	s.refreshes = min(keyRefreshBurst, s.refreshes+now.Sub(s.refilled).Seconds()/keyRefreshEvery.Seconds())
-	s.refilled = now
-	if s.refreshes < 1 {
+	key := limitKey(ctx)
+	if key == "" {
+		key = "?" // callers that give no address share one bucket
+	}
+	if _, ok := s.refreshes.take(key, now); !ok {
 		return false
 	}
-	s.refreshes--
-	return true
+	s.mu.Lock()
+	wait := keyRefreshGap - now.Sub(s.fetched)
+	s.mu.Unlock()
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // refreshStale fetches keys past keyMaxAge again, for at most

@@ -63,7 +63,7 @@ func phaseA(ctx context.Context, o options, tg, tu, dir string) (*capA, error) {
 	// No lease renewal, sweep or latency sync during this phase: each is a
 	// background cost of its own, measured in phase H.
 	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, true, 1,
-		"--task", "echo", "--task", "slow", "--task", "elicit", "--max-inflight", "20000",
+		"--task", "echo", "--task", "slow", "--task", "elicit", "--max-inflight", "20000", "--max-inflight-per-principal", "0", "--max-task-rate", "0",
 		"--lease", capClusterLease.String(), "--lease-renew", capClusterRenew.String(), "--latency-sync", capClusterRenew.String())
 	defer e.stop()
 	if err != nil {

@@ -36,7 +36,7 @@ func phaseB(ctx context.Context, o options, tg, tu, dir string) (*capB, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, false, 1, "--task", "echo", "--task", "slow", "--max-inflight", "20000")
+	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, false, 1, "--task", "echo", "--task", "slow", "--max-inflight", "20000", "--max-inflight-per-principal", "0", "--max-task-rate", "0")
 	defer e.stop()
 	if err != nil {
 		return nil, err

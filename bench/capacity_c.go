@@ -49,7 +49,7 @@ func phaseC(ctx context.Context, o options, tg, tu, dir string) (*capC, error) {
 		addrs = append(addrs, nd.addr)
 	}
 	e, err := startCapEnv(tg, tu, nodes, "redis+cluster://"+strings.Join(addrs, ","), true, capClusterNodes,
-		"--task", "slow", "--max-inflight", strconv.Itoa(capClusterTasks+1000),
+		"--task", "slow", "--max-inflight", strconv.Itoa(capClusterTasks+1000), "--max-inflight-per-principal", "0", "--max-task-rate", "0",
 		"--lease", capClusterLease.String(), "--lease-renew", capClusterRenew.String())
 	defer e.stop()
 	if err != nil {

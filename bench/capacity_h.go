@@ -74,7 +74,7 @@ func phaseH(ctx context.Context, o options, defs tgDefaults, tg, tu, dir string)
 		return nil, err
 	}
 	e, err := startCapEnv(tg, tu, []*redisServer{rs}, "redis://"+rs.addr, true, 1,
-		"--task", "slow", "--max-inflight", strconv.Itoa(h.held+1000),
+		"--task", "slow", "--max-inflight", strconv.Itoa(h.held+1000), "--max-inflight-per-principal", "0", "--max-task-rate", "0",
 		"--lease", capHeldLease.String(), "--lease-renew", capHeldRenew.String(), "--latency-sync", capHeldRenew.String())
 	defer e.stop()
 	if err != nil {

@@ -170,7 +170,7 @@ func scaleMemory(ctx context.Context, o options, dir, tg, tu string, nofile uint
 	var rs *redisServer
 	defer func() { stopScale(&ps, rs) }()
 	penv, paddr := pprofEnv(o)
-	rs, urls, pids, err := scaleStartEnv(dir, tg, tu, &ps, 1, append(slices.Clone(env), penv...), "--max-inflight", "20000", "--default-ttl", "10m")
+	rs, urls, pids, err := scaleStartEnv(dir, tg, tu, &ps, 1, append(slices.Clone(env), penv...), "--max-inflight", "20000", "--default-ttl", "10m", "--max-inflight-per-principal", "0", "--max-task-rate", "0")
 	if err != nil {
 		return m, err
 	}
@@ -385,7 +385,7 @@ func scaleReport(o options, ms0 []scaleMem, t scaleThr, load0, load1, load2 stri
 		versionOf("redis-server", "--version"), ms0[0].nofile, wall.Round(time.Second))
 
 	fmt.Fprintf(&b, "### Memory per held task\n\n")
-	fmt.Fprintf(&b, "taskgate --task slow --max-inflight 20000 --max-tasks-per-owner -1 --default-ttl 10m, in front of the stateless upstream. -held `tools/call slow` (%d s) are created as tasks by %d concurrent clients; each is held (one open upstream POST). VmRSS from /proc/PID/status: before after one warm-up task, after once two samples 500 ms apart agree within 1%%; a sample of the tasks must still be `working` afterwards. Each row is its own taskgate process, upstream and redis-server, with the environment shown.\n\n",
+	fmt.Fprintf(&b, "taskgate --task slow --max-inflight 20000 --max-inflight-per-principal 0 --max-task-rate 0 --max-tasks-per-owner -1 --default-ttl 10m, in front of the stateless upstream. -held `tools/call slow` (%d s) are created as tasks by %d concurrent clients; each is held (one open upstream POST). VmRSS from /proc/PID/status: before after one warm-up task, after once two samples 500 ms apart agree within 1%%; a sample of the tasks must still be `working` afterwards. Each row is its own taskgate process, upstream and redis-server, with the environment shown.\n\n",
 		scaleHoldSecs, scaleCreateConc)
 	fmt.Fprintf(&b, "RSS is watched every second for %s once it settled (the held tasks keep renewing their leases, so the heap grows toward the GC goal); the figure judged is the largest sample, the one an operator sizes for.\n\n", ms0[0].window)
 	fmt.Fprintf(&b, "| taskgate environment | held | created in | refused or failed | still working (sampled) | RSS before | RSS settled | RSS largest / last in the window | **per held task** (largest) | per held task (settled) | upstream per held task (context) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")

@@ -53,9 +53,31 @@ func pollLimitArgs(tg string) (args []string, note string) {
 	return nil, ""
 }
 
-// pollArgs is pollLimitArgs without the note.
+// pollArgs is pollLimitArgs without the note, with the fair shares off
+// (fairArgs).
 func pollArgs(tg string) []string {
 	a, _ := pollLimitArgs(tg)
+	return append(append([]string(nil), a...), fairArgs(tg)...)
+}
+
+var fairCache = map[string][]string{}
+
+// fairArgs turn off the per-principal limits of a build that has them
+// (--max-inflight-per-principal, --max-task-rate): a benchmark's load is
+// one principal, and measures the gateway, not its limits on one
+// principal (BenchmarkNoisyNeighbour measures those).
+func fairArgs(tg string) []string {
+	if a, ok := fairCache[tg]; ok {
+		return a
+	}
+	out, _ := exec.Command(tg, "serve", "--help").CombinedOutput()
+	var a []string
+	for _, name := range []string{"max-inflight-per-principal", "max-task-rate"} {
+		if strings.Contains(string(out), "--"+name+" ") || strings.Contains(string(out), "--"+name+"=") || strings.Contains(string(out), "--"+name+"\t") {
+			a = append(a, "--"+name, "0")
+		}
+	}
+	fairCache[tg] = a
 	return a
 }
 
@@ -127,7 +149,7 @@ func tasksGetBench(o options) error {
 	var ps procs
 	defer ps.stopAll()
 	limitArgs, limitNote := pollLimitArgs(tg)
-	common := append([]string{"--redis-url", "redis://" + rs.addr, "--max-tasks-per-owner", "-1", "--log-level", "warn"}, limitArgs...)
+	common := append(append([]string{"--redis-url", "redis://" + rs.addr, "--max-tasks-per-owner", "-1", "--log-level", "warn"}, limitArgs...), fairArgs(tg)...)
 	envL, pprofL := pprofEnv(o)
 	envM, pprofM := pprofEnv(o)
 	if err := ps.start(tu, "--listen", upL); err != nil {

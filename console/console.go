@@ -15,6 +15,12 @@
 // CheckListen keeps the console on loopback. The cancel form carries a
 // CSRF token besides the SameSite cookie; a Bearer request needs none
 // (a browser never adds that header by itself).
+//
+// Before any of that (host.go): only a Host the console serves (localhost,
+// IP literals, Config.Listen's name, Config.Hosts) gets an answer, others
+// 421, against DNS rebinding; a request that changes something must come
+// from the console's own Origin, whatever its credential. The login
+// form's next is kept to a local path (next.go).
 package console
 
 import (
@@ -70,6 +76,13 @@ type Config struct {
 	// Token, when set, is required of every request (Bearer or the login
 	// form's cookie).
 	Token string
+	// Listen is the console's listen address (--console-listen): its
+	// host, when a name, is one the console answers to (host.go).
+	Listen string
+	// Hosts are the other names the console answers to, NAME or
+	// NAME:PORT (--console-host: a proxy's public name); localhost and IP
+	// literals it always answers. Any other Host gets 421.
+	Hosts []string
 	// TraceURL links a task's trace id: "{trace_id}" in it is replaced,
 	// e.g. http://jaeger:16686/trace/{trace_id}. Empty: no link.
 	TraceURL string
@@ -104,7 +117,11 @@ type Console struct {
 	tmpl    map[string]*template.Template
 	mux     *http.ServeMux
 	session string // the cookie's value when a token is set
+	hosts   *hostPolicy
 	csrf    string // the cancel form's token
+	// refusals logs refused requests (host.go), sampled: a hostile page
+	// retrying in a loop is not a flood of lines.
+	refusals zerolog.Logger
 }
 
 const cookieName = "taskgate_console"
@@ -119,6 +136,10 @@ func New(cfg Config) (*Console, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(cfg.TraceURL, "{trace_id}") {
 			return nil, fmt.Errorf("console: invalid trace URL %q: want an http(s) URL with {trace_id} in it", cfg.TraceURL)
 		}
+	}
+	hosts, err := newHostPolicy(cfg.Listen, cfg.Hosts)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -140,8 +161,8 @@ func New(cfg Config) (*Console, error) {
 			return nil, fmt.Errorf("console: %w", err)
 		}
 	}
-	c := &Console{cfg: cfg, live: make(chan struct{}, cfg.MaxLive), session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf")}
-	var err error
+	c := &Console{cfg: cfg, live: make(chan struct{}, cfg.MaxLive), session: mac(key, "taskgate-console-session"), csrf: mac(key, "taskgate-console-csrf"), hosts: hosts,
+		refusals: cfg.Logger.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second})}
 	if c.tmpl, err = parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -193,14 +214,21 @@ func (c *Console) routes() {
 }
 
 // ServeHTTP serves the console with headers that keep its pages out of
-// frames, caches and other sites' referrers.
+// frames, caches and other sites' referrers, to the Hosts it serves and,
+// for a change, from its own origin only (guard, host.go).
+// Referrer-Policy is same-origin, not no-referrer: under no-referrer a
+// browser sends "Origin: null" on the console's own form posts (Fetch
+// Standard, "append a request Origin header"), which guard must refuse.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if !c.guard(w, r) {
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
@@ -267,14 +295,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// safeNext keeps a post-login redirect on the console: a local path only.
-func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
-		return "/"
-	}
-	return n
 }
 
 // OwnerLabel is how the console shows an owner: its kind and the first 12

@@ -72,8 +72,8 @@ func (f *fixture) create(owner, tool string) *taskstore.Task {
 	return tk
 }
 
-// do sends a request without following redirects; auth is an
-// Authorization value or "".
+// do sends a request without following redirects, from the console's
+// own origin; auth is an Authorization value or "".
 func (f *fixture) do(method, path, auth string, form url.Values, cookies ...*http.Cookie) (*http.Response, string) {
 	f.t.Helper()
 	var body io.Reader
@@ -83,6 +83,9 @@ func (f *fixture) do(method, path, auth string, form url.Values, cookies ...*htt
 	req, _ := http.NewRequest(method, f.srv.URL+path, body)
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if method != http.MethodGet {
+		req.Header.Set("Origin", f.srv.URL) // as a browser posts the console's own forms
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -339,7 +342,7 @@ func TestStoreDown(t *testing.T) {
 	}
 	m.Close()
 	w := httptest.NewRecorder()
-	con.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	con.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1:9090/", nil))
 	if w.Code != http.StatusServiceUnavailable {
 		t.Errorf("GET / with Redis down = %d", w.Code)
 	}

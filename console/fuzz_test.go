@@ -24,11 +24,12 @@ func FuzzRequest(f *testing.F) {
 		if method != "GET" && method != "POST" || !strings.HasPrefix(target, "/") {
 			return
 		}
-		req, err := http.NewRequest(method, "http://console"+target, strings.NewReader(form))
+		req, err := http.NewRequest(method, "http://127.0.0.1:9090"+target, strings.NewReader(form))
 		if err != nil {
 			return
 		}
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://127.0.0.1:9090")
 		w := httptest.NewRecorder()
 		tf.con.ServeHTTP(w, req)
 		if w.Code >= 500 {

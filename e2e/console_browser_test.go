@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,8 @@ import (
 // which completes on the open page once the client answers, the tools
 // table, both replicas with their heartbeat's figures, the failures, and
 // a cancel button whose cancel reaches the upstream and shows in the
-// timeline. Every wait is on a DOM condition. With UPDATE_SCREENSHOTS=1 it saves the screenshots that
+// timeline; and, as a DNS-rebinding page would, the console reached by an
+// attacker's name, refused. Every wait is on a DOM condition. With UPDATE_SCREENSHOTS=1 it saves the screenshots that
 // docs/console.md shows into docs/.
 func TestConsoleBrowser(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
@@ -58,7 +60,9 @@ func TestConsoleBrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 800))
+		chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
+		// An attacker's DNS, after its page loaded: its name is 127.0.0.1.
+		chromedp.Flag("host-resolver-rules", "MAP rebind.attacker.example 127.0.0.1"))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
 	bctx, bcancel := chromedp.NewContext(actx)
@@ -185,5 +189,19 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
 		t.Fatalf("the upstream never saw the cancel: %v", err)
+	}
+	// DNS rebinding: Chromium reaches B's console as rebind.attacker.example
+	// (resolved to 127.0.0.1); the console refuses the name, to the page
+	// and to the page's own fetch, and shows no task.
+	rebound := "http://rebind.attacker.example:" + consoles[1][strings.LastIndex(consoles[1], ":")+1:]
+	if err := chromedp.Do(bctx, chromedp.Navigate(rebound+"/tasks/"+done), chromedp.WaitVisible(chromedp.CSS("body"))); err != nil {
+		t.Fatal(err)
+	}
+	if text, _ = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(text, "--console-host") || strings.Contains(text, done) {
+		t.Errorf("the console as rebind.attacker.example shows:\n%s", text)
+	}
+	status, err := chromedp.Run(bctx, chromedp.Evaluate[int](`fetch("/").then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != http.StatusMisdirectedRequest {
+		t.Errorf("the rebinding page's fetch of / = %d %v, want 421", status, err)
 	}
 }

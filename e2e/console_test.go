@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -180,5 +182,123 @@ func TestConsoleRecordsAuto(t *testing.T) {
 			t.Fatalf("replica A never indexed its tasks for the console: last answer %d", resp.StatusCode)
 		}
 		time.Sleep(200 * time.Millisecond) // A looks every --latency-sync
+	}
+}
+
+// TestConsoleRebinding runs a console without a token (on loopback, so
+// allowed) against a DNS-rebinding page: with Host rebind.attacker.example
+// every page, static file, the login form and both event streams answer
+// 421 and never show a task id or result (an anonymous task's id is its
+// only credential); a cancel with the CSRF token scraped from the
+// operator's page is refused, as the attacker's Host and as a cross-origin
+// post to 127.0.0.1; the login form never sends the browser off the
+// console. The operator's own names keep working: 127.0.0.1, localhost,
+// and the --console-host name a proxy forwards, whose cancel goes through.
+func TestConsoleRebinding(t *testing.T) {
+	t.Parallel()
+	rec := &testupstream.Recorder{}
+	up := newUpstream(t, testupstream.Options{Recorder: rec})
+	caddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(caddr)
+	g := startGateway(t, up, append(slices.Clone(twoReplicaFlags), "--redis-url", "redis://"+redistest.Start(t),
+		"--console-listen", caddr, "--console-host", "console.example.test")...)
+	mc := newMClient(t, []string{g.URL}, "", true) // anonymous: the id is the credential
+	id := mc.createTask(0, "slow", map[string]any{"seconds": 60, "text": "running"}).TaskID
+	done := mc.createTask(0, "slow", map[string]any{"seconds": 0, "text": "SECRET-RESULT-TEXT"}).TaskID
+	mc.waitTask(0, done, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rec.WaitFor(ctx, "slow", testupstream.Called, 2); err != nil {
+		t.Fatal(err)
+	}
+	send := consoleSender(t, "http://"+caddr)
+	evil := "rebind.attacker.example:" + port
+	own := "127.0.0.1:" + port
+	for _, p := range []string{"/", "/?status=completed", "/tasks/" + id, "/tasks/" + done + "?show=result", "/failures", "/tools",
+		"/replicas", "/static/console.css", "/static/live.js", "/login?next=%2F", "/live/tasks", "/live/tasks/" + id} {
+		code, body := send("GET", p, evil, nil, nil)
+		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "--console-host") {
+			t.Errorf("GET %s as %s = %d %q, want 421 naming --console-host", p, evil, code, body)
+		}
+		for _, secret := range []string{id, done, "SECRET-RESULT-TEXT"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("GET %s as %s leaks %s", p, evil, secret)
+			}
+		}
+	}
+	// The operator's page has the CSRF token: say the attacker got it.
+	code, page := send("GET", "/tasks/"+id, own, nil, nil)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("the operator's task page = %d, no CSRF token:\n%s", code, page)
+	}
+	form := url.Values{"csrf": {m[1]}}
+	if code, _ := send("POST", "/tasks/"+id+"/cancel", evil, map[string]string{"Origin": "http://" + evil}, form); code != http.StatusMisdirectedRequest {
+		t.Errorf("cancel as %s = %d, want 421", evil, code)
+	}
+	if code, _ := send("POST", "/tasks/"+id+"/cancel", own, map[string]string{"Origin": "http://" + evil}, form); code != http.StatusForbidden {
+		t.Errorf("cancel on %s from the attacker's origin = %d, want 403", own, code)
+	}
+	if tk := mc.get(0, id); tk.Status != "working" {
+		t.Fatalf("after the refused cancels the task is %s", tk.Status)
+	}
+	// The login form keeps next on the console.
+	for _, next := range []string{"/\t/evil.example", "/%09/evil.example", "//evil.example", "/\\evil.example", "https:evil.example"} {
+		code, loc := send("POST", "/login", own, map[string]string{"Origin": "http://" + own}, url.Values{"next": {next}})
+		if code != http.StatusSeeOther || loc != "/" {
+			t.Errorf("login with next %q = %d to %q, want 303 to /", next, code, loc)
+		}
+	}
+	// The operator's own names, and the proxy's public one.
+	for _, host := range []string{own, "localhost:" + port, "console.example.test", "console.example.test:8443"} {
+		if code, body := send("GET", "/", host, nil, nil); code != http.StatusOK || !strings.Contains(body, id) {
+			t.Errorf("GET / as %s = %d, want the list", host, code)
+		}
+	}
+	hdr := map[string]string{"Origin": "https://console.example.test"}
+	if code, body := send("POST", "/tasks/"+id+"/cancel", "console.example.test", hdr, form); code != http.StatusSeeOther {
+		t.Fatalf("the operator's cancel through the proxy's name = %d %s", code, body)
+	}
+	if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
+		t.Fatalf("the upstream never saw the operator's cancel: %v", err)
+	}
+}
+
+// consoleSender returns a func that sends a request to the console at
+// base as Host host, with hdr and a form, and returns the status and the
+// body (the Location of a redirect; nothing of an event stream, which
+// would not end).
+func consoleSender(t *testing.T, base string) func(method, path, host string, hdr map[string]string, form url.Values) (int, string) {
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return func(method, path, host string, hdr map[string]string, form url.Values) (int, string) {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequest(method, base+path, body)
+		req.Host = host
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s as %s: %v", method, path, host, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusSeeOther {
+			return resp.StatusCode, resp.Header.Get("Location")
+		}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return resp.StatusCode, ""
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 }

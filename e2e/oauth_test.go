@@ -112,7 +112,11 @@ type oauthOut struct {
 		Name        string `json:"name"`
 		TaskSupport string `json:"taskSupport"`
 	} `json:"tools"`
-	IDs   map[string]string `json:"ids"`
+	IDs    map[string]string `json:"ids"`
+	Forged struct {
+		Status    int    `json:"status"`
+		Challenge string `json:"challenge"`
+	} `json:"forged"`
 	Steps struct {
 		Greet          string                  `json:"greet"`
 		GatewayTask    struct{ Status string } `json:"gatewayTask"`
@@ -131,6 +135,8 @@ type oauthOut struct {
 		OtherList      jsAttempt               `json:"otherList"`
 		SecondCancel   jsAttempt               `json:"secondCancel"`
 		FirstAfter     jsAttempt               `json:"firstAfter"`
+		AfterForged    jsAttempt               `json:"afterForged"`
+		SecondGreet    jsAttempt               `json:"secondGreet"`
 	} `json:"steps"`
 }
 

@@ -183,11 +183,12 @@ func TestTeamGateway(t *testing.T) {
 	} {
 		t.Run(up.name, func(t *testing.T) {
 			redisURL := "redis://" + redistest.Start(t)
-			var urls []string
+			var urls, bases []string
 			for range up.replicas {
+				// Small pools, so one principal can fill its share of them.
 				g := startGateway(t, up.url, "--redis-url", redisURL, "--auth-issuer", op.issuer, "--public-url", teamPublic,
-					"--task", "slow", "--poll-interval", "100ms")
-				urls = append(urls, g.URL)
+					"--task", "slow", "--poll-interval", "100ms", "--max-inflight", "8", "--max-sessions", "6")
+				urls, bases = append(urls, g.URL), append(bases, g.base)
 			}
 			if len(urls) == 1 {
 				urls = append(urls, urls[0])
@@ -202,6 +203,13 @@ func TestTeamGateway(t *testing.T) {
 				teamTasks2026(t, newMClient(t, urls, alice, true), newMClient(t, urls, bob, true))
 			})
 			t.Run("forged tokens", func(t *testing.T) { teamForgedTokens(t, urls, op.issuer, aliceS) })
+			t.Run("noisy neighbour", func(t *testing.T) {
+				teamNoisyNeighbour(t, newMClient(t, urls, alice, true), newMClient(t, urls, bob, true))
+			})
+			if up.name != "http" { // a local server's sessions: stdio children, HTTP+SSE streams
+				t.Run("session share", func(t *testing.T) { teamSessionShare(t, urls, alice, bob) })
+			}
+			t.Run("discovery", func(t *testing.T) { teamDiscovery(t, bases[0]) })
 
 			// Alice ends her session herself: then it is gone for her too.
 			if r := teamHTTP(t, http.MethodDelete, urls[1], alice, aliceS.sid, ""); r.Status/100 != 2 {
@@ -323,4 +331,82 @@ func teamForgedTokens(t *testing.T, urls []string, issuer string, aliceS *teamSe
 func jsonB64(v any) string {
 	b, _ := json.Marshal(v)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// teamNoisyNeighbour: Alice starts long tasks as fast as she can on one
+// replica (--max-inflight 8: half of it is her share); Bob's task
+// creations meanwhile are never refused, and each of Alice's refusals
+// names its limit and carries a retry hint.
+func teamNoisyNeighbour(t *testing.T, aliceC, bobC *mClient) {
+	aliceC, bobC = aliceC.on(t), bobC.on(t)
+	var started []string
+	refused := 0
+	for range 16 {
+		r := aliceC.call(0, "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30, "text": "flood"}})
+		if r.Error != nil {
+			refused++
+			var data struct {
+				RetryAfterMs int64  `json:"retryAfterMs"`
+				Reason       string `json:"reason"`
+			}
+			if json.Unmarshal(r.Error.Data, &data) != nil || data.RetryAfterMs <= 0 || !strings.Contains(r.Error.Message, "--max-inflight") {
+				t.Errorf("alice's refusal: %s, want the limit's flag and data.retryAfterMs", r)
+			}
+			continue
+		}
+		started = append(started, decodeTask(t, "alice's task", r.Result).TaskID)
+	}
+	if refused == 0 || len(started) == 0 {
+		t.Fatalf("alice: %d tasks started, %d refused; want her share taken and the rest refused", len(started), refused)
+	}
+	for i := range 4 {
+		tk := bobC.createTask(0, "slow", map[string]any{"seconds": 1, "text": fmt.Sprint("bob ", i)})
+		bobC.cancel(0, tk.TaskID)
+	}
+	for _, id := range started {
+		aliceC.cancel(0, id)
+	}
+}
+
+// teamSessionShare: Alice opens sessions of a local server until her
+// share (--max-sessions 6: 3 each) is refused; Bob still opens his.
+func teamSessionShare(t *testing.T, urls []string, alice, bob string) {
+	const init = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"team","version":"1"}}}`
+	var opened []string
+	var refusal teamReply
+	for range 6 {
+		r := teamHTTP(t, http.MethodPost, urls[0], alice, "", init)
+		if r.SID == "" {
+			refusal = r
+			break
+		}
+		opened = append(opened, r.SID)
+	}
+	if refusal.Body == "" || !strings.Contains(refusal.Body, "--max-sessions-per-principal") || !strings.Contains(refusal.Body, "retryAfterMs") {
+		t.Fatalf("alice opened %d sessions; the refusal: HTTP %d %s; want it to name --max-sessions-per-principal with a retry hint", len(opened), refusal.Status, refusal.Body)
+	}
+	b := openTeamSession(t, urls, 0, bob)
+	b.echo(0, "bob's own session")
+	for _, sid := range append(opened, b.sid) {
+		authz := alice
+		if sid == b.sid {
+			authz = bob
+		}
+		teamHTTP(t, http.MethodDelete, urls[0], authz, sid, "")
+	}
+}
+
+// teamDiscovery: only the documents the RFCs define pass through to the
+// upstream; another path that ends like one is not fetched.
+func teamDiscovery(t *testing.T, base string) {
+	for _, p := range []string{"/internal/admin/.well-known/openid-configuration", "/.well-known/openid-configuration/../admin"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET %s: HTTP %d, want 404", p, resp.StatusCode)
+		}
+	}
 }

@@ -6,7 +6,8 @@ package gateway
 // its principal rides in the request's context (auth.FromContext) for the
 // owners of tasks, sessions and limits. A token that cannot be checked
 // (the authorization server is down and nothing is cached) is refused
-// with 503, never let through.
+// with 503, never let through; a client address over its limit of
+// introspection calls with 429.
 
 import (
 	"context"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -44,7 +46,9 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 	if h.cfg.Auth == nil {
 		return r, true
 	}
-	p, err := h.cfg.Auth.Authenticate(r.Context(), r.Header)
+	// The connection's peer address: introspection calls are limited
+	// per client (auth.Config.IntrospectionRate).
+	p, err := h.cfg.Auth.Authenticate(auth.WithClientAddr(r.Context(), core.ClientAddr(r)), r.Header)
 	if err != nil {
 		h.refuseAuth(w, r, err)
 		return r, false
@@ -65,6 +69,11 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		status, code, msg = http.StatusServiceUnavailable, "unavailable", "Service Unavailable: the authorization server cannot be reached to check the token; retry later"
+	case errors.Is(err, auth.ErrRateLimited):
+		// 429, not 503 (RFC 6585 §4): this client sent too many tokens
+		// the gateway had not seen, and only it must slow down; the
+		// service is up for everyone else.
+		status, code, msg = http.StatusTooManyRequests, "rate_limited", "Too Many Requests: too many new tokens to check from this address; retry after the Retry-After delay"
 	case errors.As(err, &scopeErr):
 		status, code, msg = http.StatusForbidden, "insufficient_scope", "Forbidden: the token lacks the scopes "+strings.Join(scopeErr.Missing, " ")
 	case errors.Is(err, auth.ErrBadRequest):
@@ -78,7 +87,7 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	h.metrics.AuthRefusals.WithLabelValues(reason).Inc()
 	hdr := w.Header()
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		secs := int(math.Ceil(auth.RetryAfter(err, authRetryAfter).Seconds()))
 		hdr.Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	} else {

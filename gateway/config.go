@@ -36,6 +36,11 @@ const DefaultMetricsPath = "/metrics"
 // shortest one the policy suggests (250 ms).
 const DefaultPollLimit = 10.0
 
+// DefaultMaxTaskRate is Config.MaxTaskRate's default: 600 task creations
+// a minute per principal (10 a second sustained), far above what an agent
+// starts, far below a loop starting them as fast as it can.
+const DefaultMaxTaskRate = 600.0
+
 // Defaults for the worker's lease (docs/ARCHITECTURE.md invariant 4).
 const (
 	DefaultLease      = 15 * time.Second
@@ -91,6 +96,17 @@ type Config struct {
 	// past it, a tools/call that would start one more gets -32603 and no
 	// task. Zero or negative: no limit.
 	MaxInflight int
+	// MaxInflightPerPrincipal caps the in-flight calls of one principal
+	// (core.Principal: its credentials' owner, else its client address) on
+	// this replica, so that no one principal takes the whole of
+	// MaxInflight; past it, its tools/call gets -32603 with
+	// data.retryAfterMs (internal/runner/admit.go). Zero means half of
+	// MaxInflight (at least 1); negative: no cap.
+	MaxInflightPerPrincipal int
+	// MaxTaskRate is how many tasks one principal may create a minute on
+	// this replica, a minute's worth at once (internal/runner/rate.go).
+	// Zero means DefaultMaxTaskRate; negative: no limit.
+	MaxTaskRate float64
 	// MetricsPath is where the Prometheus metrics are served on this
 	// handler (internal/obs). Empty means DefaultMetricsPath; "-" serves
 	// them nowhere here (Handler.Metrics can serve them on another
@@ -196,6 +212,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if cfg.PollLimit == 0 {
 		cfg.PollLimit = DefaultPollLimit
+	}
+	if cfg.MaxInflightPerPrincipal == 0 && cfg.MaxInflight > 0 {
+		cfg.MaxInflightPerPrincipal = max(cfg.MaxInflight/2, 1)
+	}
+	if cfg.MaxTaskRate == 0 {
+		cfg.MaxTaskRate = DefaultMaxTaskRate
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody

@@ -118,7 +118,7 @@ func TestMaxInflight(t *testing.T) {
 	h, c, _ := drainGatewayOn(t, upURL, func(cfg *Config) { cfg.MaxInflight = 1 })
 	first := c.startTask("slow", map[string]any{"seconds": 0, "text": gateMarker}, nil) // in flight until the gate opens
 	wantRefused(t, c.taskCall("slow", map[string]any{"seconds": 0.1, "text": "b"}),
-		"too many upstream calls in flight on this replica (limit 1); retry later")
+		"too many upstream calls in flight on this replica (limit 1, --max-inflight), and this principal holds at least its fair share of them; retry later")
 	if r := c.call("tasks/list", map[string]any{}); r.Error != nil || strings.Count(string(r.Result), "taskId") != 1 {
 		t.Errorf("tasks/list after the refusal: %+v %s, want only the first task", r.Error, r.Result)
 	}
@@ -149,7 +149,7 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		waitIdle(t, h)
 		task := c.toolTask("slow", map[string]any{"seconds": 0, "text": gateMarker}) // in flight until the gate opens
 		wantRefused(t, c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
-			"too many upstream calls in flight on this replica (limit 1); retry later")
+			"too many upstream calls in flight on this replica (limit 1, --max-inflight), and this principal holds at least its fair share of them; retry later")
 		gate.release()
 		c.waitTask(task.TaskID, "completed")
 		waitIdle(t, h)

@@ -101,6 +101,7 @@ func New(cfg Config) (*Handler, error) {
 	h.metrics.Trace = h.trace
 	h.metrics.RegisterBuild(c.Version)
 	h.metrics.RegisterLimit(c.MaxInflight)
+	h.metrics.RegisterRefusals(c.Logger)
 	if c.Auth != nil {
 		h.metrics.RegisterAuth()
 	}
@@ -133,6 +134,7 @@ func New(cfg Config) (*Handler, error) {
 		Store: c.Store, Up: c.Upstream, Notify: h.f2025, Observe: h.decider.Observe,
 		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
 		Lease: c.Lease, Renew: c.LeaseRenew, MaxInflight: c.MaxInflight, Creds: h.creds,
+		MaxPerPrincipal: max(c.MaxInflightPerPrincipal, 0), TaskRate: max(c.MaxTaskRate, 0),
 		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
 		Durable:   h.durable(c), // durable.go
 	})
@@ -217,6 +219,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.frontDoor(w, r) {
 			if r, ok := h.authenticate(w, r); ok {
 				h.creds.note(r)
+				// Whose fair share the request counts in, for a local
+				// server's bridge too (its sessions per principal).
+				r = r.WithContext(upstream.WithPrincipal(r.Context(),
+					upstream.Principal{Key: core.Principal(r), Refused: h.metrics.Refused}))
 				h.serveMCP(w, r)
 			}
 		}

@@ -9,7 +9,11 @@ package gateway
 // the authorization server metadata (RFC 8414, OpenID Connect Discovery)
 // and the endpoints it names when the upstream is its own authorization
 // server (the 2025-03-26 revision's default). With validation on, the
-// gateway is the resource server and serves its own document.
+// gateway is the resource server and serves its own document, naming the
+// upstream's authorization servers when it is configured with no issuer
+// (introspection alone), whose metadata and endpoints then pass through
+// too. Nothing of the operator's --upstream-header goes with any of it
+// (upstream.Client.ForwardPath).
 
 import (
 	"encoding/json"
@@ -18,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,38 +94,99 @@ func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path st
 }
 
 // serve answers r when it is a discovery request, and reports whether it
-// was.
+// was. Only the documents the RFCs define are passed through: protected
+// resource metadata (RFC 9728 §3.1) and authorization server metadata
+// (RFC 8414 §3.1) at the root and with a path inserted, and OpenID
+// Connect discovery where MCP clients look for it: inserted like RFC
+// 8414's, or appended to an issuer's path (OpenID Connect Discovery 1.0
+// §4.1) for an issuer the upstream's metadata names. No other path of
+// the upstream's origin is reached through "/.well-known/" (an admin
+// page at "/internal/.well-known/openid-configuration", say).
 func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
 	if p != path.Clean(p) || strings.Contains(r.URL.RawPath, "%2") {
 		return false // a path that names another one ("..", "%2F") is passed on nowhere
-	}
-	wellKnown := under(p, wellKnownServer) || under(p, wellKnownOIDC) || strings.HasSuffix(p, wellKnownOIDC)
-	if wellKnown && !plainPath(p) {
-		// Only plain segments go upstream under the well-known paths: a
-		// server that reads "..;" as ".." (Tomcat's path parameters, RFC
-		// 3986 §3.3 leaves ";" to the scheme) would otherwise resolve
-		// "/.well-known/oauth-authorization-server/..;/..;/admin" to
-		// "/admin", reached with the gateway's --upstream-header.
-		return false
 	}
 	switch {
 	case under(p, wellKnownResource):
 		if d.answerable(w, r) {
 			d.serveResource(w, r, p[len(wellKnownResource):])
 		}
-	case d.own != nil || d.upURL == nil:
+	case !d.passThrough():
 		return false // nothing else to pass through
-	case wellKnown:
+	case d.isServerDoc(r, p):
 		if d.answerable(w, r) {
 			d.serveServer(w, r, p)
 		}
+	case strings.Contains(p, "/.well-known/"):
+		return false // no endpoint lives there, whatever a document says
 	case d.isEndpoint(r, p):
 		d.passEndpoint(w, r, p)
 	default:
 		return false
 	}
 	return true
+}
+
+// passThrough reports whether the upstream's authorization server
+// metadata and endpoints are passed through: when the upstream has an
+// origin and the gateway's own metadata names no authorization server
+// (no validation, or introspection without an issuer, where the
+// upstream's authorization servers are named).
+func (d *oauthMeta) passThrough() bool {
+	return d.upURL != nil && (d.own == nil || len(d.own.Metadata().AuthorizationServers) == 0)
+}
+
+// isServerDoc reports whether p is where authorization server metadata
+// is defined: RFC 8414's or OpenID Connect's well-known path, at the root
+// or with an issuer's path inserted, or OpenID Connect's appended to the
+// path of an issuer the upstream's protected resource metadata names.
+// Only plain segments go upstream: a server that reads "..;" as ".."
+// (Tomcat's path parameters, RFC 3986 §3.3 leaves ";" to the scheme)
+// would otherwise resolve "/.well-known/oauth-authorization-server/..;/
+// ..;/admin" to "/admin".
+func (d *oauthMeta) isServerDoc(r *http.Request, p string) bool {
+	inserted := under(p, wellKnownServer) || under(p, wellKnownOIDC)
+	if !inserted && !strings.HasSuffix(p, wellKnownOIDC) || !plainPath(p) {
+		return false
+	}
+	return inserted || slices.Contains(d.issuerPaths(r), strings.TrimSuffix(p, wellKnownOIDC))
+}
+
+// issuerPaths are the paths (without a trailing "/", none for the root)
+// of the authorization servers on the upstream's origin that its
+// protected resource metadata names.
+func (d *oauthMeta) issuerPaths(r *http.Request) []string {
+	doc, err := d.upstreamResource(r)
+	if err != nil || doc.status != http.StatusOK {
+		return nil
+	}
+	var out []string
+	for _, iss := range stringsOf(doc.doc["authorization_servers"]) {
+		if rest, ok := onOrigin(iss, d.upstreamOrigin()); ok {
+			if u, err := url.Parse(rest); err == nil && strings.TrimSuffix(u.Path, "/") != "" {
+				out = append(out, strings.TrimSuffix(u.Path, "/"))
+			}
+		}
+	}
+	return out
+}
+
+// stringsOf is v's strings: v a JSON string or array.
+func stringsOf(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // plainPath reports whether every segment of p is unreserved characters
@@ -175,38 +241,17 @@ func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix
 		return
 	}
 	if d.own != nil {
-		m := d.own.Metadata()
-		doc := map[string]any{"resource": d.pub.mcpURL(r), "bearer_methods_supported": []string{"header"}}
-		if len(m.AuthorizationServers) > 0 {
-			doc["authorization_servers"] = m.AuthorizationServers
-		}
-		if len(m.ScopesSupported) > 0 {
-			doc["scopes_supported"] = m.ScopesSupported
-		}
-		writeMetadata(w, doc)
+		d.serveOwnResource(w, r)
 		return
 	}
 	if d.upURL == nil {
 		http.NotFound(w, r)
 		return
 	}
-	// The upstream's document: path-inserted first, then the root form,
-	// the order MCP clients try (MCP 2025-11-25, Authorization,
-	// "Protected Resource Metadata Discovery Requirements").
-	paths := []string{wellKnownResource + strings.TrimSuffix(d.upURL.EscapedPath(), "/")}
-	if paths[0] != wellKnownResource {
-		paths = append(paths, wellKnownResource)
-	}
-	var doc *upstreamDoc
-	for _, p := range paths {
-		var err error
-		if doc, err = d.fetch(r, p); err != nil {
-			d.failed(w, r, err)
-			return
-		}
-		if doc.status == http.StatusOK {
-			break
-		}
+	doc, err := d.upstreamResource(r)
+	if err != nil {
+		d.failed(w, r, err)
+		return
 	}
 	if doc.status != http.StatusOK {
 		http.Error(w, http.StatusText(doc.status), doc.status)
@@ -215,6 +260,57 @@ func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix
 	out := d.rewrite(r, doc.doc).(map[string]any)
 	out["resource"] = d.pub.mcpURL(r) // RFC 9728 §3.3: the URL the client asked about
 	writeMetadata(w, out)
+}
+
+// serveOwnResource serves the gateway's own document when it validates
+// tokens: its authorization servers are the issuer it is configured with
+// or, without one (introspection alone), those of the upstream's own
+// document, so a client can find where to sign in (RFC 9728 §2:
+// authorization_servers), with the upstream's scopes_supported unless the
+// gateway requires scopes of its own.
+func (d *oauthMeta) serveOwnResource(w http.ResponseWriter, r *http.Request) {
+	m := d.own.Metadata()
+	if len(m.AuthorizationServers) == 0 && d.upURL != nil {
+		up, err := d.upstreamResource(r)
+		if err != nil {
+			d.failed(w, r, err)
+			return
+		}
+		if up.status == http.StatusOK {
+			doc := d.rewrite(r, up.doc).(map[string]any)
+			m.AuthorizationServers = stringsOf(doc["authorization_servers"])
+			if len(m.ScopesSupported) == 0 {
+				m.ScopesSupported = stringsOf(doc["scopes_supported"])
+			}
+		}
+	}
+	doc := map[string]any{"resource": d.pub.mcpURL(r), "bearer_methods_supported": []string{"header"}}
+	if len(m.AuthorizationServers) > 0 {
+		doc["authorization_servers"] = m.AuthorizationServers
+	}
+	if len(m.ScopesSupported) > 0 {
+		doc["scopes_supported"] = m.ScopesSupported
+	}
+	writeMetadata(w, doc)
+}
+
+// upstreamResource is the upstream's protected resource metadata:
+// path-inserted first, then the root form, the order MCP clients try
+// (MCP 2025-11-25, Authorization, "Protected Resource Metadata Discovery
+// Requirements"); a 404 when it has neither.
+func (d *oauthMeta) upstreamResource(r *http.Request) (*upstreamDoc, error) {
+	paths := []string{wellKnownResource + strings.TrimSuffix(d.upURL.EscapedPath(), "/")}
+	if paths[0] != wellKnownResource {
+		paths = append(paths, wellKnownResource)
+	}
+	var doc *upstreamDoc
+	for _, p := range paths {
+		var err error
+		if doc, err = d.fetch(r, p); err != nil || doc.status == http.StatusOK {
+			return doc, err
+		}
+	}
+	return doc, nil
 }
 
 // serveServer serves the upstream origin's authorization server metadata

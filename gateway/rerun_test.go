@@ -147,11 +147,12 @@ func startTool(t *testing.T, rn *runner.Runner, tool, args string) *runner.Job {
 	t.Helper()
 	params := json.RawMessage(`{"name":"` + tool + `","arguments":` + args + `,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}`)
-	if e := rn.Admit(); e != nil {
+	slot, e := rn.Admit(context.Background(), "o", runner.AdmitTask)
+	if e != nil {
 		t.Fatal(e)
 	}
 	target := &upstreamside.Target{Session: &upstream.Session{ProtocolVersion: core.Version2026, Header: http.Header{"Authorization": {"Bearer owner-token"}}}, Stateless: true}
-	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: true, ClientCaps: json.RawMessage(`{"elicitation":{}}`),
+	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: slot, ClientCaps: json.RawMessage(`{"elicitation":{}}`),
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		Client2026: &runner.Job2026{Target: target, Params: params}}
 	if err := rn.Create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
@@ -435,10 +436,11 @@ func TestRerunReplaysAnswersOnASession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := rn.Admit(); e != nil {
+	slot, e := rn.Admit(context.Background(), "o", runner.AdmitTask)
+	if e != nil {
 		t.Fatal(e)
 	}
-	j := &runner.Job{Owner: "o", Sess: sess, Slot: true, ClientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
+	j := &runner.Job{Owner: "o", Sess: sess, Slot: slot, ClientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
 		Req: &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"elicit","arguments":{}}`)}}
 	ctx := context.Background()
 	if err := rn.Create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {

@@ -132,24 +132,29 @@ func TestRunnerAlone(t *testing.T) {
 // enforce, with the errors clients get.
 func TestRunnerAdmission(t *testing.T) {
 	rn, _, _, _ := newLoneRunner(t, 1, zerolog.Nop())
-	if e := rn.Admit(); e != nil {
-		t.Fatalf("first admit: %v", e)
-	}
-	e := rn.Admit()
-	if e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
-		t.Fatalf("second admit at the limit: %v", e)
-	}
-	rn.Unreserve()
-	if e := rn.Admit(); e != nil {
-		t.Fatalf("admit after a slot came back: %v", e)
-	}
-	rn.Unreserve()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	slot, e := rn.Admit(ctx, "p", runner.AdmitCall)
+	if e != nil {
+		t.Fatalf("first admit: %v", e)
+	}
+	if _, e := rn.Admit(ctx, "p", runner.AdmitCall); e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
+		t.Fatalf("second admit at the limit: %v", e)
+	}
+	slot.Free()
+	slot.Free() // a second Free gives back nothing more
+	if n := rn.Inflight(); n != 0 {
+		t.Fatalf("after Free twice: %d in flight", n)
+	}
+	slot, e = rn.Admit(ctx, "p", runner.AdmitCall)
+	if e != nil {
+		t.Fatalf("admit after a slot came back: %v", e)
+	}
+	slot.Free()
 	if err := rn.Drain(ctx); err != nil {
 		t.Fatalf("drain with nothing in flight: %v", err)
 	}
-	if e := rn.Admit(); e != runner.ErrDraining {
+	if _, e := rn.Admit(ctx, "p", runner.AdmitCall); e != runner.ErrDraining {
 		t.Fatalf("admit while draining = %v, want errDraining", e)
 	}
 }
@@ -254,10 +259,11 @@ func startEcho(t *testing.T, ctx context.Context, rn *runner.Runner, target *ups
 	t.Helper()
 	params := json.RawMessage(`{"name":"echo","arguments":{"text":"` + text + `"},"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
-	if e := rn.Admit(); e != nil {
+	slot, e := rn.Admit(context.Background(), "o", runner.AdmitTask)
+	if e != nil {
 		t.Fatal(e)
 	}
-	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: true,
+	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: slot,
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		Client2026: &runner.Job2026{Target: target, Params: params}}
 	if err := rn.Create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {

@@ -19,12 +19,15 @@ func (c *Client) Endpoint() *url.URL {
 // ForwardPath is Forward to another path, escapedPath as it goes on the
 // wire, (and raw query) on the upstream's origin: its OAuth metadata and,
 // for a server that is its own authorization server, the endpoints that
-// metadata names. Options.Header goes with it, as to the MCP endpoint,
-// except an Authorization: on these endpoints Authorization is the
-// client's own credential (client_secret_basic at the token endpoint, RFC
-// 6749 §2.3.1) or none (authorization, dynamic registration, RFC 7591
-// §3), and the operator's would replace it or sign an anonymous client in
-// as the operator. The URL's credentials do not go either.
+// metadata names. It carries header (what the client sent) and nothing of
+// the gateway's: neither Options.Header nor the URL's credentials. These
+// paths serve anonymous clients (metadata is public, RFC 8414 §3, RFC
+// 9728 §3; authorization and dynamic registration take no credential,
+// RFC 7591 §3; the token endpoint takes the client's own, RFC 6749
+// §2.3.1), and the operator's --upstream-header is whatever the upstream
+// trusts the gateway with (an API key as much as an Authorization): sent
+// here, it would let any client reach the upstream's origin as the
+// operator.
 func (c *Client) ForwardPath(ctx context.Context, method, escapedPath, rawQuery string, header http.Header, body io.Reader) (*http.Response, error) {
 	p, err := url.PathUnescape(escapedPath)
 	if err != nil {
@@ -38,11 +41,6 @@ func (c *Client) ForwardPath(ctx context.Context, method, escapedPath, rawQuery 
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = p, escapedPath, rawQuery, ""
 	req.URL = u
 	CopyHeader(req.Header, header)
-	for k, vv := range c.header {
-		if http.CanonicalHeaderKey(k) != "Authorization" {
-			req.Header[k] = vv
-		}
-	}
 	name, _ := ctx.Value(methodKey{}).(string)
 	if name == "" {
 		name = method

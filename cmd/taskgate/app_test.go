@@ -42,11 +42,14 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--drain-timeout", "-1s"}, "invalid --drain-timeout -1s"},
 		{[]string{"serve", up, "--poll-limit", "-1"}, "invalid --poll-limit -1"},
 		{[]string{"serve", up, "--poll-limit", "fast"}, `invalid --poll-limit "fast"`},
+		{[]string{"serve", up, "--max-inflight-per-principal", "-1"}, "invalid --max-inflight-per-principal -1"},
+		{[]string{"serve", up, "--max-task-rate", "-1"}, "invalid --max-task-rate -1"},
 		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--metrics-listen", "256.1.1.1:1"}, "cannot listen on --metrics-listen 256.1.1.1:1"}, // not the default port: a gateway running on this machine would take it
 		{[]string{"serve", up, "--drain-timeout", "later"}, `invalid --drain-timeout "later": want a duration`},
 		{[]string{"serve", up, "--lease", "0s"}, "invalid --lease 0s"},
 		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--console-listen", "0.0.0.0:0"}, "not a loopback address, without a token"},
 		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--console-trace-url", "javascript:x"}, "invalid trace URL"},
+		{[]string{"serve", up, "--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--console-host", "https://console.example/"}, `invalid --console-host "https://console.example/": want NAME or NAME:PORT`},
 		{[]string{"serve", up, "--lease", "2s", "--lease-renew", "2s"}, "invalid --lease-renew 2s: it must be positive and shorter than --lease 2s"},
 		{[]string{"serve", up, "--lease-renew", "-1s"}, "invalid --lease-renew -1s"},
 		{[]string{"serve", up, "--read-timeout", "-1s"}, "invalid --read-timeout -1s"},
@@ -100,6 +103,17 @@ func TestEnvVarSetsFlag(t *testing.T) {
 	err := run([]string{"taskgate", "serve"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "ftp://from-env/mcp") {
 		t.Fatalf("TASKGATE_UPSTREAM not read: %v", err)
+	}
+}
+
+// TestConsoleHostEnv: TASKGATE_CONSOLE_HOST sets --console-host, checked
+// before the gateway starts.
+func TestConsoleHostEnv(t *testing.T) {
+	t.Setenv("TASKGATE_CONSOLE_HOST", "console.example,evil.example/x")
+	err := run([]string{"taskgate", "serve", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"},
+		&bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), `invalid --console-host "evil.example/x"`) {
+		t.Fatalf("TASKGATE_CONSOLE_HOST not read: %v", err)
 	}
 }
 

@@ -23,6 +23,8 @@ func authFlags() []cli.Flag {
 			Usage: "`URI`s a token's aud must name one of (RFC 8707: clients ask tokens for the gateway's public MCP URL); repeatable or comma-separated"},
 		&cli.StringFlag{Name: "auth-introspection-url", EnvVars: env("auth-introspection-url"), Category: catIdentity,
 			Usage: "validate tokens: check every token with this RFC 7662 introspection endpoint `URL` (opaque tokens), instead of as a JWT"},
+		&cli.Float64Flag{Name: "auth-introspection-rate", Value: auth.DefaultIntrospectionRate, EnvVars: env("auth-introspection-rate"), Category: catIdentity,
+			Usage: "introspection calls per second one client address (an IPv6 /64) may cause with tokens not cached, a burst of 4 s' worth; past it 429 with Retry-After. Behind a proxy every client is the proxy's address: raise it, or 0 for no limit"},
 		&cli.StringFlag{Name: "auth-client-id", EnvVars: env("auth-client-id"), Category: catIdentity,
 			Usage: "client `ID` the gateway authenticates to the introspection endpoint with (HTTP Basic)"},
 		&cli.StringFlag{Name: "auth-client-secret", EnvVars: env("auth-client-secret"), Category: catIdentity,
@@ -41,7 +43,7 @@ func authFlags() []cli.Flag {
 func authenticator(c *cli.Context, publicURL, scheme, listen, path string, log zerolog.Logger) (gateway.Authenticator, error) {
 	issuer, introspect := c.String("auth-issuer"), c.String("auth-introspection-url")
 	if issuer == "" && introspect == "" {
-		for _, name := range []string{"auth-audience", "auth-client-id", "auth-client-secret", "auth-required-scopes", "auth-forward"} {
+		for _, name := range []string{"auth-audience", "auth-client-id", "auth-client-secret", "auth-required-scopes", "auth-forward", "auth-introspection-rate"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s needs --auth-issuer or --auth-introspection-url (the gateway validates no token without one)", name)
 			}
@@ -50,6 +52,15 @@ func authenticator(c *cli.Context, publicURL, scheme, listen, path string, log z
 	}
 	if introspect == "" && (c.IsSet("auth-client-id") || c.IsSet("auth-client-secret")) {
 		return nil, fmt.Errorf("--auth-client-id and --auth-client-secret authenticate to --auth-introspection-url, which is not set")
+	}
+	rate := c.Float64("auth-introspection-rate")
+	switch {
+	case introspect == "" && c.IsSet("auth-introspection-rate"):
+		return nil, fmt.Errorf("--auth-introspection-rate limits calls to --auth-introspection-url, which is not set")
+	case rate < 0:
+		return nil, fmt.Errorf("invalid --auth-introspection-rate %v: calls per second, 0 for no limit", rate)
+	case rate == 0:
+		rate = -1 // auth.Config: negative is no limit
 	}
 	audience := splitList(c.StringSlice("auth-audience"))
 	if len(audience) == 0 {
@@ -62,7 +73,8 @@ func authenticator(c *cli.Context, publicURL, scheme, listen, path string, log z
 	g, err := auth.New(auth.Config{
 		Issuer: issuer, Audience: audience,
 		IntrospectionURL: introspect, ClientID: c.String("auth-client-id"), ClientSecret: c.String("auth-client-secret"),
-		RequiredScopes: splitList(c.StringSlice("auth-required-scopes")),
+		IntrospectionRate: rate,
+		RequiredScopes:    splitList(c.StringSlice("auth-required-scopes")),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("invalid --auth-* flags: %v", err)
@@ -71,7 +83,7 @@ func authenticator(c *cli.Context, publicURL, scheme, listen, path string, log z
 	if introspect != "" {
 		mode = "introspection"
 		if issuer == "" {
-			log.Warn().Str("op", "auth").Msg("--auth-introspection-url without --auth-issuer: the gateway's metadata names no authorization server, so clients cannot discover where to sign in")
+			log.Info().Str("op", "auth").Msg("--auth-introspection-url without --auth-issuer: the gateway's metadata names the authorization servers of the upstream's own metadata (RFC 9728); an upstream without one leaves clients nowhere to sign in")
 		}
 	}
 	log.Info().Str("op", "auth").Str("issuer", issuer).Str("introspection", introspect).Strs("audience", audience).

@@ -20,6 +20,9 @@ func TestAuthFlagErrors(t *testing.T) {
 		{[]string{up, iss, "--listen", "0.0.0.0:0"}, "set --auth-audience or --public-url"},
 		{[]string{up, "--auth-issuer", "ftp://as.example", "--auth-audience", "x"}, `invalid --auth-* flags: auth: issuer "ftp://as.example" is not an http(s) URL`},
 		{[]string{up, "--auth-introspection-url", "nope", "--auth-audience", "x"}, "invalid --auth-* flags"},
+		{[]string{up, iss, "--auth-audience", "x", "--auth-introspection-rate", "10"}, "--auth-introspection-rate limits calls to --auth-introspection-url, which is not set"},
+		{[]string{up, "--auth-introspection-url", "https://as.example/i", "--auth-audience", "x", "--auth-introspection-rate", "-1"}, "invalid --auth-introspection-rate -1"},
+		{[]string{up, "--auth-introspection-rate", "10"}, "--auth-introspection-rate needs --auth-issuer or --auth-introspection-url"},
 	} {
 		err := run(append([]string{"taskgate", "serve"}, tt.args...), &bytes.Buffer{}, &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

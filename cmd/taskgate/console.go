@@ -26,6 +26,8 @@ func consoleFlags() []cli.Flag {
 			Usage: "serve the operator's console (every live task, the tools, the replicas, the failures; cancel) on this `ADDR`; off by default, and only on a loopback address without --console-token"},
 		&cli.StringFlag{Name: "console-token", Category: catObservability, EnvVars: env("console-token"),
 			Usage: "`TOKEN` the console requires: Authorization: Bearer, or its login form (an HttpOnly, SameSite cookie)"},
+		&cli.StringSliceFlag{Name: "console-host", Category: catObservability, EnvVars: env("console-host"),
+			Usage: "`NAME[:PORT]` the console is reached by besides localhost, IP addresses and the --console-listen host (a proxy's public name; NAME alone: any port), repeatable or comma-separated; any other Host gets 421 (against DNS rebinding)"},
 		&cli.StringFlag{Name: "console-trace-url", Category: catObservability, EnvVars: env("console-trace-url"),
 			Usage: "`URL` that links a task's trace id on the console, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})"},
 		&cli.StringFlag{Name: "console-records", Category: catObservability, Value: "auto", EnvVars: env("console-records"),
@@ -34,13 +36,17 @@ func consoleFlags() []cli.Flag {
 }
 
 // listenConsole opens the console's listener, or returns nil without
-// --console-listen. A non-loopback address needs a token.
+// --console-listen. A non-loopback address needs a token; --console-host
+// is checked here, before the gateway starts.
 func listenConsole(c *cli.Context) (net.Listener, error) {
 	addr := c.String("console-listen")
 	if addr == "" {
 		return nil, nil
 	}
 	if err := console.CheckListen(addr, c.String("console-token")); err != nil {
+		return nil, err
+	}
+	if err := console.CheckHosts(c.StringSlice("console-host")); err != nil {
 		return nil, err
 	}
 	return listen(c, "console-listen")
@@ -52,6 +58,8 @@ func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *u
 	con, err := console.New(console.Config{
 		Store:    store,
 		Token:    c.String("console-token"),
+		Listen:   c.String("console-listen"),
+		Hosts:    c.StringSlice("console-host"),
 		TraceURL: c.String("console-trace-url"),
 		Logger:   log,
 		Tools: func(ctx context.Context) ([]console.ToolRow, error) {

@@ -54,6 +54,10 @@ func serveCommand() *cli.Command {
 				Usage: "serve the Prometheus metrics on this `ADDR` instead of at /metrics on --listen"},
 			&cli.IntFlag{Name: "max-inflight", Category: catTasks, Value: 1000, EnvVars: env("max-inflight"),
 				Usage: "most upstream calls held at once for tasks on this replica; past it new tasks are refused (0: no limit)"},
+			&cli.IntFlag{Name: "max-inflight-per-principal", Category: catTasks, EnvVars: env("max-inflight-per-principal"), DefaultText: "half of --max-inflight",
+				Usage: "most upstream calls one principal (its validated identity or Authorization, else its client address) holds at once on this replica, so no one takes the whole of --max-inflight; past it its calls are refused with a retry hint (0: no cap)"},
+			&cli.Float64Flag{Name: "max-task-rate", Category: catTasks, Value: gateway.DefaultMaxTaskRate, EnvVars: env("max-task-rate"),
+				Usage: "most tasks one principal may create a minute on this replica, a minute's worth at once; past it task creations are refused with the wait until the next (0: no limit)"},
 			&cli.DurationFlag{Name: "lease", Category: catTasks, Value: gateway.DefaultLease, EnvVars: env("lease"),
 				Usage: "how long a worker's claim on its task lasts unrenewed; when a replica dies, another fails its tasks this long (plus a 2s grace) after its last renewal"},
 			&cli.DurationFlag{Name: "lease-renew", Category: catTasks, Value: gateway.DefaultLeaseRenew, EnvVars: env("lease-renew"),
@@ -133,6 +137,12 @@ func serve(c *cli.Context) error {
 	if v := c.Float64("poll-limit"); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("invalid --poll-limit %v: it must be a number of polls per second, or 0 for no limit", v)
 	}
+	if v := c.Int("max-inflight-per-principal"); v < 0 {
+		return fmt.Errorf("invalid --max-inflight-per-principal %d: it must be a number of calls, or 0 for no cap", v)
+	}
+	if v := c.Float64("max-task-rate"); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("invalid --max-task-rate %v: it must be a number of tasks a minute, or 0 for no limit", v)
+	}
 	if c.Duration("lease") <= 0 {
 		return fmt.Errorf("invalid --lease %s: it must be positive", c.Duration("lease"))
 	}
@@ -206,35 +216,37 @@ func serve(c *cli.Context) error {
 	}
 	defer store.Close()
 	h, err := gateway.New(gateway.Config{
-		Upstream:       up.Client,
-		Store:          store.Store,
-		Policy:         current, // the reloader below swaps it on SIGHUP or a changed --policy file
-		LatencySync:    c.Duration("latency-sync"),
-		Path:           path,
-		MaxBody:        maxBody,
-		MaxInflight:    c.Int("max-inflight"),
-		PollLimit:      pollLimit(c.Float64("poll-limit")),
-		MetricsPath:    metricsPath(c.String("metrics-listen")),
-		Lease:          c.Duration("lease"),
-		LeaseRenew:     c.Duration("lease-renew"),
-		MaxAttempts:    c.Int("max-attempts"),
-		RerunBackoff:   c.Duration("rerun-backoff"),
-		Logger:         base,
-		ReplicaID:      replica,
-		AccessLog:      c.Bool("access-log"),
-		Version:        buildVersion(),
-		KeepAlive:      door.keepAlive,
-		MRTRHold:       c.Duration("mrtr-hold"),
-		ReadTimeout:    door.readTimeout,
-		AllowedOrigins: door.origins,
-		ListenHost:     listenHost(c.String("listen")),
-		Anonymous:      door.anonymous,
-		PublicURL:      publicURL,
-		TrustedProxies: proxies,
-		Fallback:       fallback,
-		Auth:           authn,
-		AuthStrip:      authn != nil && !c.Bool("auth-forward"),
-		Tracer:         tp,
+		Upstream:                up.Client,
+		Store:                   store.Store,
+		Policy:                  current, // the reloader below swaps it on SIGHUP or a changed --policy file
+		LatencySync:             c.Duration("latency-sync"),
+		Path:                    path,
+		MaxBody:                 maxBody,
+		MaxInflight:             c.Int("max-inflight"),
+		MaxInflightPerPrincipal: perPrincipal(c, "max-inflight-per-principal"),
+		MaxTaskRate:             pollLimit(c.Float64("max-task-rate")),
+		PollLimit:               pollLimit(c.Float64("poll-limit")),
+		MetricsPath:             metricsPath(c.String("metrics-listen")),
+		Lease:                   c.Duration("lease"),
+		LeaseRenew:              c.Duration("lease-renew"),
+		MaxAttempts:             c.Int("max-attempts"),
+		RerunBackoff:            c.Duration("rerun-backoff"),
+		Logger:                  base,
+		ReplicaID:               replica,
+		AccessLog:               c.Bool("access-log"),
+		Version:                 buildVersion(),
+		KeepAlive:               door.keepAlive,
+		MRTRHold:                c.Duration("mrtr-hold"),
+		ReadTimeout:             door.readTimeout,
+		AllowedOrigins:          door.origins,
+		ListenHost:              listenHost(c.String("listen")),
+		Anonymous:               door.anonymous,
+		PublicURL:               publicURL,
+		TrustedProxies:          proxies,
+		Fallback:                fallback,
+		Auth:                    authn,
+		AuthStrip:               authn != nil && !c.Bool("auth-forward"),
+		Tracer:                  tp,
 
 		ReadyRequiresUpstream: c.Bool("ready-requires-upstream"),
 	})
@@ -412,12 +424,26 @@ func cause(err error) string {
 }
 
 // pollLimit maps --poll-limit (0: none) to gateway.Config.PollLimit
-// (negative: none; zero would mean the default).
+// (negative: none; zero would mean the default), and --max-task-rate to
+// MaxTaskRate alike.
 func pollLimit(v float64) float64 {
 	if v == 0 {
 		return -1
 	}
 	return v
+}
+
+// perPrincipal maps a per-principal cap flag (unset: the default
+// fraction; 0: none) to its Config or Options field (0: the default;
+// negative: none).
+func perPrincipal(c *cli.Context, flag string) int {
+	switch {
+	case !c.IsSet(flag):
+		return 0
+	case c.Int(flag) == 0:
+		return -1
+	}
+	return c.Int(flag)
 }
 
 // metricsPath: the metrics stay on the main listener unless

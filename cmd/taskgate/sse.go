@@ -100,7 +100,7 @@ func openSSE(c *cli.Context, url string, opts upstream.Options, log zerolog.Logg
 		return nil, err
 	}
 	bopts := sse.Options{URL: url, Transport: upstream.NewTransport(opts), MaxMessage: lim.maxMessage, Logger: log,
-		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle} // MaxSessions 0: the bridge's default, a session costs no process
+		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle, MaxSessionsPerPrincipal: lim.perPrincipal} // MaxSessions 0: the bridge's default, a session costs no process
 	br, err := sse.New(bopts)
 	if err != nil {
 		return nil, fmt.Errorf("invalid --upstream: %v", err)

@@ -28,7 +28,7 @@ func upstreamFlags() []cli.Flag {
 		&cli.StringFlag{Name: "upstream-client-key", Category: catUpstream, EnvVars: env("upstream-client-key"), TakesFile: true,
 			Usage: "PEM private key `FILE` of --upstream-client-cert"},
 		&cli.StringSliceFlag{Name: "upstream-header", Category: catUpstream, EnvVars: env("upstream-header"),
-			Usage: "`'Name: value'` header sent on every request to the upstream (repeatable); ${VAR} in the value is taken from the environment, so secrets stay out of argv"},
+			Usage: "`'Name: value'` header sent on every request to the upstream's MCP endpoint, never on the OAuth discovery pass-through (repeatable); ${VAR} in the value is taken from the environment, so secrets stay out of argv"},
 		upstreamTransportFlag(),
 	}
 }

@@ -37,6 +37,8 @@ func stdioFlags(serve bool) []cli.Flag {
 				Usage: "deprecated: a process per client session is the default"},
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
 				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared, and for an HTTP+SSE --upstream (each an SSE stream)"},
+			&cli.IntFlag{Name: "max-sessions-per-principal", EnvVars: env("max-sessions-per-principal"), Category: catUpstream, DefaultText: "half of --max-sessions",
+				Usage: "most of those sessions one principal (its validated identity or Authorization, else its client address) holds on this replica, so no one locks the others out; past it its initialize is refused with a retry hint (0: no cap)"},
 			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
 				Usage: "end an --upstream-command session, and stop its process (for an HTTP+SSE --upstream: close its SSE stream), after this long without a request or a call in flight"},
 		)
@@ -118,7 +120,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 		return nil, err
 	}
 	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxMessage: lim.maxMessage, Logger: log,
-		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle} // MaxSessions 0: the bridge's default for the mode
+		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle, MaxSessionsPerPrincipal: lim.perPrincipal} // MaxSessions 0: the bridge's default for the mode
 	if c.Command.Name == "serve" {
 		sopts.Shared = c.Bool("upstream-shared")
 		if c.Bool("upstream-per-session") {
@@ -146,9 +148,10 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 // bridgeLimits are the flags both local bridges (a stdio server's, an
 // HTTP+SSE server's) are bounded by.
 type bridgeLimits struct {
-	maxMessage  int           // --upstream-max-message
-	maxSessions int           // --max-sessions; 0: not set, the bridge's default
-	sessionIdle time.Duration // --session-idle; 0: not serve, the bridge's default
+	maxMessage   int           // --upstream-max-message
+	maxSessions  int           // --max-sessions; 0: not set, the bridge's default
+	sessionIdle  time.Duration // --session-idle; 0: not serve, the bridge's default
+	perPrincipal int           // --max-sessions-per-principal; 0: the bridge's default, negative: none
 }
 
 // readBridgeLimits reads and checks them. Sessions are bounded only where
@@ -172,6 +175,10 @@ func readBridgeLimits(c *cli.Context) (bridgeLimits, error) {
 			return lim, fmt.Errorf("invalid --max-sessions %d: it must be positive", lim.maxSessions)
 		}
 	}
+	if v := c.Int("max-sessions-per-principal"); v < 0 {
+		return lim, fmt.Errorf("invalid --max-sessions-per-principal %d: it must be a number of sessions, or 0 for no cap", v)
+	}
+	lim.perPrincipal = perPrincipal(c, "max-sessions-per-principal")
 	lim.sessionIdle = c.Duration("session-idle")
 	if lim.sessionIdle <= 0 {
 		return lim, fmt.Errorf("invalid --session-idle %s: it must be positive", lim.sessionIdle)

@@ -23,6 +23,7 @@ func TestStdioFlagErrors(t *testing.T) {
 		{[]string{"serve", cmd, "--upstream-max-message", "huge"}, `invalid --upstream-max-message "huge"`},
 		{[]string{"serve", cmd, "--upstream-max-message", "3GiB"}, "invalid --upstream-max-message \"3GiB\": at most 2GiB"},
 		{[]string{"serve", cmd, "--max-sessions", "0"}, "invalid --max-sessions 0"},
+		{[]string{"serve", cmd, "--max-sessions-per-principal", "-2"}, "invalid --max-sessions-per-principal -2"},
 		{[]string{"serve", cmd, "--session-idle", "-1s"}, "invalid --session-idle -1s"},
 		{[]string{"serve", up, "--upstream-shared"}, "--upstream-shared goes with --upstream-command"},
 		{[]string{"serve", up, "--upstream-max-message", "1MiB"}, "--upstream-max-message goes with --upstream-command"},

@@ -5,6 +5,7 @@
 //
 //   node oauth.mjs flow URL
 //   node oauth.mjs refresh URL1,URL2
+//   node oauth.mjs forged URL
 //
 // flow: discovery (the 401's challenge, the protected resource metadata,
 // the authorization server metadata), dynamic client registration,
@@ -17,6 +18,11 @@
 // answered, have their result read and are cancelled with the second
 // token on URL2;
 // a second client (another principal) gets -32602 for them.
+// forged: a client signs in and calls greet; a request with a forged
+// token follows (its status and challenge noted); then the signed-in
+// client calls greet again, and a second client signs in (a token the
+// gateway checks for the first time right after the forged one) and
+// calls greet.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
@@ -193,6 +199,28 @@ try {
     out.steps.firstAfter = await attempt(async () => (await first.experimental.tasks.getTask(held, REQ)).status);
     out.ids = { held, done, asked };
     for (const c of [first, second, other]) await c.close().catch(() => {});
+  }
+  if (mode === 'forged') {
+    const first = await signIn('taskgate-e2e-first', urls[0], provider(), 'first');
+    out.steps.greet = text(await first.callTool({ name: 'greet', arguments: { name: 'first' } }, undefined, REQ));
+    const res = await fetch(urls[0], {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: 'Bearer forged-0123456789abcdef',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    out.forged = { status: res.status, challenge: res.headers.get('www-authenticate') ?? undefined };
+    out.steps.afterForged = await attempt(async () => text(await first.callTool({ name: 'greet', arguments: { name: 'again' } }, undefined, REQ)));
+    out.steps.secondGreet = await attempt(async () => {
+      const second = await signIn('taskgate-e2e-second', urls[0], provider(), 'second');
+      const r = text(await second.callTool({ name: 'greet', arguments: { name: 'second' } }, undefined, REQ));
+      await second.close().catch(() => {});
+      return r;
+    });
+    await first.close().catch(() => {});
   }
   clearTimeout(deadline);
   finish(0);

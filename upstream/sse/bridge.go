@@ -70,6 +70,11 @@ type Options struct {
 	// MaxSessions bounds the sessions (each an SSE stream upstream); an
 	// initialize beyond it is refused. Zero means DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerPrincipal bounds the sessions of one principal
+	// (upstream.Principal on the initialize's context; a request without
+	// one counts for nobody), so that one client cannot take them all.
+	// Zero means half of MaxSessions (at least 1); negative: no cap.
+	MaxSessionsPerPrincipal int
 	// SessionIdle ends a session with no call in flight and no request for
 	// this long (its SSE stream closed). Zero means DefaultSessionIdle.
 	SessionIdle time.Duration
@@ -113,10 +118,11 @@ type Bridge struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	calls    map[string]*call // bridge request id (JSON) → call in flight
-	asks     map[string]*ask  // bridge id (JSON) of a server's request → where it went
-	tokens   map[string]*call // bridge progress token → its call
-	owned    int              // sessions open, and those being opened
+	calls    map[string]*call     // bridge request id (JSON) → call in flight
+	asks     map[string]*ask      // bridge id (JSON) of a server's request → where it went
+	tokens   map[string]*call     // bridge progress token → its call
+	owned    int                  // sessions open, and those being opened
+	shares   bridgesession.Shares // owned per principal (--max-sessions-per-principal)
 	closed   bool
 
 	stop chan struct{}
@@ -141,6 +147,9 @@ func New(opts Options) (*Bridge, error) {
 	}
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.MaxSessionsPerPrincipal == 0 {
+		opts.MaxSessionsPerPrincipal = bridgesession.DefaultShare(opts.MaxSessions)
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending

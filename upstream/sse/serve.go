@@ -15,6 +15,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
 // ServeHTTP serves the Streamable HTTP endpoint at the SSE URL's path;
@@ -118,23 +120,29 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		jsonError(w, http.StatusOK, env.ID, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")")
 		return
 	}
+	pr := upstream.PrincipalFrom(r.Context())
 	b.mu.Lock()
-	full, closed := b.owned >= b.opts.MaxSessions, b.closed
-	if !full && !closed {
-		b.owned++ // reserved now: concurrent initializes never pass the cap
+	closed := b.closed
+	var reason string
+	var after time.Duration
+	if !closed {
+		reason, after = b.reserveLocked(pr.Key)
 	}
 	b.mu.Unlock()
 	switch {
 	case closed:
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the HTTP+SSE bridge is closed")
 		return
-	case full:
-		b.log.Warn().Str("op", "sse").Int("max_sessions", b.opts.MaxSessions).Msg("initialize refused: the session limit is reached")
-		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("taskgate refused the session: this replica already holds its limit of %d HTTP+SSE sessions "+
-			"of the upstream (--max-sessions); one frees up when a client ends its session (DELETE) or leaves it idle for --session-idle", b.opts.MaxSessions))
+	case reason != "":
+		limit := b.opts.MaxSessions
+		if reason == bridgesession.ReasonPerPrincipal {
+			limit = b.opts.MaxSessionsPerPrincipal
+		}
+		b.log.Debug().Str("op", "sse").Str("reason", reason).Int("limit", limit).Msg("initialize refused")
+		bridgesession.Refuse(w, env.ID, pr, reason, bridgesession.SessionMessage(reason, "HTTP+SSE sessions of the upstream", limit), after)
 		return
 	}
-	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), caps: p.Capabilities, lastUsed: time.Now()}
+	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), caps: p.Capabilities, lastUsed: time.Now(), principal: pr.Key}
 	if s.caps == nil {
 		s.caps = map[string]json.RawMessage{}
 	}
@@ -162,6 +170,33 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(result)
+}
+
+// reserveLocked counts a session being opened for principal (under both
+// --max-sessions-per-principal and --max-sessions: concurrent initializes
+// never pass either), or names the limit that refuses it and when a
+// session it waits for idles out.
+func (b *Bridge) reserveLocked(principal string) (reason string, after time.Duration) {
+	var used []time.Time
+	switch {
+	case b.shares.FullLocked(principal, b.opts.MaxSessionsPerPrincipal):
+		reason = bridgesession.ReasonPerPrincipal
+		for _, s := range b.sessions {
+			if s.principal == principal {
+				used = append(used, s.lastUsed)
+			}
+		}
+	case b.owned >= b.opts.MaxSessions:
+		reason = bridgesession.ReasonMaxSessions
+		for _, s := range b.sessions {
+			used = append(used, s.lastUsed)
+		}
+	default:
+		b.owned++
+		b.shares.TakeLocked(principal)
+		return "", 0
+	}
+	return reason, bridgesession.IdleAfter(time.Now(), b.opts.SessionIdle, used)
 }
 
 // open connects s and sends it the client's initialize, returning the

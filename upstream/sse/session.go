@@ -32,6 +32,8 @@ type session struct {
 	ended    bool
 	inflight int
 	lastUsed time.Time
+	// principal is whose share the session counts in ("" for none).
+	principal string
 }
 
 // mcpHeaders are the Streamable HTTP headers between the upstream client
@@ -318,6 +320,7 @@ func (b *Bridge) endSessionLocked(s *session, why string) {
 		delete(b.sessions, s.id)
 	}
 	b.owned--
+	b.shares.GiveLocked(s.principal)
 	s.streams.CloseLocked()
 	for _, c := range b.calls {
 		if c.sess == s {

@@ -74,6 +74,11 @@ type Options struct {
 	// Shared); an initialize beyond it is refused. Zero means
 	// DefaultMaxSessions (DefaultSharedMaxSessions when Shared).
 	MaxSessions int
+	// MaxSessionsPerPrincipal bounds the sessions of one principal
+	// (upstream.Principal on the initialize's context; a request without
+	// one counts for nobody), so that one client cannot take them all.
+	// Zero means half of MaxSessions (at least 1); negative: no cap.
+	MaxSessionsPerPrincipal int
 	// SessionIdle ends a session with no call in flight and no request for
 	// this long (its child stopped, unless Shared). Zero means
 	// DefaultSessionIdle.
@@ -122,11 +127,12 @@ type Bridge struct {
 	down     error   // why the shared child is not running
 	procs    []*proc // every running child, for Close
 	sessions map[string]*session
-	calls    map[string]*call // bridge request id (JSON) → call in flight
-	asks     map[string]*ask  // bridge id (JSON) of a child's request → where it came from
-	tokens   map[string]*call // bridge progress token → its call
-	owned    int              // sessions opened here (initialize), and those being opened
-	adopted  int              // sessions adopted from other replicas
+	calls    map[string]*call     // bridge request id (JSON) → call in flight
+	asks     map[string]*ask      // bridge id (JSON) of a child's request → where it came from
+	tokens   map[string]*call     // bridge progress token → its call
+	owned    int                  // sessions opened here (initialize), and those being opened
+	shares   bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
+	adopted  int                  // sessions adopted from other replicas
 	closed   bool
 	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
@@ -145,6 +151,9 @@ type session struct {
 	ended    bool
 	inflight int
 	lastUsed time.Time
+	// principal is whose share the session counts in (owned sessions;
+	// "" for none).
+	principal string
 }
 
 type call struct {
@@ -208,6 +217,9 @@ func Start(opts Options) (*Bridge, error) {
 	}
 	if opts.SessionIdle <= 0 {
 		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.MaxSessionsPerPrincipal == 0 {
+		opts.MaxSessionsPerPrincipal = bridgesession.DefaultShare(opts.MaxSessions)
 	}
 	if opts.InitTimeout <= 0 {
 		opts.InitTimeout = 30 * time.Second

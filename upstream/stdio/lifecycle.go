@@ -224,6 +224,7 @@ func (b *Bridge) endSessionLocked(s *session) {
 		b.adopted--
 	} else {
 		b.owned--
+		b.shares.GiveLocked(s.principal)
 	}
 	for k, a := range b.asks {
 		if a.sess == s {

@@ -6,7 +6,6 @@ package stdio
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -14,6 +13,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
@@ -76,7 +78,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if env.Method == "initialize" {
-		b.initialize(w, body, env)
+		b.initialize(w, r, body, env)
 		return
 	}
 	s := b.session(r)
@@ -152,18 +154,19 @@ func (b *Bridge) evictAdoptedLocked() bool {
 // initialize opens a session: by a child of its own, initialized with the
 // client's own params (what it can do, its version, its name), or, when
 // Shared, answered from the shared child's initialize result.
-func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
+func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte, env envelope) {
+	p := upstream.PrincipalFrom(r.Context())
 	b.mu.Lock()
-	full := b.owned >= b.opts.MaxSessions
-	if !full {
-		b.owned++ // reserved now: concurrent initializes never pass the cap
-	}
+	reason, after := b.reserveLocked(p.Key)
 	shared, down := b.shared, b.down
 	b.mu.Unlock()
-	if full {
-		b.log.Warn().Str("op", "stdio").Int("max_sessions", b.opts.MaxSessions).Msg("initialize refused: the session limit is reached")
-		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("taskgate refused the session: this replica already runs its limit of %d sessions of the stdio server "+
-			"(--max-sessions); one frees up when a client ends its session (DELETE) or leaves it idle for --session-idle", b.opts.MaxSessions))
+	if reason != "" {
+		limit := b.opts.MaxSessions
+		if reason == bridgesession.ReasonPerPrincipal {
+			limit = b.opts.MaxSessionsPerPrincipal
+		}
+		b.log.Debug().Str("op", "stdio").Str("reason", reason).Int("limit", limit).Msg("initialize refused")
+		bridgesession.Refuse(w, env.ID, p, reason, bridgesession.SessionMessage(reason, "sessions of the stdio server", limit), after)
 		return
 	}
 	opened := false
@@ -171,10 +174,11 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 		if !opened {
 			b.mu.Lock()
 			b.owned--
+			b.shares.GiveLocked(p.Key)
 			b.mu.Unlock()
 		}
 	}()
-	s := &session{id: uuid.NewString(), lastUsed: time.Now()}
+	s := &session{id: uuid.NewString(), lastUsed: time.Now(), principal: p.Key}
 	result, err := b.childFor(s, body, shared, down)
 	if err != nil {
 		r := &refusal{status: http.StatusOK, code: -32603}
@@ -206,6 +210,35 @@ func (b *Bridge) initialize(w http.ResponseWriter, body []byte, env envelope) {
 	w.Header().Set("Mcp-Session-Id", s.id)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resultMessage(env.ID, result))
+}
+
+// reserveLocked counts a session being opened for principal (under both
+// --max-sessions-per-principal and --max-sessions: concurrent initializes
+// never pass either), or names the limit that refuses it and when a
+// session it waits for idles out.
+func (b *Bridge) reserveLocked(principal string) (reason string, after time.Duration) {
+	var used []time.Time
+	switch {
+	case b.shares.FullLocked(principal, b.opts.MaxSessionsPerPrincipal):
+		reason = bridgesession.ReasonPerPrincipal
+		for _, s := range b.sessions {
+			if !s.adopted && s.principal == principal {
+				used = append(used, s.lastUsed)
+			}
+		}
+	case b.owned >= b.opts.MaxSessions:
+		reason = bridgesession.ReasonMaxSessions
+		for _, s := range b.sessions {
+			if !s.adopted {
+				used = append(used, s.lastUsed)
+			}
+		}
+	default:
+		b.owned++
+		b.shares.TakeLocked(principal)
+		return "", 0
+	}
+	return reason, bridgesession.IdleAfter(time.Now(), b.opts.SessionIdle, used)
 }
 
 // procOf is the child serving s, or nil while it is down.

@@ -3,7 +3,8 @@
 //
 //   - tasks.go: the protocol versions the gateway speaks, the _meta keys
 //     (related task, tasks extension), owners (OwnerOf, AuthOwner,
-//     Owner2026, AnonOwner, LogOwner; docs/ARCHITECTURE.md invariant 3),
+//     Owner2026, AnonOwner, LogOwner; Principal, whose fair share a
+//     request counts in; docs/ARCHITECTURE.md invariant 3),
 //     the task wire shapes of both protocols (Task2025, Task2026),
 //     tools/call params and params.task, StatelessResult.
 //   - errors.go: RPCError, the one place an error becomes a JSON-RPC error

@@ -128,6 +128,18 @@ func LogOwner(owner string) string {
 	return kind + ":" + hex.EncodeToString(sum[:6])
 }
 
+// Principal is whose fair share a request counts in (the runner's
+// admission, the sessions of a local server: docs/operations.md, "Fair
+// shares"): its credentials' owner (AuthOwner: the validated principal,
+// else the Authorization's digest), else its client address. Unlike
+// OwnerOf it never is a session or a task, which a client mints at will.
+func Principal(r *http.Request) string {
+	if o := AuthOwner(r); o != "" {
+		return o
+	}
+	return "addr:" + ClientAddr(r)
+}
+
 // ClientAddr is the IP address of the client's connection.
 func ClientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

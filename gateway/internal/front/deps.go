@@ -41,10 +41,11 @@ type Deps struct {
 // admission, the one sequence that makes a job a task, and the in-flight
 // calls of hybrid and bridged calls.
 type Runner interface {
-	Admit() *mcpwire.Error
+	Admit(ctx context.Context, principal string, kind runner.AdmitKind) (*runner.Slot, *mcpwire.Error)
+	Count(principal string) *runner.Slot
 	Launch(ctx context.Context, j *runner.Job, l runner.LaunchSpec) error
-	Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *runner.InflightCall
-	StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *runner.InflightCall
+	Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request, slot *runner.Slot) *runner.InflightCall
+	StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, slot *runner.Slot) *runner.InflightCall
 	WaitPlain(r *http.Request, j *runner.Job) runner.CallResult
 	Life() context.Context
 }
@@ -88,8 +89,8 @@ func (d *Deps) GetTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 	mcpwire.WriteMarshalled(w, msg.ID, raw)
 }
 
-// HoldHybrid starts j's upstream call in the slot admit reserved, as
-// j.call, and waits up to d's hybrid wait (decide.DefaultHybridWait when unset).
+// HoldHybrid starts j's upstream call in the slot admit reserved
+// (j.Slot, which the call then holds: j.Slot is cleared), as j.Call, and waits up to d's hybrid wait (decide.DefaultHybridWait when unset).
 // It returns the call's result if it ended in time; nil if the call is
 // still running or its session upstream asked for input (then j.first);
 // ok false if the client went away (the call is aborted).
@@ -98,8 +99,8 @@ func (d *Deps) HoldHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (
 	if wait <= 0 {
 		wait = decide.DefaultHybridWait
 	}
-	c := d.Runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req)
-	j.Call = c
+	c := d.Runner.Hold(trace.SpanContextFromContext(r.Context()), j.Sess, j.Req, j.Slot)
+	j.Call, j.Slot = c, nil
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {

@@ -118,7 +118,8 @@ func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 			return
 		}
 	}
-	if e := f.Runner.Admit(); e != nil {
+	slot, e := f.Runner.Admit(r.Context(), core.Principal(r), runner.AdmitTask)
+	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
@@ -128,7 +129,7 @@ func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		ClientCaps: s.ClientCaps,
 		Learn:      learn,
-		Slot:       true,
+		Slot:       slot,
 	}
 	if err := f.Runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))

@@ -106,11 +106,13 @@ func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // plain call if it ends within the hybrid wait, else a task the client
 // follows with the fallback tools.
 func (f *Front) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
-	if e := f.Runner.Admit(); e != nil {
+	slot, e := f.Runner.Admit(r.Context(), core.Principal(r), runner.AdmitCall)
+	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	j := &runner.Job{
+		Slot:  slot, // HoldHybrid's call takes it
 		Owner: core.OwnerOf(r),
 		Sess:  &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
 		Req:   &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: msg.Params},

@@ -309,11 +309,17 @@ func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 		return
 	}
 	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
-	if e := f.Runner.Admit(); e != nil {
+	kind := runner.AdmitTask
+	if p.Task == nil {
+		kind = runner.AdmitCall // a plain call, held under a hidden task
+	}
+	slot, e := f.Runner.Admit(r.Context(), core.Principal(r), kind)
+	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	j := emulatedJob(r, s, params, learn, p.Task == nil)
+	j.Slot = slot
 	ttl = decide.TaskTTL(d, ttl, j.Owner)
 	if core.AuthOwner(r) == "" {
 		// Without Authorization the session is anyone's to open (the
@@ -373,7 +379,6 @@ func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn 
 		ClientCaps: s.ClientCaps,
 		Client2026: &runner.Job2026{Target: &upstreamside.Target{Session: sess, Stateless: true}, Params: params},
 		Learn:      learn,
-		Slot:       true,
 		// Its notifications go to the session the gateway holds.
 		ClientSession: s.ID,
 	}

@@ -49,11 +49,12 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 	// Input can reach the client only through a hidden task, which an
 	// anonymous client may be refused.
 	canBridge := core.AuthOwner(r) != "" || !f.anonymous.Disabled
-	if e := f.Runner.Admit(); e != nil {
+	slot, e := f.Runner.Admit(ctx, core.Principal(r), runner.AdmitCall)
+	if e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
-	c := f.Runner.Hold(trace.SpanContextFromContext(ctx), target.Session, req) // the slot admit reserved
+	c := f.Runner.Hold(trace.SpanContextFromContext(ctx), target.Session, req, slot) // the slot admit reserved
 	out := newBridgeOut(w, f.Up.KeepAliveFor(msg))
 	defer out.stop()
 	for {
@@ -90,7 +91,8 @@ func (f *Front) bridgedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire
 					return
 				}
 				target = t2
-				c = f.Runner.StartCall(f.Runner.Life(), target.Session, req, false) // the first call ended
+				// The first call ended (its slot freed); this one is not refused midway.
+				c = f.Runner.StartCall(f.Runner.Life(), target.Session, req, f.Runner.Count(c.Principal()))
 				continue
 			}
 			if res.Err != nil {

@@ -124,7 +124,12 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
 		return
 	}
-	if e := f.Runner.Admit(); e != nil {
+	kind := runner.AdmitCall
+	if mode == modeTask {
+		kind = runner.AdmitTask
+	}
+	slot, e := f.Runner.Admit(r.Context(), core.Principal(r), kind)
+	if e != nil {
 		core.WriteStatelessError(w, msg.ID, e)
 		return
 	}
@@ -139,6 +144,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		Client2026: &runner.Job2026{Target: target, Params: upParams},
 		Learn:      learn,
 		Fallback:   f.fallbackClient(mr),
+		Slot:       slot, // the task's worker's, or HoldHybrid's call's
 	}
 	if j.Fallback {
 		j.CallerCaps = mr.ClientCaps
@@ -146,7 +152,6 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	f.setOwner(j, r)
 	if mode == modeTask {
-		j.Slot = true
 		f.startTask(w, r, msg, j, p.Name, d)
 		return
 	}

@@ -8,6 +8,8 @@
 //     method and tool labels; the two request families
 //     (taskgate_requests_total, taskgate_request_duration_seconds) and the
 //     outcome label of a status.
+//   - refusals.go: taskgate_refusals_total{reason} and the sampled log
+//     of refusals that keep one principal from starving another.
 //   - tracing.go: Tracing, the server span of each MCP request, the span of
 //     each task (its ids minted at creation and kept in the task record,
 //     recorded once the task ends, on whichever replica ends it), links

@@ -45,6 +45,7 @@ import (
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
 //	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)
+//	taskgate_refusals_total{reason}                   refused for fair shares between principals (refusals.go)
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
@@ -74,6 +75,7 @@ type Metrics struct {
 	// SessionRefusals: requests naming a session the requester may not
 	// use (RegisterSessionBinding); nil without Config.Auth.
 	SessionRefusals *prometheus.CounterVec
+	Refusals        *Refusals // fair shares (refusals.go); nil: not registered
 	Requests        RequestMetrics
 
 	Tools ToolLabels
@@ -402,14 +404,15 @@ func (m *Metrics) Tracer() *Tracing {
 }
 
 // authReasons are the reasons a request is refused: no token, the RFC 6750
-// error codes, and an authorization server that cannot be reached.
-var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable"}
+// error codes, an authorization server that cannot be reached, and a
+// client address over its introspection limit.
+var authReasons = []string{"no_token", "invalid_request", "invalid_token", "insufficient_scope", "unavailable", "rate_limited"}
 
 // RegisterAuth adds taskgate_auth_refusals_total, every reason present at
 // 0 so alerts see a rise from the start.
 func (m *Metrics) RegisterAuth() {
 	m.AuthRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503).",
+		Name: "taskgate_auth_refusals_total", Help: "Requests to the MCP endpoint refused by the gateway's token check, by reason: no_token, invalid_request, invalid_token, insufficient_scope, unavailable (the authorization server could not be reached: 503), rate_limited (the client's address caused too many introspection calls: 429).",
 	}, []string{"reason"})
 	for _, r := range authReasons {
 		m.AuthRefusals.WithLabelValues(r)

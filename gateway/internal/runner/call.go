@@ -29,6 +29,7 @@ type InflightCall struct {
 	Ctx      context.Context
 	Abort    context.CancelCauseFunc
 	Started  time.Time // when the request was sent
+	slot     *Slot     // its place under --max-inflight, freed when the call returns
 	// wake, once a worker holds the call, is called after each send on
 	// Requests, notes and done (a dormant worker has no goroutine to
 	// receive them: worker.go).
@@ -47,20 +48,19 @@ var errStopping = errors.New("the gateway replica running the task stopped")
 
 // Hold starts req on sess for a front, in the slot admit reserved, on the
 // runner's lifetime: a hybrid or bridged call, which may become a task.
-func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request) *InflightCall {
+func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request, slot *Slot) *InflightCall {
 	ctx := rn.Ctx
 	if parent.IsValid() { // the call's client span is a child of the request's
 		ctx = trace.ContextWithSpanContext(ctx, parent)
 	}
-	return rn.StartCall(ctx, sess, req, true)
+	return rn.StartCall(ctx, sess, req, slot)
 }
 
-// StartCall sends req on sess in a goroutine the runner owns. It is the one
-// place in-flight calls are started, and counted (--max-inflight):
-// reserved says the caller reserved the call's slot already (admit);
-// otherwise the call is counted without a limit check (count). The slot is
-// given back when the call's goroutine ends.
-func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, reserved bool) *InflightCall {
+// StartCall sends req on sess in a goroutine the runner owns, in slot (a
+// slot from Admit, or from Count for a call that is not refused). It is
+// the one place in-flight calls are started; the slot is freed when the
+// call's goroutine ends.
+func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, slot *Slot) *InflightCall {
 	ctx, abort := context.WithCancelCause(parent)
 	c := &InflightCall{
 		Requests: make(chan *jsonrpc.Request, 8),
@@ -69,9 +69,7 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 		Ctx:      ctx,
 		Abort:    abort,
 		Started:  time.Now(),
-	}
-	if !reserved {
-		rn.count()
+		slot:     slot,
 	}
 	// Every request of the call, now or later, carries its principal's
 	// freshest token (credentials.go).
@@ -108,12 +106,15 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 		// The call is no longer in flight once it returned: free its slot
 		// before anyone hears of the result, so that whoever answers the
 		// client (and the client's next call) sees the count already down.
-		rn.Unreserve()
+		slot.Free()
 		c.Done <- CallResult{resp, err}
 		c.poke()
 	})
 	return c
 }
+
+// Principal is whose share the call counts in.
+func (c *InflightCall) Principal() string { return c.slot.Principal() }
 
 // WaitPlain waits for the held call of j as a plain call, when it could
 // not become a task; input its upstream asks for meanwhile is refused.

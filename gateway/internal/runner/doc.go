@@ -4,11 +4,15 @@
 // the caller (upstreamCaller) and the notifier (TaskNotifier, which the
 // 2025-11-25 front implements).
 //
-//   - runner.go: Runner, its lifetime context, admission (Admit,
-//     --max-inflight, drain) and Launch, the one sequence that makes a job
+//   - runner.go: Runner, its lifetime context, drain and Launch, the one sequence that makes a job
 //     a task (anonymous caps counted, the task stored, all of it undone on
 //     error, the worker started only then: docs/ARCHITECTURE.md
 //     invariant 1).
+//   - admit.go: fair shares of --max-inflight: Admit(principal), Slot
+//     (freed exactly once), --max-inflight-per-principal, the fair-share
+//     rule and the lightest-first wait when the pool is full, the
+//     refusals with their retry hint (docs/operations.md, "Fair shares").
+//   - rate.go: task creations a minute per principal (--max-task-rate).
 //   - call.go: one in-flight upstream call; WaitPlain, a held call waited
 //     for as a plain one.
 //   - worker.go: Job and the worker of one task, which has no goroutine

@@ -241,8 +241,7 @@ func (rn *Runner) resume(ctx context.Context, l taskstore.ExpiredLease) bool {
 	j.keys, j.notBefore = a.Keys, a.NextAt
 	rn.rerunStarted(ctx, j, durable.CauseReplicaStopped, a.N, dead)
 	rn.Notify.StatusChanged(ctx, t)
-	rn.count() // the rerun's first call takes this slot (job.slot)
-	j.Slot = true
+	j.Slot = rn.Count(j.principal()) // the rerun's first call takes this slot
 	rn.Start(j)
 	return true
 }
@@ -264,8 +263,7 @@ func (rn *Runner) reattach(ctx context.Context, t *taskstore.Task, s *durable.Sp
 	_ = rn.Store.SetProgress(ctx, t.Owner, t.ID, nil, durable.ReattachMessage)
 	rn.Log.Warn().Str("op", "reattached").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(t.Owner)).
 		Str("dead_replica", dead).Str("upstream_task_id", t.UpstreamTask).Msg("task re-attached to the upstream's own task")
-	rn.count()
-	j.Slot = true
+	j.Slot = rn.Count(j.principal())
 	rn.Start(j)
 	return true
 }
@@ -423,7 +421,7 @@ func (run *taskRun) restart(keys int) {
 		params = j.Client2026.Params
 	}
 	j.Req = &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: params}
-	run.adopt(run.rn.StartCall(run.Ctx, j.Sess, j.Req, false))
+	run.adopt(run.rn.StartCall(run.Ctx, j.Sess, j.Req, run.rn.Count(j.principal())))
 }
 
 // questionDigest is the digest an input request of j's task is recorded

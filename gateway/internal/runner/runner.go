@@ -6,7 +6,8 @@ package runner
 // new in-flight calls (--max-inflight, drain), and the recoverer that
 // fails the tasks of dead replicas (recoverer.go).
 //
-//	front ── admit ──▶ slot reserved (or -32603: draining, too many)
+//	front ── admit ──▶ slot reserved for the call's principal (or -32603:
+//	                   draining, too many, past its fair share: admit.go)
 //	      ── launch ─▶ anonymous caps counted, task stored, leased to this
 //	                   replica (invariant 1); on error all of it undone
 //	                   └─ start ─▶ worker: call upstream, renew the lease,
@@ -19,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -81,13 +81,20 @@ type Params struct {
 	Metrics     *obs.Metrics
 	Trace       *obs.Tracing // nil: off
 	Log         zerolog.Logger
-	Replica     string         // names this replica in leases
-	Lease       time.Duration  // how long a lease lasts unrenewed
-	Renew       time.Duration  // how often it is renewed, and the recoverer sweeps
-	MaxInflight int            // 0: no limit
-	Creds       sessionBinder  // the principals' freshest tokens; nil: none
-	Anonymous   core.Anonymous // the caps an anonymous owner's task counts against (launch)
-	Durable     Durable        // reruns (rerun.go)
+	Replica     string        // names this replica in leases
+	Lease       time.Duration // how long a lease lasts unrenewed
+	Renew       time.Duration // how often it is renewed, and the recoverer sweeps
+	MaxInflight int           // 0: no limit
+	// MaxPerPrincipal caps the calls one principal holds (admit.go);
+	// 0: no cap. FairWait bounds an admission's wait for a slot of a full
+	// pool; 0: DefaultFairWait. TaskRate is the task creations a minute
+	// per principal (rate.go); 0: no limit.
+	MaxPerPrincipal int
+	FairWait        time.Duration
+	TaskRate        float64
+	Creds           sessionBinder  // the principals' freshest tokens; nil: none
+	Anonymous       core.Anonymous // the caps an anonymous owner's task counts against (launch)
+	Durable         Durable        // reruns (rerun.go)
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.
@@ -100,9 +107,12 @@ type Runner struct {
 	Draining atomic.Bool // drain was called: no new in-flight calls
 
 	Mu      sync.Mutex
-	calls   int           // in-flight calls, plus slots reserved for calls about to start
-	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
-	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
+	calls   int            // in-flight calls, plus slots reserved for calls about to start
+	held    map[string]int // calls (as counted in calls) per principal; only principals holding some (admit.go)
+	waiters []*waiter      // admissions waiting for a slot of a full pool (admit.go)
+	rates   *taskRates     // task creations per principal (rate.go)
+	Jobs    int            // workers running (each has a goroutine only while it has work: worker.go)
+	changed chan struct{}  // closed (and replaced) whenever calls or jobs drops
 
 	Retry     *retrier
 	Recoverer *recoverer
@@ -112,7 +122,8 @@ type Runner struct {
 
 func New(p Params) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &Runner{Params: p, Ctx: ctx, cancel: cancel, changed: make(chan struct{})}
+	rn := &Runner{Params: p, Ctx: ctx, cancel: cancel, changed: make(chan struct{}), held: map[string]int{},
+		rates: newTaskRates(p.TaskRate)}
 	rn.MaxInflight = max(p.MaxInflight, 0)
 	rn.Retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
 	rn.Recoverer = newRecoverer(recovererParams{store: p.Store, notify: p.Notify, metrics: p.Metrics, log: p.Log,
@@ -127,52 +138,16 @@ func New(p Params) *Runner {
 // in-flight call; no task is created.
 var ErrDraining = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "this gateway replica is shutting down; retry on another replica")
 
-// Admit reserves a slot for a new in-flight call (a task, a hybrid or
-// bridged call), or says why not. The caller hands the slot to a job
-// (job.Slot) or to hold, or gives it back with unreserve.
-func (rn *Runner) Admit() *mcpwire.Error {
-	if rn.Draining.Load() {
-		return ErrDraining
-	}
-	if !rn.reserve() {
-		rn.Log.Warn().Str("op", "admit").Int("limit", rn.MaxInflight).Msg("max-inflight reached: tools/call refused")
-		return mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError,
-			fmt.Sprintf("too many upstream calls in flight on this replica (limit %d); retry later", rn.MaxInflight))
-	}
-	if rn.Draining.Load() { // drain began meanwhile
-		rn.Unreserve()
-		return ErrDraining
-	}
-	return nil
+// changedLocked wakes whoever waits for calls or jobs to drop (Idle).
+func (rn *Runner) changedLocked() {
+	close(rn.changed)
+	rn.changed = make(chan struct{})
 }
-
-// reserve takes a slot unless maxInflight calls are in flight already.
-func (rn *Runner) reserve() bool {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
-	if rn.MaxInflight > 0 && rn.calls >= rn.MaxInflight {
-		return false
-	}
-	rn.calls++
-	return true
-}
-
-// count takes a slot without the limit: a running task's next call (an
-// MRTR round, a retry on a reopened session) is not refused midway.
-func (rn *Runner) count() {
-	rn.Mu.Lock()
-	rn.calls++
-	rn.Mu.Unlock()
-}
-
-// Unreserve gives back a slot from reserve or count.
-func (rn *Runner) Unreserve() { rn.drop(&rn.calls) }
 
 func (rn *Runner) drop(n *int) {
 	rn.Mu.Lock()
 	*n--
-	close(rn.changed)
-	rn.changed = make(chan struct{})
+	rn.changedLocked()
 	rn.Mu.Unlock()
 }
 
@@ -290,11 +265,7 @@ func (rn *Runner) Launch(ctx context.Context, j *Job, l LaunchSpec) error {
 }
 
 // giveBack returns the slot a job that never ran was given (j.Slot).
-func (rn *Runner) giveBack(j *Job) {
-	if j.Slot {
-		rn.Unreserve()
-	}
-}
+func (rn *Runner) giveBack(j *Job) { j.Slot.Free() }
 
 // Start runs j's worker (worker.go) until its task ends.
 func (rn *Runner) Start(j *Job) {

@@ -71,7 +71,7 @@ type Job struct {
 	Learn string
 	// Slot: a reserved in-flight slot (runner.Admit) the worker's first
 	// Call takes over; only when call is nil.
-	Slot bool
+	Slot *Slot
 	// Fallback: a 2026-07-28 client's task followed through the fallback
 	// Task tools (internal/front2026/fallback.go); callerCaps are the capabilities
 	// that client declared (clientCaps is nil for it).
@@ -88,6 +88,19 @@ type Job struct {
 	attach    string
 	keys      int
 	notBefore time.Time
+}
+
+// principal is whose share j's calls count in (core.Principal, as its
+// front admitted it); a job no front admitted (a rerun) counts for its
+// owner.
+func (j *Job) principal() string {
+	switch {
+	case j.Slot != nil:
+		return j.Slot.principal
+	case j.Call != nil && j.Call.slot != nil:
+		return j.Call.slot.principal
+	}
+	return j.Owner
 }
 
 // Job2026 is what a task of a 2026-07-28 client needs besides job.
@@ -146,9 +159,7 @@ type taskRun struct {
 // none, and each drain starts with a small one.
 func (rn *Runner) work(j *Job) {
 	if !rn.waitNotBefore(j) { // a rerun's backoff (rerun.go)
-		if j.Slot {
-			rn.Unreserve()
-		}
+		j.Slot.Free()
 		rn.drop(&rn.Jobs)
 		rn.wg.Done()
 		return
@@ -253,9 +264,7 @@ func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
 		if j.Call != nil {
 			j.Call.Abort(err)
 		}
-		if j.Slot {
-			rn.Unreserve()
-		}
+		j.Slot.Free()
 		rn.Finish(run.writeCtx, j, *run.log(), CallResult{Err: err}, run.Start)
 		run.live.Done()
 		cancel()
@@ -266,7 +275,11 @@ func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
 	if j.Call != nil {
 		run.adopt(j.Call)
 	} else {
-		run.adopt(rn.StartCall(rn.nativeContext(ctx, j), j.Sess, j.Req, j.Slot))
+		slot := j.Slot
+		if slot == nil {
+			slot = rn.Count(j.principal())
+		}
+		run.adopt(rn.StartCall(rn.nativeContext(ctx, j), j.Sess, j.Req, slot))
 	}
 	run.Start = run.Call.Started
 	if j.First != nil {

@@ -1,7 +1,8 @@
 // Package bridgesession is what the two local bridges, upstream/stdio and
 // upstream/sse, share about a client session they serve as Streamable
 // HTTP: its GET streams, the server's requests held until one opens
-// (HoldAsk), the GET handler, and the reaper of idle sessions.
+// (HoldAsk), the GET handler, the reaper of idle sessions (reap.go), and
+// the count of sessions per principal with its refusal (shares.go).
 //
 // A Streams has no lock of its own: its bridge guards it with the bridge's
 // mutex, under which the methods named ...Locked are called; Serve and a

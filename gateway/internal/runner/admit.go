@@ -1,0 +1,257 @@
+package runner
+
+// Admission: whether a new in-flight call may start on this replica, and
+// for whom it counts. --max-inflight bounds the calls of every principal
+// together; without more, one principal starting long calls as fast as it
+// can fills the pool and every other principal is refused (issue 36: 120 of
+// 120 of another user's creations refused). So each call counts for its
+// principal (core.Principal: the validated principal or the Authorization
+// digest, else the client address), and:
+//
+//   - a principal holds at most MaxPerPrincipal calls (--max-inflight-per-
+//     principal; by default half the pool, so one principal alone never
+//     takes it all): past it, refused at once;
+//   - when the pool is full, a principal holding at least its share
+//     (MaxInflight / principals holding calls) is refused at once; one
+//     holding less waits up to FairWait, and each freed slot goes to the
+//     waiting principal holding the fewest calls (first come first among
+//     equals), never to a heavier one;
+//   - a task creation (AdmitTask) takes a token from the principal's
+//     bucket of TaskRate a minute first (rate.go).
+//
+// A refusal reserves nothing (the rate token it took is given back), says
+// which limit and which flag, carries data.retryAfterMs (as the poll
+// limit's does: internal/front/ratelimit.go), and is counted and logged
+// sampled (obs.Refusals). MCP 2025-11-25, Tasks, "Security
+// Considerations": receivers SHOULD enforce limits on concurrent tasks per
+// requestor and rate-limit task operations.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/internal/mcpwire"
+)
+
+// AdmitKind is what an admitted call is for.
+type AdmitKind uint8
+
+const (
+	// AdmitCall: a plain, hybrid or bridged call (it may become a task,
+	// but its client did not ask for one).
+	AdmitCall AdmitKind = iota
+	// AdmitTask: a call its client asked for as a task, which also counts
+	// against the task creations per minute (TaskRate).
+	AdmitTask
+)
+
+// DefaultFairWait is how long an admission below its fair share waits for
+// a slot of a full pool before it is refused.
+const DefaultFairWait = time.Second
+
+// retryHint is the retryAfterMs of a refusal that waits for a slot to
+// free: when one frees is not known, about when one usually has.
+const retryHint = time.Second
+
+// Slot is one in-flight call's place under --max-inflight, counted for a
+// principal. Free gives it back; it may be called on every path, only the
+// first call counts.
+type Slot struct {
+	rn        *Runner
+	principal string
+	freed     atomic.Bool
+}
+
+// Principal is whose share the slot counts in.
+func (s *Slot) Principal() string { return s.principal }
+
+// Free gives the slot back (once; a nil slot is none).
+func (s *Slot) Free() {
+	if s == nil || s.freed.Swap(true) {
+		return
+	}
+	s.rn.freeSlot(s.principal)
+}
+
+// waiter is an admission waiting for a slot of a full pool.
+type waiter struct {
+	principal string
+	granted   chan struct{} // closed once slot is set (under rn.Mu)
+	slot      *Slot
+}
+
+// Admit reserves a slot for a new in-flight call of principal (a task, a
+// hybrid or bridged call), or says why not. The caller hands the slot to
+// a job (Job.Slot) or to Hold, or frees it. ctx bounds the fair wait.
+func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (*Slot, *mcpwire.Error) {
+	if rn.Draining.Load() {
+		return nil, ErrDraining
+	}
+	if kind == AdmitTask {
+		if ok, wait := rn.rates.take(principal); !ok {
+			return nil, rn.refuse(obs.RefusedTaskRate, wait, fmt.Sprintf("too many tasks created by this principal on this replica "+
+				"(limit %g a minute, --max-task-rate)", rn.rates.perMinute))
+		}
+	}
+	slot, e := rn.admitSlot(ctx, principal)
+	if e == nil && rn.Draining.Load() { // drain began meanwhile
+		slot.Free()
+		slot, e = nil, ErrDraining
+	}
+	if e != nil && kind == AdmitTask {
+		rn.rates.refund(principal) // a refusal takes nothing
+	}
+	return slot, e
+}
+
+// admitSlot takes a slot for principal now, or after a fair wait.
+func (rn *Runner) admitSlot(ctx context.Context, principal string) (*Slot, *mcpwire.Error) {
+	slot, w, reason := rn.reserve(principal)
+	if w != nil {
+		slot, reason = rn.await(ctx, w)
+	}
+	switch reason {
+	case "":
+		return slot, nil
+	case obs.RefusedPerPrincipal:
+		return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight for this principal on this replica "+
+			"(limit %d, --max-inflight-per-principal)", rn.MaxPerPrincipal))
+	case obs.RefusedFairShare:
+		return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight), "+
+			"and this principal holds at least its fair share of them", rn.MaxInflight))
+	}
+	return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight)", rn.MaxInflight))
+}
+
+// refuse is the error of a refusal for reason, with its retry hint; it is
+// counted and logged (sampled).
+func (rn *Runner) refuse(reason string, after time.Duration, msg string) *mcpwire.Error {
+	rn.Metrics.Refused(reason, msg+": tools/call refused")
+	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, msg+"; retry later")
+	e.Data = mcpwire.MustMarshal(map[string]any{"retryAfterMs": max(after.Milliseconds(), 1), "reason": reason})
+	return e
+}
+
+// reserve takes a slot for principal under the rules above: a slot, a
+// waiter to await, or the reason of a refusal.
+func (rn *Runner) reserve(principal string) (*Slot, *waiter, string) {
+	rn.Mu.Lock()
+	defer rn.Mu.Unlock()
+	held := rn.held[principal]
+	if rn.capped() && held >= rn.MaxPerPrincipal {
+		return nil, nil, obs.RefusedPerPrincipal
+	}
+	if rn.MaxInflight <= 0 || rn.calls < rn.MaxInflight {
+		return rn.takeLocked(principal), nil, ""
+	}
+	holders := len(rn.held)
+	if held == 0 {
+		holders++ // its share counts itself
+	}
+	if held >= max(rn.MaxInflight/holders, 1) {
+		return nil, nil, obs.RefusedFairShare
+	}
+	if len(rn.waiters) >= rn.MaxInflight { // bounded: a flood is refused, not queued
+		return nil, nil, obs.RefusedMaxInflight
+	}
+	w := &waiter{principal: principal, granted: make(chan struct{})}
+	rn.waiters = append(rn.waiters, w)
+	return nil, w, ""
+}
+
+// await waits for w's slot up to the fair wait, or until ctx ends.
+func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
+	t := time.NewTimer(rn.fairWait())
+	defer t.Stop()
+	select {
+	case <-w.granted:
+		return w.slot, ""
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	rn.Mu.Lock()
+	rn.waiters = slices.DeleteFunc(rn.waiters, func(x *waiter) bool { return x == w })
+	slot := w.slot // granted meanwhile: given back, the refusal holds nothing
+	rn.Mu.Unlock()
+	slot.Free()
+	return nil, obs.RefusedMaxInflight
+}
+
+func (rn *Runner) fairWait() time.Duration {
+	if rn.FairWait > 0 {
+		return rn.FairWait
+	}
+	return DefaultFairWait
+}
+
+// Count takes a slot for principal without the limits: a running task's
+// next call (an MRTR round, a retry on a reopened session, a rerun) is not
+// refused midway.
+func (rn *Runner) Count(principal string) *Slot {
+	rn.Mu.Lock()
+	defer rn.Mu.Unlock()
+	return rn.takeLocked(principal)
+}
+
+func (rn *Runner) takeLocked(principal string) *Slot {
+	rn.calls++
+	rn.held[principal]++
+	return &Slot{rn: rn, principal: principal}
+}
+
+// freeSlot gives back principal's slot, and hands freed ones to waiters:
+// the lightest principal first, so a freed slot never goes to a heavier
+// one while a lighter one waits.
+func (rn *Runner) freeSlot(principal string) {
+	rn.Mu.Lock()
+	defer rn.Mu.Unlock()
+	rn.calls--
+	if rn.held[principal]--; rn.held[principal] <= 0 {
+		delete(rn.held, principal) // bounded: only principals holding calls
+	}
+	for rn.calls < rn.MaxInflight {
+		i := rn.lightestLocked()
+		if i < 0 {
+			break
+		}
+		w := rn.waiters[i]
+		rn.waiters = slices.Delete(rn.waiters, i, i+1)
+		w.slot = rn.takeLocked(w.principal)
+		close(w.granted)
+	}
+	rn.changedLocked()
+}
+
+// lightestLocked is the index of the first waiter whose principal holds
+// the fewest calls and is below its own cap; -1: none.
+func (rn *Runner) lightestLocked() int {
+	best, bestHeld := -1, 0
+	for i, w := range rn.waiters {
+		h := rn.held[w.principal]
+		if rn.capped() && h >= rn.MaxPerPrincipal {
+			continue
+		}
+		if best < 0 || h < bestHeld {
+			best, bestHeld = i, h
+		}
+	}
+	return best
+}
+
+// capped reports whether MaxPerPrincipal caps anything: not when it is
+// the whole pool or more (the pool's own rules then say why).
+func (rn *Runner) capped() bool {
+	return rn.MaxPerPrincipal > 0 && (rn.MaxInflight <= 0 || rn.MaxPerPrincipal < rn.MaxInflight)
+}
+
+// Held is how many calls principal holds on this replica.
+func (rn *Runner) Held(principal string) int {
+	rn.Mu.Lock()
+	defer rn.Mu.Unlock()
+	return rn.held[principal]
+}
