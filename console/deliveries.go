@@ -159,20 +159,63 @@ func (c *Console) endpointView(ctx context.Context, name string, limit int) (end
 }
 
 // excerpt is the start of a payload's data (Standard Webhooks' envelope,
-// {"type", "timestamp", "data"}), compact; the payload itself when it is
-// not one.
+// {"type", "timestamp", "data"}), compact and in its order, without the
+// fields the row shows in columns of their own (the event and task ids,
+// the console link); the payload itself when it is not such an envelope.
 func excerpt(payload []byte) string {
 	var env struct {
 		Data json.RawMessage `json:"data"`
 	}
-	s := string(payload)
-	if json.Unmarshal(payload, &env) == nil && len(env.Data) > 0 {
-		var b bytes.Buffer
-		if json.Compact(&b, env.Data) == nil {
-			s = b.String()
+	if json.Unmarshal(payload, &env) != nil || len(env.Data) == 0 {
+		return cutText(string(payload), excerptBytes)
+	}
+	if s, ok := dataFields(env.Data); ok {
+		return cutText(s, excerptBytes)
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, env.Data) != nil {
+		return cutText(string(payload), excerptBytes)
+	}
+	return cutText(b.String(), excerptBytes)
+}
+
+// shownApart are data fields with a column of their own.
+var shownApart = map[string]bool{"eventId": true, "taskId": true, "consoleUrl": true}
+
+// dataFields is the object data, compact, in order, without shownApart;
+// ok is false when data is not an object.
+func dataFields(data json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for dec.More() {
+		tok, err := dec.Token()
+		key, isKey := tok.(string)
+		var val json.RawMessage
+		if err != nil || !isKey || dec.Decode(&val) != nil {
+			return "", false
+		}
+		if shownApart[key] {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteByte(':')
+		if json.Compact(&b, val) != nil {
+			return "", false
+		}
+		if b.Len() > excerptBytes { // enough for the excerpt
+			break
 		}
 	}
-	return cutText(s, excerptBytes)
+	b.WriteByte('}')
+	return b.String(), true
 }
 
 // cutText shortens s to at most n bytes on a rune boundary, marking the cut.

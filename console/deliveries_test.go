@@ -197,8 +197,10 @@ func TestDeliveriesEndpointsFromStore(t *testing.T) {
 func TestExcerpt(t *testing.T) {
 	long := `{"data":{"m":"` + strings.Repeat("é", 400) + `"}}`
 	for _, tc := range []struct{ in, want string }{
-		{`{"type":"t","data":{ "a" : 1 }}`, `{"a":1}`},
+		{`{"type":"t","data":{ "eventId":"evt_1", "taskId":"x", "tool" : "a<b", "input": {"method": "m"}, "consoleUrl":"http://c/"}}`, `{"tool":"a<b","input":{"method":"m"}}`},
+		{`{"type":"t","data":[1, 2]}`, `[1,2]`},
 		{`not json`, `not json`},
+		{`{"data":{"a":1,}}`, `{"data":{"a":1,}}`},
 		{long, `{"m":"` + strings.Repeat("é", (excerptBytes-6)/2) + "…"},
 	} {
 		if got := excerpt([]byte(tc.in)); got != tc.want {
