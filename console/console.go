@@ -7,7 +7,8 @@
 // worker, on whichever replica, hears it and cancels the upstream call as
 // for any client's tasks/cancel; the task's timeline records it as the
 // operator's; and retrying a webhook's dead letter (deliveries.go). The tasks list and a task's page update themselves over
-// server-sent events (live.go, static/live.js).
+// server-sent events (live.go, static/live.js). The deliveries page
+// (deliveries.go) shows each webhook endpoint's queue and dead letters.
 //
 // Access: with a token, a request needs "Authorization: Bearer <token>"
 // or the session cookie the login form sets (HttpOnly, SameSite=Strict;
