@@ -1,21 +1,22 @@
 // Package console is taskgate's operator's console: server-rendered HTML
 // pages of every live task across owners, the tools' decisions, the
-// replicas, the recent failures and the webhook deliveries, served on a listener of its own
-// (--console-listen) and never on the MCP one. All its state comes from
-// the task store (Redis), so any replica shows the whole fleet. Its
-// writes are cancelling a task, through the store's cancel: the task's
-// worker, on whichever replica, hears it and cancels the upstream call as
-// for any client's tasks/cancel; the task's timeline records it as the
-// operator's; and retrying a webhook's dead letter (deliveries.go). The tasks list and a task's page update themselves over
-// server-sent events (live.go, static/live.js). The deliveries page
-// (deliveries.go) shows each webhook endpoint's queue and dead letters.
+// replicas, the recent failures and the webhook deliveries, served on a
+// listener of its own (--console-listen) and never on the MCP one. All
+// its state comes from the task store (Redis), so any replica shows the
+// whole fleet. Its writes: cancelling a task, through the store's cancel
+// (the task's worker, on whichever replica, hears it and cancels the
+// upstream call as for any client's tasks/cancel; the task's timeline
+// records it as the operator's), and retrying a webhook endpoint's dead
+// letter (deliveries.go, which also shows each endpoint's queue). The
+// tasks list and a task's page update themselves over server-sent events
+// (live.go, static/live.js).
 //
 // Access: with a token, a request needs "Authorization: Bearer <token>"
 // or the session cookie the login form sets (HttpOnly, SameSite=Strict;
 // its value is derived from the token, never the token). Without one,
-// CheckListen keeps the console on loopback. The cancel and retry forms carry a
-// CSRF token besides the SameSite cookie; a Bearer request needs none
-// (a browser never adds that header by itself).
+// CheckListen keeps the console on loopback. The cancel and retry forms
+// carry a CSRF token besides the SameSite cookie; a Bearer request needs
+// none (a browser never adds that header by itself).
 //
 // Before any of that (host.go): only a Host the console serves (localhost,
 // IP literals, Config.Listen's name, Config.Hosts) gets an answer, others
