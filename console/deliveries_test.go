@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -207,4 +208,21 @@ func TestExcerpt(t *testing.T) {
 			t.Errorf("excerpt(%.40q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// FuzzExcerpt: any payload's excerpt is bounded, and valid UTF-8 when
+// the payload is.
+func FuzzExcerpt(f *testing.F) {
+	for _, s := range []string{hostilePayload, `{"data":{"eventId":"e","a":[1,{"b":null}]}}`, `{"data":"é"}`, `{"data":{`, `[]`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		got := excerpt(payload)
+		if len(got) > excerptBytes+len("…") {
+			t.Fatalf("excerpt of %d bytes", len(got))
+		}
+		if utf8.Valid(payload) && !utf8.ValidString(got) {
+			t.Fatalf("excerpt(%q) = %q: not UTF-8", payload, got)
+		}
+	})
 }
