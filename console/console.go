@@ -1,20 +1,22 @@
 // Package console is taskgate's operator's console: server-rendered HTML
 // pages of every live task across owners, the tools' decisions, the
-// replicas and the recent failures, served on a listener of its own
-// (--console-listen) and never on the MCP one. All its state comes from
-// the task store (Redis), so any replica shows the whole fleet. Its one
-// write is cancelling a task, through the store's cancel: the task's
-// worker, on whichever replica, hears it and cancels the upstream call as
-// for any client's tasks/cancel; the task's timeline records it as the
-// operator's. The tasks list and a task's page update themselves over
-// server-sent events (live.go, static/live.js).
+// replicas, the recent failures and the webhook deliveries, served on a
+// listener of its own (--console-listen) and never on the MCP one. All
+// its state comes from the task store (Redis), so any replica shows the
+// whole fleet. Its writes: cancelling a task, through the store's cancel
+// (the task's worker, on whichever replica, hears it and cancels the
+// upstream call as for any client's tasks/cancel; the task's timeline
+// records it as the operator's), and retrying a webhook endpoint's dead
+// letter (deliveries.go, which also shows each endpoint's queue). The
+// tasks list and a task's page update themselves over server-sent events
+// (live.go, static/live.js).
 //
 // Access: with a token, a request needs "Authorization: Bearer <token>"
 // or the session cookie the login form sets (HttpOnly, SameSite=Strict;
 // its value is derived from the token, never the token). Without one,
-// CheckListen keeps the console on loopback. The cancel form carries a
-// CSRF token besides the SameSite cookie; a Bearer request needs none
-// (a browser never adds that header by itself).
+// CheckListen keeps the console on loopback. The cancel and retry forms
+// carry a CSRF token besides the SameSite cookie; a Bearer request needs
+// none (a browser never adds that header by itself).
 //
 // Before any of that (host.go): only a Host the console serves (localhost,
 // IP literals, Config.Listen's name, Config.Hosts) gets an answer, others
@@ -61,6 +63,12 @@ type Store interface {
 	OpsCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	// Watch subscribes to a task's events (its page's live updates).
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
+	// The deliveries page (deliveries.go): the webhook endpoints with
+	// queues, their figures and dead letters, and its one write, a retry.
+	WebhookEndpoints(ctx context.Context, limit int) ([]string, error)
+	WebhookQueueStats(ctx context.Context, endpoint string) (due, dead int64, err error)
+	DeadDeliveries(ctx context.Context, endpoint string, limit int) ([]taskstore.Delivery, error)
+	RetryDead(ctx context.Context, endpoint, eventID string) error
 }
 
 // ToolRow is one line of the tools page: what `taskgate tools` prints.
@@ -88,6 +96,12 @@ type Config struct {
 	TraceURL string
 	// Tools lists the tools' decisions; nil: the page says it is off.
 	Tools func(ctx context.Context) ([]ToolRow, error)
+	// Webhooks names the webhook endpoints configured now (the
+	// dispatcher's, which reload). The deliveries page lists them and
+	// the endpoints the store has queues for, and retries a dead letter
+	// of a configured endpoint only. Nil: the store's endpoints, each
+	// retryable (the console cannot tell what is configured).
+	Webhooks func() []string
 	// Logger receives the operator's cancels (op "console_cancel").
 	Logger zerolog.Logger
 	// Clock is "now" for ages. Default time.Now.
@@ -122,6 +136,8 @@ type Console struct {
 	// refusals logs refused requests (host.go), sampled: a hostile page
 	// retrying in a loop is not a flood of lines.
 	refusals zerolog.Logger
+	// endpoints caches the store's webhook endpoints (deliveries.go).
+	endpoints endpointCache
 }
 
 const cookieName = "taskgate_console"
@@ -208,6 +224,8 @@ func (c *Console) routes() {
 	m.Handle("GET /tools", c.authed(c.tools))
 	m.Handle("GET /replicas", c.authed(c.replicas))
 	m.Handle("GET /failures", c.authed(c.failures))
+	m.Handle("GET /deliveries", c.authed(c.deliveries))
+	m.Handle("POST /deliveries/retry", c.authed(c.retryDelivery))
 	m.Handle("GET /live/tasks", c.authed(c.liveTasks))
 	m.Handle("GET /live/tasks/{id}", c.authed(c.liveTask))
 	c.mux = m

@@ -107,7 +107,7 @@ func TestAccessControl(t *testing.T) {
 	f := newFixture(t, token, nil)
 	tk := f.create(authOwner, "slow")
 	bearer := "Bearer " + token
-	pages := []string{"/", "/tasks/" + tk.ID, "/tools", "/replicas", "/failures"}
+	pages := []string{"/", "/tasks/" + tk.ID, "/tools", "/replicas", "/failures", "/deliveries"}
 	for _, p := range pages {
 		if resp, _ := f.do("GET", p, "", nil); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
 			t.Errorf("GET %s without credentials = %d %s, want a redirect to /login", p, resp.StatusCode, resp.Header.Get("Location"))

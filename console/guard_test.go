@@ -68,7 +68,7 @@ func TestRebindingRefused(t *testing.T) {
 	}
 	evil := "rebind.attacker.example:" + f.port()
 	paths := []string{"/", "/?status=working", "/tasks/" + anon.ID, "/tasks/" + done.ID + "?show=result", "/tools", "/replicas",
-		"/failures", "/static/console.css", "/static/live.js", "/login", "/login?next=/", "/live/tasks", "/live/tasks/" + anon.ID, "/nothing"}
+		"/failures", "/deliveries", "/static/console.css", "/static/live.js", "/login", "/login?next=/", "/live/tasks", "/live/tasks/" + anon.ID, "/nothing"}
 	for _, p := range paths {
 		resp, body := f.send("GET", p, map[string]string{"Host": evil}, nil)
 		if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(body, "--console-host") {

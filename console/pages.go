@@ -180,10 +180,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
-	// A cookie or no token: the form's CSRF token too (besides
-	// SameSite=Strict). Bearer: no browser sends that header by itself.
-	if how != "bearer" && subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(c.csrf)) != 1 {
-		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+	if !c.csrfOK(w, r, how) {
 		return
 	}
 	id := r.PathValue("id")
@@ -203,6 +200,17 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
 	c.cfg.Logger.Info().Str("op", "console_cancel").Str("task_id", t.ID).Str("tool", t.Tool).
 		Str("owner", OwnerLabel(t.Owner)).Msg("task cancelled by the operator")
 	http.Redirect(w, r, "/tasks/"+url.PathEscape(t.ID), http.StatusSeeOther)
+}
+
+// csrfOK checks a parsed form's CSRF token, and answers 403 without it.
+// A cookie or no token: the form's CSRF token too (besides
+// SameSite=Strict). Bearer: no browser sends that header by itself.
+func (c *Console) csrfOK(w http.ResponseWriter, r *http.Request, how string) bool {
+	if how != "bearer" && subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(c.csrf)) != 1 {
+		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 func (c *Console) tools(w http.ResponseWriter, r *http.Request, _ string) {
