@@ -18,6 +18,7 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/webhook"
 )
 
 func consoleFlags() []cli.Flag {
@@ -52,8 +53,10 @@ func listenConsole(c *cli.Context) (net.Listener, error) {
 	return listen(c, "console-listen")
 }
 
-// serveConsole serves the console on ln until the returned stop.
-func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *upstream.Client, current *policy.Current, log zerolog.Logger) (stop func(), err error) {
+// serveConsole serves the console on ln until the returned stop. hooks
+// is the webhook dispatcher (nil without an endpoint): the deliveries
+// page retries the dead letters of the endpoints it has now.
+func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *upstream.Client, current *policy.Current, hooks *webhook.Dispatcher, log zerolog.Logger) (stop func(), err error) {
 	defaultTTL := c.Duration("default-ttl")
 	con, err := console.New(console.Config{
 		Store:    store,
@@ -62,6 +65,15 @@ func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *u
 		Hosts:    c.StringSlice("console-host"),
 		TraceURL: c.String("console-trace-url"),
 		Logger:   log,
+		Webhooks: func() []string {
+			var names []string
+			if hooks != nil {
+				for _, e := range hooks.Endpoints() {
+					names = append(names, e.Name)
+				}
+			}
+			return names
+		},
 		Tools: func(ctx context.Context) ([]console.ToolRow, error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()

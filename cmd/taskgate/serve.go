@@ -292,7 +292,7 @@ func serve(c *cli.Context) error {
 	}
 	defer startHeartbeat(store.Store, h, replica, buildVersion(), storeKind(c.String("redis-url")), c.Duration("latency-sync"), cln != nil, records, log)()
 	if cln != nil {
-		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, log)
+		stopConsole, err := serveConsole(c, cln, store.Store, up.Client, current, dispatcher, log)
 		if err != nil {
 			return err
 		}
