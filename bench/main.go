@@ -11,6 +11,7 @@
 //	go run ./bench -mode stdio     # stdio child vs HTTP upstream (stdio.go); taskgate vs supergateway in front of a stdio server (stdiopeer.go)
 //	go run ./bench -mode ratios    # one line per performance goal, met or missed, in ~3 min (ratios.go)
 //	go run ./bench -mode capacity  # Redis commands, bytes and CPU per task operation, and a sizing projection (capacity.go)
+//	go run ./bench -mode webhooks  # webhooks off vs on with a failing and a slow receiver: create and tasks/get latency (webhooks.go)
 //
 // It builds and starts, as separate processes on 127.0.0.1: the test
 // upstream (go-sdk streamable server, stateful, SSE answers), a plain
@@ -92,9 +93,9 @@ type options struct {
 }
 
 func run() error {
-	role := flag.String("role", "", "internal: run as the httputil baseline proxy (httputil) or the parse-and-GET baseline server (parseget)")
+	role := flag.String("role", "", "internal: run as the httputil baseline proxy (httputil), the parse-and-GET baseline server (parseget) or a webhook receiver (whreceiver)")
 	listen := flag.String("listen", "", "internal: address for -role")
-	target := flag.String("target", "", "internal: upstream for -role httputil, redis-server address for -role parseget")
+	target := flag.String("target", "", "internal: upstream for -role httputil, redis-server address for -role parseget, the answer (500 or a delay such as 10s) for -role whreceiver")
 	var o options
 	flag.StringVar(&o.mode, "mode", "passthrough", "report (everything, writes docs/BENCHMARKS.md), ratios (the goals at a glance), passthrough, tasks, tasksget, modern, scale, stdio or capacity")
 	flag.StringVar(&o.pprofDir, "pprof", "", "tasksget and scale modes (and report): build taskgate with net/http/pprof (-tags benchpprof) and write its CPU, heap and goroutine profiles into this directory")
@@ -123,6 +124,8 @@ func run() error {
 		return serveHTTPUtil(*listen, *target)
 	case "parseget":
 		return serveParseGet(*listen, *target)
+	case "whreceiver":
+		return serveReceiver(*listen, *target)
 	default:
 		return fmt.Errorf("unknown -role %q", *role)
 	}
@@ -160,7 +163,8 @@ var modes = map[string]func(options) (string, error){
 	"stdio":       section(stdioBench),
 	"ratios":      section(ratiosBench),
 	"capacity":    section(capacityBench),
-	"console":     section(consoleBench), // console.go
+	"console":     section(consoleBench),  // console.go
+	"webhooks":    section(webhooksBench), // webhooks.go
 }
 
 // emitted is the section the last mode produced (emit).
