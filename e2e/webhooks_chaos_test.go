@@ -328,3 +328,82 @@ func TestWebhooksVolume(t *testing.T) {
 	t.Logf("webhooks volume: %d tasks, %d events delivered; tasks ran in %v, all delivered %v after the start (measured, not asserted)",
 		len(want), events, ran.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 }
+
+// whSettle creates a task of tool on replica i and runs it to its end
+// from the test's goroutine (answering an elicit); it returns its events.
+func (r *whRig) whSettle(want map[string][]string, i int, tool string, args map[string]any) string {
+	r.t.Helper()
+	tk := r.m.createTask(i, tool, args)
+	types := []string{"task.created"}
+	if tool == "elicit" {
+		r.m.waitStatus(i, tk.TaskID, "input_required")
+		r.m.update(i, tk.TaskID, map[string]any{"1": accept("name", "Ada")})
+		types = append(types, "task.input_required")
+	}
+	final, _ := r.m.waitTask(i, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	want[tk.TaskID] = append(types, "task."+final.Status)
+	return tk.TaskID
+}
+
+// whBatch settles a few tasks of each outcome on replica i.
+func (r *whRig) whBatch(want map[string][]string, i int, tag string) {
+	r.t.Helper()
+	for k := range 3 {
+		r.whSettle(want, i, "echo", map[string]any{"text": fmt.Sprintf("%s-%d", tag, k)})
+	}
+	r.whSettle(want, i, "elicit", map[string]any{})
+	r.whSettle(want, i, "fail", map[string]any{})
+	r.whSettle(want, i, "rpcerror", map[string]any{})
+}
+
+// TestWebhooksReplicaKilled: the replica holding tasks is SIGKILLed after
+// their status changes and before their delivery (the receiver is down
+// until after the kill, so every event is recorded, and queued or not,
+// but none delivered): the other replica delivers them all. Rerunnable
+// tasks (--rerun slow) killed mid-call run again on the survivor: each
+// sends task.created, task.rerun, task.completed, in that order.
+func TestWebhooksReplicaKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, two gateways and a node receiver, and kills a gateway")
+	}
+	r := newWHRig(t, 2, "--rerun", "slow", "--rerun-backoff", "200ms")
+	const victim, survivor = 1, 0
+	want := map[string][]string{}
+	r.receiverDown()
+	r.whBatch(want, victim, "killed")
+	var reruns []string
+	for k := range 3 {
+		tk := r.m.createTask(victim, "slow", map[string]any{"seconds": 3, "text": fmt.Sprintf("rerun-%d", k)})
+		reruns = append(reruns, tk.TaskID)
+	}
+	// The victim is mid-call on the slow tasks, and has tried (and failed)
+	// to deliver, or not yet: either way nothing is delivered.
+	if err := r.gws[victim].cmd.Process.Kill(); err != nil { // SIGKILL, by the PID we started
+		t.Fatal(err)
+	}
+	<-r.gws[victim].done
+	killedAt := time.Now()
+	if n := len(r.rcv.lines()); n != 0 {
+		t.Fatalf("%d deliveries recorded while the receiver was down", n)
+	}
+	time.Sleep(time.Second) // the receiver comes back after the kill
+	r.receiverUp()
+	for _, id := range reruns {
+		final, _ := r.m.waitTask(survivor, id, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+		if final.Status != "completed" {
+			t.Errorf("rerunnable task %s of the killed replica ended %s %q, want completed by a rerun", id, final.Status, final.StatusMessage)
+		}
+		want[id] = []string{"task.created", "task.rerun", "task.completed"}
+	}
+	r.waitDelivered(want, 90*time.Second)
+	r.check(want)
+	events := 0
+	for _, ts := range want {
+		events += len(ts)
+	}
+	if n := deliveredCount(t, r.bases(), "delivered"); n < events {
+		t.Errorf("the surviving replica counts %d deliveries, want all %d", n, events)
+	}
+	t.Logf("replica killed: %d events of %d tasks delivered by the survivor within %v of the kill (measured, not asserted)",
+		events, len(want), time.Since(killedAt).Round(100*time.Millisecond))
+}
