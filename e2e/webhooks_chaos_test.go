@@ -407,3 +407,73 @@ func TestWebhooksReplicaKilled(t *testing.T) {
 	t.Logf("replica killed: %d events of %d tasks delivered by the survivor within %v of the kill (measured, not asserted)",
 		events, len(want), time.Since(killedAt).Round(100*time.Millisecond))
 }
+
+// whReceiverOutage is how long TestWebhooksReceiverDown keeps the
+// receiver down: the 30 s, several retries of the first events.
+const whReceiverOutage = 30 * time.Second
+
+// TestWebhooksReceiverDown: the receiver down for 30 s while tasks of
+// every outcome run (some before, some halfway): deliveries fail and are
+// retried with backoff; once it is up, everything arrives, once, in order
+// per task, and nothing is dead.
+func TestWebhooksReceiverDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, two gateways and a node receiver, and keeps the receiver down for 30 s")
+	}
+	t.Parallel() // it mostly waits
+	r := newWHRig(t, 2)
+	want := map[string][]string{}
+	r.receiverDown()
+	downAt := time.Now()
+	r.whBatch(want, 0, "early")
+	waitWebhooks(t, "a delivery retried", 20*time.Second, func() bool { return deliveredCount(t, r.bases(), "retried") > 0 })
+	time.Sleep(time.Until(downAt.Add(whReceiverOutage / 2)))
+	r.whBatch(want, 1, "halfway")
+	time.Sleep(time.Until(downAt.Add(whReceiverOutage)))
+	if n := len(r.rcv.lines()); n != 0 {
+		t.Fatalf("%d deliveries recorded while the receiver was down", n)
+	}
+	r.receiverUp()
+	upAt := time.Now()
+	// Full jitter: an event first tried at the start is at its 4th or 5th
+	// retry by now, due within up to 40 s more (webhook/backoff.go).
+	r.waitDelivered(want, 100*time.Second)
+	r.check(want)
+	if n := deliveredCount(t, r.bases(), "dead"); n != 0 {
+		t.Errorf("%d dead letters", n)
+	}
+	t.Logf("receiver down %v: %d tasks' events delivered %v after it came back, after %d failed attempts (measured, not asserted)",
+		upAt.Sub(downAt).Round(100*time.Millisecond), len(want), time.Since(upAt).Round(100*time.Millisecond), deliveredCount(t, r.bases(), "retried"))
+}
+
+// TestWebhooksRedisRestart: Redis (AOF, appendfsync always) SIGKILLed
+// halfway through 200 tasks of every outcome and restarted on its AOF
+// after a few seconds: every event of every task that ended is delivered
+// exactly once per event id, in order, and the ids are exactly those the
+// store recorded (whseq). A tools/call refused while Redis is down is
+// retried by the client; a task it may have left (its reply was lost) is
+// no task of the client's and is not checked.
+func TestWebhooksRedisRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, two gateways and a node receiver, and restarts Redis")
+	}
+	r := newWHRig(t, 2)
+	tasks := chaosPlan(200)
+	var downAt, upAt time.Time
+	r.runTasks(tasks, 16, func() {
+		downAt = time.Now()
+		r.srv.Stop() // SIGKILL
+		time.Sleep(3 * time.Second)
+		r.srv.Start() // same port and dir: reloads the AOF
+		upAt = time.Now()
+	})
+	want := map[string][]string{}
+	r.expect(want, tasks)
+	r.waitDelivered(want, 100*time.Second)
+	r.check(want)
+	if n := deliveredCount(t, r.bases(), "dead"); n != 0 {
+		t.Errorf("%d dead letters", n)
+	}
+	t.Logf("Redis down %v; %d tasks (%d tools/calls refused and retried); all delivered %v after it came back (measured, not asserted)",
+		upAt.Sub(downAt).Round(100*time.Millisecond), len(want), r.st.refusedCalls.Load(), time.Since(upAt).Round(100*time.Millisecond))
+}
