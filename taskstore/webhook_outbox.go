@@ -98,8 +98,13 @@ local function whEmit(k, ch, typ, x)
 end
 `
 
-// readOutboxCmd reads one outbox for one consumer (see above): the
-// pending entries idle for ARGV[4] ms if any are pending, else new ones.
+// readOutboxCmd reads one outbox for one consumer (see above). While
+// entries are pending, new ones are not read (they would overtake them,
+// and one task's events must be queued in order): the consumer's own
+// pending entries first (ID 0: those it read and could not acknowledge,
+// a failed queueing or a reply lost to a Redis restart; read again at
+// once rather than after ARGV[4]), else those idle for ARGV[4] ms (a dead
+// reader's). Only when none are pending, new ones.
 //
 // KEYS[1] -> <prefix>:{<owner>}:wh   the outbox
 // ARGV[1] -> group
@@ -117,6 +122,13 @@ if p.err then
   p = {0}
 end
 if p[1] > 0 then
+  local own = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '0')
+  local mine = {}
+  for _, e in ipairs((own and own[1] and own[1][2]) or {}) do
+    -- an entry deleted while pending comes back without fields: drop it
+    if e[2] then mine[#mine + 1] = e else redis.call('XACK', KEYS[1], ARGV[1], e[1]) end
+  end
+  if #mine > 0 then return {0, mine} end
   local c = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[4], '0-0', 'COUNT', ARGV[3])
   return {0, c[2]}
 end

@@ -253,3 +253,33 @@ func TestWebhooksCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxRereadOwnPending: events a live consumer read and could not
+// acknowledge (queueing them failed, or Redis restarted and the reply to
+// its read was lost) are its own to read again at once, in order, not
+// after claimAfter: meanwhile they hold back every newer event of that
+// owner (they would overtake them), so waiting for the takeover delayed a
+// whole owner's webhooks by claimAfter (a minute) after a Redis blip.
+func TestOutboxRereadOwnPending(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		addRawEvent(t, e, s, "alice", "evt_a_1", WebhookTaskCreated)
+		addRawEvent(t, e, s, "alice", "evt_a_2", WebhookTaskCompleted)
+		if evs := readEvents(t, s, "r1", time.Hour); len(evs) != 2 {
+			t.Fatalf("read %v, want 2 events", eventIDs(evs))
+		}
+		// Not acknowledged: r1 reads them again, in order; r2 still not.
+		evs := readEvents(t, s, "r1", time.Hour)
+		if got := eventIDs(evs); len(got) != 2 || got[0] != "evt_a_1" || got[1] != "evt_a_2" {
+			t.Fatalf("r1 read %v again, want its own unacknowledged evt_a_1, evt_a_2", got)
+		}
+		if evs := readEvents(t, s, "r2", time.Hour); len(evs) != 0 {
+			t.Fatalf("r2 read %v while r1 holds them", eventIDs(evs))
+		}
+		wantErr(t, s.AckWebhookEvents(ctx, evs), nil)
+		addRawEvent(t, e, s, "alice", "evt_a_3", WebhookTaskCreated)
+		if evs := readEvents(t, s, "r1", time.Hour); len(evs) != 1 || evs[0].ID != "evt_a_3" {
+			t.Fatalf("read %v after the ack, want evt_a_3", eventIDs(evs))
+		}
+	})
+}

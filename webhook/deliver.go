@@ -112,7 +112,7 @@ func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) {
 	log := l.d.log.With().Str("endpoint", l.name).Str("event_id", del.EventID).Str("task", del.TaskID).
 		Str("type", del.Type).Int("attempt", del.Attempts).Logger()
 	if err == nil {
-		l.record(ctx, del, "delivered", l.d.cfg.Store.DeliveryDone(ctx, l.name, del.EventID))
+		l.record(ctx, del, "delivered", l.doneWhileClaimed(ctx, del))
 		log.Debug().Int("status", status).Msg("webhook delivered")
 		return
 	}
@@ -192,4 +192,23 @@ func sendError(err error) error {
 		err = ue.Err
 	}
 	return fmt.Errorf("not sent: %v", err)
+}
+
+// doneWhileClaimed records a delivery done, trying again while Redis is
+// away (restarting) and the claim holds: once it lapses, another claim
+// sends the event again, a duplicate the receiver must drop by
+// webhook-id (Standard Webhooks, "Idempotency").
+func (l *endpointLoop) doneWhileClaimed(ctx context.Context, del taskstore.Delivery) error {
+	until := time.Now().Add(l.lease() - l.d.cfg.Timeout)
+	for {
+		err := l.d.cfg.Store.DeliveryDone(ctx, l.name, del.EventID)
+		if !errors.Is(err, taskstore.ErrUnavailable) || time.Now().After(until) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

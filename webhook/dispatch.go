@@ -95,9 +95,18 @@ func (d *Dispatcher) dispatchOnce(ctx context.Context) int {
 	}
 	eps := d.Endpoints()
 	done := evs[:0:0]
+	// Once an event of an outbox is not queued, its later ones wait too
+	// (read again after it, in order): queued now, a task's later event
+	// would overtake its earlier one in the endpoint's per-task list.
+	held := map[string]bool{}
 	for _, ev := range evs {
+		if held[ev.Outbox] {
+			continue
+		}
 		if d.enqueue(ctx, ev, eps) {
 			done = append(done, ev)
+		} else {
+			held[ev.Outbox] = true
 		}
 	}
 	if len(done) > 0 {

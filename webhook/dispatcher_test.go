@@ -437,3 +437,57 @@ func TestOutboxToReceivers(t *testing.T) {
 		}
 	})
 }
+
+// failFirstEnqueue is a store whose first queueing of event fails (Redis
+// was away for a moment).
+type failFirstEnqueue struct {
+	*taskstore.Store
+	event  string
+	failed bool
+}
+
+func (f *failFirstEnqueue) EnqueueDelivery(ctx context.Context, d taskstore.Delivery, keep time.Duration) (bool, error) {
+	if d.EventID == f.event && !f.failed {
+		f.failed = true
+		return false, taskstore.ErrUnavailable
+	}
+	return f.Store.EnqueueDelivery(ctx, d, keep)
+}
+
+// TestDispatchKeepsOrderAfterFailedEnqueue: when a task's task.created
+// cannot be queued, its task.completed read in the same batch waits too;
+// queued alone, it would be the task's head and reach the receiver first.
+// The next pass queues both, in order.
+func TestDispatchKeepsOrderAfterFailedEnqueue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t, taskstore.Options{Webhooks: true})
+		task, err := s.Create(ctx, taskstore.NewTask{Owner: "principal:" + strings.Repeat("a", 64), Tool: "search"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, task.Owner, task.ID, json.RawMessage(`{"content":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		first := "evt_" + task.ID + "_1"
+		fs := &failFirstEnqueue{Store: s, event: first}
+		d, err := New(Config{Store: fs, Consumer: "r1", Endpoints: []Endpoint{testEndpoint("e", "http://127.0.0.1:1/")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := d.dispatchOnce(ctx); n != 2 || !fs.failed {
+			t.Fatalf("first pass read %d events (failed %t), want 2 and a failed queueing", n, fs.failed)
+		}
+		d.dispatchOnce(ctx) // the unacknowledged events again (taskstore reads its own pending at once)
+		ds, err := s.ClaimDeliveries(ctx, "e", 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 1 || ds[0].EventID != first {
+			var ids []string
+			for _, d := range ds {
+				ids = append(ids, d.EventID+" "+d.Type)
+			}
+			t.Fatalf("due first: %v, want only %s (task.created)", ids, first)
+		}
+	})
+}
