@@ -491,3 +491,36 @@ func TestDispatchKeepsOrderAfterFailedEnqueue(t *testing.T) {
 		}
 	})
 }
+
+// TestDoneRecordedThroughRedisBlip: the receiver took the delivery, and
+// Redis is away for a moment when the dispatcher records it done (a
+// restart). The record is tried again while the claim holds, so the
+// delivery leaves the queue without being sent twice; before, the claim
+// lapsed and the event went out again (seen in e2e
+// TestWebhooksRedisRestart).
+func TestDoneRecordedThroughRedisBlip(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	s := taskstore.New(rdb, taskstore.Options{})
+	t.Cleanup(func() { _ = s.Close(); _ = rdb.Close() })
+	rc := newReceiver(t)
+	rc.answer = func(n int, r *http.Request) int {
+		if n == 1 {
+			mr.SetError("LOADING Redis is loading the dataset in memory")
+			time.AfterFunc(300*time.Millisecond, func() { mr.SetError("") })
+		}
+		return 204
+	}
+	d := startDispatcher(t, Config{Store: s, Endpoints: []Endpoint{testEndpoint("a", rc.srv.URL)}})
+	enqueue(t, s, "a", "blip", 1)
+	waitFor(t, "recorded delivered", func() bool { return metric(d, "a", EventCreated, "delivered") == 1 })
+	if due, _, err := s.WebhookQueueStats(ctx, "a"); err != nil || due != 0 {
+		t.Fatalf("queue after the blip: due %d, %v; want empty", due, err)
+	}
+	rc.mu.Lock()
+	calls := rc.calls
+	rc.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("the receiver got %d POSTs, want 1", calls)
+	}
+}
