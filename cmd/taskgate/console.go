@@ -53,6 +53,23 @@ func listenConsole(c *cli.Context) (net.Listener, error) {
 	return listen(c, "console-listen")
 }
 
+// webhookNames lists the endpoints hooks has now, for the console's
+// deliveries page; nil without a dispatcher on this replica: the console
+// then offers a retry for every endpoint it finds queues of (another
+// replica, or this one after a reload, may deliver them).
+func webhookNames(hooks *webhook.Dispatcher) func() []string {
+	if hooks == nil {
+		return nil
+	}
+	return func() []string {
+		var names []string
+		for _, e := range hooks.Endpoints() {
+			names = append(names, e.Name)
+		}
+		return names
+	}
+}
+
 // serveConsole serves the console on ln until the returned stop. hooks
 // is the webhook dispatcher (nil without an endpoint): the deliveries
 // page retries the dead letters of the endpoints it has now.
@@ -65,15 +82,7 @@ func serveConsole(c *cli.Context, ln net.Listener, store *taskstore.Store, up *u
 		Hosts:    c.StringSlice("console-host"),
 		TraceURL: c.String("console-trace-url"),
 		Logger:   log,
-		Webhooks: func() []string {
-			var names []string
-			if hooks != nil {
-				for _, e := range hooks.Endpoints() {
-					names = append(names, e.Name)
-				}
-			}
-			return names
-		},
+		Webhooks: webhookNames(hooks),
 		Tools: func(ctx context.Context) ([]console.ToolRow, error) {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
