@@ -31,6 +31,13 @@ type policyReloader struct {
 // the file did not change) and every interval when the file changed.
 // The caller waits for run to return.
 func (r *policyReloader) run(ctx context.Context, hup <-chan os.Signal, every time.Duration) {
+	watchFile(ctx, hup, every, r.reload)
+}
+
+// watchFile calls reload(true) on each signal from hup and reload(false)
+// every interval (the reloader compares the content), until ctx ends: the
+// loop of every reloaded file (the rules, --webhooks).
+func watchFile(ctx context.Context, hup <-chan os.Signal, every time.Duration, reload func(forced bool)) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -38,9 +45,9 @@ func (r *policyReloader) run(ctx context.Context, hup <-chan os.Signal, every ti
 		case <-ctx.Done():
 			return
 		case <-hup:
-			r.reload(true)
+			reload(true)
 		case <-tick.C:
-			r.reload(false)
+			reload(false)
 		}
 	}
 }

@@ -185,18 +185,7 @@ type webhooksReloader struct {
 }
 
 func (r *webhooksReloader) run(ctx context.Context, hup <-chan os.Signal, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			r.reload(true)
-		case <-tick.C:
-			r.reload(false)
-		}
-	}
+	watchFile(ctx, hup, every, r.reload)
 }
 
 func (r *webhooksReloader) reload(forced bool) {
