@@ -59,7 +59,7 @@ func testChaosRerun(t *testing.T, stateless bool) {
 
 	// Every task completes with its own result: nothing failed for a
 	// replica that stopped.
-	attempts := storeAttempts(t, srv.Addr)
+	attempts := storeTaskInts(t, srv.Addr, "attempts")
 	known := map[string]bool{}
 	rounds := map[string]int{}   // the upstream calls the final attempts account for, at least
 	maxCalls := map[string]int{} // the calls every attempt may have made, at most
@@ -137,8 +137,10 @@ func testChaosRerun(t *testing.T, stateless bool) {
 		len(known), len(reran), time.Since(start).Round(100*time.Millisecond))
 }
 
-// storeAttempts reads every task's attempts count in Redis.
-func storeAttempts(t *testing.T, addr string) map[string]int {
+// storeTaskInts reads one integer field of every task's hash in Redis
+// (0 where it is absent), by task id: its attempts, its webhook events'
+// count (whseq).
+func storeTaskInts(t *testing.T, addr, field string) map[string]int {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
@@ -150,7 +152,7 @@ func storeAttempts(t *testing.T, addr string) map[string]int {
 		if strings.HasSuffix(iter.Val(), ":gone") {
 			continue
 		}
-		v, err := rdb.HMGet(ctx, iter.Val(), "id", "attempts").Result()
+		v, err := rdb.HMGet(ctx, iter.Val(), "id", field).Result()
 		if err != nil {
 			t.Fatalf("HMGET: %v", err)
 		}
@@ -160,6 +162,9 @@ func storeAttempts(t *testing.T, addr string) map[string]int {
 			_, _ = fmt.Sscan(s, &n)
 		}
 		out[id] = n
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("SCAN: %v", err)
 	}
 	return out
 }

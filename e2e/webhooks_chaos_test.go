@@ -6,12 +6,9 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -198,7 +195,7 @@ func (r *whRig) waitDelivered(want map[string][]string, d time.Duration) {
 func (r *whRig) check(want map[string][]string) {
 	r.t.Helper()
 	checkReceived(r.t, r.rcv, 0, want)
-	seqs := storeWhseq(r.t, r.srv.Addr)
+	seqs := storeTaskInts(r.t, r.srv.Addr, "whseq")
 	ids := map[string]map[string]bool{}
 	for _, l := range r.rcv.lines() {
 		if l.OK {
@@ -222,33 +219,6 @@ func (r *whRig) check(want map[string][]string) {
 			r.t.Errorf("task %s: %d event ids delivered, %d recorded", task, len(ids[task]), n)
 		}
 	}
-}
-
-// storeWhseq reads every task's event count (its hash's whseq) in Redis.
-func storeWhseq(t *testing.T, addr string) map[string]int {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out := map[string]int{}
-	iter := rdb.Scan(ctx, 0, "tg:{*}:t:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if strings.HasSuffix(iter.Val(), ":gone") {
-			continue
-		}
-		v, err := rdb.HMGet(ctx, iter.Val(), "id", "whseq").Result()
-		if err != nil {
-			t.Fatalf("HMGET: %v", err)
-		}
-		id, _ := v[0].(string)
-		s, _ := v[1].(string)
-		out[id], _ = strconv.Atoi(s)
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatalf("SCAN: %v", err)
-	}
-	return out
 }
 
 // cancelled creates n slow tasks on the test's goroutine and cancels each:
