@@ -43,7 +43,7 @@ const (
 type Store interface {
 	ReadWebhookEvents(ctx context.Context, consumer string, max int, claimAfter time.Duration) ([]taskstore.WebhookEvent, error)
 	AckWebhookEvents(ctx context.Context, evs []taskstore.WebhookEvent) error
-	EnqueueDelivery(ctx context.Context, d taskstore.Delivery, keep time.Duration) (bool, error)
+	EnqueueDeliveries(ctx context.Context, ds []taskstore.Delivery, keep time.Duration) ([]bool, error)
 	ClaimDeliveries(ctx context.Context, endpoint string, max int, lease time.Duration) ([]taskstore.Delivery, error)
 	DeliveryDone(ctx context.Context, endpoint, eventID string) error
 	DeliveryRetry(ctx context.Context, endpoint, eventID string, next time.Time, lastErr string) error
