@@ -85,7 +85,8 @@
 // appends the event to its owner's outbox in the same atomic step
 // (webhook_outbox.go); the webhook package's dispatcher reads the
 // outboxes through one consumer group, turns each event into one
-// delivery per endpoint, and works through per-endpoint queues
+// delivery per endpoint, queued a batch of events per endpoint in one
+// script (webhook_enqueue.go), and works through per-endpoint queues
 // (webhook_queue.go), one task's events in order:
 //
 //	tg:{o}:wh                STREAM the owner's events, "evt_<id>_<n>" (field whseq of the task counts)

@@ -103,58 +103,6 @@ func (s *Store) queueKeys(endpoint, eventID string) (hash, list string, err erro
 	return s.k.whDelivery(endpoint, eventID), s.k.whTask(endpoint, task), nil
 }
 
-// enqueueCmd records a delivery once.
-//
-// KEYS[1] -> marker, KEYS[2] -> delivery hash, KEYS[3] -> task list, KEYS[4] -> due
-// ARGV[1] -> event id
-// ARGV[2] -> due, unix ms
-// ARGV[3] -> keep ms (marker, hash and list lifetime)
-// ARGV[4..] -> field, value pairs of the hash
-//
-// Returns {0, 1} enqueued, {0, 0} known already.
-var enqueueCmd = redis.NewScript(`
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[3]) then return {0, 0} end
-redis.call('HSET', KEYS[2], unpack(ARGV, 4))
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if redis.call('RPUSH', KEYS[3], ARGV[1]) == 1 then redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1]) end
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return {0, 1}
-`)
-
-// EnqueueDelivery queues d for d.Endpoint, due at d.NextAt (now when
-// zero), unless the event was enqueued for the endpoint within keep (use
-// the retry window and a day): then it returns false. d.EventID must be
-// an event id of this store ("evt_<task>_<n>").
-func (s *Store) EnqueueDelivery(ctx context.Context, d Delivery, keep time.Duration) (bool, error) {
-	hash, list, err := s.queueKeys(d.Endpoint, d.EventID)
-	if err != nil {
-		return false, fmt.Errorf("taskstore: enqueue delivery: %w", err)
-	}
-	if keep <= 0 {
-		return false, fmt.Errorf("taskstore: enqueue delivery %s: keep %v", d.EventID, keep)
-	}
-	now := s.nowMS()
-	due := now
-	if !d.NextAt.IsZero() {
-		due = d.NextAt.UnixMilli()
-	}
-	args := []interface{}{d.EventID, due, ms(keep),
-		"event", d.EventID, "endpoint", d.Endpoint, "task", d.TaskID, "type", d.Type,
-		"payload", d.Payload, "attempts", d.Attempts, "enq", now, "next", due, "keep", ms(keep)}
-	if d.TraceParent != "" {
-		args = append(args, "trace", d.TraceParent)
-	}
-	if d.LastError != "" {
-		args = append(args, "err", d.LastError)
-	}
-	vals, err := s.run(ctx, enqueueCmd, []string{s.k.whMarker(d.Endpoint, d.EventID), hash, list, s.k.whDue(d.Endpoint)}, args...)
-	if err != nil {
-		return false, fmt.Errorf("taskstore: enqueue delivery %s: %w", d.EventID, err)
-	}
-	n, _ := vals[1].(int64)
-	return n == 1, nil
-}
-
 // claimDeliveriesCmd takes due deliveries: each still due by now gets the
 // lease as its score and one more attempt. A head whose hash expired
 // (nobody delivered for longer than keep) is dropped, and its task's next

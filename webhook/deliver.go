@@ -27,11 +27,12 @@ type endpointLoop struct {
 	done  chan struct{} // closed when the endpoint is removed
 	once  sync.Once
 	slots chan struct{} // one per POST in flight
+	brk   *breaker
 }
 
 func newEndpointLoop(d *Dispatcher, e Endpoint) *endpointLoop {
 	return &endpointLoop{d: d, name: e.Name, ep: e, wake: make(chan struct{}, 1), done: make(chan struct{}),
-		slots: make(chan struct{}, d.cfg.Concurrency)}
+		slots: make(chan struct{}, d.cfg.Concurrency), brk: newBreaker(d.cfg)}
 }
 
 func (l *endpointLoop) set(e Endpoint) { l.mu.Lock(); l.ep = e; l.mu.Unlock() }
@@ -60,49 +61,91 @@ func (l *endpointLoop) run(ctx context.Context) {
 	t := time.NewTicker(l.d.cfg.Poll)
 	defer t.Stop()
 	for {
-		n := l.claim(ctx, &posts)
+		n, probeIn := l.claim(ctx, &posts)
 		if n > 0 && len(l.slots) < cap(l.slots) {
 			continue // it had some: there may be more due now
 		}
-		select {
-		case <-ctx.Done():
+		if !l.wait(ctx, t.C, probeIn) {
 			return
-		case <-l.done:
-			return
-		case <-t.C:
-		case <-l.wake:
 		}
 	}
 }
 
-// claim takes as many due deliveries as there are free slots and starts
-// their POSTs; it returns how many it took.
-func (l *endpointLoop) claim(ctx context.Context, posts *sync.WaitGroup) int {
+// wait waits for the tick, a poke or, while the breaker is open, the
+// next probe's time; false when the loop is to end.
+func (l *endpointLoop) wait(ctx context.Context, tick <-chan time.Time, probeIn time.Duration) bool {
+	var probe <-chan time.Time
+	if probeIn > 0 {
+		pt := time.NewTimer(probeIn)
+		defer pt.Stop()
+		probe = pt.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-l.done:
+		return false
+	case <-tick:
+	case <-l.wake:
+	case <-probe:
+	}
+	return true
+}
+
+// claim takes as many due deliveries as there are free slots (one probe
+// at a time while the breaker is open) and starts their POSTs; it returns
+// how many it took, and when the breaker allows the next probe.
+func (l *endpointLoop) claim(ctx context.Context, posts *sync.WaitGroup) (int, time.Duration) {
 	free := cap(l.slots) - len(l.slots)
 	if free == 0 {
-		return 0
+		return 0, 0
+	}
+	free, probeIn := l.brk.allow(free, len(l.slots), time.Now())
+	if free == 0 {
+		return 0, probeIn
 	}
 	ds, err := l.d.cfg.Store.ClaimDeliveries(ctx, l.name, free, l.lease())
-	if err != nil {
-		if ctx.Err() == nil {
-			l.d.log.Warn().Err(err).Str("endpoint", l.name).Msg("webhook deliveries not claimed; claimed again shortly")
-		}
-		return 0
+	if err != nil && ctx.Err() == nil {
+		l.d.log.Warn().Err(err).Str("endpoint", l.name).Msg("webhook deliveries not claimed; claimed again shortly")
+	}
+	if len(ds) == 0 {
+		l.brk.unclaimed()
+		return 0, 0
 	}
 	for _, del := range ds {
 		l.slots <- struct{}{}
 		posts.Add(1)
 		go func() {
 			defer func() { <-l.slots; posts.Done(); l.poke() }()
-			l.deliver(ctx, del)
+			if ok, sent := l.deliver(ctx, del); sent {
+				l.outcome(ok)
+			}
 		}()
 	}
-	return len(ds)
+	return len(ds), 0
+}
+
+// outcome tells the breaker how a POST went, and logs and exports its
+// state when it opens or closes (not per failure: deliver logs those).
+func (l *endpointLoop) outcome(ok bool) {
+	open, changed := l.brk.result(ok, time.Now())
+	if !changed {
+		return
+	}
+	if open {
+		l.d.metrics.open.WithLabelValues(l.name).Set(1)
+		l.d.log.Warn().Str("endpoint", l.name).Int("failures", l.d.cfg.OpenAfter).
+			Msg("webhook endpoint failing: breaker open, one probe delivery at a time until one succeeds")
+		return
+	}
+	l.d.metrics.open.WithLabelValues(l.name).Set(0)
+	l.d.log.Info().Str("endpoint", l.name).Msg("webhook endpoint delivered again: breaker closed, its backlog flows")
 }
 
 // deliver makes one attempt of del and records its outcome: done, due
-// again after a backoff, or dead once the retry window is spent.
-func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) {
+// again after a backoff, or dead once the retry window is spent. ok: the
+// receiver took it; sent: an attempt was made (not cut short by Stop).
+func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) (ok, sent bool) {
 	ep := l.get()
 	start := time.Now()
 	ctx, span := l.d.startSpan(ctx, ep, del)
@@ -114,20 +157,21 @@ func (l *endpointLoop) deliver(ctx context.Context, del taskstore.Delivery) {
 	if err == nil {
 		l.record(ctx, del, "delivered", l.doneWhileClaimed(ctx, del))
 		log.Debug().Int("status", status).Msg("webhook delivered")
-		return
+		return true, true
 	}
 	if ctx.Err() != nil {
-		return // stopping: the claim lapses and the delivery is due again
+		return false, false // stopping: the claim lapses and the delivery is due again
 	}
 	now := l.d.cfg.Clock()
 	next := now.Add(backoff(del.Attempts, l.d.cfg.FirstRetry, l.d.cfg.MaxBackoff, l.d.cfg.Rand()))
 	if !next.Before(del.EnqueuedAt.Add(l.d.cfg.RetryFor)) {
 		l.record(ctx, del, "dead", l.d.cfg.Store.DeliveryDead(ctx, l.name, del.EventID, err.Error()))
 		log.Warn().Err(err).Msg("webhook delivery failed for good: kept as a dead letter (console, deliveries page)")
-		return
+		return false, true
 	}
 	l.record(ctx, del, "retried", l.d.cfg.Store.DeliveryRetry(ctx, l.name, del.EventID, next, err.Error()))
 	log.Info().Err(err).Time("next", next).Msg("webhook delivery failed; retried later")
+	return false, true
 }
 
 // record counts an outcome once the store has it; a store error leaves

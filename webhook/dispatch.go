@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/taskgate/taskgate/taskstore"
@@ -81,10 +82,11 @@ func (d *Dispatcher) gather() {
 }
 
 // dispatchOnce reads one batch of events, queues a delivery per endpoint
-// that wants each, and acknowledges the events all of whose deliveries
-// are queued. An event not acknowledged is read again (by this replica or
-// another, after claimAfter); queueing is idempotent per endpoint and
-// event, so that costs no duplicate. It returns how many events it read.
+// that wants each (one store call per endpoint for the whole batch), and
+// acknowledges the events all of whose deliveries are queued (one call).
+// An event not acknowledged is read again (by this replica or another,
+// after claimAfter); queueing is idempotent per endpoint and event, so
+// that costs no duplicate. It returns how many events it read.
 func (d *Dispatcher) dispatchOnce(ctx context.Context) int {
 	evs, err := d.cfg.Store.ReadWebhookEvents(ctx, d.cfg.Consumer, batch, claimAfter)
 	if err != nil {
@@ -93,21 +95,21 @@ func (d *Dispatcher) dispatchOnce(ctx context.Context) int {
 		}
 		return 0
 	}
-	eps := d.Endpoints()
+	if len(evs) == 0 {
+		return 0
+	}
+	failed := d.enqueue(ctx, evs, d.Endpoints())
 	done := evs[:0:0]
-	// Once an event of an outbox is not queued, its later ones wait too
-	// (read again after it, in order): queued now, a task's later event
-	// would overtake its earlier one in the endpoint's per-task list.
+	// Once an event of an outbox is not queued, its later ones are not
+	// acknowledged either (read again after it, in order): a task's
+	// later event must not reach an endpoint's per-task list first.
 	held := map[string]bool{}
-	for _, ev := range evs {
-		if held[ev.Outbox] {
+	for i, ev := range evs {
+		if failed[i] || held[ev.Outbox] {
+			held[ev.Outbox] = true
 			continue
 		}
-		if d.enqueue(ctx, ev, eps) {
-			done = append(done, ev)
-		} else {
-			held[ev.Outbox] = true
-		}
+		done = append(done, ev)
 	}
 	if len(done) > 0 {
 		if err := d.cfg.Store.AckWebhookEvents(ctx, done); err != nil && ctx.Err() == nil {
@@ -117,33 +119,48 @@ func (d *Dispatcher) dispatchOnce(ctx context.Context) int {
 	return len(evs)
 }
 
-// enqueue queues ev for every endpoint in eps that wants it; false when a
-// queueing failed (the event is kept for another try).
-func (d *Dispatcher) enqueue(ctx context.Context, ev taskstore.WebhookEvent, eps []Endpoint) bool {
-	var body []byte
+// enqueue queues each event of evs for every endpoint in eps that wants
+// it, one store call per endpoint, in the events' order (so one task's
+// events queue in order). failed[i] is true when a queueing of evs[i]
+// failed: that event is kept in its outbox for another try.
+func (d *Dispatcher) enqueue(ctx context.Context, evs []taskstore.WebhookEvent, eps []Endpoint) (failed []bool) {
+	failed = make([]bool, len(evs))
+	bodies := make([][]byte, len(evs)) // rendered once per event, for all endpoints
+	// The marker outlives every retry of the delivery, so an event read
+	// again within that window is never queued twice.
+	keep := d.cfg.RetryFor + 24*time.Hour
 	for _, e := range eps {
-		if !e.Wants(ev.Type, ev.Tool, ev.Owner) {
+		var dels []taskstore.Delivery
+		var which []int
+		for i, ev := range evs {
+			if !e.Wants(ev.Type, ev.Tool, ev.Owner) {
+				continue
+			}
+			if bodies[i] == nil {
+				bodies[i] = Render(ev, d.cfg.ConsoleURL)
+			}
+			dels = append(dels, taskstore.Delivery{
+				EventID: ev.ID, Endpoint: e.Name, TaskID: ev.TaskID, Type: ev.Type,
+				Payload: bodies[i], TraceParent: ev.TraceParent, // due now, by the store's clock
+			})
+			which = append(which, i)
+		}
+		if len(dels) == 0 {
 			continue
 		}
-		if body == nil {
-			body = Render(ev, d.cfg.ConsoleURL)
-		}
-		del := taskstore.Delivery{
-			EventID: ev.ID, Endpoint: e.Name, TaskID: ev.TaskID, Type: ev.Type,
-			Payload: body, TraceParent: ev.TraceParent, // due now, by the store's clock
-		}
-		// The marker outlives every retry of the delivery, so an event
-		// read again within that window is never queued twice.
-		fresh, err := d.cfg.Store.EnqueueDelivery(ctx, del, d.cfg.RetryFor+24*time.Hour)
+		fresh, err := d.cfg.Store.EnqueueDeliveries(ctx, dels, keep)
 		if err != nil {
 			if ctx.Err() == nil {
-				d.log.Warn().Err(err).Str("endpoint", e.Name).Str("event_id", ev.ID).Msg("webhook delivery not queued; queued on the next read")
+				d.log.Warn().Err(err).Str("endpoint", e.Name).Int("events", len(dels)).Msg("webhook deliveries not queued; queued on the next read")
 			}
-			return false
+			for _, i := range which {
+				failed[i] = true
+			}
+			continue
 		}
-		if fresh {
+		if slices.Contains(fresh, true) {
 			d.wakeEndpoint(e.Name)
 		}
 	}
-	return true
+	return failed
 }

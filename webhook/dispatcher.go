@@ -21,6 +21,13 @@ const (
 	DefaultPoll        = time.Second
 	DefaultFirstRetry  = 5 * time.Second
 	DefaultMaxBackoff  = time.Hour
+	// DefaultOpenAfter, DefaultProbeFirst and DefaultProbeMax shape an
+	// endpoint's circuit breaker (breaker.go): open after 5 failures in a
+	// row, then one probe 1 s later, doubling to 10 s, so a receiver back
+	// up gets its backlog within 10 s.
+	DefaultOpenAfter  = 5
+	DefaultProbeFirst = time.Second
+	DefaultProbeMax   = 10 * time.Second
 	// maxResponse bounds what is read of a receiver's answer: only its
 	// status counts, the body is read (then dropped) so the connection
 	// can be reused.
@@ -36,7 +43,7 @@ const (
 type Store interface {
 	ReadWebhookEvents(ctx context.Context, consumer string, max int, claimAfter time.Duration) ([]taskstore.WebhookEvent, error)
 	AckWebhookEvents(ctx context.Context, evs []taskstore.WebhookEvent) error
-	EnqueueDelivery(ctx context.Context, d taskstore.Delivery, keep time.Duration) (bool, error)
+	EnqueueDeliveries(ctx context.Context, ds []taskstore.Delivery, keep time.Duration) ([]bool, error)
 	ClaimDeliveries(ctx context.Context, endpoint string, max int, lease time.Duration) ([]taskstore.Delivery, error)
 	DeliveryDone(ctx context.Context, endpoint, eventID string) error
 	DeliveryRetry(ctx context.Context, endpoint, eventID string, next time.Time, lastErr string) error
@@ -68,6 +75,12 @@ type Config struct {
 	// FirstRetry and MaxBackoff shape the backoff: the n-th retry waits a
 	// random time in [0, min(MaxBackoff, FirstRetry·2ⁿ⁻¹)] ("full jitter").
 	FirstRetry, MaxBackoff time.Duration
+	// OpenAfter is how many POSTs in a row must fail, with no success, for
+	// an endpoint's breaker to open: then one delivery at a time is sent,
+	// ProbeFirst after the last failure, doubling up to ProbeMax, until
+	// one succeeds (breaker.go).
+	OpenAfter            int
+	ProbeFirst, ProbeMax time.Duration
 	// Client sends the POSTs; default: one with Timeout that follows no
 	// redirect (a 3xx is a failure, and only configured URLs are called).
 	Client *http.Client
@@ -136,6 +149,11 @@ func (c Config) withDefaults() Config {
 	def(&c.Poll, DefaultPoll)
 	def(&c.FirstRetry, DefaultFirstRetry)
 	def(&c.MaxBackoff, DefaultMaxBackoff)
+	def(&c.ProbeFirst, DefaultProbeFirst)
+	def(&c.ProbeMax, DefaultProbeMax)
+	if c.OpenAfter <= 0 {
+		c.OpenAfter = DefaultOpenAfter
+	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
@@ -234,6 +252,7 @@ func (d *Dispatcher) setEndpoints(eps []Endpoint) {
 		if !keep[name] {
 			l.stop()
 			delete(d.endpoints, name)
+			d.metrics.open.DeleteLabelValues(name)
 		}
 	}
 	d.order = append([]Endpoint(nil), eps...)

@@ -446,12 +446,15 @@ type failFirstEnqueue struct {
 	failed bool
 }
 
-func (f *failFirstEnqueue) EnqueueDelivery(ctx context.Context, d taskstore.Delivery, keep time.Duration) (bool, error) {
-	if d.EventID == f.event && !f.failed {
-		f.failed = true
-		return false, taskstore.ErrUnavailable
+// EnqueueDeliveries fails, once, the first batch holding event.
+func (f *failFirstEnqueue) EnqueueDeliveries(ctx context.Context, ds []taskstore.Delivery, keep time.Duration) ([]bool, error) {
+	for _, d := range ds {
+		if d.EventID == f.event && !f.failed {
+			f.failed = true
+			return nil, taskstore.ErrUnavailable
+		}
 	}
-	return f.Store.EnqueueDelivery(ctx, d, keep)
+	return f.Store.EnqueueDeliveries(ctx, ds, keep)
 }
 
 // TestDispatchKeepsOrderAfterFailedEnqueue: when a task's task.created

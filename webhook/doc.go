@@ -16,8 +16,9 @@
 //	dispatch.go   outboxes → per-endpoint queues, once per endpoint and event
 //	deliver.go    per-endpoint delivery loops: claim, sign, POST, done/retry/dead
 //	backoff.go    exponential backoff with full jitter
+//	breaker.go    per-endpoint circuit breaker: one probe at a time while failing
 //	deadletters.go what the console needs: Stats, DeadLetters, RetryDead
-//	metrics.go    taskgate_webhook_deliveries_total, taskgate_webhook_delivery_seconds
+//	metrics.go    taskgate_webhook_deliveries_total, _delivery_seconds, _endpoint_open
 //	trace.go      a client span per delivery, linked to the task's trace
 //
 // The Dispatcher needs of the store only the Store interface

@@ -51,7 +51,8 @@ import (
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
 //	taskgate_requests_total{method,outcome}           HTTP requests served: ok|client_error|server_error (requests.go)
 //	taskgate_request_duration_seconds{method}         arrival → end of the answer (or of its stream)
-//	taskgate_webhook_deliveries_total{endpoint,event,outcome}, taskgate_webhook_delivery_seconds{endpoint}
+//	taskgate_webhook_deliveries_total{endpoint,event,outcome}, taskgate_webhook_delivery_seconds{endpoint},
+//	taskgate_webhook_endpoint_open{endpoint}
 //	                                                  with Config.Webhooks: the webhook package's (RegisterCollectors)
 //
 // plus the Go runtime's and the process' standard collectors.
