@@ -132,10 +132,10 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	if n := metricValue(fams, "taskgate_refusals_total", map[string]string{"reason": "fair_share"}); n != 0 {
 		t.Errorf("taskgate_refusals_total{reason=fair_share} = %v, want 0", n)
 	}
-	// Sampled: a line per reason per RefusalLogEvery at most, the first
+	// Sampled: a line per reason per 10 s (obs.refusalLogEvery) at most, the first
 	// saying one refusal, not 16 lines.
 	lines := log.lines(`"reason":"max_inflight_per_principal"`)
-	most := 1 + int(time.Since(start)/(10*time.Second)) // obs.RefusalLogEvery
+	most := 1 + int(time.Since(start)/(10*time.Second)) // obs.refusalLogEvery
 	if len(lines) == 0 || len(lines) > most || lines[0]["refused"] != 1.0 {
 		t.Errorf("refusal log lines = %v, want 1 to %d, the first with refused 1", lines, most)
 	}

@@ -22,15 +22,15 @@ const (
 	RefusedPerPrincipal = "max_inflight_per_principal" // the principal holds its cap of calls
 	RefusedFairShare    = "fair_share"                 // the pool is full and the principal holds at least its share
 	RefusedTaskRate     = "max_task_rate"              // the principal's task creations per minute
-	RefusedSessions     = "max_sessions_per_principal" // a local server's sessions of one principal
-	RefusedMaxSessions  = "max_sessions"               // a local server's sessions of all principals
+	refusedSessions     = "max_sessions_per_principal" // a local server's sessions of one principal
+	refusedMaxSessions  = "max_sessions"               // a local server's sessions of all principals
 )
 
 var refusalReasons = []string{RefusedMaxInflight, RefusedPerPrincipal, RefusedFairShare, RefusedTaskRate,
-	RefusedSessions, RefusedMaxSessions}
+	refusedSessions, refusedMaxSessions}
 
-// RefusalLogEvery is how often at most each reason is logged.
-const RefusalLogEvery = 10 * time.Second
+// refusalLogEvery is how often at most each reason is logged.
+const refusalLogEvery = 10 * time.Second
 
 // Refusals counts and logs refusals; a nil one does nothing.
 type Refusals struct {
@@ -67,7 +67,7 @@ func (r *Refusals) Refuse(reason, msg string) {
 	now := r.now()
 	r.mu.Lock()
 	r.pending[reason]++
-	if now.Sub(r.last[reason]) < RefusalLogEvery {
+	if now.Sub(r.last[reason]) < refusalLogEvery {
 		r.mu.Unlock()
 		return
 	}
@@ -75,7 +75,7 @@ func (r *Refusals) Refuse(reason, msg string) {
 	r.pending[reason], r.last[reason] = 0, now
 	r.mu.Unlock()
 	r.log.Warn().Str("op", "admit").Str("reason", reason).Int("refused", n).
-		Dur("sampled_every", RefusalLogEvery).Msg(msg)
+		Dur("sampled_every", refusalLogEvery).Msg(msg)
 }
 
 // Refused is m.Refusals.Refuse, for a nil m too.

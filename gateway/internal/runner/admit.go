@@ -13,7 +13,7 @@ package runner
 //     takes it all): past it, refused at once;
 //   - when the pool is full, a principal holding at least its share
 //     (MaxInflight / principals holding calls) is refused at once; one
-//     holding less waits up to FairWait, and each freed slot goes to the
+//     holding less waits up to fairWait (1 s), and each freed slot goes to the
 //     waiting principal holding the fewest calls (first come first among
 //     equals), never to a heavier one;
 //   - a task creation (AdmitTask) takes a token from the principal's
@@ -27,6 +27,7 @@ package runner
 // requestor and rate-limit task operations.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -50,9 +51,9 @@ const (
 	AdmitTask
 )
 
-// DefaultFairWait is how long an admission below its fair share waits for
+// fairWait is how long an admission below its fair share waits for
 // a slot of a full pool before it is refused.
-const DefaultFairWait = time.Second
+const fairWait = time.Second
 
 // retryHint is the retryAfterMs of a refusal that waits for a slot to
 // free: when one frees is not known, about when one usually has.
@@ -66,9 +67,6 @@ type Slot struct {
 	principal string
 	freed     atomic.Bool
 }
-
-// Principal is whose share the slot counts in.
-func (s *Slot) Principal() string { return s.principal }
 
 // Free gives the slot back (once; a nil slot is none).
 func (s *Slot) Free() {
@@ -166,7 +164,7 @@ func (rn *Runner) reserve(principal string) (*Slot, *waiter, string) {
 
 // await waits for w's slot up to the fair wait, or until ctx ends.
 func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
-	t := time.NewTimer(rn.fairWait())
+	t := time.NewTimer(cmp.Or(rn.fairWaitFor, fairWait))
 	defer t.Stop()
 	select {
 	case <-w.granted:
@@ -180,13 +178,6 @@ func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
 	rn.Mu.Unlock()
 	slot.Free()
 	return nil, obs.RefusedMaxInflight
-}
-
-func (rn *Runner) fairWait() time.Duration {
-	if rn.FairWait > 0 {
-		return rn.FairWait
-	}
-	return DefaultFairWait
 }
 
 // Count takes a slot for principal without the limits: a running task's
@@ -247,11 +238,4 @@ func (rn *Runner) lightestLocked() int {
 // the whole pool or more (the pool's own rules then say why).
 func (rn *Runner) capped() bool {
 	return rn.MaxPerPrincipal > 0 && (rn.MaxInflight <= 0 || rn.MaxPerPrincipal < rn.MaxInflight)
-}
-
-// Held is how many calls principal holds on this replica.
-func (rn *Runner) Held(principal string) int {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
-	return rn.held[principal]
 }

@@ -13,7 +13,7 @@ import (
 
 // admitRunner is a runner with only its admission: no store, no workers.
 func admitRunner(maxInflight, perPrincipal int, wait time.Duration) *Runner {
-	return &Runner{Params: Params{MaxInflight: maxInflight, MaxPerPrincipal: perPrincipal, FairWait: wait},
+	return &Runner{Params: Params{MaxInflight: maxInflight, MaxPerPrincipal: perPrincipal}, fairWaitFor: wait,
 		changed: make(chan struct{}), held: map[string]int{}, rates: newTaskRates(0)}
 }
 
@@ -132,7 +132,7 @@ func TestAdmitWaitEndsReservingNothing(t *testing.T) {
 	mustAdmit(t, rn, "c")
 	_, e := rn.Admit(context.Background(), "b", AdmitCall)
 	refusal(t, e, obs.RefusedMaxInflight, "--max-inflight")
-	rn.FairWait = time.Minute
+	rn.fairWaitFor = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, e = rn.Admit(ctx, "b", AdmitCall)

@@ -114,7 +114,7 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 }
 
 // Principal is whose share the call counts in.
-func (c *InflightCall) Principal() string { return c.slot.Principal() }
+func (c *InflightCall) Principal() string { return c.slot.principal }
 
 // WaitPlain waits for the held call of j as a plain call, when it could
 // not become a task; input its upstream asks for meanwhile is refused.

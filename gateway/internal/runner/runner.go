@@ -86,11 +86,9 @@ type Params struct {
 	Renew       time.Duration // how often it is renewed, and the recoverer sweeps
 	MaxInflight int           // 0: no limit
 	// MaxPerPrincipal caps the calls one principal holds (admit.go);
-	// 0: no cap. FairWait bounds an admission's wait for a slot of a full
-	// pool; 0: DefaultFairWait. TaskRate is the task creations a minute
+	// 0: no cap. TaskRate is the task creations a minute
 	// per principal (rate.go); 0: no limit.
 	MaxPerPrincipal int
-	FairWait        time.Duration
 	TaskRate        float64
 	Creds           sessionBinder  // the principals' freshest tokens; nil: none
 	Anonymous       core.Anonymous // the caps an anonymous owner's task counts against (launch)
@@ -105,6 +103,10 @@ type Runner struct {
 	wg     sync.WaitGroup
 
 	Draining atomic.Bool // drain was called: no new in-flight calls
+
+	// fairWaitFor bounds an admission's wait for a slot of a full pool;
+	// 0: fairWait (admit.go). The package's tests shorten it.
+	fairWaitFor time.Duration
 
 	Mu      sync.Mutex
 	calls   int            // in-flight calls, plus slots reserved for calls about to start
