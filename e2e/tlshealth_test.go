@@ -38,6 +38,11 @@ func TestUntrustedUpstreamCertificate(t *testing.T) {
 		t.Errorf("taskgate_upstream_up is not 0:\n%s", linesWith(m, "taskgate_upstream_up"))
 	}
 
+	// Given as an HTTP+SSE server, the start check's GET says so too.
+	if g := startGateway(t, up.URL+"/sse", "--upstream-transport", "sse"); !strings.Contains(g.stderr.String(), "--upstream-ca") {
+		t.Errorf("start log with --upstream-transport sse does not name --upstream-ca:\n%s", g.stderr.String())
+	}
+
 	caFile := filepath.Join(t.TempDir(), "cert.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,8 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 
 // serveReady answers readiness: can this replica serve its clients' tasks?
 // That is its task store answering. The upstream is checked too (it
-// accepts connections, and its answers are an MCP endpoint's:
+// accepts connections, its answers are an MCP endpoint's, and no
+// exchange failed for a rejected certificate or refused credentials:
 // internal/upstreamside/health.go) and reported in the body and in
 // taskgate_upstream_up, but it makes the replica unready only with
 // Config.ReadyRequiresUpstream (or without a store): an upstream outage

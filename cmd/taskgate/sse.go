@@ -59,6 +59,8 @@ func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log ze
 	if forced == sse.SSE { // checked now: a wrong URL is a startup error, not every client's
 		unreachable, err := sse.Probe(ctx, upstream.NewTransport(opts), u, probeHeader(opts, u.User))
 		switch {
+		case unreachable && upstream.FaultText(err) != "":
+			log.Error().Err(err).Msg(upstream.FaultText(err))
 		case unreachable:
 			log.Warn().Err(err).Msg("the HTTP+SSE upstream is not reachable yet; its clients' sessions open once it is")
 		case err != nil:

@@ -82,7 +82,7 @@ func Probe(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.He
 	why, ok, reachErr := probeStream(ctx, rt, u, header)
 	switch {
 	case reachErr != nil:
-		return true, fmt.Errorf("GET %s: %v", u.Redacted(), reachErr)
+		return true, fmt.Errorf("GET %s: %w", u.Redacted(), reachErr)
 	case !ok:
 		return false, fmt.Errorf("GET %s: %s", u.Redacted(), why)
 	}

@@ -6,6 +6,9 @@ package upstreamside
 // and the log. A wrong upstream URL (a server's root instead of its /mcp)
 // reaches the server, so a TCP probe calls it healthy while every MCP
 // request gets 404: the answers tell, and the log says so with the fix.
+// Likewise an https upstream whose certificate the gateway rejects, or
+// that refuses the gateway's own credentials, accepts connections while
+// every call fails: a real exchange tells (Fault, upstream.FaultText).
 
 import (
 	"context"
