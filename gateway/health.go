@@ -23,7 +23,8 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 
 // serveReady answers readiness: can this replica serve its clients' tasks?
 // That is its task store answering. The upstream is checked too (it
-// accepts connections, and its answers are an MCP endpoint's:
+// accepts connections, its answers are an MCP endpoint's, and no
+// exchange failed for a rejected certificate or refused credentials:
 // internal/upstreamside/health.go) and reported in the body and in
 // taskgate_upstream_up, but it makes the replica unready only with
 // Config.ReadyRequiresUpstream (or without a store): an upstream outage
@@ -39,7 +40,7 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	checks := map[string]string{"upstream": "ok"}
 	ready := true
-	if err := h.health.Check(ctx, h.cfg.Upstream); err != nil {
+	if err := h.health.Check(ctx, h.cfg.Upstream, h.recheckUpstream); err != nil {
 		checks["upstream"] = err.Error() // the reason, never the address
 		ready = h.cfg.Store != nil && !h.cfg.ReadyRequiresUpstream
 	}
@@ -74,15 +75,13 @@ const upstreamCheckTimeout = 5 * time.Second
 func (h *Handler) CheckUpstream(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, upstreamCheckTimeout)
 	defer cancel()
-	up, log := h.cfg.Upstream, h.log.With().Str("op", "upstream").Str("upstream", h.cfg.Upstream.URL()).Logger()
-	params := []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":` + string(upstreamside.GatewayInfo) + `}`)
-	sess, res, err := up.Initialize(ctx, nil, params)
+	log := h.log.With().Str("op", "upstream").Str("upstream", h.cfg.Upstream.URL()).Logger()
+	res, err := h.exchange(ctx)
 	var status *upstream.StatusError
 	var proto *upstream.ProtocolError
 	var refused *jsonrpc.Error
 	switch {
 	case err == nil:
-		_ = up.CloseSession(context.WithoutCancel(ctx), sess)
 		log.Info().Str("protocol_version", res.ProtocolVersion).Msg("the upstream answered initialize")
 		return nil
 	case errors.As(err, &refused):
@@ -94,17 +93,51 @@ func (h *Handler) CheckUpstream(ctx context.Context) error {
 		return err // the observer logged it, with the fix
 	case errors.As(err, &proto):
 		h.health.NotMCP(proto.Err.Error())
+	case h.health.Fault.Load() != nil:
+		// Every call fails until the operator acts: say so, with the fix.
+		log.Error().Err(err).Msg(*h.health.Fault.Load())
+	case errors.As(err, &status) && (status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden):
+		// An upstream behind sign-in, and the gateway sends no
+		// credentials of its own: each client brings its own (MCP
+		// Authorization).
+		log.Info().Int("status", status.Status).Msg("the upstream wants credentials for initialize; clients bring their own, or give the gateway's with --upstream-header")
+		return nil
+	case upstream.Fault(err) == upstream.FaultRefused:
+		log.Warn().Err(err).Msg(upstream.FaultText(err) + "; serving anyway")
 	case errors.Is(err, upstream.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
 		log.Warn().Err(err).Msg("the upstream does not answer yet; serving anyway")
-	case errors.As(err, &status) && (status.Status == http.StatusUnauthorized || status.Status == http.StatusForbidden):
-		// An upstream behind sign-in: each client brings its own
-		// credentials (MCP Authorization).
-		log.Info().Int("status", status.Status).Msg("the upstream wants credentials for initialize; clients bring their own")
-		return nil
 	case errors.As(err, &status):
 		log.Warn().Err(err).Msg("the upstream refused initialize; serving anyway")
 	default:
 		log.Warn().Err(err).Msg("the upstream check failed; serving anyway")
 	}
+	return err
+}
+
+// exchange initializes a session with the upstream over the real
+// transport (and closes it), and records in the upstream's health a
+// failure that fails every call (upstream.FaultText): a certificate
+// the gateway rejects, or a 401/403 to credentials the gateway sends
+// itself (without any, clients bring theirs: MCP Authorization).
+func (h *Handler) exchange(ctx context.Context) (*upstream.InitializeResult, error) {
+	up := h.cfg.Upstream
+	params := []byte(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":` + string(upstreamside.GatewayInfo) + `}`)
+	sess, res, err := up.Initialize(ctx, nil, params)
+	var refused *jsonrpc.Error
+	switch fault := upstream.Fault(err); {
+	case err == nil:
+		_ = up.CloseSession(context.WithoutCancel(ctx), sess)
+		h.health.SetFault("")
+	case errors.As(err, &refused):
+		h.health.SetFault("")
+	case fault == upstream.FaultTLS, fault == upstream.FaultCredentials && up.HasCredentials():
+		h.health.SetFault(upstream.FaultText(err))
+	}
+	return res, err
+}
+
+// recheckUpstream is /readyz's real exchange while a fault stands.
+func (h *Handler) recheckUpstream(ctx context.Context) error {
+	_, err := h.exchange(ctx)
 	return err
 }

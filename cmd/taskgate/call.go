@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -40,7 +41,7 @@ func callCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "call",
 		Usage:     "call one tool through a gateway (or any MCP server) and print its result; --task runs it as a task",
-		UsageText: "taskgate call URL TOOL [key=value...] [--task] [--header 'Name: value']... [--timeout D]",
+		UsageText: "taskgate call URL TOOL [key=value...] [--task] [--header 'Name: value']... [--ca FILE] [--timeout D]",
 		Description: "Speaks MCP " + callVersion + ": it initializes a session, sends tools/call with the arguments " +
 			"(a value that parses as JSON is sent as JSON, e.g. seconds=3 or tags='[\"a\"]'; any other as a string), " +
 			"and prints the result's text. With --task the call is task-augmented: it prints each status change to stderr, " +
@@ -53,6 +54,7 @@ func callCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "task", Usage: "run the call as a task: print its status changes, then its result"},
 			&cli.StringSliceFlag{Name: "header", Usage: "`'Name: value'` header sent on every request, e.g. 'Authorization: Bearer …' (repeatable)"},
+			&cli.StringFlag{Name: "ca", TakesFile: true, Usage: "PEM `FILE` of the CA certificates that sign an https URL's certificate (default: the system's)"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long the whole call may take"},
 		},
 		Action: call,
@@ -65,6 +67,7 @@ type callOpts struct {
 	args      map[string]any
 	task      bool
 	header    http.Header
+	tls       *tls.Config // from --ca; nil: the system's CAs
 	timeout   time.Duration
 }
 
@@ -84,12 +87,13 @@ func callArgs(args []string) (callOpts, bool, error) {
 	fs.BoolVar(help, "h", false, "")
 	var headers headerList
 	fs.Var(&headers, "header", "")
+	ca := fs.String("ca", "", "")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
 				name = strings.TrimLeft(name, "-")
-				if s := didYouMean(name, []string{"task", "header", "timeout", "help"}); s != "" {
+				if s := didYouMean(name, []string{"task", "header", "ca", "timeout", "help"}); s != "" {
 					return callOpts{}, false, fmt.Errorf("unknown flag --%s: did you mean --%s? (see taskgate call --help)", name, s)
 				}
 				return callOpts{}, false, fmt.Errorf("unknown flag --%s (see taskgate call --help)", name)
@@ -132,6 +136,11 @@ func callArgs(args []string) (callOpts, bool, error) {
 	if o.header, err = headerFlag(headers); err != nil {
 		return o, false, err
 	}
+	if *ca != "" {
+		if o.tls, err = caTLSConfig(*ca, "--ca"); err != nil {
+			return o, false, err
+		}
+	}
 	return o, false, nil
 }
 
@@ -162,7 +171,7 @@ type caller struct {
 }
 
 func (cl *caller) run(ctx context.Context) error {
-	up, err := upstream.New(cl.opts.url, upstream.Options{})
+	up, err := upstream.New(cl.opts.url, upstream.Options{TLSConfig: cl.opts.tls})
 	if err != nil {
 		return cli.Exit(err.Error(), callNotCalled)
 	}
@@ -332,6 +341,9 @@ func (cl *caller) notCalled(method string, err error) error {
 			u.Path, u.RawQuery = "", ""
 			msg += fmt.Sprintf("; check the URL's path, or, if it is a taskgate gateway, its --upstream (its log says; so does taskgate healthcheck --url %s)", u.Redacted())
 		}
+	}
+	if upstream.Fault(err) == upstream.FaultTLS {
+		msg += "; the server's certificate is " + upstream.CertificateWhy(err) + ": give the CA that signs it with --ca FILE (PEM)"
 	}
 	var we *jsonrpc.Error
 	if errors.As(err, &we) && cl.opts.task && method == "tools/call" && we.Code == jsonrpc.CodeMethodNotFound {

@@ -59,6 +59,8 @@ func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log ze
 	if forced == sse.SSE { // checked now: a wrong URL is a startup error, not every client's
 		unreachable, err := sse.Probe(ctx, upstream.NewTransport(opts), u, probeHeader(opts, u.User))
 		switch {
+		case unreachable && upstream.FaultText(err) != "":
+			log.Error().Err(err).Msg(upstream.FaultText(err))
 		case unreachable:
 			log.Warn().Err(err).Msg("the HTTP+SSE upstream is not reachable yet; its clients' sessions open once it is")
 		case err != nil:
@@ -68,6 +70,10 @@ func upstreamTransport(c *cli.Context, url string, opts upstream.Options, log ze
 	}
 	d, err := sse.Detect(ctx, upstream.NewTransport(opts), u, probeHeader(opts, u.User))
 	switch {
+	case err != nil && upstream.FaultText(err) != "":
+		// Not "not reachable yet": the operator must act (a CA, the address).
+		log.Warn().Err(err).Msg(upstream.FaultText(err) + "; Streamable HTTP assumed until then")
+		return sse.StreamableHTTP, nil
 	case err != nil:
 		log.Warn().Err(err).Msg("cannot tell the upstream's transport (it is not reachable yet): Streamable HTTP assumed; give --upstream-transport sse for an HTTP+SSE server")
 		return sse.StreamableHTTP, nil

@@ -45,16 +45,9 @@ func upstreamOptions(c *cli.Context) (upstream.Options, error) {
 	if ca == "" && cert == "" && key == "" {
 		return opts, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return opts, fmt.Errorf("invalid --upstream-ca: %v", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return opts, fmt.Errorf("invalid --upstream-ca %s: no PEM certificate in it", ca)
-		}
+	cfg, err := caTLSConfig(ca, "--upstream-ca")
+	if err != nil {
+		return opts, err
 	}
 	if (cert == "") != (key == "") {
 		return opts, fmt.Errorf("--upstream-client-cert and --upstream-client-key go together: give both or neither")
@@ -68,6 +61,25 @@ func upstreamOptions(c *cli.Context) (upstream.Options, error) {
 	}
 	opts.TLSConfig = cfg
 	return opts, nil
+}
+
+// caTLSConfig is the TLS configuration that trusts the CA certificates of
+// the PEM file at path (given as flag) instead of the system's; with no
+// path, the system's.
+func caTLSConfig(path, flag string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if path == "" {
+		return cfg, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("invalid %s: %v", flag, err)
+	}
+	cfg.RootCAs = x509.NewCertPool()
+	if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("invalid %s %s: no PEM certificate in it", flag, path)
+	}
+	return cfg, nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

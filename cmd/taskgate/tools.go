@@ -46,9 +46,22 @@ func toolsCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 				Usage: "how long listing the tools may take"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"},
-		}, append(ruleFlags(), policyFlags(false)...)...), append(upstreamFlags(), stdioFlags(false)...)...),
+		}, append(ruleFlags(), policyFlags(false)...)...), append(caAlias(upstreamFlags()), stdioFlags(false)...)...),
 		Action: tools,
 	}
+}
+
+// caAlias gives --upstream-ca among flags the short name --ca, as
+// taskgate call has: tools talks to nothing but its upstream.
+func caAlias(flags []cli.Flag) []cli.Flag {
+	for i, f := range flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "upstream-ca" {
+			alias := *sf
+			alias.Aliases = []string{"ca"}
+			flags[i] = &alias
+		}
+	}
+	return flags
 }
 
 func tools(c *cli.Context) error {
@@ -172,6 +185,10 @@ func listToolsAt(ctx context.Context, up *upstream.Client, header http.Header) (
 		defer func() { _ = up.CloseSession(context.WithoutCancel(ctx), sess) }()
 		list, err := listPages(ctx, up, sess, nil)
 		return list, sess.ProtocolVersion, err
+	}
+	if upstream.Fault(err) == upstream.FaultTLS {
+		return nil, "", fmt.Errorf("cannot list the tools of %s: %v; its certificate is %s: give the CA that signs it with --ca FILE (PEM)",
+			up.URL(), err, upstream.CertificateWhy(err))
 	}
 	if errors.Is(err, upstream.ErrUnreachable) || ctx.Err() != nil {
 		return nil, "", fmt.Errorf("cannot list the tools of %s: %v", up.URL(), err)

@@ -51,7 +51,7 @@ func Detect(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.H
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
-		return Detection{}, fmt.Errorf("POST initialize to %s: %v", u.Redacted(), err)
+		return Detection{}, fmt.Errorf("POST initialize to %s: %w", u.Redacted(), err)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
@@ -82,7 +82,7 @@ func Probe(ctx context.Context, rt http.RoundTripper, u *url.URL, header http.He
 	why, ok, reachErr := probeStream(ctx, rt, u, header)
 	switch {
 	case reachErr != nil:
-		return true, fmt.Errorf("GET %s: %v", u.Redacted(), reachErr)
+		return true, fmt.Errorf("GET %s: %w", u.Redacted(), reachErr)
 	case !ok:
 		return false, fmt.Errorf("GET %s: %s", u.Redacted(), why)
 	}
