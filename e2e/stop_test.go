@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/testupstream"
+)
+
+// lostPhrase is the part of gateway.LostMessage a client and the log see
+// when a replica with the embedded store stops under a running task.
+const lostPhrase = "with the embedded store no other replica can run the task again"
+
+// TestSIGTERMEmbeddedFreesPortAndSaysTaskIsLost: with the embedded store
+// (no --redis-url) and a task still running, SIGTERM frees the listening
+// port at once (a new gateway could bind it while this one drains), and
+// the task the drain could not finish is failed saying it is lost: the
+// client waiting on its tasks/result reads that, and the log says it,
+// with no promise of another replica.
+func TestSIGTERMEmbeddedFreesPortAndSaysTaskIsLost(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, testupstream.Options{})
+	g := startGateway(t, up, append(slices.Clone(taskFlags), "--drain-timeout", "6s")...)
+	s := newRawSession(t, g.URL, "")
+	s.initialize()
+	var created struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+	}
+	mustDecode(t, s.mustResult("tools/call", map[string]any{
+		"name": "slow", "arguments": map[string]any{"seconds": 60, "text": "lost"}, "task": map[string]any{"ttl": taskTTLMs},
+	}), &created)
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(g.base, "http://")
+	ln := bindWhileDraining(t, g, addr)
+	if out := g.stderr.String(); strings.Contains(out, "drain timed out") {
+		t.Fatalf("the port was freed only after the drain; output:\n%s", out)
+	}
+	_ = ln.Close()
+
+	// The connection the session already has is still served: its
+	// tasks/result waits for the task's end, which the drain's end brings.
+	m := s.call("tasks/result", map[string]any{"taskId": created.Task.TaskID})
+	got, _ := json.Marshal(m)
+	if !strings.Contains(string(got), lostPhrase) {
+		t.Errorf("tasks/result after the stop = %s, want the task failed saying %q", got, lostPhrase)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("taskgate did not exit after draining")
+	}
+	out := g.stderr.String()
+	if !strings.Contains(out, "the tasks still held are failed and lost") || !strings.Contains(out, lostPhrase) {
+		t.Errorf("the log does not say the task is lost; output:\n%s", out)
+	}
+	if strings.Contains(out, "another replica runs the task again") {
+		t.Errorf("the log promises another replica with the embedded store; output:\n%s", out)
+	}
+}
+
+// bindWhileDraining listens on addr as soon as the stopping gateway g
+// freed it, failing the test if g exits first.
+func bindWhileDraining(t *testing.T, g *gateway, addr string) net.Listener {
+	t.Helper()
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatalf("listen on %s: %v", addr, err)
+		}
+		select {
+		case <-g.done:
+			t.Fatalf("taskgate exited before its port was free for another (%v)", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestSecondSignalStopsAtOnce: a second SIGTERM during the drain ends the
+// process at once, saying so, without waiting for the held task.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, testupstream.Options{})
+	g := startGateway(t, up, append(slices.Clone(taskFlags), "--drain-timeout", "60s")...)
+	s := newRawSession(t, g.URL, "")
+	s.initialize()
+	s.mustResult("tools/call", map[string]any{
+		"name": "slow", "arguments": map[string]any{"seconds": 60, "text": "held"}, "task": map[string]any{"ttl": taskTTLMs},
+	})
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(g.stderr.String(), "shutting down: draining") {
+		select {
+		case <-g.done:
+			t.Fatalf("taskgate exited on the first signal with a task held; output:\n%s", g.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("taskgate still drains after a second SIGTERM")
+	}
+	if out := g.stderr.String(); !strings.Contains(out, "second signal: stopping at once") {
+		t.Errorf("the second signal's stop is not in the log; output:\n%s", out)
+	}
+	if code := g.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d after a second signal, want 1", code)
+	}
+}
