@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -122,5 +123,36 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 	if code := g.cmd.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("exit code %d after a second signal, want 1", code)
+	}
+}
+
+// TestSIGTERMOnRedisLeavesTaskToOtherReplica: on Redis with two replicas,
+// a rerunnable task whose replica is stopped (SIGTERM) past its drain is
+// not failed, nor called lost: its lease runs out and the other replica
+// runs it again to completion, as before the port closed at once.
+func TestSIGTERMOnRedisLeavesTaskToOtherReplica(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, testupstream.Options{})
+	args := durableArgs(redistest.Start(t), "--task", "slow", "--rerun", "slow", "--drain-timeout", "200ms")
+	holder := startGateway(t, up, args...)
+	other := startGateway(t, up, args...)
+	c := newMClient(t, []string{holder.URL, other.URL}, "Bearer stop-redis", true)
+	tk := c.createTask(0, "slow", map[string]any{"seconds": 3.0, "text": "again"})
+	if err := holder.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-holder.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stopped replica did not exit")
+	}
+	got, seen := c.waitTask(1, tk.TaskID, "terminal", func(tk mTask) bool { return terminal(tk.Status) })
+	if got.Status != "completed" {
+		t.Fatalf("task ended %s %q (statuses %v), want completed by the other replica", got.Status, got.StatusMessage, seen)
+	}
+	checkInlinedResult(t, "slow", got.Result, "slept 3 s: again", false)
+	out := holder.stderr.String()
+	if !strings.Contains(out, "another replica runs the task again once its lease runs out") || strings.Contains(out, lostPhrase) {
+		t.Errorf("the stopped replica's log: want the task left to another replica, not lost; output:\n%s", out)
 	}
 }
