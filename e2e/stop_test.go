@@ -90,16 +90,55 @@ func bindWhileDraining(t *testing.T, g *gateway, addr string) net.Listener {
 }
 
 // TestSecondSignalStopsAtOnce: a second SIGTERM during the drain ends the
-// process at once, saying so, without waiting for the held task.
+// process at once, saying so, without waiting for the held task; a stdio
+// child goes with it.
 func TestSecondSignalStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, testupstream.Options{})
-	g := startGateway(t, up, append(slices.Clone(taskFlags), "--drain-timeout", "60s")...)
-	s := newRawSession(t, g.URL, "")
-	s.initialize()
-	s.mustResult("tools/call", map[string]any{
-		"name": "slow", "arguments": map[string]any{"seconds": 60, "text": "held"}, "task": map[string]any{"ttl": taskTTLMs},
-	})
+	for name, stdio := range map[string]bool{"http": false, "stdio": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			up := func() string {
+				if stdio {
+					return stdioUpstream(t)
+				}
+				return newUpstream(t, testupstream.Options{})
+			}()
+			g := startGateway(t, up, append(slices.Clone(taskFlags), "--drain-timeout", "60s")...)
+			s := newRawSession(t, g.URL, "")
+			s.initialize()
+			s.mustResult("tools/call", map[string]any{
+				"name": "slow", "arguments": map[string]any{"seconds": 60, "text": "held"}, "task": map[string]any{"ttl": taskTTLMs},
+			})
+			secondSignal(t, g)
+			if out := g.stderr.String(); !strings.Contains(out, "second signal: stopping at once") {
+				t.Errorf("the second signal's stop is not in the log; output:\n%s", out)
+			}
+			if code := g.cmd.ProcessState.ExitCode(); code != 1 {
+				t.Errorf("exit code %d after a second signal, want 1", code)
+			}
+			if !stdio {
+				return
+			}
+			pids := childPIDs(g.stderr.String())
+			if len(pids) == 0 {
+				t.Fatalf("no stdio child in the log:\n%s", g.stderr.String())
+			}
+			waitUntil(t, 10*time.Second, func() bool {
+				for _, pid := range pids {
+					if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
+
+// secondSignal sends g SIGTERM, waits until it drains, sends it again and
+// waits for it to exit.
+func secondSignal(t *testing.T, g *gateway) {
+	t.Helper()
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +156,6 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	case <-g.done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("taskgate still drains after a second SIGTERM")
-	}
-	if out := g.stderr.String(); !strings.Contains(out, "second signal: stopping at once") {
-		t.Errorf("the second signal's stop is not in the log; output:\n%s", out)
-	}
-	if code := g.cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("exit code %d after a second signal, want 1", code)
 	}
 }
 

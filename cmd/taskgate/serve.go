@@ -360,7 +360,11 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("server stopped: %v", err)
 	case <-ctx.Done():
 	}
-	defer onSecondSignal(log)() // before stop: no signal falls between
+	defer onSecondSignal(log, func() { // a stdio child goes too: SIGTERM, then SIGKILL after a second
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		up.close(ctx)
+	})() // before stop: no signal falls between
 	stop()
 	// Stop accepting at once: the port is free for a new gateway while
 	// this one drains. Connections already open are still served (tasks/get

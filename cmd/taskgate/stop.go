@@ -36,9 +36,10 @@ func drain(h *gateway.Handler, timeout time.Duration, alone bool, log zerolog.Lo
 }
 
 // onSecondSignal makes a second SIGINT or SIGTERM during the shutdown end
-// the process at once (exit status 1), saying so; the returned func stops
-// watching.
-func onSecondSignal(log zerolog.Logger) func() {
+// the process at once (exit status 1), saying so, after last (bounded by
+// the caller: it stops a stdio child, which would outlive the process);
+// the returned func stops watching.
+func onSecondSignal(log zerolog.Logger, last func()) func() {
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -46,6 +47,7 @@ func onSecondSignal(log zerolog.Logger) func() {
 		select {
 		case sig := <-again:
 			log.Warn().Str("op", "drain").Str("signal", sig.String()).Msg("second signal: stopping at once; tasks still held are not failed")
+			last()
 			os.Exit(1)
 		case <-done:
 		}
