@@ -95,6 +95,14 @@ type Config struct {
 	// next one (at most half a Lease); zero means DefaultRerunBackoff.
 	MaxAttempts  int
 	RerunBackoff time.Duration
+	// Alone says no other replica shares Store (the embedded store): a
+	// task this replica stops under is failed saying it is lost
+	// (runner.LostMessage), never left for another replica to run again.
+	Alone bool
+	// UpstreamRestartGrace is how long a held call through the upstream's
+	// own task asks again for its tasks/result while the upstream is
+	// unreachable (a rolling restart); zero means DefaultUpstreamRestartGrace.
+	UpstreamRestartGrace time.Duration
 	// Path is where MCP is served. Empty means DefaultPath.
 	Path string
 	// MaxInflight caps the in-flight calls (the upstream calls this

@@ -162,3 +162,33 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainTimeoutAloneSaysLost: with no other replica sharing the store
+// (Config.Alone: the embedded store), a task the drain leaves is failed
+// saying it is lost, a rerunnable one too: nothing would run it again.
+func TestDrainTimeoutAloneSaysLost(t *testing.T) {
+	rerun, err := policy.NewRerunRule("*", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, rerunnable := range map[string]bool{"plain": false, "rerunnable": true} {
+		t.Run(name, func(t *testing.T) {
+			h, c, _ := drainGateway(t, func(cfg *Config) {
+				cfg.Alone = true
+				if rerunnable {
+					cfg.Policy = rulesPolicy(append(rules(t, "*", policy.Task), rerun))
+				}
+			})
+			task := c.startTask("slow", map[string]any{"seconds": 30, "text": "x"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			if err := h.Drain(ctx); err == nil {
+				t.Fatal("Drain returned nil with a 30 s call held")
+			}
+			h.Close()
+			if wt := c.waitStatus(task.TaskID, "failed"); wt.StatusMessage != LostMessage {
+				t.Errorf("statusMessage = %q, want %q", wt.StatusMessage, LostMessage)
+			}
+		})
+	}
+}

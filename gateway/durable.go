@@ -22,6 +22,13 @@ const (
 	DefaultRerunBackoff = runner.DefaultRerunBackoff
 )
 
+// DefaultUpstreamRestartGrace is Config.UpstreamRestartGrace's default.
+const DefaultUpstreamRestartGrace = runner.DefaultRestartGrace
+
+// LostMessage is the statusMessage of a task a replica stopped under when
+// Config.Alone (no other replica can run it again).
+const LostMessage = runner.LostMessage
+
 // durable is the runner's Durable for h and its config c.
 func (h *Handler) durable(c Config) runner.Durable {
 	d := runner.Durable{MaxAttempts: c.MaxAttempts, Backoff: c.RerunBackoff, Reruns: h.metrics.NewReruns(),

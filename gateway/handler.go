@@ -137,6 +137,7 @@ func New(cfg Config) (*Handler, error) {
 		MaxPerPrincipal: max(c.MaxInflightPerPrincipal, 0), TaskRate: max(c.MaxTaskRate, 0),
 		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
 		Durable:   h.durable(c), // durable.go
+		Alone:     c.Alone, RestartGrace: c.UpstreamRestartGrace,
 	})
 	inflight = h.runner.Inflight
 	fb, err := fallback.New(c.Fallback, c.Store, h.metrics, c.Logger)

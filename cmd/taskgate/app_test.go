@@ -40,6 +40,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"serve", up, "--latency-sync", "0s"}, "invalid --latency-sync 0s"},
 		{[]string{"serve", up, "--latency-sync", "often"}, `invalid --latency-sync "often": want a duration`},
 		{[]string{"serve", up, "--drain-timeout", "-1s"}, "invalid --drain-timeout -1s"},
+		{[]string{"serve", up, "--upstream-restart-grace", "0s"}, "invalid --upstream-restart-grace 0s: want a positive duration, e.g. 60s"},
 		{[]string{"serve", up, "--poll-limit", "-1"}, "invalid --poll-limit -1"},
 		{[]string{"serve", up, "--poll-limit", "fast"}, `invalid --poll-limit "fast"`},
 		{[]string{"serve", up, "--max-inflight-per-principal", "-1"}, "invalid --max-inflight-per-principal -1"},

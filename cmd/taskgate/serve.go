@@ -68,6 +68,8 @@ func serveCommand() *cli.Command {
 				Usage: "json or console"},
 			&cli.StringFlag{Name: "log-level", Category: catObservability, Value: "info", EnvVars: env("log-level"),
 				Usage: "debug, info, warn or error"},
+			&cli.DurationFlag{Name: "upstream-restart-grace", Category: catUpstream, Value: gateway.DefaultUpstreamRestartGrace, EnvVars: env("upstream-restart-grace"),
+				Usage: "how long a call held through the upstream's own task keeps asking for its result while the upstream is unreachable, so a rolling restart of the upstream fails no task"},
 			&cli.BoolFlag{Name: "ready-requires-upstream", Category: catObservability, EnvVars: env("ready-requires-upstream"),
 				Usage: "make /readyz answer 503 while the upstream is unreachable or not an MCP endpoint; by default /readyz is 200 whenever the task store answers, so clients can still read their tasks, and the upstream's state is in its body and in taskgate_upstream_up"},
 		}, slices.Concat(storeFlags(), ruleFlags(), policyFlags(true), []cli.Flag{latencySyncFlag()},
@@ -144,6 +146,9 @@ func serve(c *cli.Context) error {
 	}
 	if c.Duration("drain-timeout") < 0 {
 		return fmt.Errorf("invalid --drain-timeout %s: it must not be negative", c.Duration("drain-timeout"))
+	}
+	if c.Duration("upstream-restart-grace") <= 0 {
+		return fmt.Errorf("invalid --upstream-restart-grace %s: want a positive duration, e.g. 60s", c.Duration("upstream-restart-grace"))
 	}
 	if v := c.Float64("poll-limit"); v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return fmt.Errorf("invalid --poll-limit %v: it must be a number of polls per second, or 0 for no limit", v)
@@ -247,6 +252,8 @@ func serve(c *cli.Context) error {
 		LeaseRenew:              c.Duration("lease-renew"),
 		MaxAttempts:             c.Int("max-attempts"),
 		RerunBackoff:            c.Duration("rerun-backoff"),
+		Alone:                   c.String("redis-url") == "", // the embedded store: no other replica
+		UpstreamRestartGrace:    c.Duration("upstream-restart-grace"),
 		Logger:                  base,
 		ReplicaID:               replica,
 		AccessLog:               c.Bool("access-log"),
@@ -353,18 +360,25 @@ func serve(c *cli.Context) error {
 		return fmt.Errorf("server stopped: %v", err)
 	case <-ctx.Done():
 	}
-	stop() // a second signal now ends the process at once
-	// Drain while still listening: /readyz says 503 so load balancers move
-	// on, new tasks are refused, held calls may finish.
-	log.Info().Float64("drain_timeout_seconds", c.Duration("drain-timeout").Seconds()).Msg("shutting down: draining")
-	dctx, dcancel := context.WithTimeout(context.Background(), c.Duration("drain-timeout"))
-	if err := h.Drain(dctx); err != nil {
-		log.Warn().Msg("drain timed out; the tasks still held are failed")
-	}
-	dcancel()
-	// Streams the gateway serves itself (subscriptions/listen) end with a
-	// clean last message now, rather than hold the shutdown until cut.
-	h.EndStreams()
+	defer onSecondSignal(log, func() { // a stdio child goes too: SIGTERM, then SIGKILL after a second
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		up.close(ctx)
+	})() // before stop: no signal falls between
+	stop()
+	// Stop accepting at once: the port is free for a new gateway while
+	// this one drains. Connections already open are still served (tasks/get
+	// of held tasks, held calls): Serve returns, they do not end.
+	_ = ln.Close()
+	drain(h, c.Duration("drain-timeout"), c.String("redis-url") == "", log)
+	// Then the workers stop, before the open connections are closed: the
+	// tasks still held are failed with a message saying this replica
+	// stopped (lost, with the embedded store), and a client still waiting
+	// on tasks/result or polling on its open connection reads that, not a
+	// cut connection. Close ends the streams the gateway serves itself
+	// (subscriptions/listen) with their closing message too.
+	served = true
+	_ = h.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), c.Duration("shutdown-timeout"))
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -372,11 +386,7 @@ func serve(c *cli.Context) error {
 		log.Warn().Err(err).Msg("shutdown timed out; open streams were closed")
 		_ = srv.Close()
 	}
-	<-errc
-	// Workers stop after the listener: tasks still held are failed with a
-	// message saying this replica stopped.
-	served = true
-	_ = h.Close()
+	<-errc // Serve returned when the listener closed
 	return nil
 }
 

@@ -59,10 +59,15 @@ func ViaUpstreamTask(req *jsonrpc.Request) bool {
 // session went away.
 var errUpstreamSessionLost = errors.New("the upstream session behind the upstream's task was lost (the upstream answered 404 for it: it restarted, or ended the session)")
 
-// resultRetries bounds the tasks/result requests re-sent after their
-// stream broke without an answer (an idle timeout on the way, an upstream
-// restarting), 0.2 s, 0.4 s, … apart: 3 s in all.
-const resultRetries = 5
+// DefaultRestartGrace is how long a tasks/result whose stream broke
+// without an answer (an idle timeout on the way, an upstream restarting)
+// is asked again: long enough for a rolling restart of the upstream, which
+// keeps its tasks (MCP 2025-11-25, Tasks: a task outlives its request).
+const DefaultRestartGrace = 60 * time.Second
+
+// resultBackoffMax caps the wait between two tasks/result asked again
+// (0.2 s, 0.4 s, … up to this).
+const resultBackoffMax = 2 * time.Second
 
 // callUpstream sends req: through the upstream's task when it is
 // Task-augmented, else as it is; done gets the outcome. The answer is
@@ -132,6 +137,7 @@ type nativeHold struct {
 	Done   func(*jsonrpc.Response, error)
 	try    int       // asked again so often since a stream last lasted
 	began  time.Time // when the last tasks/result was sent
+	broke  time.Time // when the first of the breaks in a row began; zero: none
 }
 
 // ask sends tasks/result; answered goes on.
@@ -163,18 +169,20 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 		// The stream broke before the answer, or the upstream is
 		// restarting: ask again (a restarted upstream answers 404). A
 		// stream that lasted was not the trouble: the budget starts over.
-		if time.Since(h.began) > resultStreamLasted {
-			h.try = 0
+		if h.try == 0 || time.Since(h.began) > resultStreamLasted {
+			h.try, h.broke = 0, h.began
 		}
-		if h.try < resultRetries {
+		if time.Since(h.broke) < rn.restartGrace() {
 			h.try++
 			select {
-			case <-time.After(time.Duration(h.try) * 200 * time.Millisecond):
+			case <-time.After(min(time.Duration(h.try)*200*time.Millisecond, resultBackoffMax)):
 			case <-ctx.Done():
 			}
 			h.ask()
 			return
 		}
+		rn.Log.Warn().Str("op", "native").Str("upstream_task_id", h.taskID).Err(err).
+			Float64("grace_seconds", rn.restartGrace().Seconds()).Msg("the upstream stayed unreachable past the grace; the held task fails")
 	}
 	// Given up: the upstream's task must not run on for nobody.
 	rn.cancelUpstreamTask(ctx, h.Sess, h.taskID)
@@ -182,8 +190,15 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 }
 
 // resultStreamLasted: a tasks/result stream that broke after this long
-// does not count against resultRetries.
+// was not the trouble: the grace starts over.
 const resultStreamLasted = 30 * time.Second
+
+func (rn *Runner) restartGrace() time.Duration {
+	if rn.RestartGrace > 0 {
+		return rn.RestartGrace
+	}
+	return DefaultRestartGrace
+}
 
 // cancelUpstreamTask sends tasks/cancel of the upstream's task id, best
 // effort, after the call holding it was aborted.

@@ -106,7 +106,7 @@ func (rn *Runner) Finish(ctx context.Context, j *Job, log zerolog.Logger, res Ca
 		return // another replica owns the task now
 	case res.Err != nil:
 		status = taskstore.StatusFailed
-		o.Message = failureMessage(res.Err)
+		o.Message = rn.failureMessage(res.Err)
 		o.Error = core.InternalError(o.Message)
 	case res.Resp.Error != nil:
 		status = taskstore.StatusFailed
@@ -142,7 +142,7 @@ func (rn *Runner) Finish(ctx context.Context, j *Job, log zerolog.Logger, res Ca
 	if status == taskstore.StatusFailed {
 		ev = log.Warn()
 		if res.Err != nil {
-			ev = ev.Str("error", failureMessage(res.Err))
+			ev = ev.Str("error", rn.failureMessage(res.Err))
 		}
 	}
 	ev.Str("op", string(status)).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task " + string(status))
@@ -163,6 +163,20 @@ func (rn *Runner) settle(ctx context.Context, j *Job, err error) {
 
 func (rn *Runner) release(ctx context.Context, j *Job) {
 	_ = rn.Store.Release(ctx, j.Owner, j.Task.ID, rn.Replica)
+}
+
+// LostMessage is the statusMessage of a task the gateway stopped under
+// when no other replica shares its store (Params.Alone): the task is
+// gone with this process, and nothing will run it again.
+const LostMessage = "the gateway stopped before the upstream answered; with the embedded store no other replica can run the task again, so it is lost"
+
+// failureMessage is failureMessage(err), but names the loss when this
+// replica stops alone (Params.Alone).
+func (rn *Runner) failureMessage(err error) string {
+	if rn.Alone && rn.Ctx.Err() != nil && (errors.Is(err, errStopping) || errors.Is(err, context.Canceled)) {
+		return LostMessage
+	}
+	return failureMessage(err)
 }
 
 // failureMessage says why an upstream call produced no response, in words

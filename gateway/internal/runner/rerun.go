@@ -493,9 +493,10 @@ func (rn *Runner) nativeContext(ctx context.Context, j *Job) context.Context {
 // leaveForRerun keeps a rerunnable task this replica is stopping under
 // (its call cut off, no answer) working, with its lease: the lease runs
 // out and another replica runs the task again, as if this one had died,
-// instead of failing it "replica stopped".
+// instead of failing it "replica stopped". Alone, no replica would: the
+// task fails now, saying it is lost (LostMessage).
 func (rn *Runner) leaveForRerun(j *Job, res CallResult, log zerolog.Logger) bool {
-	if j.spec == nil || !j.spec.Rerun || res.Err == nil || rn.Ctx.Err() == nil {
+	if rn.Alone || j.spec == nil || !j.spec.Rerun || res.Err == nil || rn.Ctx.Err() == nil {
 		return false
 	}
 	log.Warn().Str("op", "rerun").Msg("this replica stops before the upstream answered; another replica runs the task again once its lease runs out")

@@ -93,6 +93,14 @@ type Params struct {
 	Creds           sessionBinder  // the principals' freshest tokens; nil: none
 	Anonymous       core.Anonymous // the caps an anonymous owner's task counts against (launch)
 	Durable         Durable        // reruns (rerun.go)
+	// Alone: no other replica shares the store (the embedded store), so a
+	// task this replica stops under is lost, and its message says so
+	// rather than promise a rerun elsewhere.
+	Alone bool
+	// RestartGrace is how long a held upstream task's tasks/result is
+	// asked again while the upstream is unreachable (native.go); 0:
+	// DefaultRestartGrace.
+	RestartGrace time.Duration
 }
 
 // runner owns every worker goroutine and in-flight call of a Handler.
