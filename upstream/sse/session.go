@@ -236,14 +236,15 @@ func streamEnd(err error, max int) string {
 // lost ends s, whose stream ended (unless s ended first, which closed it).
 func (b *Bridge) lost(s *session, why string) {
 	b.mu.Lock()
-	was := !s.ended
-	b.endSessionLocked(s, why)
-	b.mu.Unlock()
-	s.stop()
-	if was {
+	if !s.ended {
+		// Logged before the session ends: its client, told so by the
+		// end, must find the line already written (TestLostStream).
 		b.log.Warn().Str("op", "sse").Str("session", s.id).Str("reason", why).
 			Msg("the upstream's HTTP+SSE session ended; its client gets 404 and initializes again")
 	}
+	b.endSessionLocked(s, why)
+	b.mu.Unlock()
+	s.stop()
 }
 
 // errGone: the server answered a POST with 404, so it no longer knows the
