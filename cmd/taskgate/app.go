@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			healthcheckCommand(),
 			callCommand(),
 			completionCommand(),
+			flagsCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
