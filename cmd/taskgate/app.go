@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usageErrorOf(cmd)
-		if cmd.Name == "serve" || cmd.Name == "call" {
+		if len(cmd.Flags) > 0 { // every command with flags: one layout, wrapped
 			cmd.CustomHelpTemplate = commandHelp(cmd)
 		}
 	}
