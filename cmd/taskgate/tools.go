@@ -52,7 +52,7 @@ func toolsCommand() *cli.Command {
 }
 
 func tools(c *cli.Context) error {
-	up, err := openUpstream(c, zerolog.New(c.App.ErrWriter).Level(zerolog.WarnLevel).With().Timestamp().Logger(), nil)
+	up, err := openUpstream(c, humanLog(c.App.ErrWriter), nil)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func listToolsAt(ctx context.Context, up *upstream.Client, header http.Header) (
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "taskgate-tools", "version": buildVersion()},
 	})
 	if merr != nil {
-		return nil, "", fmt.Errorf("cannot list the tools of %s: initialize: %v", up.URL(), err)
+		return nil, "", fmt.Errorf("cannot list the tools of %s: initialize: %v%s", up.URL(), err, notMCPHint(up.URL(), err))
 	}
 	return list, "2026-07-28", nil
 }
@@ -392,4 +392,23 @@ func ms(n int64) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// humanLog is the logger of a command an operator runs by hand (tools):
+// warnings and errors as plain lines ("WRN message key=value") on w, not
+// serve's JSON, which is for log collectors.
+func humanLog(w io.Writer) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), PartsExclude: []string{zerolog.TimestampFieldName}}).
+		Level(zerolog.WarnLevel)
+}
+
+// notMCPHint is "; did you mean …/mcp?" (or the path to check) when the
+// upstream answered an initialize with 404 or 405, the answers of a URL
+// that is no MCP endpoint (MCP 2025-11-25, Transports, Streamable HTTP).
+func notMCPHint(rawURL string, err error) string {
+	var se *upstream.StatusError
+	if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+		return "; " + upstream.PathHint(rawURL)
+	}
+	return ""
 }
