@@ -74,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return help(c)
 		}
 		var names []string
-		for _, cmd := range app.Commands {
+		for _, cmd := range app.VisibleCommands() {
 			names = append(names, cmd.Names()...)
 		}
 		if s := didYouMean(name, names); s != "" {
@@ -134,6 +134,13 @@ func help(c *cli.Context) error {
 	}
 	name := c.Args().Get(1)
 	if c.App.Command(name) == nil {
+		var names []string
+		for _, cmd := range c.App.VisibleCommands() {
+			names = append(names, cmd.Names()...)
+		}
+		if s := didYouMean(name, names); s != "" {
+			return fmt.Errorf("no command %q to help with: did you mean %q? (see taskgate --help)", name, s)
+		}
 		return fmt.Errorf("no command %q to help with (see taskgate --help)", name)
 	}
 	return cli.ShowCommandHelp(c, name)

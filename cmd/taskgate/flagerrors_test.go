@@ -80,7 +80,7 @@ func TestHelpCommand(t *testing.T) {
 		}
 	}
 	err := run([]string{"taskgate", "help", "serv"}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), `no command "serv"`) {
+	if err == nil || err.Error() != `no command "serv" to help with: did you mean "serve"? (see taskgate --help)` {
 		t.Errorf("help serv: %v", err)
 	}
 }
