@@ -31,7 +31,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		Name:  "taskgate",
 		Usage: "give MCP Tasks to an unmodified MCP server",
 		UsageText: "taskgate serve --upstream http://127.0.0.1:3000/mcp [flags]   (taskgate serve --help lists them)\n" +
-			"taskgate COMMAND --help",
+			"taskgate COMMAND --help   (or taskgate help COMMAND)",
 		Version:   buildVersion(),
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			healthcheckCommand(),
 			callCommand(),
 			completionCommand(),
+			flagsCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
@@ -60,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = usageErrorOf(cmd)
-		if cmd.Name == "serve" || cmd.Name == "call" {
+		if len(cmd.Flags) > 0 { // every command with flags: one layout, wrapped
 			cmd.CustomHelpTemplate = commandHelp(cmd)
 		}
 	}
@@ -69,8 +70,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return cli.ShowAppHelp(c)
 		}
 		name := c.Args().First()
+		if name == "help" { // `taskgate help [COMMAND]`, as git and go have it
+			return help(c)
+		}
 		var names []string
-		for _, cmd := range app.Commands {
+		for _, cmd := range app.VisibleCommands() {
 			names = append(names, cmd.Names()...)
 		}
 		if s := didYouMean(name, names); s != "" {
@@ -78,12 +82,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("unknown command %q (see taskgate --help)", name)
 	}
+	if err := missingValue(app.Commands, args); err != nil {
+		return err
+	}
 	return app.Run(args)
 }
 
 var (
 	badValue    = regexp.MustCompile(`^invalid value "(.*)" for flag -([\w-]+): `)
 	unknownFlag = regexp.MustCompile(`^flag provided but not defined: -+([\w-]+)`)
+	noArgument  = regexp.MustCompile(`^flag needs an argument: -+([\w-]+)`)
+	badEnvValue = regexp.MustCompile(`^could not parse "(.*)" as \w+ value from environment variable "(\w+)" for flag ([\w-]+): `)
 )
 
 // usageErrorOf is cmd's OnUsageError: usageError, with a misspelt flag
@@ -100,12 +109,13 @@ func usageError(command string, flags []cli.Flag, err error) error {
 	msg := err.Error()
 	see := command + " --help"
 	if m := badValue.FindStringSubmatch(msg); m != nil {
-		want := "a valid value"
-		switch m[2] {
-		case "shutdown-timeout", "default-ttl", "max-ttl", "poll-interval", "auto-after", "hybrid-wait", "drain-timeout", "latency-sync", "timeout", "mrtr-hold", "lease", "lease-renew", "keepalive", "read-timeout", "rerun-backoff":
-			want = "a duration such as 500ms, 30s or 2m"
-		}
-		return fmt.Errorf("invalid --%s %q: want %s", m[2], m[1], want)
+		return badValueError(flags, m[2], m[1])
+	}
+	if m := badEnvValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s (the environment's %s)", badValueError(flags, m[3], m[1]), m[2])
+	}
+	if m := noArgument.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("--%s needs a value (see %s)", m[1], see)
 	}
 	if m := unknownFlag.FindStringSubmatch(msg); m != nil {
 		if s := didYouMean(m[1], flagNames(flags)); s != "" {
@@ -114,4 +124,24 @@ func usageError(command string, flags []cli.Flag, err error) error {
 		return fmt.Errorf("unknown flag --%s (see %s)", m[1], see)
 	}
 	return errors.New(msg + " (see " + see + ")")
+}
+
+// help is `taskgate help`: the app's help, or with a command's name that
+// command's, as --help shows them.
+func help(c *cli.Context) error {
+	if c.Args().Len() < 2 {
+		return cli.ShowAppHelp(c)
+	}
+	name := c.Args().Get(1)
+	if c.App.Command(name) == nil {
+		var names []string
+		for _, cmd := range c.App.VisibleCommands() {
+			names = append(names, cmd.Names()...)
+		}
+		if s := didYouMean(name, names); s != "" {
+			return fmt.Errorf("no command %q to help with: did you mean %q? (see taskgate --help)", name, s)
+		}
+		return fmt.Errorf("no command %q to help with (see taskgate --help)", name)
+	}
+	return cli.ShowCommandHelp(c, name)
 }

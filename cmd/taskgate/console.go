@@ -44,6 +44,9 @@ func listenConsole(c *cli.Context) (net.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
+	if err := hostPortError("console-listen", addr); err != nil {
+		return nil, err
+	}
 	if err := console.CheckListen(addr, c.String("console-token")); err != nil {
 		return nil, err
 	}

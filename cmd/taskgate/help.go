@@ -31,7 +31,7 @@ func commandHelpText(cmd *cli.Command) string {
 	if usage == "" {
 		usage = "taskgate " + cmd.Name + " [flags]"
 	}
-	fmt.Fprintf(&b, "NAME:\n   taskgate %s - %s\n\nUSAGE:\n   %s\n", cmd.Name, cmd.Usage, usage)
+	fmt.Fprintf(&b, "NAME:\n%s\n\nUSAGE:\n%s\n", wrap("taskgate "+cmd.Name+" - "+cmd.Usage, 3, helpWidth), wrap(usage, 3, helpWidth))
 	if cmd.Description != "" {
 		b.WriteString("\n" + wrap(cmd.Description, 3, helpWidth) + "\n")
 	}
@@ -48,7 +48,7 @@ func commandHelpText(cmd *cli.Command) string {
 		}
 	}
 	if withEnv {
-		b.WriteString(wrap("Each flag can also be set with the environment variable TASKGATE_<FLAG>, upper case with - as _ (TASKGATE_UPSTREAM, TASKGATE_REDIS_URL).", 3, helpWidth) + "\n")
+		b.WriteString(wrap("A flag can also be set with the environment variable TASKGATE_<FLAG>, upper case with - as _ (TASKGATE_UPSTREAM, TASKGATE_REDIS_URL), unless its line says otherwise.", 3, helpWidth) + "\n")
 	}
 	for _, cat := range append(append([]string{}, categories...), "") {
 		flags := byCat[cat]
@@ -58,14 +58,15 @@ func commandHelpText(cmd *cli.Command) string {
 		if cat == "" && len(byCat) > 1 {
 			cat = "Other"
 		}
+		b.WriteString("\n")
 		if cat != "" {
-			b.WriteString("\n" + cat + "\n")
+			b.WriteString(cat + "\n")
 		}
 		for _, f := range flags {
-			b.WriteString(flagHelp(f))
+			b.WriteString(flagHelp(f, withEnv))
 		}
 	}
-	b.WriteString("\n" + flagHelp(cli.HelpFlag))
+	b.WriteString("\n" + flagHelp(cli.HelpFlag, false))
 	return b.String()
 }
 
@@ -78,8 +79,9 @@ func flagCategory(f cli.Flag) string {
 }
 
 // flagHelp is one flag's entry: "--name VALUE", then its description,
-// default and environment variable, wrapped.
-func flagHelp(f cli.Flag) string {
+// default and, when envRule (the header states TASKGATE_<FLAG>), what
+// differs from that rule, wrapped.
+func flagHelp(f cli.Flag, envRule bool) string {
 	name, desc, _ := strings.Cut(cli.FlagStringer(f), "\t")
 	if _, ok := f.(*cli.BoolFlag); ok {
 		desc = strings.Replace(desc, " (default: false)", "", 1)
@@ -88,6 +90,9 @@ func flagHelp(f cli.Flag) string {
 	// repeatable flag says so in its description.
 	if i := strings.LastIndex(desc, " [$"); i >= 0 {
 		desc = desc[:i]
+	}
+	if envRule && f.Names()[0] != cli.HelpFlag.Names()[0] {
+		desc += envNote(f)
 	}
 	name, _, _ = strings.Cut(name, " [ ")
 	if strings.HasSuffix(name, " value") {
@@ -174,4 +179,21 @@ func flagNames(flags []cli.Flag) []string {
 		out = append(out, f.Names()...)
 	}
 	return out
+}
+
+// envNote is what a flag's help says of its environment variable when it
+// is not the TASKGATE_<FLAG> the header states: another name, or none.
+func envNote(f cli.Flag) string {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok {
+		return ""
+	}
+	vars := df.GetEnvVars()
+	switch {
+	case len(vars) == 0:
+		return " (no environment variable)"
+	case vars[0] != env(f.Names()[0])[0]:
+		return " (environment: " + vars[0] + ")"
+	}
+	return ""
 }

@@ -108,3 +108,40 @@ func TestFlagsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandHelpWrapped: every command with flags has serve's
+// layout (FLAGS, categories, --help last) wrapped to helpWidth, and says
+// which flags have no TASKGATE_<FLAG> variable or another one.
+func TestEveryCommandHelpWrapped(t *testing.T) {
+	for _, name := range []string{"serve", "tools", "healthcheck", "call"} {
+		var out bytes.Buffer
+		if err := run([]string{"taskgate", name, "--help"}, &out, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		help := out.String()
+		for i, line := range strings.Split(help, "\n") {
+			if len(line) > helpWidth {
+				t.Errorf("%s --help line %d is %d wide: %q", name, i+1, len(line), line)
+			}
+		}
+		if !strings.Contains(help, "\nFLAGS:\n") || !strings.HasSuffix(help, "--help, -h                     show help\n") {
+			t.Errorf("%s --help is not laid out as serve's:\n%s", name, help)
+		}
+	}
+	var out bytes.Buffer
+	if err := run([]string{"taskgate", "tools", "--help"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nUpstream\n   --upstream URL", "\nStore\n   --redis-url URL", "print JSON instead of a table (no environment\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tools --help lacks %q", want)
+		}
+	}
+	out.Reset()
+	if err := run([]string{"taskgate", "healthcheck", "--help"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "TASKGATE_HEALTHCHECK_URL") {
+		t.Errorf("healthcheck --help does not name TASKGATE_HEALTHCHECK_URL:\n%s", out.String())
+	}
+}

@@ -96,7 +96,7 @@ func TestPolicyFlagErrors(t *testing.T) {
 	}{
 		{[]string{"serve", up, "--auto-after", "0s"}, "invalid --auto-after 0s: it must be positive"},
 		{[]string{"serve", up, "--hybrid-wait", "-1s"}, "invalid --hybrid-wait -1s: it must be positive"},
-		{[]string{"serve", up, "--hybrid-wait", "soon"}, `invalid --hybrid-wait "soon": want a duration`},
+		{[]string{"serve", up, "--hybrid-wait", "soon"}, `--hybrid-wait wants a duration such as 500ms, 30s or 2m, got "soon"`},
 		{[]string{"serve", up, "--policy", filepath.Join(dir, "missing.json")}, "cannot read --policy " + dir + "/missing.json: no such file or directory"},
 		{[]string{"serve", up, "--policy", bad}, "invalid --policy: " + bad + `: rule 1 (line 2): unknown mode "tsk"`},
 		{[]string{"serve", up, "--policy", syntax}, "invalid --policy: " + syntax + ":2:16: invalid character"},

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -428,11 +427,8 @@ func isTerminal(w io.Writer) bool {
 // --metrics-listen), with errors that name the fix.
 func listen(c *cli.Context, name string) (net.Listener, error) {
 	addr := c.String(name)
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		if _, perr := strconv.ParseUint(addr, 10, 16); perr == nil {
-			return nil, fmt.Errorf("invalid --%s %s: want HOST:PORT, e.g. 127.0.0.1:%s (or :%s for every interface)", name, addr, addr, addr)
-		}
-		return nil, fmt.Errorf("invalid --%s %q: want HOST:PORT, e.g. 127.0.0.1:8080 (or :8080 for every interface)", name, addr)
+	if err := hostPortError(name, addr); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

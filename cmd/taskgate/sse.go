@@ -22,7 +22,7 @@ import (
 // upstreamTransportFlag chooses how --upstream is reached (serve and tools).
 func upstreamTransportFlag() cli.Flag {
 	return &cli.StringFlag{Name: "upstream-transport", Value: "auto", Category: catUpstream, EnvVars: env("upstream-transport"),
-		Usage: "how --upstream is reached: `auto` (POST initialize, and on 400, 404 or 405 try the HTTP+SSE transport, as MCP 2025-03-26 says), streamable-http, or sse (the 2024-11-05 HTTP+SSE transport: GET the URL, POST where its endpoint event says)"}
+		Usage: "`MODE` of reaching --upstream: auto (POST initialize, and on 400, 404 or 405 try the HTTP+SSE transport, as MCP 2025-03-26 says), streamable-http, or sse (the 2024-11-05 HTTP+SSE transport: GET the URL, POST where its endpoint event says)"}
 }
 
 // parseTransport checks --upstream-transport: "" (auto), streamable-http

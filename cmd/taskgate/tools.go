@@ -33,15 +33,15 @@ func toolsCommand() *cli.Command {
 		Name:  "tools",
 		Usage: "list the --upstream server's tools with what the policy decides for each (legacy and modern clients)",
 		Flags: append(append([]cli.Flag{
-			&cli.StringFlag{Name: "upstream", EnvVars: env("upstream"),
+			&cli.StringFlag{Name: "upstream", Category: catUpstream, EnvVars: env("upstream"),
 				Usage: "`URL` of the MCP server, as for serve (this or --upstream-command is required)"},
-			&cli.StringFlag{Name: "redis-url", EnvVars: env("redis-url"),
+			&cli.StringFlag{Name: "redis-url", Category: catStore, EnvVars: env("redis-url"),
 				Usage: "`URL` of the running replicas' Redis, to show the latencies they learned (p50/p95) and decide with them"},
-			&cli.DurationFlag{Name: "default-ttl", Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
+			&cli.DurationFlag{Name: "default-ttl", Category: catTasks, Value: taskstore.DefaultTTL, EnvVars: env("default-ttl"),
 				Usage: "task lifetime when no rule sets one, as for serve"},
-			&cli.DurationFlag{Name: "poll-interval", Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
+			&cli.DurationFlag{Name: "poll-interval", Category: catTasks, Value: taskstore.DefaultPollInterval, EnvVars: env("poll-interval"),
 				Usage: "pollInterval when neither a rule nor learned latency sets one, as for serve"},
-			&cli.StringSliceFlag{Name: "header",
+			&cli.StringSliceFlag{Name: "header", Category: catUpstream,
 				Usage: `HTTP header sent to the upstream, "Name: value" (e.g. "Authorization: Bearer …"); repeatable`},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second,
 				Usage: "how long listing the tools may take"},
@@ -65,7 +65,7 @@ func caAlias(flags []cli.Flag) []cli.Flag {
 }
 
 func tools(c *cli.Context) error {
-	up, err := openUpstream(c, zerolog.New(c.App.ErrWriter).Level(zerolog.WarnLevel).With().Timestamp().Logger(), nil)
+	up, err := openUpstream(c, humanLog(c.App.ErrWriter), nil)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func listToolsAt(ctx context.Context, up *upstream.Client, header http.Header) (
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "taskgate-tools", "version": buildVersion()},
 	})
 	if merr != nil {
-		return nil, "", fmt.Errorf("cannot list the tools of %s: initialize: %v", up.URL(), err)
+		return nil, "", fmt.Errorf("cannot list the tools of %s: initialize: %v%s", up.URL(), err, notMCPHint(up.URL(), err))
 	}
 	return list, "2026-07-28", nil
 }
@@ -409,4 +409,23 @@ func ms(n int64) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// humanLog is the logger of a command an operator runs by hand (tools):
+// warnings and errors as plain lines ("WRN message key=value") on w, not
+// serve's JSON, which is for log collectors.
+func humanLog(w io.Writer) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: !isTerminal(w), PartsExclude: []string{zerolog.TimestampFieldName}}).
+		Level(zerolog.WarnLevel)
+}
+
+// notMCPHint is "; did you mean …/mcp?" (or the path to check) when the
+// upstream answered an initialize with 404 or 405, the answers of a URL
+// that is no MCP endpoint (MCP 2025-11-25, Transports, Streamable HTTP).
+func notMCPHint(rawURL string, err error) string {
+	var se *upstream.StatusError
+	if errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusMethodNotAllowed) {
+		return "; " + upstream.PathHint(rawURL)
+	}
+	return ""
 }
