@@ -22,12 +22,13 @@
 //
 // # The rules file
 //
-// The file is JSON, not YAML: the standard library reads it, so the
-// gateway takes on no dependency for it, and JSON has one spelling for
-// each value (no "no" that means false, no tabs-versus-spaces). Write it
-// in YAML and convert with `yq -o json` if you prefer. ParseFile reads it
-// strictly: unknown fields are errors, syntax errors carry line:column,
-// and a wrong rule is reported as "rules.json: rule 2 (line 7): …".
+// The file is JSON, or YAML (ParseRulesFile: by the name's .yaml/.yml,
+// else by the content). ParseFile reads JSON strictly: unknown fields
+// are errors, syntax errors carry line:column, and a wrong rule is
+// reported as "rules.json: rule 2 (line 7): …". A YAML file is rewritten
+// as the JSON it stands for, each value on its YAML line (yaml.go), and
+// read by ParseFile, so its errors name its own lines; YAML's extras
+// (anchors, aliases, hex and infinite numbers) are refused.
 //
 // Example:
 //

@@ -110,7 +110,13 @@ func (p *fileParser) syntaxError(err error) error {
 	switch {
 	case errors.As(err, &se):
 		// Offset is just past the offending byte.
-		return p.errAt(int(se.Offset)-1, "%s", strings.TrimPrefix(se.Error(), "json: "))
+		off := int(se.Offset) - 1
+		msg := strings.TrimPrefix(se.Error(), "json: ")
+		if off == skipSpace(p.data, 0) {
+			// Not JSON from its first byte: likely YAML under another name.
+			msg += `: a rules file is JSON ({"rules": [...]}), or YAML named .yaml or .yml`
+		}
+		return p.errAt(off, "%s", msg)
 	case err == io.EOF:
 		return p.errAt(len(p.data), `empty file: want {"rules": [...]}`)
 	case err == io.ErrUnexpectedEOF:

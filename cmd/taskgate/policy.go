@@ -19,7 +19,7 @@ const maxPolicyFile = 1 << 20
 // policyFlags are the policy's flags; reloads says the command keeps
 // running and reloads the rules file (serve), or reads it once (tools).
 func policyFlags(reloads bool) []cli.Flag {
-	usage := "rules `FILE` (JSON, see docs/policy.md); its rules come after --task/--task-required/--sync, first match wins"
+	usage := "rules `FILE` (JSON, or YAML named .yaml/.yml; see docs/policy.md); its rules come after --task/--task-required/--sync, first match wins"
 	if reloads {
 		usage += "; reloaded on SIGHUP and when it changes"
 	}
@@ -90,7 +90,7 @@ func (s *policySource) build(data []byte) (*policy.Config, error) {
 	if s.file == "" {
 		return &cfg, nil
 	}
-	fileRules, err := policy.ParseFile(s.file, data)
+	fileRules, err := policy.ParseRulesFile(s.file, data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid --policy: %v", err)
 	}

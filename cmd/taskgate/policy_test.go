@@ -214,3 +214,28 @@ func TestReplicaIDDefault(t *testing.T) {
 		t.Errorf("replicaID(web-2) = %q, %v", id, err)
 	}
 }
+
+// TestPolicyYAMLEqualsJSON: --policy takes the same rules in YAML as in
+// JSON (issue 40: a YAML file got a JSON syntax error), and a YAML file's
+// mistake names its line.
+func TestPolicyYAMLEqualsJSON(t *testing.T) {
+	dir := t.TempDir()
+	js, ym, bad := filepath.Join(dir, "rules.json"), filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "bad.yml")
+	writeFile(t, js, `{"rules": [{"tool": "deploy_*", "mode": "task-required", "ttl": "2h"}, {"tool": "*", "annotations": {"readOnlyHint": true}, "mode": "sync"}]}`)
+	writeFile(t, ym, "rules:\n  - {tool: deploy_*, mode: task-required, ttl: 2h}\n  - tool: \"*\"\n    annotations: {readOnlyHint: true}\n    mode: sync\n")
+	writeFile(t, bad, "rules:\n  - tool: a\n    mode: often\n")
+	_, fromJSON, err := policyFrom(t, "--policy", js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fromYAML, err := policyFrom(t, "--policy", ym)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := ruleString(fromJSON.Rules), ruleString(fromYAML.Rules); a != b || a == "" {
+		t.Fatalf("JSON rules %q, YAML rules %q", a, b)
+	}
+	if _, _, err := policyFrom(t, "--policy", bad); err == nil || !strings.Contains(err.Error(), "bad.yml: rule 1 (line 3)") {
+		t.Fatalf("a wrong YAML rule: %v", err)
+	}
+}
