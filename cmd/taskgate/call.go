@@ -4,7 +4,8 @@ package main
 // works. It speaks MCP 2025-11-25 over Streamable HTTP (a session, and
 // the task-augmented tools/call of that revision's Tasks section), the
 // revision every gateway replica serves whatever its upstream speaks.
-// Status changes go to stderr, the result to stdout.
+// Status changes go to stderr (a live line on a terminal,
+// callprogress.go), the result to stdout.
 
 import (
 	"context"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,7 +47,8 @@ func callCommand() *cli.Command {
 		Description: "Speaks MCP " + callVersion + ": it initializes a session, sends tools/call with the arguments " +
 			"(a value that parses as JSON is sent as JSON, e.g. seconds=3 or tags='[\"a\"]'; any other as a string), " +
 			"and prints the result's text. With --task the call is task-augmented: it prints each status change to stderr, " +
-			"then the result. Requests for input (elicitation, sampling) are declined, and it says so. " +
+			"then the result; when stderr is a terminal, one live line with the elapsed time, the status and its message, " +
+			"and a progress bar when the tool reports progress with a total. Requests for input (elicitation, sampling) are declined, and it says so. " +
 			"Exit status: 0 the tool succeeded; 1 it answered with an error, or the task failed or was cancelled; " +
 			"2 no answer (bad arguments, unreachable, refused, not an MCP endpoint). Flags may come anywhere.",
 		// Flags may follow the arguments (taskgate call URL TOOL x=1 --task),
@@ -157,7 +160,7 @@ func call(c *cli.Context) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cl := &caller{out: c.App.Writer, log: c.App.ErrWriter, opts: o}
+	cl := &caller{out: c.App.Writer, log: c.App.ErrWriter, opts: o, tty: terminal(c.App.ErrWriter)}
 	return cl.run(ctx)
 }
 
@@ -167,7 +170,9 @@ type caller struct {
 	opts     callOpts
 	up       *upstream.Client
 	sess     *upstream.Session
-	seq      int
+	seq      atomic.Int64 // request ids; tasks/result and tasks/get overlap on a terminal
+	tty      *os.File     // stderr when it is a terminal: a live line (callprogress.go)
+	live     *liveLine    // that line while a task runs
 }
 
 func (cl *caller) run(ctx context.Context) error {
@@ -192,6 +197,11 @@ func (cl *caller) run(ctx context.Context) error {
 	if cl.opts.task {
 		p["task"] = map[string]any{}
 	}
+	if cl.opts.task && cl.tty != nil {
+		// Progress is sent only for a request that carries a
+		// progressToken (Basic/Utilities, "Progress").
+		p["_meta"] = map[string]any{"progressToken": "taskgate-call"}
+	}
 	resp, err := cl.request(ctx, "tools/call", p)
 	if err != nil {
 		return cl.notCalled("tools/call", err)
@@ -204,6 +214,9 @@ func (cl *caller) run(ctx context.Context) error {
 	}
 	if err := json.Unmarshal(resp, &created); err != nil || created.Task.TaskID == "" {
 		return cli.Exit(fmt.Sprintf("tools/call with --task: the answer is no task: %s", clip(resp)), callNotCalled)
+	}
+	if cl.tty != nil {
+		return cl.followLive(ctx, created.Task)
 	}
 	return cl.follow(ctx, created.Task)
 }
@@ -252,6 +265,17 @@ func (cl *caller) follow(ctx context.Context, t taskView) error {
 		}
 	}
 	result, err := cl.request(ctx, "tasks/result", map[string]any{"taskId": t.TaskID})
+	return cl.end(ctx, t, result, err, func(t taskView) {
+		if line := t.Status + statusNote(t.StatusMessage); line != last {
+			fmt.Fprintf(cl.log, "task %s: %s\n", t.TaskID, line)
+		}
+	})
+}
+
+// end turns tasks/result's answer into the exit. A task that was not yet
+// terminal (it asked for input; tasks/result waited for its end) is asked
+// for its final status, which show is given.
+func (cl *caller) end(ctx context.Context, t taskView, result json.RawMessage, err error, show func(taskView)) error {
 	if err != nil && ctx.Err() != nil {
 		return cl.abandon(t.TaskID, ctx.Err())
 	}
@@ -259,11 +283,9 @@ func (cl *caller) follow(ctx context.Context, t taskView) error {
 	if err != nil && !errors.As(err, &rpcErr) {
 		return cl.notCalled("tasks/result", err)
 	}
-	if !t.terminal() { // it asked for input; tasks/result waited for its end
+	if !t.terminal() {
 		if raw, err := cl.request(ctx, "tasks/get", map[string]any{"taskId": t.TaskID}); err == nil && json.Unmarshal(raw, &t) == nil {
-			if line := t.Status + statusNote(t.StatusMessage); line != last {
-				fmt.Fprintf(cl.log, "task %s: %s\n", t.TaskID, line)
-			}
+			show(t)
 		}
 	}
 	if rpcErr != nil { // a failed or cancelled task's tasks/result is its error
@@ -302,15 +324,21 @@ func (cl *caller) abandon(id string, why error) error {
 // JSON-RPC error comes back as a *jsonrpc.Error. Requests the server
 // sends meanwhile are declined, and said so.
 func (cl *caller) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	return cl.requestNoting(ctx, method, params, nil)
+}
+
+// requestNoting is request, with the notifications sent on the request's
+// stream given to onNote (nil: dropped).
+func (cl *caller) requestNoting(ctx context.Context, method string, params any, onNote func(*jsonrpc.Request)) (json.RawMessage, error) {
 	raw, _ := json.Marshal(params)
-	cl.seq++
-	id, _ := jsonrpc.MakeID(fmt.Sprintf("taskgate-call-%d", cl.seq))
+	id, _ := jsonrpc.MakeID(fmt.Sprintf("taskgate-call-%d", cl.seq.Add(1)))
 	resp, err := cl.up.Call(ctx, cl.sess, &jsonrpc.Request{ID: id, Method: method, Params: raw}, upstream.CallOptions{
 		OnRequest: func(r *jsonrpc.Request) {
-			fmt.Fprintf(cl.log, "the server asks for %s, which taskgate call cannot answer: declined\n", r.Method)
+			cl.say(fmt.Sprintf("the server asks for %s, which taskgate call cannot answer: declined", r.Method))
 			_ = cl.up.Respond(ctx, cl.sess, &jsonrpc.Response{ID: r.ID, Error: &jsonrpc.Error{
 				Code: jsonrpc.CodeMethodNotFound, Message: "taskgate call cannot answer " + r.Method}})
 		},
+		OnNotification: onNote,
 	})
 	if err != nil {
 		return nil, err
@@ -323,6 +351,15 @@ func (cl *caller) request(ctx context.Context, method string, params any) (json.
 		return nil, resp.Error
 	}
 	return resp.Result, nil
+}
+
+// say prints a line to stderr, above the live line if there is one.
+func (cl *caller) say(line string) {
+	if cl.live != nil {
+		cl.live.say(line)
+		return
+	}
+	fmt.Fprintln(cl.log, line)
 }
 
 // notCalled is the exit of a request that got no usable answer, naming
