@@ -212,14 +212,8 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 func TestPrincipalSharesPollLimit(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
-	up := newEraUpstream(t, false)
-	fl := newFleet(t, up.url)
-	g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl.add(func(c *Config) {
-		c.Auth, c.PublicURL, c.PollLimit = g, public, 0.5 // a burst of one poll, then one in 2 s
+	fl, _ := signedFleet(t, iss, public, false, 1, func(c *Config) {
+		c.PollLimit = 0.5 // a burst of one poll, then one in 2 s
 		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
 	})
 	token := func(n int) string {

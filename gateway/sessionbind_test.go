@@ -52,6 +52,28 @@ func sessionHTTP(t *testing.T, method, url, token, sid, body string) (int, strin
 	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
 }
 
+// signedFleet is a fleet of replicas in front of an era upstream
+// (stateless or a session server), each validating iss's JWTs for public,
+// mod changing its Config after that.
+func signedFleet(t *testing.T, iss *authtest.Issuer, public string, stateless bool, replicas int, mod func(*Config)) (*fleet, *eraUpstream) {
+	t.Helper()
+	up := newEraUpstream(t, stateless)
+	fl := newFleet(t, up.url)
+	for range replicas {
+		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.add(func(c *Config) {
+			c.Auth, c.PublicURL = g, public
+			if mod != nil {
+				mod(c)
+			}
+		})
+	}
+	return fl, up
+}
+
 const initialize2025 = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 // TestSessionBoundToPrincipal is issue 36's first finding: with sign-in on,
@@ -75,15 +97,7 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			iss := authtest.NewIssuer(t, "", false)
 			const public = "http://gw.test/mcp"
-			up := newEraUpstream(t, tc.stateless)
-			fl := newFleet(t, up.url)
-			for range 2 {
-				g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				fl.add(func(c *Config) { c.Auth, c.AuthStrip, c.PublicURL = g, tc.strip, public })
-			}
+			fl, up := signedFleet(t, iss, public, tc.stateless, 2, func(c *Config) { c.AuthStrip = tc.strip })
 			token := func(sub, jti string) string {
 				c := iss.Claims(public)
 				c["sub"], c["jti"] = sub, jti
@@ -153,13 +167,7 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 func TestSessionBindingFailsClosed(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
-	up := newEraUpstream(t, false)
-	fl := newFleet(t, up.url)
-	g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl.add(func(c *Config) { c.Auth, c.PublicURL = g, public })
+	fl, _ := signedFleet(t, iss, public, false, 1, nil)
 	tok := "Bearer " + iss.Token(iss.Claims(public))
 	fl.mr.SetError("LOADING the store is restarting")
 	// A 2025-06-18 client: its session is passed through, recorded by
