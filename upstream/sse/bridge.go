@@ -47,7 +47,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -114,13 +113,10 @@ type Bridge struct {
 	url  *url.URL
 	rt   http.RoundTripper
 	log  zerolog.Logger
-	seq  atomic.Uint64
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	calls    map[string]*call     // bridge request id (JSON) → call in flight
-	asks     map[string]*ask      // bridge id (JSON) of a server's request → where it went
-	tokens   map[string]*call     // bridge progress token → its call
+	calls    *callTable           // calls in flight, the server's requests sent to clients, progress tokens
 	owned    int                  // sessions open, and those being opened
 	shares   bridgesession.Shares // owned per principal (--max-sessions-per-principal)
 	closed   bool
@@ -161,8 +157,8 @@ func New(opts Options) (*Bridge, error) {
 		opts.HoldAsk = DefaultHoldAsk
 	}
 	b := &Bridge{opts: opts, url: u, rt: opts.Transport, log: opts.Logger.With().Str("upstream", u.Redacted()).Logger(),
-		sessions: map[string]*session{}, calls: map[string]*call{}, asks: map[string]*ask{}, tokens: map[string]*call{},
-		stop: make(chan struct{})}
+		sessions: map[string]*session{}, stop: make(chan struct{})}
+	b.calls = b.newCallTable()
 	b.wg.Add(1)
 	go b.reap()
 	return b, nil
@@ -217,7 +213,7 @@ func (b *Bridge) reap() {
 		var idle []*session
 		b.mu.Lock()
 		for _, s := range b.sessions {
-			if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
+			if s.Inflight == 0 && now.Sub(s.LastUsed) > b.opts.SessionIdle {
 				b.endSessionLocked(s, fmt.Sprintf("it was idle for %s", b.opts.SessionIdle))
 				idle = append(idle, s)
 			}

@@ -302,7 +302,7 @@ func TestLostStream(t *testing.T) {
 	waitFor(t, "the call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 1
+		return len(b.calls.CallsLocked()) == 1
 	})
 	srv.CloseClientConnections() // the stream goes, as when the server restarts
 	ms := <-done
@@ -435,7 +435,7 @@ func TestMaxPending(t *testing.T) {
 	waitFor(t, "the first call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 1
+		return len(b.calls.CallsLocked()) == 1
 	})
 	if _, ms := c.call(3, "echo", map[string]any{"text": "second"}, nil); !strings.Contains(text(t, last(t, ms)), "1 requests of this session are already in flight") {
 		t.Fatalf("a call past the bound: %+v", ms)
@@ -498,14 +498,14 @@ func TestAskOnGetStream(t *testing.T) {
 	waitFor(t, "the slow call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 1
+		return len(b.calls.CallsLocked()) == 1
 	})
 	elicit := make(chan string, 1)
 	go func() { _, ms := c.call(3, "elicit", map[string]any{}, nil); elicit <- text(t, last(t, ms)) }()
 	waitFor(t, "the elicitation held for a GET stream", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.sessions[c.sid].streams.HeldLocked() == 1
+		return b.sessions[c.sid].Streams.HeldLocked() == 1
 	})
 	if !strings.Contains(logs.String(), "held until one opens") {
 		t.Errorf("the held request is not logged")
@@ -607,7 +607,7 @@ func TestAskBesideCompletionGoesToGetStream(t *testing.T) {
 				waitFor(t, "roots/list held for a GET stream (not sent on the completion/complete in flight)", func() bool {
 					b.mu.Lock()
 					defer b.mu.Unlock()
-					return b.sessions[c.sid].streams.HeldLocked() == 1
+					return b.sessions[c.sid].Streams.HeldLocked() == 1
 				})
 				events = c.getStream()
 			}

@@ -6,34 +6,30 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"strconv"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
-type call struct {
-	key       string          // bridge id, as JSON
-	origID    json.RawMessage // the client's id
-	method    string          // the client's method (serverRequest: mcpwire.CarriesUnrelated)
-	origToken json.RawMessage // the client's progressToken, nil if none
-	token     string          // the bridge's token for it
-	sess      *session
-	started   time.Time
-	out       chan []byte // requests and progress for the call's stream
-	final     chan []byte // its response (or an error), exactly one
-}
+// call is a client request in flight on its session's server
+// (bridgesession.Table; the peer is the session).
+type call = bridgesession.Call[*session, *session, []byte]
 
 // ask is a request of the server sent to a client, awaiting its answer.
-type ask struct {
-	upID   json.RawMessage // the server's id
-	sess   *session        // only this session may answer it
-	call   *call           // the call it was sent on; nil: a GET stream
-	method string
+type ask = bridgesession.Ask[*session, *session, []byte]
+
+// callTable is the bridge's calls, asks and progress tokens.
+type callTable = bridgesession.Table[*session, *session, []byte]
+
+// newCallTable is the bridge's call table: ids "taskgate-sse-N", POSTed to
+// the session's endpoint.
+func (b *Bridge) newCallTable() *callTable {
+	return bridgesession.NewTable[*session](bridgesession.Config[*session, []byte]{
+		Prefix: "taskgate-sse", Mu: &b.mu, Log: b.log, Op: "sse",
+		Reply:      func(msg []byte) []byte { return msg },
+		Message:    func(msg []byte) []byte { return msg },
+		SendLocked: b.postAsyncLocked,
+	})
 }
 
 // resultOf is the result member of a JSON-RPC response; nil if none.
@@ -77,34 +73,21 @@ func (b *Bridge) dispatch(s *session, msg []byte) {
 	}
 	switch {
 	case env.Method == "" && len(env.ID) > 0: // a response
-		b.mu.Lock()
-		c := b.calls[string(env.ID)]
-		if c != nil && c.sess == s {
-			out, err := mcpwire.WithMember(msg, "id", c.origID)
-			if err != nil {
-				out = errorMessage(c.origID, -32603, "the upstream sent a malformed response")
-			}
-			b.finishLocked(c, out)
-		}
-		b.mu.Unlock()
-		if c == nil || c.sess != s {
+		if !b.calls.Respond(s, env.ID, msg) {
 			b.log.Debug().Str("op", "sse").Str("id", string(env.ID)).Msg("a response to no call in flight; dropped")
 		}
 	case env.Method != "" && len(env.ID) > 0:
 		b.serverRequest(s, msg, env)
 	case env.Method == "notifications/progress":
-		b.progress(s, msg, env)
+		b.calls.Progress(s, msg, env.Params)
 	case env.Method == "notifications/cancelled":
-		b.serverCancelled(s, msg, env)
+		b.calls.PeerCancelled(s, msg, env.Params)
 	case env.Method != "":
 		b.broadcast(s, msg)
 	default:
 		b.malformed(s, msg)
 	}
 }
-
-// capabilityOf is the client capability a request of the server needs.
-var capabilityOf = map[string]string{"roots/list": "roots", "elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
 
 // serverRequest sends a request of the server to its session's client:
 // the session's one call in flight when that is a call a server asks for
@@ -121,150 +104,9 @@ func (b *Bridge) serverRequest(s *session, msg []byte, env envelope) {
 		b.postAsync(s, resultMessage(env.ID, json.RawMessage(`{}`)))
 		return
 	}
-	key := strconv.Quote("taskgate-sse-ask-" + uuid.NewString())
-	out, err := mcpwire.WithMember(msg, "id", json.RawMessage(key))
-	if err != nil {
-		return
-	}
-	b.mu.Lock()
-	var a *ask
-	why, held := "", false
-	need := capabilityOf[env.Method]
-	switch {
-	case s.ended:
-		why = "its client session ended"
-	case need != "" && s.caps[need] == nil:
-		// No stream will ever carry it to a client that cannot answer it
-		// (MCP 2025-11-25, Lifecycle, "Capability Negotiation").
-		why = "its client did not declare the " + need + " capability"
-	case s.asks >= maxAsks:
-		why = fmt.Sprintf("%d requests of the server already wait for the client's answer", maxAsks)
-	default:
-		a = &ask{upID: env.ID, sess: s, method: env.Method}
-		if s.inflight == 1 {
-			for _, c := range b.calls {
-				if c.sess == s && mcpwire.CarriesUnrelated(c.method) {
-					a.call = c
-				}
-			}
-		}
-		b.asks[key] = a
-		s.asks++
-		if a.call == nil && s.streams.NoneOpenLocked() {
-			held, why = s.streams.HoldLocked(&b.mu, b.opts.HoldAsk, key, a, out, func(h *bridgesession.Held[*ask], why string) {
-				b.refuse(s, h.Key, h.Ask, h.Ask.upID, h.Ask.method, why)
-			})
-		}
-	}
-	b.mu.Unlock()
-	if held {
-		b.log.Info().Str("op", "sse").Str("method", env.Method).Str("session", s.id).
-			Msg("the upstream asked before its client opened a stream; held until one opens")
-		return
-	}
-	if why == "" && !b.deliver(a, out) {
-		why = "the client's stream is not keeping up"
-	}
-	if why != "" {
-		b.refuse(s, key, a, env.ID, env.Method, why)
-	}
-}
-
-// deliver sends msg to where ask a went (its call's stream, else its
-// session's GET streams), never blocking; it reports whether any took it.
-func (b *Bridge) deliver(a *ask, msg []byte) bool {
-	if a.call != nil {
-		select {
-		case a.call.out <- msg:
-			return true
-		default:
-			return false
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return a.sess.streams.SendLocked(msg)
-}
-
-// refuse answers the server's request with an error saying why no client
-// got it, and logs it.
-func (b *Bridge) refuse(s *session, key string, a *ask, upID json.RawMessage, method, why string) {
-	if a != nil {
-		b.mu.Lock()
-		b.forgetAskLocked(key, a)
-		b.mu.Unlock()
-	}
-	b.log.Warn().Str("op", "sse").Str("method", method).Msg("cannot relay the upstream's request: " + why)
-	b.postAsync(s, errorMessage(upID, -32603, "taskgate cannot relay "+method+": "+why))
-}
-
-func (b *Bridge) forgetAskLocked(key string, a *ask) {
-	if b.asks[key] == a {
-		delete(b.asks, key)
-		a.sess.asks--
-	}
-}
-
-// serverCancelled passes the server's withdrawal of one of its requests
-// to the client it was sent to, under the id that client knows.
-func (b *Bridge) serverCancelled(s *session, msg []byte, env envelope) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	_ = json.Unmarshal(env.Params, &p)
-	b.mu.Lock()
-	var key string
-	var a *ask
-	for k, x := range b.asks {
-		if x.sess == s && mcpwire.SameID(x.upID, p.RequestID) {
-			key, a = k, x
-			break
-		}
-	}
-	if a != nil {
-		b.forgetAskLocked(key, a)
-	}
-	b.mu.Unlock()
-	if a == nil {
-		return // nothing the client knows of
-	}
-	np, err := mcpwire.WithMember(env.Params, "requestId", json.RawMessage(key))
-	if err != nil {
-		return
-	}
-	if out, err := mcpwire.WithMember(msg, "params", np); err == nil {
-		b.deliver(a, out)
-	}
-}
-
-// progress delivers a progress notification to the call of s whose token
-// it names, with the client's own token.
-func (b *Bridge) progress(s *session, msg []byte, env envelope) {
-	var p struct {
-		Token json.RawMessage `json:"progressToken"`
-	}
-	_ = json.Unmarshal(env.Params, &p)
-	var tok string
-	_ = json.Unmarshal(p.Token, &tok)
-	b.mu.Lock()
-	c := b.tokens[tok]
-	b.mu.Unlock()
-	if c == nil || c.sess != s {
-		b.log.Debug().Str("op", "sse").Msg("a progress notification for no call of this session; dropped")
-		return
-	}
-	withTok, err := mcpwire.WithMember(env.Params, "progressToken", c.origToken)
-	if err != nil {
-		return
-	}
-	out, err := mcpwire.WithMember(msg, "params", withTok)
-	if err != nil {
-		return
-	}
-	select {
-	case c.out <- out:
-	default: // progress is best effort; never stall the stream's reader
-	}
+	b.calls.Relay(s, env.ID, env.Method, msg, b.opts.HoldAsk, maxAsks, func() bridgesession.Route[*session, *session, []byte] {
+		return bridgesession.Route[*session, *session, []byte]{Sess: s, Call: b.calls.CarrierLocked(s)}
+	})
 }
 
 // broadcast sends a notification of s's server to s's GET streams
@@ -272,35 +114,11 @@ func (b *Bridge) progress(s *session, msg []byte, env envelope) {
 func (b *Bridge) broadcast(s *session, msg []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.streams.SendLocked(msg)
+	s.Streams.SendLocked(msg)
 }
 
-// finishLocked ends call c with its reply: the one place a reply is sent,
-// under b.mu, by whoever takes c out of b.calls.
-func (b *Bridge) finishLocked(c *call, msg []byte) {
-	b.endCallLocked(c)
-	c.final <- msg // never blocks: one reply per call, in a buffer of one
-}
-
-// endCallLocked forgets call c, and refuses the server's requests sent on
-// it that were not answered.
-func (b *Bridge) endCallLocked(c *call) {
-	delete(b.calls, c.key)
-	delete(b.tokens, c.token)
-	c.sess.inflight--
-	c.sess.lastUsed = time.Now()
-	for k, a := range b.asks {
-		if a.call == c {
-			b.forgetAskLocked(k, a)
-			b.postAsyncLocked(c.sess, errorMessage(a.upID, -32603, "the client's call ended before it answered"))
-		}
-	}
-}
-
-func resultMessage(id, result json.RawMessage) []byte {
-	return mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-func errorMessage(id json.RawMessage, code int, message string) []byte {
-	return mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}})
-}
+var (
+	resultMessage = bridgesession.ResultMessage
+	errorMessage  = bridgesession.ErrorMessage
+	jsonError     = bridgesession.JSONError
+)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,34 +39,11 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
-func jsonError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(errorMessage(id, code, message))
-}
+type envelope = bridgesession.Envelope
 
 func (b *Bridge) serveMessage(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1))
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
-		return
-	}
-	if len(body) > b.opts.MaxMessage {
-		jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("message larger than the %d bytes the HTTP+SSE bridge passes on", b.opts.MaxMessage))
-		return
-	}
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		jsonError(w, http.StatusBadRequest, nil, -32700, "Parse error: the HTTP+SSE bridge takes one JSON-RPC message per POST")
+	body, env, ok := bridgesession.ReadPost(w, r, b.opts.MaxMessage, fmt.Sprintf("message larger than the %d bytes the HTTP+SSE bridge passes on", b.opts.MaxMessage), "the HTTP+SSE bridge")
+	if !ok {
 		return
 	}
 	if env.Method == "initialize" {
@@ -76,11 +52,7 @@ func (b *Bridge) serveMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	s := b.session(r)
 	if s == nil {
-		if r.Header.Get("Mcp-Session-Id") == "" {
-			jsonError(w, http.StatusBadRequest, env.ID, -32600, "Bad Request: Mcp-Session-Id is required (initialize first)")
-		} else {
-			jsonError(w, http.StatusNotFound, env.ID, -32001, "Session not found")
-		}
+		bridgesession.NoSession(w, r, env.ID)
 		return
 	}
 	switch {
@@ -105,7 +77,7 @@ func (b *Bridge) session(r *http.Request) *session {
 	defer b.mu.Unlock()
 	s := b.sessions[id]
 	if s != nil {
-		s.lastUsed = time.Now()
+		s.LastUsed = time.Now()
 	}
 	return s
 }
@@ -142,9 +114,10 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		bridgesession.Refuse(w, env.ID, pr, reason, bridgesession.SessionMessage(reason, "HTTP+SSE sessions of the upstream", limit), after)
 		return
 	}
-	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), caps: p.Capabilities, lastUsed: time.Now(), principal: pr.Key}
-	if s.caps == nil {
-		s.caps = map[string]json.RawMessage{}
+	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), principal: pr.Key}
+	s.Caps, s.LastUsed = p.Capabilities, time.Now()
+	if s.Caps == nil {
+		s.Caps = map[string]json.RawMessage{}
 	}
 	result, err := b.open(s, body, env)
 	if err == nil && !mcpwire.IsObject(resultOf(result)) { // the server refused it: no session
@@ -183,13 +156,13 @@ func (b *Bridge) reserveLocked(principal string) (reason string, after time.Dura
 		reason = bridgesession.ReasonPerPrincipal
 		for _, s := range b.sessions {
 			if s.principal == principal {
-				used = append(used, s.lastUsed)
+				used = append(used, s.LastUsed)
 			}
 		}
 	case b.owned >= b.opts.MaxSessions:
 		reason = bridgesession.ReasonMaxSessions
 		for _, s := range b.sessions {
-			used = append(used, s.lastUsed)
+			used = append(used, s.LastUsed)
 		}
 	default:
 		b.owned++
@@ -207,8 +180,8 @@ func (b *Bridge) open(s *session, body []byte, env envelope) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := b.newCall(s, env)
-	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
+	c := b.calls.NewCall(s, s, env.ID, env.Method)
+	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.Key))
 	if err != nil {
 		stream.Close()
 		return nil, err
@@ -220,19 +193,18 @@ func (b *Bridge) open(s *session, body []byte, env envelope) ([]byte, error) {
 		return nil, errors.New("the gateway is shutting down")
 	}
 	b.sessions[s.id] = s
-	b.calls[c.key] = c
-	s.inflight++
+	b.calls.AddLocked(c)
 	b.wg.Add(1)
 	b.mu.Unlock()
 	go b.read(s, rd, stream)
 	if err := b.post(s, nil, out); err != nil {
-		b.drop(c)
+		b.calls.Drop(c)
 		return nil, err
 	}
 	select {
-	case msg := <-c.final:
+	case msg := <-c.Final:
 		b.mu.Lock()
-		ended := s.ended
+		ended := s.Ended
 		b.mu.Unlock()
 		if ended { // the stream ended first; msg says why
 			var e struct {
@@ -243,49 +215,35 @@ func (b *Bridge) open(s *session, body []byte, env envelope) ([]byte, error) {
 		}
 		return msg, nil
 	case <-time.After(b.opts.InitTimeout):
-		b.drop(c)
+		b.calls.Drop(c)
 		return nil, fmt.Errorf("the server did not answer initialize within %s", b.opts.InitTimeout)
 	}
-}
-
-// newCall is a call of session s for the client's request env.
-func (b *Bridge) newCall(s *session, env envelope) *call {
-	n := strconv.FormatUint(b.seq.Add(1), 10)
-	return &call{key: strconv.Quote("taskgate-sse-" + n), origID: env.ID, method: env.Method, sess: s, started: time.Now(),
-		out: make(chan []byte, 64), final: make(chan []byte, 1)}
 }
 
 // request POSTs a client request to the server and streams what belongs
 // to it (the server's requests, progress) until its answer.
 func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
-	c := b.newCall(s, env)
-	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
-	if err == nil {
-		out, err = b.withToken(out, env.Params, c)
-	}
+	c := b.calls.NewCall(s, s, env.ID, env.Method)
+	out, err := b.calls.Prepare(c, body, env.Params)
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request: "+err.Error())
 		return
 	}
 	b.mu.Lock()
 	switch {
-	case s.ended:
+	case s.Ended:
 		b.mu.Unlock()
 		jsonError(w, http.StatusNotFound, env.ID, -32001, "Session not found")
 		return
-	case s.inflight >= b.opts.MaxPending:
+	case s.Inflight >= b.opts.MaxPending:
 		b.mu.Unlock()
 		jsonError(w, http.StatusOK, env.ID, -32603, fmt.Sprintf("taskgate refused the request: %d requests of this session are already in flight on the HTTP+SSE upstream", b.opts.MaxPending))
 		return
 	}
-	b.calls[c.key] = c
-	if c.token != "" {
-		b.tokens[c.token] = c
-	}
-	s.inflight++
+	b.calls.AddLocked(c)
 	b.mu.Unlock()
 	if err := b.post(s, passHeaders(r.Header), out); err != nil {
-		b.drop(c)
+		b.calls.Drop(c)
 		if errors.Is(err, errGone) {
 			b.lost(s, err.Error())
 			jsonError(w, http.StatusNotFound, env.ID, -32001, "Session not found")
@@ -294,66 +252,17 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		jsonError(w, http.StatusBadGateway, env.ID, -32603, err.Error())
 		return
 	}
-	b.stream(w, r, c)
-}
-
-// stream writes what belongs to call c on its SSE answer until its reply.
-func (b *Bridge) stream(w http.ResponseWriter, r *http.Request, c *call) {
-	sse := mcpwire.NewWriter(w)
-	for {
-		select {
-		case m := <-c.out:
-			if sse.SendRaw(m) != nil {
-				b.cancel(c, "the client went away")
-				return
-			}
-		case msg := <-c.final:
-			for drained := false; !drained; { // what came before the answer goes first
-				select {
-				case x := <-c.out:
-					_ = sse.SendRaw(x)
-				default:
-					drained = true
-				}
-			}
-			_ = sse.SendRaw(msg)
-			return
-		case <-r.Context().Done():
-			b.cancel(c, "the client went away")
-			return
-		}
-	}
-}
-
-// withToken replaces the request's _meta.progressToken with a bridge
-// token, by which the server's progress finds its call.
-func (b *Bridge) withToken(msg, params json.RawMessage, c *call) (json.RawMessage, error) {
-	tok, ok := mcpwire.Meta(params)["progressToken"]
-	if !ok {
-		return msg, nil
-	}
-	c.origToken, c.token = tok, "taskgate-sse-progress-"+uuid.NewString()
-	params = mcpwire.WithMeta(params, "progressToken", c.token)
-	return mcpwire.WithMember(msg, "params", params)
+	b.calls.Stream(w, r, c)
 }
 
 // answer POSTs the client's answer to a server's request, with the
 // server's id.
 func (b *Bridge) answer(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
-	b.mu.Lock()
-	a := b.asks[string(env.ID)]
-	if a != nil && a.sess != s {
-		a = nil // asked of another session: not this one's to answer
-	}
-	if a != nil {
-		b.forgetAskLocked(string(env.ID), a)
-	}
-	b.mu.Unlock()
+	a, out, err := b.calls.Answer(s, env.ID, body)
 	if a == nil {
 		jsonError(w, http.StatusNotFound, nil, -32600, "no request of the upstream has this id")
 		return
 	}
-	out, err := mcpwire.WithMember(body, "id", a.upID)
 	if err == nil {
 		err = b.post(s, passHeaders(r.Header), out)
 	}
@@ -368,25 +277,12 @@ func (b *Bridge) answer(w http.ResponseWriter, r *http.Request, s *session, body
 // names the bridge's id of the call.
 func (b *Bridge) notification(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
 	if env.Method == "notifications/cancelled" {
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		_ = json.Unmarshal(env.Params, &p)
-		b.mu.Lock()
-		var c *call
-		for _, x := range b.calls {
-			if x.sess == s && mcpwire.SameID(x.origID, p.RequestID) {
-				c = x
-				break
-			}
-		}
-		b.mu.Unlock()
+		c, out := b.calls.ClientCancelled(s, body, env.Params)
 		if c == nil {
 			w.WriteHeader(http.StatusAccepted) // answered already: nothing to cancel
 			return
 		}
-		params, _ := mcpwire.WithMember(env.Params, "requestId", json.RawMessage(c.key))
-		body, _ = mcpwire.WithMember(body, "params", params)
+		body = out
 	}
 	if err := b.post(s, passHeaders(r.Header), body); err != nil {
 		if errors.Is(err, errGone) {
@@ -400,36 +296,15 @@ func (b *Bridge) notification(w http.ResponseWriter, r *http.Request, s *session
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// drop forgets call c without an answer.
-func (b *Bridge) drop(c *call) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.calls[c.key] == c {
-		b.endCallLocked(c)
-	}
-}
-
-// cancel tells the server that the client gave up on call c.
-func (b *Bridge) cancel(c *call, reason string) {
-	if msg := b.cancelMessage(c, reason); msg != nil {
-		b.postAsync(c.sess, msg)
-	}
-}
-
 // cancelMessage fails call c, if still in flight, and returns the
 // cancellation to send the server; nil when there is none to send.
 func (b *Bridge) cancelMessage(c *call, reason string) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.calls[c.key] != c {
-		return nil
+	if msg := b.calls.CancelLocked(c, reason); msg != nil && !c.Sess.Ended {
+		return msg
 	}
-	b.finishLocked(c, errorMessage(c.origID, -32603, "the request was cancelled: "+reason))
-	if c.sess.ended {
-		return nil
-	}
-	return mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
-		"params": map[string]any{"requestId": json.RawMessage(c.key), "reason": reason}})
+	return nil
 }
 
 // get serves a session's stream of the server's notifications and
@@ -440,7 +315,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	s.streams.Serve(w, r, &b.mu) // first what the server asked before it opened
+	s.Streams.Serve(w, r, &b.mu) // first what the server asked before it opened
 }
 
 // delete ends a session: its calls in flight are cancelled, its SSE
@@ -451,15 +326,7 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	b.mu.Lock()
-	var calls []*call
-	for _, c := range b.calls {
-		if c.sess == s {
-			calls = append(calls, c)
-		}
-	}
-	b.mu.Unlock()
-	for _, c := range calls { // before the stream closes, which ends the server's session
+	for _, c := range b.calls.CallsOf(s) { // before the stream closes, which ends the server's session
 		if msg := b.cancelMessage(c, "the session ended"); msg != nil {
 			_ = b.post(s, nil, msg)
 		}

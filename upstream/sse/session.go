@@ -6,7 +6,6 @@ package sse
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,16 +21,12 @@ import (
 )
 
 type session struct {
+	bridgesession.Core[*ask] // its GET streams, calls in flight, the server's requests unanswered, what its client declared
+
 	id       string
-	endpoint *url.URL                    // where its messages are POSTed
-	header   http.Header                 // end-to-end headers of the client's initialize
-	stop     context.CancelFunc          // closes the SSE stream
-	caps     map[string]json.RawMessage  // what its client declared
-	streams  bridgesession.Streams[*ask] // the client's open GET streams, the server's requests held for one
-	asks     int                         // the server's requests sent and not answered
-	ended    bool
-	inflight int
-	lastUsed time.Time
+	endpoint *url.URL           // where its messages are POSTed
+	header   http.Header        // end-to-end headers of the client's initialize
+	stop     context.CancelFunc // closes the SSE stream
 	// principal is whose share the session counts in ("" for none).
 	principal string
 }
@@ -236,7 +231,7 @@ func streamEnd(err error, max int) string {
 // lost ends s, whose stream ended (unless s ended first, which closed it).
 func (b *Bridge) lost(s *session, why string) {
 	b.mu.Lock()
-	if !s.ended {
+	if !s.Ended {
 		// Logged before the session ends: its client, told so by the
 		// end, must find the line already written (TestLostStream).
 		b.log.Warn().Str("op", "sse").Str("session", s.id).Str("reason", why).
@@ -298,7 +293,7 @@ func (b *Bridge) postAsync(s *session, msg []byte) {
 }
 
 func (b *Bridge) postAsyncLocked(s *session, msg []byte) {
-	if s.ended {
+	if s.Ended {
 		return
 	}
 	go func() {
@@ -313,26 +308,19 @@ func (b *Bridge) postAsyncLocked(s *session, msg []byte) {
 // calls s.stop once b.mu is released, which closes the SSE stream (and so
 // ends the server's session).
 func (b *Bridge) endSessionLocked(s *session, why string) {
-	if s.ended {
+	if s.Ended {
 		return
 	}
-	s.ended = true
+	s.Ended = true
 	if b.sessions[s.id] == s {
 		delete(b.sessions, s.id)
 	}
 	b.owned--
 	b.shares.GiveLocked(s.principal)
-	s.streams.CloseLocked()
-	for _, c := range b.calls {
-		if c.sess == s {
-			b.finishLocked(c, errorMessage(c.origID, -32603, "the upstream's HTTP+SSE session ended: "+why))
-		}
-	}
-	for k, a := range b.asks {
-		if a.sess == s {
-			delete(b.asks, k)
-		}
-	}
+	s.Streams.CloseLocked()
+	b.calls.FailPeerLocked(s, func(c *call) []byte {
+		return errorMessage(c.OrigID, -32603, "the upstream's HTTP+SSE session ended: "+why)
+	})
 }
 
 // parseURL is upstream.ParseURL, for tests.

@@ -136,8 +136,10 @@ func FuzzEndpointStream(f *testing.F) {
 		if !sameOrigin(u, base) {
 			t.Fatalf("accepted %s, not on %s", u, base)
 		}
-		b := &Bridge{calls: map[string]*call{}, asks: map[string]*ask{}, tokens: map[string]*call{}}
-		s := &session{id: "s", caps: map[string]json.RawMessage{}, ended: true}
+		b := &Bridge{}
+		b.calls = b.newCallTable()
+		s := &session{id: "s"}
+		s.Caps, s.Ended = map[string]json.RawMessage{}, true
 		for {
 			ev, err := rd.Next()
 			if err != nil {

@@ -42,6 +42,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
@@ -103,10 +105,6 @@ const (
 	DefaultSessionIdle       = 30 * time.Minute
 	DefaultMaxMessage        = 64 << 20
 	DefaultHoldAsk           = 30 * time.Second
-	backoffMin               = 100 * time.Millisecond
-	backoffMax               = 30 * time.Second
-	// stableAfter: a child that lived this long restarts from backoffMin.
-	stableAfter = 10 * time.Second
 )
 
 // initParams is the shared child's initialize: every kind of request it
@@ -120,16 +118,13 @@ var frontable = map[string]bool{"2025-11-25": true, "2025-06-18": true, "2025-03
 type Bridge struct {
 	opts Options
 	log  zerolog.Logger
-	seq  atomic.Uint64
 
 	mu       sync.Mutex
 	shared   *proc   // the running shared child; nil while down or unless Shared
 	down     error   // why the shared child is not running
 	procs    []*proc // every running child, for Close
 	sessions map[string]*session
-	calls    map[string]*call     // bridge request id (JSON) → call in flight
-	asks     map[string]*ask      // bridge id (JSON) of a child's request → where it came from
-	tokens   map[string]*call     // bridge progress token → its call
+	calls    *callTable           // calls in flight, the children's requests sent to clients, progress tokens
 	owned    int                  // sessions opened here (initialize), and those being opened
 	shares   bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
 	adopted  int                  // sessions adopted from other replicas
@@ -143,47 +138,51 @@ type Bridge struct {
 }
 
 type session struct {
-	id       string
-	proc     *proc                       // its own child; nil when Shared
-	adopted  bool                        // opened by another replica's bridge (session)
-	streams  bridgesession.Streams[*ask] // open GET streams, the child's requests held for one
-	caps     map[string]json.RawMessage  // what its client declared; nil when Shared
-	ended    bool
-	inflight int
-	lastUsed time.Time
+	bridgesession.Core[*ask] // its GET streams, calls in flight, what its client declared (nil Caps when Shared)
+
+	id      string
+	proc    *proc // its own child; nil when Shared
+	adopted bool  // opened by another replica's bridge (session)
 	// principal is whose share the session counts in (owned sessions;
 	// "" for none).
 	principal string
 }
 
-type call struct {
-	key       string          // bridge id, as JSON
-	origID    json.RawMessage // the client's id
-	method    string          // the client's method (routeLocked: mcpwire.CarriesUnrelated)
-	origToken json.RawMessage // the client's progressToken, nil if none
-	token     string          // the bridge's token for it
-	sess      *session
-	proc      *proc
-	started   time.Time
-	out       chan []byte // requests and progress for the call's stream
-	final     chan reply  // its response (or an error), exactly one
-}
+// call is a client request in flight on a child (bridgesession.Table).
+type call = bridgesession.Call[*session, *proc, reply]
+
+// ask is a request of a child sent to a client, awaiting its answer.
+type ask = bridgesession.Ask[*session, *proc, reply]
+
+// callTable is the bridge's calls, asks and progress tokens.
+type callTable = bridgesession.Table[*session, *proc, reply]
 
 // reply is a call's response: a message, or one too large to hold
-// (large.go), streamed from a file. Whoever takes the call out of
-// Bridge.calls sends it, under Bridge.mu (finishLocked).
+// (large.go), streamed from a file. Whoever takes the call out of the
+// call table sends it, under Bridge.mu (FinishLocked).
 type reply struct {
 	msg []byte
 	big *bigAnswer
 }
 
-// ask is a request of the child sent to a client, awaiting its answer.
-type ask struct {
-	childID json.RawMessage
-	proc    *proc
-	sess    *session // only this session may answer it
-	call    *call    // the call it was sent on; nil: a session's GET stream
-	method  string
+// newCallTable is the bridge's call table: ids "taskgate-stdio-N", sent
+// to the children's pipes.
+func (b *Bridge) newCallTable() *callTable {
+	return bridgesession.NewTable[*session](bridgesession.Config[*proc, reply]{
+		Prefix: "taskgate-stdio", Mu: &b.mu, Log: b.log, Op: "stdio",
+		Reply:      func(msg []byte) reply { return reply{msg: msg} },
+		SendLocked: func(p *proc, msg []byte) { _ = p.send(msg) },
+		Release:    func(r reply) { r.big.release() },
+		WriteReply: func(w http.ResponseWriter, sse *mcpwire.Writer, origID json.RawMessage, r reply) {
+			if r.big == nil {
+				_ = sse.SendRaw(r.msg)
+				return
+			}
+			if err := r.big.writeTo(w, sse.Started(), origID); err != nil {
+				b.log.Debug().Str("op", "stdio").Err(err).Msg("a large answer did not reach its client")
+			}
+		},
+	})
 }
 
 // Start checks that the command can run, starts the shared child (when
@@ -225,11 +224,15 @@ func Start(opts Options) (*Bridge, error) {
 		opts.InitTimeout = 30 * time.Second
 	}
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
-		sessions: map[string]*session{}, calls: map[string]*call{}, asks: map[string]*ask{}, tokens: map[string]*call{},
-		stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+	b.calls = b.newCallTable()
 	if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {
+		if !opts.Shared { // sessions of 2025-11-25 clients, a child each
+			b.wg.Add(1)
+			go b.reap()
+		}
 		return b, nil
 	}
 	if opts.Shared {

@@ -444,7 +444,7 @@ func TestBridgeAnswersStayInTheirSession(t *testing.T) {
 	waitFor(t, "the slow call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 1
+		return len(b.calls.CallsLocked()) == 1
 	})
 	if text := a.tool(21, "elicit", map[string]any{}); !strings.Contains(text, "cannot relay elicitation/create") {
 		t.Fatalf("elicit with two calls in flight: %q", text)
@@ -514,8 +514,8 @@ func TestBridgeProgressStaysWithItsChild(t *testing.T) {
 	waitFor(t, "z's call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		for k := range b.tokens {
-			tok = k
+		for _, c := range b.calls.CallsLocked() {
+			tok = c.Token
 		}
 		return tok != ""
 	})

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -76,16 +75,16 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 	if len(asked.Params) == 0 || asked.Params[0] != '{' {
 		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
 	}
-	s.caps = v.Capabilities
-	if s.caps == nil {
-		s.caps = map[string]json.RawMessage{}
+	s.Caps = v.Capabilities
+	if s.Caps == nil {
+		s.Caps = map[string]json.RawMessage{}
 	}
 	start := time.Now()
 	p, err := b.spawn(asked.Params, s)
 	if err != nil {
 		b.mu.Lock()
-		s.ended = true
-		s.streams.DropHeldLocked()
+		s.Ended = true
+		s.Streams.DropHeldLocked()
 		b.mu.Unlock()
 		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
 	}
@@ -102,69 +101,30 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.msg }
 
-// supervise keeps the shared child running: when it exits, its calls fail
-// and it is started again after a jittered, capped backoff.
+// supervise keeps the shared child running (keepRunning): when it exits,
+// its calls fail and it is started again after a jittered, capped backoff.
 func (b *Bridge) supervise(p *proc, err error) {
-	defer b.wg.Done()
-	backoff := backoffMin
-	for {
-		var started time.Time
-		if err == nil {
-			started = time.Now()
+	b.keepRunning(p, err, child{
+		start: func() (*proc, error) { return b.spawn(initParams, nil) },
+		up: func(p *proc, _ bool) {
 			b.mu.Lock()
 			b.shared, b.down = p, nil
 			b.mu.Unlock()
-			select {
-			case <-p.exited:
-				err = p.exitErr
-			case <-b.stop:
-				return
-			}
-		}
-		b.mu.Lock()
-		b.shared, b.down = nil, err
-		closed := b.closed
-		b.mu.Unlock()
-		if closed {
-			return
-		}
-		if !started.IsZero() && time.Since(started) > stableAfter {
-			backoff = backoffMin
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		b.log.Warn().Str("op", "stdio").Err(err).Float64("restart_in_seconds", wait.Seconds()).Msg("upstream process down; restarting it")
-		select {
-		case <-time.After(wait):
-		case <-b.stop:
-			return
-		}
-		backoff = min(2*backoff, backoffMax)
-		p, err = b.spawn(initParams, nil)
-		if err != nil && p == nil {
+		},
+		down: func(err error) {
 			b.mu.Lock()
-			b.down = err
+			b.shared, b.down = nil, err
 			b.mu.Unlock()
-		}
-	}
+		},
+	})
 }
 
 // forget fails the calls of a child that exited, ends its session (a
 // session's own child) and drops it.
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
-	failed := 0
-	for _, c := range b.calls {
-		if c.proc == p {
-			failed++
-			b.finishLocked(c, reply{msg: exitedMessage(c.origID, p.exitErr.Error())})
-		}
-	}
-	for k, a := range b.asks {
-		if a.proc == p {
-			delete(b.asks, k)
-		}
-	}
-	if s := p.sess; s != nil && !s.ended && b.sessions[s.id] == s {
+	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
+	if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s {
 		b.endSessionLocked(s)
 		if p.killReason() == "" { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
@@ -190,7 +150,7 @@ func (b *Bridge) reap() {
 		var stops []*proc
 		b.mu.Lock()
 		for _, s := range b.sessions {
-			if s.inflight == 0 && now.Sub(s.lastUsed) > b.opts.SessionIdle {
+			if s.Inflight == 0 && now.Sub(s.LastUsed) > b.opts.SessionIdle {
 				if s.proc != nil {
 					stops = append(stops, s.proc)
 				}
@@ -218,40 +178,13 @@ func (b *Bridge) endSessionLocked(s *session) {
 	}
 	delete(b.sessions, s.id)
 	b.sessionEnded(s) // its record goes (replicas.go)
-	s.ended = true
-	s.streams.CloseLocked()
+	s.Ended = true
+	s.Streams.CloseLocked()
 	if s.adopted {
 		b.adopted--
 	} else {
 		b.owned--
 		b.shares.GiveLocked(s.principal)
 	}
-	for k, a := range b.asks {
-		if a.sess == s {
-			delete(b.asks, k)
-			_ = a.proc.send(errorMessage(a.childID, -32603, "the client session ended before it answered"))
-		}
-	}
-}
-
-// finishLocked ends call c with its reply: the one place a reply is sent,
-// under b.mu, by whoever takes c out of b.calls.
-func (b *Bridge) finishLocked(c *call, r reply) {
-	b.endCallLocked(c)
-	c.final <- r // never blocks: one reply per call, in a buffer of one
-}
-
-// endCallLocked forgets call c, and refuses the child's requests sent on
-// it that were not answered.
-func (b *Bridge) endCallLocked(c *call) {
-	delete(b.calls, c.key)
-	delete(b.tokens, c.token)
-	c.sess.inflight--
-	c.sess.lastUsed = time.Now()
-	for k, a := range b.asks {
-		if a.call == c {
-			delete(b.asks, k)
-			_ = a.proc.send(errorMessage(a.childID, -32603, "the client's call ended before it answered"))
-		}
-	}
+	b.calls.EndSessionLocked(s, "the client session ended before it answered")
 }

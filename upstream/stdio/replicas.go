@@ -432,7 +432,8 @@ func validSessionID(id string) bool {
 }
 
 // PerSession reports whether each session has a child of its own, so
-// that sessions can follow their child (JoinReplicas). A shared child and
-// a 2026-07-28 child (stateless.go: one child, no sessions) have none.
-// Start probes the child before it returns, so the answer holds from then.
-func (b *Bridge) PerSession() bool { return !b.opts.Shared && b.st == nil }
+// that sessions can follow their child (JoinReplicas). A shared child has
+// none; with a 2026-07-28 child (stateless.go), the sessions of 2025-11-25
+// clients each have one, and 2026-07-28 requests, of no session, go to the
+// one stateless child of the replica they reach.
+func (b *Bridge) PerSession() bool { return !b.opts.Shared }

@@ -151,8 +151,8 @@ func TestReplicasSessionFollowsItsChild(t *testing.T) {
 			}
 		}
 	}()
-	if got := ca.tool(4, "hugeline", map[string]any{"bytes": 7}); got != "ok" {
-		t.Fatalf("hugeline: %q", got)
+	if got := ca.tool(4, "afterlog", map[string]any{"text": "xxxxxxx"}); got != "ok" { // a log of no call: the GET stream's
+		t.Fatalf("afterlog: %q", got)
 	}
 	select {
 	case m := <-heard:
@@ -478,14 +478,15 @@ func TestJoinReplicasErrors(t *testing.T) {
 	if _, err := shared.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "child per session") {
 		t.Errorf("shared child: %v", err)
 	}
-	// A 2026-07-28 child serves every client statelessly: no session to
-	// follow, so no advertise URL, records or renewals (cmd asks PerSession).
-	stateless := startStatelessBridge(t)
-	if stateless.PerSession() {
-		t.Error("a 2026-07-28 bridge reports a child per session")
+	// A 2026-07-28 child shared by every client has no session to follow,
+	// so no advertise URL, records or renewals (cmd asks PerSession);
+	// without Shared, each 2025-11-25 client's session has its own child.
+	stateless, _ := startBridge(t, func(o *Options) { o.Command, o.Shared = []string{everythingBin}, true })
+	if stateless.st == nil || stateless.PerSession() {
+		t.Error("a shared 2026-07-28 bridge reports a child per session")
 	}
 	if _, err := stateless.JoinReplicas(Replicas{Directory: dir, URL: "http://h:1", Secret: testSecret}); err == nil || !strings.Contains(err.Error(), "child per session") {
-		t.Errorf("2026-07-28 child: %v", err)
+		t.Errorf("shared 2026-07-28 child: %v", err)
 	}
 	if !startBridgeOnly(t).PerSession() {
 		t.Error("a bridge with a child per session reports none")

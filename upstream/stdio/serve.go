@@ -6,24 +6,20 @@ package stdio
 import (
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/taskgate/taskgate/upstream"
 	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
-
-	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
 // ServeHTTP serves the Streamable HTTP endpoint (any path).
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if b.st != nil {
-		b.serveStateless(w, r)
+	if b.st != nil && (b.opts.Shared || r.Header.Get("Mcp-Session-Id") == "") {
+		b.st.serve(w, r) // a 2026-07-28 request, or a 2025-11-25 client's initialize
 		return
 	}
 	if b.forward(w, r) { // a session whose child runs on another replica (replicas.go)
@@ -53,28 +49,9 @@ func exitedError(w http.ResponseWriter, status int, id json.RawMessage, message 
 	_, _ = w.Write(exitedMessage(id, message))
 }
 
-func jsonError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(errorMessage(id, code, message))
-}
-
 func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1))
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
-		return
-	}
-	if len(body) > b.opts.MaxMessage {
-		jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, "message larger than the upstream process accepts")
-		return
-	}
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		jsonError(w, http.StatusBadRequest, nil, -32700, "Parse error: the stdio bridge takes one JSON-RPC message per POST")
+	body, env, ok := bridgesession.ReadPost(w, r, b.opts.MaxMessage, "message larger than the upstream process accepts", "the stdio bridge")
+	if !ok {
 		return
 	}
 	if env.Method == "initialize" {
@@ -83,11 +60,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
 	}
 	s := b.session(r)
 	if s == nil {
-		if r.Header.Get("Mcp-Session-Id") == "" {
-			jsonError(w, http.StatusBadRequest, env.ID, -32600, "Bad Request: Mcp-Session-Id is required (initialize first)")
-		} else {
-			jsonError(w, http.StatusNotFound, env.ID, -32001, "Session not found")
-		}
+		bridgesession.NoSession(w, r, env.ID)
 		return
 	}
 	switch {
@@ -120,7 +93,7 @@ func (b *Bridge) session(r *http.Request) *session {
 	s := b.sessions[id]
 	switch {
 	case s != nil:
-		s.lastUsed = time.Now()
+		s.LastUsed = time.Now()
 	case b.opts.Shared && !b.closed && len(id) <= 128:
 		// Adopted sessions do not count against --max-sessions (made-up
 		// ids must not lock clients out); they are bounded on their own,
@@ -128,7 +101,8 @@ func (b *Bridge) session(r *http.Request) *session {
 		if b.adopted >= b.opts.MaxSessions && !b.evictAdoptedLocked() {
 			return nil
 		}
-		s = &session{id: id, adopted: true, lastUsed: time.Now()}
+		s = &session{id: id, adopted: true}
+		s.LastUsed = time.Now()
 		b.sessions[id] = s
 		b.adopted++
 	}
@@ -140,7 +114,7 @@ func (b *Bridge) session(r *http.Request) *session {
 func (b *Bridge) evictAdoptedLocked() bool {
 	var lru *session
 	for _, s := range b.sessions {
-		if s.adopted && s.inflight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
+		if s.adopted && s.Inflight == 0 && (lru == nil || s.LastUsed.Before(lru.LastUsed)) {
 			lru = s
 		}
 	}
@@ -178,7 +152,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 			b.mu.Unlock()
 		}
 	}()
-	s := &session{id: uuid.NewString(), lastUsed: time.Now(), principal: p.Key}
+	s := &session{id: uuid.NewString(), principal: p.Key}
+	s.LastUsed = time.Now()
 	result, err := b.childFor(s, body, shared, down)
 	if err != nil {
 		r := &refusal{status: http.StatusOK, code: -32603}
@@ -195,8 +170,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 	b.mu.Lock()
 	if b.closed {
-		s.ended = true
-		s.streams.DropHeldLocked()
+		s.Ended = true
+		s.Streams.DropHeldLocked()
 		b.mu.Unlock()
 		if s.proc != nil {
 			go b.stopProc(s.proc, "the gateway shut down")
@@ -223,14 +198,14 @@ func (b *Bridge) reserveLocked(principal string) (reason string, after time.Dura
 		reason = bridgesession.ReasonPerPrincipal
 		for _, s := range b.sessions {
 			if !s.adopted && s.principal == principal {
-				used = append(used, s.lastUsed)
+				used = append(used, s.LastUsed)
 			}
 		}
 	case b.owned >= b.opts.MaxSessions:
 		reason = bridgesession.ReasonMaxSessions
 		for _, s := range b.sessions {
 			if !s.adopted {
-				used = append(used, s.lastUsed)
+				used = append(used, s.LastUsed)
 			}
 		}
 	default:
@@ -253,22 +228,13 @@ func (b *Bridge) procOf(s *session) *proc {
 
 // answer hands the client's answer to a child's request back to the child.
 func (b *Bridge) answer(w http.ResponseWriter, s *session, body []byte, env envelope) {
-	b.mu.Lock()
-	a := b.asks[string(env.ID)]
-	if a != nil && a.sess != s {
-		a = nil // asked of another session: not this one's to answer
-	}
-	if a != nil {
-		delete(b.asks, string(env.ID))
-	}
-	b.mu.Unlock()
+	a, out, err := b.calls.Answer(s, env.ID, body)
 	if a == nil {
 		jsonError(w, http.StatusNotFound, nil, -32600, "no request of the upstream process has this id")
 		return
 	}
-	out, err := mcpwire.WithMember(body, "id", a.childID)
 	if err == nil {
-		err = a.proc.send(out)
+		err = a.Peer.send(out)
 	}
 	if err != nil {
 		jsonError(w, http.StatusBadGateway, nil, -32603, err.Error())
@@ -285,23 +251,8 @@ func (b *Bridge) notification(w http.ResponseWriter, s *session, body []byte, en
 		w.WriteHeader(http.StatusAccepted)
 		return
 	case "notifications/cancelled":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		_ = json.Unmarshal(env.Params, &p)
-		b.mu.Lock()
-		var c *call
-		for _, x := range b.calls {
-			if x.sess == s && mcpwire.SameID(x.origID, p.RequestID) {
-				c = x
-				break
-			}
-		}
-		b.mu.Unlock()
-		if c != nil {
-			params, _ := mcpwire.WithMember(env.Params, "requestId", json.RawMessage(c.key))
-			out, _ := mcpwire.WithMember(body, "params", params)
-			_ = c.proc.send(out)
+		if c, out := b.calls.ClientCancelled(s, body, env.Params); c != nil {
+			_ = c.Peer.send(out)
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -329,26 +280,12 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		exitedError(w, http.StatusServiceUnavailable, env.ID, "the upstream process is not running: "+down.Error())
 		return
 	}
-	n := strconv.FormatUint(b.seq.Add(1), 10)
-	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, method: env.Method, sess: s, proc: p, started: time.Now(),
-		out: make(chan []byte, 64), final: make(chan reply, 1)}
-	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
-	if err == nil {
-		out, err = b.withToken(out, env.Params, c)
-	}
+	c, err := b.send(s, p, body, env)
 	if err != nil {
-		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request: "+err.Error())
-		return
-	}
-	b.mu.Lock()
-	b.calls[c.key] = c
-	if c.token != "" {
-		b.tokens[c.token] = c
-	}
-	s.inflight++
-	b.mu.Unlock()
-	if err := p.send(out); err != nil {
-		b.drop(c)
+		if errors.Is(err, errInvalid) {
+			jsonError(w, http.StatusBadRequest, env.ID, -32600, err.Error())
+			return
+		}
 		if !p.alive() {
 			exitedError(w, http.StatusBadGateway, env.ID, "the upstream process is not running (it is being restarted)")
 			return
@@ -356,88 +293,27 @@ func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, bod
 		jsonError(w, http.StatusBadGateway, env.ID, -32603, err.Error())
 		return
 	}
-	b.stream(w, r, c)
+	b.calls.Stream(w, r, c)
 }
 
-// stream writes what belongs to call c on its SSE answer until its reply.
-func (b *Bridge) stream(w http.ResponseWriter, r *http.Request, c *call) {
-	defer func() { // a reply that came as the client left: its file closed
-		select {
-		case rp := <-c.final:
-			rp.big.release()
-		default:
-		}
-	}()
-	sse := mcpwire.NewWriter(w)
-	for {
-		select {
-		case m := <-c.out:
-			if sse.SendRaw(m) != nil {
-				b.cancel(c, "the client went away")
-				return
-			}
-		case rp := <-c.final:
-			for drained := false; !drained; { // what came before the answer goes first
-				select {
-				case x := <-c.out:
-					_ = sse.SendRaw(x)
-				default:
-					drained = true
-				}
-			}
-			if rp.big != nil {
-				if err := rp.big.writeTo(w, sse.Started(), c.origID); err != nil {
-					b.log.Debug().Str("op", "stdio").Err(err).Msg("a large answer did not reach its client")
-				}
-				return
-			}
-			_ = sse.SendRaw(rp.msg)
-			return
-		case <-r.Context().Done():
-			b.cancel(c, "the client went away")
-			return
-		}
-	}
-}
+// errInvalid marks a request whose id or progress token cannot be
+// rewritten.
+var errInvalid = errors.New("Invalid Request")
 
-// withToken replaces the request's _meta.progressToken with a bridge token
-// (the sessions' tokens would collide on one child). The token is random:
-// a child cannot guess the token of a call it does not serve (progress is
-// also checked against the child that sent it, Bridge.progress).
-func (b *Bridge) withToken(msg, params json.RawMessage, c *call) (json.RawMessage, error) {
-	meta := mcpwire.Meta(params)
-	tok, ok := meta["progressToken"]
-	if !ok {
-		return msg, nil
+// send sends a client's request of session s to child p under a bridge id
+// (and bridge progress token) and returns its call.
+func (b *Bridge) send(s *session, p *proc, body []byte, env envelope) (*call, error) {
+	c := b.calls.NewCall(s, p, env.ID, env.Method)
+	out, err := b.calls.Prepare(c, body, env.Params)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errInvalid, err)
 	}
-	c.origToken, c.token = tok, "taskgate-stdio-progress-"+uuid.NewString()
-	params = mcpwire.WithMeta(params, "progressToken", c.token)
-	return mcpwire.WithMember(msg, "params", params)
-}
-
-// drop forgets call c without an answer.
-func (b *Bridge) drop(c *call) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.calls[c.key] != c {
-		return false
+	b.calls.Add(c)
+	if err := p.send(out); err != nil {
+		b.calls.Drop(c)
+		return nil, err
 	}
-	b.endCallLocked(c)
-	return true
-}
-
-// cancel tells the child that the client gave up on call c.
-func (b *Bridge) cancel(c *call, reason string) {
-	b.mu.Lock()
-	if b.calls[c.key] != c {
-		b.mu.Unlock()
-		return
-	}
-	b.finishLocked(c, reply{msg: errorMessage(c.origID, -32603, "the request was cancelled: "+reason)})
-	b.mu.Unlock()
-	msg := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
-		"params": map[string]any{"requestId": json.RawMessage(c.key), "reason": reason}})
-	_ = c.proc.send(msg)
+	return c, nil
 }
 
 // get serves a session's stream of the child's notifications.
@@ -447,7 +323,7 @@ func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	s.streams.Serve(w, r, &b.mu) // first what the child asked before it opened
+	s.Streams.Serve(w, r, &b.mu) // first what the child asked before it opened
 }
 
 // delete ends a session: its calls in flight are cancelled, its own child
@@ -458,18 +334,12 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
+	calls := b.calls.CallsOf(s)
 	b.mu.Lock()
-	var calls []*call
-	for _, c := range b.calls {
-		if c.sess == s {
-			calls = append(calls, c)
-		}
-	}
 	b.endSessionLocked(s)
 	b.mu.Unlock()
-	sort.Slice(calls, func(i, j int) bool { return calls[i].started.Before(calls[j].started) })
 	for _, c := range calls {
-		b.cancel(c, "the session ended")
+		b.calls.Cancel(c, "the session ended")
 	}
 	if s.proc != nil {
 		go b.stopProc(s.proc, "its session ended")

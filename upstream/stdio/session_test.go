@@ -108,7 +108,7 @@ func TestBridgeRootsAtStart(t *testing.T) {
 	waitFor(t, "the request held (a call in flight first would get it on its stream)", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.sessions[z.sid].streams.HeldLocked() == 1
+		return b.sessions[z.sid].Streams.HeldLocked() == 1
 	})
 	if got := z.tool(2, "startroots", nil); !strings.Contains(got, "taskgate cannot relay roots/list: the client opened no stream to receive it within 2s") {
 		t.Fatalf("roots with no stream: %q", got)
@@ -130,7 +130,7 @@ func TestBridgeAskWithSeveralCalls(t *testing.T) {
 	waitFor(t, "the slow call in flight", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 1
+		return len(b.calls.CallsLocked()) == 1
 	})
 	asked := make(chan string, 1)
 	go func() { asked <- c.tool(21, "elicit", map[string]any{}) }()
@@ -424,7 +424,7 @@ func TestBridgeAskBesideListGoesToGetStream(t *testing.T) {
 				waitFor(t, "roots/list held for a GET stream (not sent on the resources/list in flight)", func() bool {
 					b.mu.Lock()
 					defer b.mu.Unlock()
-					return b.sessions[c.sid].streams.HeldLocked() == 1
+					return b.sessions[c.sid].Streams.HeldLocked() == 1
 				})
 				events = c.stream()
 			}

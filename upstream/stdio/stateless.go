@@ -48,9 +48,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -71,6 +69,7 @@ const (
 
 // statelessSide is the Bridge's state with a 2026-07-28 child.
 type statelessSide struct {
+	b    *Bridge
 	sess *session // every call counts against it; never in Bridge.sessions
 
 	mu       sync.Mutex
@@ -87,10 +86,10 @@ type statelessSide struct {
 // Otherwise the child is stopped, and the bridge goes on with sessions. A
 // command that cannot start is an error.
 func (b *Bridge) startStateless() (bool, error) {
-	st := &statelessSide{sess: &session{id: "stateless"},
+	st := &statelessSide{b: b, sess: &session{id: "stateless"},
 		probes: map[*proc]chan []byte{}, listens: map[string]bool{}}
 	b.st = st // dispatchStateless needs it while probing
-	p, versions, err := b.spawnStateless()
+	p, versions, err := st.spawn()
 	if p == nil && err != nil {
 		b.st = nil
 		return false, err
@@ -105,16 +104,17 @@ func (b *Bridge) startStateless() (bool, error) {
 	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Strs("versions", versions).
 		Msg("upstream process ready: it speaks 2026-07-28, served statelessly")
 	b.wg.Add(1)
-	go b.superviseStateless(p)
+	go st.supervise(p)
 	return true, nil
 }
 
 // spawnStateless starts a child and probes it with server/discover. A
 // child that started but is not a 2026-07-28 server is stopped (and gone)
 // when it returns with the error.
-func (b *Bridge) spawnStateless() (*proc, []string, error) {
+func (st *statelessSide) spawn() (*proc, []string, error) {
+	b := st.b
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatchStateless, answer: b.answerFile, failCall: b.failCall})
+		maxLine: b.opts.MaxMessage, log: b.log, dispatch: st.dispatch, answer: b.answerFile, failCall: b.failCall})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +130,7 @@ func (b *Bridge) spawnStateless() (*proc, []string, error) {
 		return p, nil, errors.New("the bridge is closed")
 	}
 	go func() { <-p.exited; b.forget(p) }()
-	versions, err := b.probe(p, min(b.opts.InitTimeout, maxProbeWait))
+	versions, err := st.probe(p, min(b.opts.InitTimeout, maxProbeWait))
 	if err != nil {
 		b.stopProc(p, "it is not a 2026-07-28 server")
 		return p, nil, err
@@ -141,15 +141,15 @@ func (b *Bridge) spawnStateless() (*proc, []string, error) {
 // probe asks child p server/discover at 2026-07-28 (SEP-2575, "Discovery
 // for Server Capabilities") and returns its supportedVersions when they
 // hold 2026-07-28.
-func (b *Bridge) probe(p *proc, timeout time.Duration) ([]string, error) {
+func (st *statelessSide) probe(p *proc, timeout time.Duration) ([]string, error) {
 	answer := make(chan []byte, 1)
-	b.st.mu.Lock()
-	b.st.probes[p] = answer
-	b.st.mu.Unlock()
+	st.mu.Lock()
+	st.probes[p] = answer
+	st.mu.Unlock()
 	defer func() {
-		b.st.mu.Lock()
-		delete(b.st.probes, p)
-		b.st.mu.Unlock()
+		st.mu.Lock()
+		delete(st.probes, p)
+		st.mu.Unlock()
 	}()
 	req := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(discoverID), "method": "server/discover",
 		"params": map[string]any{"_meta": bridgeMeta}})
@@ -194,47 +194,33 @@ var bridgeMeta = map[string]any{
 	"io.modelcontextprotocol/clientCapabilities": map[string]any{},
 }
 
-// superviseStateless keeps the 2026-07-28 child running: when it exits, its
-// requests fail (forget) and a new one is started and probed after a
-// jittered, capped backoff.
-func (b *Bridge) superviseStateless(p *proc) {
-	defer b.wg.Done()
-	backoff := backoffMin
-	for {
-		started := time.Now()
-		select {
-		case <-p.exited:
-		case <-b.stop:
-			return
-		}
-		err := p.exitErr
-		for {
-			b.st.mu.Lock()
-			b.st.proc, b.st.down = nil, err
-			b.st.mu.Unlock()
-			if time.Since(started) > stableAfter {
-				backoff = backoffMin
+// superviseStateless keeps the 2026-07-28 child running (keepRunning):
+// when it exits, its requests fail (forget) and a new one is started and
+// probed after a jittered, capped backoff.
+func (st *statelessSide) supervise(p *proc) {
+	b := st.b
+	b.keepRunning(p, nil, child{
+		start: func() (*proc, error) {
+			p, _, err := st.spawn()
+			return p, err
+		},
+		up: func(p *proc, restarted bool) {
+			if restarted {
+				st.tools.forget()
 			}
-			wait := backoff/2 + rand.N(backoff/2+1)
-			b.log.Warn().Str("op", "stdio").Err(err).Float64("restart_in_seconds", wait.Seconds()).Msg("upstream process down; restarting it")
-			select {
-			case <-time.After(wait):
-			case <-b.stop:
-				return
+			st.mu.Lock()
+			st.proc, st.down = p, nil
+			st.mu.Unlock()
+			if restarted {
+				b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Msg("upstream process restarted")
 			}
-			backoff = min(2*backoff, backoffMax)
-			var np *proc
-			if np, _, err = b.spawnStateless(); err == nil {
-				p = np
-				break
-			}
-		}
-		b.st.tools.forget()
-		b.st.mu.Lock()
-		b.st.proc, b.st.down = p, nil
-		b.st.mu.Unlock()
-		b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Msg("upstream process restarted")
-	}
+		},
+		down: func(err error) {
+			st.mu.Lock()
+			st.proc, st.down = nil, err
+			st.mu.Unlock()
+		},
+	})
 }
 
 // ready is Ready for a stateless bridge.
@@ -261,16 +247,17 @@ func (st *statelessSide) child() (*proc, error) {
 }
 
 // dispatchStateless routes one message of a 2026-07-28 child.
-func (b *Bridge) dispatchStateless(p *proc, msg []byte) {
+func (st *statelessSide) dispatch(p *proc, msg []byte) {
+	b := st.b
 	var env envelope
 	if json.Unmarshal(msg, &env) != nil {
 		return
 	}
 	switch {
 	case env.Method == "" && string(env.ID) == discoverID:
-		b.st.mu.Lock()
-		answer := b.st.probes[p]
-		b.st.mu.Unlock()
+		st.mu.Lock()
+		answer := st.probes[p]
+		st.mu.Unlock()
 		if answer != nil {
 			select {
 			case answer <- msg:
@@ -291,25 +278,26 @@ func (b *Bridge) dispatchStateless(p *proc, msg []byte) {
 		_ = p.send(errorMessage(env.ID, mcpwire.CodeMethodNotFound,
 			"taskgate serves this process statelessly (2026-07-28): ask for client input with an InputRequiredResult, not a request"))
 	case env.Method == "notifications/progress":
-		b.progress(p, msg, env)
+		b.calls.Progress(p, msg, env.Params)
 	case env.Method == "notifications/cancelled":
-		b.serverCancelled(env)
+		st.serverCancelled(env)
 	default:
-		b.notifyStateless(p, msg, env)
+		st.notify(p, msg, env)
 	}
 }
 
 // serverCancelled ends the request the child gave up on (a listen it tears
 // down, SEP-2575 "Acknowledgment Notification": stdio); its client's
 // stream ends with an error.
-func (b *Bridge) serverCancelled(env envelope) {
+func (st *statelessSide) serverCancelled(env envelope) {
+	b := st.b
 	var params struct {
 		RequestID json.RawMessage `json:"requestId"`
 	}
 	_ = json.Unmarshal(env.Params, &params)
 	b.mu.Lock()
-	if c := b.calls[string(params.RequestID)]; c != nil {
-		b.finishLocked(c, reply{msg: errorMessage(c.origID, mcpwire.CodeInternalError, "the upstream process ended the request")})
+	if c := b.calls.CallLocked(string(params.RequestID)); c != nil {
+		b.calls.FinishLocked(c, reply{msg: errorMessage(c.OrigID, mcpwire.CodeInternalError, "the upstream process ended the request")})
 	}
 	b.mu.Unlock()
 }
@@ -322,15 +310,16 @@ func (b *Bridge) serverCancelled(env envelope) {
 // notification to a request, and the child serves every client at once, so
 // an untagged one (a log line, possibly sent after its request was
 // answered) could belong to any of them: it is dropped, never guessed.
-func (b *Bridge) notifyStateless(p *proc, msg []byte, env envelope) {
+func (st *statelessSide) notify(p *proc, msg []byte, env envelope) {
+	b := st.b
 	if env.Method == "notifications/tools/list_changed" {
-		b.st.tools.forget()
+		st.tools.forget()
 	}
 	sub, tagged := mcpwire.Meta(env.Params)[subscriptionIDKey]
 	var to *call
 	if tagged {
 		b.mu.Lock()
-		if c := b.calls[string(sub)]; c != nil && c.proc == p {
+		if c := b.calls.CallLocked(string(sub)); c != nil && c.Peer == p {
 			to = c
 		}
 		b.mu.Unlock()
@@ -340,57 +329,39 @@ func (b *Bridge) notifyStateless(p *proc, msg []byte, env envelope) {
 			Msg("a notification of the upstream process names no request in flight; dropped")
 		return
 	}
-	params := mcpwire.WithMeta(env.Params, subscriptionIDKey, to.origID)
+	params := mcpwire.WithMeta(env.Params, subscriptionIDKey, to.OrigID)
 	out, err := mcpwire.WithMember(msg, "params", params)
 	if err != nil {
 		return
 	}
 	select {
-	case to.out <- out:
+	case to.Out <- out:
 	default: // never stall the child's stdout for a slow client
 	}
 }
 
-// send sends a client's request to child p under a bridge id (and bridge
-// progress token) and returns its call.
-func (b *Bridge) send(p *proc, body []byte, env envelope) (*call, error) {
-	n := strconv.FormatUint(b.seq.Add(1), 10)
-	c := &call{key: strconv.Quote("taskgate-stdio-" + n), origID: env.ID, method: env.Method, sess: b.st.sess, proc: p, started: time.Now(),
-		out: make(chan []byte, 64), final: make(chan reply, 1)}
-	out, err := mcpwire.WithMember(body, "id", json.RawMessage(c.key))
-	if err == nil {
-		out, err = b.withToken(out, env.Params, c)
+// sendStateless sends a client's request to the 2026-07-28 child p (send)
+// and returns its call.
+func (st *statelessSide) send(p *proc, body []byte, env envelope) (*call, error) {
+	b := st.b
+	c, err := b.send(st.sess, p, body, env)
+	if err != nil && !errors.Is(err, errInvalid) && !p.alive() {
+		err = errors.New("the upstream process is not running (it is being restarted)")
 	}
-	if err != nil {
-		return nil, fmt.Errorf("Invalid Request: %w", err)
-	}
-	b.mu.Lock()
-	b.calls[c.key] = c
-	if c.token != "" {
-		b.tokens[c.token] = c
-	}
-	c.sess.inflight++
-	b.mu.Unlock()
-	if err := p.send(out); err != nil {
-		b.drop(c)
-		if !p.alive() {
-			err = errors.New("the upstream process is not running (it is being restarted)")
-		}
-		return nil, err
-	}
-	return c, nil
+	return c, err
 }
 
 // ask sends the bridge's own request to child p and returns its result.
-func (b *Bridge) ask(ctx context.Context, p *proc, method string, params map[string]any) (json.RawMessage, error) {
+func (st *statelessSide) ask(ctx context.Context, p *proc, method string, params map[string]any) (json.RawMessage, error) {
+	b := st.b
 	params["_meta"] = bridgeMeta
 	body := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": method, "params": params})
-	c, err := b.send(p, body, envelope{ID: json.RawMessage("0"), Method: method})
+	c, err := st.send(p, body, envelope{ID: json.RawMessage("0"), Method: method})
 	if err != nil {
 		return nil, err
 	}
 	select {
-	case rp := <-c.final:
+	case rp := <-c.Final:
 		m, err := rp.bytes()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", method, err)
@@ -409,7 +380,7 @@ func (b *Bridge) ask(ctx context.Context, p *proc, method string, params map[str
 		}
 		return resp.Result, nil
 	case <-ctx.Done():
-		b.cancel(c, "taskgate stopped waiting")
+		b.calls.Cancel(c, "taskgate stopped waiting")
 		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
 }

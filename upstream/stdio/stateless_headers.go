@@ -83,8 +83,8 @@ const maxToolPages = 100
 // annotations returns tool's annotations (none for a tool the child does
 // not list), reading the child's tools/list when they are not known, or
 // the tool is not in a listing older than relistUnknown.
-func (b *Bridge) annotations(ctx context.Context, p *proc, tool string) ([]paramHeader, error) {
-	t := &b.st.tools
+func (st *statelessSide) annotations(ctx context.Context, p *proc, tool string) ([]paramHeader, error) {
+	t := &st.tools
 	if hs, settled, _ := t.lookup(tool, time.Now()); settled {
 		return hs, nil
 	}
@@ -101,7 +101,7 @@ func (b *Bridge) annotations(ctx context.Context, p *proc, tool string) ([]param
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res, err := b.ask(ctx, p, "tools/list", params)
+		res, err := st.ask(ctx, p, "tools/list", params)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +162,8 @@ func collectHeaders(n schemaNode, path []string, out []paramHeader) []paramHeade
 // params against the tool's annotations: each annotated argument present
 // (and not null) needs its header, equal to it once decoded; an absent one
 // must have none.
-func (b *Bridge) checkParamHeaders(r *http.Request, p *proc, params json.RawMessage) error {
+func (st *statelessSide) checkParamHeaders(r *http.Request, p *proc, params json.RawMessage) error {
+	b := st.b
 	var call struct {
 		Name      string                     `json:"name"`
 		Arguments map[string]json.RawMessage `json:"arguments"`
@@ -172,7 +173,7 @@ func (b *Bridge) checkParamHeaders(r *http.Request, p *proc, params json.RawMess
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), b.opts.InitTimeout)
 	defer cancel()
-	hs, err := b.annotations(ctx, p, call.Name)
+	hs, err := st.annotations(ctx, p, call.Name)
 	if err != nil {
 		b.log.Warn().Str("op", "stdio").Str("tool", call.Name).Err(err).Msg("cannot read the tools' x-mcp-header annotations; the call is refused")
 		return fmt.Errorf("%w: the upstream process's tools/list failed: %v", errUnchecked, err)

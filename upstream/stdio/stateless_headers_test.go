@@ -87,17 +87,17 @@ func TestStatelessUnknownToolListsOnce(t *testing.T) {
 	}
 	// Every request to the child (calls and the bridge's own listings)
 	// takes a bridge id.
-	before := b.seq.Load()
+	before := b.calls.Made()
 	for range 3 {
 		call("no_such_tool")
 	}
-	if n := b.seq.Load() - before; n != 4 {
+	if n := b.calls.Made() - before; n != 4 {
 		t.Fatalf("3 calls of an unknown tool sent %d requests to the child; want 4 (one tools/list)", n)
 	}
 	b.st.tools.forget() // what notifications/tools/list_changed does
-	before = b.seq.Load()
+	before = b.calls.Made()
 	call("no_such_tool")
-	if n := b.seq.Load() - before; n != 2 {
+	if n := b.calls.Made() - before; n != 2 {
 		t.Fatalf("a call after the tools changed sent %d requests; want 2 (the listing again)", n)
 	}
 }

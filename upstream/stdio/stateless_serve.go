@@ -6,34 +6,31 @@ package stdio
 import (
 	"encoding/json"
 	"errors"
-	"io"
+
 	"net/http"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
 
-// serveStateless is ServeHTTP for a 2026-07-28 child.
-func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
+// serve is ServeHTTP for a 2026-07-28 child's requests of no session: a
+// 2026-07-28 client's, or (without Shared) the initialize of a 2025-11-25
+// client, which opens a session with a child of its own (Bridge.initialize).
+func (st *statelessSide) serve(w http.ResponseWriter, r *http.Request) {
+	b := st.b
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		http.Error(w, "method not allowed: the upstream process speaks 2026-07-28, which has no GET stream and no sessions", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1))
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "cannot read the request body")
-		return
-	}
-	if len(body) > b.opts.MaxMessage {
-		jsonError(w, http.StatusRequestEntityTooLarge, nil, mcpwire.CodeInvalidRequest, "message larger than the upstream process accepts")
-		return
-	}
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		jsonError(w, http.StatusBadRequest, nil, mcpwire.CodeParseError, "Parse error: one JSON-RPC message per POST")
+	body, env, ok := bridgesession.ReadPost(w, r, b.opts.MaxMessage, "message larger than the upstream process accepts", "a 2026-07-28 upstream process")
+	if !ok {
 		return
 	}
 	switch {
+	case env.Method == "initialize" && !b.opts.Shared:
+		b.initialize(w, r, body, env)
+		return
 	case env.Method == "":
 		jsonError(w, http.StatusBadRequest, env.ID, mcpwire.CodeInvalidRequest, "Invalid Request: a client sends no responses in 2026-07-28")
 		return
@@ -47,13 +44,13 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 			"Method not found: "+env.Method+" (the upstream process speaks 2026-07-28, which has no "+env.Method+")")
 		return
 	}
-	p, down := b.st.child()
+	p, down := st.child()
 	if p == nil {
 		exitedError(w, http.StatusServiceUnavailable, env.ID, "the upstream process is not running: "+down.Error())
 		return
 	}
 	if env.Method == "tools/call" {
-		if err := b.checkParamHeaders(r, p, env.Params); errors.Is(err, errUnchecked) {
+		if err := st.checkParamHeaders(r, p, env.Params); errors.Is(err, errUnchecked) {
 			jsonError(w, http.StatusBadGateway, env.ID, mcpwire.CodeInternalError, err.Error())
 			return
 		} else if err != nil {
@@ -61,24 +58,24 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c, err := b.send(p, body, env)
+	c, err := st.send(p, body, env)
 	if err != nil {
 		jsonError(w, http.StatusBadGateway, env.ID, mcpwire.CodeInternalError, err.Error())
 		return
 	}
 	if env.Method == "subscriptions/listen" { // its notifications name it; untagged ones are not its
-		b.st.mu.Lock()
-		b.st.listens[c.key] = true
-		b.st.mu.Unlock()
+		st.mu.Lock()
+		st.listens[c.Key] = true
+		st.mu.Unlock()
 		defer func() {
-			b.st.mu.Lock()
-			delete(b.st.listens, c.key)
-			b.st.mu.Unlock()
+			st.mu.Lock()
+			delete(st.listens, c.Key)
+			st.mu.Unlock()
 		}()
 	}
 	defer func() { // a reply that came as the client left: its file closed
 		select {
-		case rp := <-c.final:
+		case rp := <-c.Final:
 			rp.big.release()
 		default:
 		}
@@ -86,18 +83,18 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 	var sse *mcpwire.Writer
 	for {
 		select {
-		case m := <-c.out:
+		case m := <-c.Out:
 			if sse == nil {
 				sse = mcpwire.NewWriter(w)
 			}
 			if sse.SendRaw(m) != nil {
-				b.cancel(c, "the client went away")
+				b.calls.Cancel(c, "the client went away")
 				return
 			}
-		case rp := <-c.final:
+		case rp := <-c.Final:
 			for drained := false; !drained; { // what came before the answer goes first
 				select {
-				case x := <-c.out:
+				case x := <-c.Out:
 					if sse == nil {
 						sse = mcpwire.NewWriter(w)
 					}
@@ -107,7 +104,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if rp.big != nil { // streamed from its file, as an SSE event
-				_ = rp.big.writeTo(w, sse != nil && sse.Started(), c.origID)
+				_ = rp.big.writeTo(w, sse != nil && sse.Started(), c.OrigID)
 				return
 			}
 			if sse != nil {
@@ -117,7 +114,7 @@ func (b *Bridge) serveStateless(w http.ResponseWriter, r *http.Request) {
 			mcpwire.WriteBody(w, answerStatus(rp.msg), "application/json", rp.msg)
 			return
 		case <-r.Context().Done():
-			b.cancel(c, "the client went away")
+			b.calls.Cancel(c, "the client went away")
 			return
 		}
 	}

@@ -143,9 +143,89 @@ func TestStatelessProbe(t *testing.T) {
 			t.Errorf("%s: %d, want 405", m, resp.StatusCode)
 		}
 	}
-	resp = post2026(t, ctx, b, "initialize", map[string]any{}, nil)
+	// With --upstream-shared the one child serves every client
+	// statelessly: an initialize is refused as 2026-07-28 refuses it.
+	shared, _ := startBridge(t, func(o *Options) { o.Command, o.Shared = []string{everythingBin}, true })
+	resp = post2026(t, ctx, shared, "initialize", map[string]any{}, nil)
 	if a := answer(t, resp); resp.StatusCode != 404 || a.Error == nil || a.Error.Code != -32601 {
-		t.Errorf("initialize on a stateless child: %d %+v, want 404 -32601", resp.StatusCode, a.Error)
+		t.Errorf("initialize on a shared stateless child: %d %+v, want 404 -32601", resp.StatusCode, a.Error)
+	}
+}
+
+// A 2025-11-25 client in front of a child that speaks 2026-07-28 gets a
+// session with a child of its own, initialized at its version (issue 37):
+// the child's log messages reach it on its call's stream, its elicitation
+// comes to it as a request it answers, and 2026-07-28 requests of no
+// session still go to the stateless child meanwhile.
+func TestStatelessChildSessionsFor2025Clients(t *testing.T) {
+	b := startStatelessBridge(t)
+	if !b.PerSession() {
+		t.Fatal("PerSession false: sessions of 2025-11-25 clients could not follow their child across replicas")
+	}
+	c := &client{t: t, h: &http.Client{Transport: b.Transport()}}
+	resp := c.post(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "t", "version": "1"}}})
+	c.sid = resp.Header.Get("Mcp-Session-Id")
+	ms := readAll(t, resp)
+	var init struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if c.sid == "" || len(ms) != 1 || json.Unmarshal(ms[0].Result, &init) != nil || init.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("initialize: session %q, %+v", c.sid, ms)
+	}
+	b.mu.Lock()
+	s := b.sessions[c.sid]
+	b.mu.Unlock()
+	if s == nil || s.proc == nil || s.proc.version != "2025-11-25" {
+		t.Fatalf("the session has no child of its own at 2025-11-25: %+v", s)
+	}
+	c.post(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"}).Body.Close()
+	readAll(t, c.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": map[string]any{"level": "debug"}}))
+
+	ms = readAll(t, c.post(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": map[string]any{"name": "test_tool_with_logging", "arguments": map[string]any{}}}))
+	logs := 0
+	for _, m := range ms {
+		if m.Method == "notifications/message" {
+			logs++
+		}
+	}
+	if last := ms[len(ms)-1]; logs == 0 || string(last.ID) != "3" || last.Result == nil {
+		t.Fatalf("test_tool_with_logging: %d log messages on its stream, answer %+v; want them before the answer", logs, last)
+	}
+
+	var asked bool
+	var result msg
+	each(t, c.post(map[string]any{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": map[string]any{"name": "test_elicitation",
+		"arguments": map[string]any{"message": "name?"}}}), func(m msg) bool {
+		switch {
+		case m.Method == "elicitation/create":
+			asked = true
+			c.answer(m, map[string]any{"action": "accept", "content": map[string]any{"username": "ada", "email": "ada@example.com"}})
+		case m.Method == "":
+			result = m
+			return false
+		}
+		return true
+	})
+	if !asked || string(result.ID) != "4" || result.Result == nil {
+		t.Fatalf("test_elicitation: asked %v, answer %+v", asked, result)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if a := answer(t, post2026(t, ctx, b, "server/discover", map[string]any{}, nil)); a.Error != nil || a.Result == nil {
+		t.Fatalf("a 2026-07-28 request beside the session: %+v", a.Error)
+	}
+	del := c.send(http.MethodDelete, nil)
+	del.Body.Close()
+	if del.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %d", del.StatusCode)
+	}
+	select {
+	case <-s.proc.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session's child did not stop with its session")
 	}
 }
 
@@ -319,7 +399,7 @@ func TestStatelessListen(t *testing.T) {
 	waitFor(t, "the listen call to end", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.calls) == 0
+		return len(b.calls.CallsLocked()) == 0
 	})
 }
 
@@ -383,21 +463,18 @@ func TestStatelessUntaggedNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B's call in flight, as send registers it.
-	bCall := &call{key: `"taskgate-stdio-b"`, origID: json.RawMessage(`"b-1"`), sess: b.st.sess, proc: p,
-		started: time.Now(), out: make(chan []byte, 4), final: make(chan reply, 1)}
-	b.mu.Lock()
-	b.calls[bCall.key] = bCall
-	b.mu.Unlock()
-	t.Cleanup(func() { b.drop(bCall) })
-	b.dispatchStateless(p, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"A's late log line"}}`))
+	bCall := b.calls.NewCall(b.st.sess, p, json.RawMessage(`"b-1"`), "tools/call")
+	b.calls.Add(bCall)
+	t.Cleanup(func() { b.calls.Drop(bCall) })
+	b.st.dispatch(p, []byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"A's late log line"}}`))
 	select {
-	case m := <-bCall.out:
+	case m := <-bCall.Out:
 		t.Fatalf("an untagged notification went to the one call in flight: %s", m)
 	default:
 	}
-	b.dispatchStateless(p, []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x","_meta":{"io.modelcontextprotocol/subscriptionId":"taskgate-stdio-b"}}}`))
+	b.st.dispatch(p, []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x","_meta":{"io.modelcontextprotocol/subscriptionId":`+bCall.Key+`}}}`))
 	select {
-	case m := <-bCall.out:
+	case m := <-bCall.Out:
 		if !strings.Contains(string(m), `"io.modelcontextprotocol/subscriptionId":"b-1"`) {
 			t.Fatalf("a tagged notification: %s; want it under the client's id", m)
 		}

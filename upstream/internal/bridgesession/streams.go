@@ -1,12 +1,23 @@
 // Package bridgesession is what the two local bridges, upstream/stdio and
-// upstream/sse, share about a client session they serve as Streamable
-// HTTP: its GET streams, the server's requests held until one opens
-// (HoldAsk), the GET handler, the reaper of idle sessions (reap.go), and
-// the count of sessions per principal with its refusal (shares.go).
+// upstream/sse, share about the client sessions they serve as Streamable
+// HTTP, whatever the back end (a child's pipes, an HTTP+SSE session):
 //
-// A Streams has no lock of its own: its bridge guards it with the bridge's
-// mutex, under which the methods named ...Locked are called; Serve and a
-// held request's timer take that mutex themselves (it is passed in).
+//	streams.go  a session's GET streams, the server's requests held until
+//	            one opens (HoldAsk), the GET handler
+//	calls.go    the call table (Table): the client's requests in flight,
+//	            their ids and progress tokens rewritten to the bridge's,
+//	            their replies (FinishLocked, the one place a reply is sent),
+//	            cancellation and the end of a call; a session's Core; the
+//	            POST reading and JSON-RPC errors both bridges answer with
+//	asks.go     the server's requests sent to a client (Relay: to the one
+//	            call in flight that may carry them, else the GET streams),
+//	            their answers and withdrawals
+//	reap.go     the reaper of idle sessions
+//	shares.go   the count of sessions per principal, and its refusal
+//
+// Nothing here has a lock of its own: the bridge's mutex guards it, under
+// which the methods named ...Locked are called; the others (and Serve, and
+// a held request's timer) take that mutex themselves (it is passed in).
 package bridgesession
 
 import (

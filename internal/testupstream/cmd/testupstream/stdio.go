@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -18,6 +20,7 @@ import (
 //	exit {code}      the process exits at once with code
 //	garbage {}       writes a line that is not JSON-RPC to stdout, then answers "ok"
 //	hugeline {bytes} writes one line of that many bytes to stdout, then answers "ok"
+//	afterlog {text}  answers "ok", then (its call over) writes a log message of text
 //	counter {}       a count kept by this process: 1, 2, 3…
 //	env {name}       the value of an environment variable, and the working directory
 //	bigtext {bytes}  answers with a text of that many bytes (one long stdout line)
@@ -57,6 +60,16 @@ func serveStdio(version string, rootsAtStart bool) error {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "hugeline", Description: "Writes one very long line to stdout."}, func(_ context.Context, _ *mcp.CallToolRequest, in hugeIn) (*mcp.CallToolResult, any, error) {
 		fmt.Fprintln(os.Stdout, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"`+strings.Repeat("x", in.Bytes)+`"}}`)
+		return text("ok"), nil, nil
+	})
+	type afterIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "afterlog", Description: "Answers, then logs once its call is over."}, func(_ context.Context, _ *mcp.CallToolRequest, in afterIn) (*mcp.CallToolResult, any, error) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			fmt.Fprintln(os.Stdout, `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":`+strconv.Quote(in.Text)+`}}`)
+		}()
 		return text("ok"), nil, nil
 	})
 	var count atomic.Int64
