@@ -3,8 +3,9 @@
 // PATH) and the Kubernetes API types: `helm lint` (also --strict), a
 // render of every toggle of a values matrix, each rendered object decoded
 // strictly into its k8s.io/api type (an unknown field fails), values the
-// schema must reject, and deploy/kubernetes/*.yaml being exactly what the
-// chart renders for ../kubernetes.values.yaml.
+// schema must reject, the binary starting with the rendered args, and
+// deploy/kubernetes/*.yaml being exactly what the chart renders for
+// ../kubernetes.values.yaml.
 //
 // It is a module of its own so that k8s.io/api and its dependencies stay
 // out of taskgate's go.mod. Run it with `(cd deploy/helm/check && go test
@@ -14,5 +15,7 @@
 //   - render_test.go: running helm, splitting and strictly decoding its output
 //   - crd_test.go: the two Prometheus Operator kinds, as local strict structs
 //   - chart_test.go: lint, the values matrix and its assertions, the rejected values
+//   - reject_test.go: values the chart must refuse, planted typos, the schema's flags
 //   - manifests_test.go: deploy/kubernetes/*.yaml against the chart (-update rewrites them)
+//   - run_test.go: the taskgate binary started with the args and env the chart renders
 package check
