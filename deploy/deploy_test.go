@@ -1,8 +1,11 @@
-// Package deploy holds the deployment kit (docker-compose, Kubernetes,
-// Prometheus, Grafana); this test checks what can be checked without them:
-// every file parses, every metric the dashboard and the alerts use is one a
-// running gateway exports, the two copies of the alerts agree, the grace
-// periods cover the drain, and every TASKGATE_* variable names a flag.
+// Package deploy holds the deployment kit (docker-compose, the Helm chart
+// and the Kubernetes manifests rendered from it, Prometheus, Grafana); this
+// test checks what can be checked without them: every file parses, every
+// metric the dashboard and the alerts use is one a running gateway exports,
+// the PrometheusRule holds the alerts file's rules, the grace periods cover
+// the drain, and every TASKGATE_* variable and flag names a flag. The chart
+// itself is checked by its own module, deploy/helm/check (helm and the
+// Kubernetes API types).
 package deploy
 
 import (
@@ -39,8 +42,15 @@ func files(t *testing.T) map[string][]any {
 	t.Helper()
 	out := map[string][]any{}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			// The chart's templates are Go templates, not YAML yet.
+			if path == "helm/taskgate/templates" {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -78,7 +88,7 @@ func files(t *testing.T) map[string][]any {
 
 func TestFilesParse(t *testing.T) {
 	got := files(t)
-	for _, want := range []string{"docker-compose.yml", "policy.json", "prometheus/prometheus.yml", "prometheus/alerts.yml",
+	for _, want := range []string{"docker-compose.yml", "policy.json", "prometheus/prometheus.yml", alertsFile,
 		"grafana/dashboards/taskgate.json", "kubernetes/deployment.yaml", "kubernetes/prometheusrule.yaml",
 		"kubernetes/servicemonitor.yaml", "kubernetes/pdb.yaml", "kubernetes/service.yaml", "kubernetes/configmap.yaml"} {
 		if len(got[want]) == 0 {
@@ -133,7 +143,7 @@ func usedMetrics(t *testing.T) map[string][]string {
 		}
 	}
 	all := files(t)
-	for _, path := range []string{"grafana/dashboards/taskgate.json", "prometheus/alerts.yml", "kubernetes/prometheusrule.yaml"} {
+	for _, path := range []string{"grafana/dashboards/taskgate.json", alertsFile, "kubernetes/prometheusrule.yaml"} {
 		for _, doc := range all[path] {
 			walk(path, doc)
 		}
@@ -287,8 +297,12 @@ func work(t *testing.T, url string) {
 	}
 }
 
-// TestAlertsAgree: the Prometheus rule file and the PrometheusRule hold
-// the same groups.
+// alertsFile is the one copy of the alerts: Prometheus' rule file in
+// docker compose, and the chart's PrometheusRule.
+const alertsFile = "helm/taskgate/files/alerts.yml"
+
+// TestAlertsAgree: the Prometheus rule file and the PrometheusRule
+// rendered from the chart hold the same groups.
 func TestAlertsAgree(t *testing.T) {
 	var file struct {
 		Groups any `yaml:"groups"`
@@ -298,54 +312,84 @@ func TestAlertsAgree(t *testing.T) {
 			Groups any `yaml:"groups"`
 		} `yaml:"spec"`
 	}
-	if err := yaml.Unmarshal(mustRead(t, "prometheus/alerts.yml"), &file); err != nil {
+	if err := yaml.Unmarshal(mustRead(t, alertsFile), &file); err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal(mustRead(t, "kubernetes/prometheusrule.yaml"), &rule); err != nil {
 		t.Fatal(err)
 	}
 	if file.Groups == nil || !reflect.DeepEqual(file.Groups, rule.Spec.Groups) {
-		t.Fatalf("prometheus/alerts.yml and kubernetes/prometheusrule.yaml differ")
+		t.Fatalf("%s and kubernetes/prometheusrule.yaml differ", alertsFile)
 	}
 	for _, name := range []string{"TaskgateFailedTasksHigh", "TaskgateLeasesRecovered", "TaskgateStoreErrors", "TaskgateHeldCallsNearLimit", "TaskgatePollsRateLimited"} {
-		if !bytes.Contains(mustRead(t, "prometheus/alerts.yml"), []byte("alert: "+name)) {
+		if !bytes.Contains(mustRead(t, alertsFile), []byte("alert: "+name)) {
 			t.Errorf("alert %s missing", name)
 		}
 	}
 }
 
-// TestGracePeriods: the time a replica is given to stop covers its drain
-// and shutdown timeouts (else held tasks are cut and wait for a lease to
-// expire on another replica).
-func TestGracePeriods(t *testing.T) {
-	var dep struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Grace      int `yaml:"terminationGracePeriodSeconds"`
-					Containers []struct {
-						Env []struct {
-							Name  string `yaml:"name"`
-							Value string `yaml:"value"`
-						} `yaml:"env"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
+// deployment is the part of kubernetes/deployment.yaml the tests read.
+type deployment struct {
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Grace      int `yaml:"terminationGracePeriodSeconds"`
+				Containers []struct {
+					Args      []string `yaml:"args"`
+					Lifecycle struct {
+						PreStop struct {
+							Sleep struct {
+								Seconds int `yaml:"seconds"`
+							} `yaml:"sleep"`
+						} `yaml:"preStop"`
+					} `yaml:"lifecycle"`
+					Env []struct {
+						Name  string `yaml:"name"`
+						Value string `yaml:"value"`
+					} `yaml:"env"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readDeployment(t *testing.T) deployment {
+	t.Helper()
+	var dep deployment
 	if err := yaml.Unmarshal(mustRead(t, "kubernetes/deployment.yaml"), &dep); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"TASKGATE_DRAIN_TIMEOUT": "30s", "TASKGATE_SHUTDOWN_TIMEOUT": "10s"} // the defaults
-	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
-		if e.Value != "" {
-			env[e.Name] = e.Value
+	if len(dep.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("kubernetes/deployment.yaml: want one container, got %d", len(dep.Spec.Template.Spec.Containers))
+	}
+	return dep
+}
+
+// TestGracePeriods: the time a replica is given to stop covers its
+// preStop sleep, drain and shutdown timeouts (else held tasks are cut and
+// wait for a lease to expire on another replica).
+func TestGracePeriods(t *testing.T) {
+	dep := readDeployment(t)
+	c := dep.Spec.Template.Spec.Containers[0]
+	set := map[string]string{"drain-timeout": "30s", "shutdown-timeout": "10s"} // the defaults
+	for _, e := range c.Env {
+		if name, ok := strings.CutPrefix(e.Name, "TASKGATE_"); ok && e.Value != "" {
+			set[strings.ToLower(strings.ReplaceAll(name, "_", "-"))] = e.Value
 		}
 	}
-	drain, _ := time.ParseDuration(env["TASKGATE_DRAIN_TIMEOUT"])
-	shutdown, _ := time.ParseDuration(env["TASKGATE_SHUTDOWN_TIMEOUT"])
-	if grace := time.Duration(dep.Spec.Template.Spec.Grace) * time.Second; grace < drain+shutdown {
-		t.Errorf("terminationGracePeriodSeconds %s < drain %s + shutdown %s", grace, drain, shutdown)
+	for _, a := range c.Args { // a flag wins over its variable
+		if name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok {
+			set[name] = value
+		}
+	}
+	drain, err1 := time.ParseDuration(set["drain-timeout"])
+	shutdown, err2 := time.ParseDuration(set["shutdown-timeout"])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("kubernetes/deployment.yaml: %v %v", err1, err2)
+	}
+	preStop := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	if grace := time.Duration(dep.Spec.Template.Spec.Grace) * time.Second; grace <= preStop+drain+shutdown {
+		t.Errorf("terminationGracePeriodSeconds %s <= preStop %s + drain %s + shutdown %s", grace, preStop, drain, shutdown)
 	}
 	var compose struct {
 		Services map[string]struct {
@@ -361,7 +405,8 @@ func TestGracePeriods(t *testing.T) {
 }
 
 // TestEnvNamesFlags: every TASKGATE_* variable the kit sets is one that
-// taskgate reads (TASKGATE_<FLAG> for a flag in docs/flags.md's table).
+// taskgate reads (TASKGATE_<FLAG> for a flag in docs/flags.md's table),
+// and every --flag in the Deployment's args is a flag.
 func TestEnvNamesFlags(t *testing.T) {
 	readme := string(mustRead(t, "../docs/flags.md"))
 	seen := 0
@@ -374,7 +419,14 @@ func TestEnvNamesFlags(t *testing.T) {
 			}
 		}
 	}
+	for _, a := range readDeployment(t).Spec.Template.Spec.Containers[0].Args[1:] {
+		seen++
+		flag, _, _ := strings.Cut(a, "=")
+		if !strings.HasPrefix(flag, "--") || !strings.Contains(readme, "| `"+flag+" ") && !strings.Contains(readme, "| `"+flag+"`") {
+			t.Errorf("kubernetes/deployment.yaml: arg %q names no flag in docs/flags.md's flag table", a)
+		}
+	}
 	if seen < 5 {
-		t.Fatalf("only %d TASKGATE_ variables found", seen)
+		t.Fatalf("only %d TASKGATE_ variables and flags found", seen)
 	}
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs taskgate's whole test suite on a fresh Debian machine with Go and
-# Node/npm: installs what the tests need, then `go test -race ./...`
-# (unit tests, the real-redis-server suites and the e2e tests of the built
-# binary driven by the go-sdk and TypeScript SDK clients).
+# Node/npm: installs what the tests need, checks the Helm chart (with helm
+# built from the Go module proxy), then `go test -race ./...` (unit tests,
+# the real-redis-server suites and the e2e tests of the built binary driven
+# by the go-sdk and TypeScript SDK clients).
 #
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestName).
 set -euo pipefail
@@ -32,7 +33,21 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "test.sh: could not install chromium; TestConsoleBrowser will be skipped" >&2
 fi
 
+# helm for the chart's check, built from the Go module proxy
+# (helm.sh/helm/v4) once into a directory beside Go's build cache and
+# reused while present (a first build takes minutes on a loaded machine).
+HELM_VERSION=v4.3.1
+HELM="$(go env GOCACHE)/../taskgate-helm/$HELM_VERSION/helm"
+if [ ! -x "$HELM" ]; then
+  GOFLAGS=-mod=mod GOBIN="$(dirname "$HELM")" go install "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+fi
+export HELM
+
 go vet ./...
+# The Helm chart: lint, a values matrix rendered and strictly decoded into
+# the Kubernetes API types, deploy/kubernetes/* equal to its render. A
+# module of its own (deploy/helm/check), so k8s.io/api stays out of go.mod.
+(cd deploy/helm/check && go vet ./... && go test -count=1 ./...)
 # go test prints a failing test's log (and the e2e tests the gateways'
 # logs) before its package's FAIL line, so the assertion that failed can be
 # far above the end of a long output. On failure, repeat the failing tests

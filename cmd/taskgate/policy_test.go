@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,5 +238,82 @@ func TestPolicyYAMLEqualsJSON(t *testing.T) {
 	}
 	if _, _, err := policyFrom(t, "--policy", bad); err == nil || !strings.Contains(err.Error(), "bad.yml: rule 1 (line 3)") {
 		t.Fatalf("a wrong YAML rule: %v", err)
+	}
+}
+
+// configMapVolume is a directory laid out as the kubelet lays out a
+// mounted ConfigMap (its AtomicWriter): the files live in a timestamped
+// directory, ..data links to it, and each key is a link through ..data.
+type configMapVolume struct {
+	t   *testing.T
+	dir string
+	gen int
+}
+
+// update writes a new generation of the files and swaps ..data to it in
+// one rename, then removes the old generation, as the kubelet does.
+func (v *configMapVolume) update(files map[string]string) {
+	v.t.Helper()
+	v.gen++
+	gen := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", v.gen, v.gen)
+	if err := os.Mkdir(filepath.Join(v.dir, gen), 0o755); err != nil {
+		v.t.Fatal(err)
+	}
+	for name, content := range files {
+		writeFile(v.t, filepath.Join(v.dir, gen, name), content)
+	}
+	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	if err := os.Symlink(gen, tmp); err != nil {
+		v.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		v.t.Fatal(err)
+	}
+	for name := range files {
+		link := filepath.Join(v.dir, name)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
+				v.t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(v.dir, old)); err != nil {
+			v.t.Fatal(err)
+		}
+	}
+}
+
+// TestPolicyReloadConfigMapSwap: a rules file mounted from a ConfigMap
+// (the Helm chart's) is reloaded when the kubelet swaps the ..data link
+// to a new generation: the file's own path never changes, so the check
+// must read through the links each time, not watch the inode it opened
+// first (issue 40, item 7).
+func TestPolicyReloadConfigMapSwap(t *testing.T) {
+	vol := &configMapVolume{t: t, dir: t.TempDir()}
+	vol.update(map[string]string{"policy.json": `{"rules": [{"tool": "a", "mode": "task"}]}`})
+	file := filepath.Join(vol.dir, "policy.json")
+	src, cfg, err := policyFrom(t, "--policy", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := policy.NewCurrent(cfg)
+	var logs bytes.Buffer
+	data, _ := src.read()
+	rl := &policyReloader{src: src, cur: cur, log: zerolog.New(&logs), last: data}
+	if got := ruleString(cur.Load().Rules); got != "task:a" {
+		t.Fatalf("first generation: %q", got)
+	}
+	for i, want := range []string{"task-required:b", "sync:c"} {
+		mode, tool, _ := strings.Cut(want, ":")
+		vol.update(map[string]string{"policy.json": `{"rules": [{"tool": "` + tool + `", "mode": "` + mode + `"}]}`})
+		rl.reload(false)
+		if got := ruleString(cur.Load().Rules); got != want {
+			t.Fatalf("after swap %d: rules %q, want %q; log %s", i+1, got, want, logs.String())
+		}
+	}
+	if n := strings.Count(logs.String(), `"message":"policy reloaded"`); n != 2 || strings.Contains(logs.String(), "not reloaded") {
+		t.Errorf("want two reloads and no error logged: %s", logs.String())
 	}
 }
