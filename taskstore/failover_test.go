@@ -118,6 +118,39 @@ func TestClusterFailoverFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitReplicated(t)
+	if ks, err := s.Keyspace(ctx); err != nil || ks != (Keyspace{Slots: ClusterSlots}) {
+		t.Fatalf("Keyspace of a healthy cluster = %+v, %v", ks, err)
+	}
+	nodes, err := c.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	masterSlots := 0
+	for _, n := range nodes {
+		if n.Addr == master {
+			for _, r := range n.Slots {
+				masterSlots += r[1] - r[0] + 1
+			}
+		}
+	}
+
+	// A replica cut off from one master the cluster sees up: its own
+	// fault, not the cluster's (Shared false).
+	cut := *o
+	cut.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == master {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	cutRDB := redis.NewUniversalClient(&cut)
+	defer cutRDB.Close()
+	cutStore := New(cutRDB, Options{})
+	defer cutStore.Close()
+	if ks, err := cutStore.Keyspace(ctx); err != nil || ks != (Keyspace{Slots: ClusterSlots, Unreachable: masterSlots}) {
+		t.Errorf("Keyspace of a replica cut off from %s = %+v, %v; want %d slots unreachable, not shared", master, ks, err, masterSlots)
+	}
 	before := s.ClusterReloads()
 
 	c.Kill(master)
@@ -135,6 +168,7 @@ func TestClusterFailoverFollowed(t *testing.T) {
 	// Read the task every 20 ms until it is served again.
 	var lastRefusal time.Time
 	var served time.Time
+	sawDown := false // Keyspace said the dead master's slots are down, for every replica
 	deadline := killed.Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -151,6 +185,13 @@ func TestClusterFailoverFollowed(t *testing.T) {
 			t.Fatalf("Get during the failover: %v, want ErrUnavailable or the task", err)
 		}
 		lastRefusal = time.Now()
+		if !sawDown {
+			s.ksMu.Lock()
+			s.ksAt = time.Time{} // no cached answer: ask the masters now
+			s.ksMu.Unlock()
+			ks, err := s.Keyspace(ctx)
+			sawDown = err == nil && ks.Unreachable == masterSlots && ks.Shared
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	p := <-promoted
@@ -164,6 +205,15 @@ func TestClusterFailoverFollowed(t *testing.T) {
 	t.Logf("killed %s; promoted %s at +%v; last refusal at +%v; served at +%v (%v after the promotion); %d reloads asked for",
 		master, p.addr, p.at.Sub(killed).Round(time.Millisecond), lastRefusal.Sub(killed).Round(time.Millisecond),
 		served.Sub(killed).Round(time.Millisecond), served.Sub(p.at).Round(time.Millisecond), reloads)
+	if !sawDown {
+		t.Errorf("Keyspace never reported the dead master's %d slots unreachable and shared while it refused", masterSlots)
+	}
+	for ks, err := s.Keyspace(ctx); err != nil || ks.Unreachable != 0; ks, err = s.Keyspace(ctx) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Keyspace after the failover = %+v, %v, want every slot reachable", ks, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if reloads == 0 {
 		t.Error("the store asked for no slot map reload while a master was dead")
 	}
@@ -183,5 +233,49 @@ func TestClusterFailoverFollowed(t *testing.T) {
 	}
 	if n := s.ClusterReloads() - settled; n != 0 {
 		t.Errorf("%d reloads asked for by commands that succeeded", n)
+	}
+}
+
+// FuzzParseClusterNodes: any reply parses or fails with an error, and
+// what parses holds slot ranges inside the 16384 slots.
+func FuzzParseClusterNodes(f *testing.F) {
+	f.Add("07c3 127.0.0.1:30004@40004 myself,master - 0 1426238317239 4 connected 0-5460 [5461->-e7d1]\n" +
+		"e7d1 127.0.0.1:30002@40002,host master,fail - 1426238316232 1426238317741 2 disconnected 5461-10922 12000\n" +
+		"292f 127.0.0.1:30003@40003 slave e7d1 0 0 3 connected\n")
+	f.Add("x y z")
+	f.Add("a b c d e f g h 16383-0")
+	f.Fuzz(func(t *testing.T, text string) {
+		nodes, err := parseClusterNodes(text)
+		if err != nil {
+			return
+		}
+		for _, n := range nodes {
+			if n.slots() < 0 || n.slots() > ClusterSlots*len(n.ranges) {
+				t.Fatalf("%+v: %d slots", n, n.slots())
+			}
+			for _, r := range n.ranges {
+				if r[0] < 0 || r[1] < r[0] || r[1] >= ClusterSlots {
+					t.Fatalf("range %v", r)
+				}
+			}
+		}
+	})
+}
+
+// TestParseClusterNodes: flags, link state and ranges, migrating slots
+// skipped, and a short line refused.
+func TestParseClusterNodes(t *testing.T) {
+	nodes, err := parseClusterNodes("07c3 127.0.0.1:30004@40004 myself,master - 0 1 4 connected 0-5460 [5461->-e7d1]\n" +
+		"e7d1 127.0.0.1:30002@40002 master,fail - 1 1 2 disconnected 5461-10922 12000\n")
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("parse = %+v, %v", nodes, err)
+	}
+	if !nodes[0].has("myself") || nodes[0].slots() != 5461 || nodes[1].link != "disconnected" || !nodes[1].has("fail") || nodes[1].slots() != 5463 {
+		t.Errorf("parsed %+v", nodes)
+	}
+	for _, bad := range []string{"a b c", "a b c d e f g h 5-3", "a b c d e f g h 16384", "a b c d e f g h x"} {
+		if _, err := parseClusterNodes(bad); err == nil {
+			t.Errorf("parseClusterNodes(%q) = nil error", bad)
+		}
 	}
 }

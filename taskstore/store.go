@@ -132,6 +132,11 @@ type Store struct {
 	cluster bool
 	// slots follows a Cluster's failovers (failover.go); nil otherwise.
 	slots *slotRefresher
+	// The last Keyspace answer, reused for keyspaceCacheFor (keyspace.go).
+	ksMu  sync.Mutex
+	ks    Keyspace
+	ksErr error
+	ksAt  time.Time
 	// records: the scripts keep the operator's index (ops.go) and the
 	// tasks' timelines (timeline.go); Options.NoOpsRecords and
 	// SetOpsRecords set it. Never on Cluster.
