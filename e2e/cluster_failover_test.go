@@ -71,9 +71,9 @@ func TestClusterFailover(t *testing.T) {
 	probe.stop()
 
 	refusals, last, created, calls := load.summary()
-	t.Logf("killed master %s; replica %s promoted at +%v; %d refusals of %d calls, the last at +%v (%v after the promotion); %d tasks created",
+	t.Logf("killed master %s; replica %s promoted at +%v; %d refusals of %d calls, the last sent at +%v (%v after the promotion), the slowest taking %v; %d tasks created",
 		victim, promoted, promotedAt.Sub(killed).Round(time.Millisecond), refusals, calls,
-		last.Sub(killed).Round(time.Millisecond), last.Sub(promotedAt).Round(time.Millisecond), len(created))
+		last.Sub(killed).Round(time.Millisecond), last.Sub(promotedAt).Round(time.Millisecond), load.slowest.Round(time.Millisecond), len(created))
 	if refusals == 0 {
 		t.Fatal("no call was refused while a master was dead: the load never reached it")
 	}
@@ -161,7 +161,8 @@ type failoverLoad struct {
 	mu        sync.Mutex
 	refusals  int
 	calls     int
-	last      time.Time // of the last refusal
+	last      time.Time     // when the last refused request was sent
+	slowest   time.Duration // the longest a refusal took to come
 	created   []loadTask
 	surprises []string
 }
@@ -202,8 +203,9 @@ func (l *failoverLoad) client(k int) {
 		}
 		replica = (replica + 1) % len(l.urls)
 		if i%2 == 0 || len(mine) == 0 {
+			sent := time.Now()
 			r, err := c.trySend(replica, c.build("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "failover"}}))
-			if tk, ok := l.record("create", r, err); ok {
+			if tk, ok := l.record("create", sent, r, err); ok {
 				var m mTask
 				if json.Unmarshal(tk, &m) == nil && m.TaskID != "" {
 					t := loadTask{auth: auth, id: m.TaskID, replica: replica}
@@ -216,13 +218,16 @@ func (l *failoverLoad) client(k int) {
 			continue
 		}
 		tk := mine[i%len(mine)]
+		sent := time.Now()
 		r, err := c.trySend(replica, c.build("tasks/get", map[string]any{"taskId": tk.id}))
-		l.record("get", r, err)
+		l.record("get", sent, r, err)
 	}
 }
 
-// record counts one answer: a result, or a refusal for the store.
-func (l *failoverLoad) record(what string, r mReply, err error) (json.RawMessage, bool) {
+// record counts one answer to a request sent at sent: a result, or a
+// refusal for the store. A refusal counts at the time its request was
+// sent: one sent before the promotion may be answered after it.
+func (l *failoverLoad) record(what string, sent time.Time, r mReply, err error) (json.RawMessage, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls++
@@ -231,7 +236,12 @@ func (l *failoverLoad) record(what string, r mReply, err error) (json.RawMessage
 		l.surprises = append(l.surprises, what+": "+err.Error())
 	case r.Error != nil && strings.Contains(r.Error.Message, "task store unavailable"):
 		l.refusals++
-		l.last = time.Now()
+		if sent.After(l.last) {
+			l.last = sent
+		}
+		if d := time.Since(sent); d > l.slowest {
+			l.slowest = d
+		}
 	case r.Error != nil || r.Result == nil:
 		l.surprises = append(l.surprises, what+": "+r.String())
 	default:
