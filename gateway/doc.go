@@ -91,7 +91,9 @@
 //     credentials, Config.Auth, sessions bound to their principals).
 //   - requests.go: every request's recorder; served counts, times and
 //     logs it.
-//   - health.go: /healthz, /readyz, CheckUpstream.
+//   - health.go: /healthz, /readyz (storeCheck: a Redis Cluster partly
+//     out of reach is "degraded", 200, when every replica shares it),
+//     CheckUpstream.
 //   - status.go: Status, this replica's figures for the operator's
 //     console.
 //   - durable.go: the gateway's side of durable tasks (what the runner

@@ -119,6 +119,9 @@ func New(cfg Config) (*Handler, error) {
 		h.creds = newCredentials(c.Store, c.Logger)
 	}
 	h.metrics.RegisterPool(c.Store.PoolStats)
+	if c.Store.Cluster() {
+		h.metrics.RegisterCluster(c.Store)
+	}
 	var polls *front.PollLimiter
 	if c.PollLimit > 0 {
 		polls = front.NewPollLimiter(c.PollLimit, 2*c.PollLimit)

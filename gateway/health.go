@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,7 +23,8 @@ func (h *Handler) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveReady answers readiness: can this replica serve its clients' tasks?
-// That is its task store answering. The upstream is checked too (it
+// That is its task store answering (on a Redis Cluster, the part of the
+// keyspace it reaches: storeCheck). The upstream is checked too (it
 // accepts connections, its answers are an MCP endpoint's, and no
 // exchange failed for a rejected certificate or refused credentials:
 // internal/upstreamside/health.go) and reported in the body and in
@@ -44,20 +46,52 @@ func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
 		checks["upstream"] = err.Error() // the reason, never the address
 		ready = h.cfg.Store != nil && !h.cfg.ReadyRequiresUpstream
 	}
+	degraded := false
 	if h.cfg.Store != nil {
-		checks["store"] = "ok"
-		if err := h.cfg.Store.Ping(ctx); err != nil {
-			checks["store"] = "task store unavailable" // the detail, with Redis' address, only in the log
-			h.log.Warn().Str("op", "readyz").Err(err).Msg("task store unavailable")
-			ready = false
-		}
+		var storeOK bool
+		checks["store"], storeOK, degraded = h.storeCheck(ctx)
+		ready = ready && storeOK
 	}
 	status := http.StatusOK
 	if !ready {
 		status = http.StatusServiceUnavailable
 		h.log.Warn().Str("op", "readyz").Interface("checks", checks).Msg("not ready")
 	}
-	mcpwire.WriteJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+	body := map[string]any{"ready": ready, "checks": checks}
+	if degraded && ready {
+		body["degraded"] = true
+		h.log.Warn().Str("op", "readyz").Interface("checks", checks).Msg("ready, degraded")
+	}
+	mcpwire.WriteJSON(w, status, body)
+}
+
+// storeCheck is /readyz's view of the task store: the text of its check,
+// whether it keeps the replica ready, and whether it is degraded.
+//
+// On a Redis Cluster part of the keyspace can be out of reach while the
+// rest serves (taskstore.Keyspace). When the cluster itself reports those
+// slots down (a dead master not yet replaced, or one with no replica
+// left), every gateway replica shares the fault: taking them all out of
+// rotation would refuse the users whose tasks are on the masters that
+// still serve, so the replica stays ready (200) and the body says
+// "degraded" with the count. When only this replica cannot reach a master
+// that the cluster sees up, another replica can serve those users: 503.
+// No slot reachable at all is 503, as a standalone Redis that does not
+// answer.
+func (h *Handler) storeCheck(ctx context.Context) (text string, ok, degraded bool) {
+	ks, err := h.cfg.Store.Keyspace(ctx)
+	switch {
+	case err != nil:
+		h.log.Warn().Str("op", "readyz").Err(err).Msg("task store unavailable") // the detail, with Redis' address, only in the log
+		return "task store unavailable", false, false
+	case ks.Unreachable == 0:
+		return "ok", true, false
+	case ks.Unreachable >= ks.Slots:
+		return fmt.Sprintf("task store unavailable: no part of the keyspace is reachable (%d of %d slots)", ks.Unreachable, ks.Slots), false, false
+	case !ks.Shared:
+		return fmt.Sprintf("this replica cannot reach part of the keyspace (%d of %d slots) that the cluster serves", ks.Unreachable, ks.Slots), false, false
+	}
+	return fmt.Sprintf("degraded: part of the keyspace is unreachable (%d of %d slots); the cluster reports their master down, for every replica alike", ks.Unreachable, ks.Slots), true, true
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

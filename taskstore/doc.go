@@ -78,6 +78,12 @@
 // the scripts, reaches every Cluster node, so the one pub/sub connection of
 // a Store may sit on any node.
 //
+// A master's death is followed at once: a command that fails as a dead or
+// demoted node makes it fail asks go-redis to reload the slot map, at most
+// once per 250 ms (failover.go), instead of waiting for go-redis' 60 s
+// reload. Keyspace says how many of the 16384 slots this replica reaches,
+// and whether the cluster itself reports the others down (keyspace.go).
+//
 // # Webhooks
 //
 // With Options.Webhooks, every script that changes a task's status

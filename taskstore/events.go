@@ -187,6 +187,10 @@ type hub struct {
 	stop   chan struct{}
 	done   chan struct{}
 
+	// trouble hears every receive error of the pub/sub connection (on a
+	// Cluster, the slot refresher: failover.go); nil: nobody.
+	trouble func(error)
+
 	// dropMessages makes the hub ignore published messages; tests use it
 	// to simulate pub/sub loss.
 	dropMessages atomic.Bool
@@ -401,6 +405,9 @@ func (h *hub) loop(ps *redis.PubSub) {
 				}
 			}
 			pinged = false
+			if h.trouble != nil {
+				h.trouble(err)
+			}
 			if !down {
 				down = true
 				h.log.Warn().Err(err).Msg("taskstore: pub/sub connection lost; waiters fall back to re-reading until it is back")

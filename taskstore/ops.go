@@ -38,6 +38,10 @@ var (
 // is RecordsEnabled.
 func (s *Store) OpsEnabled() bool { return !s.cluster }
 
+// Cluster reports whether the store is on a Redis Cluster (Keyspace then
+// counts slots).
+func (s *Store) Cluster() bool { return s.cluster }
+
 // RecordsEnabled reports whether the scripts keep the operator's index
 // and the tasks' timelines now.
 func (s *Store) RecordsEnabled() bool { return !s.cluster && s.records.Load() }

@@ -130,6 +130,13 @@ type Store struct {
 	// no index there, nor timelines (the console could not find a task
 	// to show one).
 	cluster bool
+	// slots follows a Cluster's failovers (failover.go); nil otherwise.
+	slots *slotRefresher
+	// The last Keyspace answer, reused for keyspaceCacheFor (keyspace.go).
+	ksMu  sync.Mutex
+	ks    Keyspace
+	ksErr error
+	ksAt  time.Time
 	// records: the scripts keep the operator's index (ops.go) and the
 	// tasks' timelines (timeline.go); Options.NoOpsRecords and
 	// SetOpsRecords set it. Never on Cluster.
@@ -141,10 +148,18 @@ type Store struct {
 // Store.Close.
 func New(rdb redis.UniversalClient, opt Options) *Store {
 	opt = opt.withDefaults()
-	_, cluster := rdb.(*redis.ClusterClient)
+	cc, cluster := rdb.(*redis.ClusterClient)
 	s := &Store{rdb: rdb, opt: opt, k: keys{prefix: opt.Prefix}, cluster: cluster}
 	s.records.Store(!opt.NoOpsRecords)
 	s.hub = newHub(rdb, opt.Logger)
+	if cluster {
+		// A dead master is followed at once, not after go-redis' minute
+		// (failover.go). The hook stays on the client, which the caller
+		// owns: one Store per client, as AddHook says.
+		s.slots = newSlotRefresher(cc)
+		rdb.AddHook(refreshHook{s.slots})
+		s.hub.trouble = s.slots.trouble
+	}
 	return s
 }
 

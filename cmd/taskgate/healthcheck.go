@@ -67,6 +67,9 @@ func healthcheck(c *cli.Context) error {
 		if up, ok := ready.Checks["upstream"]; ok && up != "ok" {
 			line += "; the upstream: " + up
 		}
+		if st, ok := ready.Checks["store"]; ok && st != "ok" { // a Cluster with part of its keyspace down
+			line += "; the task store: " + st
+		}
 	}
 	_, err = fmt.Fprintln(c.App.Writer, line)
 	return err

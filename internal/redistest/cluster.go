@@ -41,18 +41,11 @@ func StartCluster(t testing.TB, n int) []string {
 // when redis-cli is not in PATH; callers that want to skip check first.
 func StartClusterCLI(t testing.TB, n int) []string {
 	t.Helper()
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatal("redistest: redis-cli not found in PATH; install it with: apt-get install -y redis-server (or redis-tools)")
 	}
 	addrs := startClusterNodes(t, n)
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
+	runClusterCreate(t, addrs, 0)
 	waitClusterOK(t, addrs)
 	return addrs
 }
@@ -61,14 +54,42 @@ func StartClusterCLI(t testing.TB, n int) []string {
 func startClusterNodes(t testing.TB, n int) []string {
 	t.Helper()
 	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = newServer(t, []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000",
-		}).Addr
+	for i, s := range startClusterServers(t, n, 2000) {
+		addrs[i] = s.Addr
 	}
 	return addrs
+}
+
+// startClusterServers starts n empty cluster-enabled redis-servers with
+// the given cluster-node-timeout (ms).
+func startClusterServers(t testing.TB, n, nodeTimeoutMS int) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	for i := range servers {
+		servers[i] = newServer(t, []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", strconv.Itoa(nodeTimeoutMS),
+		})
+	}
+	return servers
+}
+
+// runClusterCreate joins addrs with `redis-cli --cluster create`, giving
+// each master the number of replicas asked for.
+func runClusterCreate(t testing.TB, addrs []string, replicas int) {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal("redistest: redis-cli not found in PATH; install it with: apt-get install -y redis-server (or redis-tools)")
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // waitClusterOK waits (15 s at most) until every node reports
@@ -98,7 +119,8 @@ func mustDo(t testing.TB, addr string, args ...string) {
 	}
 }
 
-// do sends one command in RESP and returns a simple or bulk string reply.
+// do sends one command in RESP and returns a simple, integer or bulk
+// string reply.
 func do(addr string, args ...string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -121,7 +143,7 @@ func do(addr string, args ...string) (string, error) {
 	}
 	line = strings.TrimRight(line, "\r\n")
 	switch {
-	case strings.HasPrefix(line, "+"):
+	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
 		return line[1:], nil
 	case strings.HasPrefix(line, "-"):
 		return "", fmt.Errorf("%s", line[1:])

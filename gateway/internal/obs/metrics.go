@@ -49,6 +49,8 @@ import (
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool
 //	taskgate_store_pool_waits_total{result}           hit|miss|timeout of taking a connection
+//	taskgate_store_slots_unreachable                  Redis Cluster only: hash slots this replica cannot reach (RegisterCluster)
+//	taskgate_store_slot_reloads_total                 Redis Cluster only: slot map reloads asked for after failed commands
 //	taskgate_requests_total{method,outcome}           HTTP requests served: ok|client_error|server_error (requests.go)
 //	taskgate_request_duration_seconds{method}         arrival → end of the answer (or of its stream)
 //	taskgate_webhook_deliveries_total{endpoint,event,outcome}, taskgate_webhook_delivery_seconds{endpoint},
@@ -193,6 +195,31 @@ func (m *Metrics) RegisterPool(stats func() *redis.PoolStats) {
 			conns(func(p *redis.PoolStats) uint32 { return p.Misses })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_pool_waits_total", Help: waits, ConstLabels: prometheus.Labels{"result": "timeout"}},
 			conns(func(p *redis.PoolStats) uint32 { return p.Timeouts })),
+	)
+}
+
+// RegisterCluster adds the Redis Cluster families:
+// taskgate_store_slots_unreachable, the hash slots this replica cannot
+// reach now (all 16384 when no master answers), and
+// taskgate_store_slot_reloads_total, the slot map reloads the store asked
+// for after failed commands (taskstore/failover.go). The gauge asks the
+// store at each scrape, which reuses its answer for a second.
+func (m *Metrics) RegisterCluster(st *taskstore.Store) {
+	unreachable := func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		ks, err := st.Keyspace(ctx)
+		if err != nil {
+			return taskstore.ClusterSlots
+		}
+		return float64(ks.Unreachable)
+	}
+	m.register(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "taskgate_store_slots_unreachable",
+			Help: "Hash slots of the Redis Cluster this replica cannot reach now: their master does not answer or reports the cluster down (16384 when none answers)."}, unreachable),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "taskgate_store_slot_reloads_total",
+			Help: "Reloads of the Redis Cluster slot map the task store asked for because commands failed as a dead or demoted node makes them fail (at most 4 a second)."},
+			func() float64 { return float64(st.ClusterReloads()) }),
 	)
 }
 
