@@ -11,6 +11,11 @@
 // (stateless) and a legacy (session) upstream, on one replica and on two
 // sharing a real redis-server.
 //
+// A 2025-11-25 TypeScript client of go-sdk's conformance server run as a
+// stdio child that also speaks 2026-07-28 (js/stdio-child-2025.mjs,
+// stdio_versions_test.go) gets the child's log messages, elicitation and
+// sampling, on plain calls and inside tasks.
+//
 // Run them with
 //
 //	go test -race ./e2e/
