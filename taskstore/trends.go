@@ -67,7 +67,7 @@ func TrendBucket(d time.Duration) int {
 }
 
 // Total is the number of values h counts.
-func (h *Histogram) Total() int64 {
+func (h Histogram) Total() int64 {
 	var n int64
 	for _, c := range h {
 		n += c
@@ -88,7 +88,7 @@ type Quantile struct {
 // upper bound of the bucket holding the value of rank ceil(q×n). Merging
 // replicas' histograms is summing their buckets, so the fleet's quantile
 // is as exact as one replica's.
-func (h *Histogram) Quantile(q float64) Quantile {
+func (h Histogram) Quantile(q float64) Quantile {
 	n := h.Total()
 	if n == 0 {
 		return Quantile{}
