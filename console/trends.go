@@ -106,19 +106,17 @@ func trendsLink(tool string, span taskstore.TrendSpan) string {
 	return "/trends?" + v.Encode()
 }
 
-// msText says a bucket bound: 50 ms, 2 s, 1.7 min.
+// msText says a bucket bound: 50 ms, 2 s, 5000 s (every bound from a
+// second on is whole seconds).
 func msText(ms int64) string {
-	switch {
-	case ms < 1000:
+	if ms < 1000 {
 		return strconv.FormatInt(ms, 10) + " ms"
-	case ms < 60000:
-		return strconv.FormatInt(ms/1000, 10) + " s"
 	}
-	return strconv.FormatFloat(float64(ms)/60000, 'f', -1, 64) + " min"
+	return strconv.FormatInt(ms/1000, 10) + " s"
 }
 
-// quantileText says a quantile at bucket resolution: "≤ 50 ms", "> 83.3
-// min", or "–" with nothing counted.
+// quantileText says a quantile at bucket resolution: "≤ 50 ms", "> 5000
+// s", or "–" with nothing counted.
 func quantileText(q taskstore.Quantile) string {
 	switch {
 	case !q.OK:
@@ -144,7 +142,7 @@ func quantileAttr(q taskstore.Quantile) string {
 // The charts' frame: a plot area inside margins for the axes' labels.
 const (
 	chartW, chartH         = 760, 220
-	plotL, plotR           = 56, 12
+	plotL, plotR           = 72, 12
 	plotT, plotB           = 14, 40
 	plotWidth, plotHeight  = chartW - plotL - plotR, chartH - plotT - plotB
 	sparkW, sparkH, sparkG = 88, 22, 1
