@@ -300,23 +300,34 @@ func quantileChart(points []taskstore.TrendPoint, class, title string, pick func
 		}
 		return taskstore.TrendBucket(time.Duration(q.Ms) * time.Millisecond)
 	}
+	// The lines first, the points (circles, and each point's hover
+	// area) over them; p50 drawn smaller over p95 so both show when
+	// they are the same bucket.
 	var p50s, p95s []string
+	qs := make([][2]taskstore.Quantile, len(points))
 	for i := range points {
 		h := pick(&points[i])
-		q50, q95 := h.Quantile(.5), h.Quantile(.95)
+		qs[i] = [2]taskstore.Quantile{h.Quantile(.5), h.Quantile(.95)}
+		if qs[i][0].OK {
+			x := colX(i, n) + w/2
+			p50s = append(p50s, fmt.Sprintf("%.1f,%.1f", x, y(level(qs[i][0]))))
+			p95s = append(p95s, fmt.Sprintf("%.1f,%.1f", x, y(level(qs[i][1]))))
+		}
+	}
+	if len(p95s) > 1 {
+		b.f(`<polyline class="c-p95 l" points="%s"/><polyline class="c-p50 l" points="%s"/>`, strings.Join(p95s, " "), strings.Join(p50s, " "))
+	}
+	for i := range points {
+		h := pick(&points[i])
+		q50, q95 := qs[i][0], qs[i][1]
 		x := colX(i, n) + w/2
 		b.f(`<g class="pt" data-start="%s" data-count="%d" data-p50-ms="%s" data-p95-ms="%s">`, points[i].Start.UTC().Format(time.RFC3339), h.Total(), quantileAttr(q50), quantileAttr(q95))
 		b.f(`<title>%s: %d, p50 %s, p95 %s</title>`, esc(timeLabel(points[i].Start, per)), h.Total(), esc(quantileText(q50)), esc(quantileText(q95)))
 		b.f(`<rect class="hit" x="%.1f" y="%d" width="%.1f" height="%d"/>`, colX(i, n), plotT, w, plotHeight)
 		if q50.OK {
-			b.f(`<circle class="c-p50" cx="%.1f" cy="%.1f" r="3"/><circle class="c-p95" cx="%.1f" cy="%.1f" r="3"/>`, x, y(level(q50)), x, y(level(q95)))
-			p50s = append(p50s, fmt.Sprintf("%.1f,%.1f", x, y(level(q50))))
-			p95s = append(p95s, fmt.Sprintf("%.1f,%.1f", x, y(level(q95))))
+			b.f(`<circle class="c-p95" cx="%.1f" cy="%.1f" r="3.5"/><circle class="c-p50" cx="%.1f" cy="%.1f" r="2.2"/>`, x, y(level(q95)), x, y(level(q50)))
 		}
 		b.f(`</g>`)
-	}
-	if len(p95s) > 1 {
-		b.f(`<polyline class="c-p95 l" points="%s"/><polyline class="c-p50 l" points="%s"/>`, strings.Join(p95s, " "), strings.Join(p50s, " "))
 	}
 	legend(&b, []string{"c-p50", "p50"}, []string{"c-p95", "p95"})
 	closeChart(&b)
