@@ -8,6 +8,8 @@
 // upstream call as for any client's tasks/cancel; the task's timeline
 // records it as the operator's), and retrying a webhook endpoint's dead
 // letter (deliveries.go, which also shows each endpoint's queue). The
+// trends page draws the store's per-minute figures of tasks as inline SVG,
+// and the tools page each tool's recent durations (trends.go). The
 // tasks list and a task's page update themselves over server-sent events
 // (live.go, static/live.js).
 //
@@ -69,6 +71,8 @@ type Store interface {
 	WebhookQueueStats(ctx context.Context, endpoint string) (due, dead int64, err error)
 	DeadDeliveries(ctx context.Context, endpoint string, limit int) ([]taskstore.Delivery, error)
 	RetryDead(ctx context.Context, endpoint, eventID string) error
+	// The trends page and the tools page's histograms (trends.go).
+	TrendStore
 }
 
 // ToolRow is one line of the tools page: what `taskgate tools` prints.
@@ -222,6 +226,7 @@ func (c *Console) routes() {
 	m.Handle("GET /tasks/{id}", c.authed(c.task))
 	m.Handle("POST /tasks/{id}/cancel", c.authed(c.cancel))
 	m.Handle("GET /tools", c.authed(c.tools))
+	m.Handle("GET /trends", c.authed(c.trends))
 	m.Handle("GET /replicas", c.authed(c.replicas))
 	m.Handle("GET /failures", c.authed(c.failures))
 	m.Handle("GET /deliveries", c.authed(c.deliveries))

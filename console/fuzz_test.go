@@ -14,7 +14,8 @@ const liveScript = `<script src="/static/live.js" defer></script>`
 
 func FuzzRequest(f *testing.F) {
 	for _, s := range []string{"/?status=failed&tool=x", "/?cursor=1.abc", "/?cursor=17%2E00000000-0000-4000-8000-000000000000%7C0123456789abcdef0123456789abcdef",
-		"/tasks/%3Cscript%3E", "/?id=%2F%2Fevil", "/failures?x=1", "/login?next=//evil", "/static/console.css", "/tasks/x/cancel"} {
+		"/tasks/%3Cscript%3E", "/?id=%2F%2Fevil", "/failures?x=1", "/login?next=//evil", "/static/console.css", "/tasks/x/cancel",
+		"/trends?tool=%3Cb%3Etool%3C%2Fb%3E&span=day", "/trends?span=%00", "/tools"} {
 		f.Add("GET", s, "")
 		f.Add("POST", s, "csrf=x&token=y&next=/")
 	}

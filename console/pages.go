@@ -18,7 +18,7 @@ import (
 )
 
 func parseTemplates() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"owner": OwnerLabel}
+	funcs := template.FuncMap{"owner": OwnerLabel, "trendsLink": func(tool string, span taskstore.TrendSpan) string { return trendsLink(tool, span) }}
 	pages, err := fs.Glob(assets, "templates/*.html")
 	if err != nil {
 		return nil, err
@@ -221,6 +221,7 @@ func (c *Console) tools(w http.ResponseWriter, r *http.Request, _ string) {
 		data["Err"] = err.Error()
 	} else {
 		data["Rows"] = rows
+		data["Sparks"] = c.toolSparks(r.Context(), rows) // trends.go
 	}
 	c.render(w, http.StatusOK, "tools", data)
 }

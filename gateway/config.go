@@ -81,6 +81,9 @@ type Config struct {
 	// DefaultLatencySync; negative: never, latencies stay per replica.
 	// Without a Store nothing is learned.
 	LatencySync time.Duration
+	// Trends are the console's per-minute figures of tasks, kept in the
+	// Store (trends.go; docs/console.md, "Trends").
+	Trends TrendsConfig
 	// ReplicaID names this replica in leases, failed-task messages and
 	// every log line (New adds it to Logger as "replica"). Empty means a
 	// random id per process. Replicas sharing a store need distinct ids.

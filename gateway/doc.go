@@ -98,6 +98,8 @@
 //     console.
 //   - durable.go: the gateway's side of durable tasks (what the runner
 //     asks of the parts it does not own).
+//   - trends.go: TrendsConfig; starts and stops the console's trends
+//     (internal/obs/trends.go) with the Handler.
 //
 // Below this package, each importing only those under it (the compiler
 // checks it): internal/front2025 and internal/front2026 (neither imports

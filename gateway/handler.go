@@ -57,6 +57,9 @@ type Handler struct {
 	runner *runner.Runner   // the in-flight calls of tasks, hybrid and bridged calls
 	f2025  *front2025.Front // 2025-11-25 clients: sessions and their tasks
 	f2026  *front2026.Front // 2026-07-28 clients: stateless requests, extension tasks
+	// trends adds up the console's trends and writes them to the store
+	// (trends.go); nil: off.
+	trends *obs.Trends
 	// stopRemovals ends the render cache's subscription to the store's
 	// removal notices (internal/front/rendercache.go).
 	stopRemovals func()
@@ -112,6 +115,7 @@ func New(cfg Config) (*Handler, error) {
 		return h, nil
 	}
 	c.Store.AddHook(obs.NewStoreHook(h.metrics))
+	h.startTrends(c) // trends.go
 	if c.Auth != nil {
 		h.sessions = newSessionGuard(c.Store, h.metrics, c.Logger)
 	}
@@ -170,6 +174,7 @@ func (h *Handler) Close() error {
 	if h.runner != nil {
 		h.runner.Stop()
 	}
+	h.stopTrends() // after the runner: the tasks it just failed are counted
 	if h.stopRemovals != nil {
 		h.stopRemovals()
 	}

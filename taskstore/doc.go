@@ -108,6 +108,13 @@
 // endpoint's keys in theirs; only the hint SET is written outside a
 // script, like the leases index.
 //
+// # Trends
+//
+// The console's trends (trends.go) are per-minute and per-hour hashes of
+// counts per tool, all under the hash tag {trends} (one slot), written by
+// one script per flush that records its flush id first, so a retried
+// flush adds nothing twice; they expire after 2 h and 25 h.
+//
 // # Redis URL
 //
 // ParseURL and Dial take the --redis-url forms:

@@ -33,6 +33,10 @@ func consoleFlags() []cli.Flag {
 			Usage: "`URL` that links a task's trace id on the console, {trace_id} replaced (e.g. http://jaeger:16686/trace/{trace_id})"},
 		&cli.StringFlag{Name: "console-records", Category: catObservability, Value: "auto", EnvVars: env("console-records"),
 			Usage: "`MODE` of the operator's index of live tasks and the tasks' timelines, kept by the task store's scripts for the console: auto (while a replica of the fleet serves a console), on or off"},
+		&cli.BoolFlag{Name: "trends", Category: catObservability, Value: true, EnvVars: env("trends"),
+			Usage: "keep the console's trends (tasks per minute, durations, input waits, reruns per tool) in Redis: each replica adds them up in memory and writes them every few seconds; --trends=false keeps none"},
+		&cli.IntFlag{Name: "trends-max-tools", Category: catObservability, Value: gateway.DefaultTrendsMaxTools, EnvVars: env("trends-max-tools"),
+			Usage: "`N` tools at most with trends of their own across the fleet; the others are counted together as (other)"},
 	}
 }
 

@@ -240,6 +240,7 @@ func serve(c *cli.Context) error {
 		Store:                   store.Store,
 		Policy:                  current, // the reloader below swaps it on SIGHUP or a changed --policy file
 		LatencySync:             c.Duration("latency-sync"),
+		Trends:                  gateway.TrendsConfig{Off: !c.Bool("trends"), MaxTools: c.Int("trends-max-tools")},
 		Path:                    path,
 		MaxBody:                 maxBody,
 		MaxInflight:             c.Int("max-inflight"),

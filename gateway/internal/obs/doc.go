@@ -10,6 +10,9 @@
 //     outcome label of a status.
 //   - refusals.go: taskgate_refusals_total{reason} and the sampled log
 //     of refusals that keep one principal from starving another.
+//   - trends.go: Trends, the console's per-minute figures of tasks per
+//     tool (started, ended, durations, input waits, reruns), counted in
+//     memory through Metrics and written to the store by a flusher.
 //   - tracing.go: Tracing, the server span of each MCP request, the span of
 //     each task (its ids minted at creation and kept in the task record,
 //     recorded once the task ends, on whichever replica ends it), links

@@ -85,6 +85,9 @@ type Metrics struct {
 
 	Tools ToolLabels
 	http  http.Handler
+
+	// trends is the console's accumulator (trends.go); nil: off.
+	trends *Trends
 }
 
 // TaskBuckets span a task's life: 10 ms to an hour.
@@ -275,14 +278,18 @@ func (m *Metrics) Handler() http.Handler { return m.http }
 // Duration.
 func (m *Metrics) TaskCreated(tool string, proto taskstore.Protocol) {
 	m.created.WithLabelValues(m.Tools.Label(tool), string(proto)).Inc()
+	m.trends.Created(tool)
 }
 
 func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
 	l := m.Tools.Label(t.Tool)
 	m.finished.WithLabelValues(l, string(status)).Inc()
+	took := time.Duration(-1)
 	if !t.CreatedAt.IsZero() {
-		m.Duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
+		took = time.Since(t.CreatedAt)
+		m.Duration.WithLabelValues(l, string(status)).Observe(took.Seconds())
 	}
+	m.trends.Finished(t.Tool, status, took)
 	m.Trace.EndTask(t, status, inputWait) // this replica ended it: it records the task's span
 }
 

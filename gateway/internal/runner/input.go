@@ -30,7 +30,9 @@ func (run *taskRun) mintKey() string {
 
 func (run *taskRun) stopWaiting() {
 	if !run.waitingSince.IsZero() {
-		run.inputWait += time.Since(run.waitingSince)
+		waited := time.Since(run.waitingSince)
+		run.inputWait += waited
+		run.rn.Metrics.TrendInputWait(run.j.Task.Tool, waited) // the console's trends (obs/trends.go)
 		run.waitingSince = time.Time{}
 		run.live.Set(taskstore.StatusWorking)
 	}

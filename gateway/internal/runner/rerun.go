@@ -300,6 +300,7 @@ func (rn *Runner) rerunStarted(ctx context.Context, j *Job, cause string, n int,
 	if rn.Durable.Reruns != nil {
 		rn.Durable.Reruns.WithLabelValues(rn.Metrics.Tools.Label(j.Task.Tool), cause).Inc()
 	}
+	rn.Metrics.TrendRerun(j.Task.Tool) // the console's trends (obs/trends.go)
 	ev := rn.Log.Warn().Str("op", "rerun").Str("task_id", j.Task.ID).Str("tool", j.Task.Tool).Str("owner", core.LogOwner(j.Owner)).
 		Str("cause", cause).Int("attempt", n).Int("max_attempts", rn.Durable.MaxAttempts)
 	if dead != "" {
