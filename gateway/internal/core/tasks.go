@@ -35,6 +35,9 @@ const (
 // 2025-11-25, Tasks, "Associating Task-Related Messages").
 const RelatedTaskKey = "io.modelcontextprotocol/related-task"
 
+// RelatedTask is the value of RelatedTaskKey for task id.
+func RelatedTask(id string) map[string]string { return map[string]string{"taskId": id} }
+
 // TasksExtension is the SEP-2663 extension identifier.
 const TasksExtension = "io.modelcontextprotocol/tasks"
 

@@ -64,11 +64,11 @@ func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *m
 			return true
 		}
 	}
-	d, learn := f.Decider.Decide(r.Context(), p.Name, policy.ClientFallback)
-	if d.Mode != policy.Auto {
+	c := f.Decider.DecideCall(r.Context(), p.Name, policy.ClientFallback)
+	if c.Mode != policy.Auto {
 		return false
 	}
-	f.fallbackCall(w, r, msg, s, p.Name, d, learn)
+	f.fallbackCall(w, r, msg, s, p.Name, c.Decision, c.Learn)
 	return true
 }
 

@@ -48,14 +48,6 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// nativeTask reports whether tool runs as the upstream's own task for a
-// task-augmented call: the upstream declared execution.taskSupport for it
-// and no rule names it.
-func (f *Front) nativeTask(ctx context.Context, tool string) bool {
-	native, ruled := f.Decider.Native(ctx, tool)
-	return native && !ruled
-}
-
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
 func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {

@@ -350,8 +350,9 @@ func (f *Front) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *m
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	f.Up.ToolDeclared(r.Context(), f.Decider, statelessSession(r), p.Name) // a client may call without listing
-	d, learn := f.Decider.Decide(r.Context(), p.Name, kind)
+	decl, listed := f.Up.ToolDeclared(r.Context(), statelessSession(r), p.Name) // a client may call without listing
+	c := f.Decider.DecideDeclared(r.Context(), p.Name, decl, listed, kind)
+	d, learn := c.Decision, c.Learn
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}

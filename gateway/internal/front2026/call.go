@@ -48,7 +48,7 @@ const (
 // maps the decision to what the gateway does; the Decision carries the
 // hybrid wait, ttl and pollInterval, learn the name the call's latency is
 // recorded under.
-func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
+func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (callMode, decide.Call) {
 	client := policy.Client2026
 	switch {
 	case f.fallbackClient(mr):
@@ -56,16 +56,16 @@ func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (
 	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
-	d, learn = f.Decider.Decide(ctx, tool, client)
-	switch d.Mode {
+	c := f.Decider.DecideCall(ctx, tool, client)
+	switch c.Mode {
 	case policy.Task:
-		return modeTask, d, learn
+		return modeTask, c
 	case policy.Auto:
-		return modeAuto, d, learn
+		return modeAuto, c
 	case policy.TaskRequired: // only without the extension: with it, Decide says Task
-		return modeRefuse, d, learn
+		return modeRefuse, c
 	}
-	return modeSync, d, learn
+	return modeSync, c
 }
 
 // toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
@@ -87,13 +87,14 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if f.fallbackTool(w, r, msg, mr, p) {
 		return
 	}
-	if f.native2026(r, mr, p.Name) {
+	mode, c := f.decideCall(r.Context(), p.Name, mr)
+	if f.native2026(r, mr, c) {
 		// The upstream's own tasks extension: its call, its task
 		// (native.go).
 		f.passNative2026(w, r, msg, p.Name)
 		return
 	}
-	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
+	d, learn := c.Decision, c.Learn
 	anon := core.AuthOwner(r) == ""
 	if anon && f.anonymous.Disabled {
 		switch mode {
@@ -291,8 +292,8 @@ func (f *Front) nativeParams(ctx context.Context, tool string, params json.RawMe
 	if target.Stateless {
 		return params
 	}
-	f.Up.ToolDeclared(ctx, f.Decider, target.Session, tool)
-	if !f.Decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
+	decl, _ := f.Up.ToolDeclared(ctx, target.Session, tool)
+	if !f.Decider.UpstreamSupport(ctx, decl).AllowsTask() {
 		return params
 	}
 	if out, err := runner.WithUpstreamTask(params, 0); err == nil {

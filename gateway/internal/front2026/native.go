@@ -27,18 +27,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/native"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
-	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// native2026 reports whether a tools/call of tool goes as it is to an
+// native2026 reports whether a tools/call decided c goes as it is to an
 // upstream with tasks of its own: the upstream declares the tasks
 // extension, the client declares it too, and no rule names the tool.
-func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool {
+func (f *Front) native2026(r *http.Request, mr *statelessReq, c decide.Call) bool {
 	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
@@ -46,8 +46,7 @@ func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool 
 	if err != nil || !era.Stateless || !era.Tasks {
 		return false
 	}
-	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
-	return !policy.Ruled(f.Decider.Rules(), decl.Tool(tool))
+	return !c.Ruled
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and
