@@ -228,6 +228,9 @@ func (d *Decider) ToolInfo(ctx context.Context, tool string) (ToolDecl, bool) {
 // capabilities.tasks, when an initialize told) has none, whatever its
 // tools/list says (MCP 2025-11-25, Tasks, "Capabilities").
 func (d *Decider) UpstreamSupport(ctx context.Context, decl ToolDecl) policy.TaskSupport {
+	if decl.TaskSupport == "" {
+		return "" // none to check against the server's capability (no store read)
+	}
 	if declared, known := d.serverTasks.get(ctx, d.Store); known && !declared {
 		return ""
 	}

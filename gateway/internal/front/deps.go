@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
@@ -80,5 +81,31 @@ func (d *Deps) HoldHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (
 		c.Abort(errors.New("the client went away"))
 		<-c.Done
 		return nil, false
+	}
+}
+
+// WriteCallResult answers msg, a tools/call the runner held, with res, the
+// call's end, for a client of era: the gateway's failure as a JSON-RPC
+// error (logged), the upstream's error as it came, else its result. A
+// 2026-07-28 client's result carries resultType "complete"
+// (core.StatelessResult), and its error goes with the HTTP status the code
+// calls for (mcpwire.StatelessStatus).
+func (d *Deps) WriteCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult, era core.ClientEra) {
+	switch {
+	case res.Err != nil:
+		e := core.RPCError(res.Err, era)
+		d.Log.Warn().Str("op", "call").Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
+	case res.Resp.Error != nil:
+		status := http.StatusOK
+		var we *jsonrpc.Error
+		if era == core.Era2026 && errors.As(res.Resp.Error, &we) {
+			status = mcpwire.StatelessStatus(int(we.Code))
+		}
+		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
+	case era == core.Era2026:
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.Resp.Result))
+	default:
+		mcpwire.WriteResult(w, msg.ID, res.Resp.Result)
 	}
 }

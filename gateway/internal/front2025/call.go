@@ -5,7 +5,6 @@ package front2025
 // it (MCP 2025-11-25, Tasks, "Creating Tasks", "Tool-Level Negotiation").
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -20,27 +19,25 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// toolsCall decides a tools/call: plain pass-through, or a task.
+// toolsCall decides a tools/call: plain pass-through, or a task. Its
+// params are decoded here once, and carried in that form.
 func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	if f.Fallback != nil && f.fallbackToolsCall(w, r, msg) {
+	p, perr := core.DecodeCall(msg.Params)
+	if f.Fallback != nil && perr == nil && f.fallbackToolsCall(w, r, msg, p) {
 		return
 	}
 	s, serr := f.sessionErr(r)
-	if serr != nil {
+	if serr != nil && perr == nil && p.Task != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.
-		var p core.ToolsCallParams
-		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
-			mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
-			return
-		}
-	}
-	if !s.tasks2025() {
-		f.callWithoutTasks(w, r, msg)
+		mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
 		return
 	}
-	var p core.ToolsCallParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+	if !s.tasks2025() {
+		f.callWithoutTasks(w, r, msg, p.Name)
+		return
+	}
+	if perr != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
@@ -64,19 +61,16 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	f.startTask(w, r, msg, s, &p, c)
+	f.startTask(w, r, msg, s, p, c)
 }
 
 // callWithoutTasks passes an older client's tools/call through: no tasks,
 // but the call still teaches latency.
-func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	var p struct {
-		Name string `json:"name"`
-	}
+func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
 	learn := ""
-	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-		if _, listed := f.Decider.ToolInfo(r.Context(), p.Name); listed {
-			learn = p.Name
+	if tool != "" {
+		if _, listed := f.Decider.ToolInfo(r.Context(), tool); listed {
+			learn = tool
 		}
 	}
 	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), learn)
@@ -101,8 +95,8 @@ func (f *Front) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 
 // startTask makes a task-augmented tools/call the gateway's task and
 // answers its CreateTaskResult once the task is stored.
-func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, c decide.Call) {
-	ttl, params, e := core.TaskCall(msg, p)
+func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams, c decide.Call) {
+	ttl, params, e := core.TaskCall(p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return

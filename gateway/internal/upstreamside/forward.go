@@ -346,7 +346,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 		return params, false
 	}
 	var caps map[string]json.RawMessage
-	if json.Unmarshal(meta[MetaClientCaps], &caps) != nil || caps == nil {
+	if json.Unmarshal(meta[core.MetaClientCaps], &caps) != nil || caps == nil {
 		return params, false
 	}
 	var ext map[string]json.RawMessage
@@ -362,7 +362,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 	} else {
 		caps["extensions"] = mcpwire.MustMarshal(ext)
 	}
-	meta[MetaClientCaps] = mcpwire.MustMarshal(caps)
+	meta[core.MetaClientCaps] = mcpwire.MustMarshal(caps)
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p), true
 }
