@@ -71,13 +71,20 @@
 //     Config is this package's FallbackTools), with each front's
 //     fallback.go.
 //   - The runner, internal/runner (Runner: admission, Launch, workers,
-//     leases, the recoverer, durable tasks).
+//     leases, the recoverer, durable tasks, the notifications of its
+//     tasks). It is built before the fronts, which are each built in one
+//     step on it: nothing below the Handler calls a front.
 //   - The upstream side, internal/upstreamside (Side: era probe, owner
 //     sessions, forwarding, relay, keep-alive, the fronts' own requests;
-//     neither a front nor the Handler uses the upstream.Client directly).
+//     no front uses the upstream.Client directly). The Handler holds the
+//     client too, for what is its own (health.go: the upstream's health
+//     checks; oauthmeta.go: the OAuth discovery pass-through; the
+//     observer of every upstream call, for the metrics), and hands it to
+//     the runner, whose workers make their tasks' calls with it.
 //   - The policy decider, internal/decide (Decider: policy, tool
-//     catalogue, learned latency); the upstream side lists the upstream's
-//     tools for it when a call names a tool the catalogue lacks.
+//     catalogue, learned latency; one answer per tools/call, decide.Call);
+//     the upstream side lists the upstream's tools for it when a call
+//     names a tool the catalogue lacks.
 //   - Observation: internal/obs (metrics, tracing, the request families).
 //
 // The files that remain in this package:

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -361,7 +360,7 @@ func TestFallbackStatelessClient(t *testing.T) {
 	}
 	// With the extension declared, the same call is a real task.
 	meta := modernMeta()
-	meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
+	meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	var task struct {
 		ResultType string `json:"resultType"`
 	}

@@ -88,9 +88,9 @@ func (u *eraUpstream) posts(m string) []upstreamPost {
 
 func modernMeta() map[string]any {
 	return map[string]any{
-		upstreamside.MetaProtocolVersion: core.Version2026,
-		upstreamside.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
-		upstreamside.MetaClientCaps:      map[string]any{},
+		core.MetaProtocolVersion: core.Version2026,
+		core.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
+		core.MetaClientCaps:      map[string]any{},
 	}
 }
 
@@ -230,13 +230,13 @@ func Test2026Validation(t *testing.T) {
 		status int
 	}{
 		{"no _meta, modern header", "tools/list", nil, nil, nil, mcpwire.CodeInvalidParams, 400},
-		{"no protocolVersion in _meta", "tools/list", nil, without(upstreamside.MetaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
-		{"no clientCapabilities", "tools/list", nil, without(upstreamside.MetaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
-		{"clientCapabilities not an object", "tools/list", nil, withMeta(upstreamside.MetaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
-		{"clientInfo not an object", "tools/list", nil, withMeta(upstreamside.MetaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
+		{"no protocolVersion in _meta", "tools/list", nil, without(core.MetaProtocolVersion), nil, mcpwire.CodeInvalidParams, 400},
+		{"no clientCapabilities", "tools/list", nil, without(core.MetaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientCapabilities not an object", "tools/list", nil, withMeta(core.MetaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
+		{"clientInfo not an object", "tools/list", nil, withMeta(core.MetaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
 		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
-		{"version header disagrees", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
-		{"unsupported version", "tools/list", nil, withMeta(upstreamside.MetaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
+		{"version header disagrees", "tools/list", nil, withMeta(core.MetaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
+		{"unsupported version", "tools/list", nil, withMeta(core.MetaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
 		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
 		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
 		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
@@ -363,7 +363,7 @@ func Test2026ParamsTranslation(t *testing.T) {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
 	_ = json.Unmarshal(modern, &p)
-	if string(p.Meta[upstreamside.MetaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[upstreamside.MetaProtocolVersion]) != `"2026-07-28"` {
+	if string(p.Meta[core.MetaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[core.MetaProtocolVersion]) != `"2026-07-28"` {
 		t.Errorf("modern params _meta = %v", p.Meta)
 	}
 	if got := core.StatelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {

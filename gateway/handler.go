@@ -134,11 +134,8 @@ func New(cfg Config) (*Handler, error) {
 	if h.stopRemovals, err = c.Store.WatchRemovals(context.Background(), renders.Removals()); err != nil {
 		return nil, err
 	}
-	// The runner tells the 2025-11-25 front of task changes (taskNotifier),
-	// and the front starts the runner's tasks.
-	h.f2025 = front2025.New(c.Store, c.Anonymous)
 	h.runner = runner.New(runner.Params{
-		Store: c.Store, Up: c.Upstream, Notify: h.f2025, Observe: h.decider.Observe,
+		Store: c.Store, Up: c.Upstream, Observe: h.decider.Observe,
 		Metrics: h.metrics, Trace: h.trace, Log: c.Logger, Replica: c.ReplicaID,
 		Lease: c.Lease, Renew: c.LeaseRenew, MaxInflight: c.MaxInflight, Creds: h.creds,
 		MaxPerPrincipal: max(c.MaxInflightPerPrincipal, 0), TaskRate: max(c.MaxTaskRate, 0),
@@ -154,7 +151,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	deps := front.Deps{Runner: h.runner, Up: h.up, Decider: h.decider, Metrics: h.metrics, Log: c.Logger, Trace: h.trace,
 		Polls: polls, Renders: renders, Fallback: fb}
-	h.f2025.Deps = deps
+	h.f2025 = front2025.New(deps, c.Store, c.Anonymous)
 	h.f2026 = front2026.New(deps, c.Store, c.Anonymous, h.life, c.MRTRHold)
 	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
 	if c.Webhooks != nil {

@@ -265,7 +265,7 @@ func TestListenUpstreamDown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
 	meta := modernMeta()
-	meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
+	meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	resp := mpost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
 	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		t.Fatalf("listen: HTTP %d, want the stream", resp.StatusCode)

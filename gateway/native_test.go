@@ -155,15 +155,15 @@ func TestToolDeclaredDiscovers(t *testing.T) {
 	t.Cleanup(srv.Close)
 	h := newFleet(t, srv.URL).add(nil)
 	sess := &upstream.Session{ID: "s1", ProtocolVersion: core.Version2025}
-	decl, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
+	decl, listed := h.up.ToolDeclared(t.Context(), sess, "native")
 	if !listed || decl.TaskSupport != "required" || lists.Load() != 2 {
 		t.Fatalf("native: %+v %v after %d tools/list", decl, listed, lists.Load())
 	}
-	if _, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "unknown"); listed || lists.Load() != 2 {
+	if _, listed := h.up.ToolDeclared(t.Context(), sess, "unknown"); listed || lists.Load() != 2 {
 		t.Errorf("an unknown tool right after: listed %v, %d tools/list (want no new listing)", listed, lists.Load())
 	}
-	if native, ruled := h.decider.Native(t.Context(), "native"); !native || ruled {
-		t.Errorf("native(native) = %v, %v", native, ruled)
+	if c := h.decider.DecideCall(t.Context(), "native", policy.Client2025); !c.Native || c.Ruled {
+		t.Errorf("native(native) = %v, %v", c.Native, c.Ruled)
 	}
 }
 
@@ -290,7 +290,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	results := make(chan bool, 4)
 	for range 4 {
 		go func() {
-			_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
+			_, listed := h.up.ToolDeclared(t.Context(), sess, "native")
 			results <- listed
 		}()
 	}
@@ -308,7 +308,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	// A second later the next call lists again (no 30 s hold after a
 	// failure), and succeeds.
 	waitFor(t, func() bool {
-		_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
+		_, listed := h.up.ToolDeclared(t.Context(), sess, "native")
 		return listed
 	})
 }
@@ -400,21 +400,21 @@ func TestNativeNeedsServerCapability(t *testing.T) {
 	a, b := fl.add(nil), fl.add(nil)
 	ctx := t.Context()
 	a.decider.LearnTools(ctx, map[string]decide.ToolDecl{"research": {TaskSupport: policy.TaskSupportRequired}})
-	if native, _ := a.decider.Native(ctx, "research"); !native {
+	if c := a.decider.DecideCall(ctx, "research", policy.Client2025); !c.Native {
 		t.Fatal("with no initialize seen, a tool declaring taskSupport is native")
 	}
 	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tools":{}}`))
-	if native, _ := a.decider.Native(ctx, "research"); native {
+	if c := a.decider.DecideCall(ctx, "research", policy.Client2025); c.Native {
 		t.Error("an upstream without capabilities.tasks has native tools")
 	}
-	if native, _ := b.decider.Native(ctx, "research"); native {
+	if c := b.decider.DecideCall(ctx, "research", policy.Client2025); c.Native {
 		t.Error("the other replica did not read the capability from the store")
 	}
-	if ts := a.decider.UpstreamTaskSupport(ctx, "research"); ts != "" {
+	if ts := a.decider.DecideCall(ctx, "research", policy.Client2025).Upstream; ts != "" {
 		t.Errorf("upstreamTaskSupport = %q, want none", ts)
 	}
 	a.decider.LearnServerCaps(ctx, json.RawMessage(`{"tasks":{"requests":{"tools":{"call":{}}}}}`))
-	if native, _ := a.decider.Native(ctx, "research"); !native {
+	if c := a.decider.DecideCall(ctx, "research", policy.Client2025); !c.Native {
 		t.Error("an upstream declaring task-augmented tools/call has no native tools")
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -258,7 +257,7 @@ func (c *outageClient) send(method string, params map[string]any) (int, rpcReply
 		if !c.noExt {
 			caps["extensions"] = map[string]any{core.TasksExtension: map[string]any{}}
 		}
-		params["_meta"] = map[string]any{upstreamside.MetaProtocolVersion: core.Version2026, upstreamside.MetaClientCaps: caps}
+		params["_meta"] = map[string]any{core.MetaProtocolVersion: core.Version2026, core.MetaClientCaps: caps}
 		header.Set("MCP-Protocol-Version", core.Version2026)
 		header.Set("Mcp-Method", method)
 		for _, k := range []string{"name", "taskId"} {

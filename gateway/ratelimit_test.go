@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -67,7 +66,7 @@ func TestPollRateLimit(t *testing.T) {
 	modernGet := func(id, auth string) func() (*http.Response, rpcReply) {
 		return func() (*http.Response, rpcReply) {
 			meta := modernMeta()
-			meta[upstreamside.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
+			meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 			resp := mpost(t, url, "tasks/get", map[string]any{"taskId": id}, meta, func(h http.Header) { h.Set("Authorization", auth) })
 			return resp, reply(t, resp)
 		}

@@ -32,31 +32,6 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// messageLog is a taskNotifier that records the statusMessages it hears.
-type messageLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (m *messageLog) StatusChanged(_ context.Context, t *taskstore.Task) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.msgs = append(m.msgs, string(t.Status)+": "+t.StatusMessage)
-}
-func (m *messageLog) Progress(context.Context, string, *taskstore.Task, string, json.RawMessage)   {}
-func (m *messageLog) LogMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
-
-func (m *messageLog) heard(s string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, msg := range m.msgs {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // flakyUpstream is a real go-sdk stateless upstream behind a switch that
 // can fail a tools/call on the way (fail returns the HTTP status to answer
 // instead, 0 to pass it on) or rewrite the upstream's answer.
@@ -122,7 +97,7 @@ func newDurableRig(t *testing.T) *durableRig {
 
 // replica is a runner named name on the rig's store, calling the upstream
 // at url, where every tool is rerunnable.
-func (g *durableRig) replica(name string, up http.Handler, notes runner.TaskNotifier) (*runner.Runner, *obs.Metrics) { //nolint:unparam
+func (g *durableRig) replica(name string, up http.Handler) (*runner.Runner, *obs.Metrics) { //nolint:unparam
 	srv := httptest.NewServer(up)
 	g.t.Cleanup(srv.Close)
 	client, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
@@ -133,7 +108,7 @@ func (g *durableRig) replica(name string, up http.Handler, notes runner.TaskNoti
 	tr := newTraced()
 	g.traces[name] = tr
 	m.Trace = obs.NewTracing(tr.tp, name)
-	rn := runner.New(runner.Params{Store: g.store, Up: client, Notify: notes, Observe: func(string, time.Duration) {},
+	rn := runner.New(runner.Params{Store: g.store, Up: client, Observe: func(string, time.Duration) {},
 		Metrics: m, Log: zerolog.Nop(), Replica: name, Trace: m.Trace, Lease: 600 * time.Millisecond, Renew: 150 * time.Millisecond,
 		Durable: runner.Durable{MaxAttempts: 3, Backoff: 20 * time.Millisecond, Reruns: m.NewReruns(),
 			Rerunnable: func(context.Context, string) (bool, string) { return true, "every tool, for the test" }}})
@@ -191,17 +166,38 @@ func TestRerunAfterReplicaStops(t *testing.T) {
 		}
 		http.Error(w, "not here", http.StatusNotFound)
 	})
-	a, _ := g.replica("a", hang, &messageLog{})
-	notes := &messageLog{}
+	a, _ := g.replica("a", hang)
+	rerunning, told := make(chan struct{}), make(chan struct{})
+	var rerun sync.Once
 	b, _ := g.replica("b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sawAuth.Store(r.Header.Get("Authorization"), true)
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) { // held until the test has read the task
+			rerun.Do(func() { close(rerunning); <-told })
+		}
 		real.ServeHTTP(w, r)
-	}), notes)
+	}))
 	j := startTool(t, a, "echo", `{"text":"mine alone"}`)
 	<-hung
 	a.Stop() // as if it died: its task keeps its lease, which runs out
 	stopped := time.Now()
 
+	select {
+	case <-rerunning:
+	case <-time.After(30 * time.Second): // a bound on a hang, not a timed assertion
+		t.Fatal("replica B never ran the call again")
+	}
+	// What a client polling the task meanwhile is told (tasks/get's
+	// statusMessage).
+	cur, err := g.store.Get(context.Background(), "o", j.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Status != taskstore.StatusWorking || cur.StatusMessage != "the replica running it stopped; running it again (attempt 2 of 3)" {
+		t.Errorf("while it runs again the task reads %s %q: the client is not told of the rerun", cur.Status, cur.StatusMessage)
+	}
+	close(told)
 	got := g.waitTerminal(j.Task.ID)
 	t.Logf("the task completed %v after its replica stopped (measured, not asserted): lease 600ms + grace 100ms, sweeps every 150ms, backoff 20ms, echo itself ~0",
 		time.Since(stopped).Round(time.Millisecond))
@@ -210,9 +206,6 @@ func TestRerunAfterReplicaStops(t *testing.T) {
 	}
 	if got.Attempts != 2 || got.LastCause != "replica_stopped" {
 		t.Errorf("attempts %d, last cause %q; want 2, replica_stopped", got.Attempts, got.LastCause)
-	}
-	if !notes.heard("working: the replica running it stopped; running it again (attempt 2 of 3)") {
-		t.Errorf("the client was not told of the rerun: %v", notes.msgs)
 	}
 	if _, ok := sawAuth.Load("Bearer owner-token"); !ok {
 		t.Error("the rerun did not carry the call's credentials")
@@ -253,7 +246,7 @@ func TestRerunOnTransientFailure(t *testing.T) {
 					}
 					return 0
 				}}
-			rn, _ := g.replica("r", up, &messageLog{})
+			rn, _ := g.replica("r", up)
 			j := startTool(t, rn, tc.tool, tc.args)
 			got := g.waitTerminal(j.Task.ID)
 			outcome := got.StatusMessage + " " + string(got.Result) + " " + string(got.Error)
@@ -318,7 +311,7 @@ func TestRerunReplaysAnswers(t *testing.T) {
 				}
 				return out
 			}
-			rn, _ := g.replica("r", up, &messageLog{})
+			rn, _ := g.replica("r", up)
 			j := startTool(t, rn, "elicit", `{}`)
 			ctx := context.Background()
 			answers := []string{"Ada", "Bob"}
@@ -430,7 +423,7 @@ func (c *cutReader) Close() error { return c.r.Close() }
 func TestRerunReplaysAnswersOnASession(t *testing.T) {
 	g := newDurableRig(t)
 	up := newCutOnce(t, testupstream.Handler(testupstream.Options{}))
-	rn, _ := g.replica("r", up, &messageLog{})
+	rn, _ := g.replica("r", up)
 	sess, _, err := rn.Up.(*upstream.Client).Initialize(context.Background(), nil,
 		json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"form":{}}},"clientInfo":{"name":"t","version":"0"}}`))
 	if err != nil {
@@ -496,8 +489,7 @@ func TestRecovererGivesUpAfterTheAttempts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	notes := &messageLog{}
-	rn := runner.New(runner.Params{Store: store, Notify: notes, Observe: func(string, time.Duration) {},
+	rn := runner.New(runner.Params{Store: store, Observe: func(string, time.Duration) {},
 		Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: zerolog.Nop(), Replica: "survivor", Lease: 2 * time.Second, Renew: time.Hour,
 		Durable: runner.Durable{MaxAttempts: 3, Backoff: time.Millisecond}})
 	t.Cleanup(rn.Stop)

@@ -28,37 +28,15 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// statusLog is a taskNotifier that records what the runner told it.
-type statusLog struct {
-	mu       sync.Mutex
-	statuses []taskstore.Status
-}
-
-func (s *statusLog) StatusChanged(_ context.Context, t *taskstore.Task) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.statuses = append(s.statuses, t.Status)
-}
-
-func (s *statusLog) Progress(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
-
-func (s *statusLog) LogMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
-
-func (s *statusLog) seen() []taskstore.Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]taskstore.Status(nil), s.statuses...)
-}
-
 // newLoneRunner is a runner with no Handler around it: a store on an
 // in-process Redis and a stateless go-sdk upstream.
-func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
+func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *upstreamside.Target) {
 	t.Helper()
 	return newLoneRunnerOn(t, testupstream.Handler(testupstream.Options{Stateless: true}), maxInflight, log)
 }
 
 // newLoneRunnerOn is newLoneRunner with the upstream served by h.
-func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *statusLog, *upstreamside.Target) {
+func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *upstreamside.Target) {
 	t.Helper()
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
@@ -70,22 +48,21 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close(); rdb.Close() })
-	notes := &statusLog{}
-	rn := runner.New(runner.Params{Store: store, Up: client, Notify: notes, Observe: func(string, time.Duration) {},
+	rn := runner.New(runner.Params{Store: store, Up: client, Observe: func(string, time.Duration) {},
 		Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: log, Replica: "lone",
 		Lease: 15 * time.Second, Renew: 5 * time.Second, MaxInflight: maxInflight})
 	t.Cleanup(rn.Stop)
 	target := &upstreamside.Target{Session: &upstream.Session{ProtocolVersion: core.Version2026}, Stateless: true}
-	return rn, store, notes, target
+	return rn, store, target
 }
 
-// TestRunnerAlone: the runner is a component of its own. Given a store, an
-// upstream caller and a notifier, it runs a task to its outcome, tells the
-// notifier, and gives its in-flight slot back.
+// TestRunnerAlone: the runner is a component of its own. Given a store and
+// an upstream caller, it runs a task to its outcome and gives its
+// in-flight slot back.
 func TestRunnerAlone(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	rn, store, notes, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
+	rn, store, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
 	ctx := context.Background()
 	j := startEcho(t, ctx, rn, target, "alone")
 	done, err := store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
@@ -99,9 +76,6 @@ func TestRunnerAlone(t *testing.T) {
 	defer cancel()
 	if err := rn.Idle(idle); err != nil || rn.Inflight() != 0 {
 		t.Fatalf("after the task: idle %v, inflight %d", err, rn.Inflight())
-	}
-	if got := notes.seen(); len(got) == 0 || got[len(got)-1] != taskstore.StatusCompleted {
-		t.Errorf("notifier heard %v, want the completion last", got)
 	}
 	// Its log lines carry durations in seconds, with the unit in the key.
 	logMu.Lock()
@@ -131,7 +105,7 @@ func TestRunnerAlone(t *testing.T) {
 // TestRunnerAdmission: --max-inflight and drain are the runner's to
 // enforce, with the errors clients get.
 func TestRunnerAdmission(t *testing.T) {
-	rn, _, _, _ := newLoneRunner(t, 1, zerolog.Nop())
+	rn, _, _ := newLoneRunner(t, 1, zerolog.Nop())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	slot, e := rn.Admit(ctx, "p", runner.AdmitCall)
@@ -190,7 +164,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				inner.ServeHTTP(w, r)
 			})
-			rn, store, _, target := newLoneRunnerOn(t, h, 0, zerolog.Nop())
+			rn, store, target := newLoneRunnerOn(t, h, 0, zerolog.Nop())
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			j := startEcho(t, ctx, rn, target, "apart")

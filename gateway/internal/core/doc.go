@@ -2,11 +2,16 @@
 // owns: the floor the fronts, the runner and the upstream side stand on.
 //
 //   - tasks.go: the protocol versions the gateway speaks, the _meta keys
-//     (related task, tasks extension), owners (OwnerOf, AuthOwner,
+//     (related task, tasks extension, and the 2026-07-28 request's:
+//     MetaProtocolVersion, MetaClientInfo, MetaClientCaps, MetaLogLevel,
+//     MetaServerInfo), owners (OwnerOf, AuthOwner,
 //     Owner2026, AnonOwner, LogOwner; Principal, whose fair share a
 //     request counts in; docs/ARCHITECTURE.md invariant 3),
 //     the task wire shapes of both protocols (Task2025, Task2026),
-//     tools/call params and params.task, StatelessResult.
+//     params.task (TaskParam, TaskCall), StatelessResult.
+//   - params.go: a tools/call's params decoded once (CallParams,
+//     DecodeCall) and carried in that form: the tool, the task asked
+//     for, an MRTR retry's requestState and answers.
 //   - errors.go: RPCError, the one place an error becomes a JSON-RPC error
 //     with its HTTP status for a client of either era (ClientEra), and
 //     TaskError, which logs what is not the client's doing.

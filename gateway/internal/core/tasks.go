@@ -31,9 +31,22 @@ const (
 	Version2026 = "2026-07-28"
 )
 
+// Per-request _meta keys of 2026-07-28 (MCP 2026-07-28 schema,
+// RequestMetaObject) and the result's server identity.
+const (
+	MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo      = "io.modelcontextprotocol/clientInfo"
+	MetaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	MetaLogLevel        = "io.modelcontextprotocol/logLevel"
+	MetaServerInfo      = "io.modelcontextprotocol/serverInfo"
+)
+
 // RelatedTaskKey is the _meta key that ties a message to its task (MCP
 // 2025-11-25, Tasks, "Associating Task-Related Messages").
 const RelatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// RelatedTask is the value of RelatedTaskKey for task id.
+func RelatedTask(id string) map[string]string { return map[string]string{"taskId": id} }
 
 // TasksExtension is the SEP-2663 extension identifier.
 const TasksExtension = "io.modelcontextprotocol/tasks"
@@ -172,15 +185,6 @@ func NewUpstreamID() jsonrpc.ID {
 // milliseconds, as the specs' examples do.
 func WireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
-// ToolsCallParams is the part of tools/call params the gateway reads.
-type ToolsCallParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
-	// "Creating Tasks").
-	Task *TaskParam `json:"task"`
-}
-
 // TaskParam is params.task of a task-augmented call.
 type TaskParam struct {
 	TTL *float64 `json:"ttl"`
@@ -198,15 +202,15 @@ func (t *TaskParam) ttl() (time.Duration, *mcpwire.Error) {
 	return MSDuration(*t.TTL), nil
 }
 
-// TaskCall is what a 2025-11-25 tools/call msg with params p asks of a
+// TaskCall is what a 2025-11-25 tools/call with params p asks of a
 // task: the ttl (0: none) and the params to send upstream, without
 // params.task (the gateway's, never the upstream's).
-func TaskCall(msg *mcpwire.Message, p *ToolsCallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
+func TaskCall(p *CallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
 	ttl, e := p.Task.ttl()
 	if e != nil {
 		return 0, nil, e
 	}
-	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	params, err := p.WithoutTask()
 	if err != nil {
 		return 0, nil, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object")
 	}

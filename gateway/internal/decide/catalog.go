@@ -222,13 +222,15 @@ func (d *Decider) ToolInfo(ctx context.Context, tool string) (ToolDecl, bool) {
 	return decl, true
 }
 
-// UpstreamTaskSupport is the execution.taskSupport the upstream itself
-// declared for tool ("" when absent or unknown), as far as it holds: a tool
+// UpstreamSupport is the execution.taskSupport the upstream itself
+// declared (decl, "" when absent or unknown), as far as it holds: a tool
 // of an upstream that does not declare task-augmented tools/call (its
 // capabilities.tasks, when an initialize told) has none, whatever its
 // tools/list says (MCP 2025-11-25, Tasks, "Capabilities").
-func (d *Decider) UpstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport {
-	decl, _ := d.ToolInfo(ctx, tool)
+func (d *Decider) UpstreamSupport(ctx context.Context, decl ToolDecl) policy.TaskSupport {
+	if decl.TaskSupport == "" {
+		return "" // none to check against the server's capability (no store read)
+	}
 	if declared, known := d.serverTasks.get(ctx, d.Store); known && !declared {
 		return ""
 	}

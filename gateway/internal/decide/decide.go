@@ -54,37 +54,57 @@ func NewDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *
 	return d
 }
 
-// Decide applies the policy in force to a call of tool by a client of the
-// given kind. learn is the name to record the call's latency under: the
-// Tool when the upstream listed it, else "" (not learned).
-func (d *Decider) Decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string) {
-	decl, listed := d.ToolInfo(ctx, tool)
-	dec = policy.Decide(d.Policy.Load(), decl.Tool(tool), client, decl.TaskSupport, d.Lat.Stats(tool))
-	if ev := d.log.Debug(); ev.Enabled() {
-		ev.Str("op", "decide").Str("tool", tool).Str("client", client.String()).Str("mode", dec.Mode.String()).
-			Str("task_support", string(dec.TaskSupport)).Int("rule", dec.Rule)
-		if dec.Mode == policy.Auto {
-			ev.Float64("hybrid_wait_seconds", dec.HybridWait.Seconds())
-		}
-		ev.Msg(dec.Reason)
-	}
-	if listed {
-		learn = tool
-	}
-	return dec, learn
+// Call is the decider's one answer for a tools/call: the policy's
+// Decision and everything else a front asks of the tool, from one read
+// of the catalogue and of the rules in force.
+type Call struct {
+	policy.Decision
+	// Learn is the name the call's latency is recorded under: the tool
+	// when the upstream listed it, else "" (not learned).
+	Learn string
+	// Upstream is the execution.taskSupport the upstream itself declared
+	// for the tool, as far as it holds (UpstreamSupport).
+	Upstream policy.TaskSupport
+	// Native: the upstream listed the tool with an execution.taskSupport
+	// that holds, so that it runs the tool's tasks itself (a native tool;
+	// policy.Native). Ruled: a task, task-required or sync rule names the
+	// tool (policy.Ruled): then the gateway decides, and owns any task,
+	// holding the upstream's underneath (internal/runner/native.go). An
+	// auto rule leaves a native tool native.
+	Native, Ruled bool
 }
 
-// Native reports whether the upstream declared execution.taskSupport for
-// Tool, so that it runs the tool's tasks itself (a native tool), and
-// whether a task, task-required or sync rule takes the tool over: then the
-// gateway decides, and owns any task, holding the upstream's underneath
-// (internal/runner/native.go). An auto rule leaves a native tool native.
-func (d *Decider) Native(ctx context.Context, tool string) (native, ruled bool) {
+// DecideCall decides a call of tool by a client of the given kind, from
+// what the catalogue holds of it now. A front that makes sure the tool is
+// known first (upstreamside.Side.ToolDeclared) decides with
+// DecideDeclared, on what that read.
+func (d *Decider) DecideCall(ctx context.Context, tool string, client policy.ClientKind) Call {
 	decl, listed := d.ToolInfo(ctx, tool)
-	if !listed {
-		return false, false
+	return d.DecideDeclared(ctx, tool, decl, listed, client)
+}
+
+// DecideDeclared decides a call of tool by a client of the given kind,
+// the upstream's declaration of the tool being decl (listed: it listed
+// the tool at all). It reads the rules in force once and writes the debug
+// audit line.
+func (d *Decider) DecideDeclared(ctx context.Context, tool string, decl ToolDecl, listed bool, client policy.ClientKind) Call {
+	rules, t := d.Policy.Load(), decl.Tool(tool)
+	c := Call{Decision: policy.Decide(rules, t, client, decl.TaskSupport, d.Lat.Stats(tool))}
+	c.Ruled = policy.Ruled(rules, t)
+	if listed {
+		c.Learn = tool
+		c.Upstream = d.UpstreamSupport(ctx, decl)
+		c.Native = c.Upstream.AllowsTask()
 	}
-	return policy.Native(d.Policy.Load(), decl.Tool(tool), d.UpstreamTaskSupport(ctx, tool))
+	if ev := d.log.Debug(); ev.Enabled() {
+		ev.Str("op", "decide").Str("tool", tool).Str("client", client.String()).Str("mode", c.Mode.String()).
+			Str("task_support", string(c.TaskSupport)).Int("rule", c.Rule)
+		if c.Mode == policy.Auto {
+			ev.Float64("hybrid_wait_seconds", c.HybridWait.Seconds())
+		}
+		ev.Msg(c.Reason)
+	}
+	return c
 }
 
 // TaskTTL is the ttl of a task the policy decided on: the rule's, else

@@ -4,12 +4,15 @@
 // latency.
 //
 //   - decide.go: Decider, which applies policy.Decide and writes the debug
-//     audit line; TaskTTL, the ttl a decision gives a task.
+//     audit line; Call, its one answer per tools/call (DecideCall,
+//     DecideDeclared: the decision, whether to learn, the upstream's own
+//     taskSupport, native or ruled, from one read of the catalogue and
+//     the rules); TaskTTL, the ttl a decision gives a task.
 //   - catalog.go: the tool catalogue (declared taskSupport, annotations,
 //     outputSchema), shared through the store so a tools/list seen by any
 //     replica teaches every replica; RewriteTools, the
 //     execution.taskSupport rewrite of a tools/list; whether the upstream
-//     declares tasks itself (Native).
+//     declares tasks itself (UpstreamSupport, LearnServerCaps).
 //   - latency.go: latency learning (Observe) and its periodic
 //     publish-and-merge with the other replicas; FleetLatencies.
 //

@@ -1,8 +1,6 @@
 package front
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -20,51 +18,20 @@ import (
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // Deps are what both fronts hold: the components they call, and the
 // poll limit and render cache of tasks/get.
 type Deps struct {
-	Runner   Runner
+	Runner   *runner.Runner     // admission, Launch, the held calls, the notifications of 2025-11-25 tasks
 	Up       *upstreamside.Side // the upstream side: all of it, the fronts' whole view of the upstream
-	Decider  Decider
+	Decider  *decide.Decider    // policy, tool catalogue, learned latency
 	Metrics  *obs.Metrics
 	Log      zerolog.Logger
 	Polls    *PollLimiter // nil: no limit
 	Renders  *RenderCache
 	Fallback *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
 	Trace    *obs.Tracing    // nil: off
-}
-
-// Runner is what the fronts need of the task runner (runner.Runner):
-// admission, the one sequence that makes a job a task, and the in-flight
-// calls of hybrid and bridged calls.
-type Runner interface {
-	Admit(ctx context.Context, principal string, kind runner.AdmitKind) (*runner.Slot, *mcpwire.Error)
-	Count(principal string) *runner.Slot
-	Launch(ctx context.Context, j *runner.Job, l runner.LaunchSpec) error
-	Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request, slot *runner.Slot) *runner.InflightCall
-	StartCall(parent context.Context, sess *upstream.Session, req *jsonrpc.Request, slot *runner.Slot) *runner.InflightCall
-	WaitPlain(r *http.Request, j *runner.Job) runner.CallResult
-	Life() context.Context
-}
-
-// Decider is what the fronts need of the policy decider (decide.Decider):
-// decisions, the tool catalogue it learns from the upstream's answers, and
-// the latencies it learns from calls.
-type Decider interface {
-	Decide(ctx context.Context, tool string, client policy.ClientKind) (dec policy.Decision, learn string)
-	Native(ctx context.Context, tool string) (native, ruled bool)
-	ToolInfo(ctx context.Context, tool string) (decide.ToolDecl, bool)
-	UpstreamTaskSupport(ctx context.Context, tool string) policy.TaskSupport
-	LearnToolsList(ctx context.Context, result json.RawMessage)
-	LearnTools(ctx context.Context, declared map[string]decide.ToolDecl)
-	LearnServerCaps(ctx context.Context, caps json.RawMessage)
-	Observe(tool string, took time.Duration)
-	Rules() *policy.Config
-	Learns() bool
-	Latency(tool string) policy.Stats
 }
 
 // GetTask answers a poll (tasks/get) of the owner's task id for a client of
@@ -114,5 +81,31 @@ func (d *Deps) HoldHybrid(r *http.Request, j *runner.Job, dec policy.Decision) (
 		c.Abort(errors.New("the client went away"))
 		<-c.Done
 		return nil, false
+	}
+}
+
+// WriteCallResult answers msg, a tools/call the runner held, with res, the
+// call's end, for a client of era: the gateway's failure as a JSON-RPC
+// error (logged), the upstream's error as it came, else its result. A
+// 2026-07-28 client's result carries resultType "complete"
+// (core.StatelessResult), and its error goes with the HTTP status the code
+// calls for (mcpwire.StatelessStatus).
+func (d *Deps) WriteCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult, era core.ClientEra) {
+	switch {
+	case res.Err != nil:
+		e := core.RPCError(res.Err, era)
+		d.Log.Warn().Str("op", "call").Msg(e.Message)
+		mcpwire.WriteError(w, msg.ID, e)
+	case res.Resp.Error != nil:
+		status := http.StatusOK
+		var we *jsonrpc.Error
+		if era == core.Era2026 && errors.As(res.Resp.Error, &we) {
+			status = mcpwire.StatelessStatus(int(we.Code))
+		}
+		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
+	case era == core.Era2026:
+		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.Resp.Result))
+	default:
+		mcpwire.WriteResult(w, msg.ID, res.Resp.Result)
 	}
 }

@@ -3,11 +3,14 @@
 // the hybrid hold of a call that may become a task, and the one tasks/get
 // path of both protocols with its poll limit and render cache.
 //
-//   - deps.go: Deps, what both fronts hold (Runner, Up, Decider, Metrics,
-//     Log, Polls, Renders, Fallback, Trace); GetTask, a poll (tasks/get)
-//     of either protocol answered: the poll limit, then the render cache
-//     or the store; HoldHybrid, a call held up to the hybrid wait, which
-//     either answers in time or goes on to become a task.
+//   - deps.go: Deps, what both fronts hold (the runner, the upstream
+//     side, the decider, Metrics, Log, Polls, Renders, Fallback, Trace:
+//     the components themselves, not interfaces of them); GetTask, a poll
+//     (tasks/get) of either protocol answered: the poll limit, then the
+//     render cache or the store; HoldHybrid, a call held up to the hybrid
+//     wait, which either answers in time or goes on to become a task;
+//     WriteCallResult, a held call's end written as the answer to a
+//     client of either era.
 //   - ratelimit.go: PollLimiter (NewPollLimiter, Admit), the per-replica
 //     token buckets of Config.PollLimit per owner and task, and the 429
 //     answer of a poll past it.

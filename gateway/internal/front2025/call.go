@@ -5,7 +5,6 @@ package front2025
 // it (MCP 2025-11-25, Tasks, "Creating Tasks", "Tool-Level Negotiation").
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -20,63 +19,58 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// toolsCall decides a tools/call: plain pass-through, or a task.
+// toolsCall decides a tools/call: plain pass-through, or a task. Its
+// params are decoded here once, and carried in that form.
 func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	if f.Fallback != nil && f.fallbackToolsCall(w, r, msg) {
+	p, perr := core.DecodeCall(msg.Params)
+	if f.Fallback != nil && perr == nil && f.fallbackToolsCall(w, r, msg, p) {
 		return
 	}
 	s, serr := f.sessionErr(r)
-	if serr != nil {
+	if serr != nil && perr == nil && p.Task != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.
-		var p core.ToolsCallParams
-		if json.Unmarshal(msg.Params, &p) == nil && p.Task != nil {
-			mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
-			return
-		}
-	}
-	if !s.tasks2025() {
-		f.callWithoutTasks(w, r, msg)
+		mcpwire.WriteError(w, msg.ID, core.RPCError(serr, core.Era2025))
 		return
 	}
-	var p core.ToolsCallParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+	if !s.tasks2025() {
+		f.callWithoutTasks(w, r, msg, p.Name)
+		return
+	}
+	if perr != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
 	// A client may call without listing the tools first: the upstream's
 	// declaration is looked up (internal/upstreamside/catalog.go) before anything is decided.
-	f.Up.ToolDeclared(r.Context(), f.Decider, &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
-	if p.Task != nil && f.nativeTask(r.Context(), p.Name) {
-		// The upstream's own task tool: its task, not the gateway's
-		// (native.go), whatever the rules say.
+	decl, listed := f.Up.ToolDeclared(r.Context(), &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}, p.Name)
+	c := f.Decider.DecideDeclared(r.Context(), p.Name, decl, listed, policy.Client2025)
+	if p.Task != nil && c.Native && !c.Ruled {
+		// The upstream's own task tool, which no rule names: its task,
+		// not the gateway's (native.go).
 		f.passNativeTask(w, r, msg, p.Name)
 		return
 	}
-	d, learn := f.Decider.Decide(r.Context(), p.Name, policy.Client2025)
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
 	// support and for a plain call of a tool that requires one.
 	if p.Task == nil {
-		f.plainCall(w, r, msg, s, p.Name, d, learn)
+		f.plainCall(w, r, msg, s, p.Name, c)
 		return
 	}
-	if !d.TaskSupport.AllowsTask() {
+	if !c.TaskSupport.AllowsTask() {
 		mcpwire.WriteError(w, msg.ID, errNoTask(p.Name))
 		return
 	}
-	f.startTask(w, r, msg, s, &p, d, learn)
+	f.startTask(w, r, msg, s, p, c)
 }
 
 // callWithoutTasks passes an older client's tools/call through: no tasks,
 // but the call still teaches latency.
-func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	var p struct {
-		Name string `json:"name"`
-	}
+func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
 	learn := ""
-	if json.Unmarshal(msg.Params, &p) == nil && p.Name != "" {
-		if _, listed := f.Decider.ToolInfo(r.Context(), p.Name); listed {
-			learn = p.Name
+	if tool != "" {
+		if _, listed := f.Decider.ToolInfo(r.Context(), tool); listed {
+			learn = tool
 		}
 	}
 	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), learn)
@@ -85,31 +79,31 @@ func (f *Front) callWithoutTasks(w http.ResponseWriter, r *http.Request, msg *mc
 // plainCall serves a tools/call without params.task: refused for a tool
 // that requires a task, else passed through (or, for a tool the upstream
 // runs only as a task, waited on through its task).
-func (f *Front) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, d policy.Decision, learn string) {
-	if d.TaskSupport == policy.TaskSupportRequired {
+func (f *Front) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string, c decide.Call) {
+	if c.TaskSupport == policy.TaskSupportRequired {
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(tool))
 		return
 	}
-	if f.Decider.UpstreamTaskSupport(r.Context(), tool) == policy.TaskSupportRequired {
+	if c.Upstream == policy.TaskSupportRequired {
 		// A rule made a tool the upstream runs only as a task a plain
 		// one: the gateway waits on the upstream's task for the client.
 		f.callThroughNativeTask(w, r, msg, s, tool)
 		return
 	}
-	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), learn)
+	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), c.Learn)
 }
 
 // startTask makes a task-augmented tools/call the gateway's task and
 // answers its CreateTaskResult once the task is stored.
-func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams, d policy.Decision, learn string) {
-	ttl, params, e := core.TaskCall(msg, p)
+func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams, c decide.Call) {
+	ttl, params, e := core.TaskCall(p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	owner := core.OwnerOf(r)
-	ttl = decide.TaskTTL(d, ttl, owner)
-	if f.Decider.UpstreamTaskSupport(r.Context(), p.Name).AllowsTask() {
+	ttl = decide.TaskTTL(c.Decision, ttl, owner)
+	if c.Upstream.AllowsTask() {
 		// A rule took the upstream's task tool over: the gateway's task
 		// holds the upstream's (internal/runner/native.go).
 		var err error
@@ -128,10 +122,10 @@ func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		Sess:       &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)},
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		ClientCaps: s.ClientCaps,
-		Learn:      learn,
+		Learn:      c.Learn,
 		Slot:       slot,
 	}
-	if err := f.Runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}); err != nil {
+	if err := f.Runner.Launch(r.Context(), j, runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: c.PollInterval}); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}

@@ -32,9 +32,9 @@
 //     also carries a task's input requests to the client.
 //   - input.go: the client's answers (JSON-RPC responses) to input
 //     requests, on any replica.
-//   - notify.go: StatusChanged, Progress (runner.TaskNotifier): status and
-//     progress notifications on the session's GET stream, merged with the
-//     upstream's (relayMerged).
+//   - notify.go: the session's GET stream: the upstream's merged with the
+//     notifications the runner publishes of the session's tasks
+//     (relayMerged; internal/runner/notify.go).
 //   - stateless.go: the gateway as the session of a 2025-11-25 (or
 //     older) client in front of a stateless upstream: initialize from
 //     server/discover, each request made stateless, its tools/call run by

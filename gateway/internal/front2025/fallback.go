@@ -43,9 +43,8 @@ import (
 // fallbackToolsCall serves a tools/call of a fallback client when it is
 // the fallback tools' to serve: a call of one of them, or of a task
 // candidate. It reports whether it answered.
-func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
-	var p core.ToolsCallParams
-	if json.Unmarshal(msg.Params, &p) != nil || p.Name == "" || p.Task != nil {
+func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, p *core.CallParams) bool {
+	if p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
 	}
 	s, err := f.sessionErr(r)
@@ -64,16 +63,16 @@ func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *m
 			return true
 		}
 	}
-	d, learn := f.Decider.Decide(r.Context(), p.Name, policy.ClientFallback)
-	if d.Mode != policy.Auto {
+	c := f.Decider.DecideCall(r.Context(), p.Name, policy.ClientFallback)
+	if c.Mode != policy.Auto {
 		return false
 	}
-	f.fallbackCall(w, r, msg, s, p.Name, d, learn)
+	f.fallbackCall(w, r, msg, s, p.Name, c.Decision, c.Learn)
 	return true
 }
 
 // fallbackTool serves one of the fallback tools for session s.
-func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p core.ToolsCallParams) {
+func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams) {
 	a, problem := f.Fallback.ParseArgs(p.Name, p.Arguments)
 	if problem != "" {
 		mcpwire.WriteResult(w, msg.ID, fallback.BadArgs(p.Name, problem))
@@ -129,22 +128,7 @@ func (f *Front) fallbackCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 		if res.Err == nil {
 			f.Decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
-		f.writePlain(w, msg, *res)
-	}
-}
-
-// writePlain answers a session client's tools/call with the upstream's
-// answer to the held call.
-func (f *Front) writePlain(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
-	switch {
-	case res.Err != nil:
-		e := core.RPCError(res.Err, core.Era2025)
-		f.Log.Warn().Str("op", "call").Msg(e.Message)
-		mcpwire.WriteError(w, msg.ID, e)
-	case res.Resp.Error != nil:
-		mcpwire.WriteJSON(w, http.StatusOK, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
-	default:
-		mcpwire.WriteResult(w, msg.ID, res.Resp.Result)
+		f.WriteCallResult(w, msg, *res, core.Era2025)
 	}
 }
 
@@ -155,7 +139,7 @@ func (f *Front) startFallbackTask(w http.ResponseWriter, r *http.Request, msg *m
 	ctx := context.WithoutCancel(r.Context())
 	if err := f.Runner.Launch(ctx, j, runner.LaunchSpec{Proto: taskstore.ProtocolFallback, Tool: tool, TTL: decide.TaskTTL(d, 0, j.Owner), Poll: d.PollInterval}); err != nil {
 		f.Log.Warn().Str("op", "fallback.Tools").Str("tool", tool).Err(err).Msg("no task for a long call; it stays a plain call")
-		f.writePlain(w, msg, f.Runner.WaitPlain(r, j))
+		f.WriteCallResult(w, msg, f.Runner.WaitPlain(r, j), core.Era2025)
 		return
 	}
 	decl, _ := f.Decider.ToolInfo(ctx, tool)

@@ -22,12 +22,10 @@ type Front struct {
 	anonymous core.AnonymousTasks
 }
 
-// New returns the 2025-11-25 front, on store, with the bounds of what
-// clients without Authorization make it hold (Config.Anonymous). The
-// runner it starts tasks in is built after it (the runner tells it of task
-// changes: TaskNotifier), so its Deps are set once that exists.
-func New(store Store, anonymous core.AnonymousTasks) *Front {
-	return &Front{store: store, sessions: newSessionCache(), anonymous: anonymous}
+// New returns the 2025-11-25 front on deps and store, with the bounds of
+// what clients without Authorization make it hold (Config.Anonymous).
+func New(deps front.Deps, store Store, anonymous core.AnonymousTasks) *Front {
+	return &Front{Deps: deps, store: store, sessions: newSessionCache(), anonymous: anonymous}
 }
 
 // Store is what the 2025-11-25 front needs of the task store.
@@ -39,8 +37,6 @@ type Store interface {
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
 	MarkResultStream(ctx context.Context, owner, id string, ttl time.Duration) error
 	ClearResultStream(ctx context.Context, owner, id string) error
-	ResultStreamOpen(ctx context.Context, owner, id string) (bool, error)
-	PublishTask(ctx context.Context, owner, id string, msg []byte) error
 	PublishSession(ctx context.Context, sessionID string, msg []byte) error
 	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
 	PutSession(ctx context.Context, sess taskstore.Session, ttl time.Duration) error

@@ -48,14 +48,6 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// nativeTask reports whether tool runs as the upstream's own task for a
-// task-augmented call: the upstream declared execution.taskSupport for it
-// and no rule names it.
-func (f *Front) nativeTask(ctx context.Context, tool string) bool {
-	native, ruled := f.Decider.Native(ctx, tool)
-	return native && !ruled
-}
-
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
 func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
@@ -86,30 +78,11 @@ func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpw
 	}
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Session: r.Header.Get("Mcp-Session-Id"),
 		Protocol: taskstore.Protocol2025, Tool: tool, Task: raw}
-	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
-		// No replica could route its tasks/*: the upstream's task is
-		// cancelled, and the client told the call failed.
-		e := core.RPCError(err, core.Era2025)
-		f.Log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
-		header := f.UpstreamHeader(r)
-		go f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
-		mcpwire.WriteError(w, msg.ID, e)
+	if err := native.Record(r.Context(), f.store, f.Up, f.Log, rec, ttl, f.UpstreamHeader(r)); err != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025)) // the upstream's task is cancelled
 		return
 	}
-	f.Log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
-		Msg("upstream task passed through")
 	a.Write(w, r, f.Log, out)
-}
-
-// cancelNative sends tasks/cancel of the upstream's task id, best effort.
-func (f *Front) cancelNative(ctx context.Context, header http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
-	defer stop()
-	cancel := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
-		"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-	if resp, err := f.Up.Post(ctx, header, bytes.NewReader(cancel)); err == nil {
-		resp.Body.Close()
-	}
 }
 
 // nativeHeader is the header of a request about rec sent on the upstream
@@ -361,6 +334,6 @@ func (f *Front) callThroughNativeTask(w http.ResponseWriter, r *http.Request, ms
 	header := f.UpstreamHeader(r)
 	f.Up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
-		f.cancelNative(context.WithoutCancel(r.Context()), header, t.TaskID)
+		native.Cancel(context.WithoutCancel(r.Context()), f.Up, t.TaskID, taskstore.Protocol2025, header)
 	}
 }

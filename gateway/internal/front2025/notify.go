@@ -2,7 +2,6 @@ package front2025
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -12,39 +11,9 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// Notifications a 2025-11-25 client gets on its session's GET stream,
-// from whichever replica changed the task to whichever holds the stream:
-//   - notifications/tasks/status with the full Task on each status change
-//     ("Task Status Notification"; best effort: clients must not rely on it);
-//   - notifications/progress, with related-task _meta, while no tasks/result
-//     stream is open for the task.
-
-// StatusChanged publishes notifications/tasks/status for t to its
-// session (taskNotifier).
-func (f *Front) StatusChanged(ctx context.Context, t *taskstore.Task) {
-	if t.Protocol != taskstore.Protocol2025 || t.Upstream.SessionID == "" {
-		return
-	}
-	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(core.ToTask2025(t)))
-	_ = f.store.PublishSession(ctx, t.Upstream.SessionID, msg)
-}
-
-// Progress sends a progress notification of task t, with related-task
-// _meta, to the task's open tasks/result streams (on whichever replica),
-// or to the session's GET stream when none is open (taskNotifier). Each
-// notification is its own message, so none is merged away and the order
-// is the upstream's.
-func (f *Front) Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
-	if t.Protocol != taskstore.Protocol2025 {
-		return
-	}
-	msg := mcpwire.Notification("notifications/progress", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
-	if open, err := f.store.ResultStreamOpen(ctx, owner, t.ID); err == nil && open || sessionID == "" {
-		_ = f.store.PublishTask(ctx, owner, t.ID, msg)
-		return
-	}
-	_ = f.store.PublishSession(ctx, sessionID, msg)
-}
+// A session's GET stream carries the notifications of its tasks, which
+// the runner publishes to the session from whichever replica changed the
+// task (internal/runner/notify.go), merged with the upstream's own.
 
 // relayMerged relays an upstream GET SSE stream (resp nil: a session the
 // gateway holds itself, which has none) and interleaves the

@@ -179,7 +179,7 @@ func (rs *resultWait) askInputs() bool {
 		}
 		in := t.InputRequests[key]
 		err := rs.sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method,
-			Params: mcpwire.WithMeta(in.Params, core.RelatedTaskKey, relatedTask(t.ID))})
+			Params: mcpwire.WithMeta(in.Params, core.RelatedTaskKey, core.RelatedTask(t.ID))})
 		if err != nil {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/front"
 )
 
 func TestSessionCacheBounded(t *testing.T) {
@@ -34,7 +35,7 @@ func TestSessionCacheBounded(t *testing.T) {
 }
 
 func TestUpstreamHeaderHotPath(t *testing.T) {
-	f := New(nil, core.AnonymousTasks{})
+	f := New(front.Deps{}, nil, core.AnonymousTasks{})
 	now := time.Now()
 	f.sessions.put("same", newSessionEntry(newSessionInfo("same", core.Version2025, core.Version2025, nil), now))
 	f.sessions.put("older", newSessionEntry(newSessionInfo("older", core.Version2025, "2025-06-18", nil), now))

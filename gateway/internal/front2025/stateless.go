@@ -102,7 +102,7 @@ func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg 
 	if version == core.Version2025 {
 		caps["tasks"] = TasksCapability
 	}
-	serverInfo := res.Meta[upstreamside.MetaServerInfo]
+	serverInfo := res.Meta[core.MetaServerInfo]
 	if len(serverInfo) == 0 {
 		serverInfo = upstreamside.GatewayInfo
 	}
@@ -165,9 +165,9 @@ func statelessMeta(clientInfo, clientCaps json.RawMessage) map[string]json.RawMe
 		clientCaps = json.RawMessage(`{}`)
 	}
 	return map[string]json.RawMessage{
-		upstreamside.MetaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
-		upstreamside.MetaClientInfo:      clientInfo,
-		upstreamside.MetaClientCaps:      clientCaps,
+		core.MetaProtocolVersion: json.RawMessage(`"` + core.Version2026 + `"`),
+		core.MetaClientInfo:      clientInfo,
+		core.MetaClientCaps:      clientCaps,
 	}
 }
 
@@ -189,7 +189,7 @@ func statelessParams(params json.RawMessage, s *sessionInfo, level string) json.
 		meta[k] = v
 	}
 	if level != "" {
-		meta[upstreamside.MetaLogLevel] = mcpwire.MustMarshal(level)
+		meta[core.MetaLogLevel] = mcpwire.MustMarshal(level)
 	}
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p)
@@ -294,16 +294,16 @@ func withoutResultType(result json.RawMessage) json.RawMessage {
 // go to the client as server→client requests on the call's stream; both
 // are the runner's, whose MRTR loop drives the stateless upstream.
 func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	var p core.ToolsCallParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+	p, err := core.DecodeCall(msg.Params)
+	if err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	d, learn, ok := f.negotiateEmulated(w, r, msg, s, &p)
+	d, learn, ok := f.negotiateEmulated(w, r, msg, s, p)
 	if !ok {
 		return
 	}
-	ttl, params, e := core.TaskCall(msg, &p)
+	ttl, params, e := core.TaskCall(p)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -345,13 +345,14 @@ func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
 // for a plain call of a tool that requires a task, and for a task the tool
 // does not support. false: it answered so.
-func (f *Front) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.ToolsCallParams) (policy.Decision, string, bool) {
+func (f *Front) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams) (policy.Decision, string, bool) {
 	kind := policy.ClientOlder
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	f.Up.ToolDeclared(r.Context(), f.Decider, statelessSession(r), p.Name) // a client may call without listing
-	d, learn := f.Decider.Decide(r.Context(), p.Name, kind)
+	decl, listed := f.Up.ToolDeclared(r.Context(), statelessSession(r), p.Name) // a client may call without listing
+	c := f.Decider.DecideDeclared(r.Context(), p.Name, decl, listed, kind)
+	d, learn := c.Decision, c.Learn
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}

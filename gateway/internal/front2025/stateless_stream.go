@@ -465,22 +465,6 @@ func listenEvent(data []byte) []byte {
 	return mcpwire.AppendEvent(nil, nil, mcpwire.Notification(n.Method, n.Params))
 }
 
-// LogMessage relays an upstream's notifications/message sent during task
-// t's call to the client (taskNotifier): a plain call's stream, or the
-// GET stream of the task's session. A 2026-07-28 client's task has
-// neither.
-func (f *Front) LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage) {
-	if t.Protocol != taskstore.Protocol2025 {
-		return
-	}
-	if sessionID == "" {
-		_ = f.store.PublishTask(ctx, owner, t.ID, mcpwire.Notification("notifications/message", params))
-		return
-	}
-	msg := mcpwire.Notification("notifications/message", mcpwire.WithMeta(params, core.RelatedTaskKey, relatedTask(t.ID)))
-	_ = f.store.PublishSession(ctx, sessionID, msg)
-}
-
 // trackPlainCall records the plain call msg of held session s as task
 // id, for notifications/cancelled; the returned func forgets it.
 func (f *Front) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {

@@ -18,9 +18,6 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// relatedTask is the value of the related-task _meta key.
-func relatedTask(id string) map[string]string { return map[string]string{"taskId": id} }
-
 // taskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
 // Unknown params are tolerated (the TypeScript SDK sends task:{ttl} on
 // tasks/get), and related-task _meta is ignored: taskId is the source of
@@ -131,7 +128,7 @@ func (f *Front) cancel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 	f.Trace.LinkTask(r.Context(), t)
 	f.Log.Info().Str("op", "cancelled").Str("task_id", id).Str("tool", t.Tool).Str("owner", core.LogOwner(owner)).
 		Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task cancelled")
-	f.StatusChanged(r.Context(), t)
+	f.Runner.StatusChanged(r.Context(), t)
 	mcpwire.WriteResult(w, msg.ID, core.ToTask2025(t))
 }
 
@@ -149,5 +146,5 @@ func finalResponse(id json.RawMessage, t *taskstore.Task) mcpwire.Response {
 			res = json.RawMessage(`{"content":[],"isError":true}`)
 		}
 	}
-	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: mcpwire.WithMeta(res, core.RelatedTaskKey, relatedTask(t.ID))}
+	return mcpwire.Response{JSONRPC: "2.0", ID: id, Result: mcpwire.WithMeta(res, core.RelatedTaskKey, core.RelatedTask(t.ID))}
 }

@@ -191,8 +191,7 @@ func (o *bridgeOut) drain(c *runner.InflightCall) {
 // bridge turns the running call j into a hidden task and answers the first
 // input_required round.
 func (f *Front) bridge(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job, sse *mcpwire.Writer) {
-	var p core.ToolsCallParams
-	_ = json.Unmarshal(msg.Params, &p)
+	p, _ := core.DecodeCall(msg.Params)
 	if err := f.launch(r, j, p.Name, f.defaultTTL(j.Owner), 0); err != nil {
 		j.Call.Abort(err)
 		f.fail(w, r, msg, sse, err)
@@ -303,16 +302,10 @@ func writeRound(w http.ResponseWriter, sse *mcpwire.Writer, out mcpwire.Response
 
 // bridgeState returns the hidden task id a retried tools/call continues,
 // if its requestState is one the gateway issued.
-func bridgeState(params json.RawMessage) (taskID string, responses map[string]json.RawMessage, ok bool) {
-	var p struct {
-		RequestState   string                     `json:"requestState"`
-		InputResponses map[string]json.RawMessage `json:"inputResponses"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return "", nil, false
-	}
-	id, found := strings.CutPrefix(p.RequestState, BridgePrefix)
-	return id, p.InputResponses, found && id != ""
+func bridgeState(p *core.CallParams) (taskID string, responses map[string]json.RawMessage, ok bool) {
+	state, responses, ok := p.Retry(BridgePrefix)
+	id := strings.TrimPrefix(state, BridgePrefix)
+	return id, responses, ok && id != ""
 }
 
 // fail answers a bridged call that failed: an error event on its stream

@@ -48,7 +48,7 @@ const (
 // maps the decision to what the gateway does; the Decision carries the
 // hybrid wait, ttl and pollInterval, learn the name the call's latency is
 // recorded under.
-func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (mode callMode, d policy.Decision, learn string) {
+func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (callMode, decide.Call) {
 	client := policy.Client2026
 	switch {
 	case f.fallbackClient(mr):
@@ -56,44 +56,45 @@ func (f *Front) decideCall(ctx context.Context, tool string, mr *statelessReq) (
 	case !mr.Tasks:
 		client = policy.Client2026NoTasks
 	}
-	d, learn = f.Decider.Decide(ctx, tool, client)
-	switch d.Mode {
+	c := f.Decider.DecideCall(ctx, tool, client)
+	switch c.Mode {
 	case policy.Task:
-		return modeTask, d, learn
+		return modeTask, c
 	case policy.Auto:
-		return modeAuto, d, learn
+		return modeAuto, c
 	case policy.TaskRequired: // only without the extension: with it, Decide says Task
-		return modeRefuse, d, learn
+		return modeRefuse, c
 	}
-	return modeSync, d, learn
+	return modeSync, c
 }
 
 // toolsCall decides a 2026-07-28 tools/call: forwarded, a task, or "auto"
 // (hybrid): run, and become a task only if it takes long.
 func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq) {
-	var p core.ToolsCallParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Name == "" {
+	p, err := core.DecodeCall(msg.Params) // once: what follows reads p
+	if err != nil || p.Name == "" {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	if state, responses, ok := mrtrRetry(msg.Params); ok {
+	if state, responses, ok := p.Retry(MRTRPrefix); ok {
 		f.continueMRTR(w, r, msg, p.Name, state, responses) // mrtr.go
 		return
 	}
-	if id, responses, ok := bridgeState(msg.Params); ok {
+	if id, responses, ok := bridgeState(p); ok {
 		f.continueBridge(w, r, msg, id, responses)
 		return
 	}
 	if f.fallbackTool(w, r, msg, mr, p) {
 		return
 	}
-	if f.native2026(r, mr, p.Name) {
+	mode, c := f.decideCall(r.Context(), p.Name, mr)
+	if f.native2026(r, mr, c) {
 		// The upstream's own tasks extension: its call, its task
 		// (native.go).
 		f.passNative2026(w, r, msg, p.Name)
 		return
 	}
-	mode, d, learn := f.decideCall(r.Context(), p.Name, mr)
+	d, learn := c.Decision, c.Learn
 	anon := core.AuthOwner(r) == ""
 	if anon && f.anonymous.Disabled {
 		switch mode {
@@ -114,7 +115,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	}
 	// A 2025-11-25 params.task means nothing here (the server decides) and
 	// must not reach the upstream.
-	params, err := mcpwire.WithoutMember(msg.Params, "task")
+	params, err := p.WithoutTask()
 	if err != nil {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
@@ -189,7 +190,7 @@ func (f *Front) startTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 func (f *Front) finishPlain(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, j *runner.Job) {
 	res := f.Runner.WaitPlain(r, j)
 	if r.Context().Err() == nil {
-		f.writeCallResult(w, msg, res)
+		f.WriteCallResult(w, msg, res, core.Era2026)
 	}
 }
 
@@ -257,28 +258,7 @@ func (f *Front) hybrid(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 		if res.Err == nil && !core.IsInputRequired(res.Resp) {
 			f.Decider.Observe(j.Learn, time.Since(j.Call.Started))
 		}
-		f.writeCallResult(w, msg, *res)
-	}
-}
-
-// writeCallResult answers a 2026-07-28 tools/call with the upstream's own
-// answer: its result (marked resultType "complete" if the upstream, being
-// a session one, did not say: core.StatelessResult), or its JSON-RPC error.
-func (f *Front) writeCallResult(w http.ResponseWriter, msg *mcpwire.Message, res runner.CallResult) {
-	switch {
-	case res.Err != nil:
-		e := core.RPCError(res.Err, core.Era2026)
-		f.Log.Warn().Str("op", "call").Msg(e.Message)
-		mcpwire.WriteError(w, msg.ID, e)
-	case res.Resp.Error != nil:
-		status := http.StatusOK
-		var we *jsonrpc.Error
-		if errors.As(res.Resp.Error, &we) {
-			status = mcpwire.StatelessStatus(int(we.Code))
-		}
-		mcpwire.WriteJSON(w, status, mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: mcpwire.MustMarshal(res.Resp.Error)})
-	default:
-		mcpwire.WriteResult(w, msg.ID, core.StatelessResult("tools/call", res.Resp.Result))
+		f.WriteCallResult(w, msg, *res, core.Era2026)
 	}
 }
 
@@ -291,8 +271,8 @@ func (f *Front) nativeParams(ctx context.Context, tool string, params json.RawMe
 	if target.Stateless {
 		return params
 	}
-	f.Up.ToolDeclared(ctx, f.Decider, target.Session, tool)
-	if !f.Decider.UpstreamTaskSupport(ctx, tool).AllowsTask() {
+	decl, _ := f.Up.ToolDeclared(ctx, target.Session, tool)
+	if !f.Decider.UpstreamSupport(ctx, decl).AllowsTask() {
 		return params
 	}
 	if out, err := runner.WithUpstreamTask(params, 0); err == nil {

@@ -118,7 +118,7 @@ func (f *Front) discoverSession(w http.ResponseWriter, r *http.Request, msg *mcp
 		res["instructions"] = init.Instructions
 	}
 	if mcpwire.IsObject(init.ServerInfo) {
-		res["_meta"] = map[string]json.RawMessage{upstreamside.MetaServerInfo: init.ServerInfo}
+		res["_meta"] = map[string]json.RawMessage{core.MetaServerInfo: init.ServerInfo}
 	}
 	mcpwire.WriteResult(w, msg.ID, res)
 }

@@ -28,7 +28,7 @@ func (f *Front) fallbackClient(mr *statelessReq) bool { return f.Fallback != nil
 
 // fallbackTool serves one of the fallback tools, and reports whether name
 // was one (an upstream tool of the same name is never hidden).
-func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p core.ToolsCallParams) bool {
+func (f *Front) fallbackTool(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, mr *statelessReq, p *core.CallParams) bool {
 	if !f.fallbackClient(mr) || !f.Fallback.Is(p.Name) {
 		return false
 	}
@@ -146,11 +146,11 @@ func withAskableClient(params json.RawMessage) json.RawMessage {
 	if json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
 		return params
 	}
-	caps, ok := core.WithInputCaps(meta[upstreamside.MetaClientCaps])
+	caps, ok := core.WithInputCaps(meta[core.MetaClientCaps])
 	if !ok {
 		return params
 	}
-	meta[upstreamside.MetaClientCaps] = caps
+	meta[core.MetaClientCaps] = caps
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	out, err := json.Marshal(p)
 	if err != nil {

@@ -173,22 +173,6 @@ func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, 
 	return st, owner, true
 }
 
-// mrtrRetry returns a retried call's requestState and inputResponses when
-// the state is one of the gateway's MRTR rounds.
-func mrtrRetry(params json.RawMessage) (state string, responses map[string]json.RawMessage, ok bool) {
-	if !strings.Contains(string(params), MRTRPrefix) {
-		return "", nil, false
-	}
-	var p struct {
-		RequestState   string                     `json:"requestState"`
-		InputResponses map[string]json.RawMessage `json:"inputResponses"`
-	}
-	if json.Unmarshal(params, &p) != nil || !strings.HasPrefix(p.RequestState, MRTRPrefix) {
-		return "", nil, false
-	}
-	return p.RequestState, p.InputResponses, true
-}
-
 // mrtrHold is how long a round may wait for its retry before the held
 // call is cancelled: Config.MRTRHold, else DefaultMRTRHoldFactor times the
 // call's hybrid wait.

@@ -19,26 +19,21 @@ package front2026
 //	gateway: not a task of its own → recorded for this owner → forwarded
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/native"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
-	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
-// native2026 reports whether a tools/call of tool goes as it is to an
+// native2026 reports whether a tools/call decided c goes as it is to an
 // upstream with tasks of its own: the upstream declares the tasks
 // extension, the client declares it too, and no rule names the tool.
-func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool {
+func (f *Front) native2026(r *http.Request, mr *statelessReq, c decide.Call) bool {
 	if !mr.Tasks || core.AuthOwner(r) == "" && f.anonymous.Disabled {
 		return false // a client the gateway runs no tasks for keeps no task records either
 	}
@@ -46,8 +41,7 @@ func (f *Front) native2026(r *http.Request, mr *statelessReq, tool string) bool 
 	if err != nil || !era.Stateless || !era.Tasks {
 		return false
 	}
-	decl, _ := f.Decider.ToolInfo(r.Context(), tool)
-	return !policy.Ruled(f.Decider.Rules(), decl.Tool(tool))
+	return !c.Ruled
 }
 
 // passNative2026 forwards a tools/call to the upstream as it is and
@@ -85,29 +79,11 @@ func (f *Front) passNative2026(w http.ResponseWriter, r *http.Request, msg *mcpw
 		}
 	}
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Protocol: taskstore.Protocol2026, Tool: tool, Task: task}
-	if err := f.store.PutUpstreamTask(r.Context(), rec, ttl); err != nil {
-		f.Log.Warn().Str("op", "native").Str("tool", tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
-		go f.cancelNative2026(context.WithoutCancel(r.Context()), core.ForwardedAuth(r), t.TaskID)
-		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026))
+	if err := native.Record(r.Context(), f.store, f.Up, f.Log, rec, ttl, core.ForwardedAuth(r)); err != nil {
+		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2026)) // the upstream's task is cancelled
 		return
 	}
-	f.Log.Info().Str("op", "native").Str("task_id", t.TaskID).Str("tool", tool).Str("owner", core.LogOwner(owner)).
-		Msg("upstream task passed through")
 	a.Write(w, r, f.Log, out)
-}
-
-// cancelNative2026 sends tasks/cancel of the upstream's task id, best
-// effort.
-func (f *Front) cancelNative2026(ctx context.Context, auth http.Header, id string) {
-	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
-	defer stop()
-	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
-		upstreamside.MetaProtocolVersion: core.Version2026,
-		upstreamside.MetaClientInfo:      upstreamside.GatewayInfo,
-		upstreamside.MetaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
-	}})
-	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	_, _ = f.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }
 
 // upstreamTask2026 answers tasks/get, tasks/update or tasks/cancel of an

@@ -30,7 +30,6 @@ import (
 	"sync/atomic"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -49,7 +48,7 @@ var removedIn2026 = map[string]bool{
 
 // metaVersionKey is searched for in the raw params before any decoding, so
 // session traffic pays one bytes.Contains, not a JSON decode.
-var metaVersionKey = []byte(`"` + upstreamside.MetaProtocolVersion + `"`)
+var metaVersionKey = []byte(`"` + core.MetaProtocolVersion + `"`)
 
 // IsStateless reports whether msg is a 2026-07-28 (stateless) message. The
 // rule:
@@ -70,7 +69,7 @@ func IsStateless(r *http.Request, msg *mcpwire.Message) bool {
 		return false
 	}
 	if bytes.Contains(msg.Params, metaVersionKey) {
-		if _, ok := msg.Meta()[upstreamside.MetaProtocolVersion]; ok {
+		if _, ok := msg.Meta()[core.MetaProtocolVersion]; ok {
 			return true
 		}
 	}
@@ -131,16 +130,16 @@ func (f *Front) validate(r *http.Request, msg *mcpwire.Message) (*statelessReq, 
 	}
 	header := r.Header.Get("Mcp-Protocol-Version")
 	var version string
-	rawVersion, hasVersion := p.Meta[upstreamside.MetaProtocolVersion]
+	rawVersion, hasVersion := p.Meta[core.MetaProtocolVersion]
 	if hasVersion && !mcpwire.PlainString(rawVersion, &version) && json.Unmarshal(rawVersion, &version) != nil {
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" must be a string")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+core.MetaProtocolVersion+" must be a string")
 	}
 	notification := msg.Kind == mcpwire.KindNotification
 	switch {
 	case !notification && header == "":
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
 	case !notification && !hasVersion:
-		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaProtocolVersion+" is required")
+		return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+core.MetaProtocolVersion+" is required")
 	case hasVersion && header != "" && header != version:
 		return bad(mcpwire.CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version header value '"+header+
 			"' does not match body value '"+version+"'")
@@ -155,12 +154,12 @@ func (f *Front) validate(r *http.Request, msg *mcpwire.Message) (*statelessReq, 
 	}
 	mr := &statelessReq{Version: version}
 	if !notification {
-		caps, ok := p.Meta[upstreamside.MetaClientCaps]
+		caps, ok := p.Meta[core.MetaClientCaps]
 		if !ok || !mcpwire.IsObject(caps) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientCaps+" is required and must be an object")
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+core.MetaClientCaps+" is required and must be an object")
 		}
-		if info, ok := p.Meta[upstreamside.MetaClientInfo]; ok && !mcpwire.IsObject(info) {
-			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+upstreamside.MetaClientInfo+" must be an object")
+		if info, ok := p.Meta[core.MetaClientInfo]; ok && !mcpwire.IsObject(info) {
+			return bad(mcpwire.CodeInvalidParams, "Invalid params: _meta "+core.MetaClientInfo+" must be an object")
 		}
 		mr.ClientCaps = caps
 		mr.Tasks = declaresTasks(caps)

@@ -1,16 +1,20 @@
 package native
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // Why a recorded upstream task can no longer finish.
@@ -112,4 +116,46 @@ func NotFoundError(msg json.RawMessage) bool {
 		} `json:"error"`
 	}
 	return json.Unmarshal(msg, &env) == nil && env.Error != nil && env.Error.Code == mcpwire.CodeInvalidParams
+}
+
+// Record records rec, the upstream's own task that a client's call just
+// created, for ttl, so that any replica routes its tasks/* to the
+// upstream; it logs the pass-through. When the store cannot record it,
+// no replica could route them: the upstream's task is cancelled, best
+// effort and in the background, and the error returned for the front to
+// answer the call with.
+func Record(ctx context.Context, store Store, up *upstreamside.Side, log zerolog.Logger, rec taskstore.UpstreamTask, ttl time.Duration, header http.Header) error {
+	if err := store.PutUpstreamTask(ctx, rec, ttl); err != nil {
+		log.Warn().Str("op", "native").Str("tool", rec.Tool).Err(err).Msg("cannot record the upstream's task id; cancelling it")
+		go Cancel(context.WithoutCancel(ctx), up, rec.ID, rec.Protocol, header)
+		return err
+	}
+	log.Info().Str("op", "native").Str("task_id", rec.ID).Str("tool", rec.Tool).Str("owner", core.LogOwner(rec.Owner)).
+		Msg("upstream task passed through")
+	return nil
+}
+
+// Cancel sends tasks/cancel of the upstream's task id, of protocol proto,
+// best effort: posted on the task's session with header (MCP 2025-11-25,
+// Tasks, "Cancelling Tasks"), or for a 2026-07-28 task a stateless
+// request with header's credentials and the tasks extension declared
+// (SEP-2663).
+func Cancel(ctx context.Context, up *upstreamside.Side, id string, proto taskstore.Protocol, header http.Header) {
+	ctx, stop := context.WithTimeout(ctx, core.StoreTimeout)
+	defer stop()
+	if proto != taskstore.Protocol2026 {
+		msg := mcpwire.MustMarshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-native-cancel",
+			"method": "tasks/cancel", "params": map[string]any{"taskId": id}})
+		if resp, err := up.Post(ctx, header, bytes.NewReader(msg)); err == nil {
+			resp.Body.Close()
+		}
+		return
+	}
+	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": map[string]any{
+		core.MetaProtocolVersion: core.Version2026,
+		core.MetaClientInfo:      upstreamside.GatewayInfo,
+		core.MetaClientCaps:      map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
+	}})
+	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: header}
+	_, _ = up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }

@@ -1,8 +1,7 @@
 // Package runner holds the upstream calls of tasks (and the hybrid and
 // bridged calls that may become tasks), each in a worker with a lease on
-// its task. Its interfaces are the store (runnerStore, recovererStore),
-// the caller (upstreamCaller) and the notifier (TaskNotifier, which the
-// 2025-11-25 front implements).
+// its task. Its interfaces are the store (runnerStore, recovererStore,
+// notifyStore) and the caller (upstreamCaller).
 //
 //   - runner.go: Runner, its lifetime context, drain and Launch, the one sequence that makes a job
 //     a task (anonymous caps counted, the task stored, all of it undone on
@@ -22,6 +21,9 @@
 //   - input.go: input requests (server→client requests, MRTR rounds) into
 //     the store, and the client's answers back upstream.
 //   - outcome.go: writing the outcome, with retries (invariant 5).
+//   - notify.go: the notifications of a 2025-11-25 task's status,
+//     progress and log messages to its session (StatusChanged); a task of
+//     another protocol has nobody to tell, and costs no store read.
 //   - native.go, native2026.go: a held call that goes through the
 //     upstream's own task.
 //   - recoverer.go: the recoverer, which fails a dead replica's tasks once

@@ -31,7 +31,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -65,12 +64,12 @@ func withTasksExtensionMeta(params json.RawMessage) json.RawMessage {
 	meta := map[string]json.RawMessage{}
 	_ = json.Unmarshal(p["_meta"], &meta)
 	caps := map[string]json.RawMessage{}
-	_ = json.Unmarshal(meta[upstreamside.MetaClientCaps], &caps)
+	_ = json.Unmarshal(meta[core.MetaClientCaps], &caps)
 	ext := map[string]json.RawMessage{}
 	_ = json.Unmarshal(caps["extensions"], &ext)
 	ext[core.TasksExtension] = json.RawMessage(`{}`)
 	caps["extensions"] = mcpwire.MustMarshal(ext)
-	meta[upstreamside.MetaClientCaps] = mcpwire.MustMarshal(caps)
+	meta[core.MetaClientCaps] = mcpwire.MustMarshal(caps)
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p)
 }

@@ -47,12 +47,12 @@ func (rn *Runner) handleNotification(ctx context.Context, j *Job, n *jsonrpc.Req
 	switch n.Method {
 	case "notifications/progress":
 		if err := rn.Store.SetProgress(ctx, j.Owner, j.Task.ID, n.Params, progressMessage(n.Params)); err == nil {
-			rn.Notify.Progress(ctx, j.Owner, j.Task, j.notifySession(), n.Params)
+			rn.progress(ctx, j, n.Params)
 		}
 	case "notifications/message":
 		// A log message (MCP "Logging"): the client's, as it comes; an
 		// upstream sends them only at the level the client asked for.
-		rn.Notify.LogMessage(ctx, j.Owner, j.Task, j.notifySession(), n.Params)
+		rn.logMessage(ctx, j, n.Params)
 	}
 }
 
@@ -215,13 +215,4 @@ func progressMessage(params json.RawMessage) string {
 		return fmt.Sprintf("progress %g/%g", p.Progress, *p.Total)
 	}
 	return fmt.Sprintf("progress %g", p.Progress)
-}
-
-// notifyStatusByID re-reads the job's task and tells the notifier.
-func (rn *Runner) notifyStatusByID(ctx context.Context, j *Job) {
-	t, err := rn.Store.Get(ctx, j.Owner, j.Task.ID)
-	if err != nil {
-		return
-	}
-	rn.Notify.StatusChanged(ctx, t)
 }

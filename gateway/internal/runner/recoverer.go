@@ -53,7 +53,7 @@ type recovererStore interface {
 // recovererParams are a recoverer's dependencies and settings.
 type recovererParams struct {
 	store   recovererStore
-	notify  TaskNotifier
+	notify  func(ctx context.Context, t *taskstore.Task) // a status change told to the task's client (notify.go)
 	metrics *obs.Metrics
 	log     zerolog.Logger
 	replica string        // claims are made in this replica's name
@@ -198,7 +198,7 @@ func (rc *recoverer) recoverPage(ctx context.Context, expired []taskstore.Expire
 		}
 		ev.Msg("task failed: its replica stopped")
 		if err == nil {
-			rc.notify.StatusChanged(ctx, t)
+			rc.notify(ctx, t)
 		}
 	}
 	return n

@@ -53,7 +53,7 @@ func recovererHoldsAfterOutage(t *testing.T, sweptBefore bool) {
 	alive, dead := newTask("alive"), newTask("dead")
 	// The recoverer alone, not started: only the test sweeps, on its
 	// clock.
-	rc := newRecoverer(recovererParams{store: store, notify: nopNotifier{}, metrics: obs.NewMetrics(func() float64 { return 0 }),
+	rc := newRecoverer(recovererParams{store: store, notify: func(context.Context, *taskstore.Task) {}, metrics: obs.NewMetrics(func() float64 { return 0 }),
 		log: zerolog.Nop(), replica: "sweeper", lease: lease, every: 500 * time.Millisecond,
 		Retry: &retrier{Max: time.Second, Stop: make(chan struct{})}})
 

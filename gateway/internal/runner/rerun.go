@@ -240,7 +240,7 @@ func (rn *Runner) resume(ctx context.Context, l taskstore.ExpiredLease) bool {
 	}
 	j.keys, j.notBefore = a.Keys, a.NextAt
 	rn.rerunStarted(ctx, j, durable.CauseReplicaStopped, a.N, dead)
-	rn.Notify.StatusChanged(ctx, t)
+	rn.StatusChanged(ctx, t)
 	j.Slot = rn.Count(j.principal()) // the rerun's first call takes this slot
 	rn.Start(j)
 	return true
@@ -284,8 +284,11 @@ func (rn *Runner) failExhausted(ctx context.Context, t *taskstore.Task, msg stri
 	rn.Metrics.TaskFinished(&ended, taskstore.StatusFailed, 0)
 	rn.Log.Warn().Str("op", "failed").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(t.Owner)).
 		Int("attempts", t.Attempts).Msg(msg)
+	if !notified(t) {
+		return
+	}
 	if got, err := rn.Store.Get(ctx, t.Owner, t.ID); err == nil {
-		rn.Notify.StatusChanged(ctx, got)
+		rn.StatusChanged(ctx, got)
 	}
 }
 
@@ -366,7 +369,7 @@ func (run *taskRun) rerunOnFailure(res CallResult) (done, handled bool) {
 	j.Task.Attempts = a.N
 	if t, err := rn.Store.Get(run.writeCtx, j.Owner, j.Task.ID); err == nil {
 		j.Task.Answered = t.Answered // what the client answered so far, to replay
-		rn.Notify.StatusChanged(run.writeCtx, t)
+		rn.StatusChanged(run.writeCtx, t)
 	}
 	if cause == upstream.CauseSessionGone {
 		run.reopenSession()

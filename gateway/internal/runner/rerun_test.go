@@ -19,12 +19,6 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-type nopNotifier struct{}
-
-func (nopNotifier) StatusChanged(context.Context, *taskstore.Task)                               {}
-func (nopNotifier) Progress(context.Context, string, *taskstore.Task, string, json.RawMessage)   {}
-func (nopNotifier) LogMessage(context.Context, string, *taskstore.Task, string, json.RawMessage) {}
-
 // TestRerunCredentials: a rerun runs with the call's credentials: the
 // token it was made with, sealed in the task's record (never in clear)
 // under a secret the replicas share through the store, or, where the
@@ -48,7 +42,7 @@ func TestRerunCredentials(t *testing.T) {
 			}
 			d.Freshest = func(_ context.Context, key string) string { return fresh[key] }
 		}
-		rn := New(Params{Store: store, Notify: nopNotifier{}, Observe: func(string, time.Duration) {},
+		rn := New(Params{Store: store, Observe: func(string, time.Duration) {},
 			Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: zerolog.Nop(), Replica: "r", Lease: time.Minute, Renew: 20 * time.Second,
 			Durable: d})
 		t.Cleanup(rn.Stop)

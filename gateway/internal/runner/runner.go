@@ -46,6 +46,7 @@ type runnerStore interface {
 	Extend(ctx context.Context, owner, id, holder string, d time.Duration) error
 	ExtendMany(ctx context.Context, refs []taskstore.LeaseRef, holder string, d time.Duration) []error
 	recovererStore // Get, Fail, Release, Options, and the lease sweeps
+	notifyStore    // the notifications of 2025-11-25 tasks (notify.go)
 }
 
 // upstreamCaller is what the runner needs of the upstream client: a call
@@ -58,14 +59,6 @@ type upstreamCaller interface {
 	Cancel(ctx context.Context, s *upstream.Session, id jsonrpc.ID, reason string) error
 }
 
-// TaskNotifier hears of what changed in a task, to tell the clients that
-// watch it (the 2025-11-25 front: notifications/tasks/status, progress).
-type TaskNotifier interface {
-	StatusChanged(ctx context.Context, t *taskstore.Task)
-	Progress(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage)
-	LogMessage(ctx context.Context, owner string, t *taskstore.Task, sessionID string, params json.RawMessage)
-}
-
 // sessionBinder gives an upstream session the freshest token of its
 // principal's client (gateway's credentials; a nil one binds nothing).
 type sessionBinder interface {
@@ -76,7 +69,6 @@ type sessionBinder interface {
 type Params struct {
 	Store       runnerStore
 	Up          upstreamCaller
-	Notify      TaskNotifier
 	Observe     func(tool string, took time.Duration) // a call's latency (decider.observe)
 	Metrics     *obs.Metrics
 	Trace       *obs.Tracing // nil: off
@@ -136,7 +128,7 @@ func New(p Params) *Runner {
 		rates: newTaskRates(p.TaskRate)}
 	rn.MaxInflight = max(p.MaxInflight, 0)
 	rn.Retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
-	rn.Recoverer = newRecoverer(recovererParams{store: p.Store, notify: p.Notify, metrics: p.Metrics, log: p.Log,
+	rn.Recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
 		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.Retry, resume: rn.resume})
 	rn.Recoverer.Start()
 	rn.wg.Add(1)

@@ -43,20 +43,14 @@ const (
 	discoverTimeout = 10 * time.Second
 )
 
-// Catalogue is the decider's tool catalogue, as ToolDeclared reads it
-// (decide.Decider).
-type Catalogue interface {
-	ToolInfo(ctx context.Context, tool string) (decide.ToolDecl, bool)
-	Learns() bool
-}
-
 // ToolDeclared returns the upstream's declaration of tool; when the
 // catalogue has none, the upstream's tools are listed first on sess (a
 // Client may call a tool without listing: every 2026-07-28 client may).
 // One listing at a time per replica, which concurrent callers wait for; at
 // most one per DiscoverEvery once one succeeded (a name the upstream does
 // not list stays undeclared), and per discoverRetry after one failed.
-func (u *Side) ToolDeclared(ctx context.Context, d Catalogue, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
+func (u *Side) ToolDeclared(ctx context.Context, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
+	d := u.catalogue
 	if decl, listed := d.ToolInfo(ctx, tool); listed || !d.Learns() {
 		return decl, listed
 	}

@@ -37,16 +37,6 @@ const eraProbeTimeout = 10 * time.Second
 // GatewayInfo is the Implementation the gateway names itself with upstream.
 var GatewayInfo = json.RawMessage(`{"name":"taskgate","version":"1.0.0"}`)
 
-// Per-request _meta keys of 2026-07-28 (MCP 2026-07-28 schema,
-// RequestMetaObject) and the result's server identity.
-const (
-	MetaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-	MetaClientInfo      = "io.modelcontextprotocol/clientInfo"
-	MetaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
-	MetaLogLevel        = "io.modelcontextprotocol/logLevel"
-	MetaServerInfo      = "io.modelcontextprotocol/serverInfo"
-)
-
 // upstreamEra is what the probe learned.
 type upstreamEra struct {
 	Stateless bool
@@ -131,9 +121,9 @@ func (u *Side) KnownEra() *upstreamEra {
 // probeEra sends server/discover at 2026-07-28 and classifies the answer.
 func (u *Side) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, error) {
 	params := mcpwire.MustMarshal(map[string]any{"_meta": map[string]any{
-		MetaProtocolVersion: core.Version2026,
-		MetaClientInfo:      GatewayInfo,
-		MetaClientCaps:      map[string]any{},
+		core.MetaProtocolVersion: core.Version2026,
+		core.MetaClientInfo:      GatewayInfo,
+		core.MetaClientCaps:      map[string]any{},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
 	resp, err := u.Client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})

@@ -53,8 +53,9 @@ type Side struct {
 	owners ownerSessions // owner.go
 	feeds  listenFeeds   // owner sessions' GET streams (listen.go)
 	// discovery is this replica's own listing of the upstream's tools
-	// (catalog.go, toolDeclared).
+	// into the decider's catalogue (catalog.go, ToolDeclared).
 	discovery discovery
+	catalogue *decide.Decider
 }
 
 // ownerStore is what the owner sessions need of the task store.
@@ -69,7 +70,7 @@ type ownerStore interface {
 }
 
 func New(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *Side {
-	u := &Side{Client: client, Observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
+	u := &Side{Client: client, catalogue: d, Observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}
@@ -345,7 +346,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 		return params, false
 	}
 	var caps map[string]json.RawMessage
-	if json.Unmarshal(meta[MetaClientCaps], &caps) != nil || caps == nil {
+	if json.Unmarshal(meta[core.MetaClientCaps], &caps) != nil || caps == nil {
 		return params, false
 	}
 	var ext map[string]json.RawMessage
@@ -361,7 +362,7 @@ func stripTasksExtension(params json.RawMessage) (json.RawMessage, bool) {
 	} else {
 		caps["extensions"] = mcpwire.MustMarshal(ext)
 	}
-	meta[MetaClientCaps] = mcpwire.MustMarshal(caps)
+	meta[core.MetaClientCaps] = mcpwire.MustMarshal(caps)
 	p["_meta"] = mcpwire.MustMarshal(meta)
 	return mcpwire.MustMarshal(p), true
 }

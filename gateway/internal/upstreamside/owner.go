@@ -273,7 +273,7 @@ func ParamsFor(params json.RawMessage, target *Target) json.RawMessage {
 
 // statelessMetaKeys are the per-request _meta keys a session upstream does
 // not know (RequestMetaObject); progressToken and other keys stay.
-var statelessMetaKeys = []string{MetaProtocolVersion, MetaClientInfo, MetaClientCaps, MetaLogLevel}
+var statelessMetaKeys = []string{core.MetaProtocolVersion, core.MetaClientInfo, core.MetaClientCaps, core.MetaLogLevel}
 
 // SessionParams returns params without the 2026-07-28 _meta keys (and
 // without _meta if nothing else was in it).
