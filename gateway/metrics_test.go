@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -289,7 +290,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) {
 		c.Store = newMiniStore(t)
 		c.AccessLog = true
-		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
 	c := &modernClient{t: t, urls: []string{gw}}
 	c.call("tools/list", map[string]any{})
@@ -336,7 +337,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 	logs.Reset()
 	quiet := newGateway(t, up.URL+"/mcp", func(c *Config) {
 		c.Store = newMiniStore(t)
-		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
 	(&modernClient{t: t, urls: []string{quiet}}).call("tools/list", map[string]any{})
 	mu.Lock()

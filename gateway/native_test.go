@@ -16,6 +16,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -224,12 +225,12 @@ func TestNative2026PassThrough(t *testing.T) {
 
 	slow := c.toolTask("slow", map[string]any{"seconds": 30})
 	// Running upstream (a cancel before its run starts has nothing to stop).
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
 	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
 		t.Fatalf("tasks/cancel: %+v", r.Error)
 	}
 	c.waitTask(slow.TaskID, "cancelled")
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 
 	plain := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026", noExt: true}
 	var round struct {
@@ -294,7 +295,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 			results <- listed
 		}()
 	}
-	waitFor(t, func() bool { return lists.Load() == 1 })
+	gwtest.WaitFor(t, func() bool { return lists.Load() == 1 })
 	fail.Store(false)
 	close(release)
 	for range 4 {
@@ -307,7 +308,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	}
 	// A second later the next call lists again (no 30 s hold after a
 	// failure), and succeeds.
-	waitFor(t, func() bool {
+	gwtest.WaitFor(t, func() bool {
 		_, listed := h.up.ToolDeclared(t.Context(), h.decider, sess, "native")
 		return listed
 	})

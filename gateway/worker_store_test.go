@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -109,7 +110,7 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		d := c.waitTask(task.TaskID, "input_required")
 		// The hook counts a lost reply after Redis ran the write, so a
 		// client may see its effect first: wait for the count.
-		waitFor(t, func() bool { return asked.failed.Load() >= 1 })
+		gwtest.WaitFor(t, func() bool { return asked.failed.Load() >= 1 })
 		if n := asked.failed.Load(); n != 1 {
 			t.Fatalf("%d input-request writes lost their reply, want 1 (the test's premise)", n)
 		}
@@ -119,7 +120,7 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		answerAda(t, c, task.TaskID, d)
 		// The worker knows its write landed: the task counts as finished.
 		waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
-		waitFor(t, func() bool { return done.failed.Load() >= 2 && took.failed.Load() >= 1 })
+		gwtest.WaitFor(t, func() bool { return done.failed.Load() >= 2 && took.failed.Load() >= 1 })
 		if n := done.failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
 		}
