@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -190,24 +189,6 @@ func TestMetricsUpstreamErrorsAndStoreErrors(t *testing.T) {
 	fams = scrape(t, url)
 	if v := metricValue(fams, "taskgate_store_errors_total", map[string]string{"command": "hgetall"}); v < 1 {
 		t.Errorf("store hgetall errors = %v, want ≥ 1", v)
-	}
-}
-
-func TestMetricsToolLabelBounded(t *testing.T) {
-	var l obs.ToolLabels
-	for i := 0; i < obs.MaxToolLabels; i++ {
-		if got := l.Label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
-			t.Fatalf("label %d = %q", i, got)
-		}
-	}
-	if got := l.Label("one-too-many"); got != "other" {
-		t.Errorf("past the bound: %q, want other", got)
-	}
-	if got := l.Label("t7"); got != "t7" {
-		t.Errorf("a known tool after the bound: %q", got)
-	}
-	if obs.MethodLabel("made/up") != "other" || obs.MethodLabel("notifications/x") != "notification" || obs.MethodLabel("tools/call") != "tools/call" {
-		t.Error("obs.MethodLabel does not bound the method label")
 	}
 }
 

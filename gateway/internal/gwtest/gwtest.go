@@ -6,6 +6,8 @@
 //     writes that a test reads afterwards; WaitFor, a condition polled
 //     until it holds; Traced, a tracer provider that records the spans;
 //     CounterValue, a counter read; TaskKey, the Redis key of a task.
+//   - http.go: UpstreamResponse, an upstream's answer as net/http hands
+//     it over.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.
 package gwtest
