@@ -81,15 +81,15 @@ type Metrics struct {
 	Refusals        *Refusals // fair shares (refusals.go); nil: not registered
 	Requests        RequestMetrics
 
-	Tools ToolLabels
+	Tools toolLabels
 	http  http.Handler
 }
 
-// TaskBuckets span a task's life: 10 ms to an hour.
-var TaskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+// taskBuckets span a task's life: 10 ms to an hour.
+var taskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
-// FastBuckets span one round trip: 100 µs to 10 s.
-var FastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+// fastBuckets span one round trip: 100 µs to 10 s.
+var fastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
 
 func NewMetrics(heldCalls func() float64) *Metrics {
 	m := &Metrics{
@@ -105,15 +105,15 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 		}, []string{"status"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_duration_seconds", Help: "Time from a task's creation to its terminal status, per tool and status.",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"tool", "status"}),
 		InputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_input_wait_seconds", Help: "Time a task spent waiting for its client's answers to input requests, per tool (tasks that asked for input).",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"tool"}),
 		upDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_upstream_request_duration_seconds", Help: "Time from sending a request to the upstream to its response headers, per MCP method.",
-			Buckets: FastBuckets,
+			Buckets: fastBuckets,
 		}, []string{"method"}),
 		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_upstream_errors_total", Help: "Upstream requests that failed, per MCP method and reason (unreachable, http_4xx, http_5xx).",
@@ -123,7 +123,7 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 		}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_store_command_duration_seconds", Help: "Redis command round trips of the task store, per command (pipeline for a pipeline).",
-			Buckets: FastBuckets,
+			Buckets: fastBuckets,
 		}, []string{"command"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_store_errors_total", Help: "Redis commands of the task store that failed (a missing key is not a failure), per command.",
@@ -284,17 +284,17 @@ func (l *LiveTask) Set(s taskstore.Status) {
 
 func (l *LiveTask) Done() { l.Set("") }
 
-// MaxToolLabels bounds the tool label's values: tool names come from
+// maxToolLabels bounds the tool label's values: tool names come from
 // clients, and a client calling made-up names must not grow the metrics
 // without end. Past the bound, new names count as "other".
-const MaxToolLabels = 500
+const maxToolLabels = 500
 
-type ToolLabels struct {
+type toolLabels struct {
 	mu   sync.Mutex
 	seen map[string]struct{}
 }
 
-func (t *ToolLabels) Label(tool string) string {
+func (t *toolLabels) Label(tool string) string {
 	if tool == "" {
 		return "unknown"
 	}
@@ -303,7 +303,7 @@ func (t *ToolLabels) Label(tool string) string {
 	if _, ok := t.seen[tool]; ok {
 		return tool
 	}
-	if len(t.seen) >= MaxToolLabels {
+	if len(t.seen) >= maxToolLabels {
 		return "other"
 	}
 	if t.seen == nil {
@@ -462,7 +462,7 @@ func NewRequestMetrics(register func(...prometheus.Collector)) RequestMetrics {
 		}, []string{"method", "outcome"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_request_duration_seconds", Help: "Time from a request's arrival to the end of its answer (of its stream, for SSE), per MCP method.",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"method"}),
 	}
 	register(rm.Total, rm.Duration)

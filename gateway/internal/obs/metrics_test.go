@@ -6,8 +6,8 @@ import (
 )
 
 func TestMetricsToolLabelBounded(t *testing.T) {
-	var l ToolLabels
-	for i := 0; i < MaxToolLabels; i++ {
+	var l toolLabels
+	for i := 0; i < maxToolLabels; i++ {
 		if got := l.Label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
 			t.Fatalf("label %d = %q", i, got)
 		}
