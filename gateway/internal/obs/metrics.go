@@ -64,7 +64,7 @@ type Metrics struct {
 	created       *prometheus.CounterVec
 	finished      *prometheus.CounterVec
 	live          *prometheus.GaugeVec
-	Duration      *prometheus.HistogramVec
+	duration      *prometheus.HistogramVec
 	InputWait     *prometheus.HistogramVec
 	upDuration    *prometheus.HistogramVec
 	upErrors      *prometheus.CounterVec
@@ -78,8 +78,8 @@ type Metrics struct {
 	// SessionRefusals: requests naming a session the requester may not
 	// use (RegisterSessionBinding); nil without Config.Auth.
 	SessionRefusals *prometheus.CounterVec
-	Refusals        *Refusals // fair shares (refusals.go); nil: not registered
-	Requests        RequestMetrics
+	refusals        *refusals // fair shares (refusals.go); nil: not registered
+	Requests        requestMetrics
 
 	Tools toolLabels
 	http  http.Handler
@@ -103,7 +103,7 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "taskgate_tasks_live", Help: "Non-terminal tasks whose worker runs on this replica, by status.",
 		}, []string{"status"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_duration_seconds", Help: "Time from a task's creation to its terminal status, per tool and status.",
 			Buckets: taskBuckets,
 		}, []string{"tool", "status"}),
@@ -143,10 +143,10 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
-	m.register(m.created, m.finished, m.live, m.Duration, m.InputWait, m.upDuration, m.upErrors, m.UpstreamUp,
+	m.register(m.created, m.finished, m.live, m.duration, m.InputWait, m.upDuration, m.upErrors, m.UpstreamUp,
 		m.storeDuration, m.storeErrors, m.Recovered, m.PollLimited, m.Reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Requests = NewRequestMetrics(m.register)
+	m.Requests = newRequestMetrics(m.register)
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start
@@ -254,7 +254,7 @@ func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, input
 	l := m.Tools.Label(t.Tool)
 	m.finished.WithLabelValues(l, string(status)).Inc()
 	if !t.CreatedAt.IsZero() {
-		m.Duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
+		m.duration.WithLabelValues(l, string(status)).Observe(time.Since(t.CreatedAt).Seconds())
 	}
 	m.Trace.EndTask(t, status, inputWait) // this replica ended it: it records the task's span
 }
@@ -363,15 +363,15 @@ func (m *Metrics) ObserveUpstream(o upstream.Observation) {
 	m.upDuration.WithLabelValues(method).Observe(o.Took.Seconds())
 }
 
-// StoreHook measures every Redis command the task store sends.
-type StoreHook struct{ m *Metrics }
+// storeHook measures every Redis command the task store sends.
+type storeHook struct{ m *Metrics }
 
 // NewStoreHook is the hook that times m's store commands.
-func NewStoreHook(m *Metrics) StoreHook { return StoreHook{m} }
+func NewStoreHook(m *Metrics) storeHook { return storeHook{m} }
 
-func (StoreHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (storeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (s StoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (s storeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmd)
@@ -380,7 +380,7 @@ func (s StoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (s StoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (s storeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmds)
@@ -389,7 +389,7 @@ func (s StoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-func (s StoreHook) observe(name string, took time.Duration, err error) {
+func (s storeHook) observe(name string, took time.Duration, err error) {
 	name = strings.ToLower(name)
 	if err != nil && !errors.Is(err, redis.Nil) && !isScriptMiss(err) {
 		s.m.storeErrors.WithLabelValues(name).Inc()
@@ -449,14 +449,14 @@ func (m *Metrics) RegisterSessionBinding() {
 // with Config.AccessLog, logged as one line when it ends. A streamed answer
 // (SSE) ends when its stream does, so its duration is the stream's.
 
-// RequestMetrics are the two request families.
-type RequestMetrics struct {
+// requestMetrics are the two request families.
+type requestMetrics struct {
 	Total    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 }
 
-func NewRequestMetrics(register func(...prometheus.Collector)) RequestMetrics {
-	rm := RequestMetrics{
+func newRequestMetrics(register func(...prometheus.Collector)) requestMetrics {
+	rm := requestMetrics{
 		Total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_requests_total", Help: "HTTP requests served, per MCP method (GET, DELETE or other for non-POSTs) and outcome (ok, client_error, server_error from the HTTP status).",
 		}, []string{"method", "outcome"}),
