@@ -14,7 +14,7 @@ import (
 // Front serves 2025-11-25 (and older) clients.
 type Front struct {
 	front.Deps
-	store    Store
+	store    store
 	sessions *sessionCache // what each client session negotiated
 	// anonymous bounds what clients without Authorization make the
 	// gateway hold for them: the sessions it holds in front of a stateless
@@ -26,12 +26,12 @@ type Front struct {
 // clients without Authorization make it hold (Config.Anonymous). The
 // runner it starts tasks in is built after it (the runner tells it of task
 // changes: TaskNotifier), so its Deps are set once that exists.
-func New(store Store, anonymous core.AnonymousTasks) *Front {
+func New(store store, anonymous core.AnonymousTasks) *Front {
 	return &Front{store: store, sessions: newSessionCache(), anonymous: anonymous}
 }
 
-// Store is what the 2025-11-25 front needs of the task store.
-type Store interface {
+// store is what the 2025-11-25 front needs of the task store.
+type store interface {
 	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
