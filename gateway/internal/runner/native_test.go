@@ -16,11 +16,11 @@ func TestViaUpstreamTask(t *testing.T) {
 		`{"name":"x"}`:                        false,
 		`{"name":"x","arguments":{"task":1}}`: false,
 	} {
-		if got := ViaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
+		if got := viaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
 			t.Errorf("%s: %v, want %v", params, got, want)
 		}
 	}
-	if ViaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
+	if viaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
 		t.Error("a tasks/get is not a task-augmented call")
 	}
 	p, err := WithUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)

@@ -125,14 +125,14 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 
 	// Within the lease plus grace nothing happens, even with skew.
 	now = now.Add(2500 * time.Millisecond)
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks before their lease and grace ran out", n)
 	}
 	if err := store.Extend(ctx, "o", alive.ID, "alive", 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second) // dead's lease + grace is over; alive's is not
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 1 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 1 {
 		t.Fatalf("recovered %d tasks, want 1", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -146,7 +146,7 @@ func TestRecovererFailsTasksOfADeadReplica(t *testing.T) {
 	if got, _ := store.Get(ctx, "o", alive.ID); got.Status != taskstore.StatusWorking {
 		t.Errorf("a live worker's task was recovered: %s", got.Status)
 	}
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 0 {
 		t.Errorf("a second sweep recovered %d more", n)
 	}
 }
@@ -162,7 +162,7 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 	store := taskstore.New(rdb, taskstore.Options{Clock: clock, LeaseGrace: time.Second, MaxTasksPerOwner: -1})
 	defer store.Close()
 	ctx := context.Background()
-	const tasks = 3*SweepPage + 7
+	const tasks = 3*sweepPage + 7
 	for i := 0; i < tasks; i++ {
 		if _, err := store.Create(ctx, taskstore.NewTask{Owner: "o", Tool: "slow", Protocol: taskstore.Protocol2025,
 			Lease: &taskstore.LeaseRequest{Holder: "dead", Duration: 2 * time.Second}}); err != nil {
@@ -173,7 +173,7 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 	// must not take tasks from the sweep under test.
 	rn := newSweepRunner(t, store, "survivor", time.Hour, 0)
 	now = now.Add(4 * time.Second)
-	if n := rn.Recoverer.RecoverOnce(ctx); n != tasks {
+	if n := rn.recoverer.RecoverOnce(ctx); n != tasks {
 		t.Fatalf("one sweep recovered %d of %d tasks", n, tasks)
 	}
 	if n, _ := rdb.ZCard(ctx, "tg:leases").Result(); n != 0 {
@@ -192,7 +192,7 @@ func TestRecovererRetriesTheFailAfterItsClaim(t *testing.T) {
 	store, rn, ctx := rig.store, rig.rn, context.Background()
 	dead := rig.leased(t, "dead")
 	rig.advance(4 * time.Second)
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 1 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 1 {
 		t.Errorf("recovered %d tasks, want 1", n)
 	}
 	if blip.Failed.Load() != 2 {
@@ -224,7 +224,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	dead := rig.leased(t, "dead")
 
 	rig.advance(4 * time.Second) // past the dead worker's lease and grace
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 0 || blip.failed.Load() != 1 {
 		t.Fatalf("recovered %d tasks with the claim's index write refused %d times; want 0 and 1 (the test's premise)", n, blip.failed.Load())
 	}
 	if got, _ := store.Get(ctx, "o", dead.ID); got.Status != taskstore.StatusWorking || got.Lease.Holder != "survivor" {
@@ -233,7 +233,7 @@ func TestRecovererNamesTheWorkerAfterAnUnfinishedClaim(t *testing.T) {
 	recovered := 0
 	for range 8 { // sweeps every LeaseRenew until the claim's lease and grace ran out
 		rig.advance(500 * time.Millisecond)
-		recovered += rn.Recoverer.RecoverOnce(ctx)
+		recovered += rn.recoverer.RecoverOnce(ctx)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
 	if err != nil {
@@ -284,10 +284,10 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	rig := newSweepRig(t, "survivor", down, 1900*time.Millisecond)
 	store, rn, ctx := rig.store, rig.rn, context.Background()
 	dead := rig.leased(t, "dead")
-	rn.Retry.Max = 100 * time.Millisecond
+	rn.retry.Max = 100 * time.Millisecond
 
 	rig.advance(4 * time.Second)
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 0 {
 		t.Fatalf("recovered %d tasks while the failure write is refused", n)
 	}
 	got, err := store.Get(ctx, "o", dead.ID)
@@ -302,7 +302,7 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ { // sweeps every 500ms of the store's clock
 		rig.advance(500 * time.Millisecond)
-		recovered += rn.Recoverer.RecoverOnce(ctx)
+		recovered += rn.recoverer.RecoverOnce(ctx)
 	}
 	if recovered != 1 {
 		t.Fatalf("no later sweep recovered the task")
@@ -322,10 +322,10 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	down := &gwtest.FailScriptHook{Match: `{"content":[],"unwritten"`, Left: 1 << 40}
 	rig := newSweepRig(t, "worker", down, 1900*time.Millisecond)
 	store, rn, ctx := rig.store, rig.rn, context.Background()
-	rn.Retry.Max = 100 * time.Millisecond
+	rn.retry.Max = 100 * time.Millisecond
 	task := rig.leased(t, "worker")
 	j := &Job{Task: task, Owner: "o"}
-	rn.Finish(ctx, j, rn.Log, CallResult{Resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
+	rn.finish(ctx, j, rn.Log, CallResult{Resp: &jsonrpc.Response{Result: json.RawMessage(`{"content":[],"unwritten":true}`)}}, rig.now())
 	if down.Failed.Load() == 0 {
 		t.Fatal("the outcome write was not refused (the test's premise)")
 	}
@@ -340,7 +340,7 @@ func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	recovered := 0
 	for i := 0; i < 20 && recovered == 0; i++ {
 		rig.advance(500 * time.Millisecond)
-		recovered += rn.Recoverer.RecoverOnce(ctx)
+		recovered += rn.recoverer.RecoverOnce(ctx)
 	}
 	if got, _ := store.Get(ctx, "o", task.ID); recovered != 1 || got.Status != taskstore.StatusFailed {
 		t.Errorf("recovered %d; task %s %q, want failed by a sweep", recovered, got.Status, got.StatusMessage)

@@ -214,10 +214,10 @@ func startTool(t *testing.T, rn *Runner, tool, args string) *Job {
 	j := &Job{Owner: "o", Sess: target.Session, Slot: slot, ClientCaps: json.RawMessage(`{"elicitation":{}}`),
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		Client2026: &Job2026{Target: target, Params: params}}
-	if err := rn.Create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
+	if err := rn.create(context.Background(), j, taskstore.Protocol2026, tool, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.Start(j)
+	rn.start(j)
 	return j
 }
 
@@ -484,10 +484,10 @@ func TestRerunReplaysAnswersOnASession(t *testing.T) {
 	j := &Job{Owner: "o", Sess: sess, Slot: slot, ClientCaps: json.RawMessage(`{"elicitation":{"form":{}}}`),
 		Req: &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: json.RawMessage(`{"name":"elicit","arguments":{}}`)}}
 	ctx := context.Background()
-	if err := rn.Create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {
+	if err := rn.create(ctx, j, taskstore.Protocol2025, "elicit", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.Start(j)
+	rn.start(j)
 	asked, err := g.store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return len(t.InputRequests) > 0 || t.Status.Terminal() })
 	if err != nil || len(asked.InputRequests) != 1 {
 		t.Fatalf("the question: %+v %v", asked, err)
@@ -543,7 +543,7 @@ func TestRecovererGivesUpAfterTheAttempts(t *testing.T) {
 		Durable: Durable{MaxAttempts: 3, Backoff: time.Millisecond}})
 	t.Cleanup(rn.Stop)
 	now = now.Add(4 * time.Second)
-	if n := rn.Recoverer.RecoverOnce(ctx); n != 0 {
+	if n := rn.recoverer.RecoverOnce(ctx); n != 0 {
 		t.Errorf("recoverOnce counted %d failed as before; the durable task is the hook's", n)
 	}
 	got, err := store.Get(ctx, "o", task.ID)

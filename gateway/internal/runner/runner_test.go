@@ -140,8 +140,8 @@ func TestRunnerAdmission(t *testing.T) {
 	if _, e := rn.Admit(ctx, "p", AdmitCall); e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
 		t.Fatalf("second admit at the limit: %v", e)
 	}
-	slot.Free()
-	slot.Free() // a second Free gives back nothing more
+	slot.free()
+	slot.free() // a second Free gives back nothing more
 	if n := rn.Inflight(); n != 0 {
 		t.Fatalf("after Free twice: %d in flight", n)
 	}
@@ -149,11 +149,11 @@ func TestRunnerAdmission(t *testing.T) {
 	if e != nil {
 		t.Fatalf("admit after a slot came back: %v", e)
 	}
-	slot.Free()
+	slot.free()
 	if err := rn.Drain(ctx); err != nil {
 		t.Fatalf("drain with nothing in flight: %v", err)
 	}
-	if _, e := rn.Admit(ctx, "p", AdmitCall); e != ErrDraining {
+	if _, e := rn.Admit(ctx, "p", AdmitCall); e != errDraining {
 		t.Fatalf("admit while draining = %v, want errDraining", e)
 	}
 }
@@ -265,9 +265,9 @@ func startEcho(t *testing.T, ctx context.Context, rn *Runner, target *upstreamsi
 	j := &Job{Owner: "o", Sess: target.Session, Slot: slot,
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
 		Client2026: &Job2026{Target: target, Params: params}}
-	if err := rn.Create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.Start(j)
+	rn.start(j)
 	return j
 }

@@ -19,7 +19,7 @@ func (rn *Runner) Figures() Figures {
 	rn.leases.Mu.Lock()
 	f.Leases = len(rn.leases.runs)
 	rn.leases.Mu.Unlock()
-	if ms := rn.Recoverer.lastOK.Load(); ms > 0 {
+	if ms := rn.recoverer.lastOK.Load(); ms > 0 {
 		f.LastSweep = time.UnixMilli(ms)
 	}
 	return f
