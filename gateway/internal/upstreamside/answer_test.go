@@ -100,7 +100,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		"stream ends inside the response": "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
 		"empty stream":                    "",
 	} {
-		if _, err := ReadAnswer(gwtest.UpstreamResponse("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, ErrNoAnswer) {
+		if _, err := ReadAnswer(gwtest.UpstreamResponse("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, errNoAnswer) {
 			t.Errorf("%s: err = %v, want errNoAnswer", name, err)
 		}
 	}

@@ -19,11 +19,11 @@ import (
 // listed first, at most once at a time and now and then per replica
 // (internal/decide keeps the catalogue).
 
-// DiscoverEvery bounds how often a replica lists the upstream's tools
+// discoverEvery bounds how often a replica lists the upstream's tools
 // itself, for calls of tools it has no declaration for; discoverPages
 // bounds the pages it reads.
 const (
-	DiscoverEvery = decide.CatalogMissFresh
+	discoverEvery = decide.CatalogMissFresh
 	discoverPages = 100
 )
 
@@ -43,9 +43,9 @@ const (
 	discoverTimeout = 10 * time.Second
 )
 
-// Catalogue is the decider's tool catalogue, as ToolDeclared reads it
+// catalogue is the decider's tool catalogue, as ToolDeclared reads it
 // (decide.Decider).
-type Catalogue interface {
+type catalogue interface {
 	ToolInfo(ctx context.Context, tool string) (decide.ToolDecl, bool)
 	Learns() bool
 }
@@ -56,7 +56,7 @@ type Catalogue interface {
 // One listing at a time per replica, which concurrent callers wait for; at
 // most one per DiscoverEvery once one succeeded (a name the upstream does
 // not list stays undeclared), and per discoverRetry after one failed.
-func (u *Side) ToolDeclared(ctx context.Context, d Catalogue, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
+func (u *Side) ToolDeclared(ctx context.Context, d catalogue, sess *upstream.Session, tool string) (decide.ToolDecl, bool) {
 	if decl, listed := d.ToolInfo(ctx, tool); listed || !d.Learns() {
 		return decl, listed
 	}
@@ -71,7 +71,7 @@ func (u *Side) ToolDeclared(ctx context.Context, d Catalogue, sess *upstream.Ses
 		return d.ToolInfo(ctx, tool)
 	}
 	now := time.Now()
-	if now.Sub(disc.ok) < DiscoverEvery || now.Sub(disc.failed) < discoverRetry {
+	if now.Sub(disc.ok) < discoverEvery || now.Sub(disc.failed) < discoverRetry {
 		disc.mu.Unlock()
 		return decide.ToolDecl{}, false
 	}

@@ -39,9 +39,9 @@ import (
 type Side struct {
 	Client *upstream.Client
 	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
-	// Observe records a forwarded tools/call's latency, learnTools what a
+	// observe records a forwarded tools/call's latency, learnTools what a
 	// tools/list answer declared (the decider).
-	Observe    func(tool string, took time.Duration)
+	observe    func(tool string, took time.Duration)
 	learnTools func(ctx context.Context, result json.RawMessage)
 	// learnServer records what an initialize result's capabilities say
 	// of tasks (decider.learnServerCaps).
@@ -69,7 +69,7 @@ type ownerStore interface {
 }
 
 func New(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *Side {
-	u := &Side{Client: client, Observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
+	u := &Side{Client: client, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}
