@@ -30,7 +30,7 @@ func FuzzParseCreateTaskResult(f *testing.F) {
 		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" {
 			t.Fatalf("accepted %+v from %s", task, b)
 		}
-		var again CreatedTask
+		var again createdTask
 		if json.Unmarshal(raw, &again) != nil || again.TaskID != task.TaskID {
 			t.Fatalf("raw task %s is not the accepted one %+v", raw, task)
 		}

@@ -178,17 +178,17 @@ type ToolsCallParams struct {
 	Arguments json.RawMessage `json:"arguments"`
 	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
 	// "Creating Tasks").
-	Task *TaskParam `json:"task"`
+	Task *taskParam `json:"task"`
 }
 
-// TaskParam is params.task of a task-augmented call.
-type TaskParam struct {
+// taskParam is params.task of a task-augmented call.
+type taskParam struct {
 	TTL *float64 `json:"ttl"`
 }
 
 // ttl is the ttl the client asked for (0: none; nil receiver too), or the
 // error for one that is not a non-negative number of milliseconds.
-func (t *TaskParam) ttl() (time.Duration, *mcpwire.Error) {
+func (t *taskParam) ttl() (time.Duration, *mcpwire.Error) {
 	if t == nil || t.TTL == nil {
 		return 0, nil
 	}
@@ -213,8 +213,8 @@ func TaskCall(msg *mcpwire.Message, p *ToolsCallParams) (time.Duration, json.Raw
 	return ttl, params, nil
 }
 
-// Task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
-type Task2025 struct {
+// task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
+type task2025 struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
@@ -224,8 +224,8 @@ type Task2025 struct {
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
-func ToTask2025(t *taskstore.Task) Task2025 {
-	return Task2025{
+func ToTask2025(t *taskstore.Task) task2025 {
+	return task2025{
 		TaskID:        t.ID,
 		Status:        string(t.Status),
 		StatusMessage: t.StatusMessage,
@@ -236,9 +236,9 @@ func ToTask2025(t *taskstore.Task) Task2025 {
 	}
 }
 
-// Task2026 is the extension's Task and, with its status payload inlined,
+// task2026 is the extension's Task and, with its status payload inlined,
 // its DetailedTask (SEP-2663 schema).
-type Task2026 struct {
+type task2026 struct {
 	ResultType     string                            `json:"resultType,omitempty"`
 	TaskID         string                            `json:"taskId"`
 	Status         string                            `json:"status"`
@@ -256,8 +256,8 @@ type Task2026 struct {
 // ToTask2026 renders t. detailed inlines the status payload: result when
 // completed, error when failed, the outstanding input requests when
 // input_required.
-func ToTask2026(t *taskstore.Task, resultType string, detailed bool) Task2026 {
-	mt := Task2026{
+func ToTask2026(t *taskstore.Task, resultType string, detailed bool) task2026 {
+	mt := task2026{
 		ResultType:     resultType,
 		TaskID:         t.ID,
 		Status:         string(t.Status),
