@@ -43,8 +43,8 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 // without credentials, and a session client's owner without a session.
 const AnonymousOwner = "anonymous"
 
-// AnonPrefix starts the owner of an anonymous task (AnonOwner).
-const AnonPrefix = "anon:"
+// anonPrefix starts the owner of an anonymous task (AnonOwner).
+const anonPrefix = "anon:"
 
 // PrincipalPrefix starts the owner of a validated principal (AuthOwner).
 const PrincipalPrefix = "principal:"
@@ -99,11 +99,11 @@ func Owner2026(r *http.Request, taskID string) string {
 // is its only credential (SEP-2663, "Security Considerations"), and no two
 // anonymous clients share an owner's limits or tasks. Anonymous tasks are
 // bounded together instead (Config.Anonymous).
-func AnonOwner(taskID string) string { return AnonPrefix + taskID }
+func AnonOwner(taskID string) string { return anonPrefix + taskID }
 
 // IsAnonymous reports whether owner has no credentials behind it.
 func IsAnonymous(owner string) bool {
-	return owner == AnonymousOwner || strings.HasPrefix(owner, AnonPrefix)
+	return owner == AnonymousOwner || strings.HasPrefix(owner, anonPrefix)
 }
 
 // SessionOwner is whose owner session (internal/upstreamside/owner.go) a 2026-07-28
