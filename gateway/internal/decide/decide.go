@@ -27,8 +27,9 @@ const DefaultHybridWait = time.Second
 // other replicas through the store.
 type Decider struct {
 	Policy *policy.Current
-	Lat    *policy.Latencies
-	tools  *toolCatalog
+	// Exported for the tests of gateway and cmd/taskgate, which read the learned latencies.
+	Lat   *policy.Latencies
+	tools *toolCatalog
 	// serverTasks: whether the upstream declares task-augmented tools/call.
 	serverTasks serverTasks
 	store       catalogStore // nil: nothing shared, nothing learned across replicas

@@ -48,9 +48,11 @@ import (
 )
 
 // MRTRPrefix starts the requestState of an MRTR round before a task.
+// Exported for gateway's tests (mrtr_test.go: a round's requestState).
 const MRTRPrefix = "taskgate-mrtr:"
 
 // MaxMRTRRounds bounds the input_required rounds of one call.
+// Exported for gateway's tests (mrtr_test.go: the bound).
 const MaxMRTRRounds = 16
 
 // mrtrState is what a round's requestState carries, signed with the

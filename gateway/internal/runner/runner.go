@@ -116,13 +116,15 @@ type Runner struct {
 	// 0: fairWait (admit.go). The package's tests shorten it.
 	fairWaitFor time.Duration
 
+	// Exported for gateway's tests (stamp_test.go, with Jobs).
 	Mu      sync.Mutex
 	calls   int            // in-flight calls, plus slots reserved for calls about to start
 	held    map[string]int // calls (as counted in calls) per principal; only principals holding some (admit.go)
 	waiters []*waiter      // admissions waiting for a slot of a full pool (admit.go)
 	rates   *taskRates     // task creations per principal (rate.go)
-	Jobs    int            // workers running (each has a goroutine only while it has work: worker.go)
-	changed chan struct{}  // closed (and replaced) whenever calls or jobs drops
+	// Exported for gateway's tests (stamp_test.go reads a worker's job, under Mu).
+	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
+	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 
 	retry     *retrier
 	recoverer *recoverer
@@ -169,6 +171,7 @@ func (rn *Runner) Inflight() int {
 }
 
 // Idle waits until no call is in flight and no worker runs, or ctx ends.
+// Exported for gateway's tests (waitIdle in gate_test.go, drain_test.go, frontdoor_test.go).
 func (rn *Runner) Idle(ctx context.Context) error {
 	for {
 		rn.Mu.Lock()

@@ -37,6 +37,7 @@ import (
 // Side is everything that talks to the upstream on a client's
 // behalf: the era probe, the owner sessions, and forwarding.
 type Side struct {
+	// Exported for the tests of gateway and cmd/taskgate, which reach the upstream client the Handler was built with.
 	Client *upstream.Client
 	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
 	// observe records a forwarded tools/call's latency, learnTools what a

@@ -41,6 +41,7 @@ func (u *Side) Relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 // the user's input (an elicitation or sampling request of a session
 // Upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
+// Exported for gateway's tests (latency_test.go).
 func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
 	u.relayAnswerKept(w, r, resp, id, tool, start, nil)
 }
@@ -80,6 +81,7 @@ func (u *Side) RelayRequest(w http.ResponseWriter, r *http.Request, resp *http.R
 }
 
 // RelaySeen is what a relay saw of the body it copied. Allocation-free.
+// Exported, with its fields, Wrote and Ended, for gateway's tests (latency_test.go: what a relay teaches the decider, allocation-free).
 type RelaySeen struct {
 	Complete bool      // the body was read to its end and written whole
 	Answered bool      // a chunk that looks like a JSON-RPC response was written
