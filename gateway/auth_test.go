@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/authtest"
 )
 
@@ -46,7 +47,7 @@ func newAuthGateway(t *testing.T, iss *authtest.Issuer, strip bool) *authGateway
 	}
 	ag.url = newGateway(t, up.URL+"/mcp", func(c *Config) {
 		c.Auth, c.AuthStrip, c.PublicURL = guard, strip, authPublicURL
-		c.Logger = zerolog.New(lockedWriter{&ag.logs, &ag.mu})
+		c.Logger = zerolog.New(gwtest.LockedWriter{W: &ag.logs, Mu: &ag.mu})
 	})
 	return ag
 }

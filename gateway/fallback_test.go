@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -233,7 +234,7 @@ func TestFallbackSessionClient(t *testing.T) {
 	if a := c.tool("taskgate_task_result", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "cancelled") {
 		t.Fatalf("result of a cancelled task: %+v", a)
 	}
-	waitFor(t, func() bool { return cl.rec.Count("slow", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return cl.rec.Count("slow", testupstream.Cancelled) == 1 })
 }
 
 // TestFallbackInputByTool: a client without elicitation answers the
@@ -248,7 +249,7 @@ func TestFallbackInputByTool(t *testing.T) {
 		t.Fatalf("elicit: %+v", started)
 	}
 	var st toolAnswer
-	waitFor(t, func() bool {
+	gwtest.WaitFor(t, func() bool {
 		st = c.tool("taskgate_task_status", map[string]any{"taskId": id})
 		return len(st.StructuredContent.InputRequests) == 1
 	})
@@ -396,18 +397,6 @@ func TestFallbackOff(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 20 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestFallbackStatelessClientInput: a 2026-07-28 client without the
 // extension and without elicitation answers its fallback task's question
 // with task_answer, in front of either era of upstream.
@@ -439,7 +428,7 @@ func TestFallbackStatelessClientInput(t *testing.T) {
 				t.Fatalf("elicit: %+v", started)
 			}
 			var st toolAnswer
-			waitFor(t, func() bool {
+			gwtest.WaitFor(t, func() bool {
 				st = call(f.urls[1], "taskgate_task_status", map[string]any{"taskId": id})
 				return len(st.StructuredContent.InputRequests) == 1
 			})
@@ -481,7 +470,7 @@ func TestFallbackProgressInStatus(t *testing.T) {
 		t.Fatalf("progress call: %+v", msgs)
 	}
 	var st toolAnswer
-	waitFor(t, func() bool {
+	gwtest.WaitFor(t, func() bool {
 		st = c.tool("taskgate_task_status", map[string]any{"taskId": id})
 		return strings.Contains(st.text(), "Progress: ")
 	})

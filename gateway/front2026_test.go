@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -285,92 +284,6 @@ func Test2026Validation(t *testing.T) {
 	}
 	if calls := up.posts("tools/call"); len(calls) != 1 || calls[0].name != "echo" || calls[0].session != "" {
 		t.Errorf("upstream tools/call = %+v, want one, Mcp-Name echo, no session", calls)
-	}
-}
-
-func TestIsModern(t *testing.T) {
-	meta := `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
-	for _, tc := range []struct {
-		name            string
-		kind            mcpwire.Kind
-		method, params  string
-		session, header string
-		want            bool
-	}{
-		{"_meta version", mcpwire.KindRequest, "tools/list", meta, "", "", true},
-		{"_meta version on a session", mcpwire.KindRequest, "tools/list", meta, "s1", "2025-11-25", true},
-		{"_meta version, unknown value", mcpwire.KindRequest, "tools/list", `{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01"}}`, "", "", true},
-		{"modern header, no _meta", mcpwire.KindRequest, "tools/list", `{}`, "", "2026-07-28", true},
-		{"newer header", mcpwire.KindNotification, "notifications/x", ``, "", "2027-01-01", true},
-		{"modern header on a session", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2026-07-28", false},
-		{"initialize with modern header", mcpwire.KindRequest, "initialize", `{"protocolVersion":"2026-07-28"}`, "", "2026-07-28", false},
-		{"initialize with modern _meta", mcpwire.KindRequest, "initialize", meta, "", "", true},
-		{"legacy header", mcpwire.KindRequest, "tools/list", `{}`, "s1", "2025-11-25", false},
-		{"no header", mcpwire.KindRequest, "tools/list", `{}`, "", "", false},
-		{"key in arguments only", mcpwire.KindRequest, "tools/call", `{"arguments":{"io.modelcontextprotocol/protocolVersion":"x"}}`, "", "", false},
-		{"response", mcpwire.KindResponse, "", ``, "", "2026-07-28", false},
-	} {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-		if tc.session != "" {
-			r.Header.Set("Mcp-Session-Id", tc.session)
-		}
-		if tc.header != "" {
-			r.Header.Set("Mcp-Protocol-Version", tc.header)
-		}
-		m := &mcpwire.Message{Kind: tc.kind, Params: json.RawMessage(tc.params)}
-		if tc.method != "" {
-			m.Method = &tc.method
-		}
-		if got := front2026.IsStateless(r, m); got != tc.want {
-			t.Errorf("%s: isModern = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestDecodeHeaderValue(t *testing.T) {
-	for in, want := range map[string]string{
-		"echo":                                "echo",
-		"=?base64?SGVsbG8sIOS4lueVjA==?=":     "Hello, 世界",
-		"=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=": "=?base64?literal?=",
-		"=?base64?no-suffix":                  "=?base64?no-suffix",
-		"Hello, 世界":                           "Hello, 世界", // raw UTF-8, as go-sdk v1.8.0 sends it
-	} {
-		if got, ok := core.DecodeHeaderValue(in); !ok || got != want {
-			t.Errorf("decode(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"=?base64?!!!?=", "=?base64?/w==?=", "a\x01b"} {
-		if _, ok := core.DecodeHeaderValue(in); ok {
-			t.Errorf("decode(%q) accepted", in)
-		}
-	}
-}
-
-func Test2026ParamsTranslation(t *testing.T) {
-	in := json.RawMessage(`{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"p1",` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"},` +
-		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x.y/z":{}}},` +
-		`"io.modelcontextprotocol/logLevel":"info"}}`)
-	legacy := upstreamside.ParamsFor(in, &upstreamside.Target{})
-	if want := `{"_meta":{"progressToken":"p1"},"arguments":{"text":"x"},"name":"echo"}`; string(legacy) != want {
-		t.Errorf("legacy params = %s\nwant %s", legacy, want)
-	}
-	if got := upstreamside.SessionParams(json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)); string(got) != `{}` {
-		t.Errorf("legacy params of _meta only = %s, want {}", got)
-	}
-	modern := upstreamside.ParamsFor(in, &upstreamside.Target{Stateless: true})
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	_ = json.Unmarshal(modern, &p)
-	if string(p.Meta[core.MetaClientCaps]) != `{"extensions":{"x.y/z":{}},"sampling":{}}` || string(p.Meta[core.MetaProtocolVersion]) != `"2026-07-28"` {
-		t.Errorf("modern params _meta = %v", p.Meta)
-	}
-	if got := core.StatelessResult("tools/list", json.RawMessage(`{"tools":[]}`)); string(got) != `{"cacheScope":"private","resultType":"complete","tools":[],"ttlMs":0}` {
-		t.Errorf("core.StatelessResult(tools/list) = %s", got)
-	}
-	if got := core.StatelessResult("tools/call", json.RawMessage(`{"content":[],"resultType":"input_required"}`)); string(got) != `{"content":[],"resultType":"input_required"}` {
-		t.Errorf("core.StatelessResult kept resultType? %s", got)
 	}
 }
 

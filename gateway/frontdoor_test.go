@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -236,7 +237,7 @@ func TestNoUpstreamSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(lockedWriter{&logs, &mu})})
+	h, err := New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,17 +281,6 @@ func TestNoUpstreamSecrets(t *testing.T) {
 	if !strings.Contains(seen[0], "the upstream is unreachable") {
 		t.Errorf("error = %s, want it to say the upstream is unreachable", seen[0])
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // TestOrigin: a browser page from a foreign Origin gets 403 (MCP

@@ -7,60 +7,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
-
-// FuzzParseMessage: whatever a client POSTs, parsing never panics, and
-// either yields a message of a known kind or one of the JSON-RPC error
-// codes with a 4xx status and a message that says what is wrong.
-func FuzzParseMessage(f *testing.F) {
-	for _, s := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":"a","result":{}}`,
-		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
-		`{"jsonrpc":"1.0","id":1,"method":"x"}`,
-		`{"jsonrpc":"2.0","id":{},"method":"x"}`,
-		`{"jsonrpc":"2.0","id":1,"method":7}`,
-		`{"jsonrpc":"2.0","id":1,"method":"x","params":5}`,
-		``, `null`, `42`, `"s"`, `{`, "\xff\xfe",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		m, e := mcpwire.Parse(body)
-		if (m == nil) == (e == nil) {
-			t.Fatalf("mcpwire.Parse(%q) = %v, %v: want exactly one", body, m, e)
-		}
-		if e != nil {
-			switch e.Code {
-			case mcpwire.CodeParseError, mcpwire.CodeInvalidRequest:
-			default:
-				t.Fatalf("unexpected code %d for %q", e.Code, body)
-			}
-			if e.Status < 400 || e.Status > 499 || e.Message == "" {
-				t.Fatalf("error %+v for %q", e, body)
-			}
-			return
-		}
-		switch m.Kind {
-		case mcpwire.KindRequest, mcpwire.KindNotification, mcpwire.KindResponse, mcpwire.KindBatch:
-		default:
-			t.Fatalf("unknown kind %d for %q", m.Kind, body)
-		}
-		if m.Kind == mcpwire.KindRequest && m.MethodName() == "" {
-			t.Fatalf("request without method from %q", body)
-		}
-	})
-}
 
 // FuzzFront sends arbitrary bodies, with and without 2026-07-28 headers,
 // through the whole handler: no panic, and every answer is either a
@@ -106,25 +59,6 @@ func FuzzFront(f *testing.F) {
 		}
 		if out.Error != nil && out.Error.Message == "" {
 			t.Fatalf("error without a message: %s", rec.Body.Bytes())
-		}
-	})
-}
-
-// FuzzDecodeHeaderValue: the =?base64?…?= decoding of Mcp-Name and
-// Mcp-Param-* never panics, and round-trips what the encoder produces.
-func FuzzDecodeHeaderValue(f *testing.F) {
-	for _, s := range []string{"us-west1", "=?base64?SGVsbG8=?=", "=?base64?", "=?base64?!!?=", " padded ", "Hello, 世界"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = core.DecodeHeaderValue(s)
-		if !utf8.ValidString(s) {
-			return // header values carry UTF-8 text; the decoder refuses the rest
-		}
-		enc := upstream.HeaderValue(s)
-		got, ok := core.DecodeHeaderValue(enc)
-		if !ok || got != s {
-			t.Fatalf("round trip of %q: encoded %q, decoded %q (ok=%v)", s, enc, got, ok)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -300,7 +301,7 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tool := "t-" + strings.ReplaceAll(tt.name, " ", "-")
-			resp := upstreamResp(tt.ct, tt.body)
+			resp := gwtest.UpstreamResponse(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			h.up.RelayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -192,24 +192,6 @@ func TestMetricsUpstreamErrorsAndStoreErrors(t *testing.T) {
 	}
 }
 
-func TestMetricsToolLabelBounded(t *testing.T) {
-	var l obs.ToolLabels
-	for i := 0; i < obs.MaxToolLabels; i++ {
-		if got := l.Label(fmt.Sprint("t", i)); got != fmt.Sprint("t", i) {
-			t.Fatalf("label %d = %q", i, got)
-		}
-	}
-	if got := l.Label("one-too-many"); got != "other" {
-		t.Errorf("past the bound: %q, want other", got)
-	}
-	if got := l.Label("t7"); got != "t7" {
-		t.Errorf("a known tool after the bound: %q", got)
-	}
-	if obs.MethodLabel("made/up") != "other" || obs.MethodLabel("notifications/x") != "notification" || obs.MethodLabel("tools/call") != "tools/call" {
-		t.Error("obs.MethodLabel does not bound the method label")
-	}
-}
-
 func TestMetricsOnOwnListener(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
@@ -289,7 +271,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) {
 		c.Store = newMiniStore(t)
 		c.AccessLog = true
-		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
 	c := &modernClient{t: t, urls: []string{gw}}
 	c.call("tools/list", map[string]any{})
@@ -336,7 +318,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 	logs.Reset()
 	quiet := newGateway(t, up.URL+"/mcp", func(c *Config) {
 		c.Store = newMiniStore(t)
-		c.Logger = zerolog.New(lockedWriter{&logs, &mu})
+		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
 	(&modernClient{t: t, urls: []string{quiet}}).call("tools/list", map[string]any{})
 	mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -151,7 +152,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	}
 	// None of them reached the held call; nobody retries it: cancelled
 	// upstream once the hold passes, and a late retry is refused.
-	waitFor(t, func() bool { return rec.Count("test_tool_with_task", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("test_tool_with_task", testupstream.Cancelled) == 1 })
 	if r := c.call("tools/call", with(rd.RequestState, answerAll(rd, "late"))); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("a retry after the hold: %+v %s, want -32602", r.Error, r.Result)
 	}
@@ -173,7 +174,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	if rounds != front2026.MaxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
 		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, front2026.MaxMRTRRounds)
 	}
-	waitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
 }
 
 // TestMRTRConcurrentRetries: retries racing with one state: one wins, the

@@ -11,124 +11,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
-	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/upstream"
 )
-
-// FuzzParseCreateTaskResult: whatever an upstream answers a task-augmented
-// call with, the check never panics; what it accepts has a task id of at
-// most 256 bytes and a task status, and is the answer's own task object.
-func FuzzParseCreateTaskResult(f *testing.F) {
-	for _, s := range []string{
-		`{"task":{"taskId":"t1","status":"working","createdAt":"2026-01-01T00:00:00Z","ttl":60000,"pollInterval":1000}}`,
-		`{"task":{"taskId":42,"status":"working"}}`,
-		`{"task":{"taskId":"t","status":"sleeping"}}`,
-		`{"task":{"taskId":"t","status":"working","ttl":-1}}`,
-		`{"task":null}`, `{"content":[]}`, `[]`, `"x"`, `{"task":{"taskId":""}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		task, raw, err := core.ParseCreateTaskResult(b)
-		if err != nil {
-			if task != nil || raw != nil || err.Error() == "" {
-				t.Fatalf("error %v with a task %+v", err, task)
-			}
-			return
-		}
-		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" {
-			t.Fatalf("accepted %+v from %s", task, b)
-		}
-		var again core.CreatedTask
-		if json.Unmarshal(raw, &again) != nil || again.TaskID != task.TaskID {
-			t.Fatalf("raw task %s is not the accepted one %+v", raw, task)
-		}
-	})
-}
-
-// FuzzParseCreateTaskResult2026: the same for the tasks extension's
-// CreateTaskResult (the task's members at the top of the result).
-func FuzzParseCreateTaskResult2026(f *testing.F) {
-	for _, s := range []string{
-		`{"resultType":"task","taskId":"t1","status":"working","createdAt":"2026-01-01T00:00:00Z","ttlMs":60000,"pollIntervalMs":100}`,
-		`{"resultType":"task","taskId":7,"status":"working"}`, `{"resultType":"task","taskId":"t","status":"done"}`,
-		`{"resultType":"task","taskId":"t","status":"working","ttlMs":-1}`, `{"resultType":"task"}`, `[]`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		task, err := core.ParseCreateTaskResult2026(b)
-		if err != nil {
-			if task != nil || err.Error() == "" {
-				t.Fatalf("error %v with a task %+v", err, task)
-			}
-			return
-		}
-		if task.TaskID == "" || len(task.TaskID) > 256 || task.Status == "" || task.TTLMs != nil && *task.TTLMs < 0 {
-			t.Fatalf("accepted %+v from %s", task, b)
-		}
-	})
-}
-
-// TestParseCreateTaskResultErrors: each way a CreateTaskResult can be
-// wrong is named.
-func TestParseCreateTaskResultErrors(t *testing.T) {
-	for in, want := range map[string]string{
-		`[]`:                            "not an object",
-		`{"content":[]}`:                "has no task",
-		`{"task":{"taskId":42}}`:        "task is malformed",
-		`{"task":{"status":"working"}}`: "no taskId",
-		`{"task":{"taskId":"t"}}`:       `status "" is not a task status`,
-		`{"task":{"taskId":"t","status":"working","ttl":-5}}`:                       "negative",
-		`{"task":{"taskId":"` + strings.Repeat("x", 257) + `","status":"working"}}`: "257 bytes",
-	} {
-		if _, _, err := core.ParseCreateTaskResult([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%.40s: %v, want %q", in, err, want)
-		}
-	}
-}
-
-func TestViaUpstreamTask(t *testing.T) {
-	for params, want := range map[string]bool{
-		`{"name":"x","task":{}}`:              true,
-		`{"name":"x","task":{"ttl":1000}}`:    true,
-		`{"name":"x","task":null}`:            false,
-		`{"name":"x"}`:                        false,
-		`{"name":"x","arguments":{"task":1}}`: false,
-	} {
-		if got := runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tools/call", Params: json.RawMessage(params)}); got != want {
-			t.Errorf("%s: %v, want %v", params, got, want)
-		}
-	}
-	if runner.ViaUpstreamTask(&jsonrpc.Request{Method: "tasks/get", Params: json.RawMessage(`{"task":{}}`)}) {
-		t.Error("a tasks/get is not a task-augmented call")
-	}
-	p, err := runner.WithUpstreamTask(json.RawMessage(`{"name":"x"}`), 90_000_000_000)
-	if err != nil || !strings.Contains(string(p), `"task":{"ttl":90000}`) {
-		t.Errorf("withUpstreamTask = %s, %v", p, err)
-	}
-}
-
-func TestWithoutRelatedTask(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u1"}}}`:       `{"content":[]}`,
-		`{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u1"},"k":1}}`: `{"_meta":{"k":1},"content":[]}`,
-		`{"content":[]}`: `{"content":[]}`,
-		`{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`: `{"content":[],"_meta":"io.modelcontextprotocol/related-task"}`,
-	} {
-		if got := string(runner.WithoutRelatedTask(json.RawMessage(in))); got != want {
-			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
-		}
-	}
-}
 
 // TestToolDeclaredDiscovers: a call of a tool no tools/list taught the
 // catalogue lists the upstream's tools (every page) once, and the
@@ -224,12 +116,12 @@ func TestNative2026PassThrough(t *testing.T) {
 
 	slow := c.toolTask("slow", map[string]any{"seconds": 30})
 	// Running upstream (a cancel before its run starts has nothing to stop).
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
 	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
 		t.Fatalf("tasks/cancel: %+v", r.Error)
 	}
 	c.waitTask(slow.TaskID, "cancelled")
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 
 	plain := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026", noExt: true}
 	var round struct {
@@ -294,7 +186,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 			results <- listed
 		}()
 	}
-	waitFor(t, func() bool { return lists.Load() == 1 })
+	gwtest.WaitFor(t, func() bool { return lists.Load() == 1 })
 	fail.Store(false)
 	close(release)
 	for range 4 {
@@ -307,7 +199,7 @@ func TestToolDeclaredConcurrentCallers(t *testing.T) {
 	}
 	// A second later the next call lists again (no 30 s hold after a
 	// failure), and succeeds.
-	waitFor(t, func() bool {
+	gwtest.WaitFor(t, func() bool {
 		_, listed := h.up.ToolDeclared(t.Context(), sess, "native")
 		return listed
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -105,7 +106,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
 	a, b := fl.add(pol), fl.add(pol)
 	for _, h := range []*Handler{a, b} {
-		waitFor(t, func() bool { return h.f2025.Renders.Live() })
+		gwtest.WaitFor(t, func() bool { return h.f2025.Renders.Live() })
 	}
 	c := &mcpClient{t: t, urls: fl.urls[:1]}
 	c.initialize()
@@ -138,7 +139,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 		// The worker releases its lease after the outcome is visible: a
 		// command on the record that is not a poll's.
 		key := keyOf(id)
-		waitFor(t, func() bool { v, _ := rdb.HGet(ctx, key, "lease_holder").Result(); return v == "" })
+		gwtest.WaitFor(t, func() bool { v, _ := rdb.HGet(ctx, key, "lease_holder").Result(); return v == "" })
 		c.getTask(id) // rendered and cached
 		cmdsA.n.Store(0)
 		for i := 0; i < 50; i++ {

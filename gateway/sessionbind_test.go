@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/authtest"
 )
 
@@ -142,7 +143,7 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 			}
 			var refused float64
 			for _, h := range fl.hs {
-				refused += counterValue(h.metrics.SessionRefusals.WithLabelValues("other_principal"))
+				refused += gwtest.CounterValue(h.metrics.SessionRefusals.WithLabelValues("other_principal"))
 			}
 			if refused != 9 { // 4 on each replica, and one more
 				t.Errorf("other_principal refusals counted: %v, want 9", refused)

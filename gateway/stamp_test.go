@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -81,7 +82,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 		return string(r.Result), cmds.reset()
 	}
 	renders := rig.h.f2026.Renders
-	waitFor(t, func() bool { return renders.Live() })
+	gwtest.WaitFor(t, func() bool { return renders.Live() })
 	full, _ := get(alice)
 	cached, n := get(alice)
 	if cached != full || !strings.Contains(cached, "stamped") {
@@ -105,7 +106,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	}
 	epoch := renders.Epoch()
 	mr.Publish(key[:strings.Index(key, ":{")]+":removed", "some-other-task")
-	waitFor(t, func() bool { return renders.Epoch() > epoch })
+	gwtest.WaitFor(t, func() bool { return renders.Epoch() > epoch })
 	again, n := get(alice)
 	if !strings.Contains(again, "rewritten") || n["hmget"] != 1 || n["hgetall"] != 1 {
 		t.Errorf("after a notice: %s (commands %v), want the new statusMessage from a stamp read and a full read", again, n)
@@ -141,7 +142,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// cached gets "task store unavailable".
 	cachedNow, _ := get(alice)
 	mr.Close()
-	waitFor(t, func() bool { return !renders.Live() })
+	gwtest.WaitFor(t, func() bool { return !renders.Live() })
 	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
 		t.Errorf("tasks/get with Redis down = %s %+v, want the cached answer %s", r.Result, r.Error, cachedNow)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front2025"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -122,7 +123,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 		}
 	}()
 	var update rpcReply
-	waitFor(t, func() bool {
+	gwtest.WaitFor(t, func() bool {
 		if text, _, _ := resultText(t, a.call("tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}).Result); text != "touched" {
 			t.Fatalf("touch: %q", text)
 		}
@@ -181,13 +182,13 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 		_ = scanMessages(resp, func(m rpcReply) bool { out = append(out, m); return true })
 		done <- out
 	}()
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
 	r := b.do(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "long-1", "reason": "changed my mind"}})
 	r.Body.Close()
 	if r.StatusCode != http.StatusAccepted {
 		t.Errorf("notifications/cancelled: HTTP %d", r.StatusCode)
 	}
-	waitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
+	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -88,7 +89,7 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	// Redis within its recheck interval.)
 	for _, u := range fl.urls {
 		one := &mcpClient{t: t, urls: []string{u}, sid: c.sid}
-		waitFor(t, func() bool {
+		gwtest.WaitFor(t, func() bool {
 			resp := one.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusNotFound

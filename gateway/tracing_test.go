@@ -15,35 +15,14 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
-
-// traced is one replica's tracer provider and what it recorded.
-type traced struct {
-	tp  *sdktrace.TracerProvider
-	rec *tracetest.SpanRecorder
-}
-
-func newTraced() traced {
-	rec := tracetest.NewSpanRecorder()
-	return traced{tp: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(TraceIDGenerator())), rec: rec}
-}
-
-func (tr traced) named(prefix string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range tr.rec.Ended() {
-		if strings.HasPrefix(s.Name(), prefix) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
 
 // seenHeaders records the trace context of the upstream's requests.
 type seenHeaders struct {
@@ -87,12 +66,12 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	up := httptest.NewServer(seen.wrap(testupstream.Handler(testupstream.Options{})))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	a, b := newTraced(), newTraced()
-	for _, tr := range []traced{a, b} {
+	a, b := gwtest.NewTraced(), gwtest.NewTraced()
+	for _, tr := range []gwtest.Traced{a, b} {
 		f.add(func(c *Config) {
 			c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
-			c.Tracer = tr.tp
-			c.Upstream, _ = upstream.New(up.URL+"/mcp", upstream.Options{Tracer: tr.tp})
+			c.Tracer = tr.TP
+			c.Upstream, _ = upstream.New(up.URL+"/mcp", upstream.Options{Tracer: tr.TP})
 		})
 	}
 	c := &mcpClient{t: t, urls: f.urls}
@@ -100,7 +79,7 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	traceparent := "00-" + clientTrace + "-00f067aa0ba902b7-01"
 	task := startTraced(t, c, f.urls[0], traceparent) // on A
-	waitFor(t, func() bool {                          // the worker's call reached the upstream
+	gwtest.WaitFor(t, func() bool {                   // the worker's call reached the upstream
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
 		return len(seen.parents) == 1
@@ -113,13 +92,13 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 		t.Fatalf("cancel: %+v", r.Error)
 	}
 
-	created := a.named("mcp tools/call")
+	created := a.Named("mcp tools/call")
 	if len(created) != 1 || created[0].SpanContext().TraceID().String() != clientTrace || created[0].Parent().SpanID().String() != "00f067aa0ba902b7" {
 		t.Fatalf("A's tools/call span: %d spans, want one in the client's trace under its span", len(created))
 	}
-	tasks := b.named("mcp.task slow")
-	if len(tasks) != 1 || len(a.named("mcp.task")) != 0 {
-		t.Fatalf("task spans: %d on B, %d on A; want one, on B (which cancelled it)", len(tasks), len(a.named("mcp.task")))
+	tasks := b.Named("mcp.task slow")
+	if len(tasks) != 1 || len(a.Named("mcp.task")) != 0 {
+		t.Fatalf("task spans: %d on B, %d on A; want one, on B (which cancelled it)", len(tasks), len(a.Named("mcp.task")))
 	}
 	ts := tasks[0]
 	if ts.SpanContext().TraceID().String() != clientTrace || ts.Parent().SpanID() != created[0].SpanContext().SpanID() {
@@ -138,7 +117,7 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	}
 	// B's poll links to it.
 	linked := false
-	for _, s := range b.named("mcp tasks/get") {
+	for _, s := range b.Named("mcp tasks/get") {
 		for _, l := range s.Links() {
 			linked = linked || l.SpanContext.SpanID() == ts.SpanContext().SpanID()
 		}
@@ -149,8 +128,8 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	// The worker's upstream call on A is the task span's child, and the
 	// upstream saw that context.
 	var call sdktrace.ReadOnlySpan
-	waitFor(t, func() bool {
-		for _, s := range a.named("mcp.upstream tools/call") {
+	gwtest.WaitFor(t, func() bool {
+		for _, s := range a.Named("mcp.upstream tools/call") {
 			if s.Parent().SpanID() == ts.SpanContext().SpanID() {
 				call = s
 			}
@@ -202,19 +181,19 @@ func startTraced(t *testing.T, c *mcpClient, url, traceparent string) string {
 func TestTracingCompletedOnWorker(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
-	tr := newTraced()
+	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
 		c.Policy = rulesPolicy(rules(t, "echo", policy.Task))
-		c.Tracer = tr.tp
+		c.Tracer = tr.TP
 	})
 	c := &mcpClient{t: t, urls: f.urls}
 	c.initialize()
 	task := c.startTask("echo", map[string]any{"text": "hi"}, nil)
 	c.waitStatus(task.TaskID, "completed")
-	waitFor(t, func() bool { return len(tr.named("mcp.task echo")) == 1 })
-	s := tr.named("mcp.task echo")[0]
-	if s.Parent().SpanID() != tr.named("mcp tools/call")[0].SpanContext().SpanID() || s.SpanContext().TraceID() != tr.named("mcp tools/call")[0].SpanContext().TraceID() {
+	gwtest.WaitFor(t, func() bool { return len(tr.Named("mcp.task echo")) == 1 })
+	s := tr.Named("mcp.task echo")[0]
+	if s.Parent().SpanID() != tr.Named("mcp tools/call")[0].SpanContext().SpanID() || s.SpanContext().TraceID() != tr.Named("mcp tools/call")[0].SpanContext().TraceID() {
 		t.Errorf("the task span is not the child of the request that created it")
 	}
 	if !s.SpanContext().IsValid() || s.SpanContext().TraceFlags() != trace.FlagsSampled {
@@ -299,11 +278,11 @@ func BenchmarkTracing(b *testing.B) {
 func TestTracingExpiredTask(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
-	tr := newTraced()
+	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
 		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
-		c.Tracer = tr.tp
+		c.Tracer = tr.TP
 	})
 	c := &mcpClient{t: t, urls: f.urls}
 	c.initialize()
@@ -311,8 +290,8 @@ func TestTracingExpiredTask(t *testing.T) {
 	if r.Error != nil {
 		t.Fatalf("create: %+v", r.Error)
 	}
-	waitFor(t, func() bool { return len(tr.named("mcp.task slow")) == 1 })
-	for _, kv := range tr.named("mcp.task slow")[0].Attributes() {
+	gwtest.WaitFor(t, func() bool { return len(tr.Named("mcp.task slow")) == 1 })
+	for _, kv := range tr.Named("mcp.task slow")[0].Attributes() {
 		if kv.Key == "taskgate.outcome" && kv.Value.Emit() != "expired" {
 			t.Fatalf("outcome %s, want expired", kv.Value.Emit())
 		}

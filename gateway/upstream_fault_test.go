@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -25,7 +26,7 @@ func newFaultRig(t *testing.T, srv *httptest.Server, opts upstream.Options) *hea
 		t.Fatal(err)
 	}
 	rig := &healthRig{}
-	rig.h, err = New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(lockedWriter{&rig.logs, &rig.mu})})
+	rig.h, err = New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(gwtest.LockedWriter{W: &rig.logs, Mu: &rig.mu})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -35,7 +36,7 @@ func newHealthRig(t *testing.T, path string, mod func(*Config)) *healthRig {
 		t.Fatal(err)
 	}
 	rig := &healthRig{}
-	cfg := Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(lockedWriter{&rig.logs, &rig.mu})}
+	cfg := Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(gwtest.LockedWriter{W: &rig.logs, Mu: &rig.mu})}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -158,7 +159,7 @@ func TestUpstreamUnreachableAtStart(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	h, err := New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(lockedWriter{&logs, &mu})})
+	h, err := New(Config{Upstream: client, Store: newMiniStore(t), Logger: zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,17 +3,15 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -29,60 +27,16 @@ import (
 // modern upstream's task failed.
 func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		blip := &failScriptHook{match: "waiting for the client to answer", left: 3}
+		blip := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 3}
 		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
 			Config{Policy: rulesPolicy(rules(t, "elicit", policy.Task))}, blip).c
 		task := c.toolTask("elicit", map[string]any{})
 		d := c.waitTask(task.TaskID, "input_required")
-		if n := blip.failed.Load(); n != 3 {
+		if n := blip.Failed.Load(); n != 3 {
 			t.Fatalf("the store refused %d input-request writes, want 3 (the test's premise)", n)
 		}
 		answerAda(t, c, task.TaskID, d)
 	})
-}
-
-// failScriptHook answers the first left scripts (EVALSHA, EVAL) with an
-// argument starting with match with LOADING, as a restarting Redis does,
-// without sending them. With lostReply it sends them, and Redis runs them,
-// but the caller gets io.EOF instead of the reply, as when Redis dies
-// between running a script and answering.
-type failScriptHook struct {
-	match     string
-	left      int64
-	lostReply bool
-	failed    atomic.Int64
-}
-
-func (*failScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (f *failScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		name := strings.ToLower(cmd.Name())
-		if name != "evalsha" && name != "eval" {
-			return next(ctx, cmd)
-		}
-		for _, a := range cmd.Args() {
-			if s, ok := a.(string); ok && strings.HasPrefix(s, f.match) {
-				if f.failed.Load() < f.left {
-					err := errors.New("LOADING Redis is loading the dataset in memory")
-					if f.lostReply {
-						if ran := next(ctx, cmd); ran != nil {
-							return ran // not run (e.g. NOSCRIPT: go-redis sends EVAL next)
-						}
-						err = io.EOF
-					}
-					f.failed.Add(1)
-					cmd.SetErr(err)
-					return err
-				}
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestStoreWriteReplyLost: Redis runs the worker's write of the upstream's
@@ -99,9 +53,9 @@ func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 // long enough to fsync its AOF to be killed between a write and its reply.
 func TestStoreWriteReplyLost(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		asked := &failScriptHook{match: "waiting for the client to answer", left: 1, lostReply: true}
-		took := &failScriptHook{match: "take-", left: 1, lostReply: true}
-		done := &failScriptHook{match: string(taskstore.StatusCompleted), left: 2, lostReply: true}
+		asked := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 1, LostReply: true}
+		took := &gwtest.FailScriptHook{Match: "take-", Left: 1, LostReply: true}
+		done := &gwtest.FailScriptHook{Match: string(taskstore.StatusCompleted), Left: 2, LostReply: true}
 		c := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond},
 			Config{Policy: rulesPolicy(rules(t, "elicit", policy.Task))}, asked, took, done).c
 		url := c.urls[0]
@@ -109,8 +63,8 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		d := c.waitTask(task.TaskID, "input_required")
 		// The hook counts a lost reply after Redis ran the write, so a
 		// client may see its effect first: wait for the count.
-		waitFor(t, func() bool { return asked.failed.Load() >= 1 })
-		if n := asked.failed.Load(); n != 1 {
+		gwtest.WaitFor(t, func() bool { return asked.Failed.Load() >= 1 })
+		if n := asked.Failed.Load(); n != 1 {
 			t.Fatalf("%d input-request writes lost their reply, want 1 (the test's premise)", n)
 		}
 		if len(d.InputRequests) != 1 {
@@ -119,11 +73,11 @@ func TestStoreWriteReplyLost(t *testing.T) {
 		answerAda(t, c, task.TaskID, d)
 		// The worker knows its write landed: the task counts as finished.
 		waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "elicit", "status": "completed"}, 1)
-		waitFor(t, func() bool { return done.failed.Load() >= 2 && took.failed.Load() >= 1 })
-		if n := done.failed.Load(); n != 2 {
+		gwtest.WaitFor(t, func() bool { return done.Failed.Load() >= 2 && took.Failed.Load() >= 1 })
+		if n := done.Failed.Load(); n != 2 {
 			t.Fatalf("%d result writes lost their reply, want 2 (the test's premise)", n)
 		}
-		if n := took.failed.Load(); n != 1 {
+		if n := took.Failed.Load(); n != 1 {
 			t.Fatalf("%d takes of the answers lost their reply, want 1 (the test's premise)", n)
 		}
 	})

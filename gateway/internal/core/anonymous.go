@@ -7,8 +7,8 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// AnonymousStore is what counting against the anonymous caps needs.
-type AnonymousStore interface {
+// anonymousStore is what counting against the anonymous caps needs.
+type anonymousStore interface {
 	Options() taskstore.Options
 	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
@@ -17,7 +17,7 @@ type AnonymousStore interface {
 // Anonymous counts the tasks of clients without Authorization against
 // Caps, in Store.
 type Anonymous struct {
-	Store AnonymousStore
+	Store anonymousStore
 	Caps  AnonymousTasks
 }
 
@@ -34,7 +34,7 @@ func (a Anonymous) Release(ctx context.Context, id, addr string) {
 // ReserveAnonymous counts id, made by a client without Authorization at
 // addr and living ttl (zero: the store's default task ttl), against the
 // caps (taskstore/anonymous.go).
-func ReserveAnonymous(ctx context.Context, store AnonymousStore, caps AnonymousTasks, id, addr string, ttl time.Duration) error {
+func ReserveAnonymous(ctx context.Context, store anonymousStore, caps AnonymousTasks, id, addr string, ttl time.Duration) error {
 	if ttl <= 0 {
 		ttl = store.Options().DefaultTTL
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// CreatedTask is the task of a CreateTaskResult (MCP 2025-11-25, Tasks,
+// createdTask is the task of a CreateTaskResult (MCP 2025-11-25, Tasks,
 // "Creating Tasks"): what the gateway checks of the upstream's answer.
-type CreatedTask struct {
+type createdTask struct {
 	TaskID string   `json:"taskId"`
 	Status string   `json:"status"`
 	TTL    *float64 `json:"ttl"`
@@ -22,7 +22,7 @@ type CreatedTask struct {
 // ParseCreateTaskResult checks an upstream's answer to a task-augmented
 // tools/call: a result whose task has a taskId (at most 256 bytes) and a
 // known status. It returns the task and its raw object.
-func ParseCreateTaskResult(result json.RawMessage) (*CreatedTask, json.RawMessage, error) {
+func ParseCreateTaskResult(result json.RawMessage) (*createdTask, json.RawMessage, error) {
 	var res struct {
 		Task json.RawMessage `json:"task"`
 	}
@@ -32,7 +32,7 @@ func ParseCreateTaskResult(result json.RawMessage) (*CreatedTask, json.RawMessag
 	if len(res.Task) == 0 || bytes.Equal(res.Task, []byte("null")) {
 		return nil, nil, errors.New("it has no task")
 	}
-	var t CreatedTask
+	var t createdTask
 	if err := json.Unmarshal(res.Task, &t); err != nil {
 		return nil, nil, fmt.Errorf("its task is malformed: %v", err)
 	}
@@ -64,17 +64,17 @@ func NotFoundWire(err error) bool {
 	return errors.As(err, &we) && we.Code == jsonrpc.CodeInvalidParams
 }
 
-// CreatedTask2026 is what the gateway checks of an upstream's
+// createdTask2026 is what the gateway checks of an upstream's
 // CreateTaskResult (SEP-2663, "Task Creation": Result & Task).
-type CreatedTask2026 struct {
+type createdTask2026 struct {
 	TaskID string   `json:"taskId"`
 	Status string   `json:"status"`
 	TTLMs  *float64 `json:"ttlMs"`
 }
 
 // ParseCreateTaskResult2026 checks a result whose resultType is "task".
-func ParseCreateTaskResult2026(result json.RawMessage) (*CreatedTask2026, error) {
-	var t CreatedTask2026
+func ParseCreateTaskResult2026(result json.RawMessage) (*createdTask2026, error) {
+	var t createdTask2026
 	if err := json.Unmarshal(result, &t); err != nil {
 		return nil, fmt.Errorf("its task is malformed: %v", err)
 	}

@@ -23,16 +23,16 @@ import (
 // any replica. The id names the task and the input key, so the answer is
 // recorded in the store (owner-checked) and reaches the worker, wherever it
 // runs, as an "inputs" event (docs/ARCHITECTURE.md invariant 6).
-const InputIDPrefix = "taskgate-input:"
+const inputIDPrefix = "taskgate-input:"
 
 func InputID(taskID, key string) json.RawMessage {
-	b, _ := json.Marshal(InputIDPrefix + taskID + ":" + key)
+	b, _ := json.Marshal(inputIDPrefix + taskID + ":" + key)
 	return b
 }
 
 // IsInputID reports whether a response id is one the gateway minted.
 func IsInputID(id json.RawMessage) bool {
-	return len(id) > len(InputIDPrefix)+1 && id[0] == '"' && strings.HasPrefix(string(id[1:]), InputIDPrefix)
+	return len(id) > len(inputIDPrefix)+1 && id[0] == '"' && strings.HasPrefix(string(id[1:]), inputIDPrefix)
 }
 
 func ParseInputID(id json.RawMessage) (taskID, key string, ok bool) {
@@ -40,7 +40,7 @@ func ParseInputID(id json.RawMessage) (taskID, key string, ok bool) {
 	if json.Unmarshal(id, &s) != nil {
 		return "", "", false
 	}
-	rest, found := strings.CutPrefix(s, InputIDPrefix)
+	rest, found := strings.CutPrefix(s, inputIDPrefix)
 	if !found {
 		return "", "", false
 	}

@@ -56,8 +56,8 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 // without credentials, and a session client's owner without a session.
 const AnonymousOwner = "anonymous"
 
-// AnonPrefix starts the owner of an anonymous task (AnonOwner).
-const AnonPrefix = "anon:"
+// anonPrefix starts the owner of an anonymous task (AnonOwner).
+const anonPrefix = "anon:"
 
 // PrincipalPrefix starts the owner of a validated principal (AuthOwner).
 const PrincipalPrefix = "principal:"
@@ -112,11 +112,11 @@ func Owner2026(r *http.Request, taskID string) string {
 // is its only credential (SEP-2663, "Security Considerations"), and no two
 // anonymous clients share an owner's limits or tasks. Anonymous tasks are
 // bounded together instead (Config.Anonymous).
-func AnonOwner(taskID string) string { return AnonPrefix + taskID }
+func AnonOwner(taskID string) string { return anonPrefix + taskID }
 
 // IsAnonymous reports whether owner has no credentials behind it.
 func IsAnonymous(owner string) bool {
-	return owner == AnonymousOwner || strings.HasPrefix(owner, AnonPrefix)
+	return owner == AnonymousOwner || strings.HasPrefix(owner, anonPrefix)
 }
 
 // SessionOwner is whose owner session (internal/upstreamside/owner.go) a 2026-07-28
@@ -217,8 +217,8 @@ func TaskCall(p *CallParams) (time.Duration, json.RawMessage, *mcpwire.Error) {
 	return ttl, params, nil
 }
 
-// Task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
-type Task2025 struct {
+// task2025 is the 2025-11-25 Task object (MCP 2025-11-25 schema, Task).
+type task2025 struct {
 	TaskID        string `json:"taskId"`
 	Status        string `json:"status"`
 	StatusMessage string `json:"statusMessage,omitempty"`
@@ -228,8 +228,8 @@ type Task2025 struct {
 	PollInterval  int64  `json:"pollInterval,omitempty"`
 }
 
-func ToTask2025(t *taskstore.Task) Task2025 {
-	return Task2025{
+func ToTask2025(t *taskstore.Task) task2025 {
+	return task2025{
 		TaskID:        t.ID,
 		Status:        string(t.Status),
 		StatusMessage: t.StatusMessage,
@@ -240,9 +240,9 @@ func ToTask2025(t *taskstore.Task) Task2025 {
 	}
 }
 
-// Task2026 is the extension's Task and, with its status payload inlined,
+// task2026 is the extension's Task and, with its status payload inlined,
 // its DetailedTask (SEP-2663 schema).
-type Task2026 struct {
+type task2026 struct {
 	ResultType     string                            `json:"resultType,omitempty"`
 	TaskID         string                            `json:"taskId"`
 	Status         string                            `json:"status"`
@@ -260,8 +260,8 @@ type Task2026 struct {
 // ToTask2026 renders t. detailed inlines the status payload: result when
 // completed, error when failed, the outstanding input requests when
 // input_required.
-func ToTask2026(t *taskstore.Task, resultType string, detailed bool) Task2026 {
-	mt := Task2026{
+func ToTask2026(t *taskstore.Task, resultType string, detailed bool) task2026 {
+	mt := task2026{
 		ResultType:     resultType,
 		TaskID:         t.ID,
 		Status:         string(t.Status),

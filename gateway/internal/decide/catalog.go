@@ -32,7 +32,7 @@ const (
 // LearnToolsList records what a tools/list result (of either era) declares
 // in the tool catalogue.
 func (d *Decider) LearnToolsList(ctx context.Context, result json.RawMessage) {
-	if d.Store == nil || len(result) == 0 {
+	if d.store == nil || len(result) == 0 {
 		return
 	}
 	_, declared, err := RewriteTools(result, nil)
@@ -180,7 +180,7 @@ func (d *Decider) LearnTools(ctx context.Context, declared map[string]ToolDecl) 
 	}
 	c.mu.RUnlock()
 	if len(changed) > 0 {
-		if err := d.Store.SetTools(ctx, changed); err != nil {
+		if err := d.store.SetTools(ctx, changed); err != nil {
 			// Not fatal: this answer is right; other replicas learn later.
 			d.log.Warn().Str("op", "tools/list").Err(err).Msg("cannot record the tool catalogue")
 			return
@@ -200,10 +200,10 @@ func (d *Decider) LearnTools(ctx context.Context, declared map[string]ToolDecl) 
 func (d *Decider) ToolInfo(ctx context.Context, tool string) (ToolDecl, bool) {
 	now := time.Now()
 	local, _, fresh := d.tools.get(tool, now)
-	if fresh || d.Store == nil {
+	if fresh || d.store == nil {
 		return local.decl, local.listed
 	}
-	info, ok, err := d.Store.Tool(ctx, tool)
+	info, ok, err := d.store.Tool(ctx, tool)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn().Str("op", "decide").Str("tool", tool).Err(err).Msg("cannot read the tool catalogue")
@@ -231,7 +231,7 @@ func (d *Decider) UpstreamSupport(ctx context.Context, decl ToolDecl) policy.Tas
 	if decl.TaskSupport == "" {
 		return "" // none to check against the server's capability (no store read)
 	}
-	if declared, known := d.serverTasks.get(ctx, d.Store); known && !declared {
+	if declared, known := d.serverTasks.get(ctx, d.store); known && !declared {
 		return ""
 	}
 	return decl.TaskSupport
@@ -247,7 +247,7 @@ type serverTasks struct {
 	at       time.Time
 }
 
-func (s *serverTasks) get(ctx context.Context, store CatalogStore) (declared, known bool) {
+func (s *serverTasks) get(ctx context.Context, store catalogStore) (declared, known bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.known && time.Since(s.at) < catalogFresh || store == nil {
@@ -280,8 +280,8 @@ func (d *Decider) LearnServerCaps(ctx context.Context, caps json.RawMessage) {
 	changed := !s.known || s.declared != declared
 	s.declared, s.known, s.at = declared, true, time.Now()
 	s.mu.Unlock()
-	if changed && d.Store != nil {
-		if err := d.Store.SetUpstreamTasks(ctx, declared); err != nil {
+	if changed && d.store != nil {
+		if err := d.store.SetUpstreamTasks(ctx, declared); err != nil {
 			d.log.Debug().Str("op", "initialize").Err(err).Msg("cannot record the upstream's tasks capability")
 		}
 	}

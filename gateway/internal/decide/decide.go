@@ -27,17 +27,18 @@ const DefaultHybridWait = time.Second
 // other replicas through the store.
 type Decider struct {
 	Policy *policy.Current
-	Lat    *policy.Latencies
-	tools  *toolCatalog
+	// Exported for the tests of gateway and cmd/taskgate, which read the learned latencies.
+	Lat   *policy.Latencies
+	tools *toolCatalog
 	// serverTasks: whether the upstream declares task-augmented tools/call.
 	serverTasks serverTasks
-	Store       CatalogStore // nil: nothing shared, nothing learned across replicas
+	store       catalogStore // nil: nothing shared, nothing learned across replicas
 	sync        *latencySync // nil until startSync, and without a store
 	log         zerolog.Logger
 }
 
-// CatalogStore is what the decider needs of the task store.
-type CatalogStore interface {
+// catalogStore is what the decider needs of the task store.
+type catalogStore interface {
 	SetTools(ctx context.Context, tools map[string]taskstore.ToolInfo) error
 	Tool(ctx context.Context, tool string) (taskstore.ToolInfo, bool, error)
 	PublishLatencies(ctx context.Context, replica string, hists map[string][]byte, keep time.Duration) error
@@ -49,7 +50,7 @@ type CatalogStore interface {
 func NewDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *Decider {
 	d := &Decider{Policy: p, Lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
 	if store != nil {
-		d.Store = store
+		d.store = store
 	}
 	return d
 }
@@ -130,4 +131,4 @@ func (d *Decider) Latency(tool string) policy.Stats { return d.Lat.Stats(tool) }
 
 // Learns reports whether the catalogue learns the upstream's tools (it
 // does with a store, where replicas share it).
-func (d *Decider) Learns() bool { return d.Store != nil }
+func (d *Decider) Learns() bool { return d.store != nil }

@@ -54,7 +54,7 @@ func (d *Decider) Observe(tool string, took time.Duration) {
 // StartSync starts sharing latencies every interval (negative: never)
 // with replica's name, once it has merged what the others published.
 func (d *Decider) StartSync(every time.Duration, replica string) {
-	if d.Store == nil || every < 0 {
+	if d.store == nil || every < 0 {
 		return
 	}
 	if every == 0 {
@@ -125,7 +125,7 @@ func (s *latencySync) publish(ctx context.Context) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	err := s.d.Store.PublishLatencies(ctx, s.replica, hists, LatencyKeep)
+	err := s.d.store.PublishLatencies(ctx, s.replica, hists, LatencyKeep)
 	s.result("publish", err)
 	if err == nil {
 		s.published = true
@@ -137,7 +137,7 @@ func (s *latencySync) publish(ctx context.Context) bool {
 func (s *latencySync) load(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, latencyIOTimeout)
 	defer cancel()
-	others, err := FleetLatencies(ctx, s.d.Store, s.replica)
+	others, err := FleetLatencies(ctx, s.d.store, s.replica)
 	s.result("load", err)
 	if err == nil {
 		s.d.Lat.SetRemote(others)

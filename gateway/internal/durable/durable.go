@@ -84,8 +84,8 @@ var causeText = map[string]string{
 	"process_exited":     "the upstream process exited",
 }
 
-// Describe says what cause means in words.
-func Describe(cause string) string {
+// describe says what cause means in words.
+func describe(cause string) string {
 	if s, ok := causeText[cause]; ok {
 		return s
 	}
@@ -95,12 +95,12 @@ func Describe(cause string) string {
 // RerunMessage is the statusMessage of a task running again: "the replica
 // running it stopped; running it again (attempt 2 of 3)".
 func RerunMessage(cause string, attempt, maxAttempts int) string {
-	return fmt.Sprintf("%s; running it again (attempt %d of %d)", Describe(cause), attempt, maxAttempts)
+	return fmt.Sprintf("%s; running it again (attempt %d of %d)", describe(cause), attempt, maxAttempts)
 }
 
 // ExhaustedMessage is the failure of a task whose attempts ran out.
 func ExhaustedMessage(attempts int, cause, detail string) string {
-	msg := fmt.Sprintf("gave up after %d attempts; the last ended because %s", attempts, Describe(cause))
+	msg := fmt.Sprintf("gave up after %d attempts; the last ended because %s", attempts, describe(cause))
 	if detail != "" {
 		msg += ": " + detail
 	}

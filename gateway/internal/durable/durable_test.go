@@ -45,7 +45,7 @@ func TestMessages(t *testing.T) {
 	if got := ExhaustedMessage(3, "connection_reset", "the upstream closed the stream"); !strings.Contains(got, "3 attempts") || !strings.Contains(got, "connection broke") {
 		t.Error(got)
 	}
-	if Describe("whatever") != "whatever" {
+	if describe("whatever") != "whatever" {
 		t.Error("unknown cause")
 	}
 }
@@ -76,10 +76,10 @@ func TestSpecAndSeal(t *testing.T) {
 	if plain, err := Open(secret, "task-1", got.Auth); err != nil || string(plain) != "Bearer abc" {
 		t.Fatalf("open: %q %v", plain, err)
 	}
-	if _, err := Open(secret, "task-2", got.Auth); err != ErrSealed {
+	if _, err := Open(secret, "task-2", got.Auth); err != errSealed {
 		t.Errorf("opened for another task: %v", err)
 	}
-	if _, err := Open(secret, "task-1", got.Auth[:3]); err != ErrSealed {
+	if _, err := Open(secret, "task-1", got.Auth[:3]); err != errSealed {
 		t.Errorf("short: %v", err)
 	}
 	for _, bad := range []string{`{`, `{"rerun":true}`} {

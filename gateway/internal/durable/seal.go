@@ -15,8 +15,8 @@ import (
 // (docs/identity.md), it cannot guard against a reader of the whole store,
 // which holds the secret too.
 
-// ErrSealed: a sealed value that does not open with the secret.
-var ErrSealed = errors.New("durable: a sealed credential does not open with the shared secret")
+// errSealed: a sealed value that does not open with the secret.
+var errSealed = errors.New("durable: a sealed credential does not open with the shared secret")
 
 // Seal encrypts plain for the task id with secret (32 bytes).
 func Seal(secret []byte, id string, plain []byte) ([]byte, error) {
@@ -38,11 +38,11 @@ func Open(secret []byte, id string, sealed []byte) ([]byte, error) {
 		return nil, err
 	}
 	if len(sealed) < aead.NonceSize() {
-		return nil, ErrSealed
+		return nil, errSealed
 	}
 	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(id))
 	if err != nil {
-		return nil, ErrSealed
+		return nil, errSealed
 	}
 	return plain, nil
 }

@@ -65,8 +65,8 @@ func newNames(prefix string) names {
 	return names{prefix + "task_status", prefix + "task_result", prefix + "task_cancel", prefix + "task_answer"}
 }
 
-// Store is what the fallback tools need of the task store.
-type Store interface {
+// store is what the fallback tools need of the task store.
+type store interface {
 	Get(ctx context.Context, owner, id string) (*taskstore.Task, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
@@ -79,12 +79,12 @@ type Store interface {
 type Tools struct {
 	names   names
 	tools   []json.RawMessage // the four Tool definitions, encoded once
-	store   Store
+	store   store
 	metrics *obs.Metrics
 	log     zerolog.Logger
 }
 
-func New(cfg Config, store Store, m *obs.Metrics, log zerolog.Logger) (*Tools, error) {
+func New(cfg Config, store store, m *obs.Metrics, log zerolog.Logger) (*Tools, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
@@ -166,8 +166,8 @@ func (fb *Tools) Is(name string) bool {
 	return name == n.status || name == n.result || name == n.cancel || name == n.answer
 }
 
-// Args are a fallback tool's arguments.
-type Args struct {
+// args are a fallback tool's arguments.
+type args struct {
 	TaskID         string
 	Wait           time.Duration
 	InputResponses map[string]json.RawMessage
@@ -175,8 +175,8 @@ type Args struct {
 
 // ParseArgs reads the arguments of fallback tool name; a problem is a
 // message for the agent, saying what to fix.
-func (fb *Tools) ParseArgs(name string, raw json.RawMessage) (Args, string) {
-	a := Args{Wait: fallbackWaitDefault}
+func (fb *Tools) ParseArgs(name string, raw json.RawMessage) (args, string) {
+	a := args{Wait: fallbackWaitDefault}
 	var m map[string]json.RawMessage
 	if len(raw) > 0 && string(raw) != "null" {
 		if !mcpwire.IsObject(raw) || json.Unmarshal(raw, &m) != nil {
@@ -434,7 +434,7 @@ func finishedVerb(s taskstore.Status) string {
 // answer serves task_answer: the answers are recorded (owner-checked) and
 // reach the worker wherever it runs. Keys the task does not wait for are
 // named back, so the agent can fix them.
-func (fb *Tools) answer(ctx context.Context, owner string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) answer(ctx context.Context, owner string, a args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
 		return fb.StoreFailure(err, "answer", a.TaskID, era)
@@ -486,7 +486,7 @@ func quoteList(ks []string) string {
 // waitResult serves task_result without a stream: it waits up to a.Wait
 // for the task to end (or to need input), then returns the tool's result,
 // or the status.
-func (fb *Tools) waitResult(ctx context.Context, owner string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) waitResult(ctx context.Context, owner string, a args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	t, err := fb.store.Get(ctx, owner, a.TaskID)
 	if err != nil {
 		return fb.StoreFailure(err, "result", a.TaskID, era)
@@ -516,7 +516,7 @@ func (fb *Tools) waitResult(ctx context.Context, owner string, a Args, era core.
 
 // Serve runs fallback tool name for owner; it returns the CallToolResult,
 // or the gateway's own failure.
-func (fb *Tools) Serve(ctx context.Context, owner, name string, a Args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
+func (fb *Tools) Serve(ctx context.Context, owner, name string, a args, era core.ClientEra) (json.RawMessage, *mcpwire.Error) {
 	switch name {
 	case fb.names.status:
 		return fb.status(ctx, owner, a.TaskID, era)

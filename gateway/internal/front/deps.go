@@ -29,7 +29,7 @@ type Deps struct {
 	Metrics  *obs.Metrics
 	Log      zerolog.Logger
 	Polls    *PollLimiter // nil: no limit
-	Renders  *RenderCache
+	Renders  *renderCache
 	Fallback *fallback.Tools // the fallback task tools; nil: off (Config.Fallback)
 	Trace    *obs.Tracing    // nil: off
 }
@@ -40,11 +40,11 @@ type Deps struct {
 // missing, when set, may serve an id the store does not have (an
 // upstream's own task) and reports whether it did.
 func (d *Deps) GetTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, store RenderStore,
-	f Flavour, era core.ClientEra, owner, id string, missing func() bool) {
+	f flavour, era core.ClientEra, owner, id string, missing func() bool) {
 	if !d.Polls.Admit(w, msg, d.Metrics, owner, id) { // ratelimit.go
 		return
 	}
-	raw, tr, err := d.Renders.Get(r.Context(), store, f, owner, id)
+	raw, tr, err := d.Renders.get(r.Context(), store, f, owner, id)
 	if errors.Is(err, taskstore.ErrNotFound) && missing != nil && missing() {
 		return
 	}

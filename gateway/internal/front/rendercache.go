@@ -29,11 +29,11 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// Flavour says which rendering an entry holds.
-type Flavour uint8
+// flavour says which rendering an entry holds.
+type flavour uint8
 
 const (
-	Render2026Get Flavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
+	Render2026Get flavour = iota + 1 // json.Marshal(core.ToTask2026(t, "complete", true))
 	Render2025Get                    // json.Marshal(core.ToTask2025(t))
 )
 
@@ -70,7 +70,7 @@ func (in *renderInputs) same(t *taskstore.Task) bool {
 }
 
 type renderKey struct {
-	flavour Flavour
+	flavour flavour
 	id      string
 }
 
@@ -105,11 +105,12 @@ type renderEntry struct {
 //     policy other than noeviction, a failover that kept the connection)
 //     is seen within that.
 const (
+	// Exported for gateway's tests (stamp_test.go, rendercache_race_test.go), which poll at the skew's edge.
 	ZeroRTTSkew   = 2 * time.Second
 	zeroRTTMaxAge = 30 * time.Second
 )
 
-type RenderCache struct {
+type renderCache struct {
 	epoch atomic.Uint64 // starts at 1; entries with checked 0 never qualify
 	live  atomic.Bool   // the store's removal notices are live
 
@@ -121,8 +122,8 @@ type RenderCache struct {
 	maxBytes int
 }
 
-func NewRenderCache(maxItems, maxBytes int) *RenderCache {
-	c := &RenderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
+func NewRenderCache(maxItems, maxBytes int) *renderCache {
+	c := &renderCache{entries: map[renderKey]*list.Element{}, maxItems: maxItems, maxBytes: maxBytes}
 	c.epoch.Store(1)
 	return c
 }
@@ -131,7 +132,7 @@ func NewRenderCache(maxItems, maxBytes int) *RenderCache {
 // with: any removal, and any change of the notices' liveness, starts a new
 // epoch (deletions are rare: a new epoch costs each cached terminal task
 // one stamp read).
-func (c *RenderCache) Removals() taskstore.Removals {
+func (c *renderCache) Removals() taskstore.Removals {
 	return taskstore.Removals{
 		Removed: func(string) { c.epoch.Add(1) },
 		Live: func(live bool) {
@@ -146,7 +147,7 @@ func (c *RenderCache) Removals() taskstore.Removals {
 // remembered for the next poll when t is terminal. The returned bytes must
 // not be modified.
 // checked is the epoch read before t was read from the store (0: unknown).
-func (c *RenderCache) render(f Flavour, t *taskstore.Task, checked uint64, render func() ([]byte, error)) ([]byte, error) {
+func (c *renderCache) render(f flavour, t *taskstore.Task, checked uint64, render func() ([]byte, error)) ([]byte, error) {
 	if c == nil || !t.Status.Terminal() {
 		return render()
 	}
@@ -186,7 +187,7 @@ func (c *RenderCache) render(f Flavour, t *taskstore.Task, checked uint64, rende
 // peek returns the cached rendering of the owner's task id, what it was
 // rendered from, and when it was last checked (epoch and time), without
 // judging whether it is still good.
-func (c *RenderCache) peek(f Flavour, owner, id string) (in renderInputs, out []byte, checked uint64, at time.Time, ok bool) {
+func (c *renderCache) peek(f flavour, owner, id string) (in renderInputs, out []byte, checked uint64, at time.Time, ok bool) {
 	if c == nil {
 		return renderInputs{}, nil, 0, time.Time{}, false
 	}
@@ -206,7 +207,7 @@ func (c *RenderCache) peek(f Flavour, owner, id string) (in renderInputs, out []
 
 // markChecked records that the entry rendered as in was seen in the store
 // in epoch (read before the store was).
-func (c *RenderCache) markChecked(f Flavour, in *renderInputs, epoch uint64, at time.Time) {
+func (c *renderCache) markChecked(f flavour, in *renderInputs, epoch uint64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[renderKey{f, in.id}]
@@ -222,12 +223,12 @@ func (c *RenderCache) markChecked(f Flavour, in *renderInputs, epoch uint64, at 
 // zeroRTT reports whether an entry checked in epoch checked at time at,
 // of a task that expires at expires (both by the store's clock, now), may
 // be answered without the store.
-func (c *RenderCache) zeroRTT(checked uint64, at, expires, now time.Time) bool {
+func (c *renderCache) zeroRTT(checked uint64, at, expires, now time.Time) bool {
 	return checked != 0 && c.live.Load() && checked == c.epoch.Load() &&
 		now.Before(expires.Add(-ZeroRTTSkew)) && time.Since(at) < zeroRTTMaxAge
 }
 
-func (c *RenderCache) removeLocked(el *list.Element) {
+func (c *renderCache) removeLocked(el *list.Element) {
 	e := c.lru.Remove(el).(*renderEntry)
 	delete(c.entries, e.key)
 	c.bytes -= e.size
@@ -249,7 +250,7 @@ type RenderStore interface {
 // expired (by the store's clock, as Get judges) or its stamp differs: then
 // the caller reads the whole record. err is the stamp read's failure (the
 // store unavailable), for the caller to answer at once.
-func (c *RenderCache) cachedGet(ctx context.Context, store RenderStore, f Flavour, owner, id string) (out []byte, trace string, ok bool, err error) {
+func (c *renderCache) cachedGet(ctx context.Context, store RenderStore, f flavour, owner, id string) (out []byte, trace string, ok bool, err error) {
 	in, out, checked, at, ok := c.peek(f, owner, id)
 	now := store.Options().Clock()
 	expires := in.created.Add(in.ttl)
@@ -288,10 +289,10 @@ func servableInOutage(err error, expires, now time.Time) bool {
 	return errors.Is(err, taskstore.ErrUnavailable) && now.Before(expires.Add(-ZeroRTTSkew))
 }
 
-// Get is the marshalled result of a tasks/get (flavour f) of the owner's
+// get is the marshalled result of a tasks/get (flavour f) of the owner's
 // task id: cachedGet's, else the whole record's rendering.
 // The task's Trace comes along, for the poll's span.
-func (c *RenderCache) Get(ctx context.Context, store RenderStore, f Flavour, owner, id string) ([]byte, string, error) {
+func (c *renderCache) get(ctx context.Context, store RenderStore, f flavour, owner, id string) ([]byte, string, error) {
 	if raw, trace, ok, err := c.cachedGet(ctx, store, f, owner, id); ok || err != nil {
 		return raw, trace, err
 	}
@@ -314,7 +315,7 @@ func (c *RenderCache) Get(ctx context.Context, store RenderStore, f Flavour, own
 
 // get2026 is the marshalled result of a 2026-07-28 tasks/get of t, read
 // from the store in epoch (0: unknown).
-func (c *RenderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
+func (c *renderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(Render2026Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(core.ToTask2026(t, "complete", true))
 	})
@@ -322,7 +323,7 @@ func (c *RenderCache) get2026(t *taskstore.Task, epoch uint64) ([]byte, error) {
 
 // get2025 is the marshalled result of a 2025-11-25 tasks/get of t, read
 // from the store in epoch (0: unknown).
-func (c *RenderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
+func (c *renderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
 	return c.render(Render2025Get, t, epoch, func() ([]byte, error) {
 		return json.Marshal(core.ToTask2025(t))
 	})
@@ -330,8 +331,8 @@ func (c *RenderCache) get2025(t *taskstore.Task, epoch uint64) ([]byte, error) {
 
 // Live reports whether the store's removal notices are live (then a
 // terminal task's poll may be answered with no read: zeroRTT).
-func (c *RenderCache) Live() bool { return c.live.Load() }
+func (c *renderCache) Live() bool { return c.live.Load() }
 
 // Epoch is the cache's epoch: it moves on at each removal notice, and
 // whenever the notices' liveness changes.
-func (c *RenderCache) Epoch() uint64 { return c.epoch.Load() }
+func (c *renderCache) Epoch() uint64 { return c.epoch.Load() }

@@ -14,7 +14,7 @@ import (
 // Front serves 2025-11-25 (and older) clients.
 type Front struct {
 	front.Deps
-	store    Store
+	store    store
 	sessions *sessionCache // what each client session negotiated
 	// anonymous bounds what clients without Authorization make the
 	// gateway hold for them: the sessions it holds in front of a stateless
@@ -24,12 +24,12 @@ type Front struct {
 
 // New returns the 2025-11-25 front on deps and store, with the bounds of
 // what clients without Authorization make it hold (Config.Anonymous).
-func New(deps front.Deps, store Store, anonymous core.AnonymousTasks) *Front {
+func New(deps front.Deps, store store, anonymous core.AnonymousTasks) *Front {
 	return &Front{Deps: deps, store: store, sessions: newSessionCache(), anonymous: anonymous}
 }
 
-// Store is what the 2025-11-25 front needs of the task store.
-type Store interface {
+// store is what the 2025-11-25 front needs of the task store.
+type store interface {
 	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)

@@ -35,6 +35,7 @@ const (
 	sessionRecheck = 10 * time.Minute
 	// EmulatedRecheck is sessionRecheck for a session the gateway holds
 	// in front of a stateless upstream (stateless.go).
+	// Exported for gateway's tests (stateless_notify_test.go), which wait out the recheck.
 	EmulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
@@ -296,6 +297,7 @@ func (f *Front) UpstreamHeader(r *http.Request) http.Header {
 
 // CachedSession reports whether this replica's cache holds what session
 // id negotiated (a session the gateway knows, not one it knows is absent).
+// Exported for gateway's tests (session_test.go: what the cache holds).
 func (f *Front) CachedSession(id string) bool {
 	e := f.sessions.get(id)
 	return e != nil && e.info != nil
@@ -304,6 +306,7 @@ func (f *Front) CachedSession(id string) bool {
 // RecheckSession looks session id up as its next re-check would (the
 // cached entry taken as stale), and reports whether the session is still
 // known: a session deleted through another replica is forgotten then.
+// Exported for gateway's tests (session_test.go: the cache re-checked with the store).
 func (f *Front) RecheckSession(ctx context.Context, id string) bool {
 	if e := f.sessions.get(id); e != nil {
 		e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())

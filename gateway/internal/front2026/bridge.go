@@ -37,6 +37,7 @@ import (
 )
 
 // BridgePrefix starts the requestState of a bridged call.
+// Exported for gateway's tests (tasks2026_test.go: a bridged call's requestState).
 const BridgePrefix = "taskgate-bridge:"
 
 // bridgedCall runs a 2026-07-28 client's plain tools/call on the owner

@@ -13,8 +13,8 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// Store is what the 2026-07-28 front needs of the task store.
-type Store interface {
+// store is what the 2026-07-28 front needs of the task store.
+type store interface {
 	front.RenderStore // Get, Stamp, Options
 	AnswerInputs(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (int, error)
 	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
@@ -29,7 +29,7 @@ type Store interface {
 // Front serves 2026-07-28 clients.
 type Front struct {
 	front.Deps
-	store     Store
+	store     store
 	anonymous core.AnonymousTasks // the bounds of tasks of clients without Authorization
 	life      context.Context     // ends when the gateway closes: listen streams end
 	listens   *streamCounter      // subscriptions/listen streams open per owner
@@ -43,7 +43,7 @@ type Front struct {
 // store its task store, anonymous the bounds of tasks of clients without
 // Authorization (Config.Anonymous), life ends when the gateway closes
 // (listen streams end), mrtrHold is Config.MRTRHold.
-func New(deps front.Deps, store Store, anonymous core.AnonymousTasks, life context.Context, mrtrHold time.Duration) *Front {
+func New(deps front.Deps, store store, anonymous core.AnonymousTasks, life context.Context, mrtrHold time.Duration) *Front {
 	return &Front{Deps: deps, store: store, anonymous: anonymous, life: life,
 		listens: newStreamCounter(MaxListensPerSubscriber), mrtrHoldFor: mrtrHold}
 }

@@ -17,13 +17,15 @@ import (
 
 // SubscriptionIDKey is the _meta key that ties a message to its
 // subscriptions/listen stream (schema-2026-07-28.ts).
+// Exported for gateway's tests (listen_session_test.go, tasks2026_test.go).
 const SubscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
 // maxListenTasks bounds the task ids one subscription may watch, and
 // MaxListensPerSubscriber the subscriptions one client holds open on one
 // replica.
 const (
-	maxListenTasks          = 1000
+	maxListenTasks = 1000
+	// Exported for gateway's tests (frontdoor_test.go: the bound).
 	MaxListensPerSubscriber = 16
 )
 

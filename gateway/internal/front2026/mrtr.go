@@ -48,9 +48,11 @@ import (
 )
 
 // MRTRPrefix starts the requestState of an MRTR round before a task.
+// Exported for gateway's tests (mrtr_test.go: a round's requestState).
 const MRTRPrefix = "taskgate-mrtr:"
 
 // MaxMRTRRounds bounds the input_required rounds of one call.
+// Exported for gateway's tests (mrtr_test.go: the bound).
 const MaxMRTRRounds = 16
 
 // mrtrState is what a round's requestState carries, signed with the
@@ -84,7 +86,7 @@ type mrtrSecret struct {
 
 const secretRecheck = 10 * time.Second
 
-func (s *mrtrSecret) get(ctx context.Context, store Store) ([]byte, error) {
+func (s *mrtrSecret) get(ctx context.Context, store store) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.key != nil {
@@ -95,7 +97,7 @@ func (s *mrtrSecret) get(ctx context.Context, store Store) ([]byte, error) {
 
 // reload reads the key again unless it was read recently, and reports
 // whether it changed.
-func (s *mrtrSecret) reload(ctx context.Context, store Store) ([]byte, bool) {
+func (s *mrtrSecret) reload(ctx context.Context, store store) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if time.Since(s.read) < secretRecheck {
@@ -109,7 +111,7 @@ func (s *mrtrSecret) reload(ctx context.Context, store Store) ([]byte, bool) {
 	return key, !hmac.Equal(old, key)
 }
 
-func (s *mrtrSecret) load(ctx context.Context, store Store) ([]byte, error) {
+func (s *mrtrSecret) load(ctx context.Context, store store) ([]byte, error) {
 	key, err := store.SharedSecret(ctx, "mrtr")
 	if err != nil {
 		return nil, err
@@ -180,12 +182,12 @@ func (f *Front) mrtrHold(wait time.Duration) time.Duration {
 	if f.mrtrHoldFor > 0 {
 		return f.mrtrHoldFor
 	}
-	return DefaultMRTRHoldFactor * wait
+	return defaultMRTRHoldFactor * wait
 }
 
-// DefaultMRTRHoldFactor: with no --mrtr-hold, a round waits this many
+// defaultMRTRHoldFactor: with no --mrtr-hold, a round waits this many
 // hybrid waits for its retry.
-const DefaultMRTRHoldFactor = 8
+const defaultMRTRHoldFactor = 8
 
 // mrtrFirstRound makes j, which asked for input during its hybrid wait, a
 // task the client does not see yet, and answers the first round.

@@ -8,6 +8,8 @@
 //     method and tool labels; the two request families
 //     (taskgate_requests_total, taskgate_request_duration_seconds) and the
 //     outcome label of a status.
+//   - reruns.go: taskgate_task_reruns_total{tool,cause}, the attempts of
+//     rerunnable tasks this replica began again (docs/durable.md).
 //   - refusals.go: taskgate_refusals_total{reason} and the sampled log
 //     of refusals that keep one principal from starving another.
 //   - trends.go: Trends, the console's per-minute figures of tasks per

@@ -66,7 +66,7 @@ type Metrics struct {
 	created       *prometheus.CounterVec
 	finished      *prometheus.CounterVec
 	live          *prometheus.GaugeVec
-	Duration      *prometheus.HistogramVec
+	duration      *prometheus.HistogramVec
 	InputWait     *prometheus.HistogramVec
 	upDuration    *prometheus.HistogramVec
 	upErrors      *prometheus.CounterVec
@@ -80,21 +80,21 @@ type Metrics struct {
 	// SessionRefusals: requests naming a session the requester may not
 	// use (RegisterSessionBinding); nil without Config.Auth.
 	SessionRefusals *prometheus.CounterVec
-	Refusals        *Refusals // fair shares (refusals.go); nil: not registered
-	Requests        RequestMetrics
+	refusals        *refusals // fair shares (refusals.go); nil: not registered
+	Requests        requestMetrics
 
-	Tools ToolLabels
+	Tools toolLabels
 	http  http.Handler
 
 	// trends is the console's accumulator (trends.go); nil: off.
 	trends *Trends
 }
 
-// TaskBuckets span a task's life: 10 ms to an hour.
-var TaskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+// taskBuckets span a task's life: 10 ms to an hour.
+var taskBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
-// FastBuckets span one round trip: 100 µs to 10 s.
-var FastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
+// fastBuckets span one round trip: 100 µs to 10 s.
+var fastBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10}
 
 func NewMetrics(heldCalls func() float64) *Metrics {
 	m := &Metrics{
@@ -108,17 +108,17 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "taskgate_tasks_live", Help: "Non-terminal tasks whose worker runs on this replica, by status.",
 		}, []string{"status"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_duration_seconds", Help: "Time from a task's creation to its terminal status, per tool and status.",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"tool", "status"}),
 		InputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_task_input_wait_seconds", Help: "Time a task spent waiting for its client's answers to input requests, per tool (tasks that asked for input).",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"tool"}),
 		upDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_upstream_request_duration_seconds", Help: "Time from sending a request to the upstream to its response headers, per MCP method.",
-			Buckets: FastBuckets,
+			Buckets: fastBuckets,
 		}, []string{"method"}),
 		upErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_upstream_errors_total", Help: "Upstream requests that failed, per MCP method and reason (unreachable, http_4xx, http_5xx).",
@@ -128,7 +128,7 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 		}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_store_command_duration_seconds", Help: "Redis command round trips of the task store, per command (pipeline for a pipeline).",
-			Buckets: FastBuckets,
+			Buckets: fastBuckets,
 		}, []string{"command"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_store_errors_total", Help: "Redis commands of the task store that failed (a missing key is not a failure), per command.",
@@ -148,10 +148,10 @@ func NewMetrics(heldCalls func() float64) *Metrics {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "taskgate_held_calls", Help: "Upstream calls this replica holds for tasks, hybrid and bridged calls (what --max-inflight caps).",
 	}, heldCalls)
-	m.register(m.created, m.finished, m.live, m.Duration, m.InputWait, m.upDuration, m.upErrors, m.UpstreamUp,
+	m.register(m.created, m.finished, m.live, m.duration, m.InputWait, m.upDuration, m.upErrors, m.UpstreamUp,
 		m.storeDuration, m.storeErrors, m.Recovered, m.PollLimited, m.Reloads, held,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.Requests = NewRequestMetrics(m.register)
+	m.Requests = newRequestMetrics(m.register)
 	m.http = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: nil})
 	for _, s := range []taskstore.Status{taskstore.StatusWorking, taskstore.StatusInputRequired} {
 		m.live.WithLabelValues(string(s)) // present at 0 from the start
@@ -287,7 +287,7 @@ func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, input
 	took := time.Duration(-1)
 	if !t.CreatedAt.IsZero() {
 		took = time.Since(t.CreatedAt)
-		m.Duration.WithLabelValues(l, string(status)).Observe(took.Seconds())
+		m.duration.WithLabelValues(l, string(status)).Observe(took.Seconds())
 	}
 	m.trends.Finished(t.Tool, status, took)
 	m.Trace.EndTask(t, status, inputWait) // this replica ended it: it records the task's span
@@ -318,17 +318,17 @@ func (l *LiveTask) Set(s taskstore.Status) {
 
 func (l *LiveTask) Done() { l.Set("") }
 
-// MaxToolLabels bounds the tool label's values: tool names come from
+// maxToolLabels bounds the tool label's values: tool names come from
 // clients, and a client calling made-up names must not grow the metrics
 // without end. Past the bound, new names count as "other".
-const MaxToolLabels = 500
+const maxToolLabels = 500
 
-type ToolLabels struct {
+type toolLabels struct {
 	mu   sync.Mutex
 	seen map[string]struct{}
 }
 
-func (t *ToolLabels) Label(tool string) string {
+func (t *toolLabels) Label(tool string) string {
 	if tool == "" {
 		return "unknown"
 	}
@@ -337,7 +337,7 @@ func (t *ToolLabels) Label(tool string) string {
 	if _, ok := t.seen[tool]; ok {
 		return tool
 	}
-	if len(t.seen) >= MaxToolLabels {
+	if len(t.seen) >= maxToolLabels {
 		return "other"
 	}
 	if t.seen == nil {
@@ -397,15 +397,15 @@ func (m *Metrics) ObserveUpstream(o upstream.Observation) {
 	m.upDuration.WithLabelValues(method).Observe(o.Took.Seconds())
 }
 
-// StoreHook measures every Redis command the task store sends.
-type StoreHook struct{ m *Metrics }
+// storeHook measures every Redis command the task store sends.
+type storeHook struct{ m *Metrics }
 
 // NewStoreHook is the hook that times m's store commands.
-func NewStoreHook(m *Metrics) StoreHook { return StoreHook{m} }
+func NewStoreHook(m *Metrics) storeHook { return storeHook{m} }
 
-func (StoreHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (storeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (s StoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (s storeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmd)
@@ -414,7 +414,7 @@ func (s StoreHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (s StoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (s storeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		start := time.Now()
 		err := next(ctx, cmds)
@@ -423,7 +423,7 @@ func (s StoreHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-func (s StoreHook) observe(name string, took time.Duration, err error) {
+func (s storeHook) observe(name string, took time.Duration, err error) {
 	name = strings.ToLower(name)
 	if err != nil && !errors.Is(err, redis.Nil) && !isScriptMiss(err) {
 		s.m.storeErrors.WithLabelValues(name).Inc()
@@ -483,20 +483,20 @@ func (m *Metrics) RegisterSessionBinding() {
 // with Config.AccessLog, logged as one line when it ends. A streamed answer
 // (SSE) ends when its stream does, so its duration is the stream's.
 
-// RequestMetrics are the two request families.
-type RequestMetrics struct {
+// requestMetrics are the two request families.
+type requestMetrics struct {
 	Total    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 }
 
-func NewRequestMetrics(register func(...prometheus.Collector)) RequestMetrics {
-	rm := RequestMetrics{
+func newRequestMetrics(register func(...prometheus.Collector)) requestMetrics {
+	rm := requestMetrics{
 		Total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_requests_total", Help: "HTTP requests served, per MCP method (GET, DELETE or other for non-POSTs) and outcome (ok, client_error, server_error from the HTTP status).",
 		}, []string{"method", "outcome"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "taskgate_request_duration_seconds", Help: "Time from a request's arrival to the end of its answer (of its stream, for SSE), per MCP method.",
-			Buckets: TaskBuckets,
+			Buckets: taskBuckets,
 		}, []string{"method"}),
 	}
 	register(rm.Total, rm.Duration)

@@ -32,8 +32,8 @@ var refusalReasons = []string{RefusedMaxInflight, RefusedPerPrincipal, RefusedFa
 // refusalLogEvery is how often at most each reason is logged.
 const refusalLogEvery = 10 * time.Second
 
-// Refusals counts and logs refusals; a nil one does nothing.
-type Refusals struct {
+// refusals counts and logs refusals; a nil one does nothing.
+type refusals struct {
 	counter *prometheus.CounterVec
 	log     zerolog.Logger
 	now     func() time.Time
@@ -53,13 +53,13 @@ func (m *Metrics) RegisterRefusals(log zerolog.Logger) {
 		c.WithLabelValues(r)
 	}
 	m.register(c)
-	m.Refusals = &Refusals{counter: c, log: log, now: time.Now, pending: map[string]int{}, last: map[string]time.Time{}}
+	m.refusals = &refusals{counter: c, log: log, now: time.Now, pending: map[string]int{}, last: map[string]time.Time{}}
 }
 
-// Refuse counts one refusal for reason and logs it, sampled: msg (the
+// refuse counts one refusal for reason and logs it, sampled: msg (the
 // refusal's own words) with the number refused since the reason's last
 // line.
-func (r *Refusals) Refuse(reason, msg string) {
+func (r *refusals) refuse(reason, msg string) {
 	if r == nil {
 		return
 	}
@@ -81,6 +81,6 @@ func (r *Refusals) Refuse(reason, msg string) {
 // Refused is m.Refusals.Refuse, for a nil m too.
 func (m *Metrics) Refused(reason, msg string) {
 	if m != nil {
-		m.Refusals.Refuse(reason, msg)
+		m.refusals.refuse(reason, msg)
 	}
 }

@@ -48,7 +48,7 @@ var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // Tracing makes the gateway's spans. A nil *tracing is off: every method
 // returns at once.
 type Tracing struct {
-	Tracer  trace.Tracer
+	tracer  trace.Tracer
 	replica string
 }
 
@@ -56,7 +56,7 @@ func NewTracing(tp trace.TracerProvider, replica string) *Tracing {
 	if tp == nil {
 		return nil
 	}
-	return &Tracing{Tracer: tp.Tracer(tracerName), replica: replica}
+	return &Tracing{tracer: tp.Tracer(tracerName), replica: replica}
 }
 
 // StartRequest starts the server span of an MCP request, child of its
@@ -67,7 +67,7 @@ func (tr *Tracing) StartRequest(r *http.Request) (*http.Request, trace.Span) {
 		return r, nil
 	}
 	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := tr.Tracer.Start(ctx, "mcp", trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := tr.tracer.Start(ctx, "mcp", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("taskgate.replica", tr.replica)))
 	return r.WithContext(ctx), span
 }
@@ -242,7 +242,7 @@ func (tr *Tracing) EndTask(t *taskstore.Task, status taskstore.Status, inputWait
 	if inputWait > 0 {
 		attrs = append(attrs, attribute.Float64("taskgate.input_wait_seconds", inputWait.Seconds()))
 	}
-	_, span := tr.Tracer.Start(ctx, "mcp.task "+t.Tool, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
+	_, span := tr.tracer.Start(ctx, "mcp.task "+t.Tool, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrs...))
 	if status == taskstore.StatusFailed || status == OutcomeExpired {
 		span.SetStatus(codes.Error, t.StatusMessage)

@@ -68,8 +68,8 @@ type Slot struct {
 	freed     atomic.Bool
 }
 
-// Free gives the slot back (once; a nil slot is none).
-func (s *Slot) Free() {
+// free gives the slot back (once; a nil slot is none).
+func (s *Slot) free() {
 	if s == nil || s.freed.Swap(true) {
 		return
 	}
@@ -88,7 +88,7 @@ type waiter struct {
 // a job (Job.Slot) or to Hold, or frees it. ctx bounds the fair wait.
 func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (*Slot, *mcpwire.Error) {
 	if rn.Draining.Load() {
-		return nil, ErrDraining
+		return nil, errDraining
 	}
 	if kind == AdmitTask {
 		if ok, wait := rn.rates.take(principal); !ok {
@@ -98,8 +98,8 @@ func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (
 	}
 	slot, e := rn.admitSlot(ctx, principal)
 	if e == nil && rn.Draining.Load() { // drain began meanwhile
-		slot.Free()
-		slot, e = nil, ErrDraining
+		slot.free()
+		slot, e = nil, errDraining
 	}
 	if e != nil && kind == AdmitTask {
 		rn.rates.refund(principal) // a refusal takes nothing
@@ -176,7 +176,7 @@ func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
 	rn.waiters = slices.DeleteFunc(rn.waiters, func(x *waiter) bool { return x == w })
 	slot := w.slot // granted meanwhile: given back, the refusal holds nothing
 	rn.Mu.Unlock()
-	slot.Free()
+	slot.free()
 	return nil, obs.RefusedMaxInflight
 }
 

@@ -64,9 +64,9 @@ func TestAdmitPerPrincipalCap(t *testing.T) {
 	}
 	mustAdmit(t, rn, "b")
 	mustAdmit(t, rn, "b")
-	a1.Free()
-	a1.Free() // once only
-	a2.Free()
+	a1.free()
+	a1.free() // once only
+	a2.free()
 	if calls, held, _ := rn.state(); calls != 2 || held["a"] != 0 || len(held) != 1 {
 		t.Fatalf("after a's frees: %d calls, held %v; want 2 and only b's", calls, held)
 	}
@@ -100,12 +100,12 @@ func TestAdmitFairShareLightestFirst(t *testing.T) {
 	waitWaiters(t, rn, 1)
 	go admit("b") // 0 < 8/3: waits, after c
 	waitWaiters(t, rn, 2)
-	aSlots[0].Free()
+	aSlots[0].free()
 	first := <-done
 	if first.who != "b" || first.e != nil {
 		t.Fatalf("the freed slot went to %s (%v), want b, the lighter", first.who, first.e)
 	}
-	aSlots[1].Free()
+	aSlots[1].free()
 	if second := <-done; second.who != "c" || second.e != nil {
 		t.Fatalf("the next freed slot went to %s (%v), want c", second.who, second.e)
 	}

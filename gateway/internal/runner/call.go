@@ -26,7 +26,7 @@ type InflightCall struct {
 	Requests chan *jsonrpc.Request // server→client requests (session upstream)
 	Notes    chan *jsonrpc.Request // notifications
 	Done     chan CallResult
-	Ctx      context.Context
+	ctx      context.Context
 	Abort    context.CancelCauseFunc
 	Started  time.Time // when the request was sent
 	slot     *Slot     // its place under --max-inflight, freed when the call returns
@@ -49,7 +49,7 @@ var errStopping = errors.New("the gateway replica running the task stopped")
 // Hold starts req on sess for a front, in the slot admit reserved, on the
 // runner's lifetime: a hybrid or bridged call, which may become a task.
 func (rn *Runner) Hold(parent trace.SpanContext, sess *upstream.Session, req *jsonrpc.Request, slot *Slot) *InflightCall {
-	ctx := rn.Ctx
+	ctx := rn.ctx
 	if parent.IsValid() { // the call's client span is a child of the request's
 		ctx = trace.ContextWithSpanContext(ctx, parent)
 	}
@@ -66,7 +66,7 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 		Requests: make(chan *jsonrpc.Request, 8),
 		Notes:    make(chan *jsonrpc.Request, 8),
 		Done:     make(chan CallResult, 1),
-		Ctx:      ctx,
+		ctx:      ctx,
 		Abort:    abort,
 		Started:  time.Now(),
 		slot:     slot,
@@ -106,7 +106,7 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 		// The call is no longer in flight once it returned: free its slot
 		// before anyone hears of the result, so that whoever answers the
 		// client (and the client's next call) sees the count already down.
-		slot.Free()
+		slot.free()
 		c.Done <- CallResult{resp, err}
 		c.poke()
 	})

@@ -26,6 +26,8 @@
 //     another protocol has nobody to tell, and costs no store read.
 //   - native.go, native2026.go: a held call that goes through the
 //     upstream's own task.
+//   - status.go: Figures, what the runner holds now, for the operator's
+//     console.
 //   - recoverer.go: the recoverer, which fails a dead replica's tasks once
 //     their lease expired (invariant 4).
 //   - rerun.go: durable tasks (docs/durable.md): a rerunnable task's call

@@ -87,7 +87,7 @@ func (run *taskRun) inputRequest(m *jsonrpc.Request) {
 	// but whose reply was lost makes the next one a no-op, not a reused
 	// key (invariant 8).
 	write := uuid.NewString()
-	if err := rn.Retry.do(run.Ctx, func() error {
+	if err := rn.retry.do(run.Ctx, func() error {
 		return rn.Store.AddInputRequests(run.writeCtx, j.Owner, j.Task.ID, in, "waiting for the client to answer "+m.Method, write)
 	}); err != nil {
 		// Terminal meanwhile (cancelled) or the store stayed down: the
@@ -184,7 +184,7 @@ func (run *taskRun) mrtrRound(res CallResult) bool {
 	if len(toStore) > 0 {
 		msg := "waiting for the client to answer " + strconv.Itoa(len(toStore)) + " input request(s)"
 		write := uuid.NewString() // as in inputRequest
-		if err := run.rn.Retry.do(run.Ctx, func() error {
+		if err := run.rn.retry.do(run.Ctx, func() error {
 			return run.rn.Store.AddInputRequests(run.writeCtx, j.Owner, j.Task.ID, toStore, msg, write)
 		}); err != nil {
 			run.fail("could not record the upstream's input requests: " + err.Error())

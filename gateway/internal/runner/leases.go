@@ -57,7 +57,7 @@ func (rn *Runner) renewLeases() {
 	defer t.Stop()
 	for {
 		select {
-		case <-rn.Ctx.Done():
+		case <-rn.ctx.Done():
 			return
 		case <-t.C:
 			rn.renewOnce()
@@ -79,7 +79,7 @@ func (rn *Runner) renewOnce() {
 	}
 	// Bounded by a period: the next renewal follows anyway. No span: a
 	// renewal is no part of any request's or task's story.
-	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.Ctx, trace.SpanContext{}), rn.Renew)
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.ctx, trace.SpanContext{}), rn.Renew)
 	defer cancel()
 	errs := rn.Store.ExtendMany(ctx, refs, rn.Replica, rn.Lease)
 	for i, run := range runs {

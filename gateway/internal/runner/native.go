@@ -43,9 +43,9 @@ func WithUpstreamTask(params json.RawMessage, ttl time.Duration) (json.RawMessag
 	return mcpwire.WithMember(params, "task", task)
 }
 
-// ViaUpstreamTask reports whether req is a task-augmented tools/call: one
+// viaUpstreamTask reports whether req is a task-augmented tools/call: one
 // the gateway sends to run the upstream's own task.
-func ViaUpstreamTask(req *jsonrpc.Request) bool {
+func viaUpstreamTask(req *jsonrpc.Request) bool {
 	if req.Method != "tools/call" || !bytes.Contains(req.Params, []byte(`"task"`)) {
 		return false
 	}
@@ -77,7 +77,7 @@ func (rn *Runner) callUpstream(ctx context.Context, sess *upstream.Session, req 
 	switch {
 	case sess.ID == "" && sess.ProtocolVersion == core.Version2026:
 		rn.callStateless(ctx, sess, req, opts, done) // native2026.go
-	case !ViaUpstreamTask(req):
+	case !viaUpstreamTask(req):
 		rn.Up.CallAsync(ctx, sess, req, opts, done)
 	default:
 		rn.callNative(ctx, sess, req, opts, done)

@@ -25,7 +25,7 @@ import (
 func (run *taskRun) fail(msg string) {
 	run.Abort(errors.New(msg))
 	o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()}
-	err := run.rn.Retry.do(run.writeCtx, func() error {
+	err := run.rn.retry.do(run.writeCtx, func() error {
 		return run.rn.Store.Fail(run.writeCtx, run.j.Owner, run.j.Task.ID, o)
 	})
 	if err == nil {
@@ -85,10 +85,10 @@ func (run *taskRun) cancelUpstream(reason string) {
 	cancel()
 }
 
-// Finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
+// finish records the call's outcome. The 2025-11-25 rule: a CallToolResult
 // with isError is a failed task; a JSON-RPC error is failed. A task already
 // terminal (cancelled) stays as it is.
-func (rn *Runner) Finish(ctx context.Context, j *Job, log zerolog.Logger, res CallResult, start time.Time) {
+func (rn *Runner) finish(ctx context.Context, j *Job, log zerolog.Logger, res CallResult, start time.Time) {
 	if rn.leaveForRerun(j, res, log) { // rerun.go
 		return
 	}
@@ -118,7 +118,7 @@ func (rn *Runner) Finish(ctx context.Context, j *Job, log zerolog.Logger, res Ca
 	default:
 		o.Result = res.Resp.Result
 	}
-	err := rn.Retry.do(ctx, func() error { return rn.Store.Finish(ctx, j.Owner, t.ID, status, o) })
+	err := rn.retry.do(ctx, func() error { return rn.Store.Finish(ctx, j.Owner, t.ID, status, o) })
 	if errors.Is(err, taskstore.ErrResultTooLarge) {
 		status, err = taskstore.StatusFailed, nil
 	}
@@ -173,7 +173,7 @@ const LostMessage = "the gateway stopped before the upstream answered; with the 
 // failureMessage is failureMessage(err), but names the loss when this
 // replica stops alone (Params.Alone).
 func (rn *Runner) failureMessage(err error) string {
-	if rn.Alone && rn.Ctx.Err() != nil && (errors.Is(err, errStopping) || errors.Is(err, context.Canceled)) {
+	if rn.Alone && rn.ctx.Err() != nil && (errors.Is(err, errStopping) || errors.Is(err, context.Canceled)) {
 		return LostMessage
 	}
 	return failureMessage(err)

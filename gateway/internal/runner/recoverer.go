@@ -101,7 +101,7 @@ func (rc *recoverer) shutdown() {
 // many it recovered.
 func (rc *recoverer) RecoverOnce(ctx context.Context) int {
 	now := rc.store.Options().Clock()
-	expired, err := rc.store.ListExpiredLeases(ctx, SweepPage)
+	expired, err := rc.store.ListExpiredLeases(ctx, sweepPage)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, taskstore.ErrUnavailable) {
 			rc.log.Warn().Str("op", "recover").Err(err).Msg("cannot list expired leases")
@@ -129,8 +129,8 @@ func (rc *recoverer) RecoverOnce(ctx context.Context) int {
 	n := rc.recoverPage(ctx, expired)
 	// A dead replica leaves all its tasks at once: more pages in the same
 	// sweep, a bounded number (the next sweep goes on).
-	for page := 1; len(expired) == SweepPage && page < sweepPages && ctx.Err() == nil; page++ {
-		if expired, err = rc.store.ListExpiredLeases(ctx, SweepPage); err != nil {
+	for page := 1; len(expired) == sweepPage && page < sweepPages && ctx.Err() == nil; page++ {
+		if expired, err = rc.store.ListExpiredLeases(ctx, sweepPage); err != nil {
 			break
 		}
 		n += rc.recoverPage(ctx, expired)
@@ -139,7 +139,7 @@ func (rc *recoverer) RecoverOnce(ctx context.Context) int {
 }
 
 const (
-	SweepPage  = 100 // expired leases listed at once
+	sweepPage  = 100 // expired leases listed at once
 	sweepPages = 20  // pages per sweep at most
 )
 

@@ -106,7 +106,7 @@ func (rn *Runner) rerunSpec(ctx context.Context, j *Job, tool string) []byte {
 	if j.Hidden || rn.Durable.MaxAttempts < 1 {
 		return nil
 	}
-	native := ViaUpstreamTask(j.Req)
+	native := viaUpstreamTask(j.Req)
 	var rerun bool
 	var why string
 	if rn.Durable.Rerunnable != nil && rn.Durable.MaxAttempts > 1 {
@@ -242,7 +242,7 @@ func (rn *Runner) resume(ctx context.Context, l taskstore.ExpiredLease) bool {
 	rn.rerunStarted(ctx, j, durable.CauseReplicaStopped, a.N, dead)
 	rn.StatusChanged(ctx, t)
 	j.Slot = rn.Count(j.principal()) // the rerun's first call takes this slot
-	rn.Start(j)
+	rn.start(j)
 	return true
 }
 
@@ -264,14 +264,14 @@ func (rn *Runner) reattach(ctx context.Context, t *taskstore.Task, s *durable.Sp
 	rn.Log.Warn().Str("op", "reattached").Str("task_id", t.ID).Str("tool", t.Tool).Str("owner", core.LogOwner(t.Owner)).
 		Str("dead_replica", dead).Str("upstream_task_id", t.UpstreamTask).Msg("task re-attached to the upstream's own task")
 	j.Slot = rn.Count(j.principal())
-	rn.Start(j)
+	rn.start(j)
 	return true
 }
 
 // failExhausted fails t, whose lease this replica holds, with msg.
 func (rn *Runner) failExhausted(ctx context.Context, t *taskstore.Task, msg string) {
 	o := taskstore.Outcome{Error: core.InternalError(msg), Message: msg, WriteID: uuid.NewString()}
-	err := rn.Retry.do(ctx, func() error { return rn.Store.Fail(ctx, t.Owner, t.ID, o) })
+	err := rn.retry.do(ctx, func() error { return rn.Store.Fail(ctx, t.Owner, t.ID, o) })
 	if errors.Is(err, taskstore.ErrUnavailable) {
 		return // the lease is kept, runs out, and a later sweep tries again
 	}
@@ -325,7 +325,7 @@ func (rn *Runner) waitNotBefore(j *Job) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-rn.Ctx.Done():
+	case <-rn.ctx.Done():
 		return false
 	}
 }
@@ -487,7 +487,7 @@ func (rn *Runner) nativeContext(ctx context.Context, j *Job) context.Context {
 	owner, id := j.Owner, j.Task.ID
 	return withNativeHooks(ctx, &nativeHooks{attach: j.attach, note: func(up string) {
 		wctx := context.WithoutCancel(ctx)
-		err := rn.Retry.do(wctx, func() error { return rn.durableStore().SetUpstreamTask(wctx, owner, id, rn.Replica, up) })
+		err := rn.retry.do(wctx, func() error { return rn.durableStore().SetUpstreamTask(wctx, owner, id, rn.Replica, up) })
 		if err != nil {
 			rn.Log.Warn().Str("op", "native").Str("task_id", id).Err(err).Msg("cannot record the upstream's task; another replica could not re-attach to it")
 		}
@@ -500,7 +500,7 @@ func (rn *Runner) nativeContext(ctx context.Context, j *Job) context.Context {
 // instead of failing it "replica stopped". Alone, no replica would: the
 // task fails now, saying it is lost (LostMessage).
 func (rn *Runner) leaveForRerun(j *Job, res CallResult, log zerolog.Logger) bool {
-	if rn.Alone || j.spec == nil || !j.spec.Rerun || res.Err == nil || rn.Ctx.Err() == nil {
+	if rn.Alone || j.spec == nil || !j.spec.Rerun || res.Err == nil || rn.ctx.Err() == nil {
 		return false
 	}
 	log.Warn().Str("op", "rerun").Msg("this replica stops before the upstream answered; another replica runs the task again once its lease runs out")

@@ -98,7 +98,7 @@ type Params struct {
 // runner owns every worker goroutine and in-flight call of a Handler.
 type Runner struct {
 	Params
-	Ctx    context.Context // parent of every worker and in-flight call; ends at stop
+	ctx    context.Context // parent of every worker and in-flight call; ends at stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -108,37 +108,39 @@ type Runner struct {
 	// 0: fairWait (admit.go). The package's tests shorten it.
 	fairWaitFor time.Duration
 
+	// Exported for gateway's tests (stamp_test.go, with Jobs).
 	Mu      sync.Mutex
 	calls   int            // in-flight calls, plus slots reserved for calls about to start
 	held    map[string]int // calls (as counted in calls) per principal; only principals holding some (admit.go)
 	waiters []*waiter      // admissions waiting for a slot of a full pool (admit.go)
 	rates   *taskRates     // task creations per principal (rate.go)
-	Jobs    int            // workers running (each has a goroutine only while it has work: worker.go)
-	changed chan struct{}  // closed (and replaced) whenever calls or jobs drops
+	// Exported for gateway's tests (stamp_test.go reads a worker's job, under Mu).
+	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
+	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 
-	Retry     *retrier
-	Recoverer *recoverer
+	retry     *retrier
+	recoverer *recoverer
 	leases    leaseSet    // the workers whose leases renewLeases renews
 	sealKey   rerunSecret // seals a durable task's credentials (rerun.go)
 }
 
 func New(p Params) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &Runner{Params: p, Ctx: ctx, cancel: cancel, changed: make(chan struct{}), held: map[string]int{},
+	rn := &Runner{Params: p, ctx: ctx, cancel: cancel, changed: make(chan struct{}), held: map[string]int{},
 		rates: newTaskRates(p.TaskRate)}
 	rn.MaxInflight = max(p.MaxInflight, 0)
-	rn.Retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
-	rn.Recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
-		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.Retry, resume: rn.resume})
-	rn.Recoverer.Start()
+	rn.retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
+	rn.recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
+		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.retry, resume: rn.resume})
+	rn.recoverer.Start()
 	rn.wg.Add(1)
 	go rn.renewLeases()
 	return rn
 }
 
-// ErrDraining refuses, while draining, a tools/call that would start an
+// errDraining refuses, while draining, a tools/call that would start an
 // in-flight call; no task is created.
-var ErrDraining = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "this gateway replica is shutting down; retry on another replica")
+var errDraining = mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, "this gateway replica is shutting down; retry on another replica")
 
 // changedLocked wakes whoever waits for calls or jobs to drop (Idle).
 func (rn *Runner) changedLocked() {
@@ -161,6 +163,7 @@ func (rn *Runner) Inflight() int {
 }
 
 // Idle waits until no call is in flight and no worker runs, or ctx ends.
+// Exported for gateway's tests (waitIdle in gate_test.go, drain_test.go, frontdoor_test.go).
 func (rn *Runner) Idle(ctx context.Context) error {
 	for {
 		rn.Mu.Lock()
@@ -190,15 +193,15 @@ func (rn *Runner) Drain(ctx context.Context) error {
 // record their outcome, and for the recoverer.
 func (rn *Runner) Stop() {
 	rn.cancel()
-	rn.Recoverer.shutdown()
+	rn.recoverer.shutdown()
 	rn.wg.Wait()
 }
 
-// Create stores j's task durably, leased to this replica; the caller
+// create stores j's task durably, leased to this replica; the caller
 // starts the worker and only then answers CreateTaskResult
 // (docs/ARCHITECTURE.md invariant 1: a tasks/get on any replica finds it).
 // ttl and poll zero mean the store's defaults.
-func (rn *Runner) Create(ctx context.Context, j *Job, proto taskstore.Protocol, tool string, ttl, poll time.Duration) error {
+func (rn *Runner) create(ctx context.Context, j *Job, proto taskstore.Protocol, tool string, ttl, poll time.Duration) error {
 	rawID, _ := json.Marshal(j.Req.ID.Raw())
 	spec := rn.rerunSpec(ctx, j, tool) // mints j.Id when the task is durable (rerun.go)
 	t, err := rn.Store.Create(ctx, taskstore.NewTask{
@@ -252,7 +255,7 @@ func (rn *Runner) Launch(ctx context.Context, j *Job, l LaunchSpec) error {
 			return err
 		}
 	}
-	if err := rn.Create(ctx, j, l.Proto, l.Tool, l.TTL, l.Poll); err != nil {
+	if err := rn.create(ctx, j, l.Proto, l.Tool, l.TTL, l.Poll); err != nil {
 		if j.Addr != "" {
 			rn.Anonymous.Release(context.WithoutCancel(ctx), j.Id, j.Addr)
 		}
@@ -262,15 +265,15 @@ func (rn *Runner) Launch(ctx context.Context, j *Job, l LaunchSpec) error {
 	if l.BeforeStart != nil {
 		l.BeforeStart()
 	}
-	rn.Start(j)
+	rn.start(j)
 	return nil
 }
 
 // giveBack returns the slot a job that never ran was given (j.Slot).
-func (rn *Runner) giveBack(j *Job) { j.Slot.Free() }
+func (rn *Runner) giveBack(j *Job) { j.Slot.free() }
 
-// Start runs j's worker (worker.go) until its task ends.
-func (rn *Runner) Start(j *Job) {
+// start runs j's worker (worker.go) until its task ends.
+func (rn *Runner) start(j *Job) {
 	rn.Mu.Lock()
 	rn.Jobs++
 	rn.Mu.Unlock()
@@ -317,4 +320,4 @@ func (rt *retrier) do(ctx context.Context, op func() error) error {
 
 // Life is the runner's lifetime: the parent of every worker and in-flight
 // call, ended when the runner stops.
-func (rn *Runner) Life() context.Context { return rn.Ctx }
+func (rn *Runner) Life() context.Context { return rn.ctx }

@@ -5,6 +5,7 @@ import "time"
 // Figures is what the runner holds now, for the operator's console
 // (gateway's Handler.Status): read under the runner's own locks, so it is
 // safe for concurrent use and cheap.
+// Exported as the result of Runner.Figures, whose fields gateway's Status reads.
 type Figures struct {
 	Held      int       // in-flight calls, plus slots reserved for calls about to start
 	Leases    int       // tasks whose leases this replica's workers renew
@@ -19,7 +20,7 @@ func (rn *Runner) Figures() Figures {
 	rn.leases.Mu.Lock()
 	f.Leases = len(rn.leases.runs)
 	rn.leases.Mu.Unlock()
-	if ms := rn.Recoverer.lastOK.Load(); ms > 0 {
+	if ms := rn.recoverer.lastOK.Load(); ms > 0 {
 		f.LastSweep = time.UnixMilli(ms)
 	}
 	return f

@@ -159,7 +159,7 @@ type taskRun struct {
 // none, and each drain starts with a small one.
 func (rn *Runner) work(j *Job) {
 	if !rn.waitNotBefore(j) { // a rerun's backoff (rerun.go)
-		j.Slot.Free()
+		j.Slot.free()
 		rn.drop(&rn.Jobs)
 		rn.wg.Done()
 		return
@@ -250,7 +250,7 @@ func (run *taskRun) adopt(c *InflightCall) {
 func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
 	t := j.Task
 	// The worker's upstream calls are children of the task's span.
-	ctx, cancel := context.WithDeadlineCause(rn.Trace.TaskContext(rn.Ctx, t), t.ExpiresAt(), errTTL)
+	ctx, cancel := context.WithDeadlineCause(rn.Trace.TaskContext(rn.ctx, t), t.ExpiresAt(), errTTL)
 	run := &taskRun{
 		rn: rn, j: j, Ctx: ctx, cancel: cancel, writeCtx: context.WithoutCancel(ctx), Start: time.Now(),
 		pending: map[string]jsonrpc.ID{}, mrtr: map[string]string{}, mrtrAnswers: map[string]json.RawMessage{},
@@ -264,8 +264,8 @@ func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
 		if j.Call != nil {
 			j.Call.Abort(err)
 		}
-		j.Slot.Free()
-		rn.Finish(run.writeCtx, j, *run.log(), CallResult{Err: err}, run.Start)
+		j.Slot.free()
+		rn.finish(run.writeCtx, j, *run.log(), CallResult{Err: err}, run.Start)
 		run.live.Done()
 		cancel()
 		return nil, nil
@@ -408,7 +408,7 @@ func (run *taskRun) answered(res CallResult) (done bool) {
 	if res.Err == nil { // an answer, result or JSON-RPC error: the tool's latency
 		rn.Observe(j.Learn, time.Since(run.Start)-run.inputWait)
 	}
-	rn.Finish(run.writeCtx, j, run.log().With().Float64("input_wait_seconds", run.inputWait.Seconds()).Logger(), res, run.Start)
+	rn.finish(run.writeCtx, j, run.log().With().Float64("input_wait_seconds", run.inputWait.Seconds()).Logger(), res, run.Start)
 	return true
 }
 
@@ -424,7 +424,7 @@ func (run *taskRun) expired() {
 		run.Call.Abort(context.Cause(run.Ctx))
 		res := <-run.Call.Done
 		run.Call = nil
-		run.rn.Finish(run.writeCtx, run.j, *run.log(), res, run.Start)
+		run.rn.finish(run.writeCtx, run.j, *run.log(), res, run.Start)
 		return
 	}
 	if errors.Is(context.Cause(run.Ctx), errTTL) { // waiting for input when the ttl ran out

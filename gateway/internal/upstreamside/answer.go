@@ -36,7 +36,7 @@ const MaxAnswerBytes = 64 << 20
 
 var (
 	errAnswerTooLarge = fmt.Errorf("the upstream's answer is larger than %d bytes", MaxAnswerBytes)
-	ErrNoAnswer       = errors.New("the upstream closed the stream without answering")
+	errNoAnswer       = errors.New("the upstream closed the stream without answering")
 )
 
 // Answer is an upstream's answer to one JSON-RPC request, read up to and
@@ -82,7 +82,7 @@ func ReadAnswer(resp *http.Response, id json.RawMessage) (*Answer, error) {
 		body, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 		switch {
 		case err != nil:
-			err = fmt.Errorf("%w: %v", ErrNoAnswer, err)
+			err = fmt.Errorf("%w: %v", errNoAnswer, err)
 		case len(body) > MaxAnswerBytes:
 			err = errAnswerTooLarge
 		default:
@@ -107,11 +107,11 @@ func (a *Answer) readStream(id json.RawMessage) error {
 		ev, err := sr.Next()
 		switch {
 		case err == io.EOF, err == io.ErrUnexpectedEOF:
-			return ErrNoAnswer
+			return errNoAnswer
 		case errors.Is(err, mcpwire.ErrTooLarge):
 			return errAnswerTooLarge
 		case err != nil:
-			return fmt.Errorf("%w: %v", ErrNoAnswer, err)
+			return fmt.Errorf("%w: %v", errNoAnswer, err)
 		}
 		if ev.Data != nil {
 			if ok, res := parseResponse(ev.Data, id); ok {

@@ -19,11 +19,11 @@ import (
 // listed first, at most once at a time and now and then per replica
 // (internal/decide keeps the catalogue).
 
-// DiscoverEvery bounds how often a replica lists the upstream's tools
+// discoverEvery bounds how often a replica lists the upstream's tools
 // itself, for calls of tools it has no declaration for; discoverPages
 // bounds the pages it reads.
 const (
-	DiscoverEvery = decide.CatalogMissFresh
+	discoverEvery = decide.CatalogMissFresh
 	discoverPages = 100
 )
 
@@ -65,7 +65,7 @@ func (u *Side) ToolDeclared(ctx context.Context, sess *upstream.Session, tool st
 		return d.ToolInfo(ctx, tool)
 	}
 	now := time.Now()
-	if now.Sub(disc.ok) < DiscoverEvery || now.Sub(disc.failed) < discoverRetry {
+	if now.Sub(disc.ok) < discoverEvery || now.Sub(disc.failed) < discoverRetry {
 		disc.mu.Unlock()
 		return decide.ToolDecl{}, false
 	}

@@ -111,6 +111,7 @@ func (u *Side) ForgetEra(was *upstreamEra) {
 }
 
 // KnownEra is the era if probed, else nil.
+// Exported for gateway's tests (front2026_test.go: the era re-detected).
 func (u *Side) KnownEra() *upstreamEra {
 	p := &u.probe
 	p.mu.Lock()

@@ -37,11 +37,12 @@ import (
 // Side is everything that talks to the upstream on a client's
 // behalf: the era probe, the owner sessions, and forwarding.
 type Side struct {
+	// Exported for the tests of gateway and cmd/taskgate, which reach the upstream client the Handler was built with.
 	Client *upstream.Client
 	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
-	// Observe records a forwarded tools/call's latency, learnTools what a
+	// observe records a forwarded tools/call's latency, learnTools what a
 	// tools/list answer declared (the decider).
-	Observe    func(tool string, took time.Duration)
+	observe    func(tool string, took time.Duration)
 	learnTools func(ctx context.Context, result json.RawMessage)
 	// learnServer records what an initialize result's capabilities say
 	// of tasks (decider.learnServerCaps).
@@ -70,7 +71,7 @@ type ownerStore interface {
 }
 
 func New(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *Side {
-	u := &Side{Client: client, catalogue: d, Observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
+	u := &Side{Client: client, catalogue: d, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}

@@ -42,7 +42,7 @@ const DefaultKeepAlive = 15 * time.Second
 // Beats is one call's keep-alive state: the beats it sends while its answer is quiet.
 type Beats struct {
 	Every    time.Duration
-	Msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
+	msg      *mcpwire.Message // the call; its progressToken is read at the first beat (most calls never beat)
 	token    json.RawMessage  // the client's progressToken; nil: comments
 	read     bool             // token has been read from msg
 	start    time.Time
@@ -56,7 +56,7 @@ func (u *Side) KeepAliveFor(msg *mcpwire.Message) *Beats {
 	if u.KeepAlive <= 0 || msg.Kind != mcpwire.KindRequest || msg.MethodName() != "tools/call" {
 		return nil
 	}
-	return &Beats{Every: u.KeepAlive, start: time.Now(), Msg: msg}
+	return &Beats{Every: u.KeepAlive, start: time.Now(), msg: msg}
 }
 
 var progressMarker = []byte(`"notifications/progress"`)
@@ -74,7 +74,7 @@ func (k *Beats) next() []byte {
 	k.beats++
 	if !k.read {
 		k.read = true
-		if t := k.Msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
+		if t := k.msg.Meta()["progressToken"]; len(t) > 0 && string(t) != "null" {
 			k.token = t
 		}
 	}

@@ -52,6 +52,7 @@ import (
 
 // ListenFilter is a subscriptions/listen filter's upstream part
 // (SubscriptionFilter in the 2026-07-28 schema; taskIds is the gateway's).
+// Its fields are exported for encoding/json: front2026 decodes them from a subscriptions/listen request.
 type ListenFilter struct {
 	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`

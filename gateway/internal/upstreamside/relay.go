@@ -41,6 +41,7 @@ func (u *Side) Relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 // the user's input (an elicitation or sampling request of a session
 // Upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
+// Exported for gateway's tests (latency_test.go).
 func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
 	u.relayAnswerKept(w, r, resp, id, tool, start, nil)
 }
@@ -48,7 +49,7 @@ func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Re
 // relayAnswerKept is relayAnswer keeping a streamed answer alive (ka; nil:
 // not).
 func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time, ka *Beats) {
-	if Encoded(resp) {
+	if encoded(resp) {
 		ka = nil // nothing can go between compressed bytes
 	}
 	seen := RelaySeen{id: id, ka: ka}
@@ -56,8 +57,8 @@ func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *htt
 	u.learnFrom(&seen, resp.StatusCode, tool, start)
 }
 
-// Encoded reports whether resp's body has a content coding.
-func Encoded(resp *http.Response) bool {
+// encoded reports whether resp's body has a content coding.
+func encoded(resp *http.Response) bool {
 	ce := resp.Header.Get("Content-Encoding")
 	return ce != "" && ce != "identity"
 }
@@ -65,7 +66,7 @@ func Encoded(resp *http.Response) bool {
 // learnFrom records tool's latency from what a relay saw of its answer.
 func (u *Side) learnFrom(seen *RelaySeen, status int, tool string, start time.Time) {
 	if tool != "" && (seen.Complete || seen.Answered) && !seen.Input && status == http.StatusOK {
-		u.Observe(tool, seen.End.Sub(start))
+		u.observe(tool, seen.End.Sub(start))
 	}
 }
 
@@ -80,6 +81,7 @@ func (u *Side) RelayRequest(w http.ResponseWriter, r *http.Request, resp *http.R
 }
 
 // RelaySeen is what a relay saw of the body it copied. Allocation-free.
+// Exported, with its fields, Wrote and Ended, for gateway's tests (latency_test.go: what a relay teaches the decider, allocation-free).
 type RelaySeen struct {
 	Complete bool      // the body was read to its end and written whole
 	Answered bool      // a chunk that looks like a JSON-RPC response was written

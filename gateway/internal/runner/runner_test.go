@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 import (
 	"bytes"
@@ -17,10 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
-	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -30,13 +29,13 @@ import (
 
 // newLoneRunner is a runner with no Handler around it: a store on an
 // in-process Redis and a stateless go-sdk upstream.
-func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *upstreamside.Target) {
+func newLoneRunner(t *testing.T, maxInflight int, log zerolog.Logger) (*Runner, *taskstore.Store, *upstreamside.Target) {
 	t.Helper()
 	return newLoneRunnerOn(t, testupstream.Handler(testupstream.Options{Stateless: true}), maxInflight, log)
 }
 
 // newLoneRunnerOn is newLoneRunner with the upstream served by h.
-func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*runner.Runner, *taskstore.Store, *upstreamside.Target) {
+func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.Logger) (*Runner, *taskstore.Store, *upstreamside.Target) {
 	t.Helper()
 	up := httptest.NewServer(h)
 	t.Cleanup(up.Close)
@@ -48,7 +47,7 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close(); rdb.Close() })
-	rn := runner.New(runner.Params{Store: store, Up: client, Observe: func(string, time.Duration) {},
+	rn := New(Params{Store: store, Up: client, Observe: func(string, time.Duration) {},
 		Metrics: obs.NewMetrics(func() float64 { return 0 }), Log: log, Replica: "lone",
 		Lease: 15 * time.Second, Renew: 5 * time.Second, MaxInflight: maxInflight})
 	t.Cleanup(rn.Stop)
@@ -62,7 +61,7 @@ func newLoneRunnerOn(t *testing.T, h http.Handler, maxInflight int, log zerolog.
 func TestRunnerAlone(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	rn, store, target := newLoneRunner(t, 0, zerolog.New(lockedWriter{&logs, &logMu}))
+	rn, store, target := newLoneRunner(t, 0, zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &logMu}))
 	ctx := context.Background()
 	j := startEcho(t, ctx, rn, target, "alone")
 	done, err := store.WaitFor(ctx, "o", j.Task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
@@ -108,27 +107,27 @@ func TestRunnerAdmission(t *testing.T) {
 	rn, _, _ := newLoneRunner(t, 1, zerolog.Nop())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	slot, e := rn.Admit(ctx, "p", runner.AdmitCall)
+	slot, e := rn.Admit(ctx, "p", AdmitCall)
 	if e != nil {
 		t.Fatalf("first admit: %v", e)
 	}
-	if _, e := rn.Admit(ctx, "p", runner.AdmitCall); e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
+	if _, e := rn.Admit(ctx, "p", AdmitCall); e == nil || e.Code != mcpwire.CodeInternalError || !strings.Contains(e.Message, "limit 1") {
 		t.Fatalf("second admit at the limit: %v", e)
 	}
-	slot.Free()
-	slot.Free() // a second Free gives back nothing more
+	slot.free()
+	slot.free() // a second Free gives back nothing more
 	if n := rn.Inflight(); n != 0 {
 		t.Fatalf("after Free twice: %d in flight", n)
 	}
-	slot, e = rn.Admit(ctx, "p", runner.AdmitCall)
+	slot, e = rn.Admit(ctx, "p", AdmitCall)
 	if e != nil {
 		t.Fatalf("admit after a slot came back: %v", e)
 	}
-	slot.Free()
+	slot.free()
 	if err := rn.Drain(ctx); err != nil {
 		t.Fatalf("drain with nothing in flight: %v", err)
 	}
-	if _, e := rn.Admit(ctx, "p", runner.AdmitCall); e != runner.ErrDraining {
+	if _, e := rn.Admit(ctx, "p", AdmitCall); e != errDraining {
 		t.Fatalf("admit while draining = %v, want errDraining", e)
 	}
 }
@@ -184,7 +183,7 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 							t.Fatalf("the goroutine waiting for the upstream has the runner's frames:\n%s", g)
 						}
 					}
-					if strings.Contains(stack, "gateway.(*runner.Runner).callUpstream") || strings.Contains(stack, "gateway.(*runner.Runner).callStateless") {
+					if strings.Contains(stack, "gateway.(*Runner).callUpstream") || strings.Contains(stack, "gateway.(*Runner).callStateless") {
 						runner = true
 					}
 				}
@@ -229,20 +228,20 @@ func TestRunnerHeldCallWaitsApart(t *testing.T) {
 
 // startEcho creates and starts, on rn, owner "o"'s 2026-07-28 task of the
 // echo tool with text, in front of target.
-func startEcho(t *testing.T, ctx context.Context, rn *runner.Runner, target *upstreamside.Target, text string) *runner.Job {
+func startEcho(t *testing.T, ctx context.Context, rn *Runner, target *upstreamside.Target, text string) *Job {
 	t.Helper()
 	params := json.RawMessage(`{"name":"echo","arguments":{"text":"` + text + `"},"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
-	slot, e := rn.Admit(context.Background(), "o", runner.AdmitTask)
+	slot, e := rn.Admit(context.Background(), "o", AdmitTask)
 	if e != nil {
 		t.Fatal(e)
 	}
-	j := &runner.Job{Owner: "o", Sess: target.Session, Slot: slot,
+	j := &Job{Owner: "o", Sess: target.Session, Slot: slot,
 		Req:        &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params},
-		Client2026: &runner.Job2026{Target: target, Params: params}}
-	if err := rn.Create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
+		Client2026: &Job2026{Target: target, Params: params}}
+	if err := rn.create(ctx, j, taskstore.Protocol2026, "echo", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	rn.Start(j)
+	rn.start(j)
 	return j
 }

@@ -1,4 +1,4 @@
-package gateway
+package mcpwire_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -83,10 +82,19 @@ func TestFastpathTaskID(t *testing.T) {
 	}
 }
 
+// task2026 stands for a task of the tasks extension (the gateway's
+// core.Task2026, which this package may not import): a struct whose result
+// is raw JSON.
+type task2026 struct {
+	TaskID string          `json:"taskId"`
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
 func TestFastpathWriteMarshalled(t *testing.T) {
 	results := []any{
 		map[string]string{"resultType": "complete"},
-		core.Task2026{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
+		task2026{TaskID: "x<y>&z", Status: "completed", Result: json.RawMessage(`{"content":[{"type":"text","text":"a <b> & \u2028"}], "resultType" : "complete"}`)},
 		nil, []int{1, 2}, "s",
 	}
 	ids := []string{`1`, `-2`, `1.5e3`, `"abc"`, `"a b"`, `"a<b"`, `"\u0041"`, `null`, `"é"`, `"a&b"`}

@@ -1,35 +1,23 @@
-package gateway
+package upstreamside
 
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"strconv"
 	"testing"
 
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
-	"github.com/taskgate/taskgate/internal/mcpwire"
-
 	"github.com/rs/zerolog"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/internal/mcpwire"
 )
-
-// upstreamResp is an upstream HTTP response with the given content type and body.
-func upstreamResp(ct, body string) *http.Response {
-	return &http.Response{
-		StatusCode:    http.StatusOK,
-		Header:        http.Header{"Content-Type": {ct}, "Mcp-Session-Id": {"s-1"}, "X-Custom": {"kept"}, "Content-Length": {"999"}},
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-	}
-}
 
 // rewriteOnce reads resp as the answer to id and writes it back with the
 // result replaced by newResult (nil: unchanged).
-func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string) (*httptest.ResponseRecorder, *upstreamside.Answer) {
+func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string) (*httptest.ResponseRecorder, *Answer) {
 	t.Helper()
-	a, err := upstreamside.ReadAnswer(resp, json.RawMessage(id))
+	a, err := ReadAnswer(resp, json.RawMessage(id))
 	if err != nil {
 		t.Fatalf("readAnswer: %v", err)
 	}
@@ -47,7 +35,7 @@ func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string)
 
 func TestRewriteJSONAnswer(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":7,"result":{"a":1,"unknown":{"deep":[1,2]}},"x-envelope":true}`
-	rec, a := rewriteOnce(t, upstreamResp("application/json", body), "7", `{"a":2,"unknown":{"deep":[1,2]}}`)
+	rec, a := rewriteOnce(t, gwtest.UpstreamResponse("application/json", body), "7", `{"a":2,"unknown":{"deep":[1,2]}}`)
 	if string(a.Result) != `{"a":1,"unknown":{"deep":[1,2]}}` {
 		t.Errorf("result = %s", a.Result)
 	}
@@ -56,7 +44,7 @@ func TestRewriteJSONAnswer(t *testing.T) {
 	if got != want {
 		t.Errorf("body = %s, want %s", got, want)
 	}
-	if cl := rec.Header().Get("Content-Length"); cl != itoa(int64(len(want))) {
+	if cl := rec.Header().Get("Content-Length"); cl != strconv.Itoa(len(want)) {
 		t.Errorf("Content-Length = %s, want %d", cl, len(want))
 	}
 	if rec.Header().Get("Mcp-Session-Id") != "s-1" || rec.Header().Get("X-Custom") != "kept" ||
@@ -65,13 +53,13 @@ func TestRewriteJSONAnswer(t *testing.T) {
 	}
 
 	// Unchanged: the exact bytes.
-	rec, _ = rewriteOnce(t, upstreamResp("application/json", body), "7", "")
-	if rec.Body.String() != body || rec.Header().Get("Content-Length") != itoa(int64(len(body))) {
+	rec, _ = rewriteOnce(t, gwtest.UpstreamResponse("application/json", body), "7", "")
+	if rec.Body.String() != body || rec.Header().Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Errorf("unchanged answer = %s (Content-Length %s)", rec.Body.String(), rec.Header().Get("Content-Length"))
 	}
 
 	// A JSON-RPC error has no result to change.
-	_, a = rewriteOnce(t, upstreamResp("application/json", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`), "7", "")
+	_, a = rewriteOnce(t, gwtest.UpstreamResponse("application/json", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`), "7", "")
 	if a.Result != nil {
 		t.Errorf("error answer has result %s", a.Result)
 	}
@@ -86,7 +74,7 @@ func TestRewriteSSEAnswer(t *testing.T) {
 		"id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{\"not\":\"ours: string id\"}}\n\n"
 	response := "event: message\nid: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata:\"result\":{\"a\":1}}\n\n"
 	after := "id: e4\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n"
-	rec, a := rewriteOnce(t, upstreamResp("text/event-stream", before+response+after), "7", `{"a":2}`)
+	rec, a := rewriteOnce(t, gwtest.UpstreamResponse("text/event-stream", before+response+after), "7", `{"a":2}`)
 	if string(a.Result) != `{"a":1}` {
 		t.Errorf("result = %s", a.Result)
 	}
@@ -100,7 +88,7 @@ func TestRewriteSSEAnswer(t *testing.T) {
 	}
 
 	// Unchanged: the response's data comes back as received.
-	rec, _ = rewriteOnce(t, upstreamResp("text/event-stream", before+response), "7", "")
+	rec, _ = rewriteOnce(t, gwtest.UpstreamResponse("text/event-stream", before+response), "7", "")
 	if got := rec.Body.String(); got != before+"event: message\nid: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata: \"result\":{\"a\":1}}\n\n" {
 		t.Errorf("unchanged stream = %q", got)
 	}
@@ -112,7 +100,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		"stream ends inside the response": "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
 		"empty stream":                    "",
 	} {
-		if _, err := upstreamside.ReadAnswer(upstreamResp("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, upstreamside.ErrNoAnswer) {
+		if _, err := ReadAnswer(gwtest.UpstreamResponse("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, errNoAnswer) {
 			t.Errorf("%s: err = %v, want errNoAnswer", name, err)
 		}
 	}
@@ -132,7 +120,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		if tc.ce != "" {
 			resp.Header.Set("Content-Encoding", tc.ce)
 		}
-		if got := upstreamside.Rewritable(resp); got != tc.want {
+		if got := Rewritable(resp); got != tc.want {
 			t.Errorf("rewritable(%d %s %s) = %v", tc.status, tc.ct, tc.ce, got)
 		}
 	}

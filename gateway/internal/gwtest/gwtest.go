@@ -1,0 +1,97 @@
+// Package gwtest holds the test helpers that the tests of several gateway
+// packages share. Only tests import it; its exported names exist for
+// those tests, and none is used by production code.
+//
+//   - gwtest.go: LockedWriter, a writer safe for a logger's concurrent
+//     writes that a test reads afterwards; WaitFor, a condition polled
+//     until it holds; Traced, a tracer provider that records the spans;
+//     CounterValue, a counter read; TaskKey, the Redis key of a task.
+//   - http.go: UpstreamResponse, an upstream's answer as net/http hands
+//     it over.
+//   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
+//     of) the scripts a test picks.
+package gwtest
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// LockedWriter writes to W under Mu, so a test can read what a logger
+// wrote (holding Mu) while the logger still writes from other goroutines.
+type LockedWriter struct {
+	W  io.Writer
+	Mu *sync.Mutex
+}
+
+func (l LockedWriter) Write(p []byte) (int, error) {
+	l.Mu.Lock()
+	defer l.Mu.Unlock()
+	return l.W.Write(p)
+}
+
+// WaitFor polls cond until it holds, failing the test after 20 s.
+func WaitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Traced is one replica's tracer provider and what it recorded.
+type Traced struct {
+	TP  *sdktrace.TracerProvider
+	Rec *tracetest.SpanRecorder
+}
+
+// NewTraced is a provider that records every span, with the gateway's id
+// generator (obs.TraceIDGenerator).
+func NewTraced() Traced {
+	rec := tracetest.NewSpanRecorder()
+	return Traced{TP: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(obs.TraceIDGenerator())), Rec: rec}
+}
+
+// Named is the ended spans whose names start with prefix.
+func (tr Traced) Named(prefix string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range tr.Rec.Ended() {
+		if strings.HasPrefix(s.Name(), prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// CounterValue reads a Prometheus counter, -1 if it is none.
+func CounterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil || m.Counter == nil {
+		return -1
+	}
+	return m.Counter.GetValue()
+}
+
+// TaskKey finds the Redis key of task id's hash (its key names the owner
+// by a digest), or "none".
+func TaskKey(rdb *redis.Client, id string) string {
+	keys, _ := rdb.Keys(context.Background(), "tg:*:t:"+id).Result()
+	if len(keys) != 1 {
+		return "none"
+	}
+	return keys[0]
+}

@@ -1,0 +1,17 @@
+package gwtest
+
+import (
+	"io"
+	"net/http"
+	"strings"
+)
+
+// UpstreamResponse is an upstream HTTP response with the given content type and body.
+func UpstreamResponse(ct, body string) *http.Response {
+	return &http.Response{
+		StatusCode:    http.StatusOK,
+		Header:        http.Header{"Content-Type": {ct}, "Mcp-Session-Id": {"s-1"}, "X-Custom": {"kept"}, "Content-Length": {"999"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+	}
+}
