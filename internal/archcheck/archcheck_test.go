@@ -74,8 +74,9 @@ func moduleRoot(t *testing.T) (dir, module string) {
 }
 
 // modulePackages reads every package of the module under root (skipping
-// testdata, hidden and underscore directories and node_modules, as the go
-// command does) with go/build.
+// testdata, hidden and underscore directories, node_modules and nested
+// modules, a directory with a go.mod of its own, as the go command does)
+// with go/build.
 func modulePackages(root, module string) (graph, error) {
 	g := graph{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -89,6 +90,9 @@ func modulePackages(root, module string) (graph, error) {
 		if path != root && (name == "testdata" || name == "node_modules" ||
 			strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); path != root && err == nil {
+			return filepath.SkipDir // another module (deploy/helm/check)
 		}
 		bp, err := build.ImportDir(path, 0)
 		var noGo *build.NoGoError
