@@ -90,6 +90,10 @@ type Options struct {
 	// HoldAsk bounds how long a request of the child waits for its
 	// session's client to open a GET stream. Zero: DefaultHoldAsk.
 	HoldAsk time.Duration
+	// Warm keeps this many children started ahead, waiting for a
+	// session's initialize (warm.go); they count against MaxSessions.
+	// Zero: none. Ignored when Shared.
+	Warm int
 	// Logger gets the child's stderr and the bridge's events.
 	Logger zerolog.Logger
 }
@@ -132,6 +136,9 @@ type Bridge struct {
 	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
+
+	warm    warmPool // children started ahead (warm.go)
+	metrics *Metrics
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -226,6 +233,8 @@ func Start(opts Options) (*Bridge, error) {
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
 		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
 	b.calls = b.newCallTable()
+	b.metrics = newMetrics()
+	b.metrics.children.b = b
 	if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {
@@ -233,6 +242,7 @@ func Start(opts Options) (*Bridge, error) {
 			b.wg.Add(1)
 			go b.reap()
 		}
+		b.startWarm()
 		return b, nil
 	}
 	if opts.Shared {
@@ -248,6 +258,7 @@ func Start(opts Options) (*Bridge, error) {
 	}
 	b.wg.Add(1)
 	go b.reap()
+	b.startWarm()
 	return b, nil
 }
 
