@@ -36,6 +36,9 @@ func stdioFlags(serve bool) []cli.Flag {
 				Usage: "one --upstream-command process for every client session of a replica, for servers that keep nothing per client (roots, state, log level and subscriptions are then shared; see docs/stdio.md)"},
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
+		)
+		flags = append(flags, budgetFlags()...) // children.go
+		flags = append(flags,
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
 				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared, and for an HTTP+SSE --upstream (each an SSE stream)"},
 			&cli.IntFlag{Name: "max-sessions-per-principal", EnvVars: env("max-sessions-per-principal"), Category: catUpstream, DefaultText: "half of --max-sessions",
@@ -92,7 +95,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-warm"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-warm", "upstream-memory-limit", "upstream-memory-total", "upstream-cpu-limit", "upstream-open-files"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
@@ -142,6 +145,9 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 		}
 	}
 	if sopts.Warm, err = warmFlag(c, sopts); err != nil {
+		return nil, err
+	}
+	if err := readBudget(c, &sopts); err != nil {
 		return nil, err
 	}
 	br, err := stdio.Start(sopts)

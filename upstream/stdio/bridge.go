@@ -94,6 +94,17 @@ type Options struct {
 	// session's initialize (warm.go); they count against MaxSessions.
 	// Zero: none. Ignored when Shared.
 	Warm int
+	// MemoryLimit stops a child whose process group's resident memory
+	// goes over it, in bytes; MemoryTotal stops one child while all of
+	// them together are over it; CPULimit stops a child whose group used
+	// more cores than it, averaged over 10 s; OpenFiles is each child's
+	// RLIMIT_NOFILE. Zero: none. Linux only (budget.go).
+	MemoryLimit, MemoryTotal int64
+	CPULimit                 float64
+	OpenFiles                int
+	// BudgetEvery is how often the children's usage is read. Zero:
+	// DefaultBudgetEvery.
+	BudgetEvery time.Duration
 	// Logger gets the child's stderr and the bridge's events.
 	Logger zerolog.Logger
 }
@@ -139,6 +150,7 @@ type Bridge struct {
 
 	warm    warmPool // children started ahead (warm.go)
 	metrics *Metrics
+	budget  *budget // the usage watcher (budget.go); nil without /proc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -230,11 +242,15 @@ func Start(opts Options) (*Bridge, error) {
 	if opts.InitTimeout <= 0 {
 		opts.InitTimeout = 30 * time.Second
 	}
+	if err := checkBudget(&opts); err != nil {
+		return nil, err
+	}
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
 		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
 	b.calls = b.newCallTable()
 	b.metrics = newMetrics()
 	b.metrics.children.b = b
+	b.startBudget() // before the first child: its limits apply to every one
 	if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {

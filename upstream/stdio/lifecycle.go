@@ -38,6 +38,7 @@ func (b *Bridge) startChild(sess *session) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.budget.started(p) // its limits (budget.go)
 	b.mu.Lock()
 	if b.closed { // Close took its list of children already
 		b.mu.Unlock()
