@@ -31,6 +31,7 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/stdio"
 	"github.com/taskgate/taskgate/webhook"
 )
 
@@ -212,6 +213,7 @@ func runningGateway(t *testing.T) (*gateway.Handler, string) {
 		t.Fatal(err)
 	}
 	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, Webhooks: hooks,
+		Collectors: stdio.NewMetrics().Collectors(), // a stdio upstream's (taskgate_stdio_*)
 		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ func budgetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "upstream-memory-limit", EnvVars: env("upstream-memory-limit"), Category: catUpstream,
 			Usage: "stop a process of --upstream-command whose resident memory (its process group's, read from /proc every second) goes over `SIZE` (e.g. 256MiB); its session ends as after a crash (default: no limit; Linux)"},
 		&cli.StringFlag{Name: "upstream-memory-total", EnvVars: env("upstream-memory-total"), Category: catUpstream,
-			Usage: "while the processes of --upstream-command on this replica together hold more than `SIZE` resident, stop one each second: a warm one first, then the largest with no call in flight (default: no limit; Linux)"},
+			Usage: "while the processes of --upstream-command on this replica together hold more than `SIZE` resident, stop one each second: a warm one first, then one with no call in flight, whichever stop suffices (default: no limit; Linux)"},
 		&cli.StringFlag{Name: "upstream-cpu-limit", EnvVars: env("upstream-cpu-limit"), Category: catUpstream,
 			Usage: "stop a process of --upstream-command whose process group used more than `CORES` (e.g. 0.5) averaged over 10 s (default: no limit; Linux)"},
 		&cli.IntFlag{Name: "upstream-open-files", EnvVars: env("upstream-open-files"), Category: catUpstream,

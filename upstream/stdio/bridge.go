@@ -248,7 +248,7 @@ func Start(opts Options) (*Bridge, error) {
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
 		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
 	b.calls = b.newCallTable()
-	b.metrics = newMetrics()
+	b.metrics = NewMetrics()
 	b.metrics.children.b = b
 	b.startBudget() // before the first child: its limits apply to every one
 	if stateless, err := b.startStateless(); err != nil {

@@ -17,9 +17,9 @@ package stdio
 //	              than the limit, in cores, averaged over cpuWindow, is
 //	              killed (a runaway loop, not a burst).
 //	memory total  the watcher: while the children's resident memory
-//	              together is over it, warm children are stopped first,
-//	              then the largest session child with no call in flight
-//	              (or the largest if all are busy), one a tick.
+//	              together is over it, one child a tick is stopped (victim:
+//	              a warm one, else an idle session's, else a busy one's,
+//	              whose stop suffices).
 //
 // A child stopped over its budget ends its session as a crash does (the
 // client gets 404 and initializes again), fails its calls in flight with
@@ -104,6 +104,7 @@ func (bu *budget) started(p *proc) {
 	if err := setOpenFiles(p.cmd.Process.Pid, bu.b.opts.OpenFiles); err != nil {
 		p.log.Error().Str("op", "stdio").Err(err).Msg("cannot limit the open files of the upstream process; stopped")
 		p.kill("its open-file limit could not be set")
+		bu.b.metrics.killed(limitOpenFiles)
 	}
 }
 
@@ -169,7 +170,7 @@ func (bu *budget) check(now time.Time) {
 	}
 	bu.mu.Unlock()
 	if o.MemoryTotal > 0 && total > o.MemoryTotal {
-		if p := bu.victim(procs, use); p != nil {
+		if p := bu.victim(procs, use, total-o.MemoryTotal); p != nil {
 			bu.stop(p, limitMemoryTotal, fmt.Sprintf("the children's resident memory together (%d MiB) went over --upstream-memory-total (%d MiB); this child was the one to give way (%d MiB)", total>>20, o.MemoryTotal>>20, use[p].rss>>20), use[p])
 		}
 	}
@@ -192,30 +193,53 @@ func (bu *budget) cpu(p *proc, now time.Time, ticks int64) (float64, time.Durati
 	return float64(ticks-s[0].ticks) / clockTicks / span.Seconds(), span, true
 }
 
-// victim is the child to stop when the total is over: a warm one first,
-// then the largest with no call in flight, else the largest.
-func (bu *budget) victim(procs []*proc, use map[*proc]usage) *proc {
+// victim is the child to stop when the total is over by excess bytes:
+// the first, in this order, whose stop alone brings the total under: a
+// warm child, an idle session's (no call in flight), a busy session's,
+// each largest first; if none would, the largest of them. The shared
+// child serves everyone: never it.
+func (bu *budget) victim(procs []*proc, use map[*proc]usage, excess int64) *proc {
 	b := bu.b
-	sorted := append([]*proc(nil), procs...)
-	sort.Slice(sorted, func(i, j int) bool { return use[sorted[i]].rss > use[sorted[j]].rss })
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var idle, any *proc
-	for _, p := range sorted {
+	rank := func(p *proc) int {
 		switch {
 		case b.isWarmLocked(p):
-			return p
-		case p.sess == nil: // the shared child serves everyone: never the one
-		case idle == nil && p.sess.Inflight == 0:
-			idle = p
-		case any == nil:
-			any = p
+			return 0
+		case p.sess == nil:
+			return -1
+		case p.sess.Inflight == 0:
+			return 1
+		}
+		return 2
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var cands []*proc
+	ranks := map[*proc]int{}
+	for _, p := range procs {
+		if r := rank(p); r >= 0 {
+			cands = append(cands, p)
+			ranks[p] = r
 		}
 	}
-	if idle != nil {
-		return idle
+	if len(cands) == 0 {
+		return nil
 	}
-	return any
+	sort.SliceStable(cands, func(i, j int) bool {
+		if ranks[cands[i]] != ranks[cands[j]] {
+			return ranks[cands[i]] < ranks[cands[j]]
+		}
+		return use[cands[i]].rss > use[cands[j]].rss
+	})
+	largest := cands[0]
+	for _, p := range cands {
+		if use[p].rss >= excess {
+			return p
+		}
+		if use[p].rss > use[largest].rss {
+			largest = p
+		}
+	}
+	return largest
 }
 
 // stop kills p over limit, says why in the log, and counts it.
@@ -230,8 +254,8 @@ func (bu *budget) stop(p *proc, limit, why string, u usage) {
 		session = p.sess.id
 	}
 	b.mu.Unlock()
+	b.metrics.killed(limit) // before its session ends: whoever sees the 404 sees the count
 	p.kill(why)
-	b.metrics.killed(limit)
 	b.log.Warn().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("session", session).Str("limit", limit).
 		Int64("resident_bytes", u.rss).Msg("upstream process stopped over its budget: " + why)
 }

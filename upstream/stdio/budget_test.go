@@ -110,8 +110,8 @@ func TestBudgetMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestBudgetMemoryTotal: over the total, the largest idle child gives way;
-// the others keep answering.
+// TestBudgetMemoryTotal: over the total, the idle child whose stop brings
+// it back under gives way; the others keep answering.
 func TestBudgetMemoryTotal(t *testing.T) {
 	bin := hog(t)
 	b, logs := startBridge(t, func(o *Options) {
@@ -123,9 +123,16 @@ func TestBudgetMemoryTotal(t *testing.T) {
 	if got := a.tool(1, "grow", nil); got != "growing" {
 		t.Fatalf("grow: %q", got)
 	}
+	// No request of a's meanwhile: its child is the largest idle one.
+	waitFor(t, "a child stopped", func() bool {
+		return testutil.ToFloat64(b.Metrics().kills.WithLabelValues(limitMemoryTotal)) > 0
+	})
 	gone(t, a)
 	if n := testutil.ToFloat64(b.Metrics().kills.WithLabelValues(limitMemoryTotal)); n != 1 {
 		t.Fatalf("kills{memory_total}: %v, want 1\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), `"session":"`+a.sid+`","limit":"memory_total"`) {
+		t.Fatalf("the child stopped is not the one that grew:\n%s", logs)
 	}
 	for _, c := range []*client{y, z} {
 		if got := c.tool(2, "echo", map[string]any{"text": "ok"}); got != "ok" {

@@ -35,7 +35,8 @@ const (
 	limitOpenFiles   = "open_files"
 )
 
-func newMetrics() *Metrics {
+// NewMetrics are a bridge's collectors, unattached (Start makes its own).
+func NewMetrics() *Metrics {
 	m := &Metrics{
 		starts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_stdio_starts_total",
