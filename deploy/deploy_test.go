@@ -214,7 +214,7 @@ func runningGateway(t *testing.T) (*gateway.Handler, string) {
 	}
 	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, Webhooks: hooks,
 		Collectors: stdio.NewMetrics().Collectors(), // a stdio upstream's (taskgate_stdio_*)
-		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
+		Policy:     policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
