@@ -135,6 +135,11 @@ func (bu *budget) check(now time.Time) {
 		}
 	}
 	b.mu.Unlock()
+	if len(procs) == 0 {
+		b.metrics.resident.WithLabelValues("total").Set(0)
+		b.metrics.resident.WithLabelValues("max").Set(0)
+		return
+	}
 	groups := readGroups()
 	var total, largest int64
 	use := make(map[*proc]usage, len(procs))
