@@ -39,7 +39,11 @@ func main() {
 			result = map[string]any{"protocolVersion": m.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "hog", "version": "1"}}
 		case "tools/list":
-			result = map[string]any{"tools": []any{}}
+			var tools []any
+			for _, name := range []string{"echo", "grow", "spin", "open"} {
+				tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
+			}
+			result = map[string]any{"tools": tools}
 		case "tools/call":
 			text := ""
 			switch m.Params.Name {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,44 @@ import (
 
 	"github.com/taskgate/taskgate/upstream/stdio"
 )
+
+// TestStdioChildBudget: through the built binary, a child that allocates
+// without end is stopped at --upstream-memory-limit, its session ends (404),
+// the other session's child answers, and /metrics says so: the kill by
+// its limit, warm starts (--upstream-warm), the children by scope.
+func TestStdioChildBudget(t *testing.T) {
+	if stdioBuildErr != nil {
+		t.Fatalf("test server binary unavailable: %v", stdioBuildErr)
+	}
+	hog := filepath.Join(t.TempDir(), "hog")
+	if err := buildGo(hog, "./upstream/stdio/testdata/hog"); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "stdio:"+hog, "--upstream-memory-limit", "64MiB", "--upstream-warm", "1", "--upstream-open-files", "64")
+	a, z := newRawSession(t, g.URL, ""), newRawSession(t, g.URL, "")
+	a.initialize()
+	z.initialize()
+	a.mustResult("tools/call", map[string]any{"name": "grow", "arguments": map[string]any{}})
+	waitUntil(t, 20*time.Second, func() bool {
+		return strings.Contains(metricsText(t, g.base+"/metrics"), `taskgate_stdio_kills_total{limit="memory"} 1`)
+	})
+	waitUntil(t, 10*time.Second, func() bool {
+		code, _ := a.post(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/list"})
+		return code == http.StatusNotFound
+	})
+	if r := z.mustResult("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "still"}}); !strings.Contains(string(r), "still") {
+		t.Fatalf("the other session: %s", r)
+	}
+	text := metricsText(t, g.base+"/metrics")
+	for _, want := range []string{`(?m)^taskgate_stdio_starts_total\{kind="warm"\} [1-9]`, `(?m)^taskgate_stdio_children\{scope="session"\} 1$`, `(?m)^taskgate_stdio_resident_bytes\{stat="total"\} [1-9]`} {
+		if !regexp.MustCompile(want).MatchString(text) {
+			t.Errorf("/metrics has no %s:\n%s", want, text)
+		}
+	}
+	if !strings.Contains(g.stderr.String(), `"limit":"memory"`) {
+		t.Errorf("no log line names the limit")
+	}
+}
 
 // BenchmarkStdioWarmStart: a client session's initialize to its answer
 // through the stdio bridge, with server-everything (node) as the child:
