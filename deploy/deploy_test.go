@@ -34,6 +34,7 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/upstream/stdio"
 	"github.com/taskgate/taskgate/webhook"
 )
 
@@ -222,7 +223,8 @@ func runningGateway(t *testing.T) (*gateway.Handler, string) {
 		t.Fatal(err)
 	}
 	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, Webhooks: hooks,
-		Policy: policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
+		Collectors: stdio.NewMetrics().Collectors(), // a stdio upstream's (taskgate_stdio_*)
+		Policy:     policy.NewCurrent(&policy.Config{Rules: policy.Rules{rules}}), MaxInflight: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -58,6 +59,9 @@ type Config struct {
 	// registers its metrics, and stops it in Close after the runner, so
 	// the last tasks' events are still queued for delivery. nil: none.
 	Webhooks *webhook.Dispatcher
+	// Collectors are more metrics to serve with the gateway's (the stdio
+	// bridge's: upstream/stdio.Metrics). nil: none.
+	Collectors []prometheus.Collector
 	// Store holds task state, shared by every replica. Required for tasks;
 	// nil means a plain pass-through proxy (no tasks), and /readyz checks
 	// only the upstream.

@@ -154,6 +154,7 @@ func New(cfg Config) (*Handler, error) {
 	h.f2025 = front2025.New(deps, c.Store, c.Anonymous)
 	h.f2026 = front2026.New(deps, c.Store, c.Anonymous, h.life, c.MRTRHold)
 	h.decider.StartSync(c.LatencySync, c.ReplicaID) // merges once first: a warm start
+	h.metrics.RegisterCollectors(c.Collectors...)
 	if c.Webhooks != nil {
 		h.metrics.RegisterCollectors(c.Webhooks.Metrics().Collectors()...)
 		c.Webhooks.Start() // its own goroutines, beside the hot path (docs/webhooks.md)

@@ -236,6 +236,7 @@ func serve(c *cli.Context) error {
 	}
 	h, err := gateway.New(gateway.Config{
 		Webhooks:                dispatcher,
+		Collectors:              up.collectors(),
 		Upstream:                up.Client,
 		Store:                   store.Store,
 		Policy:                  current, // the reloader below swaps it on SIGHUP or a changed --policy file

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rs/zerolog"
@@ -35,10 +36,15 @@ func stdioFlags(serve bool) []cli.Flag {
 				Usage: "one --upstream-command process for every client session of a replica, for servers that keep nothing per client (roots, state, log level and subscriptions are then shared; see docs/stdio.md)"},
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
+		)
+		flags = append(flags, budgetFlags()...) // children.go
+		flags = append(flags,
 			&cli.IntFlag{Name: "max-sessions", Value: stdio.DefaultMaxSessions, EnvVars: env("max-sessions"), Category: catUpstream,
 				Usage: "most client sessions of --upstream-command on this replica, each a process of its own (about 70 MiB for a node server); 1000 by default with --upstream-shared, and for an HTTP+SSE --upstream (each an SSE stream)"},
 			&cli.IntFlag{Name: "max-sessions-per-principal", EnvVars: env("max-sessions-per-principal"), Category: catUpstream, DefaultText: "half of --max-sessions",
 				Usage: "most of those sessions one principal (its validated identity or Authorization, else its client address) holds on this replica, so no one locks the others out; past it its initialize is refused with a retry hint (0: no cap)"},
+			&cli.IntFlag{Name: "upstream-warm", Value: defaultWarm, EnvVars: env("upstream-warm"), Category: catUpstream,
+				Usage: "`N` processes of --upstream-command kept started ahead, each waiting for a new client session's initialize, so that it does not wait for the process to load; replaced in the background as sessions take them, and counted against --max-sessions (0: none; not with --upstream-shared)"},
 			&cli.DurationFlag{Name: "session-idle", Value: stdio.DefaultSessionIdle, EnvVars: env("session-idle"), Category: catUpstream,
 				Usage: "end an --upstream-command session, and stop its process (for an HTTP+SSE --upstream: close its SSE stream), after this long without a request or a call in flight"},
 		)
@@ -53,6 +59,14 @@ type openedUpstream struct {
 	bridge *stdio.Bridge // nil for --upstream
 	sse    *sse.Bridge   // set for an HTTP+SSE --upstream
 	name   string        // what the startup line names
+}
+
+// collectors are the stdio bridge's metrics; none for --upstream.
+func (o *openedUpstream) collectors() []prometheus.Collector {
+	if o.bridge == nil {
+		return nil
+	}
+	return o.bridge.Metrics().Collectors()
 }
 
 // close stops the child (SIGTERM, then SIGKILL once ctx ends).
@@ -81,7 +95,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-warm", "upstream-memory-limit", "upstream-memory-total", "upstream-cpu-limit", "upstream-open-files"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
@@ -129,6 +143,12 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 			}
 			log.Warn().Msg("--upstream-per-session is deprecated and does nothing: each client session gets its own --upstream-command process by default (--upstream-shared shares one)")
 		}
+	}
+	if sopts.Warm, err = warmFlag(c, sopts); err != nil {
+		return nil, err
+	}
+	if err := readBudget(c, &sopts); err != nil {
+		return nil, err
 	}
 	br, err := stdio.Start(sopts)
 	if err != nil {
@@ -184,4 +204,34 @@ func readBridgeLimits(c *cli.Context) (bridgeLimits, error) {
 		return lim, fmt.Errorf("invalid --session-idle %s: it must be positive", lim.sessionIdle)
 	}
 	return lim, nil
+}
+
+// defaultWarm: one process started ahead gives the next session a warm
+// start and costs one idle child (about 70 MiB for a node server); a burst
+// of sessions takes it and the rest start cold while it is replaced.
+const defaultWarm = 1
+
+// warmFlag reads --upstream-warm (serve only): 0 up to --max-sessions.
+func warmFlag(c *cli.Context, o stdio.Options) (int, error) {
+	if c.Command.Name != "serve" {
+		return 0, nil
+	}
+	n := c.Int("upstream-warm")
+	if o.Shared {
+		if c.IsSet("upstream-warm") && n != 0 {
+			return 0, errors.New("--upstream-warm goes with a process per client session, not --upstream-shared (its one process is started at once)")
+		}
+		return 0, nil
+	}
+	limit := o.MaxSessions
+	if limit == 0 {
+		limit = stdio.DefaultMaxSessions
+	}
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("invalid --upstream-warm %d: it must be a number of processes, or 0 for none", n)
+	case n > limit:
+		return 0, fmt.Errorf("invalid --upstream-warm %d: at most --max-sessions (%d), which counts the warm processes too", n, limit)
+	}
+	return n, nil
 }

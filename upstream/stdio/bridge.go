@@ -90,6 +90,21 @@ type Options struct {
 	// HoldAsk bounds how long a request of the child waits for its
 	// session's client to open a GET stream. Zero: DefaultHoldAsk.
 	HoldAsk time.Duration
+	// Warm keeps this many children started ahead, waiting for a
+	// session's initialize (warm.go); they count against MaxSessions.
+	// Zero: none. Ignored when Shared.
+	Warm int
+	// MemoryLimit stops a child whose process group's resident memory
+	// goes over it, in bytes; MemoryTotal stops one child while all of
+	// them together are over it; CPULimit stops a child whose group used
+	// more cores than it, averaged over 10 s; OpenFiles is each child's
+	// RLIMIT_NOFILE. Zero: none. Linux only (budget.go).
+	MemoryLimit, MemoryTotal int64
+	CPULimit                 float64
+	OpenFiles                int
+	// BudgetEvery is how often the children's usage is read. Zero:
+	// DefaultBudgetEvery.
+	BudgetEvery time.Duration
 	// Logger gets the child's stderr and the bridge's events.
 	Logger zerolog.Logger
 }
@@ -132,6 +147,10 @@ type Bridge struct {
 	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
+
+	warm    warmPool // children started ahead (warm.go)
+	metrics *Metrics
+	budget  *budget // the usage watcher (budget.go); nil without /proc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -223,9 +242,15 @@ func Start(opts Options) (*Bridge, error) {
 	if opts.InitTimeout <= 0 {
 		opts.InitTimeout = 30 * time.Second
 	}
+	if err := checkBudget(&opts); err != nil {
+		return nil, err
+	}
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
 		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
 	b.calls = b.newCallTable()
+	b.metrics = NewMetrics()
+	b.metrics.children.b = b
+	b.startBudget() // before the first child: its limits apply to every one
 	if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {
@@ -233,6 +258,7 @@ func Start(opts Options) (*Bridge, error) {
 			b.wg.Add(1)
 			go b.reap()
 		}
+		b.startWarm()
 		return b, nil
 	}
 	if opts.Shared {
@@ -248,6 +274,7 @@ func Start(opts Options) (*Bridge, error) {
 	}
 	b.wg.Add(1)
 	go b.reap()
+	b.startWarm()
 	return b, nil
 }
 

@@ -21,12 +21,24 @@ import (
 // requests wait for. A child that started but failed its handshake is
 // stopped and returned with the error.
 func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
+	p, err := b.startChild(sess)
+	if err != nil {
+		return p, err
+	}
+	return p, b.readyChild(p, params)
+}
+
+// startChild starts a child, not yet initialized, and counts it among the
+// bridge's (Close stops it). A child started as the bridge closes is
+// killed and returned with an error.
+func (b *Bridge) startChild(sess *session) (*proc, error) {
 	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
 		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, failCall: b.failCall,
 		sess: sess})
 	if err != nil {
 		return nil, err
 	}
+	b.budget.started(p) // its limits (budget.go)
 	b.mu.Lock()
 	if b.closed { // Close took its list of children already
 		b.mu.Unlock()
@@ -37,14 +49,20 @@ func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
 	b.procs = append(b.procs, p)
 	b.mu.Unlock()
 	go func() { <-p.exited; b.forget(p) }()
+	return p, nil
+}
+
+// readyChild initializes a started child with params; one that fails its
+// handshake is stopped.
+func (b *Bridge) readyChild(p *proc, params json.RawMessage) error {
 	if err := p.handshake(params, b.opts.InitTimeout); err != nil {
 		b.log.Error().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Err(err).Msg("upstream process failed its initialize; stopped")
 		p.kill("its initialize failed")
 		<-p.exited
-		return p, err
+		return err
 	}
 	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("protocol_version", p.version).Msg("upstream process ready")
-	return p, nil
+	return nil
 }
 
 // childFor gives session s its child, started and initialized with the
@@ -80,7 +98,7 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 		s.Caps = map[string]json.RawMessage{}
 	}
 	start := time.Now()
-	p, err := b.spawn(asked.Params, s)
+	p, err := b.sessionChild(asked.Params, s) // a warm one if there is one (warm.go)
 	if err != nil {
 		b.mu.Lock()
 		s.Ended = true
@@ -185,6 +203,7 @@ func (b *Bridge) endSessionLocked(s *session) {
 	} else {
 		b.owned--
 		b.shares.GiveLocked(s.principal)
+		b.wakeWarm() // room for a warm child again (warm.go)
 	}
 	b.calls.EndSessionLocked(s, "the client session ended before it answered")
 }

@@ -149,6 +149,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 			b.mu.Lock()
 			b.owned--
 			b.shares.GiveLocked(p.Key)
+			b.wakeWarm()
 			b.mu.Unlock()
 		}
 	}()

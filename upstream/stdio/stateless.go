@@ -118,6 +118,7 @@ func (st *statelessSide) spawn() (*proc, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	b.budget.started(p) // its limits (budget.go)
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {

@@ -56,6 +56,9 @@ import (
 //	taskgate_webhook_deliveries_total{endpoint,event,outcome}, taskgate_webhook_delivery_seconds{endpoint},
 //	taskgate_webhook_endpoint_open{endpoint}
 //	                                                  with Config.Webhooks: the webhook package's (RegisterCollectors)
+//	taskgate_stdio_children{scope}, taskgate_stdio_resident_bytes{stat}, taskgate_stdio_starts_total{kind},
+//	taskgate_stdio_start_seconds{kind}, taskgate_stdio_kills_total{limit}
+//	                                                  with --upstream-command: upstream/stdio's (Config.Collectors)
 //
 // plus the Go runtime's and the process' standard collectors.
 type Metrics struct {
