@@ -21,7 +21,7 @@ func budgetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "upstream-cpu-limit", EnvVars: env("upstream-cpu-limit"), Category: catUpstream,
 			Usage: "stop a process of --upstream-command whose process group used more than `CORES` (e.g. 0.5) averaged over 10 s (default: no limit; Linux)"},
 		&cli.IntFlag{Name: "upstream-open-files", EnvVars: env("upstream-open-files"), Category: catUpstream,
-			Usage: "most files (descriptors, its stdio included) each process of --upstream-command may hold open: its RLIMIT_NOFILE, set as it starts (default: inherited; Linux)"},
+			Usage: "most files (descriptors, its stdio included) each process of --upstream-command may hold open: its RLIMIT_NOFILE, set as it starts (Linux)", DefaultText: "inherited"},
 	}
 }
 
