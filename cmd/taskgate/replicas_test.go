@@ -106,16 +106,27 @@ func TestHopTLS(t *testing.T) {
 	}
 }
 
-// TestJoinReplicasStateless: a 2026-07-28 child serves every client from
-// one process, so with --redis-url there is no session to follow: serve
-// needs no advertise URL (none could be derived on a host with several
-// addresses listening on 0.0.0.0) and joins nothing.
+// TestJoinReplicasStateless: a 2026-07-28 child with --upstream-shared
+// serves every client from one process, so with --redis-url there is no
+// session to follow: serve needs no advertise URL (none could be derived on
+// a host with several addresses listening on 0.0.0.0) and joins nothing.
+// Without --upstream-shared, each 2025-11-25 client of the same child gets
+// a process of its own (issue 37), whose session must be followed: that
+// bridge is one per session, and joins the replicas.
 func TestJoinReplicasStateless(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "everything-server")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server").CombinedOutput(); err != nil {
 		t.Fatalf("building the 2026-07-28 server: %v\n%s", err, out)
 	}
-	br, err := stdio.Start(stdio.Options{Command: []string{bin}, Logger: zerolog.Nop()})
+	perSession, err := stdio.Start(stdio.Options{Command: []string{bin}, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = perSession.Close(context.Background()) })
+	if !perSession.PerSession() {
+		t.Error("a 2026-07-28 child without --upstream-shared: not a process per session, so its 2025-11-25 sessions would not follow their process")
+	}
+	br, err := stdio.Start(stdio.Options{Command: []string{bin}, Shared: true, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,14 +141,14 @@ func TestJoinReplicasStateless(t *testing.T) {
 	several := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
 	got, leave, err := joinReplicas(c, h, &openedUpstream{bridge: br}, &openedStore{}, several, "http", zerolog.Nop())
 	if err != nil {
-		t.Fatalf("a 2026-07-28 child with --redis-url: %v; want it served without joining the replicas", err)
+		t.Fatalf("a shared 2026-07-28 child with --redis-url: %v; want it served without joining the replicas", err)
 	}
 	leave()
 	if reflect.ValueOf(got).Pointer() != reflect.ValueOf(h).Pointer() {
-		t.Error("a 2026-07-28 child with --redis-url serves the hop")
+		t.Error("a shared 2026-07-28 child with --redis-url serves the hop")
 	}
 	_ = set.Set("advertise-url", "http://h:1")
 	if _, _, err := joinReplicas(c, h, &openedUpstream{bridge: br}, &openedStore{}, several, "http", zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "process per session") {
-		t.Errorf("--advertise-url with a 2026-07-28 child: %v", err)
+		t.Errorf("--advertise-url with a shared 2026-07-28 child: %v", err)
 	}
 }
