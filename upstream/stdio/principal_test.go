@@ -1,0 +1,131 @@
+package stdio
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// childOf is the child serving session sid, nil when the session is gone.
+func childOf(b *Bridge, sid string) *proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sessions[sid]; s != nil {
+		return s.proc
+	}
+	return nil
+}
+
+// running counts the bridge's children now.
+func running(b *Bridge) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.procs)
+}
+
+// TestBridgePrincipalScope (issue 37, item 3): with PerPrincipal, the
+// sessions of one principal share one child, another principal's never
+// do, a session without a principal gets its own; calls of two sessions on
+// one child with the same ids, at once, each get their own answer; the
+// child stops with its principal's last session, and the next session
+// starts a new one.
+func TestBridgePrincipalScope(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.MaxSessions = 4; o.SessionIdle = time.Hour })
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	bob, anon := newClientAs(t, b, "bob"), newClient(t, b)
+	pa := childOf(b, a1.sid)
+	switch {
+	case pa == nil || childOf(b, a2.sid) != pa:
+		t.Fatal("alice's two sessions are not on one child")
+	case childOf(b, bob.sid) == pa || childOf(b, anon.sid) == pa || childOf(b, bob.sid) == childOf(b, anon.sid):
+		t.Fatal("another principal's session, or one without a principal, shares alice's child")
+	case running(b) != 3:
+		t.Fatalf("%d children, want 3 (alice, bob, the session without a principal)", running(b))
+	}
+	var wg sync.WaitGroup
+	for i, c := range []*client{a1, a2, a1, a2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			text := strings.Repeat("x", i+1) + c.sid
+			if got := c.tool(7, "echo", map[string]any{"text": text}); got != text {
+				t.Errorf("session %d: echo %q, want %q", i, got, text)
+			}
+		}()
+	}
+	wg.Wait()
+	deleteSession(t, b, a1.sid)
+	if got := a2.tool(1, "echo", map[string]any{"text": "still"}); got != "still" || childOf(b, a2.sid) != pa {
+		t.Fatalf("alice's other session after one ended: %q", got)
+	}
+	deleteSession(t, b, a2.sid)
+	<-pa.exited // stopped with her last session
+	a3 := newClientAs(t, b, "alice")
+	if p := childOf(b, a3.sid); p == nil || p == pa {
+		t.Fatal("alice's next session is not on a new child")
+	}
+}
+
+// TestBridgePrincipalShare (issue 37, item 6): the per-principal share
+// bounds the sessions on a principal's child; --max-sessions bounds the
+// children, so a principal with a child here still opens sessions when
+// the children are at the limit, and a new principal is refused.
+func TestBridgePrincipalShare(t *testing.T) {
+	heard := &refusals{}
+	b, _ := startBridge(t, func(o *Options) {
+		o.PerPrincipal = true
+		o.MaxSessions = 2
+		o.MaxSessionsPerPrincipal = 3
+		o.SessionIdle = time.Hour
+	})
+	for i := range 3 {
+		if sid, msg, _, _ := initializeAs(t, b, "alice", heard); sid == "" {
+			t.Fatalf("alice's session %d: %s", i+1, msg)
+		}
+	}
+	if _, _, reason, _ := initializeAs(t, b, "alice", heard); reason != "max_sessions_per_principal" {
+		t.Fatalf("alice's fourth session: reason %q, want max_sessions_per_principal", reason)
+	}
+	if sid, msg, _, _ := initializeAs(t, b, "bob", heard); sid == "" {
+		t.Fatalf("bob: %s", msg)
+	}
+	if _, _, reason, _ := initializeAs(t, b, "carol", heard); reason != "max_sessions" {
+		t.Fatalf("a third principal's child: reason %q, want max_sessions", reason)
+	}
+	if sid, msg, _, _ := initializeAs(t, b, "bob", heard); sid == "" {
+		t.Fatalf("bob's second session on his child, with the children at --max-sessions: %s", msg)
+	}
+	if n := running(b); n != 2 {
+		t.Fatalf("%d children for 5 sessions of 2 principals, want 2", n)
+	}
+}
+
+// TestBridgePrincipalChildExits: when a principal's child exits, every
+// session on it ends (404, its clients initialize again), and the
+// principal's next session gets a new child.
+func TestBridgePrincipalChildExits(t *testing.T) {
+	b, logs := startBridge(t, func(o *Options) { o.PerPrincipal = true })
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	p := childOf(b, a1.sid)
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	waitFor(t, "the sessions-ended log line", func() bool {
+		return strings.Contains(logs.String(), "a principal's upstream process exited; its sessions ended")
+	})
+	for _, c := range []*client{a1, a2} {
+		r := c.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound {
+			t.Fatalf("after the child exited: HTTP %d, want 404", r.StatusCode)
+		}
+	}
+	a3 := newClientAs(t, b, "alice")
+	if got := a3.tool(1, "echo", map[string]any{"text": "y"}); got != "y" || childOf(b, a3.sid) == p {
+		t.Fatalf("a new session: %q", got)
+	}
+}
