@@ -149,12 +149,12 @@ type Bridge struct {
 	sessions map[string]*session
 	// principals are the principals' children here (PerPrincipal), by key.
 	principals map[string]*principalChild
-	calls    *callTable           // calls in flight, the children's requests sent to clients, progress tokens
-	owned    int                  // sessions opened here (initialize), and those being opened
-	shares   bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
-	adopted  int                  // sessions adopted from other replicas
-	closed   bool
-	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
+	calls      *callTable           // calls in flight, the children's requests sent to clients, progress tokens
+	owned      int                  // sessions opened here (initialize), and those being opened
+	shares     bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
+	adopted    int                  // sessions adopted from other replicas
+	closed     bool
+	st         *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
 
@@ -172,7 +172,7 @@ type session struct {
 	id      string
 	proc    *proc // its own child, or its principal's (pc); nil when Shared
 	pc      *principalChild
-	adopted bool  // opened by another replica's bridge (session)
+	adopted bool // opened by another replica's bridge (session)
 	// principal is whose share the session counts in (owned sessions;
 	// "" for none).
 	principal string

@@ -1,6 +1,9 @@
 package stdio
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"sync"
@@ -127,5 +130,62 @@ func TestBridgePrincipalChildExits(t *testing.T) {
 	a3 := newClientAs(t, b, "alice")
 	if got := a3.tool(1, "echo", map[string]any{"text": "y"}); got != "y" || childOf(b, a3.sid) == p {
 		t.Fatalf("a new session: %q", got)
+	}
+}
+
+// TestReplicasPrincipalChild (issue 37, item 3): the replica running a
+// principal's child records it; an initialize of that principal on
+// another replica hops there, so its session is on the same child, and
+// its later requests follow; another principal's session on that replica
+// gets a child there. When the child's last session ends, its record goes.
+func TestReplicasPrincipalChild(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	ca := newClientAs(t, a.b, "alice")
+	if url, err := dir.SessionReplica(context.Background(), principalRecord("alice")); url != a.srv.URL || err != nil {
+		t.Fatalf("record of alice's child = %q, %v; want A's %q", url, err, a.srv.URL)
+	}
+	cb := newClientAs(t, b.b, "alice") // through B
+	if a.hops.Load() == 0 {
+		t.Fatal("alice's initialize on B did not hop to A")
+	}
+	if p := childOf(a.b, cb.sid); p == nil || p != childOf(a.b, ca.sid) {
+		t.Fatal("alice's session opened through B is not on her child on A")
+	}
+	if got := cb.tool(2, "echo", map[string]any{"text": "via B"}); got != "via B" {
+		t.Fatalf("a call of alice's second session through B: %q", got)
+	}
+	bob := newClientAs(t, b.b, "bob")
+	if running(b.b) != 1 || childOf(b.b, bob.sid) == nil || running(a.b) != 1 {
+		t.Fatalf("children: A %d, B %d; want alice's on A and bob's on B", running(a.b), running(b.b))
+	}
+	deleteSession(t, a.b, ca.sid)
+	deleteSession(t, b.b, cb.sid) // hops to A: her last session there
+	waitFor(t, "the record of alice's child to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), principalRecord("alice"))
+		return url == "" && err == nil
+	})
+}
+
+// TestHopPrincipalForged: a hop naming another principal than the one
+// it was signed for is refused: the MAC binds the principal.
+func TestHopPrincipalForged(t *testing.T) {
+	dir, _ := newDirectory(t)
+	a := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = true }, nil)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
+	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, principalRecord("alice"), time.Now(), body))
+	req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("mallory")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a hop re-addressed to mallory: HTTP %d %q, want refused", resp.StatusCode, resp.Header.Get(hopErrorHeader))
+	}
+	if running(a.b) != 0 {
+		t.Fatal("a forged hop started a child")
 	}
 }

@@ -26,8 +26,8 @@ package stdio
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
