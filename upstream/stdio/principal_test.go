@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // childOf is the child serving session sid, nil when the session is gone.
@@ -47,6 +49,16 @@ func TestBridgePrincipalScope(t *testing.T) {
 		t.Fatal("another principal's session, or one without a principal, shares alice's child")
 	case running(b) != 3:
 		t.Fatalf("%d children, want 3 (alice, bob, the session without a principal)", running(b))
+	}
+	if err := testutil.CollectAndCompare(b.metrics.children, strings.NewReader(`
+# HELP taskgate_stdio_children Running children of --upstream-command on this replica: session (a client session's own), principal (a principal's, --upstream-scope principal), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).
+# TYPE taskgate_stdio_children gauge
+taskgate_stdio_children{scope="principal"} 2
+taskgate_stdio_children{scope="session"} 1
+taskgate_stdio_children{scope="shared"} 0
+taskgate_stdio_children{scope="warm"} 0
+`)); err != nil {
+		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for i, c := range []*client{a1, a2, a1, a2} {
