@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestChildrenFlagErrors: --upstream-warm and the children's budget are
-// checked at start, each error one line naming the flag.
+// TestChildrenFlagErrors: --upstream-warm, --upstream-scope and the
+// children's budget are checked at start, each error one line naming the flag.
 func TestChildrenFlagErrors(t *testing.T) {
 	cmd := "--upstream-command=cat"
 	up := "--upstream=http://127.0.0.1:1/mcp"
@@ -20,6 +20,12 @@ func TestChildrenFlagErrors(t *testing.T) {
 		{[]string{"serve", cmd, "--upstream-warm", "3", "--max-sessions", "2"}, "invalid --upstream-warm 3: at most --max-sessions (2)"},
 		{[]string{"serve", cmd, "--upstream-warm", "2", "--upstream-shared"}, "--upstream-warm goes with a process per client session, not --upstream-shared"},
 		{[]string{"serve", up, "--upstream-warm", "1"}, "--upstream-warm goes with --upstream-command"},
+		{[]string{"serve", cmd, "--upstream-warm", "2", "--upstream-scope", "shared"}, "--upstream-warm goes with a process per client session, not --upstream-shared"},
+		{[]string{"serve", cmd, "--upstream-scope", "user"}, `invalid --upstream-scope "user": want session, principal or shared`},
+		{[]string{"serve", cmd, "--upstream-scope", "principal"}, "--upstream-scope principal needs sign-in (--auth-issuer or --auth-introspection-url)"},
+		{[]string{"serve", cmd, "--upstream-scope", "principal", "--upstream-shared"}, "--upstream-shared=true and --upstream-scope principal disagree"},
+		{[]string{"serve", cmd, "--upstream-scope", "shared", "--upstream-shared=false"}, "--upstream-shared=false and --upstream-scope shared disagree"},
+		{[]string{"serve", up, "--upstream-scope", "principal"}, "--upstream-scope goes with --upstream-command"},
 		{[]string{"serve", cmd, "--upstream-memory-limit", "lots"}, `invalid --upstream-memory-limit "lots": want a byte size`},
 		{[]string{"serve", cmd, "--upstream-memory-limit", "512KiB"}, `invalid --upstream-memory-limit "512KiB": at least 1MiB`},
 		{[]string{"serve", cmd, "--upstream-memory-total", "100KiB"}, `invalid --upstream-memory-total "100KiB": at least 1MiB`},

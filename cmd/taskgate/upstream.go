@@ -32,8 +32,10 @@ func stdioFlags(serve bool) []cli.Flag {
 	}
 	if serve {
 		flags = append(flags,
+			&cli.StringFlag{Name: "upstream-scope", Value: scopeSession, EnvVars: env("upstream-scope"), Category: catUpstream,
+				Usage: "whom one --upstream-command process serves: `SCOPE` session (each client session a process of its own), principal (all the sessions of one signed-in principal, across its clients and replicas; needs --auth-issuer or --auth-introspection-url) or shared (every session of the replica, as --upstream-shared); see docs/stdio.md"},
 			&cli.BoolFlag{Name: "upstream-shared", EnvVars: env("upstream-shared"), Category: catUpstream,
-				Usage: "one --upstream-command process for every client session of a replica, for servers that keep nothing per client (roots, state, log level and subscriptions are then shared; see docs/stdio.md)"},
+				Usage: "one --upstream-command process for every client session of a replica, for servers that keep nothing per client (roots, state, log level and subscriptions are then shared; see docs/stdio.md); the same as --upstream-scope shared"},
 			&cli.BoolFlag{Name: "upstream-per-session", EnvVars: env("upstream-per-session"), Category: catUpstream, Hidden: true,
 				Usage: "deprecated: a process per client session is the default"},
 		)
@@ -95,7 +97,7 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	}
 	opts.Tracer = tp
 	if url != "" {
-		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-warm", "upstream-memory-limit", "upstream-memory-total", "upstream-cpu-limit", "upstream-open-files"} {
+		for _, name := range []string{"upstream-env", "upstream-dir", "upstream-per-session", "upstream-shared", "upstream-scope", "upstream-warm", "upstream-memory-limit", "upstream-memory-total", "upstream-cpu-limit", "upstream-open-files"} {
 			if c.IsSet(name) {
 				return nil, fmt.Errorf("--%s goes with --upstream-command, not --upstream", name)
 			}
@@ -136,7 +138,11 @@ func openUpstream(c *cli.Context, log zerolog.Logger, tp trace.TracerProvider) (
 	sopts := stdio.Options{Command: argv, Env: env, Dir: c.String("upstream-dir"), MaxMessage: lim.maxMessage, Logger: log,
 		MaxSessions: lim.maxSessions, SessionIdle: lim.sessionIdle, MaxSessionsPerPrincipal: lim.perPrincipal} // MaxSessions 0: the bridge's default for the mode
 	if c.Command.Name == "serve" {
-		sopts.Shared = c.Bool("upstream-shared")
+		scope, err := scopeFlag(c)
+		if err != nil {
+			return nil, err
+		}
+		sopts.Shared, sopts.PerPrincipal = scope == scopeShared, scope == scopePrincipal
 		if c.Bool("upstream-per-session") {
 			if sopts.Shared {
 				return nil, errors.New("give --upstream-shared or --upstream-per-session, not both (--upstream-per-session is deprecated: a process per client session is the default)")
@@ -234,4 +240,37 @@ func warmFlag(c *cli.Context, o stdio.Options) (int, error) {
 		return 0, fmt.Errorf("invalid --upstream-warm %d: at most --max-sessions (%d), which counts the warm processes too", n, limit)
 	}
 	return n, nil
+}
+
+// The values of --upstream-scope.
+const (
+	scopeSession   = "session"
+	scopePrincipal = "principal"
+	scopeShared    = "shared"
+)
+
+// scopeFlag reads --upstream-scope and its alias --upstream-shared (serve
+// only). A principal scope needs sign-in: without it a principal is a
+// client address or a token's digest, which would let clients behind one
+// address, or one token's holders, into each other's process.
+func scopeFlag(c *cli.Context) (string, error) {
+	scope := c.String("upstream-scope")
+	switch scope {
+	case scopeSession, scopePrincipal, scopeShared:
+	default:
+		return "", fmt.Errorf("invalid --upstream-scope %q: want session, principal or shared", scope)
+	}
+	if c.IsSet("upstream-shared") {
+		shared := c.Bool("upstream-shared")
+		if c.IsSet("upstream-scope") && shared != (scope == scopeShared) {
+			return "", fmt.Errorf("--upstream-shared=%t and --upstream-scope %s disagree: give --upstream-scope alone (--upstream-shared is --upstream-scope shared)", shared, scope)
+		}
+		if shared {
+			scope = scopeShared
+		}
+	}
+	if scope == scopePrincipal && c.String("auth-issuer") == "" && c.String("auth-introspection-url") == "" {
+		return "", errors.New("--upstream-scope principal needs sign-in (--auth-issuer or --auth-introspection-url): without it a principal is a client address or a token's digest, not a user")
+	}
+	return scope, nil
 }

@@ -72,8 +72,16 @@ type Options struct {
 	// Shared serves every client session with one child, initialized by
 	// the bridge, instead of a child per session.
 	Shared bool
+	// PerPrincipal serves all the sessions of one principal
+	// (upstream.Principal on the initialize's context) with one child,
+	// started for its first session (principal.go), instead of a child
+	// per session; a session without a principal gets a child of its
+	// own. Ignored when Shared.
+	PerPrincipal bool
 	// MaxSessions bounds the sessions (each a child of its own unless
-	// Shared); an initialize beyond it is refused. Zero means
+	// Shared; with PerPrincipal, it bounds the children, and
+	// MaxSessionsPerPrincipal the sessions on each); an initialize beyond
+	// it is refused. Zero means
 	// DefaultMaxSessions (DefaultSharedMaxSessions when Shared).
 	MaxSessions int
 	// MaxSessionsPerPrincipal bounds the sessions of one principal
@@ -139,12 +147,14 @@ type Bridge struct {
 	down     error   // why the shared child is not running
 	procs    []*proc // every running child, for Close
 	sessions map[string]*session
-	calls    *callTable           // calls in flight, the children's requests sent to clients, progress tokens
-	owned    int                  // sessions opened here (initialize), and those being opened
-	shares   bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
-	adopted  int                  // sessions adopted from other replicas
-	closed   bool
-	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
+	// principals are the principals' children here (PerPrincipal), by key.
+	principals map[string]*principalChild
+	calls      *callTable           // calls in flight, the children's requests sent to clients, progress tokens
+	owned      int                  // sessions opened here (initialize), and those being opened
+	shares     bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
+	adopted    int                  // sessions adopted from other replicas
+	closed     bool
+	st         *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
 
@@ -160,8 +170,9 @@ type session struct {
 	bridgesession.Core[*ask] // its GET streams, calls in flight, what its client declared (nil Caps when Shared)
 
 	id      string
-	proc    *proc // its own child; nil when Shared
-	adopted bool  // opened by another replica's bridge (session)
+	proc    *proc // its own child, or its principal's (pc); nil when Shared
+	pc      *principalChild
+	adopted bool // opened by another replica's bridge (session)
 	// principal is whose share the session counts in (owned sessions;
 	// "" for none).
 	principal string
@@ -246,7 +257,7 @@ func Start(opts Options) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
-		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+		sessions: map[string]*session{}, principals: map[string]*principalChild{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
 	b.calls = b.newCallTable()
 	b.metrics = NewMetrics()
 	b.metrics.children.b = b

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // serverBin is the test MCP server (internal/testupstream/cmd/testupstream),
@@ -115,11 +117,18 @@ type client struct {
 	t   *testing.T
 	h   *http.Client
 	sid string
+	key string // the principal its requests carry (upstream.Principal); "": none
 }
 
 func newClient(t *testing.T, b *Bridge) *client {
 	t.Helper()
-	c := &client{t: t, h: &http.Client{Transport: b.Transport()}}
+	return newClientAs(t, b, "")
+}
+
+// newClientAs opens a session for principal key.
+func newClientAs(t *testing.T, b *Bridge, key string) *client {
+	t.Helper()
+	c := &client{t: t, h: &http.Client{Transport: b.Transport()}, key: key}
 	resp := c.post(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
 		"clientInfo": map[string]any{"name": "t", "version": "1"}}})
@@ -135,6 +144,9 @@ func (c *client) post(body any) *http.Response {
 	c.t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(http.MethodPost, URL, bytes.NewReader(b))
+	if c.key != "" {
+		req = req.WithContext(upstream.WithPrincipal(req.Context(), upstream.Principal{Key: c.key}))
+	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.sid != "" {
 		req.Header.Set("Mcp-Session-Id", c.sid)

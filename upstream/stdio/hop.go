@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -29,10 +30,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // HopHeader carries the hop's signature.
 const HopHeader = "Taskgate-Hop"
+
+// hopPrincipalHeader carries, base64url, the principal of an initialize
+// sent to the replica running its child (principal.go); the MAC binds it
+// as the hop's id (principalRecord).
+const hopPrincipalHeader = "Taskgate-Hop-Principal"
 
 // hopErrorHeader says why a hop was refused.
 const hopErrorHeader = "Taskgate-Hop-Error"
@@ -189,11 +197,19 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(hopErrorHeader, why)
 		http.Error(w, why, status)
 	}
-	if r.Header.Get("Mcp-Session-Id") == "" { // a hop is for a session that exists
-		refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id)")
-		return
+	// A hop is for a session that exists, or an initialize for the
+	// principal whose child runs here (principal.go).
+	id, principal := r.Header.Get("Mcp-Session-Id"), ""
+	if id == "" {
+		raw, err := base64.RawURLEncoding.DecodeString(r.Header.Get(hopPrincipalHeader))
+		if err != nil || len(raw) == 0 || r.Method != http.MethodPost {
+			refuse(http.StatusBadRequest, "a hop names its session (Mcp-Session-Id), or the principal of its initialize ("+hopPrincipalHeader+")")
+			return
+		}
+		principal = string(raw)
+		id = principalRecord(principal)
 	}
-	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, r.Header.Get("Mcp-Session-Id"), time.Now(), rp.MaxSkew)
+	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, id, time.Now(), rp.MaxSkew)
 	var body []byte
 	if err == nil && r.Body != nil {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
@@ -216,7 +232,11 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		refuse(hopStatus(err), err.Error())
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), hopKey{}, true))
+	ctx := context.WithValue(r.Context(), hopKey{}, true)
+	if principal != "" {
+		ctx = upstream.WithPrincipal(ctx, upstream.Principal{Key: principal})
+	}
+	r = r.WithContext(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	b.ServeHTTP(w, r)
 }

@@ -66,9 +66,10 @@ func (b *Bridge) readyChild(p *proc, params json.RawMessage) error {
 }
 
 // childFor gives session s its child, started and initialized with the
-// client's initialize params (the shared one, when Shared), and returns
-// the initialize result for the client.
-func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (json.RawMessage, error) {
+// client's initialize params (the shared one, when Shared; its
+// principal's, pc, when PerPrincipal, started by this session when
+// first), and returns the initialize result for the client.
+func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error, pc *principalChild, first bool) (json.RawMessage, error) {
 	var asked struct {
 		Params json.RawMessage `json:"params"`
 	}
@@ -98,13 +99,24 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 		s.Caps = map[string]json.RawMessage{}
 	}
 	start := time.Now()
-	p, err := b.sessionChild(asked.Params, s) // a warm one if there is one (warm.go)
+	var p *proc
+	var result json.RawMessage
+	var err error
+	if pc != nil {
+		result, err = b.principalChildFor(s, pc, first, asked.Params, v.ProtocolVersion)
+	} else {
+		p, err = b.sessionChild(asked.Params, s) // a warm one if there is one (warm.go)
+	}
 	if err != nil {
 		b.mu.Lock()
 		s.Ended = true
 		s.Streams.DropHeldLocked()
 		b.mu.Unlock()
 		return nil, fmt.Errorf("taskgate could not start the stdio server for this session: %v", err)
+	}
+	if pc != nil {
+		b.log.Debug().Str("op", "stdio").Str("session", s.id).Bool("first", first).Float64("initialize_seconds", time.Since(start).Seconds()).Msg("session's principal's upstream process ready")
+		return result, nil
 	}
 	s.proc = p
 	b.log.Debug().Str("op", "stdio").Str("session", s.id).Float64("initialize_seconds", time.Since(start).Seconds()).Msg("session's upstream process ready")
@@ -142,7 +154,22 @@ func (b *Bridge) supervise(p *proc, err error) {
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
-	if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s {
+	if key := p.principal; key != "" { // a principal's child: every session on it ends
+		if pc := b.principals[key]; pc != nil && pc.proc == p {
+			delete(b.principals, key) // the principal's next session starts another
+		}
+		n := 0
+		for _, s := range b.sessions {
+			if s.proc == p {
+				b.endSessionLocked(s)
+				n++
+			}
+		}
+		if n > 0 && p.killReason() == "" {
+			b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
+				Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
+		}
+	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s {
 		b.endSessionLocked(s)
 		if p.killReason() == "" { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
@@ -169,7 +196,7 @@ func (b *Bridge) reap() {
 		b.mu.Lock()
 		for _, s := range b.sessions {
 			if s.Inflight == 0 && now.Sub(s.LastUsed) > b.opts.SessionIdle {
-				if s.proc != nil {
+				if s.proc != nil && s.pc == nil { // a principal's child stops with its last session (endSessionLocked)
 					stops = append(stops, s.proc)
 				}
 				b.endSessionLocked(s)
@@ -198,9 +225,14 @@ func (b *Bridge) endSessionLocked(s *session) {
 	b.sessionEnded(s) // its record goes (replicas.go)
 	s.Ended = true
 	s.Streams.CloseLocked()
-	if s.adopted {
+	switch {
+	case s.adopted:
 		b.adopted--
-	} else {
+	case s.pc != nil:
+		if p := b.leavePrincipalLocked(s.pc); p != nil {
+			go b.stopProc(p, "the last session of its principal ended")
+		}
+	default:
 		b.owned--
 		b.shares.GiveLocked(s.principal)
 		b.wakeWarm() // room for a warm child again (warm.go)

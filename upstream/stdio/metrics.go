@@ -11,7 +11,7 @@ import (
 //
 //	taskgate_stdio_starts_total{kind}          sessions' children readied: cold (started for the session) | warm (taken from the pool)
 //	taskgate_stdio_start_seconds{kind}         a session's initialize sent → the child's answer (cold: the start included)
-//	taskgate_stdio_children{scope}             running children: session | shared (the --upstream-shared or 2026-07-28 child) | warm
+//	taskgate_stdio_children{scope}             running children: session | principal (--upstream-scope principal) | shared (the --upstream-shared or 2026-07-28 child) | warm
 //	taskgate_stdio_resident_bytes{stat}        resident memory of the children (VmRSS of each child's process group, /proc): total | max
 //	taskgate_stdio_kills_total{limit}          children stopped over their budget: memory | memory_total | cpu | open_files
 //
@@ -52,7 +52,7 @@ func NewMetrics() *Metrics {
 			Help: "Children of --upstream-command stopped over their budget, by the limit they passed: memory (--upstream-memory-limit), memory_total (--upstream-memory-total), cpu (--upstream-cpu-limit), open_files (--upstream-open-files).",
 		}, []string{"limit"}),
 		children: &childrenCollector{desc: prometheus.NewDesc("taskgate_stdio_children",
-			"Running children of --upstream-command on this replica: session (a client session's own), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).",
+			"Running children of --upstream-command on this replica: session (a client session's own), principal (a principal's, --upstream-scope principal), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).",
 			[]string{"scope"}, nil)},
 		resident: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "taskgate_stdio_resident_bytes",
@@ -100,13 +100,15 @@ type childrenCollector struct {
 func (c *childrenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *childrenCollector) Collect(ch chan<- prometheus.Metric) {
-	var session, shared, warm int
+	var session, principal, shared, warm int
 	if b := c.b; b != nil {
 		b.mu.Lock()
 		for _, p := range b.procs {
 			switch {
 			case p.sess != nil:
 				session++
+			case p.principal != "":
+				principal++
 			case b.isWarmLocked(p):
 				warm++
 			default: // the shared or 2026-07-28 child, a probe, one being started ahead
@@ -115,7 +117,7 @@ func (c *childrenCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		b.mu.Unlock()
 	}
-	for scope, n := range map[string]int{"session": session, "shared": shared, "warm": warm} {
+	for scope, n := range map[string]int{"session": session, "principal": principal, "shared": shared, "warm": warm} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), scope)
 	}
 }

@@ -38,7 +38,10 @@ type proc struct {
 	init    json.RawMessage // the initialize result
 	version string          // the protocol version it chose
 
-	sess *session // the session it serves; nil: the shared child (the bridge's, set once)
+	sess *session // the session it serves; nil: the shared child (the bridge's, set once), or a principal's
+	// principal is whose sessions it serves (principal.go); "" unless a
+	// principal's child. Guarded by Bridge.mu.
+	principal string
 
 	initDone chan json.RawMessage // the answer to initialize (response message)
 	exited   chan struct{}        // closed once the process has exited

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -245,17 +246,47 @@ func (b *Bridge) renew(rp *replicas) {
 	}
 }
 
-// localSessions are the ids of the sessions whose child runs here.
+// localSessions are the ids of the sessions whose child runs here, and
+// the records of the principals' children here (principalRecord).
 func (b *Bridge) localSessions() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ids := make([]string, 0, len(b.sessions))
+	ids := make([]string, 0, len(b.sessions)+len(b.principals))
 	for id, s := range b.sessions {
 		if !s.adopted {
 			ids = append(ids, id)
 		}
 	}
+	for key, pc := range b.principals {
+		if pc.proc != nil {
+			ids = append(ids, principalRecord(key))
+		}
+	}
 	return ids
+}
+
+// recordPrincipal records that principal key's child runs here, so that
+// its sessions opened on other replicas hop here. A failure is logged, not
+// refused: the session works here, and the renewal puts the record back.
+func (b *Bridge) recordPrincipal(key string) {
+	rp := b.rep.Load()
+	if rp == nil || rp.left() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
+	defer cancel()
+	if err := rp.Directory.PutSessionReplica(ctx, principalRecord(key), rp.URL, rp.TTL); err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a principal's upstream process for the other replicas; they may start one of their own")
+	}
+}
+
+// principalEnded queues the removal of the record of principal key's
+// child, with b.mu held.
+func (b *Bridge) principalEnded(key string) {
+	if b.principals[key] != nil {
+		return // another child of key runs here already: its record stays
+	}
+	b.sessionEnded(&session{id: principalRecord(key)})
 }
 
 // recordSession records a session opened here before its id is shown
@@ -311,6 +342,15 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 	if here {
 		return false
 	}
+	return b.hopTo(w, r, rp, id, "", nil)
+}
+
+// hopTo sends r on to the replica the Directory records for id (a
+// session's, or a principal's child: principalRecord), when that is
+// another replica, and reports whether it did (then the answer is
+// written). principal, for an initialize (body read already), names whose
+// child the hop is for (hop.go).
+func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id, principal string, body []byte) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), directoryTimeout)
 	owner, err := rp.Directory.SessionReplica(ctx, id)
 	cancel()
@@ -329,8 +369,7 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 		b.sessionEnded(&session{id: id})
 		return false
 	}
-	var body []byte
-	if r.Method == http.MethodPost {
+	if r.Method == http.MethodPost && principal == "" {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
 			jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
 			return true
@@ -350,6 +389,10 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 		if !hopByHop[http.CanonicalHeaderKey(k)] {
 			req.Header[k] = vs
 		}
+	}
+	if principal != "" {
+		req.Header.Del("Mcp-Session-Id")
+		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte(principal)))
 	}
 	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, rp.hopTime(time.Now()), body))
 	resp, err := rp.Client.Do(req)
@@ -413,7 +456,7 @@ func copyFlushing(w http.ResponseWriter, src io.Reader) {
 var hopByHop = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Proxy-Authorization": true, "Proxy-Authenticate": true,
-	"Content-Length": true, HopHeader: true, hopErrorHeader: true,
+	"Content-Length": true, HopHeader: true, hopErrorHeader: true, hopPrincipalHeader: true,
 }
 
 // validSessionID: MCP 2025-11-25, Transports, "Session Management": a

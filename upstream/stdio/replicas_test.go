@@ -59,7 +59,14 @@ func newDirectory(t testing.TB) (*taskstore.Store, *miniredis.Miniredis) {
 
 func startReplica(t testing.TB, dir Directory, mod func(*Replicas)) *replica {
 	t.Helper()
-	b, _ := startBridge(t, nil)
+	return startReplicaWith(t, dir, nil, mod)
+}
+
+// startReplicaWith is startReplica with the bridge's options changed by
+// bmod.
+func startReplicaWith(t testing.TB, dir Directory, bmod func(*Options), mod func(*Replicas)) *replica {
+	t.Helper()
+	b, _ := startBridge(t, bmod)
 	rp := &replica{b: b}
 	rp.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != HopPath {

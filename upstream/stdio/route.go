@@ -90,13 +90,13 @@ func (b *Bridge) routeLocked(p *proc) (*call, *session, string) {
 		return nil, sess, "" // all of one session's calls: its GET stream
 	case n > 1:
 		return nil, nil, "calls of several client sessions are in flight on the shared upstream process and a stdio request does not say which one it belongs to " +
-			"(without --upstream-shared each client session has its own process)"
+			"(with --upstream-scope session each client session has its own process)"
 	}
 	for _, s := range b.sessions {
-		if s.proc == nil {
+		if s.proc == p || (s.proc == nil && p.principal == "") { // the sessions p serves
 			if sess != nil {
 				return nil, nil, "no call is in flight and several client sessions share the upstream process " +
-					"(without --upstream-shared each client session has its own process)"
+					"(with --upstream-scope session each client session has its own process)"
 			}
 			sess = s
 		}

@@ -130,8 +130,11 @@ func (b *Bridge) evictAdoptedLocked() bool {
 // Shared, answered from the shared child's initialize result.
 func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte, env envelope) {
 	p := upstream.PrincipalFrom(r.Context())
+	if b.forwardPrincipal(w, r, p.Key, body) { // the principal's child runs on another replica (principal.go)
+		return
+	}
 	b.mu.Lock()
-	reason, after := b.reserveLocked(p.Key)
+	pc, first, reason, after := b.reserveLocked(p.Key)
 	shared, down := b.shared, b.down
 	b.mu.Unlock()
 	if reason != "" {
@@ -147,23 +150,32 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 	defer func() {
 		if !opened {
 			b.mu.Lock()
-			b.owned--
-			b.shares.GiveLocked(p.Key)
-			b.wakeWarm()
+			if pc != nil {
+				if stop := b.leavePrincipalLocked(pc); stop != nil {
+					go b.stopProc(stop, "its principal's first session was not opened")
+				}
+			} else {
+				b.owned--
+				b.shares.GiveLocked(p.Key)
+				b.wakeWarm()
+			}
 			b.mu.Unlock()
 		}
 	}()
 	s := &session{id: uuid.NewString(), principal: p.Key}
 	s.LastUsed = time.Now()
-	result, err := b.childFor(s, body, shared, down)
+	result, err := b.childFor(s, body, shared, down, pc, first)
 	if err != nil {
 		r := &refusal{status: http.StatusOK, code: -32603}
 		errors.As(err, &r)
 		jsonError(w, r.status, env.ID, r.code, err.Error())
 		return
 	}
+	if first {
+		b.recordPrincipal(p.Key) // its later sessions on other replicas hop here (replicas.go)
+	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
-		if s.proc != nil {
+		if s.proc != nil && s.pc == nil {
 			go b.stopProc(s.proc, "its session could not be recorded")
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, err.Error())
@@ -174,7 +186,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		s.Ended = true
 		s.Streams.DropHeldLocked()
 		b.mu.Unlock()
-		if s.proc != nil {
+		if s.proc != nil && s.pc == nil {
 			go b.stopProc(s.proc, "the gateway shut down")
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
@@ -192,8 +204,13 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 // --max-sessions-per-principal and --max-sessions: concurrent initializes
 // never pass either), or names the limit that refuses it and when a
 // session it waits for idles out.
-func (b *Bridge) reserveLocked(principal string) (reason string, after time.Duration) {
+//
+// With PerPrincipal, a session of a principal with a child here joins it
+// (pc), counted under the share only; the first starts one (first),
+// counted under --max-sessions too, which bounds the children.
+func (b *Bridge) reserveLocked(principal string) (pc *principalChild, first bool, reason string, after time.Duration) {
 	var used []time.Time
+	perPrincipal := b.perPrincipal(principal)
 	switch {
 	case b.shares.FullLocked(principal, b.opts.MaxSessionsPerPrincipal):
 		reason = bridgesession.ReasonPerPrincipal
@@ -202,19 +219,22 @@ func (b *Bridge) reserveLocked(principal string) (reason string, after time.Dura
 				used = append(used, s.LastUsed)
 			}
 		}
-	case b.owned >= b.opts.MaxSessions:
+	case b.owned >= b.opts.MaxSessions && !(perPrincipal && b.principals[principal] != nil):
 		reason = bridgesession.ReasonMaxSessions
 		for _, s := range b.sessions {
 			if !s.adopted {
 				used = append(used, s.LastUsed)
 			}
 		}
+	case perPrincipal:
+		pc, first = b.joinPrincipalLocked(principal)
+		return pc, first, "", 0
 	default:
 		b.owned++
 		b.shares.TakeLocked(principal)
-		return "", 0
+		return nil, false, "", 0
 	}
-	return reason, bridgesession.IdleAfter(time.Now(), b.opts.SessionIdle, used)
+	return nil, false, reason, bridgesession.IdleAfter(time.Now(), b.opts.SessionIdle, used)
 }
 
 // procOf is the child serving s, or nil while it is down.
@@ -342,7 +362,7 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 	for _, c := range calls {
 		b.calls.Cancel(c, "the session ended")
 	}
-	if s.proc != nil {
+	if s.proc != nil && s.pc == nil { // a principal's child stops with its last session (endSessionLocked)
 		go b.stopProc(s.proc, "its session ended")
 	}
 	w.WriteHeader(http.StatusOK)

@@ -91,8 +91,9 @@ func TestBridgeWarm(t *testing.T) {
 		t.Fatalf("at MaxSessions: %d warm wanted, %d children; want 0 and 3", want, n)
 	}
 	if err := testutil.CollectAndCompare(m.children, strings.NewReader(`
-# HELP taskgate_stdio_children Running children of --upstream-command on this replica: session (a client session's own), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).
+# HELP taskgate_stdio_children Running children of --upstream-command on this replica: session (a client session's own), principal (a principal's, --upstream-scope principal), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).
 # TYPE taskgate_stdio_children gauge
+taskgate_stdio_children{scope="principal"} 0
 taskgate_stdio_children{scope="session"} 3
 taskgate_stdio_children{scope="shared"} 0
 taskgate_stdio_children{scope="warm"} 0

@@ -1,0 +1,203 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// childOf is the child serving session sid, nil when the session is gone.
+func childOf(b *Bridge, sid string) *proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sessions[sid]; s != nil {
+		return s.proc
+	}
+	return nil
+}
+
+// running counts the bridge's children now.
+func running(b *Bridge) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.procs)
+}
+
+// TestBridgePrincipalScope (issue 37, item 3): with PerPrincipal, the
+// sessions of one principal share one child, another principal's never
+// do, a session without a principal gets its own; calls of two sessions on
+// one child with the same ids, at once, each get their own answer; the
+// child stops with its principal's last session, and the next session
+// starts a new one.
+func TestBridgePrincipalScope(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.MaxSessions = 4; o.SessionIdle = time.Hour })
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	bob, anon := newClientAs(t, b, "bob"), newClient(t, b)
+	pa := childOf(b, a1.sid)
+	switch {
+	case pa == nil || childOf(b, a2.sid) != pa:
+		t.Fatal("alice's two sessions are not on one child")
+	case childOf(b, bob.sid) == pa || childOf(b, anon.sid) == pa || childOf(b, bob.sid) == childOf(b, anon.sid):
+		t.Fatal("another principal's session, or one without a principal, shares alice's child")
+	case running(b) != 3:
+		t.Fatalf("%d children, want 3 (alice, bob, the session without a principal)", running(b))
+	}
+	if err := testutil.CollectAndCompare(b.metrics.children, strings.NewReader(`
+# HELP taskgate_stdio_children Running children of --upstream-command on this replica: session (a client session's own), principal (a principal's, --upstream-scope principal), shared (--upstream-shared, or the 2026-07-28 child), warm (started ahead, waiting for a session).
+# TYPE taskgate_stdio_children gauge
+taskgate_stdio_children{scope="principal"} 2
+taskgate_stdio_children{scope="session"} 1
+taskgate_stdio_children{scope="shared"} 0
+taskgate_stdio_children{scope="warm"} 0
+`)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, c := range []*client{a1, a2, a1, a2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			text := strings.Repeat("x", i+1) + c.sid
+			if got := c.tool(7, "echo", map[string]any{"text": text}); got != text {
+				t.Errorf("session %d: echo %q, want %q", i, got, text)
+			}
+		}()
+	}
+	wg.Wait()
+	deleteSession(t, b, a1.sid)
+	if got := a2.tool(1, "echo", map[string]any{"text": "still"}); got != "still" || childOf(b, a2.sid) != pa {
+		t.Fatalf("alice's other session after one ended: %q", got)
+	}
+	deleteSession(t, b, a2.sid)
+	<-pa.exited // stopped with her last session
+	a3 := newClientAs(t, b, "alice")
+	if p := childOf(b, a3.sid); p == nil || p == pa {
+		t.Fatal("alice's next session is not on a new child")
+	}
+}
+
+// TestBridgePrincipalShare (issue 37, item 6): the per-principal share
+// bounds the sessions on a principal's child; --max-sessions bounds the
+// children, so a principal with a child here still opens sessions when
+// the children are at the limit, and a new principal is refused.
+func TestBridgePrincipalShare(t *testing.T) {
+	heard := &refusals{}
+	b, _ := startBridge(t, func(o *Options) {
+		o.PerPrincipal = true
+		o.MaxSessions = 2
+		o.MaxSessionsPerPrincipal = 3
+		o.SessionIdle = time.Hour
+	})
+	for i := range 3 {
+		if sid, msg, _, _ := initializeAs(t, b, "alice", heard); sid == "" {
+			t.Fatalf("alice's session %d: %s", i+1, msg)
+		}
+	}
+	if _, _, reason, _ := initializeAs(t, b, "alice", heard); reason != "max_sessions_per_principal" {
+		t.Fatalf("alice's fourth session: reason %q, want max_sessions_per_principal", reason)
+	}
+	if sid, msg, _, _ := initializeAs(t, b, "bob", heard); sid == "" {
+		t.Fatalf("bob: %s", msg)
+	}
+	if _, _, reason, _ := initializeAs(t, b, "carol", heard); reason != "max_sessions" {
+		t.Fatalf("a third principal's child: reason %q, want max_sessions", reason)
+	}
+	if sid, msg, _, _ := initializeAs(t, b, "bob", heard); sid == "" {
+		t.Fatalf("bob's second session on his child, with the children at --max-sessions: %s", msg)
+	}
+	if n := running(b); n != 2 {
+		t.Fatalf("%d children for 5 sessions of 2 principals, want 2", n)
+	}
+}
+
+// TestBridgePrincipalChildExits: when a principal's child exits, every
+// session on it ends (404, its clients initialize again), and the
+// principal's next session gets a new child.
+func TestBridgePrincipalChildExits(t *testing.T) {
+	b, logs := startBridge(t, func(o *Options) { o.PerPrincipal = true })
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	p := childOf(b, a1.sid)
+	if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	waitFor(t, "the sessions-ended log line", func() bool {
+		return strings.Contains(logs.String(), "a principal's upstream process exited; its sessions ended")
+	})
+	for _, c := range []*client{a1, a2} {
+		r := c.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+		r.Body.Close()
+		if r.StatusCode != http.StatusNotFound {
+			t.Fatalf("after the child exited: HTTP %d, want 404", r.StatusCode)
+		}
+	}
+	a3 := newClientAs(t, b, "alice")
+	if got := a3.tool(1, "echo", map[string]any{"text": "y"}); got != "y" || childOf(b, a3.sid) == p {
+		t.Fatalf("a new session: %q", got)
+	}
+}
+
+// TestReplicasPrincipalChild (issue 37, item 3): the replica running a
+// principal's child records it; an initialize of that principal on
+// another replica hops there, so its session is on the same child, and
+// its later requests follow; another principal's session on that replica
+// gets a child there. When the child's last session ends, its record goes.
+func TestReplicasPrincipalChild(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	ca := newClientAs(t, a.b, "alice")
+	if url, err := dir.SessionReplica(context.Background(), principalRecord("alice")); url != a.srv.URL || err != nil {
+		t.Fatalf("record of alice's child = %q, %v; want A's %q", url, err, a.srv.URL)
+	}
+	cb := newClientAs(t, b.b, "alice") // through B
+	if a.hops.Load() == 0 {
+		t.Fatal("alice's initialize on B did not hop to A")
+	}
+	if p := childOf(a.b, cb.sid); p == nil || p != childOf(a.b, ca.sid) {
+		t.Fatal("alice's session opened through B is not on her child on A")
+	}
+	if got := cb.tool(2, "echo", map[string]any{"text": "via B"}); got != "via B" {
+		t.Fatalf("a call of alice's second session through B: %q", got)
+	}
+	bob := newClientAs(t, b.b, "bob")
+	if running(b.b) != 1 || childOf(b.b, bob.sid) == nil || running(a.b) != 1 {
+		t.Fatalf("children: A %d, B %d; want alice's on A and bob's on B", running(a.b), running(b.b))
+	}
+	deleteSession(t, a.b, ca.sid)
+	deleteSession(t, b.b, cb.sid) // hops to A: her last session there
+	waitFor(t, "the record of alice's child to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), principalRecord("alice"))
+		return url == "" && err == nil
+	})
+}
+
+// TestHopPrincipalForged: a hop naming another principal than the one
+// it was signed for is refused: the MAC binds the principal.
+func TestHopPrincipalForged(t *testing.T) {
+	dir, _ := newDirectory(t)
+	a := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = true }, nil)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
+	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, principalRecord("alice"), time.Now(), body))
+	req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("mallory")))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a hop re-addressed to mallory: HTTP %d %q, want refused", resp.StatusCode, resp.Header.Get(hopErrorHeader))
+	}
+	if running(a.b) != 0 {
+		t.Fatal("a forged hop started a child")
+	}
+}
