@@ -158,6 +158,7 @@ type Bridge struct {
 
 type session struct {
 	bridgesession.Core[*ask] // its GET streams, calls in flight, what its client declared (nil Caps when Shared)
+	keepAlive                // its initialize, to outlive its child (respawn.go)
 
 	id      string
 	proc    *proc // its own child; nil when Shared

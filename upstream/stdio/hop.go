@@ -216,7 +216,7 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		refuse(hopStatus(err), err.Error())
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), hopKey{}, true))
+	r = r.WithContext(rerunLanded(r, context.WithValue(r.Context(), hopKey{}, true))) // respawn.go
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	b.ServeHTTP(w, r)
 }

@@ -93,7 +93,7 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error) (js
 	if len(asked.Params) == 0 || asked.Params[0] != '{' {
 		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
 	}
-	s.Caps = v.Capabilities
+	s.Caps, s.params = v.Capabilities, asked.Params
 	if s.Caps == nil {
 		s.Caps = map[string]json.RawMessage{}
 	}
@@ -142,7 +142,7 @@ func (b *Bridge) supervise(p *proc, err error) {
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
-	if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s {
+	if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.respawnLocked(s, p) {
 		b.endSessionLocked(s)
 		if p.killReason() == "" { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).

@@ -352,6 +352,7 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, rp.hopTime(time.Now()), body))
+	rerunHop(r, req) // respawn.go
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {
