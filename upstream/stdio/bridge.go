@@ -30,7 +30,9 @@
 //
 // A child that exits fails its calls in flight with a JSON-RPC error
 // naming its exit status; a shared child is restarted with backoff, a
-// session's own child ends its session (the client initializes again).
+// session's own child ends its session (the client initializes again),
+// unless a call the gateway runs again was in flight on it: then the
+// session gets a fresh child (respawn.go).
 //
 // A session's GET streams, the child's requests held for one, the GET
 // handler and the idle-session reaper are upstream/internal/bridgesession,

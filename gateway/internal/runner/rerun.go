@@ -10,7 +10,9 @@ package runner
 //     credentials, after a backoff (resume);
 //   - when the upstream call fails on the way (refused, reset, 502/503/504,
 //     the session gone, a stdio child exited: upstream.TransientAnswer),
-//     its own worker runs it again (rerunOnFailure);
+//     its own worker runs it again (rerunOnFailure); its calls are marked
+//     (rerunContext), so that a stdio session whose own child died under
+//     one is kept with a fresh child for the rerun;
 //
 // within --max-attempts and the task's ttl; the task stays working, its
 // statusMessage says what happened. An answer of the server (a result,
