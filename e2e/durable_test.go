@@ -180,3 +180,109 @@ func TestDurableUpstreamRestart(t *testing.T) {
 		t.Errorf("no rerun for the lost session was logged:\n%s", g.stderr.String())
 	}
 }
+
+// TestDurableStdioSessionChildKilled: a 2025-11-25 client's own stdio
+// child (one per session, the default) is killed mid-call (SIGKILL).
+// With the tool rerunnable, the session lives on with a fresh child, the
+// rerun runs there and the task completes with its own result, on its
+// second attempt, and the client's session still answers. Where the tool
+// is not rerunnable, the task fails naming the child's exit and the
+// session ends as before.
+func TestDurableStdioSessionChildKilled(t *testing.T) {
+	type fleet struct {
+		g     *gateway
+		rec   *testupstream.Recorder
+		s     *rawSession
+		redis string
+		id    string
+	}
+	start := func(rerun bool) *fleet {
+		f := &fleet{redis: redistest.Start(t), rec: &testupstream.Recorder{}}
+		args := durableArgs(f.redis, "--task", "slow", "--max-attempts", "3", "--upstream-warm", "0")
+		if rerun {
+			args = append(args, "--rerun", "slow")
+		}
+		f.g = startGateway(t, stdioUpstream(t), args...)
+		recordChild(f.g, f.rec)
+		f.s = newRawSession(t, f.g.URL, "Bearer durable-child")
+		f.s.initialize()
+		return f
+	}
+	durable, once := start(true), start(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, f := range []*fleet{durable, once} {
+		var created struct {
+			Task tsTask `json:"task"`
+		}
+		mustDecode(t, f.s.mustResult("tools/call", map[string]any{
+			"name": "slow", "arguments": map[string]any{"seconds": 3, "text": "mine"}, "task": map[string]any{"ttl": 60000},
+		}), &created)
+		f.id = created.Task.TaskID
+		if err := f.rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
+			t.Fatalf("the child never started the call: %v", err)
+		}
+		pids := childPIDs(f.g.stderr.String())
+		if len(pids) != 1 {
+			t.Fatalf("children started: %v, want the session's own", pids)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil { // the child the gateway we started started
+			t.Fatal(err)
+		}
+	}
+	wait := func(f *fleet) tsTask {
+		deadline := time.Now().Add(25 * time.Second)
+		for {
+			var tk tsTask
+			mustDecode(t, f.s.mustResult("tasks/get", map[string]any{"taskId": f.id}), &tk)
+			if tk.Status != "working" && tk.Status != "input_required" {
+				return tk
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s %q", f.id, tk.Status, tk.StatusMessage)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	got := wait(durable)
+	if got.Status != "completed" {
+		t.Fatalf("rerunnable task ended %s %q, want completed in a fresh child\n%s", got.Status, got.StatusMessage, durable.g.stderr.String())
+	}
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	mustDecode(t, durable.s.mustResult("tasks/result", map[string]any{"taskId": durable.id}), &res)
+	if len(res.Content) == 0 || res.Content[0].Text != "slept 3 s: mine" {
+		t.Errorf("the task's result: %+v", res)
+	}
+	if a := taskField(t, durable.redis, durable.id, "attempts"); a != "2" {
+		t.Errorf("attempts = %q, want 2 (the killed call and the rerun)", a)
+	}
+	if pids := childPIDs(durable.g.stderr.String()); len(pids) != 2 {
+		t.Errorf("children started: %v, want the session's first and its fresh one", pids)
+	}
+	for _, want := range []string{`"cause":"process_exited"`, "the session lives on with a fresh process"} {
+		if !strings.Contains(durable.g.stderr.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, durable.g.stderr.String())
+		}
+	}
+	var echo struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	mustDecode(t, durable.s.mustResult("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "still here"}}), &echo)
+	if len(echo.Content) == 0 || echo.Content[0].Text != "still here" {
+		t.Errorf("the session after the rerun: %+v", echo)
+	}
+
+	got = wait(once)
+	if got.Status != "failed" || !strings.Contains(got.StatusMessage, "the upstream process was killed by signal killed") {
+		t.Errorf("a task of a tool not rerunnable ended %s %q, want failed naming the child's exit", got.Status, got.StatusMessage)
+	}
+	if n := once.rec.Count("slow", testupstream.Called); n != 1 {
+		t.Errorf("the tool that is not rerunnable ran %d times, want 1", n)
+	}
+	if status, _ := once.s.post(map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/list", "params": map[string]any{}}); status != http.StatusNotFound {
+		t.Errorf("the session whose child died with no rerunnable task: HTTP %d, want 404 (it ended)", status)
+	}
+}

@@ -30,7 +30,9 @@
 //
 // A child that exits fails its calls in flight with a JSON-RPC error
 // naming its exit status; a shared child is restarted with backoff, a
-// session's own child ends its session (the client initializes again).
+// session's own child ends its session (the client initializes again),
+// unless a call the gateway runs again was in flight on it: then the
+// session gets a fresh child (respawn.go).
 //
 // A session's GET streams, the child's requests held for one, the GET
 // handler and the idle-session reaper are upstream/internal/bridgesession,
@@ -168,6 +170,7 @@ type Bridge struct {
 
 type session struct {
 	bridgesession.Core[*ask] // its GET streams, calls in flight, what its client declared (nil Caps when Shared)
+	keepAlive                // its initialize, to outlive its child (respawn.go)
 
 	id      string
 	proc    *proc // its own child, or its principal's (pc); nil when Shared

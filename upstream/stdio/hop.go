@@ -232,7 +232,7 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		refuse(hopStatus(err), err.Error())
 		return
 	}
-	ctx := context.WithValue(r.Context(), hopKey{}, true)
+	ctx := rerunLanded(r, context.WithValue(r.Context(), hopKey{}, true)) // respawn.go
 	if principal != "" {
 		ctx = upstream.WithPrincipal(ctx, upstream.Principal{Key: principal})
 	}

@@ -94,7 +94,7 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error, pc 
 	if len(asked.Params) == 0 || asked.Params[0] != '{' {
 		return nil, &refusal{http.StatusOK, -32602, "Invalid params: initialize takes an object (MCP 2025-11-25, Lifecycle, \"Initialization\")"}
 	}
-	s.Caps = v.Capabilities
+	s.Caps, s.params = v.Capabilities, asked.Params
 	if s.Caps == nil {
 		s.Caps = map[string]json.RawMessage{}
 	}
@@ -169,7 +169,7 @@ func (b *Bridge) forget(p *proc) {
 			b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
 				Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
 		}
-	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s {
+	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.respawnLocked(s, p) { // respawn.go
 		b.endSessionLocked(s)
 		if p.killReason() == "" { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).

@@ -395,6 +395,7 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte(principal)))
 	}
 	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, rp.hopTime(time.Now()), body))
+	rerunHop(r, req) // respawn.go
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {

@@ -239,11 +239,11 @@ func (b *Bridge) reserveLocked(principal string) (pc *principalChild, first bool
 
 // procOf is the child serving s, or nil while it is down.
 func (b *Bridge) procOf(s *session) *proc {
-	if s.proc != nil {
-		return s.proc
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if s.proc != nil { // replaced when the session outlives its child (respawn.go)
+		return s.proc
+	}
 	return b.shared
 }
 
@@ -293,6 +293,8 @@ func (b *Bridge) notification(w http.ResponseWriter, s *session, body []byte, en
 // request sends a client request to the child and streams what belongs to
 // it (the child's requests, progress) until its response.
 func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
+	defer b.markRerunnable(r, s, env)() // respawn.go
+	b.awaitChild(r.Context(), s)
 	p := b.procOf(s)
 	if p == nil {
 		b.mu.Lock()
@@ -358,12 +360,13 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 	calls := b.calls.CallsOf(s)
 	b.mu.Lock()
 	b.endSessionLocked(s)
+	p, pc := s.proc, s.pc
 	b.mu.Unlock()
 	for _, c := range calls {
 		b.calls.Cancel(c, "the session ended")
 	}
-	if s.proc != nil && s.pc == nil { // a principal's child stops with its last session (endSessionLocked)
-		go b.stopProc(s.proc, "its session ended")
+	if p != nil && pc == nil { // a principal's child stops with its last session (endSessionLocked)
+		go b.stopProc(p, "its session ended")
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -217,7 +217,7 @@ func (run *taskRun) Retry() {
 	run.mrtrAnswers = map[string]json.RawMessage{}
 	run.reqID, _ = jsonrpc.MakeID("taskgate-" + uuid.NewString())
 	run.stopWaiting()
-	run.adopt(run.rn.StartCall(run.Ctx, j.Sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, run.rn.Count(j.principal())))
+	run.adopt(run.rn.StartCall(rerunContext(run.Ctx, j), j.Sess, &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: mcpwire.MustMarshal(p)}, run.rn.Count(j.principal())))
 }
 
 // deliverAnswers takes the client's recorded answers and hands them to the

@@ -10,7 +10,9 @@ package runner
 //     credentials, after a backoff (resume);
 //   - when the upstream call fails on the way (refused, reset, 502/503/504,
 //     the session gone, a stdio child exited: upstream.TransientAnswer),
-//     its own worker runs it again (rerunOnFailure);
+//     its own worker runs it again (rerunOnFailure); its calls are marked
+//     (rerunContext), so that a stdio session whose own child died under
+//     one is kept with a fresh child for the rerun;
 //
 // within --max-attempts and the task's ttl; the task stays working, its
 // statusMessage says what happened. An answer of the server (a result,
@@ -425,7 +427,19 @@ func (run *taskRun) restart(keys int) {
 		params = j.Client2026.Params
 	}
 	j.Req = &jsonrpc.Request{ID: run.reqID, Method: "tools/call", Params: params}
-	run.adopt(run.rn.StartCall(run.Ctx, j.Sess, j.Req, run.rn.Count(j.principal())))
+	run.adopt(run.rn.StartCall(rerunContext(run.Ctx, j), j.Sess, j.Req, run.rn.Count(j.principal())))
+}
+
+// rerunContext marks ctx, the context of a call of j's task, as a call the
+// gateway runs again when the task is rerunnable (upstream.WithRerunnable):
+// a stdio bridge then keeps the task's session alive with a fresh child
+// when the session's child dies under the call, and the rerun runs there
+// (docs/durable.md).
+func rerunContext(ctx context.Context, j *Job) context.Context {
+	if j.spec == nil || !j.spec.Rerun {
+		return ctx
+	}
+	return upstream.WithRerunnable(ctx)
 }
 
 // questionDigest is the digest an input request of j's task is recorded

@@ -279,7 +279,7 @@ func (rn *Runner) begin(j *Job) (*taskRun, *taskstore.Watch) {
 		if slot == nil {
 			slot = rn.Count(j.principal())
 		}
-		run.adopt(rn.StartCall(rn.nativeContext(ctx, j), j.Sess, j.Req, slot))
+		run.adopt(rn.StartCall(rerunContext(rn.nativeContext(ctx, j), j), j.Sess, j.Req, slot))
 	}
 	run.Start = run.Call.Started
 	if j.First != nil {

@@ -1,6 +1,7 @@
 // Command hog is a stdio MCP server for the budget tests: its tools are
 // echo, grow (allocates and touches memory without end, in the
-// background), spin (a busy loop without end, in the background) and open (opens /dev/null n times, keeping each open, and
+// background), growhold (grow, never answering: a call in flight while
+// the child grows), spin (a busy loop without end, in the background) and open (opens /dev/null n times, keeping each open, and
 // says how many it could).
 package main
 
@@ -40,7 +41,7 @@ func main() {
 				"serverInfo": map[string]any{"name": "hog", "version": "1"}}
 		case "tools/list":
 			var tools []any
-			for _, name := range []string{"echo", "grow", "spin", "open"} {
+			for _, name := range []string{"echo", "grow", "growhold", "spin", "open"} {
 				tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
 			}
 			result = map[string]any{"tools": tools}
@@ -50,18 +51,11 @@ func main() {
 			case "echo":
 				text = m.Params.Arguments.Text
 			case "grow":
-				go func() {
-					var held [][]byte
-					for {
-						b := make([]byte, 8<<20)
-						for i := 0; i < len(b); i += 4096 {
-							b[i] = 1
-						}
-						held = append(held, b)
-						time.Sleep(10 * time.Millisecond)
-					}
-				}()
+				go grow()
 				text = "growing"
+			case "growhold":
+				go grow()
+				continue
 			case "spin":
 				go func() {
 					for x := 0; ; x++ {
@@ -89,5 +83,18 @@ func main() {
 			continue
 		}
 		_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+	}
+}
+
+// grow allocates and touches memory without end.
+func grow() {
+	var held [][]byte
+	for {
+		b := make([]byte, 8<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+		time.Sleep(10 * time.Millisecond)
 	}
 }

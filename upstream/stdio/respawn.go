@@ -1,0 +1,125 @@
+package stdio
+
+// A session whose own child dies under a call the gateway runs again (a
+// durable task's, marked on the call's context: upstream.Rerunnable) is
+// not ended: it gets a fresh child, initialized with the session's own
+// recorded initialize params, and the rerun runs there (docs/durable.md,
+// "When a task runs again"). The calls in flight still fail naming the
+// exit (exitedMessage), so a call that is not run again fails as before;
+// requests that arrive while the fresh child starts wait for it. A
+// session whose child dies with no such call in flight ends as before
+// (its client gets 404 and initializes again), and so does one whose
+// fresh child fails to start.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// keepAlive is what a session keeps to outlive its child.
+type keepAlive struct {
+	params  json.RawMessage // the client's initialize params, for a fresh child
+	reruns  int             // calls in flight the gateway runs again (under Bridge.mu)
+	respawn chan struct{}   // closed once a fresh child is ready or failed; nil: none starting
+}
+
+// markRerunnable counts r, a request of session s, among the calls the
+// gateway runs again while it is in flight, when its context says so; the
+// returned func ends the count.
+func (b *Bridge) markRerunnable(r *http.Request, s *session, env envelope) func() {
+	if b.opts.Shared || env.Method != "tools/call" || !upstream.Rerunnable(r.Context()) {
+		return func() {}
+	}
+	b.mu.Lock()
+	s.reruns++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		s.reruns--
+		b.mu.Unlock()
+	}
+}
+
+// awaitChild waits for the fresh child of session s, while one starts
+// (or ctx ends).
+func (b *Bridge) awaitChild(ctx context.Context, s *session) {
+	b.mu.Lock()
+	ch := s.respawn
+	b.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// respawnLocked starts a fresh child for session s, whose child p exited
+// by itself (a crash, or its budget) under a call the gateway runs again;
+// false when s ends instead: no such call was in flight, the bridge is
+// closing, or s has no recorded initialize.
+func (b *Bridge) respawnLocked(s *session, p *proc) bool {
+	if s.proc != p || s.reruns == 0 || b.closed || len(s.params) == 0 || s.respawn != nil {
+		return false
+	}
+	s.respawn = make(chan struct{})
+	b.wg.Add(1)
+	go b.respawn(s)
+	b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).Int("rerunnable_calls", s.reruns).
+		Msg("the session's upstream process exited under a call the gateway runs again; the session lives on with a fresh process")
+	return true
+}
+
+// respawn gives session s a fresh child (a warm one if there is one),
+// initialized with its client's initialize params, and wakes the requests
+// waiting for it; a child that cannot start ends the session.
+func (b *Bridge) respawn(s *session) {
+	defer b.wg.Done()
+	p, err := b.sessionChild(s.params, s)
+	var stale *proc
+	b.mu.Lock()
+	live := !s.Ended && !b.closed && b.sessions[s.id] == s
+	switch {
+	case err == nil && live:
+		s.proc = p
+	case err == nil:
+		stale = p // the session ended meanwhile
+	case live:
+		b.endSessionLocked(s)
+		b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(err).
+			Msg("cannot start a fresh upstream process for the session; the session ended (its client gets 404 and initializes again)")
+	}
+	close(s.respawn)
+	s.respawn = nil
+	b.mu.Unlock()
+	if stale != nil {
+		b.stopProc(stale, "its session ended")
+	}
+}
+
+// rerunHeader carries upstream.Rerunnable over the hop to the replica
+// running the session's child. It is read only on a hop that verified
+// (serveHop), so only a replica can set it.
+const rerunHeader = "Taskgate-Rerunnable"
+
+// rerunHop marks out, r sent on over the hop, when r's context says the
+// gateway runs its call again.
+func rerunHop(r, out *http.Request) {
+	out.Header.Del(rerunHeader)
+	if upstream.Rerunnable(r.Context()) {
+		out.Header.Set(rerunHeader, "1")
+	}
+}
+
+// rerunLanded is ctx, the context of r that arrived over the hop, marked
+// as a call the gateway runs again when r says so.
+func rerunLanded(r *http.Request, ctx context.Context) context.Context {
+	if r.Header.Get(rerunHeader) != "1" {
+		return ctx
+	}
+	return upstream.WithRerunnable(ctx)
+}
