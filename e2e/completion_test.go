@@ -44,7 +44,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 		t.Errorf("taskgate serve --replica<TAB> = %q, want --replica-id", got)
 	}
 	got := complete("serve", "--upstream-c")
-	if strings.Join(got, " ") != "--upstream-ca --upstream-client-cert --upstream-client-key --upstream-command" {
+	if strings.Join(got, " ") != "--upstream-ca --upstream-client-cert --upstream-client-key --upstream-command --upstream-cpu-limit" {
 		t.Errorf("taskgate serve --upstream-c<TAB> = %q", got)
 	}
 	if out, err := exec.Command(taskgateBin, "completion", "fish").CombinedOutput(); err == nil || !strings.Contains(string(out), "bash or zsh") {

@@ -275,9 +275,11 @@ func TestLeasesIndexRescoreChunks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		// Thousands of leases in one pipeline: miniredis under the race
 		// detector on a busy machine takes longer than the suite's short
-		// read timeout, which is for tests of an unreachable Redis.
+		// read and write timeouts, which are for tests of an unreachable
+		// Redis (a write of the whole pipeline timed out once in CI).
 		opts := *e.rdb.Options()
 		opts.ReadTimeout = 30 * time.Second
+		opts.WriteTimeout = 30 * time.Second
 		e.rdb = redis.NewClient(&opts)
 		defer e.rdb.Close()
 		s := New(e.rdb, Options{Clock: e.clock.Now, MaxTasksPerOwner: -1})
