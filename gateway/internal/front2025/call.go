@@ -26,7 +26,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if f.Fallback != nil && perr == nil && f.fallbackToolsCall(w, r, msg, p) {
 		return
 	}
-	s, serr := f.sessionErr(r)
+	s, serr := f.sessions.sessionErr(r)
 	if serr != nil && perr == nil && p.Task != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.

@@ -8,17 +8,18 @@
 // is the session itself (stateless.go). The initialize sequence is told at
 // the top of initialize.go.
 //
-//   - front2025.go: Front (front.Deps, the store, the session cache, the
-//     anonymous caps) and New; Store, what it needs of the task store.
+//   - front2025.go: Front (front.Deps, the store, its parts below) and
+//     New; store, what it needs of the task store; UpstreamHeader,
+//     CachedSession, RecheckSession (sessionTable's, exported).
 //   - serve.go: Serve, the routing of a session's request; StreamOrEnd,
 //     the upstream's answer to a session's GET or DELETE.
 //   - initialize.go: initialize and its answer (TasksCapability, the
 //     capabilities presented), the session recorded before the client
 //     learns it.
-//   - sessions.go: what each session negotiated (sessionInfo), in the
-//     store and an in-process cache (sessionCache) re-checked with the
-//     store; UpstreamHeader (MCP-Protocol-Version rewritten to the
-//     upstream's), CachedSession, RecheckSession.
+//   - sessions.go: sessionTable, what each session negotiated
+//     (sessionInfo), in the store and an in-process cache (sessionCache)
+//     re-checked with the store; the header with MCP-Protocol-Version
+//     rewritten to the upstream's; a held session's anonymous place renewed.
 //   - toolslist.go: tools/list, each tool's execution.taskSupport as the
 //     policy makes it.
 //   - call.go: tools/call: passed through, a plain call, or a task

@@ -3,6 +3,7 @@ package front2025
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
@@ -15,7 +16,7 @@ import (
 type Front struct {
 	front.Deps
 	store    store
-	sessions *sessionCache // what each client session negotiated
+	sessions *sessionTable // what each client session negotiated (sessions.go)
 	// anonymous bounds what clients without Authorization make the
 	// gateway hold for them: the sessions it holds in front of a stateless
 	// upstream and their tasks (stateless.go).
@@ -25,7 +26,7 @@ type Front struct {
 // New returns the 2025-11-25 front on deps and store, with the bounds of
 // what clients without Authorization make it hold (Config.Anonymous).
 func New(deps front.Deps, store store, anonymous core.AnonymousTasks) *Front {
-	return &Front{Deps: deps, store: store, sessions: newSessionCache(), anonymous: anonymous}
+	return &Front{Deps: deps, store: store, sessions: newSessionTable(store, deps.Log), anonymous: anonymous}
 }
 
 // store is what the 2025-11-25 front needs of the task store.
@@ -56,4 +57,21 @@ type store interface {
 	ReleaseAnonymous(ctx context.Context, id, addr string) error
 	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
 	native.Store
+}
+
+// UpstreamHeader is the header to forward r with: MCP-Protocol-Version
+// rewritten to the upstream's version for a session presented as
+// 2025-11-25 in front of an older upstream (sessionTable.upstreamHeader).
+func (f *Front) UpstreamHeader(r *http.Request) http.Header { return f.sessions.upstreamHeader(r) }
+
+// CachedSession reports whether this replica's cache holds what session
+// id negotiated (a session the gateway knows, not one it knows is absent).
+// Exported for gateway's tests (session_test.go: what the cache holds).
+func (f *Front) CachedSession(id string) bool { return f.sessions.cached(id) }
+
+// RecheckSession looks session id up as its next re-check would, and
+// reports whether the session is still known.
+// Exported for gateway's tests (session_test.go: the cache re-checked with the store).
+func (f *Front) RecheckSession(ctx context.Context, id string) bool {
+	return f.sessions.recheck(ctx, id)
 }

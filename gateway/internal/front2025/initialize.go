@@ -75,7 +75,7 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		a.Write(w, r, f.Log, nil)
 		return
 	}
-	if err := f.recordSession(r.Context(), s); err != nil {
+	if err := f.sessions.record(r.Context(), s); err != nil {
 		f.unrecorded(w, r, msg, a, s, err)
 		return
 	}

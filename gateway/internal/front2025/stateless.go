@@ -124,7 +124,7 @@ func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg 
 			return
 		}
 	}
-	if err := f.recordSession(r.Context(), s); err != nil {
+	if err := f.sessions.record(r.Context(), s); err != nil {
 		if s.Principal == "" {
 			f.releaseAnonymous(r, s)
 		}
@@ -555,7 +555,7 @@ func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) boo
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		return false
 	}
-	s, err := f.sessionErr(r)
+	s, err := f.sessions.sessionErr(r)
 	if s == nil && err == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
 		return f.unknownStatelessSession(w, r)
 	}
@@ -568,7 +568,7 @@ func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) boo
 	}
 	switch r.Method {
 	case http.MethodDelete:
-		f.forgetSession(r)
+		f.sessions.forget(r)
 		f.announce(r, s.ID, taskstore.SessionEnded) // its GET streams, on any replica
 		if s.Principal == "" {
 			f.releaseAnonymous(r, s)

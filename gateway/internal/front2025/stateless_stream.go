@@ -114,7 +114,7 @@ func (f *Front) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 func (f *Front) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
-		f.sessions.delete(s.ID)
+		f.sessions.cache.delete(s.ID)
 		writeSessionNotFound(w)
 		return
 	case err != nil:
@@ -505,18 +505,6 @@ func (f *Front) releaseAnonymous(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
 	_ = f.store.ReleaseAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr)
-}
-
-// renewAnonymous keeps the place of held session s, opened without
-// Authorization and still in use, in the anonymous caps for another idle
-// lifetime (lookupSession, each time it renews the record).
-func (f *Front) renewAnonymous(ctx context.Context, s *sessionInfo) {
-	if !s.emulated() || s.Principal != "" || s.Addr == "" {
-		return
-	}
-	if err := f.store.RenewAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
-		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
-	}
 }
 
 // anonymousSessionRefused is the answer to an initialize without
