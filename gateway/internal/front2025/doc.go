@@ -10,7 +10,8 @@
 //
 //   - front2025.go: Front (front.Deps, the store, its parts below) and
 //     New; store, what it needs of the task store; UpstreamHeader,
-//     CachedSession, RecheckSession (sessionTable's, exported).
+//     CachedSession, RecheckSession (sessionTable's, exported),
+//     ServeEmulatedSession (heldSessions').
 //   - serve.go: Serve, the routing of a session's request; StreamOrEnd,
 //     the upstream's answer to a session's GET or DELETE.
 //   - initialize.go: initialize and its answer (TasksCapability, the
@@ -36,10 +37,11 @@
 //   - notify.go: the session's GET stream: the upstream's merged with the
 //     notifications the runner publishes of the session's tasks
 //     (relayMerged; internal/runner/notify.go).
-//   - stateless.go: the gateway as the session of a 2025-11-25 (or
-//     older) client in front of a stateless upstream: initialize from
+//   - stateless.go: heldSessions, the gateway as the session of a
+//     2025-11-25 (or older) client in front of a stateless upstream
+//     (heldStore, what it needs of the store): initialize from
 //     server/discover, each request made stateless, its tools/call run by
-//     the runner; ServeEmulatedSession (its GET and DELETE).
+//     the runner; its GET and DELETE (Front.ServeEmulatedSession); callFor.
 //   - stateless_stream.go: what such a session changes after initialize
 //     (logging/setLevel, resources/subscribe, notifications/cancelled),
 //     its GET stream (the upstream's subscriptions/listen merged with the

@@ -17,16 +17,16 @@ type Front struct {
 	front.Deps
 	store    store
 	sessions *sessionTable // what each client session negotiated (sessions.go)
-	// anonymous bounds what clients without Authorization make the
-	// gateway hold for them: the sessions it holds in front of a stateless
-	// upstream and their tasks (stateless.go).
-	anonymous core.AnonymousTasks
+	held     *heldSessions // the sessions it holds in front of a stateless upstream (stateless.go)
 }
 
 // New returns the 2025-11-25 front on deps and store, with the bounds of
 // what clients without Authorization make it hold (Config.Anonymous).
 func New(deps front.Deps, store store, anonymous core.AnonymousTasks) *Front {
-	return &Front{Deps: deps, store: store, sessions: newSessionTable(store, deps.Log), anonymous: anonymous}
+	f := &Front{Deps: deps, store: store, sessions: newSessionTable(store, deps.Log)}
+	f.held = &heldSessions{store: store, up: deps.Up, runner: deps.Runner, decider: deps.Decider,
+		fallback: deps.Fallback, log: deps.Log, anonymous: anonymous, sessions: f.sessions, listTools: f.toolsListResult}
+	return f
 }
 
 // store is what the 2025-11-25 front needs of the task store.
@@ -74,4 +74,12 @@ func (f *Front) CachedSession(id string) bool { return f.sessions.cached(id) }
 // Exported for gateway's tests (session_test.go: the cache re-checked with the store).
 func (f *Front) RecheckSession(ctx context.Context, id string) bool {
 	return f.sessions.recheck(ctx, id)
+}
+
+// ServeEmulatedSession handles a GET (the session's stream) or DELETE
+// (its end) of a session the gateway holds (or, in front of a stateless
+// upstream, one it does not know: 404), and reports whether it did
+// (heldSessions.serveSession).
+func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
+	return f.held.serveSession(w, r)
 }

@@ -309,7 +309,7 @@ func (f *Front) callThroughNativeTask(w http.ResponseWriter, r *http.Request, ms
 		return
 	}
 	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
+	resp, ok := callFor(f.Up, w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
 	if !ok {
 		return
 	}

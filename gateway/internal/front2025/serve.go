@@ -13,10 +13,10 @@ import (
 func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if len(r.Header["Mcp-Session-Id"]) > 0 {
 		s, err := f.sessions.sessionErr(r)
-		if s.emulated() && f.serveEmulated(w, r, msg, s) { // stateless.go
+		if s.emulated() && f.held.serveEmulated(w, r, msg, s) { // stateless.go
 			return true
 		}
-		if s == nil && err == nil && f.unknownStatelessSession(w, r) {
+		if s == nil && err == nil && f.held.unknownStatelessSession(w, r) {
 			return true
 		}
 	}
