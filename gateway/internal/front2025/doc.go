@@ -25,9 +25,9 @@
 //     policy makes it.
 //   - call.go: tools/call: passed through, a plain call, or a task
 //     (startTask).
-//   - native.go: the upstream's own task tools, passed through and
-//     recorded per owner (internal/native), their tasks/* forwarded on the
-//     task's upstream session, a lost one failed.
+//   - native.go: nativeTasks, the upstream's own task tools, passed
+//     through and recorded per owner (internal/native), their tasks/*
+//     forwarded on the task's upstream session, a lost one failed.
 //   - tasks.go: tasks/get (front.Deps.GetTask), tasks/list, tasks/cancel,
 //     and the answer of tasks/result for a terminal task.
 //   - result.go: the blocking tasks/result stream (resultStream), which

@@ -18,18 +18,22 @@ type Front struct {
 	store    store
 	sessions *sessionTable // what each client session negotiated (sessions.go)
 	held     *heldSessions // the sessions it holds in front of a stateless upstream (stateless.go)
+	native   *nativeTasks  // the upstream's own tasks (native.go)
 }
 
 // New returns the 2025-11-25 front on deps and store, with the bounds of
 // what clients without Authorization make it hold (Config.Anonymous).
 func New(deps front.Deps, store store, anonymous core.AnonymousTasks) *Front {
 	f := &Front{Deps: deps, store: store, sessions: newSessionTable(store, deps.Log)}
+	f.native = &nativeTasks{store: store, up: deps.Up, log: deps.Log, sessions: f.sessions}
 	f.held = &heldSessions{store: store, up: deps.Up, runner: deps.Runner, decider: deps.Decider,
 		fallback: deps.Fallback, log: deps.Log, anonymous: anonymous, sessions: f.sessions, listTools: f.toolsListResult}
 	return f
 }
 
-// store is what the 2025-11-25 front needs of the task store.
+// store is what the 2025-11-25 front needs of the task store: its own
+// part, and what it hands its parts (sessionStore, heldStore,
+// native.Store).
 type store interface {
 	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
@@ -38,24 +42,10 @@ type store interface {
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
 	MarkResultStream(ctx context.Context, owner, id string, ttl time.Duration) error
 	ClearResultStream(ctx context.Context, owner, id string) error
-	PublishSession(ctx context.Context, sessionID string, msg []byte) error
 	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
-	PutSession(ctx context.Context, sess taskstore.Session, ttl time.Duration) error
-	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
-	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
-	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
-	// A session the gateway holds (stateless_stream.go).
-	SetSessionLogLevel(ctx context.Context, id, level string) (bool, error)
-	SessionLogLevel(ctx context.Context, id string) (string, error)
-	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
-	SetSessionCall(ctx context.Context, id, reqID, taskID string) error
-	ClearSessionCall(ctx context.Context, id, reqID, taskID string) error
-	SessionCall(ctx context.Context, id, reqID string) (string, error)
-	AnnounceSession(ctx context.Context, id string, what taskstore.Status) error
-	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
-	ReleaseAnonymous(ctx context.Context, id, addr string) error
-	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
+	sessionStore // sessions.go
+	heldStore    // stateless.go
 	native.Store
 }
 

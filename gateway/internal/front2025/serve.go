@@ -47,7 +47,7 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 			// Relayed as it is, except the upstream's own task that another
 			// owner's call created (native.go): never reached from
 			// a session the gateway does not check.
-			return f.foreignUpstreamTask(w, r, msg)
+			return f.native.foreignUpstreamTask(w, r, msg)
 		}
 	case mcpwire.KindResponse:
 		if core.IsInputID(msg.ID) {
