@@ -25,7 +25,8 @@
 //     progress and log messages to its session (StatusChanged); a task of
 //     another protocol has nobody to tell, and costs no store read.
 //   - native.go, native2026.go: a held call that goes through the
-//     upstream's own task.
+//     upstream's own task (upstreamTasks, which needs only the upstream
+//     client and the log; callUpstream picks the way).
 //   - status.go: Figures, what the runner holds now, for the operator's
 //     console.
 //   - recoverer.go: the recoverer, which fails a dead replica's tasks once

@@ -120,8 +120,9 @@ type Runner struct {
 
 	retry     *retrier
 	recoverer *recoverer
-	leases    leaseSet    // the workers whose leases renewLeases renews
-	sealKey   rerunSecret // seals a durable task's credentials (rerun.go)
+	upstream  *upstreamTasks // the upstream's own tasks, held (native.go)
+	leases    leaseSet       // the workers whose leases renewLeases renews
+	sealKey   rerunSecret    // seals a durable task's credentials (rerun.go)
 }
 
 func New(p Params) *Runner {
@@ -129,6 +130,7 @@ func New(p Params) *Runner {
 	rn := &Runner{Params: p, ctx: ctx, cancel: cancel, changed: make(chan struct{}), held: map[string]int{},
 		rates: newTaskRates(p.TaskRate)}
 	rn.MaxInflight = max(p.MaxInflight, 0)
+	rn.upstream = &upstreamTasks{up: p.Up, log: p.Log, grace: p.RestartGrace}
 	rn.retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
 	rn.recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
 		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.retry, resume: rn.resume})
