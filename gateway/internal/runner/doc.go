@@ -17,7 +17,7 @@
 //   - worker.go: Job and the worker of one task, which has no goroutine
 //     while it only waits for the upstream's answer (wake, drain, idle),
 //     and its lease renewal's outcome.
-//   - leases.go: the batched renewal of every worker's lease.
+//   - leases.go: leaseSet, the batched renewal of every worker's lease.
 //   - input.go: input requests (server→client requests, MRTR rounds) into
 //     the store, and the client's answers back upstream.
 //   - outcome.go: writing the outcome, with retries (invariant 5).

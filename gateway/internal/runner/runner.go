@@ -121,7 +121,7 @@ type Runner struct {
 	retry     *retrier
 	recoverer *recoverer
 	upstream  *upstreamTasks // the upstream's own tasks, held (native.go)
-	leases    leaseSet       // the workers whose leases renewLeases renews
+	leases    leaseSet       // the workers whose leases it renews (leases.go)
 	sealKey   rerunSecret    // seals a durable task's credentials (rerun.go)
 }
 
@@ -135,8 +135,12 @@ func New(p Params) *Runner {
 	rn.recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
 		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.retry, resume: rn.resume})
 	rn.recoverer.Start()
+	rn.leases = leaseSet{store: p.Store, replica: p.Replica, lease: p.Lease, every: p.Renew}
 	rn.wg.Add(1)
-	go rn.renewLeases()
+	go func() {
+		defer rn.wg.Done()
+		rn.leases.renew(ctx)
+	}()
 	return rn
 }
 
