@@ -26,7 +26,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if f.Fallback != nil && perr == nil && f.fallbackToolsCall(w, r, msg, p) {
 		return
 	}
-	s, serr := f.sessionErr(r)
+	s, serr := f.sessions.sessionErr(r)
 	if serr != nil && perr == nil && p.Task != nil {
 		// This replica cannot look the session up (the store is down): a
 		// plain call passes through; a task-augmented one cannot be served.
@@ -48,7 +48,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if p.Task != nil && c.Native && !c.Ruled {
 		// The upstream's own task tool, which no rule names: its task,
 		// not the gateway's (native.go).
-		f.passNativeTask(w, r, msg, p.Name)
+		f.native.passNativeTask(w, r, msg, p.Name)
 		return
 	}
 	// "Tool-Level Negotiation": -32601 both for a task the tool does not
@@ -87,7 +87,7 @@ func (f *Front) plainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if c.Upstream == policy.TaskSupportRequired {
 		// A rule made a tool the upstream runs only as a task a plain
 		// one: the gateway waits on the upstream's task for the client.
-		f.callThroughNativeTask(w, r, msg, s, tool)
+		f.native.callThroughNativeTask(w, r, msg, s, tool)
 		return
 	}
 	f.Up.Forward(w, r, msg, f.UpstreamHeader(r), c.Learn)

@@ -8,24 +8,26 @@
 // is the session itself (stateless.go). The initialize sequence is told at
 // the top of initialize.go.
 //
-//   - front2025.go: Front (front.Deps, the store, the session cache, the
-//     anonymous caps) and New; Store, what it needs of the task store.
+//   - front2025.go: Front (front.Deps, the store, its parts below) and
+//     New; store, what it needs of the task store; UpstreamHeader,
+//     CachedSession, RecheckSession (sessionTable's, exported),
+//     ServeEmulatedSession (heldSessions').
 //   - serve.go: Serve, the routing of a session's request; StreamOrEnd,
 //     the upstream's answer to a session's GET or DELETE.
 //   - initialize.go: initialize and its answer (TasksCapability, the
 //     capabilities presented), the session recorded before the client
 //     learns it.
-//   - sessions.go: what each session negotiated (sessionInfo), in the
-//     store and an in-process cache (sessionCache) re-checked with the
-//     store; UpstreamHeader (MCP-Protocol-Version rewritten to the
-//     upstream's), CachedSession, RecheckSession.
+//   - sessions.go: sessionTable, what each session negotiated
+//     (sessionInfo), in the store and an in-process cache (sessionCache)
+//     re-checked with the store; the header with MCP-Protocol-Version
+//     rewritten to the upstream's; a held session's anonymous place renewed.
 //   - toolslist.go: tools/list, each tool's execution.taskSupport as the
 //     policy makes it.
 //   - call.go: tools/call: passed through, a plain call, or a task
 //     (startTask).
-//   - native.go: the upstream's own task tools, passed through and
-//     recorded per owner (internal/native), their tasks/* forwarded on the
-//     task's upstream session, a lost one failed.
+//   - native.go: nativeTasks, the upstream's own task tools, passed
+//     through and recorded per owner (internal/native), their tasks/*
+//     forwarded on the task's upstream session, a lost one failed.
 //   - tasks.go: tasks/get (front.Deps.GetTask), tasks/list, tasks/cancel,
 //     and the answer of tasks/result for a terminal task.
 //   - result.go: the blocking tasks/result stream (resultStream), which
@@ -35,10 +37,11 @@
 //   - notify.go: the session's GET stream: the upstream's merged with the
 //     notifications the runner publishes of the session's tasks
 //     (relayMerged; internal/runner/notify.go).
-//   - stateless.go: the gateway as the session of a 2025-11-25 (or
-//     older) client in front of a stateless upstream: initialize from
+//   - stateless.go: heldSessions, the gateway as the session of a
+//     2025-11-25 (or older) client in front of a stateless upstream
+//     (heldStore, what it needs of the store): initialize from
 //     server/discover, each request made stateless, its tools/call run by
-//     the runner; ServeEmulatedSession (its GET and DELETE).
+//     the runner; its GET and DELETE (Front.ServeEmulatedSession); callFor.
 //   - stateless_stream.go: what such a session changes after initialize
 //     (logging/setLevel, resources/subscribe, notifications/cancelled),
 //     its GET stream (the upstream's subscriptions/listen merged with the

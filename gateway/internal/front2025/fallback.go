@@ -47,7 +47,7 @@ func (f *Front) fallbackToolsCall(w http.ResponseWriter, r *http.Request, msg *m
 	if p.Name == "" || p.Task != nil {
 		return false // the usual path says what is wrong, or serves the task
 	}
-	s, err := f.sessionErr(r)
+	s, err := f.sessions.sessionErr(r)
 	if err != nil && f.Fallback.Is(p.Name) {
 		// The store cannot say whose session this is: a fallback tool
 		// cannot be served, and must not reach the upstream as unknown.

@@ -3,6 +3,7 @@ package front2025
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
@@ -15,20 +16,24 @@ import (
 type Front struct {
 	front.Deps
 	store    store
-	sessions *sessionCache // what each client session negotiated
-	// anonymous bounds what clients without Authorization make the
-	// gateway hold for them: the sessions it holds in front of a stateless
-	// upstream and their tasks (stateless.go).
-	anonymous core.AnonymousTasks
+	sessions *sessionTable // what each client session negotiated (sessions.go)
+	held     *heldSessions // the sessions it holds in front of a stateless upstream (stateless.go)
+	native   *nativeTasks  // the upstream's own tasks (native.go)
 }
 
 // New returns the 2025-11-25 front on deps and store, with the bounds of
 // what clients without Authorization make it hold (Config.Anonymous).
 func New(deps front.Deps, store store, anonymous core.AnonymousTasks) *Front {
-	return &Front{Deps: deps, store: store, sessions: newSessionCache(), anonymous: anonymous}
+	f := &Front{Deps: deps, store: store, sessions: newSessionTable(store, deps.Log)}
+	f.native = &nativeTasks{store: store, up: deps.Up, log: deps.Log, sessions: f.sessions}
+	f.held = &heldSessions{store: store, up: deps.Up, runner: deps.Runner, decider: deps.Decider,
+		fallback: deps.Fallback, log: deps.Log, anonymous: anonymous, sessions: f.sessions, listTools: f.toolsListResult}
+	return f
 }
 
-// store is what the 2025-11-25 front needs of the task store.
+// store is what the 2025-11-25 front needs of the task store: its own
+// part, and what it hands its parts (sessionStore, heldStore,
+// native.Store).
 type store interface {
 	front.RenderStore // Get, Stamp, Options
 	List(ctx context.Context, owner, cursor string, limit int) ([]taskstore.Listed, string, error)
@@ -37,23 +42,34 @@ type store interface {
 	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
 	MarkResultStream(ctx context.Context, owner, id string, ttl time.Duration) error
 	ClearResultStream(ctx context.Context, owner, id string) error
-	PublishSession(ctx context.Context, sessionID string, msg []byte) error
 	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
-	PutSession(ctx context.Context, sess taskstore.Session, ttl time.Duration) error
-	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
-	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
-	DeleteSession(ctx context.Context, id string) error
 	MarkSessionFallback(ctx context.Context, id string) (bool, error)
-	// A session the gateway holds (stateless_stream.go).
-	SetSessionLogLevel(ctx context.Context, id, level string) (bool, error)
-	SessionLogLevel(ctx context.Context, id string) (string, error)
-	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
-	SetSessionCall(ctx context.Context, id, reqID, taskID string) error
-	ClearSessionCall(ctx context.Context, id, reqID, taskID string) error
-	SessionCall(ctx context.Context, id, reqID string) (string, error)
-	AnnounceSession(ctx context.Context, id string, what taskstore.Status) error
-	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
-	ReleaseAnonymous(ctx context.Context, id, addr string) error
-	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
+	sessionStore // sessions.go
+	heldStore    // stateless.go
 	native.Store
+}
+
+// UpstreamHeader is the header to forward r with: MCP-Protocol-Version
+// rewritten to the upstream's version for a session presented as
+// 2025-11-25 in front of an older upstream (sessionTable.upstreamHeader).
+func (f *Front) UpstreamHeader(r *http.Request) http.Header { return f.sessions.upstreamHeader(r) }
+
+// CachedSession reports whether this replica's cache holds what session
+// id negotiated (a session the gateway knows, not one it knows is absent).
+// Exported for gateway's tests (session_test.go: what the cache holds).
+func (f *Front) CachedSession(id string) bool { return f.sessions.cached(id) }
+
+// RecheckSession looks session id up as its next re-check would, and
+// reports whether the session is still known.
+// Exported for gateway's tests (session_test.go: the cache re-checked with the store).
+func (f *Front) RecheckSession(ctx context.Context, id string) bool {
+	return f.sessions.recheck(ctx, id)
+}
+
+// ServeEmulatedSession handles a GET (the session's stream) or DELETE
+// (its end) of a session the gateway holds (or, in front of a stateless
+// upstream, one it does not know: 404), and reports whether it did
+// (heldSessions.serveSession).
+func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
+	return f.held.serveSession(w, r)
 }

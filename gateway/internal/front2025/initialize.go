@@ -63,7 +63,7 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		// (a server of both eras may); else the gateway is the session
 		// (stateless.go).
 		if a = f.upstreamSession(r, msg, header, body); a == nil {
-			f.initializeStateless(w, r, msg, params, asked)
+			f.held.initializeStateless(w, r, msg, params, asked)
 			return
 		}
 	} else if a = f.Up.ForwardForRewrite(w, r, msg, header, body); a == nil {
@@ -75,7 +75,7 @@ func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.
 		a.Write(w, r, f.Log, nil)
 		return
 	}
-	if err := f.recordSession(r.Context(), s); err != nil {
+	if err := f.sessions.record(r.Context(), s); err != nil {
 		f.unrecorded(w, r, msg, a, s, err)
 		return
 	}

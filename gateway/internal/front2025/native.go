@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/native"
@@ -48,16 +49,28 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
+// nativeTasks is the upstream's own tasks for 2025-11-25 sessions: their
+// tools/call passed through and recorded per owner (internal/native), their
+// tasks/* forwarded on the task's upstream session, a lost one failed. It
+// needs the store's upstream-task records, the upstream side and the
+// front's session table.
+type nativeTasks struct {
+	store    native.Store
+	up       *upstreamside.Side
+	log      zerolog.Logger
+	sessions *sessionTable
+}
+
 // passNativeTask forwards a task-augmented call of the upstream's own task
 // tool, checks its CreateTaskResult and records the task it names.
-func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
-	a := f.Up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(f.UpstreamHeader(r)), msg.Raw)
+func (n *nativeTasks) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, tool string) {
+	a := n.up.ForwardForRewrite(w, r, msg, upstreamside.IdentityHeader(n.sessions.upstreamHeader(r)), msg.Raw)
 	if a == nil {
 		return
 	}
 	defer a.Close()
 	if a.Result == nil { // the upstream's JSON-RPC error: its to give
-		a.Write(w, r, f.Log, nil)
+		a.Write(w, r, n.log, nil)
 		return
 	}
 	t, raw, err := core.ParseCreateTaskResult(a.Result)
@@ -65,12 +78,12 @@ func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpw
 		e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, fmt.Sprintf(
 			"the upstream answered the task-augmented tools/call of %q without a valid CreateTaskResult: %v; its answer: %s",
 			tool, err, core.QuoteAnswer(a.Result)))
-		f.Log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
+		n.log.Warn().Str("op", "native").Str("tool", tool).Msg(e.Message)
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
 	owner := core.OwnerOf(r)
-	ttl, out := native.KeepFor(f.store, owner, t.TTL, a, "task")
+	ttl, out := native.KeepFor(n.store, owner, t.TTL, a, "task")
 	if out != nil { // the gateway keeps the task's record for less than the upstream said
 		_ = json.Unmarshal(out, &struct {
 			Task *json.RawMessage `json:"task"`
@@ -78,17 +91,17 @@ func (f *Front) passNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpw
 	}
 	rec := taskstore.UpstreamTask{ID: t.TaskID, Owner: owner, Session: r.Header.Get("Mcp-Session-Id"),
 		Protocol: taskstore.Protocol2025, Tool: tool, Task: raw}
-	if err := native.Record(r.Context(), f.store, f.Up, f.Log, rec, ttl, f.UpstreamHeader(r)); err != nil {
+	if err := native.Record(r.Context(), n.store, n.up, n.log, rec, ttl, n.sessions.upstreamHeader(r)); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025)) // the upstream's task is cancelled
 		return
 	}
-	a.Write(w, r, f.Log, out)
+	a.Write(w, r, n.log, out)
 }
 
 // nativeHeader is the header of a request about rec sent on the upstream
 // session the task lives on (the client may have opened another since).
-func (f *Front) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.Header {
-	h := f.UpstreamHeader(r)
+func (n *nativeTasks) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.Header {
+	h := n.sessions.upstreamHeader(r)
 	if rec.Session == "" || rec.Session == h.Get("Mcp-Session-Id") {
 		return h
 	}
@@ -100,58 +113,58 @@ func (f *Front) nativeHeader(r *http.Request, rec *taskstore.UpstreamTask) http.
 // upstreamTask answers a tasks/* request of an id that is the upstream's
 // own task, created by this owner, and reports whether it answered (a
 // store failure is answered as one: retryable, not "not found").
-func (f *Front) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
-	rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, id)
+func (n *nativeTasks) upstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string) bool {
+	rec, _, err := n.store.UpstreamTaskOwner(r.Context(), owner, id)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", id, core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(n.log, err, "native", id, core.Era2025))
 		return true
 	}
 	if rec == nil || rec.Protocol == taskstore.Protocol2026 {
 		return false
 	}
-	f.nativeTaskRequest(w, r, msg, rec)
+	n.nativeTaskRequest(w, r, msg, rec)
 	return true
 }
 
 // nativeTaskRequest forwards tasks/get, tasks/result or tasks/cancel of
 // the upstream's task rec on its session, and answers for a task the
 // upstream lost.
-func (f *Front) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+func (n *nativeTasks) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
 	method := msg.MethodName()
 	if rec.Lost != "" {
-		f.answerLost(w, msg, rec)
+		n.answerLost(w, msg, rec)
 		return
 	}
-	header := f.nativeHeader(r, rec)
+	header := n.nativeHeader(r, rec)
 	stream := method == "tasks/result"
 	if !stream {
 		header = upstreamside.IdentityHeader(header) // read whole, to tell a lost task
 	}
 	start := time.Now()
-	resp, err := f.Up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
+	resp, err := n.up.Post(obs.MethodCtx(r, msg), header, bytes.NewReader(msg.Raw))
 	if err != nil {
-		f.Up.ForwardFailed(w, r, msg, err)
+		n.up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	if resp.StatusCode == http.StatusNotFound && rec.Session != "" {
 		resp.Body.Close()
-		f.lost(r.Context(), rec, native.SessionLost)
-		f.answerLost(w, msg, rec)
+		n.lost(r.Context(), rec, native.SessionLost)
+		n.answerLost(w, msg, rec)
 		return
 	}
 	if stream {
 		// Streamed as it comes: its input requests must reach the client
 		// before the upstream can answer.
-		f.Up.RelayRequest(w, r, resp, msg, "", start)
+		n.up.RelayRequest(w, r, resp, msg, "", start)
 		return
 	}
 	if !upstreamside.Rewritable(resp) {
-		f.Up.Relay(w, r, resp)
+		n.up.Relay(w, r, resp)
 		return
 	}
 	a, err := upstreamside.ReadAnswer(resp, msg.ID)
 	if err != nil {
-		f.Up.ForwardFailed(w, r, msg, err)
+		n.up.ForwardFailed(w, r, msg, err)
 		return
 	}
 	defer a.Close()
@@ -159,22 +172,22 @@ func (f *Front) nativeTaskRequest(w http.ResponseWriter, r *http.Request, msg *m
 		// The upstream no longer knows a task whose record (kept for the
 		// ttl it gave) lives: it lost it. (Only tasks/get says so:
 		// -32602 to tasks/cancel also refuses a task already terminal.)
-		f.lost(r.Context(), rec, native.TaskLost)
-		f.answerLost(w, msg, rec)
+		n.lost(r.Context(), rec, native.TaskLost)
+		n.answerLost(w, msg, rec)
 		return
 	}
-	a.Write(w, r, f.Log, nil)
+	a.Write(w, r, n.log, nil)
 }
 
 // lost marks rec failed for good, in the store (best effort: the next
 // request finds out again) and in rec.
-func (f *Front) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
-	native.MarkLost(ctx, f.store, f.Log, rec, why)
+func (n *nativeTasks) lost(ctx context.Context, rec *taskstore.UpstreamTask, why string) {
+	native.MarkLost(ctx, n.store, n.log, rec, why)
 }
 
 // answerLost answers tasks/* of an upstream task that was lost: tasks/get
 // sees it failed, tasks/result its error, tasks/cancel that it is terminal.
-func (f *Front) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
+func (n *nativeTasks) answerLost(w http.ResponseWriter, msg *mcpwire.Message, rec *taskstore.UpstreamTask) {
 	switch msg.MethodName() {
 	case "tasks/get":
 		mcpwire.WriteResult(w, msg.ID, lostTask(rec))
@@ -201,7 +214,7 @@ const (
 // task on a tasks/list page, on its session. A task the upstream lost is
 // marked so; one it cannot tell about now (unreachable, slow) is shown as
 // last known.
-func (f *Front) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
+func (n *nativeTasks) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.UpstreamTask) []json.RawMessage {
 	out := make([]json.RawMessage, len(recs))
 	sem := make(chan struct{}, nativeListConcurrency)
 	// One deadline for the page: an upstream that hangs costs the list
@@ -223,14 +236,14 @@ func (f *Front) nativeStates(r *http.Request, s *sessionInfo, recs []*taskstore.
 				defer func() { <-sem }()
 			case <-ctx.Done():
 			}
-			out[i] = f.nativeState(ctx, r, s, rec)
+			out[i] = n.nativeState(ctx, r, s, rec)
 		}()
 	}
 	wg.Wait()
 	return out
 }
 
-func (f *Front) nativeState(ctx context.Context, r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
+func (n *nativeTasks) nativeState(ctx context.Context, r *http.Request, s *sessionInfo, rec *taskstore.UpstreamTask) json.RawMessage {
 	if ctx.Err() != nil {
 		return lastKnown(rec)
 	}
@@ -241,13 +254,13 @@ func (f *Front) nativeState(ctx context.Context, r *http.Request, s *sessionInfo
 			sess.ID = s.ID
 		}
 	}
-	resp, err := f.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
+	resp, err := n.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": rec.ID})}, upstream.CallOptions{})
 	switch {
 	case errors.Is(err, upstream.ErrSessionNotFound) && rec.Session != "":
-		f.lost(r.Context(), rec, native.SessionLost)
+		n.lost(r.Context(), rec, native.SessionLost)
 	case err == nil && resp.Error != nil && core.NotFoundWire(resp.Error):
-		f.lost(r.Context(), rec, native.TaskLost)
+		n.lost(r.Context(), rec, native.TaskLost)
 	case err == nil && resp.Error == nil:
 		var t struct {
 			TaskID string `json:"taskId"`
@@ -276,7 +289,7 @@ func lastKnown(rec *taskstore.UpstreamTask) json.RawMessage {
 // session the gateway serves no tasks for, of an upstream task another
 // owner's call created; it reports whether it answered (else the request
 // is relayed as it is).
-func (f *Front) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
+func (n *nativeTasks) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if msg.MethodName() == "tasks/list" {
 		return false
 	}
@@ -284,9 +297,9 @@ func (f *Front) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg 
 	if json.Unmarshal(msg.Params, &p) != nil || p.TaskID == "" {
 		return false
 	}
-	mine, anyone, err := f.store.UpstreamTaskOwner(r.Context(), core.OwnerOf(r), p.TaskID)
+	mine, anyone, err := n.store.UpstreamTaskOwner(r.Context(), core.OwnerOf(r), p.TaskID)
 	if err != nil {
-		mcpwire.WriteError(w, msg.ID, core.TaskError(f.Log, err, "native", p.TaskID, core.Era2025))
+		mcpwire.WriteError(w, msg.ID, core.TaskError(n.log, err, "native", p.TaskID, core.Era2025))
 		return true
 	}
 	if anyone && mine == nil {
@@ -302,14 +315,14 @@ func (f *Front) foreignUpstreamTask(w http.ResponseWriter, r *http.Request, msg 
 // of it to the client under the call's own id, so its input requests reach
 // the client on the call's stream and its answer is the call's. A client
 // that goes away before the answer cancels the upstream's task.
-func (f *Front) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
+func (n *nativeTasks) callThroughNativeTask(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, tool string) {
 	params, err := runner.WithUpstreamTask(msg.Params, 0)
 	if err != nil {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object"))
 		return
 	}
 	sess := &upstream.Session{ID: s.ID, ProtocolVersion: s.UpstreamVersion, Header: core.ForwardedAuth(r)}
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
+	resp, ok := callFor(n.up, w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}, nil)
 	if !ok {
 		return
 	}
@@ -331,9 +344,9 @@ func (f *Front) callThroughNativeTask(w http.ResponseWriter, r *http.Request, ms
 		mcpwire.WriteError(w, msg.ID, perr)
 		return
 	}
-	header := f.UpstreamHeader(r)
-	f.Up.Forward(w, r, result, header, tool)
+	header := n.sessions.upstreamHeader(r)
+	n.up.Forward(w, r, result, header, tool)
 	if r.Context().Err() != nil {
-		native.Cancel(context.WithoutCancel(r.Context()), f.Up, t.TaskID, taskstore.Protocol2025, header)
+		native.Cancel(context.WithoutCancel(r.Context()), n.up, t.TaskID, taskstore.Protocol2025, header)
 	}
 }

@@ -12,11 +12,11 @@ import (
 // whether it did; anything else the caller relays unchanged.
 func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) bool {
 	if len(r.Header["Mcp-Session-Id"]) > 0 {
-		s, err := f.sessionErr(r)
-		if s.emulated() && f.serveEmulated(w, r, msg, s) { // stateless.go
+		s, err := f.sessions.sessionErr(r)
+		if s.emulated() && f.held.serveEmulated(w, r, msg, s) { // stateless.go
 			return true
 		}
-		if s == nil && err == nil && f.unknownStatelessSession(w, r) {
+		if s == nil && err == nil && f.held.unknownStatelessSession(w, r) {
 			return true
 		}
 	}
@@ -33,7 +33,7 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 			f.toolsCall(w, r, msg)
 			return true
 		case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-			s, err := f.sessionErr(r)
+			s, err := f.sessions.sessionErr(r)
 			if s.tasks2025() {
 				f.tasks(w, r, msg, s)
 				return true
@@ -47,7 +47,7 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 			// Relayed as it is, except the upstream's own task that another
 			// owner's call created (native.go): never reached from
 			// a session the gateway does not check.
-			return f.foreignUpstreamTask(w, r, msg)
+			return f.native.foreignUpstreamTask(w, r, msg)
 		}
 	case mcpwire.KindResponse:
 		if core.IsInputID(msg.ID) {
@@ -64,10 +64,10 @@ func (f *Front) Serve(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 // upstream ended is forgotten.
 func (f *Front) StreamOrEnd(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
 	if r.Method == http.MethodDelete && (resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound) {
-		f.forgetSession(r) // the upstream ended the session, or had already
+		f.sessions.forget(r) // the upstream ended the session, or had already
 	}
 	if r.Method == http.MethodGet && resp.StatusCode == http.StatusOK && upstreamside.IsStream(resp) {
-		if s := f.session(r); s.tasks2025() {
+		if s := f.sessions.session(r); s.tasks2025() {
 			f.relayMerged(w, r, resp, s.ID)
 			return true
 		}

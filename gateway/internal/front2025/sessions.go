@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -175,11 +177,35 @@ func (c *sessionCache) count() int {
 	return len(c.cur) + len(c.old)
 }
 
+// sessionTable is what each session negotiated, for the whole front: the
+// in-process cache (sessionCache) in front of the store's session records,
+// each entry re-checked with the store at most every sessionRecheck. It
+// needs only the session records of the store and the anonymous caps' renewal.
+type sessionTable struct {
+	cache *sessionCache
+	store sessionStore
+	log   zerolog.Logger
+}
+
+// sessionStore is what sessionTable needs of the task store.
+type sessionStore interface {
+	PutSession(ctx context.Context, sess taskstore.Session, ttl time.Duration) error
+	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
+	TouchSession(ctx context.Context, id string, ttl time.Duration) (bool, error)
+	DeleteSession(ctx context.Context, id string) error
+	RenewAnonymous(ctx context.Context, id, addr string, expiry time.Time) error
+	Options() taskstore.Options
+}
+
+func newSessionTable(store sessionStore, log zerolog.Logger) *sessionTable {
+	return &sessionTable{cache: newSessionCache(), store: store, log: log}
+}
+
 // session returns what the request's Mcp-Session-Id negotiated, or nil when
 // the gateway serves nothing for the session (or cannot tell now: Redis
 // unreachable on a cache miss, logged; see sessionErr).
-func (f *Front) session(r *http.Request) *sessionInfo {
-	s, _ := f.sessionErr(r)
+func (t *sessionTable) session(r *http.Request) *sessionInfo {
+	s, _ := t.sessionErr(r)
 	return s
 }
 
@@ -188,102 +214,102 @@ func (f *Front) session(r *http.Request) *sessionInfo {
 // taskstore.ErrUnavailable). The session's plain traffic then passes
 // through as if it were not the gateway's (degraded, not failed); what
 // needs its tasks (tasks/*, a task-augmented tools/call) fails with err.
-func (f *Front) sessionErr(r *http.Request) (*sessionInfo, error) {
+func (t *sessionTable) sessionErr(r *http.Request) (*sessionInfo, error) {
 	v := r.Header["Mcp-Session-Id"]
 	if len(v) == 0 || v[0] == "" {
 		return nil, nil
 	}
-	return f.lookupSession(r.Context(), v[0])
+	return t.lookup(r.Context(), v[0])
 }
 
-// lookupSession is session by id: the cache, else the store. err is set
+// lookup is session by id: the cache, else the store. err is set
 // only when neither can tell.
-func (f *Front) lookupSession(ctx context.Context, id string) (*sessionInfo, error) {
+func (t *sessionTable) lookup(ctx context.Context, id string) (*sessionInfo, error) {
 	now := time.Now()
-	e := f.sessions.get(id)
+	e := t.cache.get(id)
 	if e != nil && !e.claimRecheck(now) {
 		return e.info, nil
 	}
 	if e != nil && e.info != nil {
 		// Renew the record's TTL; a record gone means the session was
 		// deleted through another replica (or expired).
-		ok, err := f.store.TouchSession(ctx, id, sessionIdle(e.info))
+		ok, err := t.store.TouchSession(ctx, id, sessionIdle(e.info))
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
+				t.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session record; will retry")
 			}
 			return e.info, nil
 		case !ok:
-			f.sessions.put(id, newSessionEntry(nil, now))
+			t.cache.put(id, newSessionEntry(nil, now))
 			return nil, nil
 		}
-		f.renewAnonymous(ctx, e.info)
+		t.renewAnonymous(ctx, e.info)
 		return e.info, nil
 	}
-	rec, err := f.store.GetSession(ctx, id)
+	rec, err := t.store.GetSession(ctx, id)
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
-		f.sessions.put(id, newSessionEntry(nil, now))
+		t.cache.put(id, newSessionEntry(nil, now))
 		return nil, nil
 	case err != nil:
 		if e != nil {
 			return e.info, nil // known "not ours"
 		}
 		if ctx.Err() == nil {
-			f.Log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
+			t.log.Warn().Str("op", "session").Err(err).Msg("cannot look up the session; serving its plain requests as pass-through")
 		}
 		return nil, err
 	}
 	info := newSessionInfo(rec.ID, rec.ClientVersion, rec.UpstreamVersion, rec.ClientCapabilities)
 	info.ClientInfo, info.Principal, info.Addr = rec.ClientInfo, rec.Principal, rec.Address
-	f.sessions.put(id, newSessionEntry(info, now))
+	t.cache.put(id, newSessionEntry(info, now))
 	return info, nil
 }
 
-// recordSession stores s in Redis, then in the cache. Until it returns nil
+// record stores s in Redis, then in the cache. Until it returns nil
 // the client must not learn the session id.
-func (f *Front) recordSession(ctx context.Context, s *sessionInfo) error {
-	err := f.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
+func (t *sessionTable) record(ctx context.Context, s *sessionInfo) error {
+	err := t.store.PutSession(ctx, taskstore.Session{ID: s.ID, ClientVersion: s.ClientVersion,
 		UpstreamVersion: s.UpstreamVersion, ClientCapabilities: s.ClientCaps, ClientInfo: s.ClientInfo, Principal: s.Principal, Address: s.Addr}, sessionIdle(s))
 	if err != nil {
 		return err
 	}
-	f.sessions.put(s.ID, newSessionEntry(s, time.Now()))
+	t.cache.put(s.ID, newSessionEntry(s, time.Now()))
 	return nil
 }
 
-// forgetSession drops the record of r's session after the upstream ended
+// forget drops the record of r's session after the upstream ended
 // it (a successful DELETE, or 404: already gone).
-func (f *Front) forgetSession(r *http.Request) {
+func (t *sessionTable) forget(r *http.Request) {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		return
 	}
-	e := f.sessions.get(id)
-	f.sessions.delete(id)
+	e := t.cache.get(id)
+	t.cache.delete(id)
 	if e != nil && e.info == nil {
 		return // known not to be recorded
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
-	if err := f.store.DeleteSession(ctx, id); err != nil {
+	if err := t.store.DeleteSession(ctx, id); err != nil {
 		// The record expires on its own after sessionTTL.
-		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
+		t.log.Warn().Str("op", "session").Err(err).Msg("cannot delete the session record")
 	}
 }
 
-// UpstreamHeader is the header to forward r with: MCP-Protocol-Version
+// upstreamHeader is the header (Front.UpstreamHeader) to forward r with: MCP-Protocol-Version
 // rewritten to the upstream's version for a session presented as
 // 2025-11-25 in front of an older upstream. On the hot path: without a
 // 2025-11-25 header it returns r.Header at once, and a cached session that
 // needs nothing costs one map lookup, no allocation.
-func (f *Front) UpstreamHeader(r *http.Request) http.Header {
+func (t *sessionTable) upstreamHeader(r *http.Request) http.Header {
 	v := r.Header["Mcp-Protocol-Version"]
 	if len(v) != 1 || v[0] != core.Version2025 {
 		return r.Header
 	}
-	s := f.session(r)
+	s := t.session(r)
 	if s == nil || s.UpstreamVersion == s.ClientVersion {
 		return r.Header
 	}
@@ -295,22 +321,32 @@ func (f *Front) UpstreamHeader(r *http.Request) http.Header {
 	return out
 }
 
-// CachedSession reports whether this replica's cache holds what session
+// cached reports whether this replica's cache holds what session
 // id negotiated (a session the gateway knows, not one it knows is absent).
-// Exported for gateway's tests (session_test.go: what the cache holds).
-func (f *Front) CachedSession(id string) bool {
-	e := f.sessions.get(id)
+func (t *sessionTable) cached(id string) bool {
+	e := t.cache.get(id)
 	return e != nil && e.info != nil
 }
 
-// RecheckSession looks session id up as its next re-check would (the
+// recheck looks session id up as its next re-check would (the
 // cached entry taken as stale), and reports whether the session is still
 // known: a session deleted through another replica is forgotten then.
-// Exported for gateway's tests (session_test.go: the cache re-checked with the store).
-func (f *Front) RecheckSession(ctx context.Context, id string) bool {
-	if e := f.sessions.get(id); e != nil {
+func (t *sessionTable) recheck(ctx context.Context, id string) bool {
+	if e := t.cache.get(id); e != nil {
 		e.checked.Store(time.Now().Add(-sessionRecheck - time.Second).UnixNano())
 	}
-	s, _ := f.lookupSession(ctx, id)
+	s, _ := t.lookup(ctx, id)
 	return s != nil
+}
+
+// renewAnonymous keeps the place of held session s, opened without
+// Authorization and still in use, in the anonymous caps for another idle
+// lifetime (lookup, each time it renews the record).
+func (t *sessionTable) renewAnonymous(ctx context.Context, s *sessionInfo) {
+	if !s.emulated() || s.Principal != "" || s.Addr == "" {
+		return
+	}
+	if err := t.store.RenewAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr, t.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
+		t.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
+	}
 }

@@ -37,8 +37,8 @@ func TestSessionCacheBounded(t *testing.T) {
 func TestUpstreamHeaderHotPath(t *testing.T) {
 	f := New(front.Deps{}, nil, core.AnonymousTasks{})
 	now := time.Now()
-	f.sessions.put("same", newSessionEntry(newSessionInfo("same", core.Version2025, core.Version2025, nil), now))
-	f.sessions.put("older", newSessionEntry(newSessionInfo("older", core.Version2025, "2025-06-18", nil), now))
+	f.sessions.cache.put("same", newSessionEntry(newSessionInfo("same", core.Version2025, core.Version2025, nil), now))
+	f.sessions.cache.put("older", newSessionEntry(newSessionInfo("older", core.Version2025, "2025-06-18", nil), now))
 	req := func(sid, version string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 		r.Header.Set("Mcp-Session-Id", sid)

@@ -39,9 +39,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
@@ -50,6 +52,47 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
+
+// heldSessions is the gateway as the session of 2025-11-25 (and older)
+// clients in front of a stateless upstream: their initialize, each
+// request made stateless, their tools/call run by the runner, their GET
+// stream and DELETE. It reads what each session negotiated from the
+// front's session table, and the front's tools/list rewriting (listTools).
+type heldSessions struct {
+	store     heldStore
+	up        *upstreamside.Side
+	runner    *runner.Runner
+	decider   *decide.Decider
+	fallback  *fallback.Tools // nil: off
+	log       zerolog.Logger
+	anonymous core.AnonymousTasks // the caps of sessions opened without Authorization
+	sessions  *sessionTable
+	// listTools is Front.toolsListResult: the upstream's tools/list as a
+	// session sees it.
+	listTools func(ctx context.Context, s *sessionInfo, upstream json.RawMessage, withFallback bool) (json.RawMessage, error)
+}
+
+// heldStore is what heldSessions needs of the task store: the held
+// sessions' records, calls and announcements, the anonymous caps, and the
+// tasks its calls run as.
+type heldStore interface {
+	Options() taskstore.Options
+	Get(ctx context.Context, owner, id string) (*taskstore.Task, error)
+	Watch(ctx context.Context, owner, id string) (*taskstore.Watch, error)
+	RequestCancel(ctx context.Context, owner, id, message string) (*taskstore.Task, error)
+	GetSession(ctx context.Context, id string) (*taskstore.Session, error)
+	WatchSession(ctx context.Context, sessionID string) (*taskstore.Watch, error)
+	PublishSession(ctx context.Context, sessionID string, msg []byte) error
+	SetSessionLogLevel(ctx context.Context, id, level string) (bool, error)
+	SessionLogLevel(ctx context.Context, id string) (string, error)
+	SubscribeSession(ctx context.Context, id, uri string, on bool, max int) (bool, error)
+	SetSessionCall(ctx context.Context, id, reqID, taskID string) error
+	ClearSessionCall(ctx context.Context, id, reqID, taskID string) error
+	SessionCall(ctx context.Context, id, reqID string) (string, error)
+	AnnounceSession(ctx context.Context, id string, what taskstore.Status) error
+	ReserveAnonymous(ctx context.Context, id, addr string, expiry time.Time, max, perAddr int) error
+	ReleaseAnonymous(ctx context.Context, id, addr string) error
+}
 
 // emulated reports whether the gateway holds s itself, in front of a
 // stateless upstream. Safe on nil.
@@ -60,7 +103,7 @@ func (s *sessionInfo) emulated() bool { return s != nil && s.UpstreamVersion == 
 var statelessVersions = map[string]bool{core.Version2025: true, "2025-06-18": true, "2025-03-26": true}
 
 // initializeStateless answers initialize for a stateless upstream.
-func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
+func (h *heldSessions) initializeStateless(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, params map[string]json.RawMessage, asked string) {
 	version := asked
 	if !statelessVersions[version] {
 		version = core.Version2025
@@ -77,7 +120,7 @@ func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg 
 	}
 	sess := statelessSession(r)
 	discover := mcpwire.MustMarshal(map[string]any{"_meta": statelessMeta(clientInfo, clientCaps)})
-	resp, ok := f.callFor(w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: discover}, nil)
+	resp, ok := callFor(h.up, w, r, msg, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: discover}, nil)
 	if !ok {
 		return
 	}
@@ -117,34 +160,34 @@ func (f *Front) initializeStateless(w http.ResponseWriter, r *http.Request, msg 
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), f.store, f.anonymous, AnonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
+		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), h.store, h.anonymous, AnonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
-			f.Log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
+			h.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))
 			return
 		}
 	}
-	if err := f.recordSession(r.Context(), s); err != nil {
+	if err := h.sessions.record(r.Context(), s); err != nil {
 		if s.Principal == "" {
-			f.releaseAnonymous(r, s)
+			h.releaseAnonymous(r, s)
 		}
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
-	f.Log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
+	h.log.Info().Str("op", "initialize").Str("version", version).Msg("session held by the gateway in front of a stateless upstream")
 	w.Header().Set("Mcp-Session-Id", s.ID)
 	mcpwire.WriteResult(w, msg.ID, out)
 }
 
-// callFor sends req upstream on sess for the client's msg and returns the
+// callFor sends req upstream (up) on sess for the client's msg and returns the
 // response when it is a result; a failure or the upstream's JSON-RPC
 // error is answered to the client under msg's id (ok false).
 // onNote, when set, gets the upstream's notifications on the way.
-func (f *Front) callFor(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
+func callFor(up *upstreamside.Side, w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, sess *upstream.Session, req *jsonrpc.Request,
 	onNote func(*jsonrpc.Request)) (resp *jsonrpc.Response, ok bool) {
-	resp, err := f.Up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
+	resp, err := up.Call(obs.MethodCtx(r, msg), sess, req, upstream.CallOptions{OnNotification: onNote})
 	if err != nil {
-		f.Up.ForwardFailed(w, r, msg, err)
+		up.ForwardFailed(w, r, msg, err)
 		return nil, false
 	}
 	if resp.Error != nil {
@@ -204,7 +247,7 @@ func statelessSession(r *http.Request) *upstream.Session {
 // serveEmulated serves a message of a session the gateway holds in front
 // of a stateless upstream, and reports whether it did (else the 2025-11-25
 // front goes on: tasks/*, the answers to input requests).
-func (f *Front) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
+func (h *heldSessions) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) bool {
 	if !s.ownedBy(r) {
 		writeSessionNotFound(w)
 		return true
@@ -214,7 +257,7 @@ func (f *Front) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		// initialized, roots/list_changed: nothing upstream to tell (no
 		// session there); cancelled: the plain call's task is cancelled.
 		if msg.MethodName() == "notifications/cancelled" {
-			f.cancelPlainCall(r, msg, s)
+			h.cancelPlainCall(r, msg, s)
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return true
@@ -232,9 +275,9 @@ func (f *Front) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwi
 	case "ping":
 		mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
 	case "logging/setLevel":
-		f.setLogLevel(w, r, msg, s)
+		h.setLogLevel(w, r, msg, s)
 	case "resources/subscribe", "resources/unsubscribe":
-		f.subscribe(w, r, msg, s, method == "resources/subscribe")
+		h.subscribe(w, r, msg, s, method == "resources/subscribe")
 	case "initialize":
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest, "the session is already initialized"))
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
@@ -243,21 +286,21 @@ func (f *Front) serveEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwi
 		}
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeMethodNotFound, "Method not found: "+method))
 	case "tools/call":
-		f.emulatedCall(w, r, msg, s)
+		h.emulatedCall(w, r, msg, s)
 	default:
-		f.emulatedForward(w, r, msg, s)
+		h.emulatedForward(w, r, msg, s)
 	}
 	return true
 }
 
 // emulatedForward sends a request to the stateless upstream and answers
 // with its response (tools/list rewritten as for any 2025-11-25 session).
-func (f *Front) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
-	resp, ok := f.callFor(w, r, msg, statelessSession(r),
-		&jsonrpc.Request{ID: core.NewUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, f.logLevelOf(r.Context(), s))},
+func (h *heldSessions) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+	resp, ok := callFor(h.up, w, r, msg, statelessSession(r),
+		&jsonrpc.Request{ID: core.NewUpstreamID(), Method: msg.MethodName(), Params: statelessParams(msg.Params, s, h.logLevelOf(r.Context(), s))},
 		func(n *jsonrpc.Request) { // its log messages: to the session's GET stream
 			if n.Method == "notifications/message" {
-				_ = f.store.PublishSession(context.WithoutCancel(r.Context()), s.ID, mcpwire.Notification(n.Method, n.Params))
+				_ = h.store.PublishSession(context.WithoutCancel(r.Context()), s.ID, mcpwire.Notification(n.Method, n.Params))
 			}
 		})
 	if !ok {
@@ -273,7 +316,7 @@ func (f *Front) emulatedForward(w http.ResponseWriter, r *http.Request, msg *mcp
 	}
 	out.Result = withoutResultType(resp.Result)
 	if msg.MethodName() == "tools/list" {
-		if rewritten, err := f.toolsListResult(r.Context(), s, out.Result, false); err == nil && rewritten != nil {
+		if rewritten, err := h.listTools(r.Context(), s, out.Result, false); err == nil && rewritten != nil {
 			out.Result = rewritten
 		}
 	}
@@ -293,13 +336,13 @@ func withoutResultType(result json.RawMessage) json.RawMessage {
 // (task-augmented, 2025-11-25 session), or a plain call whose input rounds
 // go to the client as server→client requests on the call's stream; both
 // are the runner's, whose MRTR loop drives the stateless upstream.
-func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (h *heldSessions) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	p, err := core.DecodeCall(msg.Params)
 	if err != nil || p.Name == "" {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	d, learn, ok := f.negotiateEmulated(w, r, msg, s, p)
+	d, learn, ok := h.negotiateEmulated(w, r, msg, s, p)
 	if !ok {
 		return
 	}
@@ -308,12 +351,12 @@ func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 		mcpwire.WriteError(w, msg.ID, e)
 		return
 	}
-	params = statelessParams(params, s, f.logLevelOf(r.Context(), s))
+	params = statelessParams(params, s, h.logLevelOf(r.Context(), s))
 	kind := runner.AdmitTask
 	if p.Task == nil {
 		kind = runner.AdmitCall // a plain call, held under a hidden task
 	}
-	slot, e := f.Runner.Admit(r.Context(), core.Principal(r), kind)
+	slot, e := h.runner.Admit(r.Context(), core.Principal(r), kind)
 	if e != nil {
 		mcpwire.WriteError(w, msg.ID, e)
 		return
@@ -332,10 +375,10 @@ func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 	}
 	l := runner.LaunchSpec{Proto: taskstore.Protocol2025, Tool: p.Name, TTL: ttl, Poll: d.PollInterval}
 	if p.Task == nil {
-		f.emulatedPlainCall(w, r, msg, s, j, l)
+		h.emulatedPlainCall(w, r, msg, s, j, l)
 		return
 	}
-	if err := f.Runner.Launch(r.Context(), j, l); err != nil {
+	if err := h.runner.Launch(r.Context(), j, l); err != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
@@ -345,19 +388,19 @@ func (f *Front) emulatedCall(w http.ResponseWriter, r *http.Request, msg *mcpwir
 // negotiateEmulated decides the call p ("Tool-Level Negotiation"): -32601
 // for a plain call of a tool that requires a task, and for a task the tool
 // does not support. false: it answered so.
-func (f *Front) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams) (policy.Decision, string, bool) {
+func (h *heldSessions) negotiateEmulated(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, p *core.CallParams) (policy.Decision, string, bool) {
 	kind := policy.ClientOlder
 	if s.tasks2025() {
 		kind = policy.Client2025
 	}
-	decl, listed := f.Up.ToolDeclared(r.Context(), statelessSession(r), p.Name) // a client may call without listing
-	c := f.Decider.DecideDeclared(r.Context(), p.Name, decl, listed, kind)
+	decl, listed := h.up.ToolDeclared(r.Context(), statelessSession(r), p.Name) // a client may call without listing
+	c := h.decider.DecideDeclared(r.Context(), p.Name, decl, listed, kind)
 	d, learn := c.Decision, c.Learn
 	if p.Task != nil && !s.tasks2025() {
 		p.Task = nil // an older client's stray param
 	}
 	switch {
-	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(f.Fallback != nil && s.noTasks):
+	case p.Task == nil && d.TaskSupport == policy.TaskSupportRequired && s.tasks2025() && !(h.fallback != nil && s.noTasks):
 		// (With the fallback tools a client without tasks sees such a
 		// tool as "optional": its plain call runs, held as any plain call.)
 		mcpwire.WriteError(w, msg.ID, errNeedsTask(p.Name))
@@ -395,7 +438,7 @@ func emulatedJob(r *http.Request, s *sessionInfo, params json.RawMessage, learn 
 
 // emulatedPlainCall launches the hidden task of a plain call and answers
 // on the call's stream as the task goes (plainCallStream).
-func (f *Front) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
+func (h *heldSessions) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, j *runner.Job, l runner.LaunchSpec) {
 	var (
 		untrack func()
 		watch   *taskstore.Watch
@@ -404,23 +447,23 @@ func (f *Front) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *m
 	l.BeforeStart = func() {
 		// Recorded before anything else: a notifications/cancelled the
 		// client sends at once finds the call.
-		untrack = f.trackPlainCall(r, msg, s, j.Task.ID)
+		untrack = h.trackPlainCall(r, msg, s, j.Task.ID)
 		// Watched before the worker starts: its first progress is not
 		// lost.
-		watch, err = f.store.Watch(r.Context(), j.Owner, j.Task.ID)
+		watch, err = h.store.Watch(r.Context(), j.Owner, j.Task.ID)
 	}
-	if lerr := f.Runner.Launch(r.Context(), j, l); lerr != nil {
+	if lerr := h.runner.Launch(r.Context(), j, l); lerr != nil {
 		mcpwire.WriteError(w, msg.ID, core.RPCError(lerr, core.Era2025))
 		return
 	}
 	defer untrack()
 	if err != nil {
-		f.abandonCall(j.Owner, j.Task.ID, "the gateway could not follow the call: "+err.Error())
+		h.abandonCall(j.Owner, j.Task.ID, "the gateway could not follow the call: "+err.Error())
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	f.plainCallStream(w, r, msg, j.Owner, j.Task.ID, watch)
+	h.plainCallStream(w, r, msg, j.Owner, j.Task.ID, watch)
 }
 
 // plainCallStream answers a plain call held under a task: the upstream's
@@ -428,18 +471,18 @@ func (f *Front) emulatedPlainCall(w http.ResponseWriter, r *http.Request, msg *m
 // answers come back as POSTed responses, on any replica), a comment now
 // and then while nothing else is sent, and the outcome as the call's
 // response. A client that goes away cancels the call.
-func (f *Front) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
+func (h *heldSessions) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, owner, id string, watch *taskstore.Watch) {
 	ctx := r.Context()
 	sse := mcpwire.NewWriter(w)
-	tick := time.NewTicker(core.ResyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(h.store))
 	defer tick.Stop()
 	sent := map[string]bool{}
 	for {
-		t, err := f.store.Get(ctx, owner, id)
+		t, err := h.store.Get(ctx, owner, id)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			f.abandonCall(owner, id, clientLeft)
+			h.abandonCall(owner, id, clientLeft)
 			return
 		default:
 			if e := core.RPCError(err, core.Era2025); e.Code != mcpwire.CodeInternalError || !sse.Started() {
@@ -462,7 +505,7 @@ func (f *Front) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcp
 				}
 				in := t.InputRequests[key]
 				if err := sse.Send(mcpwire.Request{JSONRPC: "2.0", ID: core.InputID(t.ID, key), Method: in.Method, Params: in.Params}); err != nil {
-					f.abandonCall(owner, id, clientLeft)
+					h.abandonCall(owner, id, clientLeft)
 					return
 				}
 				sent[key] = true
@@ -471,7 +514,7 @@ func (f *Front) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcp
 		for reread := false; !reread; {
 			select {
 			case <-ctx.Done():
-				f.abandonCall(owner, id, clientLeft)
+				h.abandonCall(owner, id, clientLeft)
 				return
 			case ev, ok := <-watch.C:
 				if !ok {
@@ -481,7 +524,7 @@ func (f *Front) plainCallStream(w http.ResponseWriter, r *http.Request, msg *mcp
 				case taskstore.EventProgress:
 				case taskstore.EventMessage:
 					if err := sse.SendRaw([]byte(ev.Data)); err != nil {
-						f.abandonCall(owner, id, clientLeft)
+						h.abandonCall(owner, id, clientLeft)
 						return
 					}
 				default:
@@ -515,11 +558,11 @@ const clientLeft = "the client's call ended before the upstream answered"
 // abandonCall cancels a plain call's task whose client went away: its
 // worker cancels the upstream call, and the task does not wait for
 // answers nobody will send.
-func (f *Front) abandonCall(owner, id, why string) {
+func (h *heldSessions) abandonCall(owner, id, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), core.StoreTimeout)
 	defer cancel()
-	if _, err := f.store.RequestCancel(ctx, owner, id, why); err == nil {
-		f.Log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
+	if _, err := h.store.RequestCancel(ctx, owner, id, why); err == nil {
+		h.log.Info().Str("op", "cancelled").Str("task_id", id).Str("owner", core.LogOwner(owner)).Msg(why)
 	}
 }
 
@@ -528,8 +571,8 @@ func (f *Front) abandonCall(owner, id, why string) {
 // upstream, which has no sessions of its own: the client must initialize
 // again (Streamable HTTP, "Session Management"). It reports whether it
 // answered.
-func (f *Front) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
-	era, err := f.Up.Era(r.Context(), core.ForwardedAuth(r))
+func (h *heldSessions) unknownStatelessSession(w http.ResponseWriter, r *http.Request) bool {
+	era, err := h.up.Era(r.Context(), core.ForwardedAuth(r))
 	if err != nil || !era.Stateless {
 		return false
 	}
@@ -548,16 +591,16 @@ func writeSessionNotFound(w http.ResponseWriter) {
 // is not a credential.
 func (s *sessionInfo) ownedBy(r *http.Request) bool { return s.Principal == core.AuthOwner(r) }
 
-// ServeEmulatedSession handles a GET (the session's stream) or DELETE
+// serveSession (Front.ServeEmulatedSession) handles a GET (the session's stream) or DELETE
 // (its end) of a session the gateway holds (or, in front of a stateless
 // upstream, one it does not know: 404), and reports whether it did.
-func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) bool {
+func (h *heldSessions) serveSession(w http.ResponseWriter, r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") == "" {
 		return false
 	}
-	s, err := f.sessionErr(r)
+	s, err := h.sessions.sessionErr(r)
 	if s == nil && err == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
-		return f.unknownStatelessSession(w, r)
+		return h.unknownStatelessSession(w, r)
 	}
 	if !s.emulated() {
 		return false
@@ -568,17 +611,17 @@ func (f *Front) ServeEmulatedSession(w http.ResponseWriter, r *http.Request) boo
 	}
 	switch r.Method {
 	case http.MethodDelete:
-		f.forgetSession(r)
-		f.announce(r, s.ID, taskstore.SessionEnded) // its GET streams, on any replica
+		h.sessions.forget(r)
+		h.announce(r, s.ID, taskstore.SessionEnded) // its GET streams, on any replica
 		if s.Principal == "" {
-			f.releaseAnonymous(r, s)
+			h.releaseAnonymous(r, s)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodGet:
 		// The session's stream: what the upstream's subscriptions/listen
 		// delivers (SEP-2575: it replaces the GET stream), merged with
 		// what the gateway itself sends (its tasks' status and progress).
-		f.emulatedStream(w, r, s)
+		h.emulatedStream(w, r, s)
 	default:
 		return false
 	}

@@ -65,7 +65,7 @@ var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "wa
 
 // setLogLevel answers logging/setLevel of held session s: the level
 // recorded for every request made for it from now on.
-func (f *Front) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (h *heldSessions) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p struct {
 		Level string `json:"level"`
 	}
@@ -74,13 +74,13 @@ func (f *Front) setLogLevel(w http.ResponseWriter, r *http.Request, msg *mcpwire
 			"logging/setLevel: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
 		return
 	}
-	changed, err := f.store.SetSessionLogLevel(r.Context(), s.ID, p.Level)
-	f.answerStateChange(w, r, msg, s, changed, err)
+	changed, err := h.store.SetSessionLogLevel(r.Context(), s.ID, p.Level)
+	h.answerStateChange(w, r, msg, s, changed, err)
 }
 
 // subscribe answers resources/subscribe (on) and resources/unsubscribe of
 // held session s: the URI joins or leaves its GET stream's filter.
-func (f *Front) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, on bool) {
+func (h *heldSessions) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, on bool) {
 	method := msg.MethodName()
 	var p struct {
 		URI string `json:"uri"`
@@ -98,50 +98,50 @@ func (f *Front) subscribe(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	if s.Principal == "" {
 		most = maxAnonymousSubscriptions
 	}
-	changed, err := f.store.SubscribeSession(r.Context(), s.ID, p.URI, on, most)
+	changed, err := h.store.SubscribeSession(r.Context(), s.ID, p.URI, on, most)
 	if errors.Is(err, taskstore.ErrTooManySubscriptions) {
 		mcpwire.WriteError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams,
 			fmt.Sprintf("resources/subscribe: the session already has %d subscriptions; unsubscribe first", most)))
 		return
 	}
-	f.answerStateChange(w, r, msg, s, changed, err)
+	h.answerStateChange(w, r, msg, s, changed, err)
 }
 
 // answerStateChange answers a request that changed held session s's
 // record (err nil: {}, announced to its GET streams when something
 // changed), or whose change failed: the session gone (404, initialize
 // again), or the store's error.
-func (f *Front) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
+func (h *heldSessions) answerStateChange(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, s *sessionInfo, changed bool, err error) {
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
-		f.sessions.delete(s.ID)
+		h.sessions.cache.delete(s.ID)
 		writeSessionNotFound(w)
 		return
 	case err != nil:
 		mcpwire.WriteError(w, msg.ID, core.RPCError(err, core.Era2025))
 		return
 	case changed:
-		f.announce(r, s.ID, taskstore.SessionChanged)
+		h.announce(r, s.ID, taskstore.SessionChanged)
 	}
 	mcpwire.WriteResult(w, msg.ID, json.RawMessage(`{}`))
 }
 
 // announce tells every replica's GET stream of session id what happened
 // (best effort: a stream that misses it re-reads at its next reopen).
-func (f *Front) announce(r *http.Request, id string, what taskstore.Status) {
+func (h *heldSessions) announce(r *http.Request, id string, what taskstore.Status) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
-	if err := f.store.AnnounceSession(ctx, id, what); err != nil {
-		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
+	if err := h.store.AnnounceSession(ctx, id, what); err != nil {
+		h.log.Warn().Str("op", "session").Err(err).Msg("cannot announce the session's change to its streams")
 	}
 }
 
 // logLevelOf is the level held session s set, "" for none (or when the
 // store cannot tell now: the request goes without, so it gets no logs).
-func (f *Front) logLevelOf(ctx context.Context, s *sessionInfo) string {
-	level, err := f.store.SessionLogLevel(ctx, s.ID)
+func (h *heldSessions) logLevelOf(ctx context.Context, s *sessionInfo) string {
+	level, err := h.store.SessionLogLevel(ctx, s.ID)
 	if err != nil {
-		f.Log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
+		h.log.Debug().Str("op", "session").Err(err).Msg("cannot read the session's log level; the request goes without")
 	}
 	return level
 }
@@ -150,7 +150,7 @@ func (f *Front) logLevelOf(ctx context.Context, s *sessionInfo) string {
 // notifications/cancelled names (MCP "Cancellation"): its task, so the
 // worker aborts the upstream call. A call that already ended, or one the
 // gateway does not know, is ignored, as the spec asks of a receiver.
-func (f *Front) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
+func (h *heldSessions) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo) {
 	var p struct {
 		RequestID json.RawMessage `json:"requestId"`
 		Reason    string          `json:"reason"`
@@ -158,7 +158,7 @@ func (f *Front) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessio
 	if json.Unmarshal(msg.Params, &p) != nil || len(p.RequestID) == 0 {
 		return
 	}
-	id, err := f.store.SessionCall(r.Context(), s.ID, callKey(p.RequestID))
+	id, err := h.store.SessionCall(r.Context(), s.ID, callKey(p.RequestID))
 	if err != nil || id == "" {
 		return
 	}
@@ -166,7 +166,7 @@ func (f *Front) cancelPlainCall(r *http.Request, msg *mcpwire.Message, s *sessio
 	if p.Reason != "" {
 		why += ": " + truncate(p.Reason, 200)
 	}
-	f.abandonCall(core.OwnerOf(r), id, why)
+	h.abandonCall(core.OwnerOf(r), id, why)
 }
 
 // callKey is a JSON-RPC id as the record keys it: compact JSON, so the id
@@ -190,16 +190,16 @@ func truncate(s string, n int) string {
 // emulatedStream serves the GET stream of held session s until the client
 // goes, the session ends, or the upstream's listen stream ends or refuses
 // the client's credentials.
-func (f *Front) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
-	watch, err := f.store.WatchSession(r.Context(), s.ID)
+func (h *heldSessions) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	watch, err := h.store.WatchSession(r.Context(), s.ID)
 	if err != nil {
 		mcpwire.WriteError(w, nil, core.RPCError(err, core.Era2025))
 		return
 	}
 	defer watch.Close()
-	tick := time.NewTicker(core.ResyncInterval(f.store))
+	tick := time.NewTicker(core.ResyncInterval(h.store))
 	defer tick.Stop()
-	es := &emulatedGet{f: f, w: w, r: r, s: s, watch: watch, tick: tick}
+	es := &emulatedGet{h: h, w: w, r: r, s: s, watch: watch, tick: tick}
 	es.flusher, _ = w.(http.Flusher)
 	for es.listen() && es.drainQueued() {
 		// listen again: the session's filter may have changed
@@ -208,7 +208,7 @@ func (f *Front) emulatedStream(w http.ResponseWriter, r *http.Request, s *sessio
 
 // emulatedGet is one GET stream of an emulated session between its steps.
 type emulatedGet struct {
-	f       *Front
+	h       *heldSessions
 	w       http.ResponseWriter
 	flusher http.Flusher // nil: w cannot flush
 	r       *http.Request
@@ -238,7 +238,7 @@ func (es *emulatedGet) write(ev []byte) bool {
 
 // retryAt is when to listen upstream again after quiet listens.
 func (es *emulatedGet) retryAt() time.Time {
-	return time.Now().Add(min(core.ResyncInterval(es.f.store)<<min(es.quiet, 10), upstreamside.MaxListenRetry))
+	return time.Now().Add(min(core.ResyncInterval(es.h.store)<<min(es.quiet, 10), upstreamside.MaxListenRetry))
 }
 
 // listen opens the upstream listen for the session's filter as recorded
@@ -246,7 +246,7 @@ func (es *emulatedGet) retryAt() time.Time {
 // (false).
 func (es *emulatedGet) listen() bool {
 	ctx := es.r.Context()
-	next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+	next, gone := es.h.listenStateOf(ctx, es.s, es.cur)
 	if gone {
 		if !es.started {
 			writeSessionNotFound(es.w)
@@ -256,7 +256,7 @@ func (es *emulatedGet) listen() bool {
 	es.cur = next
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	events, readErr, refused := es.f.openListen(lctx, es.r, es.s, es.cur)
+	events, readErr, refused := es.h.openListen(lctx, es.r, es.s, es.cur)
 	if refused != nil {
 		if !es.started {
 			// The upstream refuses the client's credentials: its 401 or
@@ -314,7 +314,7 @@ func (es *emulatedGet) relay(events <-chan []byte, readErr <-chan error) bool {
 			// Announcements are best effort: look at the record now and
 			// then, and listen again if the filter changed unannounced,
 			// or, now and then, if there is no stream from upstream.
-			next, gone := es.f.listenStateOf(ctx, es.s, es.cur)
+			next, gone := es.h.listenStateOf(ctx, es.s, es.cur)
 			changed := gone || !next.equal(es.cur)
 			if changed {
 				es.quiet = 0
@@ -367,14 +367,14 @@ func (a listenState) equal(b listenState) bool {
 
 // listenStateOf reads held session s's level and subscriptions; gone
 // when its record is. When the store cannot tell now, last stands.
-func (f *Front) listenStateOf(ctx context.Context, s *sessionInfo, last listenState) (st listenState, gone bool) {
-	rec, err := f.store.GetSession(ctx, s.ID)
+func (h *heldSessions) listenStateOf(ctx context.Context, s *sessionInfo, last listenState) (st listenState, gone bool) {
+	rec, err := h.store.GetSession(ctx, s.ID)
 	switch {
 	case errors.Is(err, taskstore.ErrNoSession):
 		return last, true
 	case err != nil:
 		if ctx.Err() == nil {
-			f.Log.Warn().Str("op", "listen").Err(err).Msg("cannot read the session's subscriptions; listening as before")
+			h.log.Warn().Str("op", "listen").Err(err).Msg("cannot read the session's subscriptions; listening as before")
 		}
 		return last, false
 	}
@@ -388,7 +388,7 @@ func (f *Front) listenStateOf(ctx context.Context, s *sessionInfo, last listenSt
 // then carries the gateway's notifications alone), and refused is set
 // when it refuses the client's credentials (401, 403). Ending ctx closes
 // it.
-func (f *Front) openListen(ctx context.Context, r *http.Request, s *sessionInfo, st listenState) (events <-chan []byte, readErr <-chan error, refused error) {
+func (h *heldSessions) openListen(ctx context.Context, r *http.Request, s *sessionInfo, st listenState) (events <-chan []byte, readErr <-chan error, refused error) {
 	filter := map[string]any{"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}
 	if len(st.subs) > 0 {
 		filter["resourceSubscriptions"] = st.subs
@@ -401,10 +401,10 @@ func (f *Front) openListen(ctx context.Context, r *http.Request, s *sessionInfo,
 	header.Set("Accept", "application/json, text/event-stream")
 	header.Set("Mcp-Protocol-Version", core.Version2026)
 	header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := f.Up.Post(ctx, header, bytes.NewReader(body))
+	resp, err := h.up.Post(ctx, header, bytes.NewReader(body))
 	if err != nil {
 		if ctx.Err() == nil {
-			f.Log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
+			h.log.Debug().Str("op", "listen").Err(err).Msg("cannot open the upstream's subscriptions/listen stream; retrying later")
 		}
 		return nil, nil, nil
 	}
@@ -467,16 +467,16 @@ func listenEvent(data []byte) []byte {
 
 // trackPlainCall records the plain call msg of held session s as task
 // id, for notifications/cancelled; the returned func forgets it.
-func (f *Front) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
+func (h *heldSessions) trackPlainCall(r *http.Request, msg *mcpwire.Message, s *sessionInfo, id string) func() {
 	key := callKey(msg.ID)
-	if err := f.store.SetSessionCall(r.Context(), s.ID, key, id); err != nil {
-		f.Log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
+	if err := h.store.SetSessionCall(r.Context(), s.ID, key, id); err != nil {
+		h.log.Debug().Str("op", "call").Err(err).Msg("cannot record the plain call; notifications/cancelled will not find it")
 		return func() {}
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 		defer cancel()
-		_ = f.store.ClearSessionCall(ctx, s.ID, key, id)
+		_ = h.store.ClearSessionCall(ctx, s.ID, key, id)
 	}
 }
 
@@ -501,22 +501,10 @@ func AnonSessionSlot(sessionID string) string { return "session:" + sessionID }
 
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
-func (f *Front) releaseAnonymous(r *http.Request, s *sessionInfo) {
+func (h *heldSessions) releaseAnonymous(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
-	_ = f.store.ReleaseAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr)
-}
-
-// renewAnonymous keeps the place of held session s, opened without
-// Authorization and still in use, in the anonymous caps for another idle
-// lifetime (lookupSession, each time it renews the record).
-func (f *Front) renewAnonymous(ctx context.Context, s *sessionInfo) {
-	if !s.emulated() || s.Principal != "" || s.Addr == "" {
-		return
-	}
-	if err := f.store.RenewAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr, f.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
-		f.Log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
-	}
+	_ = h.store.ReleaseAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr)
 }
 
 // anonymousSessionRefused is the answer to an initialize without

@@ -48,7 +48,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 	// An id the store does not have may be the upstream's own task,
 	// created through this owner's pass-through call (native.go):
 	// then the upstream answers, on the client's session.
-	missing := func() bool { return f.upstreamTask(w, r, msg, owner, p.TaskID) }
+	missing := func() bool { return f.native.upstreamTask(w, r, msg, owner, p.TaskID) }
 	switch msg.MethodName() {
 	case "tasks/get":
 		f.GetTask(w, r, msg, f.store, front.Render2025Get, core.Era2025, owner, p.TaskID, missing)
@@ -57,7 +57,7 @@ func (f *Front) tasks(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messa
 	case "tasks/result":
 		// Not watched first: the upstream's own task streams from it.
 		if rec, _, err := f.store.UpstreamTaskOwner(r.Context(), owner, p.TaskID); err == nil && rec != nil && rec.Protocol != taskstore.Protocol2026 {
-			f.nativeTaskRequest(w, r, msg, rec)
+			f.native.nativeTaskRequest(w, r, msg, rec)
 			return
 		}
 		f.resultStream(w, r, msg, owner, p.TaskID, nil, missing)
@@ -85,7 +85,7 @@ func (f *Front) list(w http.ResponseWriter, r *http.Request, msg *mcpwire.Messag
 	}
 	var native []json.RawMessage
 	if len(recs) > 0 {
-		native = f.nativeStates(r, s, recs)
+		native = f.native.nativeStates(r, s, recs)
 	}
 	out := struct {
 		Tasks      []any  `json:"tasks"`

@@ -35,7 +35,7 @@ import (
 )
 
 func (f *Front) toolsList(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
-	s := f.session(r)
+	s := f.sessions.session(r)
 	withFallback := fallback.FirstPage(msg.Params) && f.fallbackListed(r.Context(), s)
 	if !s.tasks2025() && !withFallback {
 		f.Up.Forward(w, r, msg, f.UpstreamHeader(r), "")

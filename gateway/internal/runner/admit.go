@@ -32,12 +32,44 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
+
+// admission is the runner's fair shares of --max-inflight: the calls held
+// per principal, the admissions waiting for a slot, and the task rates.
+// Its counts are guarded by the runner's Mu, which also guards the workers
+// Idle waits for; changedLocked wakes Idle when a slot is freed.
+type admission struct {
+	mu            *sync.Mutex // the runner's Mu
+	changedLocked func()      // the runner's, under mu
+	draining      *atomic.Bool
+	metrics       *obs.Metrics
+	// maxInflight bounds the calls of every principal together, and
+	// maxPerPrincipal those of one (Params); 0: no limit.
+	maxInflight, maxPerPrincipal int
+	// fairWaitFor bounds an admission's wait for a slot of a full pool;
+	// 0: fairWait. The package's tests shorten it.
+	fairWaitFor time.Duration
+
+	calls   int            // in-flight calls, plus slots reserved for calls about to start
+	held    map[string]int // calls (as counted in calls) per principal; only principals holding some
+	waiters []*waiter      // admissions waiting for a slot of a full pool
+	rates   *taskRates     // task creations per principal (rate.go)
+}
+
+// Admit reserves a slot for a new in-flight call of principal (a task, a
+// hybrid or bridged call), or says why not (admission.admit).
+func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (*Slot, *mcpwire.Error) {
+	return rn.adm.admit(ctx, principal, kind)
+}
+
+// Count takes a slot for principal without the limits (admission.count).
+func (rn *Runner) Count(principal string) *Slot { return rn.adm.count(principal) }
 
 // AdmitKind is what an admitted call is for.
 type AdmitKind uint8
@@ -63,7 +95,7 @@ const retryHint = time.Second
 // principal. Free gives it back; it may be called on every path, only the
 // first call counts.
 type Slot struct {
-	rn        *Runner
+	a         *admission
 	principal string
 	freed     atomic.Bool
 }
@@ -73,63 +105,63 @@ func (s *Slot) free() {
 	if s == nil || s.freed.Swap(true) {
 		return
 	}
-	s.rn.freeSlot(s.principal)
+	s.a.freeSlot(s.principal)
 }
 
 // waiter is an admission waiting for a slot of a full pool.
 type waiter struct {
 	principal string
-	granted   chan struct{} // closed once slot is set (under rn.Mu)
+	granted   chan struct{} // closed once slot is set (under the runner's Mu)
 	slot      *Slot
 }
 
-// Admit reserves a slot for a new in-flight call of principal (a task, a
+// admit (Runner.Admit) reserves a slot for a new in-flight call of principal (a task, a
 // hybrid or bridged call), or says why not. The caller hands the slot to
 // a job (Job.Slot) or to Hold, or frees it. ctx bounds the fair wait.
-func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (*Slot, *mcpwire.Error) {
-	if rn.Draining.Load() {
+func (a *admission) admit(ctx context.Context, principal string, kind AdmitKind) (*Slot, *mcpwire.Error) {
+	if a.draining.Load() {
 		return nil, errDraining
 	}
 	if kind == AdmitTask {
-		if ok, wait := rn.rates.take(principal); !ok {
-			return nil, rn.refuse(obs.RefusedTaskRate, wait, fmt.Sprintf("too many tasks created by this principal on this replica "+
-				"(limit %g a minute, --max-task-rate)", rn.rates.perMinute))
+		if ok, wait := a.rates.take(principal); !ok {
+			return nil, a.refuse(obs.RefusedTaskRate, wait, fmt.Sprintf("too many tasks created by this principal on this replica "+
+				"(limit %g a minute, --max-task-rate)", a.rates.perMinute))
 		}
 	}
-	slot, e := rn.admitSlot(ctx, principal)
-	if e == nil && rn.Draining.Load() { // drain began meanwhile
+	slot, e := a.admitSlot(ctx, principal)
+	if e == nil && a.draining.Load() { // drain began meanwhile
 		slot.free()
 		slot, e = nil, errDraining
 	}
 	if e != nil && kind == AdmitTask {
-		rn.rates.refund(principal) // a refusal takes nothing
+		a.rates.refund(principal) // a refusal takes nothing
 	}
 	return slot, e
 }
 
 // admitSlot takes a slot for principal now, or after a fair wait.
-func (rn *Runner) admitSlot(ctx context.Context, principal string) (*Slot, *mcpwire.Error) {
-	slot, w, reason := rn.reserve(principal)
+func (a *admission) admitSlot(ctx context.Context, principal string) (*Slot, *mcpwire.Error) {
+	slot, w, reason := a.reserve(principal)
 	if w != nil {
-		slot, reason = rn.await(ctx, w)
+		slot, reason = a.await(ctx, w)
 	}
 	switch reason {
 	case "":
 		return slot, nil
 	case obs.RefusedPerPrincipal:
-		return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight for this principal on this replica "+
-			"(limit %d, --max-inflight-per-principal)", rn.MaxPerPrincipal))
+		return nil, a.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight for this principal on this replica "+
+			"(limit %d, --max-inflight-per-principal)", a.maxPerPrincipal))
 	case obs.RefusedFairShare:
-		return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight), "+
-			"and this principal holds at least its fair share of them", rn.MaxInflight))
+		return nil, a.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight), "+
+			"and this principal holds at least its fair share of them", a.maxInflight))
 	}
-	return nil, rn.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight)", rn.MaxInflight))
+	return nil, a.refuse(reason, retryHint, fmt.Sprintf("too many upstream calls in flight on this replica (limit %d, --max-inflight)", a.maxInflight))
 }
 
 // refuse is the error of a refusal for reason, with its retry hint; it is
 // counted and logged (sampled).
-func (rn *Runner) refuse(reason string, after time.Duration, msg string) *mcpwire.Error {
-	rn.Metrics.Refused(reason, msg+": tools/call refused")
+func (a *admission) refuse(reason string, after time.Duration, msg string) *mcpwire.Error {
+	a.metrics.Refused(reason, msg+": tools/call refused")
 	e := mcpwire.NewError(http.StatusOK, mcpwire.CodeInternalError, msg+"; retry later")
 	e.Data = mcpwire.MustMarshal(map[string]any{"retryAfterMs": max(after.Milliseconds(), 1), "reason": reason})
 	return e
@@ -137,34 +169,34 @@ func (rn *Runner) refuse(reason string, after time.Duration, msg string) *mcpwir
 
 // reserve takes a slot for principal under the rules above: a slot, a
 // waiter to await, or the reason of a refusal.
-func (rn *Runner) reserve(principal string) (*Slot, *waiter, string) {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
-	held := rn.held[principal]
-	if rn.capped() && held >= rn.MaxPerPrincipal {
+func (a *admission) reserve(principal string) (*Slot, *waiter, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	held := a.held[principal]
+	if a.capped() && held >= a.maxPerPrincipal {
 		return nil, nil, obs.RefusedPerPrincipal
 	}
-	if rn.MaxInflight <= 0 || rn.calls < rn.MaxInflight {
-		return rn.takeLocked(principal), nil, ""
+	if a.maxInflight <= 0 || a.calls < a.maxInflight {
+		return a.takeLocked(principal), nil, ""
 	}
-	holders := len(rn.held)
+	holders := len(a.held)
 	if held == 0 {
 		holders++ // its share counts itself
 	}
-	if held >= max(rn.MaxInflight/holders, 1) {
+	if held >= max(a.maxInflight/holders, 1) {
 		return nil, nil, obs.RefusedFairShare
 	}
-	if len(rn.waiters) >= rn.MaxInflight { // bounded: a flood is refused, not queued
+	if len(a.waiters) >= a.maxInflight { // bounded: a flood is refused, not queued
 		return nil, nil, obs.RefusedMaxInflight
 	}
 	w := &waiter{principal: principal, granted: make(chan struct{})}
-	rn.waiters = append(rn.waiters, w)
+	a.waiters = append(a.waiters, w)
 	return nil, w, ""
 }
 
 // await waits for w's slot up to the fair wait, or until ctx ends.
-func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
-	t := time.NewTimer(cmp.Or(rn.fairWaitFor, fairWait))
+func (a *admission) await(ctx context.Context, w *waiter) (*Slot, string) {
+	t := time.NewTimer(cmp.Or(a.fairWaitFor, fairWait))
 	defer t.Stop()
 	select {
 	case <-w.granted:
@@ -172,59 +204,59 @@ func (rn *Runner) await(ctx context.Context, w *waiter) (*Slot, string) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	rn.Mu.Lock()
-	rn.waiters = slices.DeleteFunc(rn.waiters, func(x *waiter) bool { return x == w })
+	a.mu.Lock()
+	a.waiters = slices.DeleteFunc(a.waiters, func(x *waiter) bool { return x == w })
 	slot := w.slot // granted meanwhile: given back, the refusal holds nothing
-	rn.Mu.Unlock()
+	a.mu.Unlock()
 	slot.free()
 	return nil, obs.RefusedMaxInflight
 }
 
-// Count takes a slot for principal without the limits: a running task's
+// count (Runner.Count) takes a slot for principal without the limits: a running task's
 // next call (an MRTR round, a retry on a reopened session, a rerun) is not
 // refused midway.
-func (rn *Runner) Count(principal string) *Slot {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
-	return rn.takeLocked(principal)
+func (a *admission) count(principal string) *Slot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.takeLocked(principal)
 }
 
-func (rn *Runner) takeLocked(principal string) *Slot {
-	rn.calls++
-	rn.held[principal]++
-	return &Slot{rn: rn, principal: principal}
+func (a *admission) takeLocked(principal string) *Slot {
+	a.calls++
+	a.held[principal]++
+	return &Slot{a: a, principal: principal}
 }
 
 // freeSlot gives back principal's slot, and hands freed ones to waiters:
 // the lightest principal first, so a freed slot never goes to a heavier
 // one while a lighter one waits.
-func (rn *Runner) freeSlot(principal string) {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
-	rn.calls--
-	if rn.held[principal]--; rn.held[principal] <= 0 {
-		delete(rn.held, principal) // bounded: only principals holding calls
+func (a *admission) freeSlot(principal string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls--
+	if a.held[principal]--; a.held[principal] <= 0 {
+		delete(a.held, principal) // bounded: only principals holding calls
 	}
-	for rn.calls < rn.MaxInflight {
-		i := rn.lightestLocked()
+	for a.calls < a.maxInflight {
+		i := a.lightestLocked()
 		if i < 0 {
 			break
 		}
-		w := rn.waiters[i]
-		rn.waiters = slices.Delete(rn.waiters, i, i+1)
-		w.slot = rn.takeLocked(w.principal)
+		w := a.waiters[i]
+		a.waiters = slices.Delete(a.waiters, i, i+1)
+		w.slot = a.takeLocked(w.principal)
 		close(w.granted)
 	}
-	rn.changedLocked()
+	a.changedLocked()
 }
 
 // lightestLocked is the index of the first waiter whose principal holds
 // the fewest calls and is below its own cap; -1: none.
-func (rn *Runner) lightestLocked() int {
+func (a *admission) lightestLocked() int {
 	best, bestHeld := -1, 0
-	for i, w := range rn.waiters {
-		h := rn.held[w.principal]
-		if rn.capped() && h >= rn.MaxPerPrincipal {
+	for i, w := range a.waiters {
+		h := a.held[w.principal]
+		if a.capped() && h >= a.maxPerPrincipal {
 			continue
 		}
 		if best < 0 || h < bestHeld {
@@ -236,6 +268,6 @@ func (rn *Runner) lightestLocked() int {
 
 // capped reports whether MaxPerPrincipal caps anything: not when it is
 // the whole pool or more (the pool's own rules then say why).
-func (rn *Runner) capped() bool {
-	return rn.MaxPerPrincipal > 0 && (rn.MaxInflight <= 0 || rn.MaxPerPrincipal < rn.MaxInflight)
+func (a *admission) capped() bool {
+	return a.maxPerPrincipal > 0 && (a.maxInflight <= 0 || a.maxPerPrincipal < a.maxInflight)
 }

@@ -13,8 +13,10 @@ import (
 
 // admitRunner is a runner with only its admission: no store, no workers.
 func admitRunner(maxInflight, perPrincipal int, wait time.Duration) *Runner {
-	return &Runner{Params: Params{MaxInflight: maxInflight, MaxPerPrincipal: perPrincipal}, fairWaitFor: wait,
-		changed: make(chan struct{}), held: map[string]int{}, rates: newTaskRates(0)}
+	rn := &Runner{Params: Params{MaxInflight: maxInflight, MaxPerPrincipal: perPrincipal}, changed: make(chan struct{})}
+	rn.adm = rn.newAdmission(newTaskRates(0))
+	rn.adm.fairWaitFor = wait
+	return rn
 }
 
 func mustAdmit(t *testing.T, rn *Runner, p string) *Slot {
@@ -46,10 +48,10 @@ func (rn *Runner) state() (int, map[string]int, int) {
 	rn.Mu.Lock()
 	defer rn.Mu.Unlock()
 	held := map[string]int{}
-	for k, v := range rn.held {
+	for k, v := range rn.adm.held {
 		held[k] = v
 	}
-	return rn.calls, held, len(rn.waiters)
+	return rn.adm.calls, held, len(rn.adm.waiters)
 }
 
 // TestAdmitPerPrincipalCap: a principal past --max-inflight-per-principal
@@ -132,7 +134,7 @@ func TestAdmitWaitEndsReservingNothing(t *testing.T) {
 	mustAdmit(t, rn, "c")
 	_, e := rn.Admit(context.Background(), "b", AdmitCall)
 	refusal(t, e, obs.RefusedMaxInflight, "--max-inflight")
-	rn.fairWaitFor = time.Minute
+	rn.adm.fairWaitFor = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, e = rn.Admit(ctx, "b", AdmitCall)
@@ -148,8 +150,8 @@ func TestAdmitWaitEndsReservingNothing(t *testing.T) {
 func TestAdmitTaskRate(t *testing.T) {
 	rn := admitRunner(0, 0, time.Minute)
 	now := time.Unix(1000, 0)
-	rn.rates = newTaskRates(2)
-	rn.rates.now = func() time.Time { return now }
+	rn.adm.rates = newTaskRates(2)
+	rn.adm.rates.now = func() time.Time { return now }
 	for range 2 {
 		if _, e := rn.Admit(context.Background(), "a", AdmitTask); e != nil {
 			t.Fatal(e)
@@ -167,10 +169,10 @@ func TestAdmitTaskRate(t *testing.T) {
 		t.Fatalf("b's task refused for a's rate: %v", e)
 	}
 	now = now.Add(30 * time.Second)
-	rn.MaxInflight, rn.MaxPerPrincipal = 5, 1 // a holds 3: refused by its cap
+	rn.adm.maxInflight, rn.adm.maxPerPrincipal = 5, 1 // a holds 3: refused by its cap
 	_, e = rn.Admit(context.Background(), "a", AdmitTask)
 	refusal(t, e, obs.RefusedPerPrincipal, "--max-inflight-per-principal")
-	rn.MaxInflight, rn.MaxPerPrincipal = 0, 0
+	rn.adm.maxInflight, rn.adm.maxPerPrincipal = 0, 0
 	if _, e := rn.Admit(context.Background(), "a", AdmitTask); e != nil {
 		t.Fatalf("the token the refusal took was not given back: %v", e)
 	}

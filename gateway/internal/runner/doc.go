@@ -7,7 +7,8 @@
 //     a task (anonymous caps counted, the task stored, all of it undone on
 //     error, the worker started only then: docs/ARCHITECTURE.md
 //     invariant 1).
-//   - admit.go: fair shares of --max-inflight: Admit(principal), Slot
+//   - admit.go: admission, the fair shares of --max-inflight (its counts
+//     under the runner's Mu): Admit(principal), Count, Slot
 //     (freed exactly once), --max-inflight-per-principal, the fair-share
 //     rule and the lightest-first wait when the pool is full, the
 //     refusals with their retry hint (docs/operations.md, "Fair shares").
@@ -17,7 +18,7 @@
 //   - worker.go: Job and the worker of one task, which has no goroutine
 //     while it only waits for the upstream's answer (wake, drain, idle),
 //     and its lease renewal's outcome.
-//   - leases.go: the batched renewal of every worker's lease.
+//   - leases.go: leaseSet, the batched renewal of every worker's lease.
 //   - input.go: input requests (server→client requests, MRTR rounds) into
 //     the store, and the client's answers back upstream.
 //   - outcome.go: writing the outcome, with retries (invariant 5).
@@ -25,7 +26,8 @@
 //     progress and log messages to its session (StatusChanged); a task of
 //     another protocol has nobody to tell, and costs no store read.
 //   - native.go, native2026.go: a held call that goes through the
-//     upstream's own task.
+//     upstream's own task (upstreamTasks, which needs only the upstream
+//     client and the log; callUpstream picks the way).
 //   - status.go: Figures, what the runner holds now, for the operator's
 //     console.
 //   - recoverer.go: the recoverer, which fails a dead replica's tasks once

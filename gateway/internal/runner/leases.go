@@ -19,10 +19,19 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// leaseSet is the workers whose leases the runner renews.
+// leaseSet is the workers whose leases the runner renews, and their
+// renewal: it needs only the store's ExtendMany, the replica's name and
+// the lease's length and period (Params).
 type leaseSet struct {
 	Mu   sync.Mutex
 	runs map[*taskRun]struct{}
+
+	store interface {
+		ExtendMany(ctx context.Context, refs []taskstore.LeaseRef, holder string, d time.Duration) []error
+	}
+	replica string
+	lease   time.Duration // how long a lease lasts unrenewed
+	every   time.Duration // how often they are renewed
 }
 
 func (l *leaseSet) add(run *taskRun) {
@@ -50,17 +59,17 @@ func (l *leaseSet) snapshot() []*taskRun {
 	return out
 }
 
-// renewLeases renews every held lease each period until the runner stops.
-func (rn *Runner) renewLeases() {
-	defer rn.wg.Done()
-	t := time.NewTicker(max(rn.Renew, time.Millisecond))
+// renew renews every held lease each period until ctx (the runner's
+// life) ends.
+func (l *leaseSet) renew(ctx context.Context) {
+	t := time.NewTicker(max(l.every, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
-		case <-rn.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			rn.renewOnce()
+			l.renewOnce(ctx)
 		}
 	}
 }
@@ -68,8 +77,8 @@ func (rn *Runner) renewLeases() {
 // renewOnce extends the leases of every worker's task in one pipeline and
 // hands each worker its outcome; a worker that has not taken the previous
 // one yet keeps that (it acts on one at a time).
-func (rn *Runner) renewOnce() {
-	runs := rn.leases.snapshot()
+func (l *leaseSet) renewOnce(life context.Context) {
+	runs := l.snapshot()
 	if len(runs) == 0 {
 		return
 	}
@@ -79,9 +88,9 @@ func (rn *Runner) renewOnce() {
 	}
 	// Bounded by a period: the next renewal follows anyway. No span: a
 	// renewal is no part of any request's or task's story.
-	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(rn.ctx, trace.SpanContext{}), rn.Renew)
+	ctx, cancel := context.WithTimeout(trace.ContextWithSpanContext(life, trace.SpanContext{}), l.every)
 	defer cancel()
-	errs := rn.Store.ExtendMany(ctx, refs, rn.Replica, rn.Lease)
+	errs := l.store.ExtendMany(ctx, refs, l.replica, l.lease)
 	for i, run := range runs {
 		if errs[i] == nil {
 			continue // renewed: nothing for the worker to do

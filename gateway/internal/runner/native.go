@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -69,6 +70,17 @@ const DefaultRestartGrace = 60 * time.Second
 // (0.2 s, 0.4 s, … up to this).
 const resultBackoffMax = 2 * time.Second
 
+// upstreamTasks holds the upstream's own tasks for the runner: a
+// task-augmented tools/call's task waited for through tasks/result (asked
+// again for a grace while the upstream restarts), a 2026-07-28 task's
+// tasks/get rounds (native2026.go), and their cancellation. It needs only
+// the upstream client and the log.
+type upstreamTasks struct {
+	up    upstreamCaller
+	log   zerolog.Logger
+	grace time.Duration // Params.RestartGrace; 0: DefaultRestartGrace
+}
+
 // callUpstream sends req: through the upstream's task when it is
 // Task-augmented, else as it is; done gets the outcome. The answer is
 // waited for apart (upstream.Client.CallAsync), so done may run on another
@@ -76,24 +88,24 @@ const resultBackoffMax = 2 * time.Second
 func (rn *Runner) callUpstream(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	switch {
 	case sess.ID == "" && sess.ProtocolVersion == core.Version2026:
-		rn.callStateless(ctx, sess, req, opts, done) // native2026.go
+		rn.upstream.callStateless(ctx, sess, req, opts, done) // native2026.go
 	case !viaUpstreamTask(req):
 		rn.Up.CallAsync(ctx, sess, req, opts, done)
 	default:
-		rn.callNative(ctx, sess, req, opts, done)
+		rn.upstream.callNative(ctx, sess, req, opts, done)
 	}
 }
 
 // callNative holds the upstream's own task of req, a task-augmented
 // tools/call; done gets the outcome. The task's tasks/result is waited for
 // apart (upstream.Client.CallAsync), so done may run on another goroutine.
-func (rn *Runner) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+func (u *upstreamTasks) callNative(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	hooks := nativeHooksOf(ctx) // a durable task's (rerun.go)
 	if hooks != nil && hooks.attach != "" {
-		rn.holdNative(ctx, sess, hooks.attach, opts, done) // re-attached: the task runs upstream already
+		u.holdNative(ctx, sess, hooks.attach, opts, done) // re-attached: the task runs upstream already
 		return
 	}
-	resp, err := rn.Up.Call(ctx, sess, req, opts)
+	resp, err := u.up.Call(ctx, sess, req, opts)
 	if err != nil || resp.Error != nil {
 		done(resp, err)
 		return
@@ -109,17 +121,17 @@ func (rn *Runner) callNative(ctx context.Context, sess *upstream.Session, req *j
 		done(nil, fmt.Errorf("the upstream answered the task-augmented tools/call without a valid CreateTaskResult: %v; its answer: %s", err, core.QuoteAnswer(resp.Result)))
 		return
 	}
-	rn.Log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
+	u.log.Info().Str("op", "native").Str("upstream_task_id", t.TaskID).Str("upstream_request_id", fmt.Sprint(req.ID.Raw())).
 		Msg("upstream task held")
 	if hooks != nil && hooks.note != nil {
 		hooks.note(t.TaskID) // another replica can re-attach to it
 	}
-	rn.holdNative(ctx, sess, t.TaskID, opts, done)
+	u.holdNative(ctx, sess, t.TaskID, opts, done)
 }
 
 // holdNative waits for the outcome of the upstream's task id on sess.
-func (rn *Runner) holdNative(ctx context.Context, sess *upstream.Session, id string, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
-	h := &nativeHold{rn: rn, Ctx: ctx, Sess: sess, taskID: id,
+func (u *upstreamTasks) holdNative(ctx context.Context, sess *upstream.Session, id string, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+	h := &nativeHold{u: u, Ctx: ctx, Sess: sess, taskID: id,
 		params: mcpwire.MustMarshal(map[string]string{"taskId": id}),
 		opts:   upstream.CallOptions{OnRequest: opts.OnRequest, OnNotification: opts.OnNotification}, Done: done}
 	h.ask()
@@ -128,7 +140,7 @@ func (rn *Runner) holdNative(ctx context.Context, sess *upstream.Session, id str
 // nativeHold is the tasks/result of an upstream task callNative holds,
 // asked again while its stream breaks before the answer.
 type nativeHold struct {
-	rn     *Runner
+	u      *upstreamTasks
 	Ctx    context.Context
 	Sess   *upstream.Session
 	taskID string
@@ -143,16 +155,16 @@ type nativeHold struct {
 // ask sends tasks/result; answered goes on.
 func (h *nativeHold) ask() {
 	h.began = time.Now()
-	h.rn.Up.CallAsync(h.Ctx, h.Sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
+	h.u.up.CallAsync(h.Ctx, h.Sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/result", Params: h.params}, h.opts, h.answered)
 }
 
 // answered acts on tasks/result's outcome: the call's outcome, or asked
 // again.
 func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
-	rn, ctx := h.rn, h.Ctx
+	u, ctx := h.u, h.Ctx
 	switch {
 	case ctx.Err() != nil:
-		rn.cancelUpstreamTask(ctx, h.Sess, h.taskID)
+		u.cancelUpstreamTask(ctx, h.Sess, h.taskID)
 		h.Done(res, err)
 		return
 	case errors.Is(err, upstream.ErrSessionNotFound):
@@ -172,7 +184,7 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 		if h.try == 0 || time.Since(h.began) > resultStreamLasted {
 			h.try, h.broke = 0, h.began
 		}
-		if time.Since(h.broke) < rn.restartGrace() {
+		if time.Since(h.broke) < u.restartGrace() {
 			h.try++
 			select {
 			case <-time.After(min(time.Duration(h.try)*200*time.Millisecond, resultBackoffMax)):
@@ -181,11 +193,11 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 			h.ask()
 			return
 		}
-		rn.Log.Warn().Str("op", "native").Str("upstream_task_id", h.taskID).Err(err).
-			Float64("grace_seconds", rn.restartGrace().Seconds()).Msg("the upstream stayed unreachable past the grace; the held task fails")
+		u.log.Warn().Str("op", "native").Str("upstream_task_id", h.taskID).Err(err).
+			Float64("grace_seconds", u.restartGrace().Seconds()).Msg("the upstream stayed unreachable past the grace; the held task fails")
 	}
 	// Given up: the upstream's task must not run on for nobody.
-	rn.cancelUpstreamTask(ctx, h.Sess, h.taskID)
+	u.cancelUpstreamTask(ctx, h.Sess, h.taskID)
 	h.Done(res, err)
 }
 
@@ -193,22 +205,22 @@ func (h *nativeHold) answered(res *jsonrpc.Response, err error) {
 // was not the trouble: the grace starts over.
 const resultStreamLasted = 30 * time.Second
 
-func (rn *Runner) restartGrace() time.Duration {
-	if rn.RestartGrace > 0 {
-		return rn.RestartGrace
+func (u *upstreamTasks) restartGrace() time.Duration {
+	if u.grace > 0 {
+		return u.grace
 	}
 	return DefaultRestartGrace
 }
 
 // cancelUpstreamTask sends tasks/cancel of the upstream's task id, best
 // effort, after the call holding it was aborted.
-func (rn *Runner) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
+func (u *upstreamTasks) cancelUpstreamTask(ctx context.Context, sess *upstream.Session, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, err := rn.Up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel",
+	_, err := u.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel",
 		Params: mcpwire.MustMarshal(map[string]string{"taskId": id})}, upstream.CallOptions{})
 	if err != nil {
-		rn.Log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
+		u.log.Debug().Str("op", "native").Str("upstream_task_id", id).Err(err).Msg("cannot cancel the upstream's task")
 	}
 }
 

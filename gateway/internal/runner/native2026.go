@@ -95,39 +95,39 @@ func heldRequest(req *jsonrpc.Request) (taskID string, responses json.RawMessage
 // upstream runs the tool only as its own task, holding that task; done
 // gets the outcome. The answer to req as it is is waited for apart
 // (upstream.Client.CallAsync), so done may run on another goroutine.
-func (rn *Runner) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
+func (u *upstreamTasks) callStateless(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, done func(*jsonrpc.Response, error)) {
 	if id, responses, ok := heldRequest(req); ok {
-		done(rn.resumeTask2026(ctx, sess, id, responses, req.Params))
+		done(u.resumeTask2026(ctx, sess, id, responses, req.Params))
 		return
 	}
 	again := opts
 	again.Body, again.Name = nil, "" // the pre-encoded body is req's: not kept while the call waits
-	rn.Up.CallAsync(ctx, sess, req, opts, func(resp *jsonrpc.Response, err error) {
-		done(rn.statelessAnswered(ctx, sess, req, again, resp, err))
+	u.up.CallAsync(ctx, sess, req, opts, func(resp *jsonrpc.Response, err error) {
+		done(u.statelessAnswered(ctx, sess, req, again, resp, err))
 	})
 }
 
 // resumeTask2026 is the worker's retry of a held task's round: the answers
 // go to the task, which then goes on.
-func (rn *Runner) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
+func (u *upstreamTasks) resumeTask2026(ctx context.Context, sess *upstream.Session, id string, responses, params json.RawMessage) (*jsonrpc.Response, error) {
 	meta := metaOf(withTasksExtensionMeta(params))
 	update := mcpwire.MustMarshal(map[string]any{"taskId": id, "inputResponses": responses, "_meta": meta})
-	if _, err := rn.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
+	if _, err := u.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/update", Params: update}, upstream.CallOptions{}); err != nil {
 		return nil, err
 	}
-	return rn.holdTask2026(ctx, sess, id, meta)
+	return u.holdTask2026(ctx, sess, id, meta)
 }
 
 // statelessAnswered goes on from the upstream's answer to req as it is:
 // that is the outcome, unless the upstream runs the tool only as its own
 // Task (-32021), which is then asked for and held (with opts, which carry
 // no pre-encoded body).
-func (rn *Runner) statelessAnswered(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
+func (u *upstreamTasks) statelessAnswered(ctx context.Context, sess *upstream.Session, req *jsonrpc.Request, opts upstream.CallOptions, resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
 	if err != nil || req.Method != "tools/call" || !requiresTasksExtension(resp) {
 		return resp, err
 	}
 	ext := &jsonrpc.Request{ID: core.NewUpstreamID(), Method: req.Method, Params: withTasksExtensionMeta(req.Params)}
-	resp, err = rn.Up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
+	resp, err = u.up.Call(ctx, sess, ext, opts) // opts without req's pre-encoded body
 	if err != nil || resp.Error != nil {
 		return resp, err
 	}
@@ -141,8 +141,8 @@ func (rn *Runner) statelessAnswered(ctx context.Context, sess *upstream.Session,
 	if created.TaskID == "" || len(created.TaskID) > 256 {
 		return nil, errors.New("the upstream answered with a task without a valid taskId; its answer: " + core.QuoteAnswer(resp.Result))
 	}
-	rn.Log.Info().Str("op", "native").Str("upstream_task_id", created.TaskID).Msg("upstream task held")
-	return rn.holdTask2026(ctx, sess, created.TaskID, metaOf(ext.Params))
+	u.log.Info().Str("op", "native").Str("upstream_task_id", created.TaskID).Msg("upstream task held")
+	return u.holdTask2026(ctx, sess, created.TaskID, metaOf(ext.Params))
 }
 
 // metaOf is params' _meta.
@@ -160,7 +160,7 @@ func metaOf(params json.RawMessage) json.RawMessage {
 // holdTask2026 polls the upstream's task id until it ends, or asks for
 // input (then its questions are returned as an MRTR round whose
 // requestState names the task). An aborted call cancels the task.
-func (rn *Runner) holdTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) (*jsonrpc.Response, error) {
+func (u *upstreamTasks) holdTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) (*jsonrpc.Response, error) {
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": meta})
 	wait := time.Duration(0)
 	for {
@@ -168,14 +168,14 @@ func (rn *Runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
-				rn.cancelTask2026(ctx, sess, id, meta)
+				u.cancelTask2026(ctx, sess, id, meta)
 				return nil, ctx.Err()
 			}
 		}
-		resp, err := rn.Up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
+		resp, err := u.up.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/get", Params: params}, upstream.CallOptions{})
 		switch {
 		case ctx.Err() != nil:
-			rn.cancelTask2026(ctx, sess, id, meta)
+			u.cancelTask2026(ctx, sess, id, meta)
 			return nil, ctx.Err()
 		case err != nil:
 			wait = heldPollMax // the upstream briefly unreachable: ask again
@@ -222,9 +222,9 @@ func (rn *Runner) holdTask2026(ctx context.Context, sess *upstream.Session, id s
 }
 
 // cancelTask2026 sends tasks/cancel of the upstream's task, best effort.
-func (rn *Runner) cancelTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) {
+func (u *upstreamTasks) cancelTask2026(ctx context.Context, sess *upstream.Session, id string, meta json.RawMessage) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	params := mcpwire.MustMarshal(map[string]any{"taskId": id, "_meta": meta})
-	_, _ = rn.Up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
+	_, _ = u.up.Call(cctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tasks/cancel", Params: params}, upstream.CallOptions{})
 }

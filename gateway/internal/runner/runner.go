@@ -104,38 +104,43 @@ type Runner struct {
 
 	Draining atomic.Bool // drain was called: no new in-flight calls
 
-	// fairWaitFor bounds an admission's wait for a slot of a full pool;
-	// 0: fairWait (admit.go). The package's tests shorten it.
-	fairWaitFor time.Duration
-
 	// Exported for gateway's tests (stamp_test.go, with Jobs).
-	Mu      sync.Mutex
-	calls   int            // in-flight calls, plus slots reserved for calls about to start
-	held    map[string]int // calls (as counted in calls) per principal; only principals holding some (admit.go)
-	waiters []*waiter      // admissions waiting for a slot of a full pool (admit.go)
-	rates   *taskRates     // task creations per principal (rate.go)
+	Mu  sync.Mutex
+	adm *admission // fair shares of --max-inflight, its counts under Mu (admit.go)
 	// Exported for gateway's tests (stamp_test.go reads a worker's job, under Mu).
 	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
 	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 
 	retry     *retrier
 	recoverer *recoverer
-	leases    leaseSet    // the workers whose leases renewLeases renews
-	sealKey   rerunSecret // seals a durable task's credentials (rerun.go)
+	upstream  *upstreamTasks // the upstream's own tasks, held (native.go)
+	leases    leaseSet       // the workers whose leases it renews (leases.go)
+	sealKey   rerunSecret    // seals a durable task's credentials (rerun.go)
 }
 
 func New(p Params) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	rn := &Runner{Params: p, ctx: ctx, cancel: cancel, changed: make(chan struct{}), held: map[string]int{},
-		rates: newTaskRates(p.TaskRate)}
+	rn := &Runner{Params: p, ctx: ctx, cancel: cancel, changed: make(chan struct{})}
 	rn.MaxInflight = max(p.MaxInflight, 0)
+	rn.adm = rn.newAdmission(newTaskRates(p.TaskRate))
+	rn.upstream = &upstreamTasks{up: p.Up, log: p.Log, grace: p.RestartGrace}
 	rn.retry = &retrier{Max: defaultStoreRetry, Stop: ctx.Done()}
 	rn.recoverer = newRecoverer(recovererParams{store: p.Store, notify: rn.StatusChanged, metrics: p.Metrics, log: p.Log,
 		replica: p.Replica, lease: p.Lease, every: p.Renew, Retry: rn.retry, resume: rn.resume})
 	rn.recoverer.Start()
+	rn.leases = leaseSet{store: p.Store, replica: p.Replica, lease: p.Lease, every: p.Renew}
 	rn.wg.Add(1)
-	go rn.renewLeases()
+	go func() {
+		defer rn.wg.Done()
+		rn.leases.renew(ctx)
+	}()
 	return rn
+}
+
+// newAdmission is the runner's admission, on its Mu and Params.
+func (rn *Runner) newAdmission(rates *taskRates) *admission {
+	return &admission{mu: &rn.Mu, changedLocked: rn.changedLocked, draining: &rn.Draining, metrics: rn.Metrics,
+		maxInflight: rn.MaxInflight, maxPerPrincipal: rn.MaxPerPrincipal, held: map[string]int{}, rates: rates}
 }
 
 // errDraining refuses, while draining, a tools/call that would start an
@@ -159,7 +164,7 @@ func (rn *Runner) drop(n *int) {
 func (rn *Runner) Inflight() int {
 	rn.Mu.Lock()
 	defer rn.Mu.Unlock()
-	return rn.calls
+	return rn.adm.calls
 }
 
 // Idle waits until no call is in flight and no worker runs, or ctx ends.
@@ -167,7 +172,7 @@ func (rn *Runner) Inflight() int {
 func (rn *Runner) Idle(ctx context.Context) error {
 	for {
 		rn.Mu.Lock()
-		busy, changed := rn.calls+rn.Jobs, rn.changed
+		busy, changed := rn.adm.calls+rn.Jobs, rn.changed
 		rn.Mu.Unlock()
 		if busy == 0 {
 			return nil

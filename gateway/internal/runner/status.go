@@ -15,7 +15,7 @@ type Figures struct {
 // Figures returns the runner's figures now.
 func (rn *Runner) Figures() Figures {
 	rn.Mu.Lock()
-	f := Figures{Held: rn.calls}
+	f := Figures{Held: rn.adm.calls}
 	rn.Mu.Unlock()
 	rn.leases.Mu.Lock()
 	f.Leases = len(rn.leases.runs)
