@@ -209,7 +209,7 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		principal = string(raw)
 		id = principalRecord(principal)
 	}
-	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, id, time.Now(), rp.MaxSkew)
+	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, hopMACID(id, r.Header.Get(rerunHeader) == "1"), time.Now(), rp.MaxSkew)
 	var body []byte
 	if err == nil && r.Body != nil {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {

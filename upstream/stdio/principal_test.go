@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -197,7 +198,55 @@ func TestHopPrincipalForged(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a hop re-addressed to mallory: HTTP %d %q, want refused", resp.StatusCode, resp.Header.Get(hopErrorHeader))
 	}
-	if running(a.b) != 0 {
+	// (Not running(a.b): the child that probed the server's versions at
+	// start may not have exited yet.)
+	a.b.mu.Lock()
+	children := len(a.b.principals)
+	a.b.mu.Unlock()
+	if children != 0 {
 		t.Fatal("a forged hop started a child")
+	}
+}
+
+// TestHopRerunMarkBound: the rerun mark a hop carries is bound by its MAC:
+// a verified hop with the mark added on the way, or a marked one with the
+// mark stripped, is refused; each as signed is served.
+func TestHopRerunMarkBound(t *testing.T) {
+	dir, _ := newDirectory(t)
+	a := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = true }, nil)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	send := func(signedMarked, sentMarked bool) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, hopMACID(principalRecord("alice"), signedMarked), time.Now(), body))
+		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("alice")))
+		if sentMarked {
+			req.Header.Set(rerunHeader, "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, tc := range []struct {
+		name                     string
+		signedMarked, sentMarked bool
+		refused                  bool
+	}{
+		{"mark added on the way", false, true, true},
+		{"mark stripped on the way", true, false, true},
+		{"unmarked, as signed", false, false, false},
+		{"marked, as signed", true, true, false},
+	} {
+		resp := send(tc.signedMarked, tc.sentMarked)
+		forged := resp.Header.Get(hopErrorHeader) == errHopForged.Error()
+		if forged != tc.refused {
+			t.Errorf("%s: HTTP %d %q; refused as forged = %v, want %v", tc.name, resp.StatusCode, resp.Header.Get(hopErrorHeader), forged, tc.refused)
+		}
 	}
 }

@@ -394,8 +394,8 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 		req.Header.Del("Mcp-Session-Id")
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte(principal)))
 	}
-	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, id, rp.hopTime(time.Now()), body))
 	rerunHop(r, req) // respawn.go
+	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, hopMACID(id, req.Header.Get(rerunHeader) == "1"), rp.hopTime(time.Now()), body))
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {

@@ -102,9 +102,20 @@ func (b *Bridge) respawn(s *session) {
 }
 
 // rerunHeader carries upstream.Rerunnable over the hop to the replica
-// running the session's child. It is read only on a hop that verified
-// (serveHop), so only a replica can set it.
+// running the session's child. The hop's MAC covers it (hopMACID) and it
+// is read only on a hop that verified (serveHop), so only a replica can
+// set it, and nobody can add or strip it on the way.
 const rerunHeader = "Taskgate-Rerunnable"
+
+// hopMACID is the id a hop's MAC binds: its session (or principal
+// record), with the rerun mark when the hop carries one. An unmarked
+// hop's MAC is the one replicas signed before the mark existed.
+func hopMACID(id string, rerun bool) string {
+	if rerun {
+		return id + "\x00rerun"
+	}
+	return id
+}
 
 // rerunHop marks out, r sent on over the hop, when r's context says the
 // gateway runs its call again.
