@@ -70,6 +70,11 @@ func startClusterServers(t testing.TB, n, nodeTimeoutMS int) []*Server {
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.Itoa(nodeTimeoutMS),
+			// A replica whose elections keep failing on a starved machine
+			// would otherwise count its data too old after node timeout ×
+			// 10 + 10 s and never take over (a CI run saw no promotion in
+			// 30 s): 0 lets it take over however long that takes.
+			"--cluster-replica-validity-factor", "0",
 		})
 	}
 	return servers
