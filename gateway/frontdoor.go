@@ -104,8 +104,8 @@ func (h *Handler) frontDoor(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
-		// The gateway checks the first (sessionbind.go); a server that
-		// read another would serve a session nobody checked.
+		// The gateway checks the first (internal/identity/sessionbind.go);
+		// a server that read another would serve a session nobody checked.
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
 			"Invalid Request: more than one Mcp-Session-Id header; send one session"))
 		return false

@@ -3,7 +3,7 @@
 // auth guard of the MCP endpoint (gateway.Config.Auth), the principals'
 // freshest tokens for the requests made later on a task's behalf, and the
 // sessions bound to the principal that opened them (docs/ARCHITECTURE.md
-// invariant 8). The Handler (package gateway) builds each part in New and
+// invariant 11). The Handler (package gateway) builds each part in New and
 // calls it as it routes a request; no part routes anything itself.
 //
 //	request ─▶ PublicURLs.Resolve ─▶ front door (DropForwarding)

@@ -1,6 +1,6 @@
 package identity
 
-// Sessions bound to their principal (docs/ARCHITECTURE.md invariant 8).
+// Sessions bound to their principal (docs/ARCHITECTURE.md invariant 11).
 // With the gateway's own token validation (Config.Auth), a session id is
 // not a credential: every session a client opens through the gateway (a
 // stdio child, an HTTP+SSE session, a session passed through to the
