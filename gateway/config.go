@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/fallback"
+	"github.com/taskgate/taskgate/gateway/internal/identity"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/policy"
@@ -176,7 +178,7 @@ type Config struct {
 	// or an ingress: the protected resource OAuth clients ask tokens for
 	// (RFC 9728, RFC 8707). An empty path means Path. Empty: each
 	// request's Host and TLS, with the forwarding headers of
-	// TrustedProxies (publicurl.go).
+	// TrustedProxies (internal/identity/publicurl.go).
 	PublicURL string
 	// TrustedProxies are the peers whose Forwarded (RFC 7239) and
 	// X-Forwarded-Proto/X-Forwarded-Host headers say what the client
@@ -184,8 +186,8 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// Auth, when set, makes the gateway an OAuth 2.1 resource server: a
 	// request to the MCP endpoint needs a bearer token Auth accepts, and
-	// its principal owns the tasks (auth.go). Nil: the gateway checks no
-	// token, and the upstream is the resource server.
+	// its principal owns the tasks (internal/identity/auth.go). Nil: the
+	// gateway checks no token, and the upstream is the resource server.
 	Auth Authenticator
 	// AuthStrip drops the client's Authorization once Auth accepted it,
 	// so nothing sends it upstream: for an upstream that trusts the
@@ -215,6 +217,16 @@ type Config struct {
 // AnonymousTasks bounds the tasks of 2026-07-28 clients without
 // Authorization (core.AnonymousTasks, where the fronts count against it).
 type AnonymousTasks = core.AnonymousTasks
+
+// Authenticator checks the credentials of a request (Config.Auth;
+// *auth.Guard is one): identity.Authenticator, where the auth guard uses
+// it.
+type Authenticator = identity.Authenticator
+
+// ParsePublicURL checks a public URL (Config.PublicURL): an absolute
+// http(s) URL with a host, and no user, query or fragment
+// (identity.ParsePublicURL).
+func ParsePublicURL(raw string) (*url.URL, error) { return identity.ParsePublicURL(raw) }
 
 // Defaults of the front door.
 const (

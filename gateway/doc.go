@@ -22,6 +22,11 @@
 //	   ─▶ internal/core (task shapes, owners, error mapping)
 //	   ─▶ taskstore.Store (Redis), through narrow interfaces
 //
+//	internal/identity (before and beside the routing: the public URL, the
+//	   auth guard, the principals' tokens, sessions bound to their
+//	   principals; OAuth discovery on every other path)
+//	   ─▶ internal/upstreamside, internal/obs, internal/core
+//
 // The package says which side code serves: internal/front2025 a
 // 2025-11-25 (or older) client, internal/front2026 a 2026-07-28 client,
 // internal/upstreamside the upstream server, internal/runner the task
@@ -78,24 +83,32 @@
 //     sessions, forwarding, relay, keep-alive, the fronts' own requests;
 //     no front uses the upstream.Client directly). The Handler holds the
 //     client too, for what is its own (health.go: the upstream's health
-//     checks; oauthmeta.go: the OAuth discovery pass-through; the
-//     observer of every upstream call, for the metrics), and hands it to
-//     the runner, whose workers make their tasks' calls with it.
+//     checks; the observer of every upstream call, for the metrics), and
+//     hands it to internal/identity (the OAuth discovery pass-through)
+//     and to the runner, whose workers make their tasks' calls with it.
 //   - The policy decider, internal/decide (Decider: policy, tool
 //     catalogue, learned latency; one answer per tools/call, decide.Call);
 //     the upstream side lists the upstream's tools for it when a call
 //     names a tool the catalogue lacks.
+//   - Identity, internal/identity: the public URL (identity.PublicURLs,
+//     from Config.PublicURL or a trusted proxy's headers), OAuth
+//     discovery on the gateway's origin (identity.OAuthMeta), the auth
+//     guard of Config.Auth (identity.AuthGuard), the principals' freshest
+//     tokens (identity.Credentials, which the runner binds its calls to),
+//     sessions bound to their principals (identity.SessionGuard). The
+//     Handler calls each as it routes a request; the recorder
+//     (requests.go) points a 401's challenges at the gateway's metadata
+//     (identity.PointChallenges).
 //   - Observation: internal/obs (metrics, tracing, the request families).
 //
 // The files that remain in this package:
 //
 //   - handler.go: Handler, New, Close, Drain, ServeHTTP; the components
-//     built and wired.
-//   - config.go: Config and its defaults.
+//     built and wired; PublicURL and ResourceMetadataURL (of
+//     internal/identity's PublicURLs).
+//   - config.go: Config and its defaults; Authenticator (Config.Auth's
+//     type) and ParsePublicURL, from internal/identity.
 //   - frontdoor.go: the front door (Origin, CORS, forwarding headers).
-//   - publicurl.go, oauthmeta.go, credentials.go, auth.go, sessionbind.go:
-//     identity (the public URL, OAuth metadata, the principals'
-//     credentials, Config.Auth, sessions bound to their principals).
 //   - requests.go: every request's recorder; served counts, times and
 //     logs it.
 //   - health.go: /healthz, /readyz (storeCheck: a Redis Cluster partly
@@ -113,8 +126,10 @@
 // the other) → internal/front → internal/fallback and internal/runner →
 // internal/durable and internal/upstreamside → internal/decide →
 // internal/obs → internal/core; internal/native (imported by both fronts)
-// stands on internal/upstreamside and internal/core. The fronts also
-// import the packages below internal/front directly. None imports this
-// package. Package gateway itself may import those, taskstore, upstream,
-// policy, auth and internal/mcpwire.
+// stands on internal/upstreamside and internal/core, and internal/identity
+// (imported by this package only) on internal/upstreamside, internal/obs
+// and internal/core. The fronts also import the packages below
+// internal/front directly. None imports this package. Package gateway
+// itself may import those, taskstore, upstream, policy, webhook and
+// internal/mcpwire.
 package gateway

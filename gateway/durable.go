@@ -7,7 +7,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net/http"
 
@@ -34,7 +33,7 @@ func (h *Handler) durable(c Config) runner.Durable {
 	d := runner.Durable{MaxAttempts: c.MaxAttempts, Backoff: c.RerunBackoff, Reruns: h.metrics.NewReruns(),
 		Rerunnable: h.rerunnable, Reopen: h.reopenOwnerTarget}
 	if h.creds != nil {
-		d.CredKey, d.Freshest = h.creds.keyOf, h.creds.freshest
+		d.CredKey, d.Freshest = h.creds.KeyOf, h.creds.Freshest
 	}
 	return d
 }
@@ -53,12 +52,4 @@ func (h *Handler) reopenOwnerTarget(ctx context.Context, owner string, auth http
 		return nil, errors.New("no upstream side")
 	}
 	return h.up.ReopenTarget(ctx, owner, auth, "", stale)
-}
-
-// keyOf is the principal's client whose token auth is, when this replica
-// saw it with a validated principal ("" otherwise).
-func (c *credentials) keyOf(auth string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.byToken[sha256.Sum256([]byte(auth))].key
 }

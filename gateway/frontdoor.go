@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/taskgate/taskgate/gateway/internal/identity"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -89,15 +90,6 @@ func (p *originPolicy) allows(origin string) bool {
 	return p.hosts[u.Hostname()]
 }
 
-// dropForwarding deletes from h a client's own claims about addresses
-// (Forwarded, X-Forwarded-*, X-Real-Ip): they are not a proxy's, and
-// must not reach the upstream as if one had said them.
-func dropForwarding(h http.Header) {
-	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
-		delete(h, k)
-	}
-}
-
 // corsHeaders are the request headers a browser client of MCP sends.
 const corsHeaders = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID"
 
@@ -112,13 +104,13 @@ func (h *Handler) frontDoor(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if len(r.Header.Values("Mcp-Session-Id")) > 1 {
-		// The gateway checks the first (sessionbind.go); a server that
-		// read another would serve a session nobody checked.
+		// The gateway checks the first (internal/identity/sessionbind.go);
+		// a server that read another would serve a session nobody checked.
 		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeInvalidRequest,
 			"Invalid Request: more than one Mcp-Session-Id header; send one session"))
 		return false
 	}
-	dropForwarding(r.Header)
+	identity.DropForwarding(r.Header)
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return true // not a browser's cross-origin request

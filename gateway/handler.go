@@ -19,6 +19,7 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/front2025"
 	"github.com/taskgate/taskgate/gateway/internal/front2026"
+	"github.com/taskgate/taskgate/gateway/internal/identity"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
@@ -40,13 +41,17 @@ type Handler struct {
 	life context.Context
 	end  context.CancelFunc
 
-	origins *originPolicy // the allowed Origins (frontdoor.go)
-	pub     *publicURLs   // the gateway's public URLs (publicurl.go)
-	meta    *oauthMeta    // OAuth discovery on the gateway's origin (oauthmeta.go)
-	creds   *credentials  // principals' freshest tokens (credentials.go); nil: none kept
-	// sessions binds sessions to their principals (sessionbind.go); nil
-	// without Config.Auth or a store: the session id is the credential.
-	sessions *sessionGuard
+	origins *originPolicy        // the allowed Origins (frontdoor.go)
+	pub     *identity.PublicURLs // the gateway's public URLs (internal/identity/publicurl.go)
+	meta    *identity.OAuthMeta  // OAuth discovery on the gateway's origin (internal/identity/oauthmeta.go)
+	guard   *identity.AuthGuard  // Config.Auth's check of every request (internal/identity/auth.go)
+	// creds are the principals' freshest tokens
+	// (internal/identity/credentials.go); nil: none kept.
+	creds *identity.Credentials
+	// sessions binds sessions to their principals
+	// (internal/identity/sessionbind.go); nil without Config.Auth or a
+	// store: the session id is the credential.
+	sessions *identity.SessionGuard
 	trace    *obs.Tracing       // spans (internal/obs); nil: off
 	up       *upstreamside.Side // the era probe, owner sessions, forwarding
 	decider  *decide.Decider    // policy, tool catalogue, learned latencies
@@ -75,18 +80,14 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, err := newPublicURLs(c.PublicURL, c.Path, c.TrustedProxies)
+	pub, err := identity.NewPublicURLs(c.PublicURL, c.Path, c.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: c, log: c.Logger, origins: origins, pub: pub}
 	h.life, h.end = context.WithCancel(context.Background())
 	h.trace = obs.NewTracing(c.Tracer, c.ReplicaID)
-	var own ownMetadata
-	if c.Auth != nil {
-		own = c.Auth
-	}
-	h.meta = newOAuthMeta(c.Upstream, pub, own, c.Path, c.MaxBody, c.Logger)
+	h.meta = identity.NewOAuthMeta(c.Upstream, pub, c.Auth, c.Path, c.MaxBody, c.Logger)
 	h.decider = decide.NewDecider(c.Policy, c.Store, c.Logger)
 	h.up = upstreamside.New(c.Upstream, c.Store, h.decider, c.KeepAlive, c.Logger)
 	var inflight func() int
@@ -108,6 +109,7 @@ func New(cfg Config) (*Handler, error) {
 	if c.Auth != nil {
 		h.metrics.RegisterAuth()
 	}
+	h.guard = identity.NewAuthGuard(c.Auth, c.AuthStrip, pub, h.metrics, c.Logger)
 	if c.Store == nil {
 		if c.Fallback.Enabled {
 			return nil, errors.New("gateway: Config.Fallback needs a Store (the fallback tools run tasks)")
@@ -117,10 +119,10 @@ func New(cfg Config) (*Handler, error) {
 	c.Store.AddHook(obs.NewStoreHook(h.metrics))
 	h.startTrends(c) // trends.go
 	if c.Auth != nil {
-		h.sessions = newSessionGuard(c.Store, h.metrics, c.Logger)
+		h.sessions = identity.NewSessionGuard(c.Store, h.metrics, c.Logger)
 	}
 	if c.Auth != nil && !c.AuthStrip { // only a forwarded token can go stale upstream
-		h.creds = newCredentials(c.Store, c.Logger)
+		h.creds = identity.NewCredentials(c.Store, c.Logger)
 	}
 	h.metrics.RegisterPool(c.Store.PoolStats)
 	if c.Store.Cluster() {
@@ -222,6 +224,18 @@ func (h *Handler) MetricNames() []string { return h.metrics.Names() }
 // their own (Config.MetricsPath "-").
 func (h *Handler) Metrics() http.Handler { return h.metrics.Handler() }
 
+// PublicURL is the gateway's external MCP URL for r: Config.PublicURL,
+// else what r says it reached (its Host and TLS, and the forwarding
+// headers of a trusted proxy) plus Config.Path. It is the protected
+// resource's identifier (RFC 9728 §1.2), so the audience tokens for the
+// gateway carry (RFC 8707).
+func (h *Handler) PublicURL(r *http.Request) string { return h.pub.MCPURL(r) }
+
+// ResourceMetadataURL is the URL of the gateway's protected resource
+// metadata for r (RFC 9728 §3.1), as a WWW-Authenticate challenge names
+// it in resource_metadata (RFC 9728 §5.1).
+func (h *Handler) ResourceMetadataURL(r *http.Request) string { return h.pub.MetadataURL(r) }
+
 // ServeHTTP routes /healthz, /readyz, the metrics and the MCP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, pub: h.pub, req: r}
@@ -229,12 +243,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w = rec
 	switch r.URL.Path {
 	case h.cfg.Path:
-		r = h.pub.resolve(r)
+		r = h.pub.Resolve(r)
 		rec.req = r
 		r, rec.span = h.trace.StartRequest(r)
 		if h.frontDoor(w, r) {
-			if r, ok := h.authenticate(w, r); ok {
-				h.creds.note(r)
+			if r, ok := h.guard.Authenticate(w, r); ok {
+				h.creds.Note(r)
 				// Whose fair share the request counts in, for a local
 				// server's bridge too (its sessions per principal).
 				r = r.WithContext(upstream.WithPrincipal(r.Context(),
@@ -249,7 +263,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case h.cfg.MetricsPath:
 		h.metrics.Handler().ServeHTTP(w, r)
 	default:
-		if !h.meta.serve(w, r) {
+		if !h.meta.Serve(w, r) {
 			http.NotFound(w, r)
 		}
 	}
@@ -264,11 +278,11 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	// else (OPTIONS for CORS, say) are the upstream's to answer; the
 	// 2025-11-25 front watches the sessions it serves tasks for.
 	if h.sessions != nil {
-		if !h.sessions.allows(w, r, nil) {
+		if !h.sessions.Allows(w, r, nil) {
 			return
 		}
-		if r.Method == http.MethodDelete {
-			defer h.sessions.ended(w, r)
+		if rec, ok := w.(*recorder); ok && r.Method == http.MethodDelete {
+			defer func() { h.sessions.Ended(r, rec.status) }()
 		}
 	}
 	if h.f2025 != nil && h.f2025.ServeEmulatedSession(w, r) {
@@ -345,11 +359,11 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mes
 		return
 	}
 	if h.sessions != nil {
-		if !h.sessions.allows(w, r, msg) {
+		if !h.sessions.Allows(w, r, msg) {
 			return
 		}
 		if msg.MethodName() == "initialize" {
-			w = &bindWriter{ResponseWriter: w, msg: msg, bind: func(sid string) error { return h.sessions.bind(r, sid) }}
+			w = h.sessions.BindInitialize(w, r, msg)
 		}
 	}
 	if h.f2025.Serve(w, r, msg) {

@@ -17,6 +17,7 @@ import (
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // TestPrincipalOwnsTasks: with validation on, two replicas on a real
@@ -146,7 +147,7 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 	// Replica A's clock jumps past credLocal once B took the new token, as
 	// if the answer came later: A then asks the store.
 	var skew atomic.Int64
-	hs[0].creds.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	hs[0].creds.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	token := func(n int) string {
 		c := iss.Claims(public)
 		c["jti"] = string(rune('0' + n))
@@ -229,5 +230,17 @@ func TestPrincipalSharesPollLimit(t *testing.T) {
 	}
 	if r := refreshed.call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != mcpwire.CodeRateLimited {
 		t.Fatalf("the second poll, with the refreshed token: %+v, want the poll limit's error", r.Error)
+	}
+}
+
+// TestNewBadPublicURL: New refuses a Config.PublicURL that
+// identity.ParsePublicURL refuses (its cases: TestParsePublicURL).
+func TestNewBadPublicURL(t *testing.T) {
+	up, err := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Upstream: up, PublicURL: "https://x/mcp#f"}); err == nil {
+		t.Error("New with a fragment in PublicURL: no error")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -30,11 +31,11 @@ func newRecordingOrigin(t *testing.T) *recordingOrigin {
 		base := "http://" + r.Host
 		switch r.URL.Path {
 		case wellKnownResource + "/mcp":
-			writeMetadata(w, map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base + "/tenant"}})
+			gwtest.WriteJSON(w, map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base + "/tenant"}})
 		case "/mcp":
 			http.Error(w, "{}", http.StatusUnauthorized)
 		default:
-			writeMetadata(w, map[string]any{"issuer": base + "/tenant", "secret": "the operator's view of " + r.URL.Path})
+			gwtest.WriteJSON(w, map[string]any{"issuer": base + "/tenant", "secret": "the operator's view of " + r.URL.Path})
 		}
 	}))
 	t.Cleanup(o.srv.Close)
@@ -110,8 +111,8 @@ func (n noIssuer) Metadata() auth.Metadata { return auth.Metadata{ScopesSupporte
 // through. It used to name no authorization server at all, and 404 the
 // rest.
 func TestDiscoveryIntrospectionOnly(t *testing.T) {
-	own := newOwnServer(t)
-	gw := metaGateway(t, own.srv.URL+"/mcp", func(c *Config) { c.Auth = noIssuer{} })
+	own := gwtest.NewOwnServer(t)
+	gw := metaGateway(t, own.Srv.URL+"/mcp", func(c *Config) { c.Auth = noIssuer{} })
 	for _, p := range []string{wellKnownResource + "/mcp", wellKnownResource} {
 		status, doc, _ := getDoc(t, gw.URL+p)
 		as, _ := doc["authorization_servers"].([]any)
@@ -126,11 +127,11 @@ func TestDiscoveryIntrospectionOnly(t *testing.T) {
 	}
 	r := post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
 	r.Body.Close()
-	if r.StatusCode != 200 || own.got.Load() != "grant_type=authorization_code&code=x" {
-		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.got.Load())
+	if r.StatusCode != 200 || own.Got.Load() != "grant_type=authorization_code&code=x" {
+		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.Got.Load())
 	}
 	// The gateway's required scopes win over the upstream's.
-	gw2 := metaGateway(t, own.srv.URL+"/mcp", func(c *Config) { c.Auth = noIssuer{scopes: []string{"mcp:tools"}} })
+	gw2 := metaGateway(t, own.Srv.URL+"/mcp", func(c *Config) { c.Auth = noIssuer{scopes: []string{"mcp:tools"}} })
 	if _, doc, _ := getDoc(t, gw2.URL+wellKnownResource+"/mcp"); doc["scopes_supported"].([]any)[0] != "mcp:tools" {
 		t.Fatalf("with required scopes: %v", doc)
 	}

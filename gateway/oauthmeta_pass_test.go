@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -35,7 +36,7 @@ func newTomcatServer(t testing.TB) *tomcatServer {
 		}
 		switch path.Clean(strings.Join(segs, "/")) {
 		case wellKnownServer:
-			writeMetadata(w, map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
+			gwtest.WriteJSON(w, map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
 				"token_endpoint": base + "/token", "registration_endpoint": base + "/register"})
 		case "/authorize", "/token", "/register":
 			w.Write([]byte("ok"))
@@ -150,7 +151,7 @@ func TestDiscoveryPassThroughHeaders(t *testing.T) {
 func TestDiscoveryEscapedPath(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == wellKnownResource+"/my mcp" {
-			writeMetadata(w, map[string]any{"resource": "http://" + r.Host + "/my%20mcp"})
+			gwtest.WriteJSON(w, map[string]any{"resource": "http://" + r.Host + "/my%20mcp"})
 			return
 		}
 		http.NotFound(w, r)

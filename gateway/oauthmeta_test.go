@@ -7,65 +7,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"path"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/auth"
-	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// ownServer is an upstream that is its own authorization server (the
-// 2025-03-26 revision's default): its MCP endpoint and, on its origin,
-// protected resource and authorization server metadata and the endpoints
-// they name.
-type ownServer struct {
-	srv     *httptest.Server
-	fetches atomic.Int64 // metadata documents served
-	got     atomic.Value // the last /token request's body
-}
-
-func newOwnServer(t *testing.T) *ownServer {
-	o := &ownServer{}
-	mcp := testupstream.Handler(testupstream.Options{})
-	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		base := "http://" + r.Host
-		switch path.Clean(r.URL.Path) { // as servers that resolve ".." do
-		case "/mcp":
-			if r.Header.Get("Authorization") == "" {
-				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", error_description="say resource_metadata=\"x\"", resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
-				http.Error(w, "{}", http.StatusUnauthorized)
-				return
-			}
-			mcp.ServeHTTP(w, r)
-		case "/.well-known/oauth-protected-resource/mcp":
-			o.fetches.Add(1)
-			writeMetadata(w, map[string]any{"resource": base + "/mcp", "authorization_servers": []string{base}, "scopes_supported": []string{"tools"}})
-		case "/.well-known/oauth-authorization-server":
-			o.fetches.Add(1)
-			writeMetadata(w, map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
-				"token_endpoint": base + "/oauth/token", "registration_endpoint": base + "/register",
-				"jwks_uri": "https://keys.example/jwks", "response_types_supported": []string{"code"}})
-		case "/authorize":
-			http.Redirect(w, r, base+"/login?"+r.URL.RawQuery, http.StatusFound)
-		case "/oauth/token":
-			b, _ := io.ReadAll(r.Body)
-			o.got.Store(string(b))
-			writeMetadata(w, map[string]any{"access_token": "t", "token_type": "bearer"})
-		case "/secret":
-			w.Write([]byte("not an endpoint the metadata names"))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(o.srv.Close)
-	return o
-}
+// The well-known paths of OAuth discovery, as clients ask for them
+// (identity's wellKnownResource, wellKnownServer, wellKnownOIDC).
+const (
+	wellKnownResource = "/.well-known/oauth-protected-resource"
+	wellKnownServer   = "/.well-known/oauth-authorization-server"
+	wellKnownOIDC     = "/.well-known/openid-configuration"
+)
 
 func metaGateway(t *testing.T, upURL string, mod func(*Config)) *httptest.Server {
 	t.Helper()
@@ -110,8 +67,8 @@ func getDoc(t *testing.T, url string) (int, map[string]any, http.Header) {
 // gateway's origin, and the endpoints the metadata names (only those)
 // pass through; the documents are cached.
 func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
-	own := newOwnServer(t)
-	gw := metaGateway(t, own.srv.URL+"/mcp", nil)
+	own := gwtest.NewOwnServer(t)
+	gw := metaGateway(t, own.Srv.URL+"/mcp", nil)
 
 	// The challenge points at the gateway's metadata; a parameter named
 	// inside another's quoted value is left alone.
@@ -135,7 +92,7 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 		doc["authorization_endpoint"] != gw.URL+"/authorize" || doc["jwks_uri"] != "https://keys.example/jwks" {
 		t.Fatalf("authorization server metadata: %d %v", status, doc)
 	}
-	if n := own.fetches.Load(); n != 2 {
+	if n := own.Fetches.Load(); n != 2 {
 		t.Errorf("%d upstream fetches for 3 documents served from 2, want them cached", n)
 	}
 	// The endpoints pass through: a redirect on the upstream's origin
@@ -151,8 +108,8 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 	}
 	r = post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
 	r.Body.Close()
-	if r.StatusCode != 200 || own.got.Load() != "grant_type=authorization_code&code=x" {
-		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.got.Load())
+	if r.StatusCode != 200 || own.Got.Load() != "grant_type=authorization_code&code=x" {
+		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.Got.Load())
 	}
 	// What the metadata does not name stays the gateway's: 404.
 	for _, path := range []string{"/secret", "/login", "/.well-known/oauth-protected-resource/other",
@@ -200,8 +157,8 @@ func TestDiscoveryDefaultEndpoints(t *testing.T) {
 // client reached, though the front door drops the forwarding headers
 // before the request goes upstream.
 func TestDiscoveryBehindProxy(t *testing.T) {
-	own := newOwnServer(t)
-	gw := metaGateway(t, own.srv.URL+"/mcp", func(c *Config) {
+	own := gwtest.NewOwnServer(t)
+	gw := metaGateway(t, own.Srv.URL+"/mcp", func(c *Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})
 	fwd := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"mcp.example.com"}}
@@ -229,8 +186,8 @@ func TestDiscoveryBehindProxy(t *testing.T) {
 // resource server: its metadata names the issuer and scopes, nothing of
 // the upstream's passes through.
 func TestDiscoveryWithValidation(t *testing.T) {
-	own := newOwnServer(t)
-	gw := metaGateway(t, own.srv.URL+"/mcp", func(c *Config) {
+	own := gwtest.NewOwnServer(t)
+	gw := metaGateway(t, own.Srv.URL+"/mcp", func(c *Config) {
 		c.Auth = fixedMeta{}
 		c.PublicURL = "https://mcp.example.com/mcp"
 	})
@@ -244,39 +201,8 @@ func TestDiscoveryWithValidation(t *testing.T) {
 			t.Errorf("%s: %d, want 404", path, status)
 		}
 	}
-	if n := own.fetches.Load(); n != 0 {
+	if n := own.Fetches.Load(); n != 0 {
 		t.Errorf("%d upstream fetches", n)
-	}
-}
-
-// TestDiscoveryCacheBounds: the cache holds at most discoveryEntries
-// documents, and fetches again once one is stale.
-func TestDiscoveryCacheBounds(t *testing.T) {
-	own := newOwnServer(t)
-	client, _ := upstream.New(own.srv.URL+"/mcp", upstream.Options{})
-	pub, _ := newPublicURLs("", "/mcp", nil)
-	m := newOAuthMeta(client, pub, nil, "/mcp", DefaultMaxBody, zerolog.Nop())
-	now := time.Now()
-	m.now = func() time.Time { return now }
-	for i := 0; i < 3*discoveryEntries; i++ {
-		r := httptest.NewRequest("GET", "/.well-known/oauth-authorization-server/t"+itoa(int64(i)), nil)
-		if _, err := m.fetch(r, r.URL.Path); err != nil {
-			t.Fatal(err)
-		}
-		if len(m.docs) > discoveryEntries {
-			t.Fatalf("%d documents cached", len(m.docs))
-		}
-	}
-	r := httptest.NewRequest("GET", wellKnownServer, nil)
-	m.fetch(r, wellKnownServer)
-	m.fetch(r, wellKnownServer)
-	if n := own.fetches.Load(); n != 1 {
-		t.Fatalf("%d fetches of one fresh document", n)
-	}
-	now = now.Add(discoveryTTL + time.Second)
-	m.fetch(r, wellKnownServer)
-	if n := own.fetches.Load(); n != 2 {
-		t.Fatalf("%d fetches after the TTL, want 2", n)
 	}
 }
 
@@ -290,31 +216,4 @@ func (fixedMeta) Authenticate(context.Context, http.Header) (auth.Principal, err
 
 func (fixedMeta) Metadata() auth.Metadata {
 	return auth.Metadata{AuthorizationServers: []string{"https://issuer.example"}, ScopesSupported: []string{"mcp:tools"}}
-}
-
-// FuzzResourceMetadataChallenge: any challenge an upstream sends is
-// rewritten or left as it was, never broken: the result names the
-// gateway's URL exactly where the input named resource_metadata.
-func FuzzResourceMetadataChallenge(f *testing.F) {
-	for _, s := range []string{`Bearer resource_metadata="http://up/.well-known/oauth-protected-resource"`,
-		`Bearer error="invalid_token", resource_metadata=http://up/x, scope="a b"`,
-		`Bearer realm="resource_metadata=\"x\""`, `Basic realm="x", Bearer resource_metadata="`, `resource_metadata =  "a\"b"`, ``} {
-		f.Add(s)
-	}
-	const to = "https://gw.example/.well-known/oauth-protected-resource/mcp"
-	f.Fuzz(func(t *testing.T, in string) {
-		out, ok := withResourceMetadata(in, to)
-		if !ok {
-			if out != in {
-				t.Fatalf("unchanged %q came back as %q", in, out)
-			}
-			return
-		}
-		if !strings.Contains(out, `"`+to+`"`) {
-			t.Fatalf("%q rewritten to %q without the URL", in, out)
-		}
-		if again, _ := withResourceMetadata(out, to); again != out {
-			t.Fatalf("not idempotent: %q then %q", out, again)
-		}
-	})
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/identity"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -18,8 +19,8 @@ type recorder struct {
 	method string
 	span   trace.Span // the request's server span; nil without tracing
 	// pub and req point a 401's or 403's challenges at the gateway's
-	// metadata (oauthmeta.go); nil pub: as written.
-	pub *publicURLs
+	// metadata (internal/identity/oauthmeta.go); nil pub: as written.
+	pub *identity.PublicURLs
 	req *http.Request
 }
 
@@ -27,7 +28,7 @@ func (rec *recorder) WriteHeader(code int) {
 	if rec.status == 0 {
 		rec.status = code
 		if (code == http.StatusUnauthorized || code == http.StatusForbidden) && rec.pub != nil {
-			pointChallenges(rec.Header(), rec.pub.metadataURL(rec.req))
+			identity.PointChallenges(rec.Header(), rec.pub.MetadataURL(rec.req))
 		}
 	}
 	rec.ResponseWriter.WriteHeader(code)

@@ -448,15 +448,15 @@ func TestPackageMapCatchesPlantedErrors(t *testing.T) {
 		for k, v := range actual {
 			grown[k] = v
 		}
-		grown["gateway/internal/identity"] = []string{"auth"}
+		grown["gateway/internal/planted"] = []string{"auth"}
 		drawn, err := parseMap(block, grown)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := append(compareMap(drawn, grown), compareTable(md, grown)...)
 		for _, want := range []string{
-			"gateway/internal/identity has no line in the map",
-			"gateway/internal/identity has no row in the package table",
+			"gateway/internal/planted has no line in the map",
+			"gateway/internal/planted has no row in the package table",
 		} {
 			if !slices.Contains(got, want) {
 				t.Errorf("problems %q lack %q", got, want)

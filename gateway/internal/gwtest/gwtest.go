@@ -10,6 +10,9 @@
 //     it over.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.
+//   - oauth.go: OwnServer, an upstream that is its own OAuth
+//     authorization server (its metadata and endpoints); WriteJSON, a
+//     metadata document answered.
 package gwtest
 
 import (

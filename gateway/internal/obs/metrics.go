@@ -44,7 +44,7 @@ import (
 //	taskgate_task_reruns_total{tool,cause}            attempts begun again of rerunnable tasks (internal/runner/rerun.go)
 //	taskgate_poll_rate_limited_total{method}          polls refused with 429
 //	taskgate_policy_reloads_total{result}             ok|error reloads of the rules file
-//	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (auth.go)
+//	taskgate_auth_refusals_total{reason}              requests refused by Config.Auth (internal/identity/auth.go)
 //	taskgate_refusals_total{reason}                   refused for fair shares between principals (refusals.go)
 //	taskgate_build_info{version,revision,goversion}   1
 //	taskgate_store_pool_connections{state}            total|idle of the Redis client's pool

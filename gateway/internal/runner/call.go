@@ -72,7 +72,7 @@ func (rn *Runner) StartCall(parent context.Context, sess *upstream.Session, req 
 		slot:     slot,
 	}
 	// Every request of the call, now or later, carries its principal's
-	// freshest token (credentials.go).
+	// freshest token (internal/identity/credentials.go).
 	if rn.Creds != nil {
 		sess = rn.Creds.Bind(sess)
 	}

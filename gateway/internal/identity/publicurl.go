@@ -1,4 +1,4 @@
-package gateway
+package identity
 
 // The gateway's public URL: what clients call it by, which is what OAuth
 // names it by (the protected resource of RFC 9728, the audience of
@@ -19,19 +19,19 @@ import (
 // metadata (RFC 9728 §3).
 const wellKnownResource = "/.well-known/oauth-protected-resource"
 
-// publicURLs derives the gateway's public URLs for a request: from
-// Config.PublicURL when set, else from the request itself, trusting the
-// forwarding headers of Config.TrustedProxies only.
-type publicURLs struct {
+// PublicURLs derives the gateway's public URLs for a request: from
+// gateway.Config.PublicURL when set, else from the request itself,
+// trusting the forwarding headers of gateway.Config.TrustedProxies only.
+type PublicURLs struct {
 	fixed   *url.URL       // Config.PublicURL; nil: from each request
 	path    string         // the MCP endpoint's path (Config.Path), without a fixed URL
 	trusted []netip.Prefix // Config.TrustedProxies
 }
 
-// newPublicURLs returns the public URLs of Config.PublicURL (public) or,
+// NewPublicURLs returns the public URLs of Config.PublicURL (public) or,
 // when it is empty, of each request.
-func newPublicURLs(public string, path string, trusted []netip.Prefix) (*publicURLs, error) {
-	p := &publicURLs{path: path, trusted: trusted}
+func NewPublicURLs(public string, path string, trusted []netip.Prefix) (*PublicURLs, error) {
+	p := &PublicURLs{path: path, trusted: trusted}
 	if public == "" {
 		return p, nil
 	}
@@ -46,7 +46,7 @@ func newPublicURLs(public string, path string, trusted []netip.Prefix) (*publicU
 	return p, nil
 }
 
-// ParsePublicURL checks a public URL (Config.PublicURL): an absolute
+// ParsePublicURL checks a public URL (gateway.Config.PublicURL): an absolute
 // http(s) URL with a host, and no user, query or fragment (it identifies
 // a resource: RFC 8707 §2 forbids a fragment, and a query would not
 // survive the path insertion of RFC 9728 §3.1).
@@ -68,7 +68,7 @@ func ParsePublicURL(raw string) (*url.URL, error) {
 
 // origin is the scheme and host clients reach the gateway at for r:
 // "https://gw.example".
-func (p *publicURLs) origin(r *http.Request) string {
+func (p *PublicURLs) origin(r *http.Request) string {
 	if p.fixed != nil {
 		return p.fixed.Scheme + "://" + p.fixed.Host
 	}
@@ -81,11 +81,11 @@ func (p *publicURLs) origin(r *http.Request) string {
 
 type publicOriginKey struct{}
 
-// resolve returns r carrying the origin a trusted proxy's forwarding
+// Resolve returns r carrying the origin a trusted proxy's forwarding
 // headers name, read before the front door drops those headers (they
 // must not reach the upstream as the gateway's word); r itself when no
 // trusted proxy sent it.
-func (p *publicURLs) resolve(r *http.Request) *http.Request {
+func (p *PublicURLs) Resolve(r *http.Request) *http.Request {
 	if p.fixed != nil || !p.fromTrusted(r.RemoteAddr) {
 		return r
 	}
@@ -94,23 +94,23 @@ func (p *publicURLs) resolve(r *http.Request) *http.Request {
 }
 
 // mcpPath is the path of the MCP endpoint as clients see it.
-func (p *publicURLs) mcpPath() string {
+func (p *PublicURLs) mcpPath() string {
 	if p.fixed != nil {
 		return p.fixed.EscapedPath()
 	}
 	return p.path
 }
 
-// mcpURL is the gateway's public MCP URL: the protected resource's
+// MCPURL is the gateway's public MCP URL: the protected resource's
 // identifier.
-func (p *publicURLs) mcpURL(r *http.Request) string {
+func (p *PublicURLs) MCPURL(r *http.Request) string {
 	return p.origin(r) + p.mcpPath()
 }
 
-// metadataURL is where the gateway's protected resource metadata is, by
+// MetadataURL is where the gateway's protected resource metadata is, by
 // RFC 9728 §3.1: the well-known path inserted between the host and the
 // resource's path.
-func (p *publicURLs) metadataURL(r *http.Request) string {
+func (p *PublicURLs) MetadataURL(r *http.Request) string {
 	path := p.mcpPath()
 	if path == "/" {
 		path = ""
@@ -118,22 +118,10 @@ func (p *publicURLs) metadataURL(r *http.Request) string {
 	return p.origin(r) + wellKnownResource + path
 }
 
-// PublicURL is the gateway's external MCP URL for r: Config.PublicURL,
-// else what r says it reached (its Host and TLS, and the forwarding
-// headers of a trusted proxy) plus Config.Path. It is the protected
-// resource's identifier (RFC 9728 §1.2), so the audience tokens for the
-// gateway carry (RFC 8707).
-func (h *Handler) PublicURL(r *http.Request) string { return h.pub.mcpURL(r) }
-
-// ResourceMetadataURL is the URL of the gateway's protected resource
-// metadata for r (RFC 9728 §3.1), as a WWW-Authenticate challenge names
-// it in resource_metadata (RFC 9728 §5.1).
-func (h *Handler) ResourceMetadataURL(r *http.Request) string { return h.pub.metadataURL(r) }
-
 // fromRequest is the scheme and host r reached: from the forwarding
 // headers when the connection comes from a trusted proxy, else r's TLS and
 // Host.
-func (p *publicURLs) fromRequest(r *http.Request) (scheme, host string) {
+func (p *PublicURLs) fromRequest(r *http.Request) (scheme, host string) {
 	scheme, host = "http", strings.ToLower(r.Host)
 	if r.TLS != nil {
 		scheme = "https"
@@ -160,7 +148,7 @@ func (p *publicURLs) fromRequest(r *http.Request) (scheme, host string) {
 
 // fromTrusted reports whether the connection's peer (RemoteAddr) is a
 // trusted proxy.
-func (p *publicURLs) fromTrusted(remote string) bool {
+func (p *PublicURLs) fromTrusted(remote string) bool {
 	if len(p.trusted) == 0 {
 		return false
 	}
@@ -173,7 +161,7 @@ func (p *publicURLs) fromTrusted(remote string) bool {
 }
 
 // isTrusted reports whether a is in a trusted proxy's range.
-func (p *publicURLs) isTrusted(a netip.Addr) bool {
+func (p *PublicURLs) isTrusted(a netip.Addr) bool {
 	a = a.Unmap()
 	for _, pf := range p.trusted {
 		if pf.Contains(a) {
@@ -181,6 +169,17 @@ func (p *publicURLs) isTrusted(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// DropForwarding deletes from h a client's own claims about addresses
+// (Forwarded, X-Forwarded-*, X-Real-Ip): they are not a proxy's, and
+// must not reach the upstream as if one had said them. The front door
+// (gateway/frontdoor.go) and the discovery pass-through (oauthmeta.go)
+// drop them; they are the headers fromRequest reads of a trusted proxy.
+func DropForwarding(h http.Header) {
+	for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
+		delete(h, k)
+	}
 }
 
 // lastValue is the last of the comma-separated values of a header: the

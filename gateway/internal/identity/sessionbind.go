@@ -1,6 +1,6 @@
-package gateway
+package identity
 
-// Sessions bound to their principal (docs/ARCHITECTURE.md invariant 8).
+// Sessions bound to their principal (docs/ARCHITECTURE.md invariant 11).
 // With the gateway's own token validation (Config.Auth), a session id is
 // not a credential: every session a client opens through the gateway (a
 // stdio child, an HTTP+SSE session, a session passed through to the
@@ -15,7 +15,7 @@ package gateway
 //
 //	initialize ─▶ route ─▶ (front, upstream) ─▶ answer with Mcp-Session-Id
 //	                                   bindWriter: BindSession, then the header goes out
-//	request with Mcp-Session-Id ─▶ sessionGuard.allows: cache, else SessionBinding
+//	request with Mcp-Session-Id ─▶ SessionGuard.Allows: cache, else SessionBinding
 //	                                   owner differs or none: 404, counted, logged (sampled)
 
 import (
@@ -52,9 +52,9 @@ type bindingStore interface {
 	UnbindSession(ctx context.Context, id string) error
 }
 
-// sessionGuard binds sessions to their owners and checks every request
+// SessionGuard binds sessions to their owners and checks every request
 // that names one. Safe for concurrent use.
-type sessionGuard struct {
+type SessionGuard struct {
 	store   bindingStore
 	metrics *obs.Metrics
 	log     zerolog.Logger // sampled: a flood of attempts is not a flood of lines
@@ -70,15 +70,16 @@ type binding struct {
 	checked time.Time
 }
 
-func newSessionGuard(store bindingStore, m *obs.Metrics, log zerolog.Logger) *sessionGuard {
+// NewSessionGuard returns the guard of the sessions bound in store.
+func NewSessionGuard(store bindingStore, m *obs.Metrics, log zerolog.Logger) *SessionGuard {
 	m.RegisterSessionBinding()
-	return &sessionGuard{store: store, metrics: m, now: time.Now, cur: map[string]binding{},
+	return &SessionGuard{store: store, metrics: m, now: time.Now, cur: map[string]binding{},
 		log: log.Sample(&zerolog.BurstSampler{Burst: 10, Period: time.Second})}
 }
 
 // bind records that session sid is r's owner's. Called before the
 // session's id reaches the client.
-func (g *sessionGuard) bind(r *http.Request, sid string) error {
+func (g *SessionGuard) bind(r *http.Request, sid string) error {
 	owner := core.AuthOwner(r)
 	if err := g.store.BindSession(r.Context(), sid, owner, bindingTTL); err != nil {
 		return err
@@ -87,11 +88,11 @@ func (g *sessionGuard) bind(r *http.Request, sid string) error {
 	return nil
 }
 
-// allows reports whether r may use the session it names (true for a
+// Allows reports whether r may use the session it names (true for a
 // request that names none). A refused request is answered here: 404 as
 // for an unknown session, or 503 when the store cannot say and nothing is
 // cached.
-func (g *sessionGuard) allows(w http.ResponseWriter, r *http.Request, id *mcpwire.Message) bool {
+func (g *SessionGuard) Allows(w http.ResponseWriter, r *http.Request, id *mcpwire.Message) bool {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		return true
@@ -124,7 +125,7 @@ func (g *sessionGuard) allows(w http.ResponseWriter, r *http.Request, id *mcpwir
 // ownerOf is the owner session sid is bound to ("" for none): cached, or
 // from the store (which renews it) when the cache has none or it is due
 // for a recheck. A recheck that fails keeps the cached owner.
-func (g *sessionGuard) ownerOf(ctx context.Context, sid string) (string, error) {
+func (g *SessionGuard) ownerOf(ctx context.Context, sid string) (string, error) {
 	now := g.now()
 	b, ok := g.get(sid)
 	if ok && now.Sub(b.checked) < bindingRecheck {
@@ -144,12 +145,11 @@ func (g *sessionGuard) ownerOf(ctx context.Context, sid string) (string, error) 
 	return owner, nil
 }
 
-// ended removes the binding of the session r ended, once its owner's
-// DELETE (which allows let through) was answered with success.
-func (g *sessionGuard) ended(w http.ResponseWriter, r *http.Request) {
-	rec, ok := w.(*recorder)
+// Ended removes the binding of the session r ended, once its owner's
+// DELETE (which Allows let through) was answered with status, a success.
+func (g *SessionGuard) Ended(r *http.Request, status int) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if !ok || sid == "" || rec.status < 200 || rec.status > 299 {
+	if sid == "" || status < 200 || status > 299 {
 		return
 	}
 	g.drop(sid)
@@ -179,7 +179,7 @@ func idOf(msg *mcpwire.Message) json.RawMessage {
 	return msg.ID
 }
 
-func (g *sessionGuard) get(sid string) (binding, bool) {
+func (g *SessionGuard) get(sid string) (binding, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if b, ok := g.cur[sid]; ok {
@@ -189,7 +189,7 @@ func (g *sessionGuard) get(sid string) (binding, bool) {
 	return b, ok
 }
 
-func (g *sessionGuard) put(sid string, b binding) {
+func (g *SessionGuard) put(sid string, b binding) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.old, sid)
@@ -199,11 +199,18 @@ func (g *sessionGuard) put(sid string, b binding) {
 	g.cur[sid] = b
 }
 
-func (g *sessionGuard) drop(sid string) {
+func (g *SessionGuard) drop(sid string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.cur, sid)
 	delete(g.old, sid)
+}
+
+// BindInitialize returns w binding the session r's initialize (msg)
+// opens to r's owner before the answer's Mcp-Session-Id goes out
+// (bindWriter).
+func (g *SessionGuard) BindInitialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) http.ResponseWriter {
+	return &bindWriter{ResponseWriter: w, msg: msg, bind: func(sid string) error { return g.bind(r, sid) }}
 }
 
 // bindWriter binds the session an initialize answer opens before its

@@ -1,12 +1,10 @@
-package gateway
+package identity
 
 import (
 	"crypto/tls"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
-
-	"github.com/taskgate/taskgate/upstream"
 )
 
 func TestPublicURL(t *testing.T) {
@@ -55,7 +53,7 @@ func TestPublicURL(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := newPublicURLs(tc.public, "/mcp", trusted)
+			p, err := NewPublicURLs(tc.public, "/mcp", trusted)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,11 +65,11 @@ func TestPublicURL(t *testing.T) {
 			for k, v := range tc.header {
 				r.Header[k] = v
 			}
-			if got := p.mcpURL(r); got != tc.want {
+			if got := p.MCPURL(r); got != tc.want {
 				t.Errorf("mcpURL = %q, want %q", got, tc.want)
 			}
 			if tc.wantMeta != "" {
-				if got := p.metadataURL(r); got != tc.wantMeta {
+				if got := p.MetadataURL(r); got != tc.wantMeta {
 					t.Errorf("metadataURL = %q, want %q", got, tc.wantMeta)
 				}
 			}
@@ -84,13 +82,6 @@ func TestParsePublicURL(t *testing.T) {
 		if _, err := ParsePublicURL(bad); err == nil {
 			t.Errorf("ParsePublicURL(%q): no error", bad)
 		}
-	}
-	up, err := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := New(Config{Upstream: up, PublicURL: "https://x/mcp#f"}); err == nil {
-		t.Error("New with a fragment in PublicURL: no error")
 	}
 }
 
@@ -114,7 +105,7 @@ func FuzzForwarded(f *testing.F) {
 	}
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	f.Fuzz(func(t *testing.T, header, remote string) {
-		p := &publicURLs{path: "/mcp", trusted: trusted}
+		p := &PublicURLs{path: "/mcp", trusted: trusted}
 		r := httptest.NewRequest("GET", "/mcp", nil)
 		r.RemoteAddr, r.Host = remote, "gw.internal"
 		r.Header.Set("Forwarded", header)

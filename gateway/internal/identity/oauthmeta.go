@@ -1,4 +1,4 @@
-package gateway
+package identity
 
 // OAuth discovery through the gateway (MCP 2025-06-18 and later,
 // Authorization). Without validation of its own the upstream stays the
@@ -57,11 +57,11 @@ var errMetadata = errors.New("the upstream's OAuth metadata is not a JSON object
 // resource metadata names it (auth.Guard).
 type ownMetadata interface{ Metadata() auth.Metadata }
 
-// oauthMeta serves the well-known documents and endpoints of OAuth
+// OAuthMeta serves the well-known documents and endpoints of OAuth
 // discovery on the gateway's origin. Safe for concurrent use.
-type oauthMeta struct {
+type OAuthMeta struct {
 	up      *upstream.Client
-	pub     *publicURLs
+	pub     *PublicURLs
 	upURL   *url.URL    // the upstream's MCP endpoint, without credentials
 	own     ownMetadata // nil: the upstream is the resource server
 	path    string      // Config.Path
@@ -82,8 +82,12 @@ type upstreamDoc struct {
 	expires   time.Time
 }
 
-func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path string, maxBody int64, log zerolog.Logger) *oauthMeta {
-	d := &oauthMeta{up: up, pub: pub, own: own, path: path, maxBody: maxBody, log: log, now: time.Now,
+// NewOAuthMeta returns the discovery of the gateway in front of up, at
+// path (gateway.Config.Path), with own its token validation (nil: the
+// upstream is the resource server), reading at most maxBody of an
+// endpoint's request body.
+func NewOAuthMeta(up *upstream.Client, pub *PublicURLs, own Authenticator, path string, maxBody int64, log zerolog.Logger) *OAuthMeta {
+	d := &OAuthMeta{up: up, pub: pub, own: own, path: path, maxBody: maxBody, log: log, now: time.Now,
 		docs: map[string]*upstreamDoc{}}
 	// A stdio child (its bridge's host is under .invalid, RFC 6761 §6.4)
 	// has no origin to discover anything on.
@@ -93,7 +97,7 @@ func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path st
 	return d
 }
 
-// serve answers r when it is a discovery request, and reports whether it
+// Serve answers r when it is a discovery request, and reports whether it
 // was. Only the documents the RFCs define are passed through: protected
 // resource metadata (RFC 9728 §3.1) and authorization server metadata
 // (RFC 8414 §3.1) at the root and with a path inserted, and OpenID
@@ -102,7 +106,7 @@ func newOAuthMeta(up *upstream.Client, pub *publicURLs, own ownMetadata, path st
 // §4.1) for an issuer the upstream's metadata names. No other path of
 // the upstream's origin is reached through "/.well-known/" (an admin
 // page at "/internal/.well-known/openid-configuration", say).
-func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
+func (d *OAuthMeta) Serve(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
 	if p != path.Clean(p) || strings.Contains(r.URL.RawPath, "%2") {
 		return false // a path that names another one ("..", "%2F") is passed on nowhere
@@ -133,7 +137,7 @@ func (d *oauthMeta) serve(w http.ResponseWriter, r *http.Request) bool {
 // origin and the gateway's own metadata names no authorization server
 // (no validation, or introspection without an issuer, where the
 // upstream's authorization servers are named).
-func (d *oauthMeta) passThrough() bool {
+func (d *OAuthMeta) passThrough() bool {
 	return d.upURL != nil && (d.own == nil || len(d.own.Metadata().AuthorizationServers) == 0)
 }
 
@@ -145,7 +149,7 @@ func (d *oauthMeta) passThrough() bool {
 // (Tomcat's path parameters, RFC 3986 §3.3 leaves ";" to the scheme)
 // would otherwise resolve "/.well-known/oauth-authorization-server/..;/
 // ..;/admin" to "/admin".
-func (d *oauthMeta) isServerDoc(r *http.Request, p string) bool {
+func (d *OAuthMeta) isServerDoc(r *http.Request, p string) bool {
 	inserted := under(p, wellKnownServer) || under(p, wellKnownOIDC)
 	if !inserted && !strings.HasSuffix(p, wellKnownOIDC) || !plainPath(p) {
 		return false
@@ -156,7 +160,7 @@ func (d *oauthMeta) isServerDoc(r *http.Request, p string) bool {
 // issuerPaths are the paths (without a trailing "/", none for the root)
 // of the authorization servers on the upstream's origin that its
 // protected resource metadata names.
-func (d *oauthMeta) issuerPaths(r *http.Request) []string {
+func (d *OAuthMeta) issuerPaths(r *http.Request) []string {
 	doc, err := d.upstreamResource(r)
 	if err != nil || doc.status != http.StatusOK {
 		return nil
@@ -216,7 +220,7 @@ func under(path, prefix string) bool {
 // preflight, a wrong method), and reports whether r is a GET (or HEAD).
 // Metadata is public: any origin may read it, as browser-based clients
 // must (RFC 9728 §3, RFC 8414 §3 use plain GETs).
-func (d *oauthMeta) answerable(w http.ResponseWriter, r *http.Request) bool {
+func (d *OAuthMeta) answerable(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -235,7 +239,7 @@ func (d *oauthMeta) answerable(w http.ResponseWriter, r *http.Request) bool {
 // serveResource serves the protected resource metadata of the MCP
 // endpoint (RFC 9728 §3): at the well-known path with the endpoint's path
 // inserted (§3.1), or without it (the root form clients fall back to).
-func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix string) {
+func (d *OAuthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix string) {
 	if suffix != "" && suffix != d.pub.mcpPath() && suffix != d.path {
 		http.NotFound(w, r)
 		return
@@ -258,7 +262,7 @@ func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix
 		return
 	}
 	out := d.rewrite(r, doc.doc).(map[string]any)
-	out["resource"] = d.pub.mcpURL(r) // RFC 9728 §3.3: the URL the client asked about
+	out["resource"] = d.pub.MCPURL(r) // RFC 9728 §3.3: the URL the client asked about
 	writeMetadata(w, out)
 }
 
@@ -268,7 +272,7 @@ func (d *oauthMeta) serveResource(w http.ResponseWriter, r *http.Request, suffix
 // document, so a client can find where to sign in (RFC 9728 §2:
 // authorization_servers), with the upstream's scopes_supported unless the
 // gateway requires scopes of its own.
-func (d *oauthMeta) serveOwnResource(w http.ResponseWriter, r *http.Request) {
+func (d *OAuthMeta) serveOwnResource(w http.ResponseWriter, r *http.Request) {
 	m := d.own.Metadata()
 	if len(m.AuthorizationServers) == 0 && d.upURL != nil {
 		up, err := d.upstreamResource(r)
@@ -284,7 +288,7 @@ func (d *oauthMeta) serveOwnResource(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	doc := map[string]any{"resource": d.pub.mcpURL(r), "bearer_methods_supported": []string{"header"}}
+	doc := map[string]any{"resource": d.pub.MCPURL(r), "bearer_methods_supported": []string{"header"}}
 	if len(m.AuthorizationServers) > 0 {
 		doc["authorization_servers"] = m.AuthorizationServers
 	}
@@ -298,7 +302,7 @@ func (d *oauthMeta) serveOwnResource(w http.ResponseWriter, r *http.Request) {
 // path-inserted first, then the root form, the order MCP clients try
 // (MCP 2025-11-25, Authorization, "Protected Resource Metadata Discovery
 // Requirements"); a 404 when it has neither.
-func (d *oauthMeta) upstreamResource(r *http.Request) (*upstreamDoc, error) {
+func (d *OAuthMeta) upstreamResource(r *http.Request) (*upstreamDoc, error) {
 	paths := []string{wellKnownResource + strings.TrimSuffix(d.upURL.EscapedPath(), "/")}
 	if paths[0] != wellKnownResource {
 		paths = append(paths, wellKnownResource)
@@ -316,7 +320,7 @@ func (d *oauthMeta) upstreamResource(r *http.Request) (*upstreamDoc, error) {
 // serveServer serves the upstream origin's authorization server metadata
 // at the same path, its URLs on the upstream's origin moved to the
 // gateway's.
-func (d *oauthMeta) serveServer(w http.ResponseWriter, r *http.Request, p string) {
+func (d *OAuthMeta) serveServer(w http.ResponseWriter, r *http.Request, p string) {
 	doc, err := d.fetch(r, p) // p is plainPath: its escaped form is itself
 	if err != nil {
 		d.failed(w, r, err)
@@ -331,7 +335,7 @@ func (d *oauthMeta) serveServer(w http.ResponseWriter, r *http.Request, p string
 
 // failed answers a discovery request whose upstream document could not be
 // had.
-func (d *oauthMeta) failed(w http.ResponseWriter, r *http.Request, err error) {
+func (d *OAuthMeta) failed(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
@@ -342,13 +346,13 @@ func (d *oauthMeta) failed(w http.ResponseWriter, r *http.Request, err error) {
 func writeMetadata(w http.ResponseWriter, doc any) {
 	b, _ := json.Marshal(doc)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(int64(len(b))))
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 }
 
 // fetch is the upstream's document at path, from the cache while it is
 // fresh. A 4xx is cached too (briefly); a failure is not.
-func (d *oauthMeta) fetch(r *http.Request, path string) (*upstreamDoc, error) {
+func (d *OAuthMeta) fetch(r *http.Request, path string) (*upstreamDoc, error) {
 	now := d.now()
 	d.mu.Lock()
 	doc, ok := d.docs[path]
@@ -395,11 +399,11 @@ func (d *oauthMeta) fetch(r *http.Request, path string) (*upstreamDoc, error) {
 }
 
 // upstreamOrigin is the upstream's origin, "http://host:port".
-func (d *oauthMeta) upstreamOrigin() string { return d.upURL.Scheme + "://" + d.upURL.Host }
+func (d *OAuthMeta) upstreamOrigin() string { return d.upURL.Scheme + "://" + d.upURL.Host }
 
 // rewrite copies v, a JSON value, with every URL on the upstream's origin
 // moved to the gateway's origin for r.
-func (d *oauthMeta) rewrite(r *http.Request, v any) any {
+func (d *OAuthMeta) rewrite(r *http.Request, v any) any {
 	from, to := d.upstreamOrigin(), d.pub.origin(r)
 	var walk func(v any) any
 	walk = func(v any) any {
@@ -444,7 +448,7 @@ func onOrigin(s, origin string) (rest string, ok bool) {
 // server metadata document names, other than metadata and the MCP
 // endpoint: its authorization, token, registration endpoints and the
 // like, which a client then calls on the gateway's origin.
-func (d *oauthMeta) endpointsOf(doc map[string]any) []string {
+func (d *OAuthMeta) endpointsOf(doc map[string]any) []string {
 	var out []string
 	var walk func(v any)
 	walk = func(v any) {
@@ -481,7 +485,7 @@ func (d *oauthMeta) endpointsOf(doc map[string]any) []string {
 // request once they are. An upstream with neither document has the
 // default endpoints of MCP 2025-03-26 (Authorization, "Fallbacks for
 // Servers without Metadata Discovery"), which its clients use.
-func (d *oauthMeta) isEndpoint(r *http.Request, path string) bool {
+func (d *OAuthMeta) isEndpoint(r *http.Request, path string) bool {
 	if d.named(path) {
 		return true
 	}
@@ -500,7 +504,7 @@ func (d *oauthMeta) isEndpoint(r *http.Request, path string) bool {
 }
 
 // named reports whether a fresh cached document names path.
-func (d *oauthMeta) named(path string) bool {
+func (d *OAuthMeta) named(path string) bool {
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -520,14 +524,14 @@ func (d *oauthMeta) named(path string) bool {
 // the upstream's origin, and its answer back, with a redirect to the
 // upstream's origin moved to the gateway's. The client's claims about its
 // address are dropped, as at the front door.
-func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request, p string) {
+func (d *OAuthMeta) passEndpoint(w http.ResponseWriter, r *http.Request, p string) {
 	var body io.Reader
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		body = http.MaxBytesReader(w, r.Body, d.maxBody)
 	}
 	ctx := upstream.WithMethod(r.Context(), "oauth")
 	hdr := r.Header.Clone()
-	dropForwarding(hdr)
+	DropForwarding(hdr)
 	resp, err := d.up.ForwardPath(ctx, r.Method, (&url.URL{Path: p}).EscapedPath(), r.URL.RawQuery, hdr, body)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -547,11 +551,11 @@ func (d *oauthMeta) passEndpoint(w http.ResponseWriter, r *http.Request, p strin
 	_, _ = io.Copy(upstreamside.WriterOnly{Writer: w}, resp.Body)
 }
 
-// pointChallenges points the resource_metadata of the Bearer challenges in
+// PointChallenges points the resource_metadata of the Bearer challenges in
 // hdr's WWW-Authenticate (RFC 9728 §5.1) at metaURL, the gateway's own
 // metadata: a client that followed the upstream's would find a resource
 // other than the URL it called, and refuse it (RFC 9728 §3.3).
-func pointChallenges(hdr http.Header, metaURL string) {
+func PointChallenges(hdr http.Header, metaURL string) {
 	values := hdr["Www-Authenticate"]
 	for i, v := range values {
 		if nv, ok := withResourceMetadata(v, metaURL); ok {

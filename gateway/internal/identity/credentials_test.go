@@ -1,4 +1,4 @@
-package gateway
+package identity
 
 import (
 	"bytes"
@@ -27,13 +27,13 @@ func TestCredentialsSealed(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	store := taskstore.New(rdb, taskstore.Options{})
 	var logs bytes.Buffer
-	a := newCredentials(store, zerolog.New(&logs))
-	b := newCredentials(store, zerolog.New(&logs))
+	a := NewCredentials(store, zerolog.New(&logs))
+	b := NewCredentials(store, zerolog.New(&logs))
 	alice, bob := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "app"}, auth.Principal{Issuer: "https://i", Subject: "bob", ClientID: "app"}
-	seen := func(c *credentials, p auth.Principal, token string) {
+	seen := func(c *Credentials, p auth.Principal, token string) {
 		r := httptest.NewRequest("POST", "/mcp", nil)
 		r.Header.Set("Authorization", token)
-		c.note(r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		c.Note(r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	}
 	seen(a, alice, "Bearer alice-1")
 	bound := a.Bind(&upstream.Session{Header: map[string][]string{"Authorization": {"Bearer alice-1"}}})
@@ -80,19 +80,19 @@ func TestCredentialsSealed(t *testing.T) {
 
 // testCreds is two replicas' credentials on one miniredis, on a test
 // clock, and seen(c, p, token) notes a request of p with token on c.
-func testCreds(t *testing.T) (mr *miniredis.Miniredis, a, b *credentials, clock *time.Time, seen func(*credentials, auth.Principal, string)) {
+func testCreds(t *testing.T) (mr *miniredis.Miniredis, a, b *Credentials, clock *time.Time, seen func(*Credentials, auth.Principal, string)) {
 	mr = miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	store := taskstore.New(rdb, taskstore.Options{})
 	now := time.Now()
 	clock = &now
-	a, b = newCredentials(store, zerolog.Nop()), newCredentials(store, zerolog.Nop())
-	a.now, b.now = func() time.Time { return *clock }, func() time.Time { return *clock }
-	seen = func(c *credentials, p auth.Principal, token string) {
+	a, b = NewCredentials(store, zerolog.Nop()), NewCredentials(store, zerolog.Nop())
+	a.Now, b.Now = func() time.Time { return *clock }, func() time.Time { return *clock }
+	seen = func(c *Credentials, p auth.Principal, token string) {
 		r := httptest.NewRequest("POST", "/mcp", nil)
 		r.Header.Set("Authorization", token)
-		c.note(r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		c.Note(r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	}
 	return mr, a, b, clock, seen
 }
@@ -157,19 +157,19 @@ func TestCredentialsBounded(t *testing.T) {
 }
 
 // TestCredentialsKeyOf: the rerun of a durable task finds the principal's
-// client by the call's token (durable.go), only for a token seen with a
+// client by the call's token (gateway/durable.go), only for a token seen with a
 // validated principal.
 func TestCredentialsKeyOf(t *testing.T) {
 	_, a, b, clock, seen := testCreds(t)
 	app := auth.Principal{Issuer: "https://i", Subject: "alice", ClientID: "reports"}
 	seen(a, app, "Bearer t-1")
-	key := a.keyOf("Bearer t-1")
-	if key == "" || a.keyOf("Bearer unknown") != "" {
+	key := a.KeyOf("Bearer t-1")
+	if key == "" || a.KeyOf("Bearer unknown") != "" {
 		t.Fatalf("keyOf: %q", key)
 	}
 	seen(b, app, "Bearer t-2") // refreshed on another replica
 	*clock = clock.Add(2 * credLocal)
-	if got := a.freshest(context.Background(), key); got != "Bearer t-2" {
+	if got := a.Freshest(context.Background(), key); got != "Bearer t-2" {
 		t.Errorf("freshest = %q", got)
 	}
 }

@@ -1,7 +1,7 @@
-package gateway
+package identity
 
 // The gateway as an OAuth 2.1 resource server (MCP 2025-06-18 and later,
-// Authorization), when Config.Auth is set: every request to the MCP
+// Authorization), when gateway.Config.Auth is set: every request to the MCP
 // endpoint carries a valid bearer token, checked before it is routed, and
 // its principal rides in the request's context (auth.FromContext) for the
 // owners of tasks, sessions and limits. A token that cannot be checked
@@ -19,12 +19,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
-// Authenticator checks the credentials of a request (Config.Auth;
+// Authenticator checks the credentials of a request (gateway.Config.Auth;
 // *auth.Guard is one). It must be safe for concurrent use.
 type Authenticator interface {
 	// Authenticate returns the principal of h's bearer token, or an
@@ -39,21 +42,38 @@ type Authenticator interface {
 // authRetryAfter is the Retry-After of a 503 whose error names no delay.
 const authRetryAfter = 2 * time.Second
 
-// authenticate checks r's token when Config.Auth is set: it answers a
-// refused request and reports false, else returns r with the principal
-// in its context (and without Authorization when Config.AuthStrip).
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	if h.cfg.Auth == nil {
+// AuthGuard is the auth guard of the MCP endpoint: it checks every
+// request's token with its Authenticator (gateway.Config.Auth), and
+// answers the requests it refuses. Safe for concurrent use.
+type AuthGuard struct {
+	auth    Authenticator // nil: no validation, every request passes
+	strip   bool          // gateway.Config.AuthStrip
+	pub     *PublicURLs
+	metrics *obs.Metrics
+	log     zerolog.Logger
+}
+
+// NewAuthGuard returns the guard of a (nil: none), which drops the
+// client's Authorization once a accepted it when strip is set.
+func NewAuthGuard(a Authenticator, strip bool, pub *PublicURLs, m *obs.Metrics, log zerolog.Logger) *AuthGuard {
+	return &AuthGuard{auth: a, strip: strip, pub: pub, metrics: m, log: log}
+}
+
+// Authenticate checks r's token when the guard has an Authenticator: it
+// answers a refused request and reports false, else returns r with the
+// principal in its context (and without Authorization when strip is set).
+func (g *AuthGuard) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if g.auth == nil {
 		return r, true
 	}
 	// The connection's peer address: introspection calls are limited
 	// per client (auth.Config.IntrospectionRate).
-	p, err := h.cfg.Auth.Authenticate(auth.WithClientAddr(r.Context(), core.ClientAddr(r)), r.Header)
+	p, err := g.auth.Authenticate(auth.WithClientAddr(r.Context(), core.ClientAddr(r)), r.Header)
 	if err != nil {
-		h.refuseAuth(w, r, err)
+		g.refuseAuth(w, r, err)
 		return r, false
 	}
-	if h.cfg.AuthStrip {
+	if g.strip {
 		r.Header.Del("Authorization") // the upstream trusts the gateway (--auth-forward=false)
 	}
 	return r.WithContext(auth.WithPrincipal(r.Context(), p)), true
@@ -63,7 +83,7 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request) (*http.Re
 // status and WWW-Authenticate challenge of RFC 6750 §3, pointing at the
 // gateway's protected resource metadata (RFC 9728 §5.1), and one log line
 // that says why, without the token.
-func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) {
+func (g *AuthGuard) refuseAuth(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, msg := http.StatusUnauthorized, "", "Unauthorized: send a bearer token (Authorization: Bearer ...) for this server"
 	var scopeErr *auth.ScopeError
 	switch {
@@ -85,17 +105,17 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 	if reason == "" {
 		reason = "no_token"
 	}
-	h.metrics.AuthRefusals.WithLabelValues(reason).Inc()
+	g.metrics.AuthRefusals.WithLabelValues(reason).Inc()
 	hdr := w.Header()
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		secs := int(math.Ceil(auth.RetryAfter(err, authRetryAfter).Seconds()))
 		hdr.Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	} else {
-		hdr.Set("WWW-Authenticate", h.challenge(r, code))
+		hdr.Set("WWW-Authenticate", g.challenge(r, code))
 	}
-	ev := h.log.Warn()
+	ev := g.log.Warn()
 	if status == http.StatusServiceUnavailable {
-		ev = h.log.Error()
+		ev = g.log.Error()
 	}
 	ev.Str("op", "auth").Int("status", status).Str("remote", r.RemoteAddr).Str("reason", err.Error()).Msg("request refused: its credentials did not pass")
 	mcpwire.WriteError(w, nil, mcpwire.NewError(status, mcpwire.CodeInvalidRequest, msg))
@@ -104,12 +124,12 @@ func (h *Handler) refuseAuth(w http.ResponseWriter, r *http.Request, err error) 
 // challenge is the WWW-Authenticate of a refusal with RFC 6750 error code
 // ("" when no token was sent): the metadata's URL (RFC 9728 §5.1) and the
 // scopes a token needs (MCP 2025-11-25, Authorization, "Scope Selection").
-func (h *Handler) challenge(r *http.Request, code string) string {
-	parts := []string{fmt.Sprintf("resource_metadata=%q", h.pub.metadataURL(r))}
+func (g *AuthGuard) challenge(r *http.Request, code string) string {
+	parts := []string{fmt.Sprintf("resource_metadata=%q", g.pub.MetadataURL(r))}
 	if code != "" {
 		parts = append(parts, fmt.Sprintf("error=%q", code))
 	}
-	if scopes := h.cfg.Auth.Metadata().ScopesSupported; len(scopes) > 0 {
+	if scopes := g.auth.Metadata().ScopesSupported; len(scopes) > 0 {
 		parts = append(parts, fmt.Sprintf("scope=%q", strings.Join(scopes, " ")))
 	}
 	return "Bearer " + strings.Join(parts, ", ")

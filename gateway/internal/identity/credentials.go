@@ -1,4 +1,4 @@
-package gateway
+package identity
 
 // The freshest token of each principal's client, for the requests the
 // gateway makes later on a task's behalf, when no client request carries
@@ -81,15 +81,17 @@ type credentialStore interface {
 	Credential(ctx context.Context, principal string) ([]byte, error)
 }
 
-// credentials remembers, per principal's client (auth.Principal.ClientKey),
+// Credentials remembers, per principal's client (auth.Principal.ClientKey),
 // the newest Authorization seen,
-// and stores it sealed for the other replicas. A nil *credentials does
+// and stores it sealed for the other replicas. A nil *Credentials does
 // nothing (no validation, no store, or tokens not forwarded). Safe for
 // concurrent use; it holds no goroutine.
-type credentials struct {
+type Credentials struct {
 	store credentialStore
 	log   zerolog.Logger
-	now   func() time.Time
+	// Now is the clock. Exported for gateway's TestFreshestTokenForLaterCalls,
+	// which moves one replica's clock in a fleet of Handlers.
+	Now func() time.Time
 
 	sealMu sync.Mutex
 	aead   cipher.AEAD // from the shared secret, once read
@@ -118,16 +120,18 @@ type credEntry struct {
 	previous [][sha256.Size]byte
 }
 
-func newCredentials(store credentialStore, log zerolog.Logger) *credentials {
-	return &credentials{store: store, log: log, now: time.Now,
+// NewCredentials returns the credentials kept in store (the shared secret
+// "credentials" and the sealed records).
+func NewCredentials(store credentialStore, log zerolog.Logger) *Credentials {
+	return &Credentials{store: store, log: log, Now: time.Now,
 		byPrincipal: map[string]*credEntry{}, byToken: map[[sha256.Size]byte]tokenRef{}}
 }
 
-// note records r's Authorization as its principal's client's newest: in memory at
+// Note records r's Authorization as its principal's client's newest: in memory at
 // once, and in the store when it changed or was stored more than
 // credRestore ago. A store that fails costs the other replicas the
 // newest token, never the request.
-func (c *credentials) note(r *http.Request) {
+func (c *Credentials) Note(r *http.Request) {
 	if c == nil {
 		return
 	}
@@ -136,7 +140,7 @@ func (c *credentials) note(r *http.Request) {
 	if !ok || v == "" {
 		return
 	}
-	key, now := p.ClientKey(), c.now()
+	key, now := p.ClientKey(), c.Now()
 	c.mu.Lock()
 	e := c.byPrincipal[key]
 	if e == nil || e.header != v {
@@ -172,7 +176,7 @@ func (c *credentials) note(r *http.Request) {
 // oldest beyond credPrevious leaves byToken, so byToken holds at most
 // credPrevious+1 digests per entry however often a client refreshes.
 // Called with c.mu held.
-func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
+func (c *Credentials) replace(key string, e *credEntry, v string) *credEntry {
 	d := sha256.Sum256([]byte(v))
 	n := &credEntry{header: v}
 	if e != nil {
@@ -207,7 +211,7 @@ func (c *credentials) replace(key string, e *credEntry, v string) *credEntry {
 // the one the client chose for the call. A call started later (a retry
 // with the client's answers, a task taken over) gets the freshest from
 // its first request on.
-func (c *credentials) Bind(sess *upstream.Session) *upstream.Session {
+func (c *Credentials) Bind(sess *upstream.Session) *upstream.Session {
 	if c == nil || sess == nil || sess.Authorization != nil {
 		return sess
 	}
@@ -224,21 +228,21 @@ func (c *credentials) Bind(sess *upstream.Session) *upstream.Session {
 	bound := *sess
 	var later atomic.Bool
 	bound.Authorization = func(ctx context.Context) string {
-		if !later.Swap(true) && c.now().Sub(ref.seen) < credLocal {
+		if !later.Swap(true) && c.Now().Sub(ref.seen) < credLocal {
 			return "" // the first request of a call a client starts now: its own token
 		}
-		return c.freshest(ctx, ref.key)
+		return c.Freshest(ctx, ref.key)
 	}
 	return &bound
 }
 
-// freshest is the newest Authorization of key, a principal's client: this
+// Freshest is the newest Authorization of key, a principal's client: this
 // replica's when it saw or read it within credLocal, or saw it after the
 // store's copy was stored (a store write that failed leaves an older
 // one there), else the store's; "" when neither has one (the caller's
 // own is then sent).
-func (c *credentials) freshest(ctx context.Context, key string) string {
-	now := c.now()
+func (c *Credentials) Freshest(ctx context.Context, key string) string {
+	now := c.Now()
 	c.mu.Lock()
 	var local string
 	if e := c.byPrincipal[key]; e != nil {
@@ -283,8 +287,17 @@ func (c *credentials) freshest(ctx context.Context, key string) string {
 	return v
 }
 
+// KeyOf is the principal's client whose token auth is, when this replica
+// saw it with a validated principal ("" otherwise): the rerun of a durable
+// task finds it by the call's token (gateway/durable.go).
+func (c *Credentials) KeyOf(auth string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byToken[sha256.Sum256([]byte(auth))].key
+}
+
 // cipher is the AEAD of the shared secret "credentials".
-func (c *credentials) cipher(ctx context.Context) (cipher.AEAD, error) {
+func (c *Credentials) cipher(ctx context.Context) (cipher.AEAD, error) {
 	c.sealMu.Lock()
 	defer c.sealMu.Unlock()
 	if c.aead != nil {
@@ -307,7 +320,7 @@ func (c *credentials) cipher(ctx context.Context) (cipher.AEAD, error) {
 // seal encrypts token, stored at written, for key: nonce ‖ ciphertext of
 // (written in Unix nanoseconds, 8 bytes big-endian ‖ token), with key as
 // associated data, so a record moved to another key does not open.
-func (c *credentials) seal(ctx context.Context, key, token string, written time.Time) ([]byte, error) {
+func (c *Credentials) seal(ctx context.Context, key, token string, written time.Time) ([]byte, error) {
 	aead, err := c.cipher(ctx)
 	if err != nil {
 		return nil, err
@@ -321,7 +334,7 @@ func (c *credentials) seal(ctx context.Context, key, token string, written time.
 }
 
 // open is seal's inverse.
-func (c *credentials) open(ctx context.Context, key string, blob []byte) (string, time.Time, error) {
+func (c *Credentials) open(ctx context.Context, key string, blob []byte) (string, time.Time, error) {
 	aead, err := c.cipher(ctx)
 	if err != nil {
 		return "", time.Time{}, err
