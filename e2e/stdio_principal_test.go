@@ -1,0 +1,281 @@
+package e2e
+
+// --upstream-scope principal (docs/stdio.md) with a real npm stdio server,
+// server-memory, behind two replicas of the built binary on a real
+// redis-server, its clients signed in through the real OpenID provider
+// (oidc/provider.mjs: clients "app", Alice, and "bob", Bob, as in
+// team_test.go). server-memory keeps its knowledge graph in a file; the
+// command gives each process a file of its own (mktemp, as in
+// TestStdioServerMemory), so a graph is one process's state, and two
+// sessions see the same graph only when they share a process.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/redistest"
+)
+
+// memoryCommand is server-memory as an --upstream-command whose every
+// process keeps its graph in a new file under dir.
+func memoryCommand(t testing.TB, node, dir string) string {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("js", "node_modules", "@modelcontextprotocol/server-memory/dist/index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("server-memory is not installed (npm ci in e2e/js): %v", err)
+	}
+	return "stdio:" + shellWords([]string{"sh", "-c", `MEMORY_FILE_PATH=$(mktemp -p "$1") exec "$2" "$3"`, "sh", dir, node, script})
+}
+
+// TestStdioPrincipal: Alice's sessions, one per client SDK (go-sdk on
+// replica 1, a raw 2025-11-25 session and the TypeScript SDK on replica
+// 2), and Bob's (go-sdk, replica 2). With --upstream-scope principal,
+// Alice's sessions share one process (on replica 1, which her first
+// session started; her sessions opened on replica 2 are served there over
+// the hop): each sees what the others wrote; Bob has a process of his own
+// (on replica 2), sees an empty graph, and what he writes Alice does not
+// see. With --upstream-scope session, the same steps show every session a
+// graph of its own: the "session" subtest asserts the opposite of
+// sharing, so the "principal" one can fail.
+func TestStdioPrincipal(t *testing.T) {
+	node := ensureJS(t)
+	opNode := oidcNode(t)
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := startOIDC(t, opNode, addr, []jose.JSONWebKey{privateJWK(t, "k1")}, "jwt")
+	alice := op.tokenAs(t, "app", teamPublic, "mcp:tools")
+	bob := op.tokenAs(t, "bob", teamPublic, "mcp:tools")
+	command := memoryCommand(t, node, t.TempDir())
+
+	for _, scope := range []string{"principal", "session"} {
+		t.Run(scope, func(t *testing.T) {
+			shared := scope == "principal"
+			redisURL := "redis://" + redistest.Start(t)
+			var gs []*gateway
+			var urls []string
+			for range 2 {
+				// No warm children: every child of a replica serves a session.
+				g := startGateway(t, command, "--redis-url", redisURL, "--auth-issuer", op.issuer, "--public-url", teamPublic,
+					"--upstream-scope", scope, "--upstream-warm", "0")
+				gs, urls = append(gs, g), append(urls, g.URL)
+			}
+			// want is what Alice's sessions see: the graph of all of them
+			// under principal scope, else the session's own.
+			want := func(all, own []string) []string {
+				if shared {
+					return all
+				}
+				return own
+			}
+
+			// Alice's first session (go-sdk, replica 1) writes ada.
+			aliceGo := connectGo(t, urls[0], "2025-11-25", withToken(alice), false)
+			memoryCreate(t, aliceGo, "ada")
+			if got := memoryRead(t, aliceGo); !slices.Equal(got, []string{"ada"}) {
+				t.Fatalf("alice's go-sdk session reads %q after writing ada", got)
+			}
+
+			// Her second (raw 2025-11-25 session, replica 2) sees it only
+			// when it shares her process.
+			aliceRaw := openTeamSession(t, urls, 1, "Bearer "+alice)
+			if got, w := rawMemoryRead(aliceRaw, 1), want([]string{"ada"}, nil); !slices.Equal(got, w) {
+				t.Errorf("alice's second session (replica 2) reads %q, want %q", got, w)
+			}
+			// Her processes: one in all (on replica 1), or one per session.
+			if shared {
+				checkChildren(t, gs, scope, 1, 0)
+			} else {
+				checkChildren(t, gs, scope, 1, 1)
+			}
+
+			// Her third (the TypeScript SDK, replica 2) reads, writes grace
+			// and ends its session.
+			ts := runPrincipalMemory(t, node, urls[1], alice, "grace")
+			if w := want([]string{"ada"}, nil); !slices.Equal(ts.Before, w) {
+				t.Errorf("alice's TypeScript session (replica 2) reads %q first, want %q", ts.Before, w)
+			}
+			if w := want([]string{"ada", "grace"}, []string{"grace"}); !slices.Equal(ts.After, w) {
+				t.Errorf("alice's TypeScript session reads %q after writing grace, want %q", ts.After, w)
+			}
+			if got, w := memoryRead(t, aliceGo), want([]string{"ada", "grace"}, []string{"ada"}); !slices.Equal(got, w) {
+				t.Errorf("alice's go-sdk session reads %q after the TypeScript one wrote grace, want %q", got, w)
+			}
+
+			// Bob (go-sdk, replica 2) sees none of it, and writes his own.
+			bobGo := connectGo(t, urls[1], "2025-11-25", withToken(bob), false)
+			if got := memoryRead(t, bobGo); len(got) != 0 {
+				t.Errorf("bob reads %q, want an empty graph", got)
+			}
+			memoryCreate(t, bobGo, "bob-note")
+			if got := memoryRead(t, bobGo); !slices.Equal(got, []string{"bob-note"}) {
+				t.Errorf("bob reads %q after writing bob-note", got)
+			}
+			if got, w := memoryRead(t, aliceGo), want([]string{"ada", "grace"}, []string{"ada"}); !slices.Equal(got, w) {
+				t.Errorf("alice's go-sdk session reads %q after bob wrote, want %q", got, w)
+			}
+			// Alice's raw session, now through replica 1 (it follows her
+			// session to its process).
+			if got, w := rawMemoryRead(aliceRaw, 0), want([]string{"ada", "grace"}, nil); !slices.Equal(got, w) {
+				t.Errorf("alice's second session (through replica 1) reads %q after bob wrote, want %q", got, w)
+			}
+			if shared { // nothing ended meanwhile but a session of Alice's process
+				checkChildren(t, gs, scope, 1, 1)
+			}
+		})
+	}
+}
+
+// memoryCreate adds an entity named name to gc's graph.
+func memoryCreate(t *testing.T, gc *goClient, name string) {
+	t.Helper()
+	args := map[string]any{"entities": []map[string]any{{"name": name, "entityType": "person", "observations": []string{"added by the go-sdk client"}}}}
+	if text, isErr := gc.callText(t, &mcp.CallToolParams{Name: "create_entities", Arguments: args}); isErr {
+		t.Fatalf("create_entities %s: %s", name, text)
+	}
+}
+
+// memoryRead is the names of the entities of gc's graph, sorted.
+func memoryRead(t *testing.T, gc *goClient) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := gc.CallTool(ctx, &mcp.CallToolParams{Name: "read_graph", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("read_graph: %v", err)
+	}
+	raw, _ := json.Marshal(res)
+	return graphNames(t, raw)
+}
+
+// rawMemoryRead is memoryRead for a raw session, through replica i.
+func rawMemoryRead(s *teamSession, i int) []string {
+	s.t.Helper()
+	return graphNames(s.t, s.ok(i, "tools/call", map[string]any{"name": "read_graph", "arguments": map[string]any{}}))
+}
+
+// graphNames is the names of the entities in read_graph's result.
+func graphNames(t *testing.T, result json.RawMessage) []string {
+	t.Helper()
+	var res struct {
+		IsError    bool `json:"isError"`
+		Structured *struct {
+			Entities []struct {
+				Name string `json:"name"`
+			} `json:"entities"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(result, &res); err != nil || res.IsError || res.Structured == nil {
+		t.Fatalf("read_graph: %s (%v)", result, err)
+	}
+	var names []string
+	for _, e := range res.Structured.Entities {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// principalMemoryOut is what js/principal-memory.mjs saw.
+type principalMemoryOut struct {
+	Version string   `json:"version"`
+	Before  []string `json:"before"`
+	After   []string `json:"after"`
+	Error   string   `json:"error"`
+}
+
+// runPrincipalMemory runs js/principal-memory.mjs against url as the
+// holder of token, writing names.
+func runPrincipalMemory(t *testing.T, node, url, token string, names ...string) principalMemoryOut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"principal-memory.mjs", url}, names...)...)
+	cmd.Dir = "js"
+	cmd.Env = append(os.Environ(), "TG_TOKEN="+token)
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	var out principalMemoryOut
+	if jerr := json.Unmarshal(bytes.TrimSpace(raw), &out); err != nil || jerr != nil || out.Error != "" {
+		t.Fatalf("node principal-memory.mjs: %v %v %s\nstdout: %s\nstderr: %s", err, jerr, out.Error, raw, stderr.Bytes())
+	}
+	if out.Version != "2025-11-25" {
+		t.Errorf("the TypeScript client's session is at %q, want 2025-11-25", out.Version)
+	}
+	return out
+}
+
+// checkChildren checks each replica's children of scope by its metric
+// (taskgate_stdio_children{scope}) and by its processes (its live
+// children in /proc: there are no warm ones, and the version probe's is
+// stopped before the replica serves).
+func checkChildren(t *testing.T, gs []*gateway, scope string, want ...int) {
+	t.Helper()
+	for i, g := range gs {
+		metric := sample(metricsText(t, g.base+"/metrics"), `taskgate_stdio_children{scope="`+scope+`"}`)
+		procs := liveChildren(t, g.cmd.Process.Pid)
+		if metric != float64(want[i]) || len(procs) != want[i] {
+			t.Errorf("replica %d: taskgate_stdio_children{scope=%q} %v, child processes %v; want %d", i+1, scope, metric, procs, want[i])
+		}
+	}
+}
+
+// liveChildren is the PIDs of pid's child processes that have not exited.
+func liveChildren(t testing.TB, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kids []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, ok := procStat(p)
+		if ok && st.ppid == pid && st.state != "Z" {
+			kids = append(kids, p)
+		}
+	}
+	return kids
+}
+
+// procStatus is what /proc/PID/stat says of a process.
+type procStatus struct {
+	state string
+	ppid  int
+}
+
+// procStat reads /proc/pid/stat; false when the process is gone.
+func procStat(pid int) (procStatus, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStatus{}, false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])) // after comm, which may hold spaces
+	if len(f) < 2 {
+		return procStatus{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procStatus{state: f[0], ppid: ppid}, true
+}
