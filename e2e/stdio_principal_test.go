@@ -13,19 +13,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/internal/authtest"
 	"github.com/taskgate/taskgate/internal/redistest"
 )
 
@@ -278,4 +283,239 @@ func procStat(pid int) (procStatus, bool) {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return procStatus{state: f[0], ppid: ppid}, true
+}
+
+// BenchmarkStdioPrincipalMemory: what the children of a team cost, by
+// scope. 50 principals (each its own subject, tokens signed by a test
+// issuer the gateway trusts) open 3 sessions each of server-memory (node)
+// on one gateway, 4 initializes at a time, each session reading its graph
+// once; then the resident memory of all the gateway's descendant
+// processes is read from /proc (smaps_rollup: PSS, each shared page split
+// among the processes that map it, and RSS, each counted whole).
+// --upstream-scope session (150 children) and then principal (50), in the
+// same run, one gateway after the other. It reports both totals in MiB and
+// principal/session (target: at most 0.4, PSS).
+//
+//	go test -run '^$' -bench StdioPrincipalMemory -benchtime 1x -timeout 30m ./e2e
+//
+// It needs about 10 GiB free (150 node processes at once) and skips with
+// less.
+func BenchmarkStdioPrincipalMemory(b *testing.B) {
+	const principals, perPrincipal, parallel = 50, 3, 4
+	node, err := exec.LookPath("node")
+	if err != nil {
+		b.Skipf("needs node on PATH: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join("js", "node_modules", "@modelcontextprotocol/server-memory/dist/index.js")); err != nil {
+		b.Skipf("server-memory is not installed (npm ci in e2e/js): %v", err)
+	}
+	if free := memAvailable(); free < 10<<30 {
+		b.Skipf("needs about 10 GiB of memory available, has %d MiB", free>>20)
+	}
+	const public = "http://bench.gateway.test/mcp"
+	iss := authtest.NewIssuer(b, "", false)
+	var tokens []string
+	for i := range principals {
+		claims := iss.Claims(public)
+		claims["sub"] = fmt.Sprintf("member-%02d", i)
+		tokens = append(tokens, "Bearer "+iss.Token(claims))
+	}
+	command := memoryCommand(b, node, b.TempDir())
+	figures := map[string]childMemory{}
+	b.ResetTimer()
+	for range b.N {
+		for _, scope := range []string{"session", "principal"} {
+			g := startGateway(b, command, "--auth-issuer", iss.URL, "--public-url", public, "--upstream-scope", scope,
+				"--upstream-warm", "0", "--max-sessions", strconv.Itoa(principals*perPrincipal+10), "--max-sessions-per-principal", "0")
+			start := time.Now()
+			var sids [][2]string     // authorization, session id
+			for range perPrincipal { // each principal's first sessions, then its second ones, …
+				opened := openBenchSessions(b, g.URL, tokens, parallel)
+				sids = append(sids, opened...)
+			}
+			m := descendantMemory(b, g.cmd.Process.Pid)
+			m.open = time.Since(start)
+			figures[scope] = m
+			b.Logf("--upstream-scope %s: %d sessions opened in %s; %d child processes, PSS %d MiB, RSS %d MiB",
+				scope, len(sids), m.open.Round(time.Second), m.procs, m.pss>>20, m.rss>>20)
+			if want := map[string]int{"session": principals * perPrincipal, "principal": principals}[scope]; m.procs != want {
+				b.Fatalf("--upstream-scope %s: %d child processes, want %d", scope, m.procs, want)
+			}
+			endBenchSessions(b, g, sids, parallel)
+		}
+	}
+	b.StopTimer()
+	s, p := figures["session"], figures["principal"]
+	b.ReportMetric(float64(s.pss)/(1<<20), "session-pss-MiB")
+	b.ReportMetric(float64(p.pss)/(1<<20), "principal-pss-MiB")
+	b.ReportMetric(float64(s.rss)/(1<<20), "session-rss-MiB")
+	b.ReportMetric(float64(p.rss)/(1<<20), "principal-rss-MiB")
+	b.ReportMetric(float64(p.pss)/float64(s.pss), "principal/session-pss")
+	b.ReportMetric(float64(p.rss)/float64(s.rss), "principal/session-rss")
+}
+
+// childMemory is the resident memory of a gateway's descendants.
+type childMemory struct {
+	procs    int
+	pss, rss int64 // bytes
+	open     time.Duration
+}
+
+// openBenchSessions opens one 2025-11-25 session at url as each holder
+// of tokens, parallel at a time, each reading its graph once, and returns
+// them (authorization, session id).
+func openBenchSessions(b *testing.B, url string, tokens []string, parallel int) [][2]string {
+	b.Helper()
+	out := make([][2]string, len(tokens))
+	errs := make([]error, len(tokens))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, authz := range tokens {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sid, err := benchSession(url, authz)
+			out[i], errs[i] = [2]string{authz, sid}, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// benchSession initializes a session as authz and reads its graph.
+func benchSession(url, authz string) (string, error) {
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	post := func(sid, body string) (string, string, error) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", authz)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", "", err
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			return "", "", fmt.Errorf("%.40s: HTTP %d %s", body, resp.StatusCode, data)
+		}
+		return resp.Header.Get("Mcp-Session-Id"), string(data), nil
+	}
+	sid, _, err := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err != nil {
+		return sid, err
+	}
+	_, body, err := post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_graph","arguments":{}}}`)
+	if err == nil && !strings.Contains(body, `"entities"`) {
+		err = fmt.Errorf("read_graph: %s", body)
+	}
+	return sid, err
+}
+
+// endBenchSessions ends the sessions (DELETE), stops the gateway, and
+// waits until its children are gone, so the next scope is measured alone.
+func endBenchSessions(b *testing.B, g *gateway, sids [][2]string, parallel int) {
+	b.Helper()
+	kids := descendants(g.cmd.Process.Pid)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, s := range sids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			req, _ := http.NewRequest(http.MethodDelete, g.URL, nil)
+			req.Header.Set("Authorization", s[0])
+			req.Header.Set("Mcp-Session-Id", s[1])
+			if resp, err := (&http.Client{Timeout: time.Minute}).Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	g.stop()
+	deadline := time.Now().Add(time.Minute)
+	for _, pid := range kids {
+		for {
+			if st, ok := procStat(pid); !ok || st.state == "Z" {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("child %d of the stopped gateway still runs a minute later", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// descendants is the PIDs of pid's live descendant processes.
+func descendants(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(p); ok && st.state != "Z" {
+			children[st.ppid] = append(children[st.ppid], p)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
+}
+
+// descendantMemory sums PSS and RSS (/proc/PID/smaps_rollup) over pid's
+// descendants.
+func descendantMemory(b *testing.B, pid int) childMemory {
+	b.Helper()
+	var m childMemory
+	for _, p := range descendants(pid) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p))
+		if err != nil {
+			b.Fatalf("child %d: %v", p, err)
+		}
+		m.procs++
+		m.pss += kbField(data, "Pss:")
+		m.rss += kbField(data, "Rss:")
+	}
+	return m
+}
+
+// kbField is the value in bytes of the "Name:   N kB" line of a /proc file.
+func kbField(data []byte, name string) int64 {
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n << 10
+			}
+		}
+	}
+	return 0
+}
+
+// memAvailable is MemAvailable of /proc/meminfo in bytes (0 when unknown).
+func memAvailable() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return kbField(data, "MemAvailable:")
 }
