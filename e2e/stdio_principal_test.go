@@ -48,9 +48,10 @@ func memoryCommand(t testing.TB, node, dir string) string {
 	return "stdio:" + shellWords([]string{"sh", "-c", `MEMORY_FILE_PATH=$(mktemp -p "$1") exec "$2" "$3"`, "sh", dir, node, script})
 }
 
-// TestStdioPrincipal: Alice's sessions, one per client SDK (go-sdk on
-// replica 1, a raw 2025-11-25 session and the TypeScript SDK on replica
-// 2), and Bob's (go-sdk, replica 2). With --upstream-scope principal,
+// TestStdioPrincipal: Alice's sessions, one per client (go-sdk on
+// replica 1; a raw 2025-11-25 session, the TypeScript SDK and a 2026-07-28
+// go-sdk client, whose upstream session the gateway holds, on replica 2),
+// and Bob's (go-sdk, replica 2). With --upstream-scope principal,
 // Alice's sessions share one process (on replica 1, which her first
 // session started; her sessions opened on replica 2 are served there over
 // the hop): each sees what the others wrote; Bob has a process of his own
@@ -124,6 +125,16 @@ func TestStdioPrincipal(t *testing.T) {
 				t.Errorf("alice's go-sdk session reads %q after the TypeScript one wrote grace, want %q", got, w)
 			}
 
+			// A 2026-07-28 go-sdk client of Alice's (replica 2): it has no
+			// session, the gateway holds one on the upstream for it (its
+			// owner's), which joins her process like any session of hers.
+			aliceModern := connectGo(t, urls[1], "", withToken(alice), false)
+			if v := aliceModern.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Errorf("alice's go-sdk default client is at %q, want 2026-07-28", v)
+			}
+			if got, w := memoryRead(t, aliceModern), want([]string{"ada", "grace"}, nil); !slices.Equal(got, w) {
+				t.Errorf("alice's 2026-07-28 client reads %q, want %q", got, w)
+			}
 			// Bob (go-sdk, replica 2) sees none of it, and writes his own.
 			bobGo := connectGo(t, urls[1], "2025-11-25", withToken(bob), false)
 			if got := memoryRead(t, bobGo); len(got) != 0 {
