@@ -115,14 +115,14 @@ type gateway struct {
 // startGateway runs `taskgate serve` in front of upstreamURL on a free
 // loopback port, waits for /healthz, and stops it (by its PID) when the test
 // ends. Its stderr goes to the test log if the test fails.
-func startGateway(t *testing.T, upstreamURL string, extraArgs ...string) *gateway {
+func startGateway(t testing.TB, upstreamURL string, extraArgs ...string) *gateway {
 	t.Helper()
 	return startGatewayEnv(t, nil, upstreamURL, extraArgs...)
 }
 
 // startGatewayEnv is startGateway with env added to the process's
 // environment.
-func startGatewayEnv(t *testing.T, env []string, upstreamURL string, extraArgs ...string) *gateway {
+func startGatewayEnv(t testing.TB, env []string, upstreamURL string, extraArgs ...string) *gateway {
 	t.Helper()
 	if buildErr != nil {
 		t.Fatalf("taskgate binary unavailable: %v", buildErr)
@@ -139,7 +139,7 @@ func startGatewayEnv(t *testing.T, env []string, upstreamURL string, extraArgs .
 	return nil
 }
 
-func tryStartGateway(t *testing.T, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
+func tryStartGateway(t testing.TB, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -149,11 +149,11 @@ func tryStartGateway(t *testing.T, env []string, upstreamURL string, extraArgs [
 
 // startGatewayAt is tryStartGateway on a given address, e.g. to restart a
 // killed replica where its clients expect it.
-func startGatewayAt(t *testing.T, addr, upstreamURL string, extraArgs []string) (*gateway, error) {
+func startGatewayAt(t testing.TB, addr, upstreamURL string, extraArgs []string) (*gateway, error) {
 	return startGatewayAtEnv(t, addr, nil, upstreamURL, extraArgs)
 }
 
-func startGatewayAtEnv(t *testing.T, addr string, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
+func startGatewayAtEnv(t testing.TB, addr string, env []string, upstreamURL string, extraArgs []string) (*gateway, error) {
 	// Every replica here shares the host, so the hostname default would
 	// name them all alike: each gets an id of its own, kept across a
 	// restart on the same address (as a restarted pod keeps its name).
