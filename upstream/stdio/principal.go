@@ -53,7 +53,8 @@ func principalRecord(key string) string { return "\x00principal\x00" + key }
 
 // perPrincipal reports whether the session of principal key is served by
 // the principal's child.
-func (b *Bridge) perPrincipal(key string) bool {
+func (f *fleet) perPrincipal(key string) bool {
+	b := f.b
 	return b.opts.PerPrincipal && !b.opts.Shared && key != ""
 }
 
@@ -61,12 +62,13 @@ func (b *Bridge) perPrincipal(key string) bool {
 // (reserveLocked checked the limits): on the principal's child here, or
 // on one this session starts (first), which counts among the children
 // under MaxSessions.
-func (b *Bridge) joinPrincipalLocked(key string) (pc *principalChild, first bool) {
-	pc = b.principals[key]
+func (f *fleet) joinPrincipalLocked(key string) (pc *principalChild, first bool) {
+	b := f.b
+	pc = f.principals[key]
 	if pc == nil {
 		b.owned++
 		pc = &principalChild{key: key, ready: make(chan struct{})}
-		b.principals[key] = pc
+		f.principals[key] = pc
 		first = true
 	}
 	pc.sessions++
@@ -76,17 +78,18 @@ func (b *Bridge) joinPrincipalLocked(key string) (pc *principalChild, first bool
 
 // leavePrincipalLocked counts one session of pc gone (ended, or never
 // opened) and, with its last, drops pc and returns its child to stop.
-func (b *Bridge) leavePrincipalLocked(pc *principalChild) *proc {
+func (f *fleet) leavePrincipalLocked(pc *principalChild) *proc {
+	b := f.b
 	b.shares.GiveLocked(pc.key)
 	pc.sessions--
 	if pc.sessions > 0 {
 		return nil
 	}
-	if b.principals[pc.key] == pc {
-		delete(b.principals, pc.key)
+	if f.principals[pc.key] == pc {
+		delete(f.principals, pc.key)
 	}
 	b.owned--
-	b.wakeWarm()
+	f.wakeWarm()
 	select {
 	case <-pc.ready:
 	default:
@@ -102,9 +105,10 @@ func (b *Bridge) leavePrincipalLocked(pc *principalChild) *proc {
 // with the session's initialize params when first, else the one started
 // for an earlier session, whose initialize result it gets (its version
 // lowered to the one s asked for, as from the shared child).
-func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, params json.RawMessage, version string) (json.RawMessage, error) {
+func (f *fleet) principalChildFor(s *session, pc *principalChild, first bool, params json.RawMessage, version string) (json.RawMessage, error) {
+	b := f.b
 	if first {
-		p, err := b.sessionChild(params, s) // a warm one if there is one (warm.go)
+		p, err := f.sessionChild(params, s) // a warm one if there is one (warm.go)
 		b.mu.Lock()
 		if err == nil {
 			p.sess, p.principal = nil, pc.key // serves every session of the principal from now on
@@ -115,8 +119,8 @@ func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, p
 		pc.proc, pc.err = p, err
 		if err != nil {
 			pc.proc = nil
-			if b.principals[pc.key] == pc {
-				delete(b.principals, pc.key) // the next session starts another
+			if f.principals[pc.key] == pc {
+				delete(f.principals, pc.key) // the next session starts another
 			}
 		}
 		close(pc.ready)
@@ -149,11 +153,11 @@ func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, p
 // session is opened here.
 func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key string, body []byte) bool {
 	rp := b.rep.Load()
-	if rp == nil || !b.perPrincipal(key) || hopped(r.Context()) {
+	if rp == nil || !b.fleet.perPrincipal(key) || hopped(r.Context()) {
 		return false
 	}
 	b.mu.Lock()
-	_, here := b.principals[key]
+	_, here := b.fleet.principals[key]
 	b.mu.Unlock()
 	if here {
 		return false

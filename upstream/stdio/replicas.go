@@ -251,13 +251,13 @@ func (b *Bridge) renew(rp *replicas) {
 func (b *Bridge) localSessions() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ids := make([]string, 0, len(b.sessions)+len(b.principals))
+	ids := make([]string, 0, len(b.sessions)+len(b.fleet.principals))
 	for id, s := range b.sessions {
 		if !s.adopted {
 			ids = append(ids, id)
 		}
 	}
-	for key, pc := range b.principals {
+	for key, pc := range b.fleet.principals {
 		if pc.proc != nil {
 			ids = append(ids, principalRecord(key))
 		}
@@ -283,7 +283,7 @@ func (b *Bridge) recordPrincipal(key string) {
 // principalEnded queues the removal of the record of principal key's
 // child, with b.mu held.
 func (b *Bridge) principalEnded(key string) {
-	if b.principals[key] != nil {
+	if b.fleet.principals[key] != nil {
 		return // another child of key runs here already: its record stays
 	}
 	b.sessionEnded(&session{id: principalRecord(key)})

@@ -29,7 +29,8 @@ type keepAlive struct {
 // markRerunnable counts r, a request of session s, among the calls the
 // gateway runs again while it is in flight, when its context says so; the
 // returned func ends the count.
-func (b *Bridge) markRerunnable(r *http.Request, s *session, env envelope) func() {
+func (f *fleet) markRerunnable(r *http.Request, s *session, env envelope) func() {
+	b := f.b
 	if b.opts.Shared || env.Method != "tools/call" || !upstream.Rerunnable(r.Context()) {
 		return func() {}
 	}
@@ -45,7 +46,8 @@ func (b *Bridge) markRerunnable(r *http.Request, s *session, env envelope) func(
 
 // awaitChild waits for the fresh child of session s, while one starts
 // (or ctx ends).
-func (b *Bridge) awaitChild(ctx context.Context, s *session) {
+func (f *fleet) awaitChild(ctx context.Context, s *session) {
+	b := f.b
 	b.mu.Lock()
 	ch := s.respawn
 	b.mu.Unlock()
@@ -62,13 +64,14 @@ func (b *Bridge) awaitChild(ctx context.Context, s *session) {
 // by itself (a crash, or its budget) under a call the gateway runs again;
 // false when s ends instead: no such call was in flight, the bridge is
 // closing, or s has no recorded initialize.
-func (b *Bridge) respawnLocked(s *session, p *proc) bool {
+func (f *fleet) respawnLocked(s *session, p *proc) bool {
+	b := f.b
 	if s.proc != p || s.reruns == 0 || b.closed || len(s.params) == 0 || s.respawn != nil {
 		return false
 	}
 	s.respawn = make(chan struct{})
 	b.wg.Add(1)
-	go b.respawn(s)
+	go f.respawn(s)
 	b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).Int("rerunnable_calls", s.reruns).
 		Msg("the session's upstream process exited under a call the gateway runs again; the session lives on with a fresh process")
 	return true
@@ -77,9 +80,10 @@ func (b *Bridge) respawnLocked(s *session, p *proc) bool {
 // respawn gives session s a fresh child (a warm one if there is one),
 // initialized with its client's initialize params, and wakes the requests
 // waiting for it; a child that cannot start ends the session.
-func (b *Bridge) respawn(s *session) {
+func (f *fleet) respawn(s *session) {
+	b := f.b
 	defer b.wg.Done()
-	p, err := b.sessionChild(s.params, s)
+	p, err := f.sessionChild(s.params, s)
 	var stale *proc
 	b.mu.Lock()
 	live := !s.Ended && !b.closed && b.sessions[s.id] == s
@@ -97,7 +101,7 @@ func (b *Bridge) respawn(s *session) {
 	s.respawn = nil
 	b.mu.Unlock()
 	if stale != nil {
-		b.stopProc(stale, "its session ended")
+		stopProc(stale, "its session ended")
 	}
 }
 
