@@ -32,7 +32,8 @@
 // naming its exit status; a shared child is restarted with backoff, a
 // session's own child ends its session (the client initializes again),
 // unless a call the gateway runs again was in flight on it: then the
-// session gets a fresh child (respawn.go).
+// session gets a fresh child (respawn.go); so do all the sessions on a
+// principal's child (principal.go) when any of them had such a call.
 //
 // A session's GET streams, the child's requests held for one, the GET
 // handler and the idle-session reaper are upstream/internal/bridgesession,
@@ -62,8 +63,8 @@
 //   - process.go, procattr_linux.go, procattr_other.go: one child process
 //     and its pipes.
 //   - large.go: lines too large to hold, spilled to a file.
-//   - replicas.go, hop.go: sessions (and principals' children) followed
-//     across replicas over a signed hop.
+//   - replicas.go, hop.go: sessions (and principals' children, claimed
+//     atomically) followed across replicas over a signed hop.
 //   - stateless.go, stateless_serve.go, stateless_headers.go: a child that
 //     speaks 2026-07-28, served statelessly.
 //   - metrics.go: the bridge's Prometheus collectors.

@@ -86,20 +86,22 @@ func (r *refusal) Error() string { return r.msg }
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
-	if key := p.principal; key != "" { // a principal's child: every session on it ends
-		if pc := b.fleet.principals[key]; pc != nil && pc.proc == p {
-			delete(b.fleet.principals, key) // the principal's next session starts another
-		}
-		n := 0
-		for _, s := range b.sessions {
-			if s.proc == p {
-				b.endSessionLocked(s)
-				n++
+	if key := p.principal; key != "" { // a principal's child: every session on it ends, unless a fresh child replaces it (respawn.go)
+		if pc := b.fleet.principals[key]; pc == nil || !b.fleet.respawnPrincipalLocked(pc, p) {
+			if pc != nil && pc.proc == p {
+				delete(b.fleet.principals, key) // the principal's next session starts another
 			}
-		}
-		if n > 0 && p.killReason() == "" {
-			b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
-				Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
+			n := 0
+			for _, s := range b.sessions {
+				if s.proc == p {
+					b.endSessionLocked(s)
+					n++
+				}
+			}
+			if n > 0 && p.killReason() == "" {
+				b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
+					Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
+			}
 		}
 	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.fleet.respawnLocked(s, p) { // respawn.go
 		b.endSessionLocked(s)

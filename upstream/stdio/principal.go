@@ -16,18 +16,26 @@ package stdio
 //	P's last session ends     (DELETE, idle, or the child's exit) the child
 //	                          is stopped
 //	the child exits           every session of P on it ends (404: its
-//	                          clients initialize again)
+//	                          clients initialize again), unless a call
+//	                          the gateway runs again was in flight on it:
+//	                          then they all live on, on a fresh child
+//	                          (respawn.go)
 //
-// Across replicas, the replica running P's child records it in the
+// Across replicas, the replica running P's child claims it in the
 // Directory under principalRecord(P) (beside the sessions' records, with
-// an id no session can have); an initialize of P on another replica hops
-// there (hop.go carries the principal), so that the new session, and with
-// it every later request of that session, lives beside P's child.
+// an id no session can have) before it starts it; an initialize of P on
+// another replica, whose claim loses, hops there (hop.go carries the
+// principal), so that the new session, and with it every later request of
+// that session, lives beside P's child. The claim is atomic
+// (Directory.ClaimSessionReplica), so two replicas never both start one;
+// it is renewed while the child runs or starts (renew), and taken over
+// from a holder that does not answer the hop (forwardPrincipal).
 //
 // A session without a principal (no sign-in: taskgate refuses the scope
 // at start) gets a child of its own.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -37,12 +45,18 @@ import (
 )
 
 // principalChild is a principal's child on this replica; guarded by
-// Bridge.mu but for proc and err, set before ready closes.
+// Bridge.mu but for err and params, set before ready closes.
 type principalChild struct {
 	key   string
 	ready chan struct{} // closed once proc (or err) is set
-	proc  *proc
+	proc  *proc         // replaced by a respawn (respawn.go)
 	err   error
+	// params are the initialize it was started with, that a fresh child
+	// is started with too (respawn.go).
+	params json.RawMessage
+	// respawn is closed once a fresh child is ready or failed; nil: none
+	// starting.
+	respawn chan struct{}
 	// sessions are the sessions on it, and those being opened.
 	sessions int
 }
@@ -116,7 +130,7 @@ func (f *fleet) principalChildFor(s *session, pc *principalChild, first bool, pa
 				err = errors.New("the upstream process exited after its initialize")
 			}
 		}
-		pc.proc, pc.err = p, err
+		pc.proc, pc.err, pc.params = p, err, params
 		if err != nil {
 			pc.proc = nil
 			if f.principals[pc.key] == pc {
@@ -135,7 +149,15 @@ func (f *fleet) principalChildFor(s *session, pc *principalChild, first bool, pa
 	if pc.err != nil {
 		return nil, pc.err
 	}
+	b.mu.Lock()
+	respawn := pc.respawn
+	b.mu.Unlock()
+	if respawn != nil {
+		<-respawn // its child died under a call run again: a fresh one starts (respawn.go)
+	}
+	b.mu.Lock()
 	p := pc.proc
+	b.mu.Unlock()
 	if !p.alive() {
 		return nil, errors.New("the principal's upstream process exited")
 	}
@@ -148,9 +170,14 @@ func (f *fleet) principalChildFor(s *session, pc *principalChild, first bool, pa
 }
 
 // forwardPrincipal sends an initialize of principal key on to the replica
-// recorded as running its child, when that is another replica, and
-// reports whether it did (then the answer is written). Otherwise the
-// session is opened here.
+// holding the claim on its child, when that is another replica, and
+// reports whether it did (then the answer is written). Otherwise this
+// replica holds the claim, and the session is opened here: on the
+// principal's child here, or on one it starts. The claim is atomic
+// (Directory.ClaimSessionReplica), so two first sessions of one principal
+// on two replicas at once start one child: the replica whose claim lost
+// hops to the winner. A claim whose replica does not answer the hop (it
+// died before its record expired) is taken over.
 func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key string, body []byte) bool {
 	rp := b.rep.Load()
 	if rp == nil || !b.fleet.perPrincipal(key) || hopped(r.Context()) {
@@ -162,5 +189,30 @@ func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key st
 	if here {
 		return false
 	}
-	return b.hopTo(w, r, rp, principalRecord(key), key, body)
+	id, gone := principalRecord(key), ""
+	for range maxTakeovers + 1 {
+		ctx, cancel := context.WithTimeout(r.Context(), directoryTimeout)
+		owner, err := rp.Directory.ClaimSessionReplica(ctx, id, rp.URL, gone, rp.TTL)
+		cancel()
+		switch {
+		case err != nil && r.Context().Err() != nil:
+			return true // the client went away
+		case err != nil:
+			b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot claim a principal's upstream process")
+			jsonError(w, http.StatusServiceUnavailable, nil, -32603, "cannot find where this principal's upstream process runs: the store is unavailable")
+			return true
+		case owner == rp.URL:
+			return false // claimed: its child runs here
+		}
+		if b.hopTo(w, r, rp, owner, id, key, body) == hopServed {
+			return true
+		}
+		b.log.Warn().Str("op", "stdio").Str("owner", owner).Msg("the replica holding a principal's upstream process does not answer; taking its claim over")
+		gone = owner
+	}
+	return false // holders keep vanishing: the session is opened here
 }
+
+// maxTakeovers bounds the claims one initialize takes over from replicas
+// that do not answer.
+const maxTakeovers = 2

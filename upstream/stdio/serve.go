@@ -172,7 +172,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	if first {
-		b.recordPrincipal(p.Key) // its later sessions on other replicas hop here (replicas.go)
+		b.recordPrincipal(b.rep.Load(), principalRecord(p.Key)) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
 	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
 		if s.proc != nil && s.pc == nil {
@@ -191,6 +191,9 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
 		return
+	}
+	if s.pc != nil { // its principal's child now: it may have been replaced meanwhile (respawn.go)
+		s.proc, s.respawn = s.pc.proc, s.pc.respawn
 	}
 	b.sessions[s.id] = s
 	opened = true
