@@ -380,7 +380,7 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 		b.sessionEnded(&session{id: id})
 		return false
 	}
-	return b.hopTo(w, r, rp, owner, id, "", nil) != hopNotServed
+	return b.hopTo(w, r, rp, owner, id, "", nil) == hopServed
 }
 
 // hopResult is what became of a request hopTo was to send on.

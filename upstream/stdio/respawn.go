@@ -23,6 +23,7 @@ package stdio
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/taskgate/taskgate/upstream"
@@ -188,6 +189,9 @@ func (f *fleet) respawnPrincipal(pc *principalChild) {
 	p, err := f.sessionChild(pc.params, nil)
 	var stale *proc
 	b.mu.Lock()
+	if err == nil && !p.alive() {
+		err = errors.New("the upstream process exited after its initialize")
+	}
 	live := !b.closed && f.principals[pc.key] == pc && pc.sessions > 0
 	switch {
 	case err == nil && live:
