@@ -13,6 +13,12 @@ package taskstore
 // comes from a client header, so hashing keeps braces out of key names and
 // bounds the key length. Each key stands alone (one slot per command), and
 // a replica that dies leaves records that expire after ttl.
+//
+// The record of a principal's child (--upstream-scope principal) is the
+// same kind of key, under an id no session can have. Two replicas may try
+// to start that child at once, so it is claimed, not put
+// (ClaimSessionReplica): SET-if-absent in one script, which also renews a
+// replica's own claim and takes over one whose replica does not answer.
 
 import (
 	"context"
@@ -36,6 +42,48 @@ func (s *Store) PutSessionReplica(ctx context.Context, id, url string, ttl time.
 		return fmt.Errorf("taskstore: put session replica: %w", classify(ctx, err))
 	}
 	return nil
+}
+
+// claimReplicaCmd claims a record for a replica: it sets it when there is
+// none, renews it when it names the replica already, and takes it over
+// when it names the replica the caller found gone (and nobody took it over
+// first).
+//
+// KEYS[1] -> <prefix>:stdio:<sha>
+// ARGV[1] -> the claiming replica's URL
+// ARGV[2] -> ttl, ms
+// ARGV[3] -> the URL of a replica found gone, to take over from ("": none)
+//
+// Returns {0} when the record names ARGV[1] now, {1, url} when it names
+// another replica (url), which keeps it.
+var claimReplicaCmd = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] and (ARGV[3] == '' or cur ~= ARGV[3]) then return {1, cur} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {0}
+`)
+
+// ClaimSessionReplica records that id's child runs on the replica at url,
+// for ttl, unless another replica's record is there; from names a replica
+// found gone, whose record is taken over ("" for none). It returns the
+// URL the record names afterwards: url when the claim holds.
+func (s *Store) ClaimSessionReplica(ctx context.Context, id, url, from string, ttl time.Duration) (string, error) {
+	if id == "" || url == "" {
+		return "", errors.New("taskstore: claim session replica: empty id or url")
+	}
+	if ttl < time.Millisecond {
+		return "", fmt.Errorf("taskstore: claim session replica: ttl %v is under a millisecond", ttl)
+	}
+	res, err := claimReplicaCmd.Run(ctx, s.rdb, []string{s.k.sessionReplica(id)}, url, ttl.Milliseconds(), from).Slice()
+	if err != nil {
+		return "", fmt.Errorf("taskstore: claim session replica: %w", classify(ctx, err))
+	}
+	if len(res) == 2 {
+		if holder, ok := res[1].(string); ok {
+			return holder, nil
+		}
+	}
+	return url, nil
 }
 
 // SessionReplica returns the URL of the replica running session id's

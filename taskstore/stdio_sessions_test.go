@@ -89,3 +89,48 @@ func TestSessionReplicasUnavailable(t *testing.T) {
 }
 
 func isUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
+// TestClaimSessionReplica: the record of a principal's child is claimed
+// once: the first replica's claim holds, another's returns the holder; the
+// holder renews its own; a replica found gone is taken over, only from
+// the holder named; an expired claim is free again.
+func TestClaimSessionReplica(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		const id, a, b, c = "\x00principal\x00alice", "http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.3:8080"
+		claim := func(url, from string, ttl time.Duration, want string) {
+			t.Helper()
+			if got, err := s.ClaimSessionReplica(ctx, id, url, from, ttl); got != want || err != nil {
+				t.Fatalf("claim by %s (from %q) = %q, %v; want %q", url, from, got, err, want)
+			}
+		}
+		claim(a, "", time.Minute, a)
+		claim(b, "", time.Minute, a) // A holds it
+		if got := e.rdb.Get(ctx, s.k.sessionReplica(id)).Val(); got != a {
+			t.Fatalf("raw record after B's claim = %q, want A's", got)
+		}
+		e.rdb.PExpire(ctx, s.k.sessionReplica(id), 10*time.Second)
+		claim(a, "", time.Hour, a) // A renews its own
+		if pttl := e.rdb.PTTL(ctx, s.k.sessionReplica(id)).Val(); pttl <= 59*time.Minute {
+			t.Errorf("PTTL after A renewed = %v, want about 1h", pttl)
+		}
+		claim(b, c, time.Minute, a)  // C is not the holder: nothing to take over
+		claim(b, a, time.Minute, b)  // A found gone: B takes over
+		claim(c, a, time.Minute, b)  // ... once: C found A gone too, late
+		claim(a, "", time.Minute, b) // A is back: B keeps it
+		if url, err := s.SessionReplica(ctx, id); url != b || err != nil {
+			t.Fatalf("SessionReplica = %q, %v; want B's", url, err)
+		}
+		claim(b, "", 200*time.Millisecond, b) // B renews for a short while
+		e.elapse(300 * time.Millisecond)
+		claim(c, "", time.Minute, c) // B stopped renewing: it expired, free
+		for _, bad := range []struct{ id, url string }{{"", a}, {id, ""}} {
+			if _, err := s.ClaimSessionReplica(ctx, bad.id, bad.url, "", time.Minute); err == nil {
+				t.Errorf("claim of %q by %q: no error", bad.id, bad.url)
+			}
+		}
+		if _, err := s.ClaimSessionReplica(ctx, id, a, "", 0); err == nil {
+			t.Error("a claim with no ttl: no error")
+		}
+	})
+}

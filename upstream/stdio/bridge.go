@@ -1,42 +1,3 @@
-// Package stdio fronts an MCP server that runs as a child process over
-// stdio (MCP 2025-11-25, Transports, "stdio") as if it were a session
-// server over Streamable HTTP, so that the rest of taskgate (the upstream
-// client, both fronts, the runner) works unchanged. The Bridge is an
-// http.Handler; Transport hands it the upstream client's requests in
-// process, with no socket.
-//
-// Each client session gets a child of its own, initialized with the
-// client's own initialize: a stdio server assumes one client per process
-// (its roots, its state, its log level). With Shared, one child serves
-// every session instead, for servers that keep nothing per client:
-//
-//	client request        its id rewritten to a bridge id, and its
-//	                      _meta.progressToken to a bridge token, so that
-//	                      requests never collide on a shared child; the
-//	                      answer comes back on the request's SSE stream with
-//	                      the client's id, written as it is read
-//	child request         (elicitation, sampling, roots) sent on the stream
-//	                      of the session's one call in flight when it is a
-//	                      tools/call, resources/read or prompts/get
-//	                      (mcpwire.CarriesUnrelated), else on the session's
-//	                      GET stream (held until the client opens one, for
-//	                      HoldAsk), under a bridge id only that session
-//	                      may answer; the answer goes back with the child's
-//	                      id (route.go)
-//	child notification    progress to the call whose token it names;
-//	                      anything else to the session's GET streams
-//	cancel, DELETE,       notifications/cancelled to the child
-//	client gone
-//
-// A child that exits fails its calls in flight with a JSON-RPC error
-// naming its exit status; a shared child is restarted with backoff, a
-// session's own child ends its session (the client initializes again),
-// unless a call the gateway runs again was in flight on it: then the
-// session gets a fresh child (respawn.go).
-//
-// A session's GET streams, the child's requests held for one, the GET
-// handler and the idle-session reaper are upstream/internal/bridgesession,
-// which upstream/sse shares; the bridge's mutex guards them.
 package stdio
 
 import (
@@ -145,24 +106,20 @@ type Bridge struct {
 	log  zerolog.Logger
 
 	mu       sync.Mutex
-	shared   *proc   // the running shared child; nil while down or unless Shared
-	down     error   // why the shared child is not running
-	procs    []*proc // every running child, for Close
+	shared   *proc // the running shared child; nil while down or unless Shared
+	down     error // why the shared child is not running
 	sessions map[string]*session
-	// principals are the principals' children here (PerPrincipal), by key.
-	principals map[string]*principalChild
-	calls      *callTable           // calls in flight, the children's requests sent to clients, progress tokens
-	owned      int                  // sessions opened here (initialize), and those being opened
-	shares     bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
-	adopted    int                  // sessions adopted from other replicas
-	closed     bool
-	st         *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
+	fleet    fleet                // the children: started, warm, principals', respawned, watched (fleet.go)
+	calls    *callTable           // calls in flight, the children's requests sent to clients, progress tokens
+	owned    int                  // sessions opened here (initialize), and those being opened
+	shares   bridgesession.Shares // the owned sessions per principal (--max-sessions-per-principal)
+	adopted  int                  // sessions adopted from other replicas
+	closed   bool
+	st       *statelessSide // set when the child speaks 2026-07-28 (stateless.go)
 
 	rep atomic.Pointer[replicas] // set by JoinReplicas (replicas.go)
 
-	warm    warmPool // children started ahead (warm.go)
 	metrics *Metrics
-	budget  *budget // the usage watcher (budget.go); nil without /proc
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -260,11 +217,12 @@ func Start(opts Options) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{opts: opts, log: opts.Logger.With().Str("upstream_command", opts.Command[0]).Logger(),
-		sessions: map[string]*session{}, principals: map[string]*principalChild{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+		sessions: map[string]*session{}, stop: make(chan struct{}), down: errors.New("the upstream process is starting")}
+	b.fleet = fleet{b: b, principals: map[string]*principalChild{}}
 	b.calls = b.newCallTable()
 	b.metrics = NewMetrics()
 	b.metrics.children.b = b
-	b.startBudget() // before the first child: its limits apply to every one
+	b.fleet.startBudget() // before the first child: its limits apply to every one
 	if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {
@@ -272,11 +230,11 @@ func Start(opts Options) (*Bridge, error) {
 			b.wg.Add(1)
 			go b.reap()
 		}
-		b.startWarm()
+		b.fleet.startWarm()
 		return b, nil
 	}
 	if opts.Shared {
-		p, err := b.spawn(initParams, nil)
+		p, err := b.fleet.spawn(initParams, nil)
 		if err != nil && p == nil {
 			return nil, err
 		}
@@ -284,11 +242,11 @@ func Start(opts Options) (*Bridge, error) {
 			b.shared, b.down = p, nil // ready when Start returns
 		}
 		b.wg.Add(1)
-		go b.supervise(p, err)
+		go b.fleet.supervise(p, err)
 	}
 	b.wg.Add(1)
 	go b.reap()
-	b.startWarm()
+	b.fleet.startWarm()
 	return b, nil
 }
 
@@ -320,7 +278,7 @@ func (b *Bridge) Close(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	procs := append([]*proc(nil), b.procs...)
+	procs := append([]*proc(nil), b.fleet.procs...)
 	for _, s := range b.sessions {
 		b.endSessionLocked(s) // their held requests' timers stop
 	}

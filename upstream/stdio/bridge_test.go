@@ -378,12 +378,12 @@ func TestBridgePerSession(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 	}
 	b.mu.Lock()
-	n := len(b.procs)
+	n := len(b.fleet.procs)
 	b.mu.Unlock()
 	for n > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		b.mu.Lock()
-		n = len(b.procs)
+		n = len(b.fleet.procs)
 		b.mu.Unlock()
 	}
 	if n != 0 {

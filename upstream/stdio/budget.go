@@ -87,13 +87,13 @@ func checkBudget(o *Options) error {
 
 // startBudget starts the watcher (always where /proc is: it also feeds
 // taskgate_stdio_resident_bytes).
-func (b *Bridge) startBudget() {
+func (f *fleet) startBudget() {
 	if !procReadable() {
 		return
 	}
-	b.budget = &budget{b: b, samples: map[*proc][]cpuSample{}, window: cpuWindow}
-	b.wg.Add(1)
-	go b.budget.watch()
+	f.budget = &budget{b: f.b, samples: map[*proc][]cpuSample{}, window: cpuWindow}
+	f.b.wg.Add(1)
+	go f.budget.watch()
 }
 
 // started applies the per-process limits to a child just started.
@@ -128,8 +128,8 @@ func (bu *budget) watch() {
 func (bu *budget) check(now time.Time) {
 	b := bu.b
 	b.mu.Lock()
-	procs := make([]*proc, 0, len(b.procs))
-	for _, p := range b.procs {
+	procs := make([]*proc, 0, len(b.fleet.procs))
+	for _, p := range b.fleet.procs {
 		if p.alive() {
 			procs = append(procs, p)
 		}
@@ -207,7 +207,7 @@ func (bu *budget) victim(procs []*proc, use map[*proc]usage, excess int64) *proc
 	b := bu.b
 	rank := func(p *proc) int {
 		switch {
-		case b.isWarmLocked(p):
+		case b.fleet.isWarmLocked(p):
 			return 0
 		case p.sess == nil:
 			return -1

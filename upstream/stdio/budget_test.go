@@ -176,9 +176,9 @@ func TestBudgetCPU(t *testing.T) {
 		o.CPULimit = 0.3
 		o.BudgetEvery = 50 * time.Millisecond
 	})
-	b.budget.mu.Lock()
-	b.budget.window = time.Second
-	b.budget.mu.Unlock()
+	b.fleet.budget.mu.Lock()
+	b.fleet.budget.window = time.Second
+	b.fleet.budget.mu.Unlock()
 	a, z := newClient(t, b), newClient(t, b)
 	if got := a.tool(1, "spin", nil); got != "spinning" {
 		t.Fatalf("spin: %q", got)

@@ -1,12 +1,11 @@
 package stdio
 
-// The children's lifecycle: start and initialize, restart with backoff,
-// idle reaping, and what ends with a child, a session or a call.
+// What ends with a child, a session or a call, and idle reaping; the
+// children themselves are the fleet's (fleet.go).
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,55 +14,6 @@ import (
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream/internal/bridgesession"
 )
-
-// spawn starts a child and initializes it with params; sess is the
-// session it is for (nil: the shared child), whose GET stream its first
-// requests wait for. A child that started but failed its handshake is
-// stopped and returned with the error.
-func (b *Bridge) spawn(params json.RawMessage, sess *session) (*proc, error) {
-	p, err := b.startChild(sess)
-	if err != nil {
-		return p, err
-	}
-	return p, b.readyChild(p, params)
-}
-
-// startChild starts a child, not yet initialized, and counts it among the
-// bridge's (Close stops it). A child started as the bridge closes is
-// killed and returned with an error.
-func (b *Bridge) startChild(sess *session) (*proc, error) {
-	p, err := startProc(procOptions{argv: b.opts.Command, env: b.opts.Env, dir: b.opts.Dir,
-		maxLine: b.opts.MaxMessage, log: b.log, dispatch: b.dispatch, answer: b.answerFile, failCall: b.failCall,
-		sess: sess})
-	if err != nil {
-		return nil, err
-	}
-	b.budget.started(p) // its limits (budget.go)
-	b.mu.Lock()
-	if b.closed { // Close took its list of children already
-		b.mu.Unlock()
-		p.kill("the gateway shut down")
-		<-p.exited
-		return p, errors.New("the bridge is closed")
-	}
-	b.procs = append(b.procs, p)
-	b.mu.Unlock()
-	go func() { <-p.exited; b.forget(p) }()
-	return p, nil
-}
-
-// readyChild initializes a started child with params; one that fails its
-// handshake is stopped.
-func (b *Bridge) readyChild(p *proc, params json.RawMessage) error {
-	if err := p.handshake(params, b.opts.InitTimeout); err != nil {
-		b.log.Error().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Err(err).Msg("upstream process failed its initialize; stopped")
-		p.kill("its initialize failed")
-		<-p.exited
-		return err
-	}
-	b.log.Info().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Str("protocol_version", p.version).Msg("upstream process ready")
-	return nil
-}
 
 // childFor gives session s its child, started and initialized with the
 // client's initialize params (the shared one, when Shared; its
@@ -103,9 +53,9 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error, pc 
 	var result json.RawMessage
 	var err error
 	if pc != nil {
-		result, err = b.principalChildFor(s, pc, first, asked.Params, v.ProtocolVersion)
+		result, err = b.fleet.principalChildFor(s, pc, first, asked.Params, v.ProtocolVersion)
 	} else {
-		p, err = b.sessionChild(asked.Params, s) // a warm one if there is one (warm.go)
+		p, err = b.fleet.sessionChild(asked.Params, s) // a warm one if there is one (warm.go)
 	}
 	if err != nil {
 		b.mu.Lock()
@@ -131,54 +81,38 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.msg }
 
-// supervise keeps the shared child running (keepRunning): when it exits,
-// its calls fail and it is started again after a jittered, capped backoff.
-func (b *Bridge) supervise(p *proc, err error) {
-	b.keepRunning(p, err, child{
-		start: func() (*proc, error) { return b.spawn(initParams, nil) },
-		up: func(p *proc, _ bool) {
-			b.mu.Lock()
-			b.shared, b.down = p, nil
-			b.mu.Unlock()
-		},
-		down: func(err error) {
-			b.mu.Lock()
-			b.shared, b.down = nil, err
-			b.mu.Unlock()
-		},
-	})
-}
-
 // forget fails the calls of a child that exited, ends its session (a
 // session's own child) and drops it.
 func (b *Bridge) forget(p *proc) {
 	b.mu.Lock()
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
-	if key := p.principal; key != "" { // a principal's child: every session on it ends
-		if pc := b.principals[key]; pc != nil && pc.proc == p {
-			delete(b.principals, key) // the principal's next session starts another
-		}
-		n := 0
-		for _, s := range b.sessions {
-			if s.proc == p {
-				b.endSessionLocked(s)
-				n++
+	if key := p.principal; key != "" { // a principal's child: every session on it ends, unless a fresh child replaces it (respawn.go)
+		if pc := b.fleet.principals[key]; pc == nil || !b.fleet.respawnPrincipalLocked(pc, p) {
+			if pc != nil && pc.proc == p {
+				delete(b.fleet.principals, key) // the principal's next session starts another
+			}
+			n := 0
+			for _, s := range b.sessions {
+				if s.proc == p {
+					b.endSessionLocked(s)
+					n++
+				}
+			}
+			if n > 0 && p.killReason() == "" {
+				b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
+					Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
 			}
 		}
-		if n > 0 && p.killReason() == "" {
-			b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
-				Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
-		}
-	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.respawnLocked(s, p) { // respawn.go
+	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.fleet.respawnLocked(s, p) { // respawn.go
 		b.endSessionLocked(s)
 		if p.killReason() == "" { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
 				Msg("the session's upstream process exited; the session ended (its client gets 404 and initializes again)")
 		}
 	}
-	for i, q := range b.procs {
+	for i, q := range b.fleet.procs {
 		if q == p {
-			b.procs = append(b.procs[:i], b.procs[i+1:]...)
+			b.fleet.procs = append(b.fleet.procs[:i], b.fleet.procs[i+1:]...)
 			break
 		}
 	}
@@ -204,12 +138,12 @@ func (b *Bridge) reap() {
 		}
 		b.mu.Unlock()
 		for _, p := range stops {
-			go b.stopProc(p, "its session was idle")
+			go stopProc(p, "its session was idle")
 		}
 	})
 }
 
-func (b *Bridge) stopProc(p *proc, why string) {
+func stopProc(p *proc, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.stop(ctx, why)
@@ -229,13 +163,13 @@ func (b *Bridge) endSessionLocked(s *session) {
 	case s.adopted:
 		b.adopted--
 	case s.pc != nil:
-		if p := b.leavePrincipalLocked(s.pc); p != nil {
-			go b.stopProc(p, "the last session of its principal ended")
+		if p := b.fleet.leavePrincipalLocked(s.pc); p != nil {
+			go stopProc(p, "the last session of its principal ended")
 		}
 	default:
 		b.owned--
 		b.shares.GiveLocked(s.principal)
-		b.wakeWarm() // room for a warm child again (warm.go)
+		b.fleet.wakeWarm() // room for a warm child again (warm.go)
 	}
 	b.calls.EndSessionLocked(s, "the client session ended before it answered")
 }

@@ -103,13 +103,13 @@ func (c *childrenCollector) Collect(ch chan<- prometheus.Metric) {
 	var session, principal, shared, warm int
 	if b := c.b; b != nil {
 		b.mu.Lock()
-		for _, p := range b.procs {
+		for _, p := range b.fleet.procs {
 			switch {
 			case p.sess != nil:
 				session++
 			case p.principal != "":
 				principal++
-			case b.isWarmLocked(p):
+			case b.fleet.isWarmLocked(p):
 				warm++
 			default: // the shared or 2026-07-28 child, a probe, one being started ahead
 				shared++
@@ -122,8 +122,8 @@ func (c *childrenCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (b *Bridge) isWarmLocked(p *proc) bool {
-	for _, q := range b.warm.ready {
+func (f *fleet) isWarmLocked(p *proc) bool {
+	for _, q := range f.warm.ready {
 		if q == p {
 			return true
 		}

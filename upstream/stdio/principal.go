@@ -16,18 +16,26 @@ package stdio
 //	P's last session ends     (DELETE, idle, or the child's exit) the child
 //	                          is stopped
 //	the child exits           every session of P on it ends (404: its
-//	                          clients initialize again)
+//	                          clients initialize again), unless a call
+//	                          the gateway runs again was in flight on it:
+//	                          then they all live on, on a fresh child
+//	                          (respawn.go)
 //
-// Across replicas, the replica running P's child records it in the
+// Across replicas, the replica running P's child claims it in the
 // Directory under principalRecord(P) (beside the sessions' records, with
-// an id no session can have); an initialize of P on another replica hops
-// there (hop.go carries the principal), so that the new session, and with
-// it every later request of that session, lives beside P's child.
+// an id no session can have) before it starts it; an initialize of P on
+// another replica, whose claim loses, hops there (hop.go carries the
+// principal), so that the new session, and with it every later request of
+// that session, lives beside P's child. The claim is atomic
+// (Directory.ClaimSessionReplica), so two replicas never both start one;
+// it is renewed while the child runs or starts (renew), and taken over
+// from a holder that does not answer the hop (forwardPrincipal).
 //
 // A session without a principal (no sign-in: taskgate refuses the scope
 // at start) gets a child of its own.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -37,12 +45,18 @@ import (
 )
 
 // principalChild is a principal's child on this replica; guarded by
-// Bridge.mu but for proc and err, set before ready closes.
+// Bridge.mu but for err and params, set before ready closes.
 type principalChild struct {
 	key   string
 	ready chan struct{} // closed once proc (or err) is set
-	proc  *proc
+	proc  *proc         // replaced by a respawn (respawn.go)
 	err   error
+	// params are the initialize it was started with, that a fresh child
+	// is started with too (respawn.go).
+	params json.RawMessage
+	// respawn is closed once a fresh child is ready or failed; nil: none
+	// starting.
+	respawn chan struct{}
 	// sessions are the sessions on it, and those being opened.
 	sessions int
 }
@@ -53,7 +67,8 @@ func principalRecord(key string) string { return "\x00principal\x00" + key }
 
 // perPrincipal reports whether the session of principal key is served by
 // the principal's child.
-func (b *Bridge) perPrincipal(key string) bool {
+func (f *fleet) perPrincipal(key string) bool {
+	b := f.b
 	return b.opts.PerPrincipal && !b.opts.Shared && key != ""
 }
 
@@ -61,12 +76,13 @@ func (b *Bridge) perPrincipal(key string) bool {
 // (reserveLocked checked the limits): on the principal's child here, or
 // on one this session starts (first), which counts among the children
 // under MaxSessions.
-func (b *Bridge) joinPrincipalLocked(key string) (pc *principalChild, first bool) {
-	pc = b.principals[key]
+func (f *fleet) joinPrincipalLocked(key string) (pc *principalChild, first bool) {
+	b := f.b
+	pc = f.principals[key]
 	if pc == nil {
 		b.owned++
 		pc = &principalChild{key: key, ready: make(chan struct{})}
-		b.principals[key] = pc
+		f.principals[key] = pc
 		first = true
 	}
 	pc.sessions++
@@ -76,17 +92,18 @@ func (b *Bridge) joinPrincipalLocked(key string) (pc *principalChild, first bool
 
 // leavePrincipalLocked counts one session of pc gone (ended, or never
 // opened) and, with its last, drops pc and returns its child to stop.
-func (b *Bridge) leavePrincipalLocked(pc *principalChild) *proc {
+func (f *fleet) leavePrincipalLocked(pc *principalChild) *proc {
+	b := f.b
 	b.shares.GiveLocked(pc.key)
 	pc.sessions--
 	if pc.sessions > 0 {
 		return nil
 	}
-	if b.principals[pc.key] == pc {
-		delete(b.principals, pc.key)
+	if f.principals[pc.key] == pc {
+		delete(f.principals, pc.key)
 	}
 	b.owned--
-	b.wakeWarm()
+	f.wakeWarm()
 	select {
 	case <-pc.ready:
 	default:
@@ -102,9 +119,10 @@ func (b *Bridge) leavePrincipalLocked(pc *principalChild) *proc {
 // with the session's initialize params when first, else the one started
 // for an earlier session, whose initialize result it gets (its version
 // lowered to the one s asked for, as from the shared child).
-func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, params json.RawMessage, version string) (json.RawMessage, error) {
+func (f *fleet) principalChildFor(s *session, pc *principalChild, first bool, params json.RawMessage, version string) (json.RawMessage, error) {
+	b := f.b
 	if first {
-		p, err := b.sessionChild(params, s) // a warm one if there is one (warm.go)
+		p, err := f.sessionChild(params, s) // a warm one if there is one (warm.go)
 		b.mu.Lock()
 		if err == nil {
 			p.sess, p.principal = nil, pc.key // serves every session of the principal from now on
@@ -112,11 +130,11 @@ func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, p
 				err = errors.New("the upstream process exited after its initialize")
 			}
 		}
-		pc.proc, pc.err = p, err
+		pc.proc, pc.err, pc.params = p, err, params
 		if err != nil {
 			pc.proc = nil
-			if b.principals[pc.key] == pc {
-				delete(b.principals, pc.key) // the next session starts another
+			if f.principals[pc.key] == pc {
+				delete(f.principals, pc.key) // the next session starts another
 			}
 		}
 		close(pc.ready)
@@ -131,7 +149,15 @@ func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, p
 	if pc.err != nil {
 		return nil, pc.err
 	}
+	b.mu.Lock()
+	respawn := pc.respawn
+	b.mu.Unlock()
+	if respawn != nil {
+		<-respawn // its child died under a call run again: a fresh one starts (respawn.go)
+	}
+	b.mu.Lock()
 	p := pc.proc
+	b.mu.Unlock()
 	if !p.alive() {
 		return nil, errors.New("the principal's upstream process exited")
 	}
@@ -144,19 +170,49 @@ func (b *Bridge) principalChildFor(s *session, pc *principalChild, first bool, p
 }
 
 // forwardPrincipal sends an initialize of principal key on to the replica
-// recorded as running its child, when that is another replica, and
-// reports whether it did (then the answer is written). Otherwise the
-// session is opened here.
+// holding the claim on its child, when that is another replica, and
+// reports whether it did (then the answer is written). Otherwise this
+// replica holds the claim, and the session is opened here: on the
+// principal's child here, or on one it starts. The claim is atomic
+// (Directory.ClaimSessionReplica), so two first sessions of one principal
+// on two replicas at once start one child: the replica whose claim lost
+// hops to the winner. A claim whose replica does not answer the hop (it
+// died before its record expired) is taken over.
 func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key string, body []byte) bool {
 	rp := b.rep.Load()
-	if rp == nil || !b.perPrincipal(key) || hopped(r.Context()) {
+	if rp == nil || !b.fleet.perPrincipal(key) || hopped(r.Context()) {
 		return false
 	}
 	b.mu.Lock()
-	_, here := b.principals[key]
+	_, here := b.fleet.principals[key]
 	b.mu.Unlock()
 	if here {
 		return false
 	}
-	return b.hopTo(w, r, rp, principalRecord(key), key, body)
+	id, gone := principalRecord(key), ""
+	for range maxTakeovers + 1 {
+		ctx, cancel := context.WithTimeout(r.Context(), directoryTimeout)
+		owner, err := rp.Directory.ClaimSessionReplica(ctx, id, rp.URL, gone, rp.TTL)
+		cancel()
+		switch {
+		case err != nil && r.Context().Err() != nil:
+			return true // the client went away
+		case err != nil:
+			b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot claim a principal's upstream process")
+			jsonError(w, http.StatusServiceUnavailable, nil, -32603, "cannot find where this principal's upstream process runs: the store is unavailable")
+			return true
+		case owner == rp.URL:
+			return false // claimed: its child runs here
+		}
+		if b.hopTo(w, r, rp, owner, id, key, body) == hopServed {
+			return true
+		}
+		b.log.Warn().Str("op", "stdio").Str("owner", owner).Msg("the replica holding a principal's upstream process does not answer; taking its claim over")
+		gone = owner
+	}
+	return false // holders keep vanishing: the session is opened here
 }
+
+// maxTakeovers bounds the claims one initialize takes over from replicas
+// that do not answer.
+const maxTakeovers = 2

@@ -29,7 +29,7 @@ func childOf(b *Bridge, sid string) *proc {
 func running(b *Bridge) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.procs)
+	return len(b.fleet.procs)
 }
 
 // TestBridgePrincipalScope (issue 37, item 3): with PerPrincipal, the
@@ -201,7 +201,7 @@ func TestHopPrincipalForged(t *testing.T) {
 	// (Not running(a.b): the child that probed the server's versions at
 	// start may not have exited yet.)
 	a.b.mu.Lock()
-	children := len(a.b.principals)
+	children := len(a.b.fleet.principals)
 	a.b.mu.Unlock()
 	if children != 0 {
 		t.Fatal("a forged hop started a child")

@@ -52,6 +52,13 @@ type Directory interface {
 	RenewSessionReplicas(ctx context.Context, ids []string, ttl time.Duration) ([]string, error)
 	// RemoveSessionReplicas deletes the records of ids.
 	RemoveSessionReplicas(ctx context.Context, ids []string) error
+	// ClaimSessionReplica records that id's child runs on the replica at
+	// url, for ttl, unless another replica's record is there, in one
+	// atomic step; a record naming from (a replica found gone; "" for
+	// none) is taken over. It returns the URL the record names
+	// afterwards: url when the claim holds. A principal's child is
+	// claimed, so that two replicas never both start one (principal.go).
+	ClaimSessionReplica(ctx context.Context, id, url, from string, ttl time.Duration) (string, error)
 }
 
 // Replicas configure how sessions follow their child (Bridge.JoinReplicas).
@@ -190,7 +197,8 @@ func (rp *replicas) leave(b *Bridge) func(context.Context) {
 	return func(ctx context.Context) {
 		rp.once.Do(func() { close(rp.quit) })
 		<-rp.done
-		ids := b.localSessions()
+		ids, principals := b.localSessions()
+		ids = append(ids, principals...)
 		rp.mu.Lock()
 		ids = append(ids, rp.ended...)
 		rp.ended = nil
@@ -231,11 +239,14 @@ func (b *Bridge) follow(rp *replicas) {
 }
 
 // renew extends the records of this replica's sessions, and puts back
-// those that are missing (lost by Redis, or never written).
+// those that are missing (lost by Redis, or never written); the claims of
+// the principals' children here are renewed as claims, so that a record
+// another replica took over (this one did not answer) stays that one's.
 func (b *Bridge) renew(rp *replicas) {
 	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 	defer cancel()
-	missing, err := rp.Directory.RenewSessionReplicas(ctx, b.localSessions(), rp.TTL)
+	ids, principals := b.localSessions()
+	missing, err := rp.Directory.RenewSessionReplicas(ctx, ids, rp.TTL)
 	for _, id := range missing {
 		if err == nil {
 			err = rp.Directory.PutSessionReplica(ctx, id, rp.URL, rp.TTL)
@@ -244,46 +255,55 @@ func (b *Bridge) renew(rp *replicas) {
 	if err != nil {
 		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot renew this replica's session records: other replicas may answer 404 for its sessions")
 	}
+	for _, id := range principals {
+		b.recordPrincipal(rp, id)
+	}
 }
 
 // localSessions are the ids of the sessions whose child runs here, and
-// the records of the principals' children here (principalRecord).
-func (b *Bridge) localSessions() []string {
+// the records of the principals' children here (principalRecord), those
+// being started included.
+func (b *Bridge) localSessions() (ids, principals []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ids := make([]string, 0, len(b.sessions)+len(b.principals))
+	ids = make([]string, 0, len(b.sessions))
 	for id, s := range b.sessions {
 		if !s.adopted {
 			ids = append(ids, id)
 		}
 	}
-	for key, pc := range b.principals {
-		if pc.proc != nil {
-			ids = append(ids, principalRecord(key))
-		}
+	for key := range b.fleet.principals {
+		principals = append(principals, principalRecord(key))
 	}
-	return ids
+	return ids, principals
 }
 
-// recordPrincipal records that principal key's child runs here, so that
-// its sessions opened on other replicas hop here. A failure is logged, not
-// refused: the session works here, and the renewal puts the record back.
-func (b *Bridge) recordPrincipal(key string) {
-	rp := b.rep.Load()
+// recordPrincipal claims (or renews) the record id (principalRecord) of a
+// principal's child running here, so that its sessions opened on other
+// replicas hop here. A failure is logged, not refused: the sessions work
+// here, and the renewal claims the record again. A record another replica
+// holds stays that replica's: this child serves the sessions it has, and
+// the principal's new sessions go there.
+func (b *Bridge) recordPrincipal(rp *replicas, id string) {
 	if rp == nil || rp.left() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 	defer cancel()
-	if err := rp.Directory.PutSessionReplica(ctx, principalRecord(key), rp.URL, rp.TTL); err != nil {
+	owner, err := rp.Directory.ClaimSessionReplica(ctx, id, rp.URL, "", rp.TTL)
+	switch {
+	case err != nil:
 		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a principal's upstream process for the other replicas; they may start one of their own")
+	case owner != rp.URL:
+		b.log.Warn().Str("op", "stdio").Str("owner", owner).
+			Msg("another replica holds the record of a principal's upstream process running here: the principal's new sessions go there")
 	}
 }
 
 // principalEnded queues the removal of the record of principal key's
 // child, with b.mu held.
 func (b *Bridge) principalEnded(key string) {
-	if b.principals[key] != nil {
+	if b.fleet.principals[key] != nil {
 		return // another child of key runs here already: its record stays
 	}
 	b.sessionEnded(&session{id: principalRecord(key)})
@@ -342,15 +362,6 @@ func (b *Bridge) forward(w http.ResponseWriter, r *http.Request) bool {
 	if here {
 		return false
 	}
-	return b.hopTo(w, r, rp, id, "", nil)
-}
-
-// hopTo sends r on to the replica the Directory records for id (a
-// session's, or a principal's child: principalRecord), when that is
-// another replica, and reports whether it did (then the answer is
-// written). principal, for an initialize (body read already), names whose
-// child the hop is for (hop.go).
-func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id, principal string, body []byte) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), directoryTimeout)
 	owner, err := rp.Directory.SessionReplica(ctx, id)
 	cancel()
@@ -369,21 +380,39 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 		b.sessionEnded(&session{id: id})
 		return false
 	}
+	return b.hopTo(w, r, rp, owner, id, "", nil) == hopServed
+}
+
+// hopResult is what became of a request hopTo was to send on.
+type hopResult int
+
+const (
+	hopServed    hopResult = iota // the answer is written (from the owner, or an error)
+	hopNotServed                  // not sent: serve it here
+	hopOwnerGone                  // the owner does not answer: serve it here, or try another
+)
+
+// hopTo sends r on to owner, the replica the Directory records for id (a
+// session's, or a principal's child: principalRecord). principal, for an
+// initialize (body read already), names whose child the hop is for
+// (hop.go).
+func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, owner, id, principal string, body []byte) hopResult {
+	var err error
 	if r.Method == http.MethodPost && principal == "" {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {
 			jsonError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
-			return true
+			return hopServed
 		}
 		if len(body) > b.opts.MaxMessage {
 			jsonError(w, http.StatusRequestEntityTooLarge, nil, -32600, "message larger than the upstream process accepts")
-			return true
+			return hopServed
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body)) // served here after all if the owner is gone
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, owner+HopPath, bytes.NewReader(body))
 	if err != nil {
 		b.log.Warn().Str("op", "stdio").Err(err).Str("owner", owner).Msg("a session's record names an unusable replica URL")
-		return false
+		return hopNotServed
 	}
 	for k, vs := range r.Header {
 		if !hopByHop[http.CanonicalHeaderKey(k)] {
@@ -400,17 +429,17 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 	var badCert *tls.CertificateVerificationError
 	switch {
 	case err != nil && r.Context().Err() != nil:
-		return true // the client went away
+		return hopServed // the client went away
 	case errors.As(err, &badCert):
 		// The owner answers, with a certificate this replica does not
 		// trust: a configuration fault, and the session may be alive.
 		b.log.Error().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process has a certificate this one does not trust")
 		jsonError(w, http.StatusBadGateway, nil, -32603, "cannot reach the replica running this session's upstream process: its TLS certificate is not trusted")
-		return true
+		return hopServed
 	case err != nil:
 		// The owner is gone (or unreachable): the session went with it.
 		b.log.Warn().Str("op", "stdio").Err(err).Str("owner", owner).Msg("the replica running a session's upstream process does not answer; the session is gone")
-		return false
+		return hopOwnerGone
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get(hopErrorHeader) != "" {
@@ -419,7 +448,7 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 		b.log.Error().Str("op", "stdio").Str("owner", owner).Int("status", resp.StatusCode).Str("reason", resp.Header.Get(hopErrorHeader)).
 			Msg("the replica running a session's upstream process refused the hop")
 		jsonError(w, http.StatusBadGateway, nil, -32603, "the replica running this session's upstream process refused to serve it: "+resp.Header.Get(hopErrorHeader))
-		return true
+		return hopServed
 	}
 	for k, vs := range resp.Header {
 		if !hopByHop[http.CanonicalHeaderKey(k)] {
@@ -428,7 +457,7 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, id,
 	}
 	w.WriteHeader(resp.StatusCode)
 	copyFlushing(w, resp.Body)
-	return true
+	return hopServed
 }
 
 // copyFlushing streams src to w, each piece as it comes (SSE).

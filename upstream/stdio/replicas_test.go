@@ -197,7 +197,7 @@ func TestReplicasSessionFollowsItsChild(t *testing.T) {
 		t.Errorf("hops: %d to A, %d to B; want every request through B at A, none at B", a.hops.Load(), b.hops.Load())
 	}
 	b.b.mu.Lock()
-	n := len(b.b.procs)
+	n := len(b.b.fleet.procs)
 	b.b.mu.Unlock()
 	if n != 0 {
 		t.Errorf("B started %d children", n)
@@ -446,7 +446,7 @@ func TestReplicasStoreDown(t *testing.T) {
 	waitFor(t, "the unrecorded session's child to stop", func() bool {
 		b.b.mu.Lock()
 		defer b.b.mu.Unlock()
-		return len(b.b.procs) == 0 && len(b.b.sessions) == 0
+		return len(b.b.fleet.procs) == 0 && len(b.b.sessions) == 0
 	})
 }
 

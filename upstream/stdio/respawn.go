@@ -10,10 +10,20 @@ package stdio
 // session whose child dies with no such call in flight ends as before
 // (its client gets 404 and initializes again), and so does one whose
 // fresh child fails to start.
+//
+// A principal's child (principal.go) that dies while any session on it
+// has such a call in flight is replaced the same way, for all of the
+// principal's sessions on it: they are one user's, so the ones with no
+// call run again keep working on the fresh child too, which is started
+// with the initialize the dead one was started with (pc.params, its first
+// session's), so it speaks the version every session on it negotiated.
+// Sessions that join while it starts wait for it. With no such call in
+// flight, every session on it ends as before.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/taskgate/taskgate/upstream"
@@ -29,7 +39,8 @@ type keepAlive struct {
 // markRerunnable counts r, a request of session s, among the calls the
 // gateway runs again while it is in flight, when its context says so; the
 // returned func ends the count.
-func (b *Bridge) markRerunnable(r *http.Request, s *session, env envelope) func() {
+func (f *fleet) markRerunnable(r *http.Request, s *session, env envelope) func() {
+	b := f.b
 	if b.opts.Shared || env.Method != "tools/call" || !upstream.Rerunnable(r.Context()) {
 		return func() {}
 	}
@@ -45,7 +56,8 @@ func (b *Bridge) markRerunnable(r *http.Request, s *session, env envelope) func(
 
 // awaitChild waits for the fresh child of session s, while one starts
 // (or ctx ends).
-func (b *Bridge) awaitChild(ctx context.Context, s *session) {
+func (f *fleet) awaitChild(ctx context.Context, s *session) {
+	b := f.b
 	b.mu.Lock()
 	ch := s.respawn
 	b.mu.Unlock()
@@ -62,13 +74,14 @@ func (b *Bridge) awaitChild(ctx context.Context, s *session) {
 // by itself (a crash, or its budget) under a call the gateway runs again;
 // false when s ends instead: no such call was in flight, the bridge is
 // closing, or s has no recorded initialize.
-func (b *Bridge) respawnLocked(s *session, p *proc) bool {
+func (f *fleet) respawnLocked(s *session, p *proc) bool {
+	b := f.b
 	if s.proc != p || s.reruns == 0 || b.closed || len(s.params) == 0 || s.respawn != nil {
 		return false
 	}
 	s.respawn = make(chan struct{})
 	b.wg.Add(1)
-	go b.respawn(s)
+	go f.respawn(s)
 	b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).Int("rerunnable_calls", s.reruns).
 		Msg("the session's upstream process exited under a call the gateway runs again; the session lives on with a fresh process")
 	return true
@@ -77,9 +90,10 @@ func (b *Bridge) respawnLocked(s *session, p *proc) bool {
 // respawn gives session s a fresh child (a warm one if there is one),
 // initialized with its client's initialize params, and wakes the requests
 // waiting for it; a child that cannot start ends the session.
-func (b *Bridge) respawn(s *session) {
+func (f *fleet) respawn(s *session) {
+	b := f.b
 	defer b.wg.Done()
-	p, err := b.sessionChild(s.params, s)
+	p, err := f.sessionChild(s.params, s)
 	var stale *proc
 	b.mu.Lock()
 	live := !s.Ended && !b.closed && b.sessions[s.id] == s
@@ -97,7 +111,7 @@ func (b *Bridge) respawn(s *session) {
 	s.respawn = nil
 	b.mu.Unlock()
 	if stale != nil {
-		b.stopProc(stale, "its session ended")
+		stopProc(stale, "its session ended")
 	}
 }
 
@@ -133,4 +147,82 @@ func rerunLanded(r *http.Request, ctx context.Context) context.Context {
 		return ctx
 	}
 	return upstream.WithRerunnable(ctx)
+}
+
+// respawnPrincipalLocked starts a fresh child for the sessions of pc,
+// whose child p exited by itself (a crash, or its budget) while a session
+// on it had a call the gateway runs again in flight; false when they end
+// instead: no such call, the bridge is closing, or one starts already.
+func (f *fleet) respawnPrincipalLocked(pc *principalChild, p *proc) bool {
+	b := f.b
+	if pc.proc != p || b.closed || len(pc.params) == 0 || pc.respawn != nil {
+		return false
+	}
+	var on []*session
+	reruns := 0
+	for _, s := range b.sessions {
+		if s.pc == pc {
+			on = append(on, s)
+			reruns += s.reruns
+		}
+	}
+	if reruns == 0 {
+		return false
+	}
+	pc.respawn = make(chan struct{})
+	for _, s := range on {
+		s.respawn = pc.respawn // its requests wait for the fresh child (awaitChild)
+	}
+	b.wg.Add(1)
+	go f.respawnPrincipal(pc)
+	b.log.Warn().Str("op", "stdio").Int("sessions", len(on)).Err(p.exitErr).Int("rerunnable_calls", reruns).
+		Msg("a principal's upstream process exited under a call the gateway runs again; its sessions live on with a fresh process")
+	return true
+}
+
+// respawnPrincipal gives the sessions of pc a fresh child (a warm one if
+// there is one), initialized with pc's initialize, and wakes the requests
+// waiting for it; a child that cannot start ends them all.
+func (f *fleet) respawnPrincipal(pc *principalChild) {
+	b := f.b
+	defer b.wg.Done()
+	p, err := f.sessionChild(pc.params, nil)
+	var stale *proc
+	b.mu.Lock()
+	if err == nil && !p.alive() {
+		err = errors.New("the upstream process exited after its initialize")
+	}
+	live := !b.closed && f.principals[pc.key] == pc && pc.sessions > 0
+	switch {
+	case err == nil && live:
+		p.sess, p.principal = nil, pc.key
+		pc.proc = p
+		for _, s := range b.sessions {
+			if s.pc == pc {
+				s.proc = p
+			}
+		}
+	case err == nil:
+		stale = p // its principal's sessions ended meanwhile
+	case live:
+		delete(f.principals, pc.key) // the principal's next session starts another
+		for _, s := range b.sessions {
+			if s.pc == pc {
+				b.endSessionLocked(s)
+			}
+		}
+		b.log.Warn().Str("op", "stdio").Err(err).
+			Msg("cannot start a fresh upstream process for a principal; its sessions ended (their clients get 404 and initialize again)")
+	}
+	for _, s := range b.sessions {
+		if s.respawn == pc.respawn {
+			s.respawn = nil
+		}
+	}
+	close(pc.respawn)
+	pc.respawn = nil
+	b.mu.Unlock()
+	if stale != nil {
+		stopProc(stale, "its principal's sessions ended")
+	}
 }

@@ -155,3 +155,91 @@ func TestBridgeRespawnOverBudget(t *testing.T) {
 		t.Fatalf("the session's call after the kill: %q, want its fresh child's answer", got)
 	}
 }
+
+// TestBridgePrincipalRespawnForRerun (issue 37, item 5): a principal's
+// child killed under a call marked rerunnable is replaced, and the
+// principal's sessions live on: the call fails naming the signal; both of
+// her sessions (the one with the call, and the other) answer from one
+// fresh child, which a new session of hers joins; the rerun completes
+// there; another principal's child is left alone.
+func TestBridgePrincipalRespawnForRerun(t *testing.T) {
+	b, logs := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour })
+	a1, a2, bob := newClientAs(t, b, "alice"), newClientAs(t, b, "alice"), newClientAs(t, b, "bob")
+	pbob := childOf(b, bob.sid)
+	m, pid := killMidCall(t, b, a1, true)
+	exitedAnswer(t, m)
+	if got := a2.tool(8, "echo", map[string]any{"text": "other"}); got != "other" {
+		t.Fatalf("alice's other session after the kill: %q, want the fresh child's answer", got)
+	}
+	if got := a1.tool(9, "echo", map[string]any{"text": "again"}); got != "again" {
+		t.Fatalf("alice's session after the kill: %q, want the fresh child's answer", got)
+	}
+	fresh := childOf(b, a1.sid)
+	if fresh == nil || fresh.cmd.Process.Pid == pid || childOf(b, a2.sid) != fresh {
+		t.Fatalf("alice's sessions after the kill are not on one fresh child (killed pid %d)", pid)
+	}
+	b.mu.Lock()
+	pc := b.fleet.principals["alice"]
+	b.mu.Unlock()
+	if pc == nil || pc.proc != fresh {
+		t.Fatal("alice's principal child is not the fresh one")
+	}
+	if a3 := newClientAs(t, b, "alice"); childOf(b, a3.sid) != fresh {
+		t.Fatal("a new session of alice is not on her fresh child")
+	}
+	if !strings.Contains(logs.String(), "its sessions live on with a fresh process") {
+		t.Fatalf("the respawn is not logged:\n%s", logs)
+	}
+	m = a1.callMarked(upstream.WithRerunnable(context.Background()), 10, "slow", map[string]any{"seconds": 0.05, "text": "rerun"})
+	if m.Error != nil || !strings.Contains(string(m.Result), "slept 0.05 s: rerun") {
+		t.Fatalf("the rerun: %+v", m)
+	}
+	if childOf(b, bob.sid) != pbob || !pbob.alive() {
+		t.Fatal("bob's child was touched")
+	}
+	if n := running(b); n != 2 {
+		t.Fatalf("%d children, want 2 (alice's fresh one, bob's)", n)
+	}
+}
+
+// TestBridgePrincipalNoRespawnWithoutRerun: a principal's child killed
+// under a call not marked rerunnable ends all of its sessions as before
+// (404), and no fresh child is started.
+func TestBridgePrincipalNoRespawnWithoutRerun(t *testing.T) {
+	b, logs := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour })
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	m, _ := killMidCall(t, b, a1, false)
+	exitedAnswer(t, m)
+	gone(t, a1)
+	gone(t, a2)
+	if strings.Contains(logs.String(), "live on with a fresh process") {
+		t.Fatalf("a principal's sessions with no rerunnable call were kept:\n%s", logs)
+	}
+	b.mu.Lock()
+	_, kept := b.fleet.principals["alice"]
+	b.mu.Unlock()
+	if kept {
+		t.Fatal("alice's principal child is still recorded")
+	}
+}
+
+// TestBridgePrincipalRespawnOverBudget: a principal's child stopped over
+// its memory limit under a rerunnable call is replaced too.
+func TestBridgePrincipalRespawnOverBudget(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) {
+		o.Command = []string{hog(t)}
+		o.PerPrincipal = true
+		o.MemoryLimit = 96 << 20
+		o.BudgetEvery = 50 * time.Millisecond
+	})
+	a1, a2 := newClientAs(t, b, "alice"), newClientAs(t, b, "alice")
+	m := a1.callMarked(upstream.WithRerunnable(context.Background()), 3, "growhold", nil)
+	if m.Error == nil || !strings.Contains(m.Error.Message, "went over --upstream-memory-limit (96 MiB)") {
+		t.Fatalf("the call whose child went over its budget: %+v, want an error naming the limit", m)
+	}
+	for i, c := range []*client{a1, a2} {
+		if got := c.tool(4+i, "echo", map[string]any{"text": "fresh"}); got != "fresh" {
+			t.Fatalf("alice's session %d after the kill: %q, want the fresh child's answer", i+1, got)
+		}
+	}
+}

@@ -44,7 +44,8 @@ type child struct {
 // keepRunning keeps c running from p (err: why p is not ready) until the
 // bridge stops: when it exits, its calls fail (forget) and a new one is
 // started after a backoff. It runs on the bridge's WaitGroup.
-func (b *Bridge) keepRunning(p *proc, err error, c child) {
+func (f *fleet) keepRunning(p *proc, err error, c child) {
+	b := f.b
 	defer b.wg.Done()
 	var bo backoff
 	for restarted := false; ; restarted = true {
@@ -70,4 +71,23 @@ func (b *Bridge) keepRunning(p *proc, err error, c child) {
 		}
 		p, err = c.start()
 	}
+}
+
+// supervise keeps the shared child running (keepRunning): when it exits,
+// its calls fail and it is started again after a jittered, capped backoff.
+func (f *fleet) supervise(p *proc, err error) {
+	b := f.b
+	f.keepRunning(p, err, child{
+		start: func() (*proc, error) { return f.spawn(initParams, nil) },
+		up: func(p *proc, _ bool) {
+			b.mu.Lock()
+			b.shared, b.down = p, nil
+			b.mu.Unlock()
+		},
+		down: func(err error) {
+			b.mu.Lock()
+			b.shared, b.down = nil, err
+			b.mu.Unlock()
+		},
+	})
 }

@@ -151,13 +151,13 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		if !opened {
 			b.mu.Lock()
 			if pc != nil {
-				if stop := b.leavePrincipalLocked(pc); stop != nil {
-					go b.stopProc(stop, "its principal's first session was not opened")
+				if stop := b.fleet.leavePrincipalLocked(pc); stop != nil {
+					go stopProc(stop, "its principal's first session was not opened")
 				}
 			} else {
 				b.owned--
 				b.shares.GiveLocked(p.Key)
-				b.wakeWarm()
+				b.fleet.wakeWarm()
 			}
 			b.mu.Unlock()
 		}
@@ -172,11 +172,11 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	if first {
-		b.recordPrincipal(p.Key) // its later sessions on other replicas hop here (replicas.go)
+		b.recordPrincipal(b.rep.Load(), principalRecord(p.Key)) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
 	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
 		if s.proc != nil && s.pc == nil {
-			go b.stopProc(s.proc, "its session could not be recorded")
+			go stopProc(s.proc, "its session could not be recorded")
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, err.Error())
 		return
@@ -187,10 +187,13 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		s.Streams.DropHeldLocked()
 		b.mu.Unlock()
 		if s.proc != nil && s.pc == nil {
-			go b.stopProc(s.proc, "the gateway shut down")
+			go stopProc(s.proc, "the gateway shut down")
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
 		return
+	}
+	if s.pc != nil { // its principal's child now: it may have been replaced meanwhile (respawn.go)
+		s.proc, s.respawn = s.pc.proc, s.pc.respawn
 	}
 	b.sessions[s.id] = s
 	opened = true
@@ -210,7 +213,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 // counted under --max-sessions too, which bounds the children.
 func (b *Bridge) reserveLocked(principal string) (pc *principalChild, first bool, reason string, after time.Duration) {
 	var used []time.Time
-	perPrincipal := b.perPrincipal(principal)
+	perPrincipal := b.fleet.perPrincipal(principal)
 	switch {
 	case b.shares.FullLocked(principal, b.opts.MaxSessionsPerPrincipal):
 		reason = bridgesession.ReasonPerPrincipal
@@ -219,7 +222,7 @@ func (b *Bridge) reserveLocked(principal string) (pc *principalChild, first bool
 				used = append(used, s.LastUsed)
 			}
 		}
-	case b.owned >= b.opts.MaxSessions && !(perPrincipal && b.principals[principal] != nil):
+	case b.owned >= b.opts.MaxSessions && !(perPrincipal && b.fleet.principals[principal] != nil):
 		reason = bridgesession.ReasonMaxSessions
 		for _, s := range b.sessions {
 			if !s.adopted {
@@ -227,7 +230,7 @@ func (b *Bridge) reserveLocked(principal string) (pc *principalChild, first bool
 			}
 		}
 	case perPrincipal:
-		pc, first = b.joinPrincipalLocked(principal)
+		pc, first = b.fleet.joinPrincipalLocked(principal)
 		return pc, first, "", 0
 	default:
 		b.owned++
@@ -293,8 +296,8 @@ func (b *Bridge) notification(w http.ResponseWriter, s *session, body []byte, en
 // request sends a client request to the child and streams what belongs to
 // it (the child's requests, progress) until its response.
 func (b *Bridge) request(w http.ResponseWriter, r *http.Request, s *session, body []byte, env envelope) {
-	defer b.markRerunnable(r, s, env)() // respawn.go
-	b.awaitChild(r.Context(), s)
+	defer b.fleet.markRerunnable(r, s, env)() // respawn.go
+	b.fleet.awaitChild(r.Context(), s)
 	p := b.procOf(s)
 	if p == nil {
 		b.mu.Lock()
@@ -366,7 +369,7 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
 		b.calls.Cancel(c, "the session ended")
 	}
 	if p != nil && pc == nil { // a principal's child stops with its last session (endSessionLocked)
-		go b.stopProc(p, "its session ended")
+		go stopProc(p, "its session ended")
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -248,7 +248,7 @@ func TestBridgeInitializeHangs(t *testing.T) {
 	waitFor(t, "the child forgotten, the session not counted", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.procs) == 0 && b.owned == 0
+		return len(b.fleet.procs) == 0 && b.owned == 0
 	})
 }
 

@@ -118,11 +118,11 @@ func (st *statelessSide) spawn() (*proc, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	b.budget.started(p) // its limits (budget.go)
+	b.fleet.budget.started(p) // its limits (budget.go)
 	b.mu.Lock()
 	closed := b.closed
 	if !closed {
-		b.procs = append(b.procs, p)
+		b.fleet.procs = append(b.fleet.procs, p)
 	}
 	b.mu.Unlock()
 	if closed {
@@ -133,7 +133,7 @@ func (st *statelessSide) spawn() (*proc, []string, error) {
 	go func() { <-p.exited; b.forget(p) }()
 	versions, err := st.probe(p, min(b.opts.InitTimeout, maxProbeWait))
 	if err != nil {
-		b.stopProc(p, "it is not a 2026-07-28 server")
+		stopProc(p, "it is not a 2026-07-28 server")
 		return p, nil, err
 	}
 	return p, versions, nil
@@ -200,7 +200,7 @@ var bridgeMeta = map[string]any{
 // probed after a jittered, capped backoff.
 func (st *statelessSide) supervise(p *proc) {
 	b := st.b
-	b.keepRunning(p, nil, child{
+	b.fleet.keepRunning(p, nil, child{
 		start: func() (*proc, error) {
 			p, _, err := st.spawn()
 			return p, err

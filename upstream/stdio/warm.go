@@ -26,29 +26,31 @@ type warmPool struct {
 
 // startWarm starts the refiller when Options.Warm asks for children
 // started ahead (never with Shared: its one child is started by Start).
-func (b *Bridge) startWarm() {
-	b.warm.kick = make(chan struct{}, 1)
+func (f *fleet) startWarm() {
+	b := f.b
+	f.warm.kick = make(chan struct{}, 1)
 	if b.opts.Warm <= 0 || b.opts.Shared {
 		return
 	}
 	b.wg.Add(1)
-	go b.keepWarm()
+	go f.keepWarm()
 }
 
 // wakeWarm tells keepWarm to look again; it never blocks.
-func (b *Bridge) wakeWarm() {
+func (f *fleet) wakeWarm() {
 	select {
-	case b.warm.kick <- struct{}{}:
+	case f.warm.kick <- struct{}{}:
 	default:
 	}
 }
 
 // warmWantedLocked is how many more warm children to start now.
-func (b *Bridge) warmWantedLocked() int {
+func (f *fleet) warmWantedLocked() int {
+	b := f.b
 	if b.closed {
 		return 0
 	}
-	have := len(b.warm.ready) + b.warm.starting
+	have := len(f.warm.ready) + f.warm.starting
 	room := b.opts.MaxSessions - b.owned - have
 	return max(0, min(b.opts.Warm-have, room))
 }
@@ -56,29 +58,30 @@ func (b *Bridge) warmWantedLocked() int {
 // keepWarm keeps the pool at Options.Warm children (fewer when sessions
 // fill MaxSessions), one start at a time, backing off after a failed
 // start as the shared child's restarts do (restart.go).
-func (b *Bridge) keepWarm() {
+func (f *fleet) keepWarm() {
+	b := f.b
 	defer b.wg.Done()
 	var bo backoff
 	for {
 		b.mu.Lock()
-		want := b.warmWantedLocked()
+		want := f.warmWantedLocked()
 		if want > 0 {
-			b.warm.starting++
+			f.warm.starting++
 		}
 		b.mu.Unlock()
 		if want == 0 {
 			select {
-			case <-b.warm.kick:
+			case <-f.warm.kick:
 				continue
 			case <-b.stop:
 				return
 			}
 		}
-		p, err := b.startChild(nil)
+		p, err := f.startChild(nil)
 		b.mu.Lock()
-		b.warm.starting--
+		f.warm.starting--
 		if err == nil {
-			b.warm.ready = append(b.warm.ready, p)
+			f.warm.ready = append(f.warm.ready, p)
 		}
 		b.mu.Unlock()
 		if err != nil {
@@ -93,30 +96,31 @@ func (b *Bridge) keepWarm() {
 		}
 		bo = backoff{}
 		b.log.Debug().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Msg("warm upstream process started")
-		go b.watchWarm(p)
+		go f.watchWarm(p)
 	}
 }
 
 // watchWarm replaces warm child p if it exits while it waits.
-func (b *Bridge) watchWarm(p *proc) {
+func (f *fleet) watchWarm(p *proc) {
+	b := f.b
 	<-p.exited
 	b.mu.Lock()
-	waiting := b.dropWarmLocked(p)
+	waiting := f.dropWarmLocked(p)
 	b.mu.Unlock()
 	if waiting {
 		if p.killReason() == "" {
 			b.log.Warn().Str("op", "stdio").Int("pid", p.cmd.Process.Pid).Err(p.exitErr).
 				Msg("a warm upstream process exited while it waited for a session; starting another")
 		}
-		b.wakeWarm()
+		f.wakeWarm()
 	}
 }
 
 // dropWarmLocked takes p out of the pool; false if it was not in it.
-func (b *Bridge) dropWarmLocked(p *proc) bool {
-	for i, q := range b.warm.ready {
+func (f *fleet) dropWarmLocked(p *proc) bool {
+	for i, q := range f.warm.ready {
 		if q == p {
-			b.warm.ready = append(b.warm.ready[:i], b.warm.ready[i+1:]...)
+			f.warm.ready = append(f.warm.ready[:i], f.warm.ready[i+1:]...)
 			return true
 		}
 	}
@@ -124,12 +128,12 @@ func (b *Bridge) dropWarmLocked(p *proc) bool {
 }
 
 // takeWarmLocked gives session s a warm child, or nil if none is ready.
-func (b *Bridge) takeWarmLocked(s *session) *proc {
-	for len(b.warm.ready) > 0 {
-		p := b.warm.ready[0]
-		b.warm.ready = b.warm.ready[1:]
+func (f *fleet) takeWarmLocked(s *session) *proc {
+	for len(f.warm.ready) > 0 {
+		p := f.warm.ready[0]
+		f.warm.ready = f.warm.ready[1:]
 		if p.alive() {
-			p.sess = s // read under b.mu (routeLocked, broadcast, forget)
+			p.sess = s // read under Bridge.mu (routeLocked, broadcast, forget)
 			return p
 		}
 	}
@@ -140,19 +144,20 @@ func (b *Bridge) takeWarmLocked(s *session) *proc {
 // one when the pool has one (the pool is then refilled in the
 // background), else one started now. Either way the time from the
 // initialize sent to its answer is observed (Metrics).
-func (b *Bridge) sessionChild(params json.RawMessage, s *session) (*proc, error) {
+func (f *fleet) sessionChild(params json.RawMessage, s *session) (*proc, error) {
+	b := f.b
 	b.mu.Lock()
-	p := b.takeWarmLocked(s)
+	p := f.takeWarmLocked(s)
 	b.mu.Unlock()
 	kind := startCold
 	start := time.Now()
 	var err error
 	if p != nil {
 		kind = startWarm
-		b.wakeWarm()
-		err = b.readyChild(p, params)
+		f.wakeWarm()
+		err = f.readyChild(p, params)
 	} else {
-		p, err = b.spawn(params, s)
+		p, err = f.spawn(params, s)
 	}
 	b.metrics.observeStart(kind, time.Since(start), err)
 	return p, err
@@ -162,5 +167,5 @@ func (b *Bridge) sessionChild(params json.RawMessage, s *session) (*proc, error)
 func (b *Bridge) WarmReady() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.warm.ready)
+	return len(b.fleet.warm.ready)
 }

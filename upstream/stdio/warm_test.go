@@ -15,7 +15,7 @@ func warmPids(b *Bridge) []int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var pids []int
-	for _, p := range b.warm.ready {
+	for _, p := range b.fleet.warm.ready {
 		pids = append(pids, p.cmd.Process.Pid)
 	}
 	return pids
@@ -84,8 +84,8 @@ func TestBridgeWarm(t *testing.T) {
 		t.Fatalf("y counter: %q", got)
 	}
 	b.mu.Lock()
-	want := b.warmWantedLocked()
-	n := len(b.procs)
+	want := b.fleet.warmWantedLocked()
+	n := len(b.fleet.procs)
 	b.mu.Unlock()
 	if want != 0 || n != 3 {
 		t.Fatalf("at MaxSessions: %d warm wanted, %d children; want 0 and 3", want, n)

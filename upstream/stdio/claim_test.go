@@ -1,0 +1,142 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// openAs opens a session of principal key through b and returns its id;
+// it may run off the test's goroutine.
+func openAs(b *Bridge, key string) (string, error) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	ctx := upstream.WithPrincipal(context.Background(), upstream.Principal{Key: key})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, URL, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: b.Transport()}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		return "", fmt.Errorf("initialize of %s: HTTP %d, no session: %s", key, resp.StatusCode, answer)
+	}
+	return sid, nil
+}
+
+// principalChildren are the running children of principal key on rs, and
+// the replica of the last one found.
+func principalChildren(key string, rs ...*replica) (n int, on *replica) {
+	for _, r := range rs {
+		r.b.mu.Lock()
+		for _, p := range r.b.fleet.procs {
+			if p.principal == key && p.alive() {
+				n, on = n+1, r
+			}
+		}
+		r.b.mu.Unlock()
+	}
+	return n, on
+}
+
+// openAtOnce opens a session of principal key through each of rs at the
+// same moment and returns their ids.
+func openAtOnce(t *testing.T, key string, rs ...*replica) []string {
+	t.Helper()
+	sids, errs := make([]string, len(rs)), make([]error, len(rs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			sids[i], errs[i] = openAs(r.b, key)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sids
+}
+
+// oneChild checks that principal key has exactly one child across rs,
+// recorded as on its replica, serving every session of sids (through
+// whichever replica), and returns that replica.
+func oneChild(t *testing.T, dir Directory, key string, sids []string, rs ...*replica) *replica {
+	t.Helper()
+	n, on := principalChildren(key, rs...)
+	if n != 1 {
+		t.Fatalf("%d children of %s across the replicas, want 1", n, key)
+	}
+	if url, err := dir.SessionReplica(context.Background(), principalRecord(key)); url != on.srv.URL || err != nil {
+		t.Fatalf("record of %s's child = %q, %v; want %q, the replica running it", key, url, err, on.srv.URL)
+	}
+	p := childOf(on.b, sids[0])
+	for i, sid := range sids {
+		if childOf(on.b, sid) != p || p == nil {
+			t.Fatalf("session %d of %s is not on her one child", i+1, key)
+		}
+		c := &client{t: t, h: &http.Client{Transport: rs[i%len(rs)].b.Transport()}, key: key, sid: sid}
+		text := fmt.Sprint("session ", i+1)
+		if got := c.tool(2, "echo", map[string]any{"text": text}); got != text {
+			t.Fatalf("a call of session %d of %s: %q", i+1, key, got)
+		}
+	}
+	return on
+}
+
+// TestReplicasPrincipalChildRace (issue 37, item 3): the first sessions of
+// one principal started at the same moment on two replicas make one
+// child: the replica whose claim on the principal's record lost hops its
+// session to the winner.
+func TestReplicasPrincipalChildRace(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	sids := openAtOnce(t, "alice", a, b)
+	oneChild(t, dir, "alice", sids, a, b)
+}
+
+// TestReplicasPrincipalClaimTakeover: a claim on a principal's child left
+// by a replica that died (its record not expired yet, nobody answering at
+// its URL) is taken over by one replica, even when two start a session of
+// that principal at once; the other hops to it.
+func TestReplicasPrincipalClaimTakeover(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // nobody answers there any more
+	if owner, err := dir.ClaimSessionReplica(context.Background(), principalRecord("alice"), dead.URL, "", time.Hour); owner != dead.URL || err != nil {
+		t.Fatalf("the dead replica's claim: %q, %v", owner, err)
+	}
+	sids := openAtOnce(t, "alice", a, b)
+	on := oneChild(t, dir, "alice", sids, a, b)
+	// Renewal keeps the winner's claim, and does not make the other
+	// replica's.
+	on.b.renew(on.b.rep.Load())
+	other := a
+	if on == a {
+		other = b
+	}
+	other.b.renew(other.b.rep.Load())
+	if url, _ := dir.SessionReplica(context.Background(), principalRecord("alice")); url != on.srv.URL {
+		t.Fatalf("record of alice's child after the renewals = %q, want %q", url, on.srv.URL)
+	}
+}
