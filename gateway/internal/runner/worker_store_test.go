@@ -133,7 +133,7 @@ func TestWorkerFindsLostEvents(t *testing.T) {
 // them.
 type storeRig struct {
 	mr         *miniredis.Miniredis
-	rec        *testupstream.Recorder
+	rec        *testupstream.Recorder // newStoreRig's upstream's
 	rn         *Runner
 	store      *taskstore.Store
 	target     *upstreamside.Target
@@ -148,9 +148,18 @@ const rigOwner = "o"
 // and replica are the rig's.
 func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, p Params, hooks ...redis.Hook) *storeRig {
 	t.Helper()
-	rig := &storeRig{rec: &testupstream.Recorder{}}
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rig.rec}))
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rec}))
 	t.Cleanup(up.Close)
+	rig := newStoreRigOn(t, up.URL+"/mcp", stateless, so, p, hooks...)
+	rig.rec = rec
+	return rig
+}
+
+// newStoreRigOn is newStoreRig in front of the upstream at upURL.
+func newStoreRigOn(t *testing.T, upURL string, stateless bool, so taskstore.Options, p Params, hooks ...redis.Hook) *storeRig {
+	t.Helper()
+	rig := &storeRig{}
 	rig.mr = miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rig.mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
@@ -159,7 +168,7 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, p Params, h
 	}
 	rig.store = taskstore.New(rdb, so)
 	t.Cleanup(func() { rig.store.Close() })
-	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
+	client, err := upstream.New(upURL, upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
