@@ -38,7 +38,7 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 			resp := gwtest.UpstreamResponse(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			u.RelayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
+			u.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
 			if rec.Body.String() != tt.body {
 				t.Errorf("relayed %q", rec.Body.String())
 			}
@@ -56,7 +56,7 @@ func TestLatencyObserveAllocationFree(t *testing.T) {
 	h.Observe("echo", time.Millisecond) // the tool's entry
 	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
 	allocs := testing.AllocsPerRun(100, func() {
-		var seen RelaySeen
+		var seen relaySeen
 		seen.Wrote(chunk)
 		seen.Ended(io.EOF)
 		if seen.Complete && seen.Answered && !seen.Input {
