@@ -1,19 +1,12 @@
 package gateway
 
 import (
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/gateway/internal/decide"
-	"github.com/taskgate/taskgate/gateway/internal/gwtest"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // waitLearned waits until h has n observations of tool: a call's latency
@@ -23,7 +16,7 @@ func waitLearned(t *testing.T, h *Handler, tool string, n int) policy.Stats {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		st := h.decider.Lat.Stats(tool)
+		st := h.decider.Latency(tool)
 		if st.Count == n {
 			return st
 		}
@@ -69,7 +62,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	if rt := resultType(t, modern.call("tools/call", slowArgs(0.05))); rt != "complete" {
 		t.Fatalf("first modern call of slow (50ms): resultType %q, want complete", rt)
 	}
-	if st := h.decider.Lat.Stats("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
+	if st := h.decider.Latency("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
 		t.Fatalf("after one hybrid call: %+v", st)
 	}
 	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
@@ -80,13 +73,13 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	calls := 0
 	for secs := 0.05; legacyTaskSupport(t, legacy)["slow"] != "optional"; secs *= 1.5 {
 		if calls++; calls > 8 {
-			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.Lat.Stats("slow"))
+			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.Latency("slow"))
 		}
 		if r := legacy.call("tools/call", slowArgs(secs)); r.Error != nil {
 			t.Fatalf("sync call: %+v", r.Error)
 		}
 	}
-	st := h.decider.Lat.Stats("slow")
+	st := h.decider.Latency("slow")
 	t.Logf("promoted after %d sync calls: %+v", calls, st)
 
 	// Legacy clients may now ask for a task.
@@ -95,7 +88,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 
 	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
 	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
-	st = h.decider.Lat.Stats("slow") // the worker learned before it completed the task
+	st = h.decider.Latency("slow") // the worker learned before it completed the task
 	d := decodeDetailed(t, modern.call("tools/call", slowArgs(0.6)))
 	if d.ResultType != "task" {
 		t.Fatalf("modern call of the promoted tool: %+v", d)
@@ -172,7 +165,7 @@ func TestLatencyOnlyListedTools(t *testing.T) {
 	legacy.initialize()
 	legacy.call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
 	legacy.call("tools/call", slowArgs(0))
-	if st := h.decider.Lat.Stats("no_such_tool"); st.Count != 0 {
+	if st := h.decider.Latency("no_such_tool"); st.Count != 0 {
 		t.Errorf("unlisted tool learned: %+v", st)
 	}
 	waitLearned(t, h, "slow", 1)
@@ -200,23 +193,23 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 	lb := &mcpClient{t: t, urls: f.urls[1:2]}
 	lb.initialize()
 	deadline := time.Now().Add(5 * time.Second)
-	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.Lat.Stats("slow").Count != 3 {
+	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.Latency("slow").Count != 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("replica B never learned all of slow: %+v", b.decider.Lat.Stats("slow"))
+			t.Fatalf("replica B never learned all of slow: %+v", b.decider.Latency("slow"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := b.decider.Lat.Stats("slow"); st.P50 < 200*time.Millisecond {
+	if st := b.decider.Latency("slow"); st.P50 < 200*time.Millisecond {
 		t.Errorf("replica B's view of slow: %+v", st)
 	}
 
 	// A replica started now knows slow before it serves anything.
 	c := f.add(func(c *Config) { learnedPolicy(c); c.LatencySync = time.Hour })
-	if st := c.decider.Lat.Stats("slow"); st.Count != 3 {
+	if st := c.decider.Latency("slow"); st.Count != 3 {
 		t.Errorf("new replica C is not warm: %+v", st)
 	}
 	// Its own observations are not published twice: A's 3 stay 3.
-	if st := a.decider.Lat.Stats("slow"); st.Count != 3 {
+	if st := a.decider.Latency("slow"); st.Count != 3 {
 		t.Errorf("replica A now counts %+v", st)
 	}
 }
@@ -252,7 +245,7 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 		if legacy != nil {
 			perRound = 3
 		}
-		learned := func() int { return h.decider.Lat.Stats("echo").Count + h.decider.Lat.Stats("progress").Count }
+		learned := func() int { return h.decider.Latency("echo").Count + h.decider.Latency("progress").Count }
 		waitTotal := func(n int) {
 			t.Helper()
 			deadline := time.Now().Add(2 * time.Second)
@@ -276,60 +269,4 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 		}
 		t.Logf("%d calls, %d Redis commands", rounds*perRound, f.cmds[0].Load()-before)
 	})
-}
-
-// TestRelayCallSkipsInputRounds: a forwarded call whose answer asked the
-// user for input teaches nothing; one that answered does.
-func TestRelayCallSkipsInputRounds(t *testing.T) {
-	up, err := upstream.New("http://127.0.0.1:1/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{Upstream: up})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	for _, tt := range []struct {
-		name, ct, body string
-		learned        int
-	}{
-		{"result", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, 1},
-		{"sse result", "text/event-stream", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n", 1},
-		{"elicitation", "text/event-stream", "data: {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"elicitation/create\",\"params\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n", 0},
-		{"mrtr round", "application/json", `{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","inputRequests":{}}}`, 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tool := "t-" + strings.ReplaceAll(tt.name, " ", "-")
-			resp := gwtest.UpstreamResponse(tt.ct, tt.body)
-			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
-			h.up.RelayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))
-			if rec.Body.String() != tt.body {
-				t.Errorf("relayed %q", rec.Body.String())
-			}
-			if got := h.decider.Lat.Stats(tool).Count; got != tt.learned {
-				t.Errorf("learned %d observations, want %d", got, tt.learned)
-			}
-		})
-	}
-}
-
-// TestLatencyObserveAllocationFree: what the sync forward adds to a call,
-// noting the chunks relayed and recording the latency, allocates nothing.
-func TestLatencyObserveAllocationFree(t *testing.T) {
-	h := &decide.Decider{Lat: policy.NewLatencies(0)}
-	h.Observe("echo", time.Millisecond) // the tool's entry
-	chunk := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}\n\n")
-	allocs := testing.AllocsPerRun(100, func() {
-		var seen upstreamside.RelaySeen
-		seen.Wrote(chunk)
-		seen.Ended(io.EOF)
-		if seen.Complete && seen.Answered && !seen.Input {
-			h.Observe("echo", seen.End.Sub(seen.End.Add(-time.Millisecond)))
-		}
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per call", allocs)
-	}
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/rs/zerolog"
 
@@ -27,68 +25,19 @@ import (
 // scrape GETs base/metrics and parses the exposition.
 func scrape(t *testing.T, mcpURL string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(strings.TrimSuffix(mcpURL, "/mcp") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: HTTP %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics is not the text exposition format: %v", err)
-	}
-	return fams
+	return gwtest.Scrape(t, strings.TrimSuffix(mcpURL, "/mcp")+"/metrics")
 }
 
 // metricValue is the counter, gauge or histogram count of the series of
 // family name whose labels include want; -1 when there is none.
 func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	f := fams[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.GetMetric() {
-		for k, v := range want {
-			found := false
-			for _, l := range m.GetLabel() {
-				if l.GetName() == k && l.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
+	return gwtest.MetricValue(fams, name, want)
 }
 
 // waitMetric polls /metrics until name{want} equals v.
 func waitMetric(t *testing.T, url, name string, want map[string]string, v float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := metricValue(scrape(t, url), name, want)
-		if got == v {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s%v = %v, want %v", name, want, got, v)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gwtest.WaitMetric(t, strings.TrimSuffix(url, "/mcp")+"/metrics", name, want, v)
 }
 
 func TestMetricsFollowTasks(t *testing.T) {

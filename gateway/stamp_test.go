@@ -65,17 +65,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	alice.waitTask(task.TaskID, "completed")
 	// The worker's last writes and reads (lease release, notification)
 	// would count with the polls' commands: wait until it is gone.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		rig.h.runner.Mu.Lock()
-		jobs := rig.h.runner.Jobs
-		rig.h.runner.Mu.Unlock()
-		if jobs == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers still running", jobs)
-		}
-	}
+	waitIdle(t, rig.h)
 	get := func(c *modernClient) (string, map[string]int) {
 		cmds.reset()
 		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})

@@ -11,7 +11,7 @@ import (
 // CallParams are a tools/call's params, decoded once where the call
 // arrives and carried in that form through the front's decisions (which
 // tool, a task asked for, an MRTR retry or a bridged call's answers), so
-// that what reads them never decodes the params again. Raw keeps the
+// that what reads them never decodes the params again. raw keeps the
 // params as the client sent them: what goes upstream is made from it.
 type CallParams struct {
 	Name      string
@@ -19,13 +19,13 @@ type CallParams struct {
 	// Task is the 2025-11-25 task augmentation (MCP 2025-11-25, Tasks,
 	// "Creating Tasks"); nil when absent or null.
 	Task *TaskParam
-	// RequestState and InputResponses are an MRTR retry's (SEP-2322):
+	// requestState and inputResponses are an MRTR retry's (SEP-2322):
 	// the requestState the gateway minted and the client's answers. A
 	// requestState that is not a string, or answers that are not an
 	// object, are none (the call is a new one).
-	RequestState   string
-	InputResponses map[string]json.RawMessage
-	Raw            json.RawMessage
+	requestState   string
+	inputResponses map[string]json.RawMessage
+	raw            json.RawMessage
 	hasTask        bool // params has a task member, null or not
 }
 
@@ -44,7 +44,7 @@ func DecodeCall(raw json.RawMessage) (p *CallParams, err error) {
 		RequestState   json.RawMessage `json:"requestState"`
 		InputResponses json.RawMessage `json:"inputResponses"`
 	}
-	p = &CallParams{Raw: raw}
+	p = &CallParams{raw: raw}
 	if json.Unmarshal(raw, &m) != nil || len(raw) == 0 || raw[0] != '{' {
 		return p, errCallParams
 	}
@@ -55,11 +55,11 @@ func DecodeCall(raw json.RawMessage) (p *CallParams, err error) {
 	if p.hasTask && json.Unmarshal(m.Task, &p.Task) != nil {
 		p.Task, err = nil, errCallParams
 	}
-	if len(m.RequestState) > 0 && json.Unmarshal(m.RequestState, &p.RequestState) != nil {
-		p.RequestState = ""
+	if len(m.RequestState) > 0 && json.Unmarshal(m.RequestState, &p.requestState) != nil {
+		p.requestState = ""
 	}
-	if p.RequestState != "" && len(m.InputResponses) > 0 && json.Unmarshal(m.InputResponses, &p.InputResponses) != nil {
-		p.RequestState, p.InputResponses = "", nil // not a retry the gateway can read
+	if p.requestState != "" && len(m.InputResponses) > 0 && json.Unmarshal(m.InputResponses, &p.inputResponses) != nil {
+		p.requestState, p.inputResponses = "", nil // not a retry the gateway can read
 	}
 	return p, err
 }
@@ -68,17 +68,17 @@ func DecodeCall(raw json.RawMessage) (p *CallParams, err error) {
 // requestState starts with prefix (the gateway's own: signed rounds, or
 // bridged calls), and whether it is one.
 func (p *CallParams) Retry(prefix string) (state string, responses map[string]json.RawMessage, ok bool) {
-	if !strings.HasPrefix(p.RequestState, prefix) {
+	if !strings.HasPrefix(p.requestState, prefix) {
 		return "", nil, false
 	}
-	return p.RequestState, p.InputResponses, true
+	return p.requestState, p.inputResponses, true
 }
 
 // WithoutTask is the params without their task member (the gateway's,
 // never the upstream's): Raw itself when there is none.
 func (p *CallParams) WithoutTask() (json.RawMessage, error) {
 	if !p.hasTask {
-		return p.Raw, nil
+		return p.raw, nil
 	}
-	return mcpwire.WithoutMember(p.Raw, "task")
+	return mcpwire.WithoutMember(p.raw, "task")
 }

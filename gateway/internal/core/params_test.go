@@ -25,8 +25,8 @@ func TestDecodeCall(t *testing.T) {
 		{params: `{"name":"echo","requestState":7}`, name: "echo", same: true},
 	} {
 		p, err := DecodeCall(json.RawMessage(c.params))
-		if (err != nil) != c.bad || p.Name != c.name || (p.Task != nil) != c.task || p.RequestState != c.state {
-			t.Errorf("%s: name %q task %v state %q err %v; want %q %v %q bad %v", c.params, p.Name, p.Task != nil, p.RequestState, err, c.name, c.task, c.state, c.bad)
+		if (err != nil) != c.bad || p.Name != c.name || (p.Task != nil) != c.task || p.requestState != c.state {
+			t.Errorf("%s: name %q task %v state %q err %v; want %q %v %q bad %v", c.params, p.Name, p.Task != nil, p.requestState, err, c.name, c.task, c.state, c.bad)
 			continue
 		}
 		if c.bad {

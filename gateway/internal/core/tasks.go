@@ -186,8 +186,9 @@ func NewUpstreamID() jsonrpc.ID {
 func WireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // TaskParam is params.task of a task-augmented call.
+// Exported because CallParams.Task, which the fronts read, names it.
 type TaskParam struct {
-	TTL *float64 `json:"ttl"`
+	TTL *float64 `json:"ttl"` // exported for encoding/json, which decodes it (DecodeCall)
 }
 
 // ttl is the ttl the client asked for (0: none; nil receiver too), or the

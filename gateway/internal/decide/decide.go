@@ -27,9 +27,8 @@ const DefaultHybridWait = time.Second
 // other replicas through the store.
 type Decider struct {
 	Policy *policy.Current
-	// Exported for the tests of gateway and cmd/taskgate, which read the learned latencies.
-	Lat   *policy.Latencies
-	tools *toolCatalog
+	lat    *policy.Latencies // the learned latencies (latency.go); Latency reads them
+	tools  *toolCatalog
 	// serverTasks: whether the upstream declares task-augmented tools/call.
 	serverTasks serverTasks
 	store       catalogStore // nil: nothing shared, nothing learned across replicas
@@ -48,7 +47,7 @@ type catalogStore interface {
 }
 
 func NewDecider(p *policy.Current, store *taskstore.Store, log zerolog.Logger) *Decider {
-	d := &Decider{Policy: p, Lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
+	d := &Decider{Policy: p, lat: policy.NewLatencies(0), tools: newToolCatalog(), log: log}
 	if store != nil {
 		d.store = store
 	}
@@ -90,7 +89,7 @@ func (d *Decider) DecideCall(ctx context.Context, tool string, client policy.Cli
 // audit line.
 func (d *Decider) DecideDeclared(ctx context.Context, tool string, decl ToolDecl, listed bool, client policy.ClientKind) Call {
 	rules, t := d.Policy.Load(), decl.Tool(tool)
-	c := Call{Decision: policy.Decide(rules, t, client, decl.TaskSupport, d.Lat.Stats(tool))}
+	c := Call{Decision: policy.Decide(rules, t, client, decl.TaskSupport, d.lat.Stats(tool))}
 	c.Ruled = policy.Ruled(rules, t)
 	if listed {
 		c.Learn = tool
@@ -127,7 +126,7 @@ func (d *Decider) Rules() *policy.Config { return d.Policy.Load() }
 
 // Latency is what this replica learned of tool's latency, merged with the
 // other replicas' (latency.go).
-func (d *Decider) Latency(tool string) policy.Stats { return d.Lat.Stats(tool) }
+func (d *Decider) Latency(tool string) policy.Stats { return d.lat.Stats(tool) }
 
 // Learns reports whether the catalogue learns the upstream's tools (it
 // does with a store, where replicas share it).

@@ -48,7 +48,7 @@ func (d *Decider) Observe(tool string, took time.Duration) {
 	if tool == "" || took < 0 {
 		return
 	}
-	d.Lat.Observe(tool, took)
+	d.lat.Observe(tool, took)
 }
 
 // StartSync starts sharing latencies every interval (negative: never)
@@ -114,7 +114,7 @@ func (s *latencySync) stop() {
 
 // publish writes this replica's own histograms; it reports success.
 func (s *latencySync) publish(ctx context.Context) bool {
-	local := s.d.Lat.Local()
+	local := s.d.lat.Local()
 	hists := make(map[string][]byte, len(local))
 	for tool, hist := range local {
 		b, _ := hist.MarshalBinary()
@@ -140,7 +140,7 @@ func (s *latencySync) load(ctx context.Context) {
 	others, err := FleetLatencies(ctx, s.d.store, s.replica)
 	s.result("load", err)
 	if err == nil {
-		s.d.Lat.SetRemote(others)
+		s.d.lat.SetRemote(others)
 	}
 }
 

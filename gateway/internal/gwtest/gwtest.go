@@ -8,6 +8,8 @@
 //     CounterValue, a counter read; TaskKey, the Redis key of a task.
 //   - http.go: UpstreamResponse, an upstream's answer as net/http hands
 //     it over.
+//   - metrics.go: Scrape, MetricValue and WaitMetric, a /metrics
+//     endpoint read.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.
 //   - oauth.go: OwnServer, an upstream that is its own OAuth

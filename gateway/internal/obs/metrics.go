@@ -281,7 +281,7 @@ func (m *Metrics) Handler() http.Handler { return m.http }
 // Duration.
 func (m *Metrics) TaskCreated(tool string, proto taskstore.Protocol) {
 	m.created.WithLabelValues(m.Tools.Label(tool), string(proto)).Inc()
-	m.trends.Created(tool)
+	m.trends.created(tool)
 }
 
 func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, inputWait time.Duration) {
@@ -292,7 +292,7 @@ func (m *Metrics) TaskFinished(t *taskstore.Task, status taskstore.Status, input
 		took = time.Since(t.CreatedAt)
 		m.duration.WithLabelValues(l, string(status)).Observe(took.Seconds())
 	}
-	m.trends.Finished(t.Tool, status, took)
+	m.trends.finished(t.Tool, status, took)
 	m.Trace.EndTask(t, status, inputWait) // this replica ended it: it records the task's span
 }
 

@@ -17,6 +17,7 @@ import (
 )
 
 // TrendStore is what the flusher writes to (taskstore.Store).
+// Exported because TrendsParams.Store, which gateway sets, names it.
 type TrendStore interface {
 	AdmitTrendTools(ctx context.Context, names []string, max int) (map[string]bool, error)
 	AddTrends(ctx context.Context, id string, deltas []taskstore.TrendDelta) error
@@ -26,10 +27,10 @@ type TrendStore interface {
 const (
 	DefaultTrendsFlush    = 5 * time.Second
 	DefaultTrendsMaxTools = 50
-	// TrendRetryFor is how long a flush the store did not take is
+	// trendRetryFor is how long a flush the store did not take is
 	// retried (under the same id, so it never counts twice) before its
 	// figures are dropped; less than taskstore.TrendFlushKeep.
-	TrendRetryFor = 10 * time.Minute
+	trendRetryFor = 10 * time.Minute
 )
 
 // TrendsParams configure Trends.
@@ -41,8 +42,8 @@ type TrendsParams struct {
 	// and across the fleet (the store's tools set); the others are
 	// counted in taskstore.TrendOther. Default DefaultTrendsMaxTools.
 	MaxTools int
-	// Clock is "now" for the minute an event counts in; default time.Now.
-	Clock func() time.Time
+	// clock is "now" for the minute an event counts in; default time.Now.
+	clock func() time.Time
 	Log   zerolog.Logger
 }
 
@@ -85,8 +86,8 @@ func NewTrends(p TrendsParams) *Trends {
 	if p.MaxTools <= 0 {
 		p.MaxTools = DefaultTrendsMaxTools
 	}
-	if p.Clock == nil {
-		p.Clock = time.Now
+	if p.clock == nil {
+		p.clock = time.Now
 	}
 	return &Trends{p: p, cur: map[trendKey]*taskstore.TrendCounts{}, tools: map[string]struct{}{}}
 }
@@ -104,7 +105,7 @@ func (t *Trends) counts(tool string) *taskstore.TrendCounts {
 			t.tools[tool] = struct{}{}
 		}
 	}
-	k := trendKey{minute: t.p.Clock().Unix() / 60, tool: tool}
+	k := trendKey{minute: t.p.clock().Unix() / 60, tool: tool}
 	c := t.cur[k]
 	if c == nil {
 		c = &taskstore.TrendCounts{}
@@ -113,8 +114,8 @@ func (t *Trends) counts(tool string) *taskstore.TrendCounts {
 	return c
 }
 
-// Created counts a task started.
-func (t *Trends) Created(tool string) {
+// created counts a task started.
+func (t *Trends) created(tool string) {
 	if t == nil {
 		return
 	}
@@ -123,11 +124,11 @@ func (t *Trends) Created(tool string) {
 	t.mu.Unlock()
 }
 
-// Finished counts a task ended with status; took is its creation →
+// finished counts a task ended with status; took is its creation →
 // end, counted in the duration histogram for completed and failed
 // tasks (a cancel says nothing of how long the tool takes); took < 0:
 // unknown.
-func (t *Trends) Finished(tool string, status taskstore.Status, took time.Duration) {
+func (t *Trends) finished(tool string, status taskstore.Status, took time.Duration) {
 	if t == nil {
 		return
 	}
@@ -150,9 +151,9 @@ func (t *Trends) Finished(tool string, status taskstore.Status, took time.Durati
 	}
 }
 
-// InputWait counts one wait for the client's answers that ended (the
+// inputWait counts one wait for the client's answers that ended (the
 // task went from input_required back to working, or ended), of length d.
-func (t *Trends) InputWait(tool string, d time.Duration) {
+func (t *Trends) inputWait(tool string, d time.Duration) {
 	if t == nil {
 		return
 	}
@@ -163,8 +164,8 @@ func (t *Trends) InputWait(tool string, d time.Duration) {
 	t.mu.Unlock()
 }
 
-// Rerun counts an attempt begun again.
-func (t *Trends) Rerun(tool string) {
+// rerun counts an attempt begun again.
+func (t *Trends) rerun(tool string) {
 	if t == nil {
 		return
 	}
@@ -189,7 +190,7 @@ func (t *Trends) run() {
 			return
 		case <-tick.C:
 			ctx, cancel := context.WithTimeout(context.Background(), t.p.Every)
-			_ = t.Flush(ctx)
+			_ = t.flush(ctx)
 			cancel()
 		}
 	}
@@ -206,21 +207,21 @@ func (t *Trends) Stop() {
 		<-t.done
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = t.Flush(ctx)
+		_ = t.flush(ctx)
 	})
 }
 
-// Flush writes what was counted since the last flush: the tools the
+// flush writes what was counted since the last flush: the tools the
 // fleet may track (AdmitTrendTools; the others folded into TrendOther),
 // each series' minutes and the overall series, under one flush id. A
 // flush the store does not take is retried at the next, under the same
-// id, for TrendRetryFor; meanwhile new counts wait in memory.
-func (t *Trends) Flush(ctx context.Context) error {
+// id, for trendRetryFor; meanwhile new counts wait in memory.
+func (t *Trends) flush(ctx context.Context) error {
 	t.flushMu.Lock()
 	defer t.flushMu.Unlock()
 	if t.pending != nil {
 		if err := t.p.Store.AddTrends(ctx, t.pending.id, t.pending.deltas); err != nil {
-			if t.p.Clock().Sub(t.pending.since) > TrendRetryFor {
+			if t.p.clock().Sub(t.pending.since) > trendRetryFor {
 				t.p.Log.Warn().Str("op", "trends").Err(err).Int("series_minutes", len(t.pending.deltas)).Msg("trends not written for too long; these figures are dropped")
 				t.pending = nil
 			}
@@ -249,7 +250,7 @@ func (t *Trends) Flush(ctx context.Context) error {
 		t.p.Log.Debug().Str("op", "trends").Err(err).Msg("trends not written; kept for the next flush")
 		return err
 	}
-	b := &trendBatch{id: uuid.NewString(), since: t.p.Clock(), deltas: batchDeltas(cur, admitted)}
+	b := &trendBatch{id: uuid.NewString(), since: t.p.clock(), deltas: batchDeltas(cur, admitted)}
 	if err := t.p.Store.AddTrends(ctx, b.id, b.deltas); err != nil {
 		t.pending = b
 		t.p.Log.Debug().Str("op", "trends").Err(err).Msg("trends not written; retried at the next flush")
@@ -259,12 +260,12 @@ func (t *Trends) Flush(ctx context.Context) error {
 }
 
 // putBack returns counts a flush could not send to the accumulator.
-// Minutes older than TrendRetryFor are dropped: nothing shows them for
+// Minutes older than trendRetryFor are dropped: nothing shows them for
 // long, and memory stays bounded while the store is away.
 func (t *Trends) putBack(old map[trendKey]*taskstore.TrendCounts) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	oldest := t.p.Clock().Add(-TrendRetryFor).Unix() / 60
+	oldest := t.p.clock().Add(-trendRetryFor).Unix() / 60
 	for k, c := range old {
 		if k.minute < oldest {
 			continue
@@ -318,7 +319,7 @@ func (m *Metrics) SetTrends(t *Trends) { m.trends = t }
 // (internal/runner/rerun.go), for the console's trends.
 func (m *Metrics) TrendRerun(tool string) {
 	if m != nil {
-		m.trends.Rerun(tool)
+		m.trends.rerun(tool)
 	}
 }
 
@@ -326,6 +327,6 @@ func (m *Metrics) TrendRerun(tool string) {
 // that lasted d (internal/runner/input.go), for the console's trends.
 func (m *Metrics) TrendInputWait(tool string, d time.Duration) {
 	if m != nil {
-		m.trends.InputWait(tool, d)
+		m.trends.inputWait(tool, d)
 	}
 }

@@ -43,8 +43,8 @@ func BenchmarkTrendsHotPath(b *testing.B) {
 			i := 0
 			for pb.Next() {
 				tool := tools[i%len(tools)]
-				tr.Created(tool)
-				tr.Finished(tool, taskstore.StatusCompleted, 40*time.Millisecond)
+				tr.created(tool)
+				tr.finished(tool, taskstore.StatusCompleted, 40*time.Millisecond)
 				i++
 			}
 		})

@@ -64,7 +64,7 @@ func TestTrendsAccumulateAndFlush(t *testing.T) {
 		ctx := context.Background()
 		replica := func() (*Metrics, *Trends) {
 			m := NewMetrics(func() float64 { return 0 })
-			tr := NewTrends(TrendsParams{Store: s, Clock: clk.Now})
+			tr := NewTrends(TrendsParams{Store: s, clock: clk.Now})
 			m.SetTrends(tr)
 			return m, tr
 		}
@@ -81,10 +81,10 @@ func TestTrendsAccumulateAndFlush(t *testing.T) {
 		m1.TrendRerun("search")
 		m2.TaskCreated("mail", taskstore.Protocol2026)
 		m2.TaskFinished(&taskstore.Task{}, taskstore.StatusFailed, 0) // a recovered lease: no tool, no creation time
-		if err := t1.Flush(ctx); err != nil {
+		if err := t1.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := t2.Flush(ctx); err != nil {
+		if err := t2.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		p, err := s.Trend(ctx, "search", taskstore.TrendLastHour)
@@ -110,7 +110,7 @@ func TestTrendsAccumulateAndFlush(t *testing.T) {
 			t.Errorf("tools: %q", tools)
 		}
 		// Nothing new: a flush writes nothing, the figures stay.
-		if err := t1.Flush(ctx); err != nil {
+		if err := t1.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if p, _ := s.Trend(ctx, "search", taskstore.TrendLastHour); p[59].Started != 3 {
@@ -119,7 +119,7 @@ func TestTrendsAccumulateAndFlush(t *testing.T) {
 		// The next minute is another point.
 		clk.Add(time.Minute)
 		m1.TaskCreated("search", taskstore.Protocol2025)
-		_ = t1.Flush(ctx)
+		_ = t1.flush(ctx)
 		if p, _ := s.Trend(ctx, "search", taskstore.TrendLastHour); p[58].Started != 3 || p[59].Started != 1 {
 			t.Errorf("two minutes: %d then %d", p[58].Started, p[59].Started)
 		}
@@ -132,20 +132,20 @@ func TestTrendsAccumulateAndFlush(t *testing.T) {
 func TestTrendsToolFlood(t *testing.T) {
 	eachTrendBackend(t, func(t *testing.T, s *taskstore.Store, clk *clock) {
 		ctx := context.Background()
-		a := NewTrends(TrendsParams{Store: s, Clock: clk.Now, MaxTools: 5})
-		b := NewTrends(TrendsParams{Store: s, Clock: clk.Now, MaxTools: 5})
+		a := NewTrends(TrendsParams{Store: s, clock: clk.Now, MaxTools: 5})
+		b := NewTrends(TrendsParams{Store: s, clock: clk.Now, MaxTools: 5})
 		for i := range 1000 {
-			a.Created("made-up-" + strconv.Itoa(i))
-			b.Created("other-up-" + strconv.Itoa(i))
+			a.created("made-up-" + strconv.Itoa(i))
+			b.created("other-up-" + strconv.Itoa(i))
 		}
-		a.Created(string(make([]byte, taskstore.MaxTrendToolName+1))) // too long a name
+		a.created(string(make([]byte, taskstore.MaxTrendToolName+1))) // too long a name
 		if len(a.tools) != 5 || len(a.cur) != 6 {
 			t.Fatalf("the accumulator holds %d tools, %d series; want 5 and 6", len(a.tools), len(a.cur))
 		}
-		if err := a.Flush(ctx); err != nil {
+		if err := a.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Flush(ctx); err != nil {
+		if err := b.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		tools, err := s.TrendTools(ctx)
@@ -186,20 +186,20 @@ func (f *failingStore) AddTrends(ctx context.Context, id string, d []taskstore.T
 
 // TestTrendsFlushRetry: a flush the store did not take is retried under
 // its id, so a flush whose reply was lost is not counted twice, and
-// nothing recorded meanwhile is lost; past TrendRetryFor it is dropped.
+// nothing recorded meanwhile is lost; past trendRetryFor it is dropped.
 func TestTrendsFlushRetry(t *testing.T) {
 	eachTrendBackend(t, func(t *testing.T, s *taskstore.Store, clk *clock) {
 		ctx := context.Background()
 		fs := &failingStore{Store: s}
-		tr := NewTrends(TrendsParams{Store: fs, Clock: clk.Now})
-		tr.Created("x")
+		tr := NewTrends(TrendsParams{Store: fs, clock: clk.Now})
+		tr.created("x")
 		fs.lost.Store(true) // applied, but the flusher does not know
-		if err := tr.Flush(ctx); err == nil {
+		if err := tr.flush(ctx); err == nil {
 			t.Fatal("a lost reply flushed without an error")
 		}
 		fs.lost.Store(false)
-		tr.Created("x")
-		if err := tr.Flush(ctx); err != nil { // the retry, then the new one
+		tr.created("x")
+		if err := tr.flush(ctx); err != nil { // the retry, then the new one
 			t.Fatal(err)
 		}
 		if len(fs.ids) != 3 || fs.ids[0] != fs.ids[1] || fs.ids[1] == fs.ids[2] {
@@ -208,29 +208,29 @@ func TestTrendsFlushRetry(t *testing.T) {
 		if p, _ := s.Trend(ctx, "x", taskstore.TrendLastHour); p[59].Started != 2 {
 			t.Errorf("started %d, want 2 (the lost reply's flush counted once)", p[59].Started)
 		}
-		// Down: kept, then dropped after TrendRetryFor.
+		// Down: kept, then dropped after trendRetryFor.
 		fs.down.Store(true)
-		tr.Created("x")
-		_ = tr.Flush(ctx)
-		tr.Created("x") // waits in memory behind the pending flush
-		_ = tr.Flush(ctx)
+		tr.created("x")
+		_ = tr.flush(ctx)
+		tr.created("x") // waits in memory behind the pending flush
+		_ = tr.flush(ctx)
 		fs.down.Store(false)
-		if err := tr.Flush(ctx); err != nil {
+		if err := tr.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.Flush(ctx); err != nil {
+		if err := tr.flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if p, _ := s.Trend(ctx, "x", taskstore.TrendLastHour); p[59].Started != 4 {
 			t.Errorf("started %d after the store came back, want 4", p[59].Started)
 		}
 		fs.down.Store(true)
-		tr.Created("x")
-		_ = tr.Flush(ctx)
-		clk.Add(TrendRetryFor + time.Second)
-		_ = tr.Flush(ctx) // gives up the pending flush
+		tr.created("x")
+		_ = tr.flush(ctx)
+		clk.Add(trendRetryFor + time.Second)
+		_ = tr.flush(ctx) // gives up the pending flush
 		fs.down.Store(false)
-		_ = tr.Flush(ctx)
+		_ = tr.flush(ctx)
 		if p, _ := s.Trend(ctx, "x", taskstore.TrendLastHour); p[49].Started != 4 || p[59].Started != 0 {
 			t.Errorf("after giving up: %d then %d, want 4 and 0", p[49].Started, p[59].Started)
 		}
@@ -241,19 +241,19 @@ func TestTrendsFlushRetry(t *testing.T) {
 // nil accumulator do nothing.
 func TestTrendsStopFlushes(t *testing.T) {
 	eachTrendBackend(t, func(t *testing.T, s *taskstore.Store, clk *clock) {
-		tr := NewTrends(TrendsParams{Store: s, Clock: clk.Now, Every: time.Hour})
+		tr := NewTrends(TrendsParams{Store: s, clock: clk.Now, Every: time.Hour})
 		tr.Start()
-		tr.Created("x")
+		tr.created("x")
 		tr.Stop()
 		tr.Stop()
 		if p, _ := s.Trend(context.Background(), "x", taskstore.TrendLastHour); p[59].Started != 1 {
 			t.Errorf("started %d after Stop, want 1", p[59].Started)
 		}
 		var off *Trends
-		off.Created("x")
-		off.Finished("x", taskstore.StatusCompleted, time.Second)
-		off.InputWait("x", time.Second)
-		off.Rerun("x")
+		off.created("x")
+		off.finished("x", taskstore.StatusCompleted, time.Second)
+		off.inputWait("x", time.Second)
+		off.rerun("x")
 		var m *Metrics
 		m.TrendRerun("x")
 	})

@@ -42,10 +42,10 @@ import (
 
 // admission is the runner's fair shares of --max-inflight: the calls held
 // per principal, the admissions waiting for a slot, and the task rates.
-// Its counts are guarded by the runner's Mu, which also guards the workers
+// Its counts are guarded by the runner's mu, which also guards the workers
 // Idle waits for; changedLocked wakes Idle when a slot is freed.
 type admission struct {
-	mu            *sync.Mutex // the runner's Mu
+	mu            *sync.Mutex // the runner's mu
 	changedLocked func()      // the runner's, under mu
 	draining      *atomic.Bool
 	metrics       *obs.Metrics
@@ -72,6 +72,7 @@ func (rn *Runner) Admit(ctx context.Context, principal string, kind AdmitKind) (
 func (rn *Runner) Count(principal string) *Slot { return rn.adm.count(principal) }
 
 // AdmitKind is what an admitted call is for.
+// Exported because Admit's signature names it (the fronts pass AdmitCall or AdmitTask).
 type AdmitKind uint8
 
 const (
@@ -94,6 +95,7 @@ const retryHint = time.Second
 // Slot is one in-flight call's place under --max-inflight, counted for a
 // principal. Free gives it back; it may be called on every path, only the
 // first call counts.
+// Exported because Admit, Hold, StartCall and Job.Slot name it (the fronts carry it).
 type Slot struct {
 	a         *admission
 	principal string
@@ -111,7 +113,7 @@ func (s *Slot) free() {
 // waiter is an admission waiting for a slot of a full pool.
 type waiter struct {
 	principal string
-	granted   chan struct{} // closed once slot is set (under the runner's Mu)
+	granted   chan struct{} // closed once slot is set (under the runner's mu)
 	slot      *Slot
 }
 

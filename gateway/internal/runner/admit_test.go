@@ -45,8 +45,8 @@ func refusal(t *testing.T, e *mcpwire.Error, reason, flag string) {
 
 // state is the admission's counts: calls in flight, per principal, waiting.
 func (rn *Runner) state() (int, map[string]int, int) {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
 	held := map[string]int{}
 	for k, v := range rn.adm.held {
 		held[k] = v

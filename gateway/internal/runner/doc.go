@@ -8,7 +8,7 @@
 //     error, the worker started only then: docs/ARCHITECTURE.md
 //     invariant 1).
 //   - admit.go: admission, the fair shares of --max-inflight (its counts
-//     under the runner's Mu): Admit(principal), Count, Slot
+//     under the runner's mu): Admit(principal), Count, Slot
 //     (freed exactly once), --max-inflight-per-principal, the fair-share
 //     rule and the lightest-first wait when the pool is full, the
 //     refusals with their retry hint (docs/operations.md, "Fair shares").

@@ -104,11 +104,9 @@ type Runner struct {
 
 	Draining atomic.Bool // drain was called: no new in-flight calls
 
-	// Exported for gateway's tests (stamp_test.go, with Jobs).
-	Mu  sync.Mutex
-	adm *admission // fair shares of --max-inflight, its counts under Mu (admit.go)
-	// Exported for gateway's tests (stamp_test.go reads a worker's job, under Mu).
-	Jobs    int           // workers running (each has a goroutine only while it has work: worker.go)
+	mu      sync.Mutex
+	adm     *admission    // fair shares of --max-inflight, its counts under mu (admit.go)
+	jobs    int           // workers running (each has a goroutine only while it has work: worker.go); under mu
 	changed chan struct{} // closed (and replaced) whenever calls or jobs drops
 
 	retry     *retrier
@@ -137,9 +135,9 @@ func New(p Params) *Runner {
 	return rn
 }
 
-// newAdmission is the runner's admission, on its Mu and Params.
+// newAdmission is the runner's admission, on its mu and Params.
 func (rn *Runner) newAdmission(rates *taskRates) *admission {
-	return &admission{mu: &rn.Mu, changedLocked: rn.changedLocked, draining: &rn.Draining, metrics: rn.Metrics,
+	return &admission{mu: &rn.mu, changedLocked: rn.changedLocked, draining: &rn.Draining, metrics: rn.Metrics,
 		maxInflight: rn.MaxInflight, maxPerPrincipal: rn.MaxPerPrincipal, held: map[string]int{}, rates: rates}
 }
 
@@ -154,16 +152,16 @@ func (rn *Runner) changedLocked() {
 }
 
 func (rn *Runner) drop(n *int) {
-	rn.Mu.Lock()
+	rn.mu.Lock()
 	*n--
 	rn.changedLocked()
-	rn.Mu.Unlock()
+	rn.mu.Unlock()
 }
 
 // Inflight is how many calls are in flight (or reserved).
 func (rn *Runner) Inflight() int {
-	rn.Mu.Lock()
-	defer rn.Mu.Unlock()
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
 	return rn.adm.calls
 }
 
@@ -171,9 +169,9 @@ func (rn *Runner) Inflight() int {
 // Exported for gateway's tests (waitIdle in gate_test.go, drain_test.go, frontdoor_test.go).
 func (rn *Runner) Idle(ctx context.Context) error {
 	for {
-		rn.Mu.Lock()
-		busy, changed := rn.adm.calls+rn.Jobs, rn.changed
-		rn.Mu.Unlock()
+		rn.mu.Lock()
+		busy, changed := rn.adm.calls+rn.jobs, rn.changed
+		rn.mu.Unlock()
 		if busy == 0 {
 			return nil
 		}
@@ -279,9 +277,9 @@ func (rn *Runner) giveBack(j *Job) { j.Slot.free() }
 
 // start runs j's worker (worker.go) until its task ends.
 func (rn *Runner) start(j *Job) {
-	rn.Mu.Lock()
-	rn.Jobs++
-	rn.Mu.Unlock()
+	rn.mu.Lock()
+	rn.jobs++
+	rn.mu.Unlock()
 	rn.wg.Add(1)
 	go rn.work(j)
 }

@@ -14,9 +14,9 @@ type Figures struct {
 
 // Figures returns the runner's figures now.
 func (rn *Runner) Figures() Figures {
-	rn.Mu.Lock()
+	rn.mu.Lock()
 	f := Figures{Held: rn.adm.calls}
-	rn.Mu.Unlock()
+	rn.mu.Unlock()
 	rn.leases.Mu.Lock()
 	f.Leases = len(rn.leases.runs)
 	rn.leases.Mu.Unlock()

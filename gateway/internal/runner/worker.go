@@ -160,13 +160,13 @@ type taskRun struct {
 func (rn *Runner) work(j *Job) {
 	if !rn.waitNotBefore(j) { // a rerun's backoff (rerun.go)
 		j.Slot.free()
-		rn.drop(&rn.Jobs)
+		rn.drop(&rn.jobs)
 		rn.wg.Done()
 		return
 	}
 	run, watch := rn.begin(j)
 	if run == nil {
-		rn.drop(&rn.Jobs)
+		rn.drop(&rn.jobs)
 		rn.wg.Done()
 		return
 	}
@@ -211,7 +211,7 @@ func (run *taskRun) Drain() {
 	run.Mu.Unlock()
 	run.stopAfter()
 	run.end(run.watch)
-	run.rn.drop(&run.rn.Jobs)
+	run.rn.drop(&run.rn.jobs)
 	run.rn.wg.Done()
 }
 

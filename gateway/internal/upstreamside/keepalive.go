@@ -162,9 +162,9 @@ func awaitHeaders(w http.ResponseWriter, r *http.Request, ka *Beats, send func()
 // relayed stream), a JSON answer as one event, anything else as a
 // JSON-RPC error event. It returns what it saw of the answer, for latency
 // learning.
-func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *Beats) RelaySeen {
+func answerOnStream(w http.ResponseWriter, resp *http.Response, id json.RawMessage, ka *Beats) relaySeen {
 	defer resp.Body.Close()
-	seen := RelaySeen{id: id, ka: ka}
+	seen := relaySeen{id: id, ka: ka}
 	flusher, _ := w.(http.Flusher)
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch {

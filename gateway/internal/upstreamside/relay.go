@@ -29,7 +29,7 @@ func (u *Side) Relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 	u.relayBody(w, r, resp, nil)
 }
 
-// RelayAnswer relays the answer to a client's request. id is the
+// relayAnswer relays the answer to a client's request. id is the
 // request's id: when the upstream's stream breaks off (not a clean end of
 // stream, which a resumable server may do on purpose) before a JSON-RPC
 // response passed, the client gets a -32603 response for id naming the
@@ -41,8 +41,7 @@ func (u *Side) Relay(w http.ResponseWriter, r *http.Request, resp *http.Response
 // the user's input (an elicitation or sampling request of a session
 // Upstream, an MRTR input_required result), whose time cannot be told
 // apart from the tool's.
-// Exported for gateway's tests (latency_test.go).
-func (u *Side) RelayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
+func (u *Side) relayAnswer(w http.ResponseWriter, r *http.Request, resp *http.Response, id json.RawMessage, tool string, start time.Time) {
 	u.relayAnswerKept(w, r, resp, id, tool, start, nil)
 }
 
@@ -52,7 +51,7 @@ func (u *Side) relayAnswerKept(w http.ResponseWriter, r *http.Request, resp *htt
 	if encoded(resp) {
 		ka = nil // nothing can go between compressed bytes
 	}
-	seen := RelaySeen{id: id, ka: ka}
+	seen := relaySeen{id: id, ka: ka}
 	u.relayBody(w, r, resp, &seen)
 	u.learnFrom(&seen, resp.StatusCode, tool, start)
 }
@@ -64,7 +63,7 @@ func encoded(resp *http.Response) bool {
 }
 
 // learnFrom records tool's latency from what a relay saw of its answer.
-func (u *Side) learnFrom(seen *RelaySeen, status int, tool string, start time.Time) {
+func (u *Side) learnFrom(seen *relaySeen, status int, tool string, start time.Time) {
 	if tool != "" && (seen.Complete || seen.Answered) && !seen.Input && status == http.StatusOK {
 		u.observe(tool, seen.End.Sub(start))
 	}
@@ -77,12 +76,11 @@ func (u *Side) RelayRequest(w http.ResponseWriter, r *http.Request, resp *http.R
 		u.Relay(w, r, resp)
 		return
 	}
-	u.RelayAnswer(w, r, resp, msg.ID, learn, start)
+	u.relayAnswer(w, r, resp, msg.ID, learn, start)
 }
 
-// RelaySeen is what a relay saw of the body it copied. Allocation-free.
-// Exported, with its fields, Wrote and Ended, for gateway's tests (latency_test.go: what a relay teaches the decider, allocation-free).
-type RelaySeen struct {
+// relaySeen is what a relay saw of the body it copied. Allocation-free.
+type relaySeen struct {
 	Complete bool      // the body was read to its end and written whole
 	Answered bool      // a chunk that looks like a JSON-RPC response was written
 	Input    bool      // it holds a request for the user's input
@@ -102,7 +100,7 @@ var (
 )
 
 // Wrote notes chunk p, just written to the client.
-func (s *RelaySeen) Wrote(p []byte) {
+func (s *relaySeen) Wrote(p []byte) {
 	if s == nil {
 		return
 	}
@@ -129,18 +127,18 @@ func (s *RelaySeen) Wrote(p []byte) {
 
 // atBoundary reports whether what was written so far ends between events,
 // where a keep-alive may go.
-func (s *RelaySeen) atBoundary() bool {
+func (s *relaySeen) atBoundary() bool {
 	return s.tail == [4]byte{} || s.endsEvent()
 }
 
 // endsEvent reports whether the bytes written end with a blank line (LF or
 // CRLF line ends).
-func (s *RelaySeen) endsEvent() bool {
+func (s *relaySeen) endsEvent() bool {
 	return (s.tail[2] == '\n' && s.tail[3] == '\n') || s.tail == [4]byte{'\r', '\n', '\r', '\n'}
 }
 
 // Ended notes the end of the body: err is the read error that ended it.
-func (s *RelaySeen) Ended(err error) {
+func (s *relaySeen) Ended(err error) {
 	if s == nil {
 		return
 	}
@@ -151,7 +149,7 @@ func (s *RelaySeen) Ended(err error) {
 
 // brokeOff answers the request with a -32603 event when its stream ended
 // with err before the response passed (see relayAnswer).
-func (s *RelaySeen) brokeOff(w io.Writer, err error) {
+func (s *relaySeen) brokeOff(w io.Writer, err error) {
 	if s == nil || s.id == nil || s.Answered || err == io.EOF {
 		return
 	}
@@ -173,7 +171,7 @@ func containsAny(p []byte, markers [][]byte) bool {
 }
 
 // relayBody is relay; seen, when not nil, is told what the body held.
-func (u *Side) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *RelaySeen) {
+func (u *Side) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Response, seen *relaySeen) {
 	defer resp.Body.Close()
 	stream := CopyResponseHeader(w, resp)
 	if resp.ContentLength >= 0 && !stream && bodyAllowed(r.Method, resp.StatusCode) {
@@ -196,7 +194,7 @@ func (u *Side) relayBody(w http.ResponseWriter, r *http.Request, resp *http.Resp
 }
 
 // copySeen copies body to w through buf, telling seen what passes.
-func copySeen(w io.Writer, body io.Reader, buf []byte, seen *RelaySeen) {
+func copySeen(w io.Writer, body io.Reader, buf []byte, seen *relaySeen) {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -229,7 +227,7 @@ type chunk struct {
 // (headers, event, end of stream). The headers are flushed on their own
 // only when the first event takes longer than headerWait. seen (may be
 // nil) is told what was written and how the body ended.
-func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *RelaySeen) {
+func relayStream(w http.ResponseWriter, f http.Flusher, body io.ReadCloser, buf []byte, seen *relaySeen) {
 	chunks := make(chan chunk, 1)
 	free := make(chan []byte, 1) // the buffer the reader may fill next
 	spare := copyBufs.Get().(*[]byte)

@@ -1,4 +1,4 @@
-package gateway
+package runner
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/policy"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 // restartingUpstream is a 2025-11-25 MCP server with one tool it runs only
@@ -108,14 +110,23 @@ func TestHeldUpstreamTaskSurvivesUpstreamRestart(t *testing.T) {
 		t.Skip("a 5 s upstream outage")
 	}
 	up := startRestartingUpstream(t)
-	f := newFleet(t, up.URL())
-	f.add(func(c *Config) {
-		c.UpstreamRestartGrace = 10 * time.Second
-		c.Policy = rulesPolicy(rules(t, "native", policy.Task)) // the gateway's task, holding the upstream's
-	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initialize()
-	task := c.startTask("native", map[string]any{}, nil)
+	rig := newStoreRigOn(t, up.URL(), false, taskstore.Options{}, Params{RestartGrace: 10 * time.Second})
+	// The gateway's task, holding the upstream's (a task rule on a native
+	// tool, as a 2025-11-25 client's task).
+	params, err := WithUpstreamTask(json.RawMessage(`{"name":"native","arguments":{}}`), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, e := rig.rn.Admit(context.Background(), rigOwner, AdmitTask)
+	if e != nil {
+		t.Fatal(e)
+	}
+	j := &Job{Owner: rigOwner, Sess: rig.target.Session, Slot: slot,
+		Req: &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call", Params: params}}
+	if err := rig.rn.Launch(context.Background(), j, LaunchSpec{Proto: taskstore.Protocol2025, Tool: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	task := j.Task
 	select {
 	case <-up.asked:
 	case <-time.After(20 * time.Second):
@@ -128,26 +139,15 @@ func TestHeldUpstreamTaskSurvivesUpstreamRestart(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for {
-		wt, r := c.getTask(task.TaskID)
-		if r.Error != nil {
-			t.Fatalf("tasks/get: %+v", r.Error)
-		}
-		if wt.Status == "failed" || wt.Status == "cancelled" {
-			t.Fatalf("the task %s across the upstream's restart: %s", wt.Status, wt.StatusMessage)
-		}
-		if wt.Status == "completed" {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the task is still %s after the upstream came back", wt.Status)
-		case <-time.After(50 * time.Millisecond):
-		}
+	wt, err := rig.store.WaitFor(ctx, rigOwner, task.ID, func(t *taskstore.Task) bool { return t.Status.Terminal() })
+	if err != nil {
+		t.Fatalf("the task never ended after the upstream came back: %v", err)
 	}
-	r := c.call("tasks/result", map[string]any{"taskId": task.TaskID})
-	if text, isErr, _ := resultText(t, r.Result); r.Error != nil || text != "survived the restart" || isErr {
-		t.Errorf("tasks/result = %q isError=%v %+v", text, isErr, r.Error)
+	if wt.Status == taskstore.StatusFailed || wt.Status == taskstore.StatusCancelled {
+		t.Fatalf("the task %s across the upstream's restart: %s", wt.Status, wt.StatusMessage)
+	}
+	if text, isErr, _ := resultText(t, wt.Result); len(wt.Error) != 0 || text != "survived the restart" || isErr {
+		t.Errorf("result = %q isError=%v %s", text, isErr, wt.Error)
 	}
 	if n := up.cancels.Load(); n != 0 {
 		t.Errorf("%d tasks/cancel sent to the upstream of a task that completed", n)

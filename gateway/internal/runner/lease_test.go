@@ -1,18 +1,15 @@
-package gateway
+package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
-	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -21,18 +18,14 @@ import (
 // replica claimed the task. It must stop and abort its upstream call, and
 // write no outcome over the new holder's.
 func TestWorkerThatLosesItsLeaseAbortsTheCall(t *testing.T) {
-	for _, era := range upstreamEras {
+	for _, era := range []struct {
+		name      string
+		stateless bool
+	}{{"modern-upstream", true}, {"legacy-upstream", false}} {
 		t.Run(era.name, func(t *testing.T) {
-			rec := &testupstream.Recorder{}
-			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.stateless, Recorder: rec}))
-			t.Cleanup(up.Close)
-			f := newFleet(t, up.URL+"/mcp")
-			f.add(func(c *Config) {
-				c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
-				c.Lease, c.LeaseRenew = 3*time.Second, 100*time.Millisecond
-			})
-			c := &modernClient{t: t, urls: f.urls, auth: "Bearer lease"}
-			task := c.toolTask("slow", map[string]any{"seconds": 30})
+			rig := newStoreRig(t, era.stateless, taskstore.Options{}, Params{Lease: 3 * time.Second, Renew: 100 * time.Millisecond})
+			rec := rig.rec
+			task := rig.toolTask(t, "slow", map[string]any{"seconds": 30})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
@@ -41,24 +34,23 @@ func TestWorkerThatLosesItsLeaseAbortsTheCall(t *testing.T) {
 
 			// Another replica, whose clock says the lease ran out long ago,
 			// claims the task (a minute is past the 3 s lease and its 2 s grace, well within the ttl).
-			rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
+			rdb := redis.NewClient(&redis.Options{Addr: rig.mr.Addr()})
 			t.Cleanup(func() { rdb.Close() })
 			later := taskstore.New(rdb, taskstore.Options{Clock: func() time.Time { return time.Now().Add(time.Minute) }})
 			t.Cleanup(func() { later.Close() })
-			sum := sha256.Sum256([]byte("Bearer lease"))
-			owner := "auth:" + hex.EncodeToString(sum[:])
-			if err := later.Claim(ctx, owner, task.TaskID, "thief", time.Hour); err != nil {
+			owner := rigOwner
+			if err := later.Claim(ctx, owner, task.ID, "thief", time.Hour); err != nil {
 				t.Fatalf("claim: %v", err)
 			}
 
 			if err := rec.WaitFor(ctx, "slow", testupstream.Cancelled, 1); err != nil {
 				t.Fatalf("the upstream call was not aborted after the lease was lost: %v", err)
 			}
-			waitMetric(t, f.urls[0], "taskgate_held_calls", nil, 0)
-			waitMetric(t, f.urls[0], "taskgate_tasks_live", map[string]string{"status": "working"}, 0)
+			gwtest.WaitMetric(t, rig.metricsURL, "taskgate_held_calls", nil, 0)
+			gwtest.WaitMetric(t, rig.metricsURL, "taskgate_tasks_live", map[string]string{"status": "working"}, 0)
 			// The task is the new holder's: still working, not failed or
 			// completed by the worker that lost it.
-			got, err := later.Get(ctx, owner, task.TaskID)
+			got, err := later.Get(ctx, owner, task.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,22 +128,14 @@ func (e *evalCounter) reset() (alone int, pipelines []int) {
 // TestLeaseRenewalsBatched: the leases of all the tasks a replica runs are
 // renewed in one pipeline per period, not one script call per task.
 func TestLeaseRenewalsBatched(t *testing.T) {
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
-	t.Cleanup(up.Close)
 	counter := &evalCounter{}
-	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
-		// A long lease: the recoverer's sweeps find nothing to tidy (its
-		// scripts would count as calls alone).
-		c.Lease, c.LeaseRenew = time.Minute, 100*time.Millisecond
-		c.Store.AddHook(counter)
-	})
-	c := &modernClient{t: t, urls: f.urls, auth: "Bearer batch"}
+	// A long lease: the recoverer's sweeps find nothing to tidy (its
+	// scripts would count as calls alone).
+	rig := newStoreRig(t, false, taskstore.Options{}, Params{Lease: time.Minute, Renew: 100 * time.Millisecond}, counter)
 	for range 5 {
-		c.toolTask("slow", map[string]any{"seconds": 30})
+		rig.toolTask(t, "slow", map[string]any{"seconds": 30})
 	}
-	waitMetric(t, f.urls[0], "taskgate_held_calls", nil, 5)
+	gwtest.WaitMetric(t, rig.metricsURL, "taskgate_held_calls", nil, 5)
 	counter.reset()
 	// About 7 renewal periods, nothing else happening; a busy machine can
 	// stretch the periods, so the window lasts until two full renewals
