@@ -8,6 +8,12 @@
 //     CounterValue, a counter read; TaskKey, the Redis key of a task.
 //   - http.go: UpstreamResponse, an upstream's answer as net/http hands
 //     it over.
+//   - client.go: raw clients over HTTP: Client (2025-11-25, a session),
+//     ModernClient (2026-07-28, stateless), the answers they read (Reply,
+//     ReadMessages, Detailed, WireTask, ResultText), Eras.
+//   - policy.go: fixed policies (Rules, RulesPolicy, HybridPolicy,
+//     WithWait, DirectWait).
+//   - frontrig/: the parts a front stands on, for the fronts' tests.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.
 package gwtest
