@@ -6,6 +6,7 @@ package front2026
 // request to the Front, anything else relayed upstream unchanged.
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -89,3 +90,26 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 var resultText = gwtest.ResultText
 
 var readMessages = gwtest.ReadMessages
+
+var (
+	mpost        = gwtest.MPost
+	modernMeta   = gwtest.ModernMeta
+	okResult     = gwtest.OKResult
+	upstreamEras = gwtest.UpstreamEras
+)
+
+// replicas is n replicas of the Front on one Redis with the rules rs
+// (the Handler tests' newReplicas).
+type replicas struct {
+	urls []string
+	mr   *miniredis.Miniredis
+}
+
+func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *replicas {
+	t.Helper()
+	fl := newFleet(t, upstreamURL)
+	for i := 0; i < n; i++ {
+		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
+	}
+	return &replicas{urls: fl.URLs, mr: fl.MR}
+}

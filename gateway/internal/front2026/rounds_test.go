@@ -24,7 +24,7 @@ func decodeRound(t *testing.T, what string, r rpcReply) mrtrRound {
 	t.Helper()
 	var rd mrtrRound
 	if r.Error != nil || json.Unmarshal(r.Result, &rd) != nil || rd.ResultType != "input_required" || rd.TaskID != "" ||
-		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, MRTRPrefix) {
+		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, mrtrPrefix) {
 		t.Fatalf("%s: %+v %s, want an input_required round with the gateway's requestState and no task", what, r.Error, r.Result)
 	}
 	return rd
@@ -122,7 +122,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		a["requestState"], a["inputResponses"] = state, responses
 		return a
 	}
-	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, MRTRPrefix), ".")
+	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, mrtrPrefix), ".")
 	flipped := []byte(sig)
 	if flipped[0] == 'A' { // another valid base64url letter: the MAC must fail, not the decoding
 		flipped[0] = 'B'
@@ -135,8 +135,8 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		params map[string]any
 		want   string
 	}{
-		"forged signature": {c, with(MRTRPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
-		"garbage":          {c, with(MRTRPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
+		"forged signature": {c, with(mrtrPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
+		"garbage":          {c, with(mrtrPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
 		"another owner":    {other, with(rd.RequestState, answerAll(rd, "x")), "requestState is invalid"},
 		"another tool": {c, map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"},
 			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
@@ -161,7 +161,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	rd = decodeRound(t, "asks round 1", c.Call("tools/call", a))
 	var last rpcReply
 	rounds := 1
-	for i := 0; i < MaxMRTRRounds; i++ {
+	for i := 0; i < maxMRTRRounds; i++ {
 		last = c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState})
 		if last.Error != nil {
@@ -170,8 +170,8 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		rd = decodeRound(t, "asks round", last)
 		rounds++
 	}
-	if rounds != MaxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
-		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, MaxMRTRRounds)
+	if rounds != maxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
+		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, maxMRTRRounds)
 	}
 	gwtest.WaitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
 }

@@ -225,7 +225,7 @@ func Test2026Listen(t *testing.T) {
 			Meta   map[string]any  `json:"_meta"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
-		if p.Meta[SubscriptionIDKey] != "sub-1" {
+		if p.Meta[subscriptionIDKey] != "sub-1" {
 			t.Errorf("%s without the subscription id: %s", m.Method, m.Params)
 		}
 		if first {
@@ -291,7 +291,7 @@ func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 	// Another owner cannot continue someone's call.
 	other := &modernClient{T: t, URLs: cl.urls, NoExt: true, Auth: "Bearer other"}
 	r := other.Call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{},
-		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": BridgePrefix + "00000000-0000-4000-8000-000000000000"})
+		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": bridgePrefix + "00000000-0000-4000-8000-000000000000"})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown requestState = %+v %s", r.Error, r.Result)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // Reply is one JSON-RPC message of an answer: a response, or a request or
@@ -403,3 +404,64 @@ func Eras(t *testing.T, fn func(t *testing.T, stateless bool)) {
 		t.Run(name, func(t *testing.T) { fn(t, stateless) })
 	}
 }
+
+// ModernMeta is the _meta of a 2026-07-28 request that declares nothing.
+func ModernMeta() map[string]any {
+	return map[string]any{
+		core.MetaProtocolVersion: core.Version2026,
+		core.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
+		core.MetaClientCaps:      map[string]any{},
+	}
+}
+
+// MPost sends one 2026-07-28 request: meta becomes params._meta (none when
+// nil) and the standard headers are set from the body, then edit may change
+// them.
+func MPost(t testing.TB, url, method string, params, meta map[string]any, edit func(http.Header)) *http.Response {
+	t.Helper()
+	p := map[string]any{}
+	for k, v := range params {
+		p[k] = v
+	}
+	if meta != nil {
+		p["_meta"] = meta
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": p})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", core.Version2026)
+	req.Header.Set("Mcp-Method", method)
+	if n, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", upstream.HeaderValue(n))
+	}
+	if edit != nil {
+		edit(req.Header)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// OKResult reads a successful reply's result into v.
+func OKResult(t testing.TB, resp *http.Response, v any) {
+	t.Helper()
+	r := OneReply(t, resp)
+	if r.Error != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d, error %+v, want a result", resp.StatusCode, r.Error)
+	}
+	if err := json.Unmarshal(r.Result, v); err != nil {
+		t.Fatalf("result %s: %v", r.Result, err)
+	}
+}
+
+// UpstreamEras are the two eras of upstream, by name.
+var UpstreamEras = []struct {
+	Name      string
+	Stateless bool
+}{{"modern-upstream", true}, {"legacy-upstream", false}}

@@ -64,8 +64,8 @@ func (f ListenFilter) Empty() bool {
 	return !f.ToolsListChanged && !f.PromptsListChanged && !f.ResourcesListChanged && len(f.ResourceSubscriptions) == 0
 }
 
-// Offered is the part of f a session upstream's initialize result offers.
-func (f ListenFilter) Offered(init json.RawMessage) ListenFilter {
+// offered is the part of f a session upstream's initialize result offers.
+func (f ListenFilter) offered(init json.RawMessage) ListenFilter {
 	type listChanged struct {
 		ListChanged bool `json:"listChanged"`
 		Subscribe   bool `json:"subscribe"`
@@ -130,7 +130,7 @@ func (u *Side) ListenUpstream(ctx context.Context, owner string, auth http.Heade
 	if err != nil {
 		return ListenFilter{}, nil, nil, nil, err
 	}
-	granted := want.Offered(rec.Init)
+	granted := want.offered(rec.Init)
 	if n := len(granted.ResourceSubscriptions); n > 0 {
 		granted.ResourceSubscriptions = u.subscribeOwner(ctx, ownerTarget(rec, auth), granted.ResourceSubscriptions[:min(n, maxSubscribeURIs)])
 	}
