@@ -7,22 +7,22 @@ package front2025
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
+	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -31,13 +31,21 @@ type (
 	config    = frontrig.Config
 	fleet     = frontrig.Fleet
 	rpcReply  = gwtest.Reply
+	wireTask  = gwtest.WireTask
 	mcpClient = gwtest.Client
+	capture   = gwtest.Capture
 )
 
 var (
-	rules       = gwtest.Rules
-	rulesPolicy = gwtest.RulesPolicy
-	reply       = gwtest.OneReply
+	rules        = gwtest.Rules
+	rulesPolicy  = gwtest.RulesPolicy
+	hybridPolicy = gwtest.HybridPolicy
+	reply        = gwtest.OneReply
+	readMessages = gwtest.ReadMessages
+	scanMessages = gwtest.ScanMessages
+	resultText   = gwtest.ResultText
+	connectSDK   = gwtest.ConnectSDK
+	echo         = gwtest.Echo
 )
 
 // serveFront is one replica's Front behind the Handler's routing.
@@ -80,6 +88,25 @@ func newFleet(t *testing.T, upstreamURL string) *fleet {
 		_, h := serveFront(r)
 		return h
 	})
+}
+
+// cluster is N replicas on one Redis, in front of one upstream that
+// records its calls (the Handler tests' newCluster).
+type cluster struct {
+	urls []string
+	rec  *testupstream.Recorder
+}
+
+func newCluster(t *testing.T, replicas int, rules policy.Rules) *cluster {
+	t.Helper()
+	rec := &testupstream.Recorder{}
+	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
+	t.Cleanup(up.Close)
+	f := newFleet(t, up.URL+"/mcp")
+	for i := 0; i < replicas; i++ {
+		f.Add(func(c *config) { c.Policy = rulesPolicy(rules) })
+	}
+	return &cluster{urls: f.URLs, rec: rec}
 }
 
 // replicas are Fronts sharing one miniredis, in front of one upstream
@@ -161,97 +188,4 @@ func rawPost(t *testing.T, url, sid, version, body string) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
-}
-
-// capture records the raw bodies of the answers to initialize requests.
-type capture struct {
-	mu    sync.Mutex
-	inits []*bytes.Buffer
-}
-
-func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
-	var isInit bool
-	if req.Body != nil {
-		b, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		isInit = bytes.Contains(b, []byte(`"method":"initialize"`))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil || !isInit {
-		return resp, err
-	}
-	buf := &bytes.Buffer{}
-	c.mu.Lock()
-	c.inits = append(c.inits, buf)
-	c.mu.Unlock()
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{&lockedTee{r: resp.Body, w: buf, mu: &c.mu}, resp.Body}
-	return resp, nil
-}
-
-type lockedTee struct {
-	r  io.Reader
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedTee) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	l.mu.Lock()
-	l.w.Write(p[:n])
-	l.mu.Unlock()
-	return n, err
-}
-
-func (c *capture) initAnswer(t *testing.T) rpcReply {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.inits) != 1 {
-		t.Fatalf("%d initialize answers captured, want 1", len(c.inits))
-	}
-	raw := c.inits[0].String()
-	if i := strings.Index(raw, "data: "); i >= 0 { // SSE: the data line
-		raw = strings.TrimSpace(strings.SplitN(raw[i+len("data: "):], "\n", 2)[0])
-	}
-	var m rpcReply
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		t.Fatalf("initialize answer %q: %v", raw, err)
-	}
-	return m
-}
-
-// connectSDK connects a go-sdk client asking for version through url.
-func connectSDK(t *testing.T, url, version string) (*mcp.ClientSession, *capture) {
-	t.Helper()
-	cap := &capture{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
-		},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: cap}},
-		&mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs, cap
-}
-
-func echo(t *testing.T, cs *mcp.ClientSession, text string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
-	if err != nil {
-		t.Fatalf("echo: %v", err)
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != text || res.IsError {
-		t.Fatalf("echo = %q (isError %v), want %q", got, res.IsError, text)
-	}
 }

@@ -26,7 +26,7 @@ func TestInitializeAddsTasksCapability(t *testing.T) {
 			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 				t.Fatalf("protocolVersion = %q", v)
 			}
-			init := cap.initAnswer(t)
+			init := cap.InitAnswer(t)
 			var res struct {
 				ProtocolVersion string                     `json:"protocolVersion"`
 				Capabilities    map[string]json.RawMessage `json:"capabilities"`
@@ -62,7 +62,7 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 		t.Fatalf("client sees protocolVersion %q, want 2025-11-25", v)
 	}
-	if !strings.Contains(string(cap.initAnswer(t).Result), `"tasks":`) {
+	if !strings.Contains(string(cap.InitAnswer(t).Result), `"tasks":`) {
 		t.Error("no tasks capability")
 	}
 	echo(t, cs, "old server")

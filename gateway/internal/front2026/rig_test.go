@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
 )
 
 type (
@@ -89,7 +91,13 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 
 var resultText = gwtest.ResultText
 
-var readMessages = gwtest.ReadMessages
+var (
+	readMessages = gwtest.ReadMessages
+	scanMessages = gwtest.ScanMessages
+	reply        = gwtest.OneReply
+	connectSDK   = gwtest.ConnectSDK
+	echo         = gwtest.Echo
+)
 
 var (
 	mpost        = gwtest.MPost
@@ -101,8 +109,10 @@ var (
 // replicas is n replicas of the Front on one Redis with the rules rs
 // (the Handler tests' newReplicas).
 type replicas struct {
-	urls []string
-	mr   *miniredis.Miniredis
+	rs    []*frontrig.Replica
+	urls  []string
+	mr    *miniredis.Miniredis
+	store *taskstore.Store // a store of its own on the same Redis, for assertions
 }
 
 func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *replicas {
@@ -111,5 +121,9 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	for i := 0; i < n; i++ {
 		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
 	}
-	return &replicas{urls: fl.URLs, mr: fl.MR}
+	rdb := redis.NewClient(&redis.Options{Addr: fl.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	store := taskstore.New(rdb, taskstore.Options{})
+	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { store.Close() })
+	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: store}
 }

@@ -134,6 +134,17 @@ func (c *Client) Call(method string, params any) Reply {
 	return out
 }
 
+// CallAll sends a request and returns every message of its answer.
+func (c *Client) CallAll(method string, params any) []Reply {
+	c.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []Reply
+	ReadMessages(c.T, c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 1000 + c.nextID.Add(1), "method": method, "params": params}),
+		func(m Reply) bool { out = append(out, m); return true })
+	return out
+}
+
 // Initialize opens a 2025-11-25 session that declares elicitation and
 // sampling, and fails the test unless the answer offers tasks.
 func (c *Client) Initialize() {

@@ -11,6 +11,10 @@
 //   - client.go: raw clients over HTTP: Client (2025-11-25, a session),
 //     ModernClient (2026-07-28, stateless), the answers they read (Reply,
 //     ReadMessages, Detailed, WireTask, ResultText), Eras.
+//   - sdk.go: a go-sdk client through the gateway (ConnectSDK, Echo), the
+//     initialize answer it got (Capture).
+//   - era.go: EraUpstream, an upstream that records what reaches it and
+//     can change era.
 //   - policy.go: fixed policies (Rules, RulesPolicy, HybridPolicy,
 //     WithWait, DirectWait).
 //   - frontrig/: the parts a front stands on, for the fronts' tests.

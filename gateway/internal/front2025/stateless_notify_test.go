@@ -1,13 +1,11 @@
-package gateway
+package front2025
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,11 +80,11 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Notify: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "log", policy.Task)) }
-	fl.add(pol)
-	fl.add(pol)
-	a := &mcpClient{t: t, urls: fl.urls[:1], auth: "Bearer alice"}
-	init := a.initializeAs("2025-11-25", map[string]any{})
+	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "log", policy.Task)) }
+	fl.Add(pol)
+	fl.Add(pol)
+	a := &mcpClient{T: t, URLs: fl.URLs[:1], Auth: "Bearer alice"}
+	init := a.InitializeAs("2025-11-25", map[string]any{})
 	var caps struct {
 		Capabilities struct {
 			Logging   json.RawMessage `json:"logging"`
@@ -99,15 +97,15 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	if err := json.Unmarshal(init, &caps); err != nil || caps.Capabilities.Logging == nil || !caps.Capabilities.Resources.Subscribe || caps.Capabilities.Tasks == nil {
 		t.Fatalf("initialize: %s; want logging, resources.subscribe and tasks", init)
 	}
-	b := &mcpClient{t: t, urls: fl.urls[1:], sid: a.sid, auth: a.auth} // the same session on the other replica
+	b := &mcpClient{T: t, URLs: fl.URLs[1:], SID: a.SID, Auth: a.Auth} // the same session on the other replica
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stream := openStream(t, ctx, fl.urls[1], a.sid, a.auth)
+	stream := openStream(t, ctx, fl.URLs[1], a.SID, a.Auth)
 
 	// Subscribed through replica 0; the update reaches replica 1's stream
 	// once it has listened again with the new filter (retried: the touch
 	// may come first).
-	if r := a.call("resources/subscribe", map[string]any{"uri": testupstream.NoteURI}); r.Error != nil || string(r.Result) != "{}" {
+	if r := a.Call("resources/subscribe", map[string]any{"uri": testupstream.NoteURI}); r.Error != nil || string(r.Result) != "{}" {
 		t.Fatalf("resources/subscribe: %+v %s", r.Error, r.Result)
 	}
 	got := make(chan rpcReply, 1)
@@ -121,7 +119,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	}()
 	var update rpcReply
 	gwtest.WaitFor(t, func() bool {
-		if text, _, _ := resultText(t, a.call("tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}).Result); text != "touched" {
+		if text, _, _ := resultText(t, a.Call("tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}).Result); text != "touched" {
 			t.Fatalf("touch: %q", text)
 		}
 		select {
@@ -136,16 +134,16 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	}
 
 	// No level set: the upstream sends no log message.
-	if msgs := a.callAll("tools/call", map[string]any{"name": "log", "arguments": map[string]any{"text": "quiet"}}); countMethod(msgs, "notifications/message") != 0 {
+	if msgs := a.CallAll("tools/call", map[string]any{"name": "log", "arguments": map[string]any{"text": "quiet"}}); countMethod(msgs, "notifications/message") != 0 {
 		t.Errorf("log messages before any logging/setLevel: %+v", msgs)
 	}
-	if r := b.call("logging/setLevel", map[string]any{"level": "loud"}); r.Error == nil || r.Error.Code != -32602 {
+	if r := b.Call("logging/setLevel", map[string]any{"level": "loud"}); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("logging/setLevel loud: %+v, want -32602", r.Error)
 	}
-	if r := b.call("logging/setLevel", map[string]any{"level": "info"}); r.Error != nil {
+	if r := b.Call("logging/setLevel", map[string]any{"level": "info"}); r.Error != nil {
 		t.Fatalf("logging/setLevel: %+v", r.Error)
 	}
-	msgs := a.callAll("tools/call", map[string]any{"name": "log", "arguments": map[string]any{"text": "plain"}})
+	msgs := a.CallAll("tools/call", map[string]any{"name": "log", "arguments": map[string]any{"text": "plain"}})
 	var levels []string
 	for _, m := range msgs {
 		if m.Method == "notifications/message" {
@@ -160,27 +158,27 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 		t.Errorf("a plain call at level info: messages %v (want info,error before the result), last %+v", levels, msgs[len(msgs)-1])
 	}
 	// A task's log messages go to the GET stream, tied to the task.
-	task := a.startTask("log", map[string]any{"text": "tasked"}, nil)
+	task := a.StartTask("log", map[string]any{"text": "tasked"}, nil)
 	m := awaitNote(t, stream, "the task's log message", func(m rpcReply) bool {
 		return m.Method == "notifications/message" && strings.Contains(string(m.Params), "tasked")
 	})
 	if !strings.Contains(string(m.Params), task.TaskID) {
 		t.Errorf("the task's log message %s does not name the task", m.Params)
 	}
-	a.waitStatus(task.TaskID, "completed")
+	a.WaitStatus(task.TaskID, "completed")
 
 	// notifications/cancelled, sent through the other replica, cancels a
 	// plain call upstream.
 	done := make(chan []rpcReply, 1)
 	go func() {
-		resp := a.do(ctx, map[string]any{"jsonrpc": "2.0", "id": "long-1", "method": "tools/call",
+		resp := a.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "long-1", "method": "tools/call",
 			"params": map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}}})
 		var out []rpcReply
 		_ = scanMessages(resp, func(m rpcReply) bool { out = append(out, m); return true })
 		done <- out
 	}()
 	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
-	r := b.do(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "long-1", "reason": "changed my mind"}})
+	r := b.Do(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": "long-1", "reason": "changed my mind"}})
 	r.Body.Close()
 	if r.StatusCode != http.StatusAccepted {
 		t.Errorf("notifications/cancelled: HTTP %d", r.StatusCode)
@@ -193,9 +191,9 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	}
 
 	// DELETE through replica 0 ends replica 1's GET stream.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, fl.urls[0], nil)
-	req.Header.Set("Mcp-Session-Id", a.sid)
-	req.Header.Set("Authorization", a.auth)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, fl.URLs[0], nil)
+	req.Header.Set("Mcp-Session-Id", a.SID)
+	req.Header.Set("Authorization", a.Auth)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -219,61 +217,4 @@ func countMethod(msgs []rpcReply, method string) int {
 		}
 	}
 	return n
-}
-
-// TestStatelessUpstreamChallenge: credentials the stateless upstream
-// refuses get the client its 401 and WWW-Authenticate challenge, at
-// initialize (server/discover) and later, so its authorization flow starts;
-// the challenge's resource_metadata names the gateway's metadata
-// (oauthmeta.go), whose resource is the URL the client calls.
-func TestStatelessUpstreamChallenge(t *testing.T) {
-	inner := testupstream.Handler(testupstream.Options{Stateless: true})
-	const challenge = `Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"`
-	var refuse atomic.Bool
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer good" || refuse.Load() {
-			w.Header().Set("WWW-Authenticate", challenge)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		inner.ServeHTTP(w, r)
-	}))
-	t.Cleanup(up.Close)
-	fl := newFleet(t, up.URL+"/mcp")
-	fl.add(nil)
-	pointed := `Bearer resource_metadata="` + strings.TrimSuffix(fl.urls[0], "/mcp") + `/.well-known/oauth-protected-resource/mcp"`
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
-	check := func(what string, resp *http.Response) {
-		t.Helper()
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != pointed {
-			t.Errorf("%s: HTTP %d, WWW-Authenticate %q; want 401 with the upstream's challenge", what, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
-		}
-	}
-	// Before any initialize with good credentials, and after.
-	for _, first := range []bool{true, false} {
-		bad := &mcpClient{t: t, urls: fl.urls, auth: "Bearer bad"}
-		var m map[string]any
-		_ = json.Unmarshal([]byte(body), &m)
-		check(fmt.Sprintf("initialize with a refused token (first %v)", first), bad.do(context.Background(), m))
-		if first {
-			(&mcpClient{t: t, urls: fl.urls, auth: "Bearer good"}).initializeAs("2025-11-25", map[string]any{})
-		}
-	}
-
-	c := &mcpClient{t: t, urls: fl.urls, auth: "Bearer good"}
-	c.initializeAs("2025-11-25", map[string]any{})
-	refuse.Store(true) // the token expires
-	resp := c.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-	check("tools/list after the token expired", resp)
-	// The GET stream too: its upstream listen is refused.
-	req, _ := http.NewRequest(http.MethodGet, fl.urls[0], nil)
-	req.Header.Set("Mcp-Session-Id", c.sid)
-	req.Header.Set("Authorization", c.auth)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("GET after the token expired", resp)
 }

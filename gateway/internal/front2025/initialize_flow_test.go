@@ -1,224 +1,19 @@
-package gateway
+package front2025
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
-
-// spy sits in front of an upstream handler and records what reaches it.
-type spy struct {
-	next http.Handler
-	mu   sync.Mutex
-	seen []spied
-}
-
-type spied struct {
-	httpMethod, rpcMethod, version string
-	body                           []byte
-}
-
-func (s *spy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	var m struct {
-		Method string `json:"method"`
-	}
-	_ = json.Unmarshal(body, &m)
-	s.mu.Lock()
-	s.seen = append(s.seen, spied{r.Method, m.Method, r.Header.Get("Mcp-Protocol-Version"), body})
-	s.mu.Unlock()
-	s.next.ServeHTTP(w, r)
-}
-
-func (s *spy) requests() []spied {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]spied(nil), s.seen...)
-}
-
-// replicas are gateway Handlers sharing one miniredis, in front of one upstream.
-type replicas struct {
-	hs    []*Handler
-	urls  []string
-	mr    *miniredis.Miniredis
-	store *taskstore.Store // a store of its own on the same Redis, for assertions
-}
-
-func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *replicas {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	newStore := func() *taskstore.Store {
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-		s := taskstore.New(rdb, taskstore.Options{})
-		t.Cleanup(func() { rdb.Close() })
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	rp := &replicas{mr: mr, store: newStore()}
-	for i := 0; i < n; i++ {
-		up, err := upstream.New(upstreamURL, upstream.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Upstream: up, Store: newStore(), Policy: rulesPolicy(rs), ReplicaID: fmt.Sprintf("r%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(func() { h.Close() })
-		t.Cleanup(srv.Close)
-		rp.hs = append(rp.hs, h)
-		rp.urls = append(rp.urls, srv.URL+"/mcp")
-	}
-	return rp
-}
-
-// rawPost sends one JSON-RPC message with the given session and version
-// headers ("" leaves one out).
-func rawPost(t *testing.T, url, sid, version, body string) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	if version != "" {
-		req.Header.Set("MCP-Protocol-Version", version)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-// reply reads the one JSON-RPC response of a JSON or SSE answer.
-func reply(t *testing.T, resp *http.Response) rpcReply {
-	t.Helper()
-	var out rpcReply
-	readMessages(t, resp, func(m rpcReply) bool {
-		if m.Method != "" {
-			return true
-		}
-		out = m
-		return false
-	})
-	return out
-}
-
-// capture records the raw bodies of the answers to initialize requests.
-type capture struct {
-	mu    sync.Mutex
-	inits []*bytes.Buffer
-}
-
-func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
-	var isInit bool
-	if req.Body != nil {
-		b, _ := io.ReadAll(req.Body)
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		isInit = bytes.Contains(b, []byte(`"method":"initialize"`))
-	}
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil || !isInit {
-		return resp, err
-	}
-	buf := &bytes.Buffer{}
-	c.mu.Lock()
-	c.inits = append(c.inits, buf)
-	c.mu.Unlock()
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{&lockedTee{r: resp.Body, w: buf, mu: &c.mu}, resp.Body}
-	return resp, nil
-}
-
-type lockedTee struct {
-	r  io.Reader
-	w  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (l *lockedTee) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	l.mu.Lock()
-	l.w.Write(p[:n])
-	l.mu.Unlock()
-	return n, err
-}
-
-func (c *capture) initAnswer(t *testing.T) rpcReply {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.inits) != 1 {
-		t.Fatalf("%d initialize answers captured, want 1", len(c.inits))
-	}
-	raw := c.inits[0].String()
-	if i := strings.Index(raw, "data: "); i >= 0 { // SSE: the data line
-		raw = strings.TrimSpace(strings.SplitN(raw[i+len("data: "):], "\n", 2)[0])
-	}
-	var m rpcReply
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		t.Fatalf("initialize answer %q: %v", raw, err)
-	}
-	return m
-}
-
-// connectSDK connects a go-sdk client asking for version through url.
-func connectSDK(t *testing.T, url, version string) (*mcp.ClientSession, *capture) {
-	t.Helper()
-	cap := &capture{}
-	client := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
-		},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: cap}},
-		&mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs, cap
-}
-
-func echo(t *testing.T, cs *mcp.ClientSession, text string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
-	if err != nil {
-		t.Fatalf("echo: %v", err)
-	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != text || res.IsError {
-		t.Fatalf("echo = %q (isError %v), want %q", got, res.IsError, text)
-	}
-}
 
 func TestInitializeStripsClientTasksCapability(t *testing.T) {
 	up := &spy{next: testupstream.Handler(testupstream.Options{JSONResponse: true})}
@@ -268,8 +63,8 @@ func TestInitializeOlderClientUntouched(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-06-18" {
 		t.Fatalf("protocolVersion = %q", v)
 	}
-	if strings.Contains(string(cap.initAnswer(t).Result), `"tasks"`) {
-		t.Errorf("tasks capability offered to a 2025-06-18 client: %s", cap.initAnswer(t).Result)
+	if strings.Contains(string(cap.InitAnswer(t).Result), `"tasks"`) {
+		t.Errorf("tasks capability offered to a 2025-06-18 client: %s", cap.InitAnswer(t).Result)
 	}
 	echo(t, cs, "plain")
 	if keys := rp.mr.Keys(); len(keys) != 0 {
@@ -367,14 +162,14 @@ func TestToolsListRewrite(t *testing.T) {
 		t.Run(map[bool]string{false: "json", true: "sse"}[sse], func(t *testing.T) {
 			upSrv := fakeToolsUpstream(t, "2025-11-25", sse)
 			rp := newReplicas(t, upSrv.URL, 2, rs)
-			c := &mcpClient{t: t, urls: rp.urls[:1]}
+			c := &mcpClient{T: t, URLs: rp.urls[:1]}
 			init := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
 			if r := reply(t, init); !strings.Contains(string(r.Result), `"tasks"`) {
 				t.Fatalf("initialize: %+v %s", r.Error, r.Result)
 			}
-			c.sid = init.Header.Get("Mcp-Session-Id")
+			c.SID = init.Header.Get("Mcp-Session-Id")
 
-			resp := c.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+			resp := c.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
 			if sse {
 				raw, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -410,7 +205,7 @@ func TestToolsListRewrite(t *testing.T) {
 				}
 			}
 
-			r = c.call("tools/list", map[string]any{"cursor": "p2"})
+			r = c.Call("tools/list", map[string]any{"cursor": "p2"})
 			if string(r.Result) != `{"_meta":{"m":1},"tools":[{"execution":{"taskSupport":"optional"},"name":"opt_g"}]}` {
 				t.Errorf("page 2 = %s", r.Result)
 			}
@@ -421,7 +216,7 @@ func TestToolsListRewrite(t *testing.T) {
 				if got := rp.mr.HGet("tg:tools", tool); got != want {
 					t.Errorf("catalogue %s = %q, want %q", tool, got, want)
 				}
-				if got, _ := rp.hs[1].decider.ToolInfo(context.Background(), tool); string(got.TaskSupport) != want {
+				if got, _ := rp.fs[1].Decider.ToolInfo(context.Background(), tool); string(got.TaskSupport) != want {
 					t.Errorf("replica B: catalogue taskSupport of %s = %q, want %q", tool, got.TaskSupport, want)
 				}
 			}
@@ -434,9 +229,9 @@ func TestToolsListOlderUpstream(t *testing.T) {
 	upSrv := httptest.NewServer(testupstream.Handler(testupstream.Options{ProtocolVersion: "2025-06-18"}))
 	t.Cleanup(upSrv.Close)
 	rp := newReplicas(t, upSrv.URL+"/mcp", 1, rules(t, "slow", policy.TaskRequired, "e*", policy.Task))
-	c := &mcpClient{t: t, urls: rp.urls}
-	c.initialize()
-	r := c.call("tools/list", map[string]any{})
+	c := &mcpClient{T: t, URLs: rp.urls}
+	c.Initialize()
+	r := c.Call("tools/list", map[string]any{})
 	var res struct {
 		Tools []struct {
 			Name      string `json:"name"`
