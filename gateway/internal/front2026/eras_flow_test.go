@@ -10,15 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 type discoverResult struct {
@@ -420,42 +417,5 @@ func TestOwnerSessionRace(t *testing.T) {
 	inits, deletes := len(up.Posts("initialize")), len(up.Posts("DELETE"))
 	if inits < 1 || inits > 2 || deletes != inits-1 {
 		t.Errorf("%d initialize and %d DELETE, want one per replica at most and every loser closed", inits, deletes)
-	}
-}
-
-// Test2026TargetForWorkers: the calls a worker makes outside any client
-// request: the owner's target, and its replacement after a 404, shared.
-func Test2026TargetForWorkers(t *testing.T) {
-	up := gwtest.NewEraUpstream(t, false)
-	rp := newReplicas(t, up.URL, 2, nil)
-	ctx := context.Background()
-	auth := http.Header{"Authorization": {"Bearer w"}}
-	owner := core.OwnerOf(&http.Request{Header: auth})
-	a, err := rp.rs[0].Deps.Up.Target(ctx, owner, auth, "")
-	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != core.Version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
-		t.Fatalf("target = %+v, %v", a, err)
-	}
-	b, err := rp.rs[1].Deps.Up.Target(ctx, owner, auth, "")
-	if err != nil || b.Session.ID != a.Session.ID {
-		t.Fatalf("replica 1 target = %+v, %v; want session %s", b, err, a.Session.ID)
-	}
-	up.Swap(false)
-	na, err := rp.rs[0].Deps.Up.ReopenTarget(ctx, owner, auth, "", a)
-	if err != nil || na.Session.ID == a.Session.ID {
-		t.Fatalf("reopened = %+v, %v", na, err)
-	}
-	nb, err := rp.rs[1].Deps.Up.ReopenTarget(ctx, owner, auth, "", b)
-	if err != nil || nb.Session.ID != na.Session.ID {
-		t.Fatalf("replica 1 reopened = %+v, %v; want %s", nb, err, na.Session.ID)
-	}
-	if n := len(up.Posts("initialize")); n != 2 {
-		t.Errorf("initialize = %d, want 2", n)
-	}
-	// The new session works for a worker's call.
-	resp, err := rp.rs[1].Deps.Up.Client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
-		Params: upstreamside.ParamsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
-		upstream.CallOptions{})
-	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {
-		t.Errorf("call on the reopened session: %v %+v", err, resp)
 	}
 }

@@ -148,7 +148,7 @@ func (u *Side) ListenUpstream(ctx context.Context, owner string, auth http.Heade
 func (u *Side) subscribeOwner(ctx context.Context, target *Target, uris []string) []string {
 	var ok []string
 	for _, uri := range slices.Compact(slices.Sorted(slices.Values(uris))) {
-		resp, err := u.Client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
+		resp, err := u.client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
 			Params: mcpwire.MustMarshal(map[string]string{"uri": uri})}, upstream.CallOptions{})
 		if err == nil && resp.Error == nil {
 			ok = append(ok, uri)
@@ -290,7 +290,7 @@ func (u *Side) openGet(ctx context.Context, s *upstream.Session) (*http.Response
 	if s.ProtocolVersion != "" {
 		h.Set("MCP-Protocol-Version", s.ProtocolVersion)
 	}
-	return u.Client.Forward(ctx, http.MethodGet, h, nil)
+	return u.client.Forward(ctx, http.MethodGet, h, nil)
 }
 
 // answerOnFeed answers a request the upstream sent on an owner session's
@@ -310,7 +310,7 @@ func (u *Side) answerOnFeed(ctx context.Context, target *Target, rawID json.RawM
 		resp = &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: mcpwire.CodeMethodNotFound,
 			Message: "taskgate cannot relay " + method + " outside a call"}}
 	}
-	_ = u.Client.Respond(ctx, target.Session, resp)
+	_ = u.client.Respond(ctx, target.Session, resp)
 }
 
 // listenFeeds are the feeds this replica runs, one per owner.
