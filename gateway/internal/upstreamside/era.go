@@ -112,7 +112,6 @@ func (u *Side) ForgetEra(was *upstreamEra) {
 
 // KnownEra is the era if probed, else nil. Exported for a test only:
 // front2026's TestUpstreamEraRedetected watches it change behind a front.
-// Exported for gateway's tests (front2026_test.go: the era re-detected).
 func (u *Side) KnownEra() *upstreamEra {
 	p := &u.probe
 	p.mu.Lock()
