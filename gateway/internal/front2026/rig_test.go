@@ -100,10 +100,9 @@ var (
 )
 
 var (
-	mpost        = gwtest.MPost
-	modernMeta   = gwtest.ModernMeta
-	okResult     = gwtest.OKResult
-	upstreamEras = gwtest.UpstreamEras
+	mpost      = gwtest.MPost
+	modernMeta = gwtest.ModernMeta
+	okResult   = gwtest.OKResult
 )
 
 // replicas is n replicas of the Front on one Redis with the rules rs
@@ -127,3 +126,9 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	t.Cleanup(func() { store.Close() })
 	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: store}
 }
+
+// upstreamEras are the two eras of upstream, by name.
+var upstreamEras = []struct {
+	Name      string
+	Stateless bool
+}{{"modern-upstream", true}, {"legacy-upstream", false}}

@@ -470,9 +470,3 @@ func OKResult(t testing.TB, resp *http.Response, v any) {
 		t.Fatalf("result %s: %v", r.Result, err)
 	}
 }
-
-// UpstreamEras are the two eras of upstream, by name.
-var UpstreamEras = []struct {
-	Name      string
-	Stateless bool
-}{{"modern-upstream", true}, {"legacy-upstream", false}}
