@@ -39,7 +39,6 @@ import (
 // tasksCapability is the server capability the gateway adds: tasks/list,
 // tasks/cancel and task-augmented tools/call (MCP 2025-11-25, Tasks,
 // "Server Capabilities").
-// Exported for gateway's tests (session_test.go: the capability presented).
 var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 
 func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {

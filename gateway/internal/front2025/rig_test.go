@@ -137,7 +137,7 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	return rp
 }
 
-// The helpers below are the Handler tests' (gateway/session_test.go).
+// The helpers below were the Handler tests' (gateway/session_test.go).
 
 type spy struct {
 	next http.Handler

@@ -37,7 +37,6 @@ const (
 	sessionRecheck = 10 * time.Minute
 	// emulatedRecheck is sessionRecheck for a session the gateway holds
 	// in front of a stateless upstream (stateless.go).
-	// Exported for gateway's tests (stateless_notify_test.go), which wait out the recheck.
 	emulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.

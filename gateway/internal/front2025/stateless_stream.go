@@ -496,7 +496,6 @@ const anonymousSessionTTL = time.Hour
 
 // anonSessionSlot is the id a held session opened without Authorization
 // counts under in the anonymous caps (never a task's id).
-// Exported for gateway's tests (stateless_notify_test.go: the anonymous session caps).
 func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
 
 // releaseAnonymous gives back the anonymous caps' place of held session

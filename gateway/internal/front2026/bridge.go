@@ -37,7 +37,6 @@ import (
 )
 
 // bridgePrefix starts the requestState of a bridged call.
-// Exported for gateway's tests (tasks2026_test.go: a bridged call's requestState).
 const bridgePrefix = "taskgate-bridge:"
 
 // bridgedCall runs a 2026-07-28 client's plain tools/call on the owner

@@ -17,7 +17,6 @@ import (
 
 // subscriptionIDKey is the _meta key that ties a message to its
 // subscriptions/listen stream (schema-2026-07-28.ts).
-// Exported for gateway's tests (listen_session_test.go, tasks2026_test.go).
 const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
 // maxListenTasks bounds the task ids one subscription may watch, and

@@ -48,11 +48,9 @@ import (
 )
 
 // mrtrPrefix starts the requestState of an MRTR round before a task.
-// Exported for gateway's tests (mrtr_test.go: a round's requestState).
 const mrtrPrefix = "taskgate-mrtr:"
 
 // maxMRTRRounds bounds the input_required rounds of one call.
-// Exported for gateway's tests (mrtr_test.go: the bound).
 const maxMRTRRounds = 16
 
 // mrtrState is what a round's requestState carries, signed with the
