@@ -10,26 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/taskgate/taskgate/policy"
 )
-
-// directWait is the hybrid wait for calls a test needs answered directly
-// (or asking at once): long enough that no busy machine stretches a fast
-// call past it. A call meant to become a task is held at a gate, or runs
-// far longer than a short wait of its own (withWait).
-const directWait = time.Minute
-
-// withWait returns rs with the hybrid wait wait on each rule (a rule's
-// hybridWait: a task or auto rule's own budget).
-func withWait(rs policy.Rules, wait time.Duration) policy.Rules {
-	out := make(policy.Rules, len(rs))
-	for i, r := range rs {
-		r.HybridWait = wait
-		out[i] = r
-	}
-	return out
-}
 
 // gateMarker is the text that marks a tool call for a callGate.
 const gateMarker = "held-at-the-gate"

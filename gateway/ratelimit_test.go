@@ -110,18 +110,3 @@ func TestPollRateLimit(t *testing.T) {
 		}
 	}
 }
-
-// TestPollLimitOff: a negative limit never refuses.
-func TestPollLimitOff(t *testing.T) {
-	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
-	t.Cleanup(up.Close)
-	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "*", policy.Task)) }) // the fixture's PollLimit: -1
-	mc := &modernClient{t: t, urls: f.urls}
-	task := mc.toolTask("echo", map[string]any{"text": "x"})
-	for i := 0; i < 100; i++ {
-		if r := mc.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil {
-			t.Fatalf("poll %d: %+v", i, r.Error)
-		}
-	}
-}

@@ -105,7 +105,7 @@ type renderEntry struct {
 //     policy other than noeviction, a failover that kept the connection)
 //     is seen within that.
 const (
-	// Exported for gateway's tests (stamp_test.go, rendercache_race_test.go), which poll at the skew's edge.
+	// Exported for gateway's tests (stamp_test.go), which poll at the skew's edge.
 	ZeroRTTSkew   = 2 * time.Second
 	zeroRTTMaxAge = 30 * time.Second
 )

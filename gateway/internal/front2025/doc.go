@@ -10,11 +10,11 @@
 //
 //   - front2025.go: Front (front.Deps, the store, its parts below) and
 //     New; store, what it needs of the task store; UpstreamHeader,
-//     CachedSession, RecheckSession (sessionTable's, exported),
+//     cachedSession, recheckSession (sessionTable's, exported),
 //     ServeEmulatedSession (heldSessions').
 //   - serve.go: Serve, the routing of a session's request; StreamOrEnd,
 //     the upstream's answer to a session's GET or DELETE.
-//   - initialize.go: initialize and its answer (TasksCapability, the
+//   - initialize.go: initialize and its answer (tasksCapability, the
 //     capabilities presented), the session recorded before the client
 //     learns it.
 //   - sessions.go: sessionTable, what each session negotiated
@@ -46,7 +46,7 @@
 //     (logging/setLevel, resources/subscribe, notifications/cancelled),
 //     its GET stream (the upstream's subscriptions/listen merged with the
 //     task notifications), LogMessage, the anonymous session caps
-//     (AnonSessionSlot).
+//     (anonSessionSlot).
 //   - fallback.go: the fallback task tools (internal/fallback) for session
 //     clients without capabilities.tasks.
 //

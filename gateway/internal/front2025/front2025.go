@@ -54,15 +54,13 @@ type store interface {
 // 2025-11-25 in front of an older upstream (sessionTable.upstreamHeader).
 func (f *Front) UpstreamHeader(r *http.Request) http.Header { return f.sessions.upstreamHeader(r) }
 
-// CachedSession reports whether this replica's cache holds what session
+// cachedSession reports whether this replica's cache holds what session
 // id negotiated (a session the gateway knows, not one it knows is absent).
-// Exported for gateway's tests (session_test.go: what the cache holds).
-func (f *Front) CachedSession(id string) bool { return f.sessions.cached(id) }
+func (f *Front) cachedSession(id string) bool { return f.sessions.cached(id) }
 
-// RecheckSession looks session id up as its next re-check would, and
+// recheckSession looks session id up as its next re-check would, and
 // reports whether the session is still known.
-// Exported for gateway's tests (session_test.go: the cache re-checked with the store).
-func (f *Front) RecheckSession(ctx context.Context, id string) bool {
+func (f *Front) recheckSession(ctx context.Context, id string) bool {
 	return f.sessions.recheck(ctx, id)
 }
 

@@ -36,11 +36,10 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// TasksCapability is the server capability the gateway adds: tasks/list,
+// tasksCapability is the server capability the gateway adds: tasks/list,
 // tasks/cancel and task-augmented tools/call (MCP 2025-11-25, Tasks,
 // "Server Capabilities").
-// Exported for gateway's tests (session_test.go: the capability presented).
-var TasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
 
 func (f *Front) initialize(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message) {
 	var params map[string]json.RawMessage
@@ -167,7 +166,7 @@ func present2025(msg, result, caps json.RawMessage, listChanged bool) (json.RawM
 	if len(caps) == 0 || string(caps) == "null" {
 		caps = json.RawMessage("{}")
 	}
-	caps, err := mcpwire.WithMember(caps, "tasks", TasksCapability)
+	caps, err := mcpwire.WithMember(caps, "tasks", tasksCapability)
 	if err != nil {
 		return nil, err
 	}

@@ -35,10 +35,9 @@ const (
 	// sessionRecheck is how often a replica re-checks a cached session with
 	// Redis: renewing its TTL, or re-reading an unknown one.
 	sessionRecheck = 10 * time.Minute
-	// EmulatedRecheck is sessionRecheck for a session the gateway holds
+	// emulatedRecheck is sessionRecheck for a session the gateway holds
 	// in front of a stateless upstream (stateless.go).
-	// Exported for gateway's tests (stateless_notify_test.go), which wait out the recheck.
-	EmulatedRecheck = 2 * time.Second
+	emulatedRecheck = 2 * time.Second
 	// sessionCacheSize bounds the in-process cache: it holds at most twice
 	// this many sessions (two generations), a few MB.
 	sessionCacheSize = 1 << 14
@@ -101,7 +100,7 @@ func (e *sessionEntry) claimRecheck(now time.Time) bool {
 	if e.info.emulated() {
 		// The gateway holds the session itself: no upstream refuses it
 		// once it ends, so another replica's DELETE must be seen soon.
-		every = EmulatedRecheck
+		every = emulatedRecheck
 	}
 	if now.UnixNano()-last < int64(every) {
 		return false
@@ -346,7 +345,7 @@ func (t *sessionTable) renewAnonymous(ctx context.Context, s *sessionInfo) {
 	if !s.emulated() || s.Principal != "" || s.Addr == "" {
 		return
 	}
-	if err := t.store.RenewAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr, t.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
+	if err := t.store.RenewAnonymous(ctx, anonSessionSlot(s.ID), s.Addr, t.store.Options().Clock().Add(anonymousSessionTTL)); err != nil && ctx.Err() == nil {
 		t.log.Warn().Str("op", "session").Err(err).Msg("cannot renew the session's place in the anonymous caps; will retry")
 	}
 }

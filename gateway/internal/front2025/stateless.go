@@ -143,7 +143,7 @@ func (h *heldSessions) initializeStateless(w http.ResponseWriter, r *http.Reques
 		}
 	}
 	if version == core.Version2025 {
-		caps["tasks"] = TasksCapability
+		caps["tasks"] = tasksCapability
 	}
 	serverInfo := res.Meta[core.MetaServerInfo]
 	if len(serverInfo) == 0 {
@@ -160,7 +160,7 @@ func (h *heldSessions) initializeStateless(w http.ResponseWriter, r *http.Reques
 		// Anyone can open such a session: it counts against the anonymous
 		// caps for its first idle lifetime, so one address cannot make
 		// Redis hold sessions without end.
-		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), h.store, h.anonymous, AnonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
+		err := core.ReserveAnonymous(context.WithoutCancel(r.Context()), h.store, h.anonymous, anonSessionSlot(s.ID), s.Addr, anonymousSessionTTL)
 		if err != nil {
 			h.log.Warn().Str("op", "initialize").Err(err).Msg("anonymous session refused")
 			mcpwire.WriteError(w, msg.ID, anonymousSessionRefused(err))

@@ -494,17 +494,16 @@ func sessionIdle(s *sessionInfo) time.Duration {
 // Authorization.
 const anonymousSessionTTL = time.Hour
 
-// AnonSessionSlot is the id a held session opened without Authorization
+// anonSessionSlot is the id a held session opened without Authorization
 // counts under in the anonymous caps (never a task's id).
-// Exported for gateway's tests (stateless_notify_test.go: the anonymous session caps).
-func AnonSessionSlot(sessionID string) string { return "session:" + sessionID }
+func anonSessionSlot(sessionID string) string { return "session:" + sessionID }
 
 // releaseAnonymous gives back the anonymous caps' place of held session
 // id (its DELETE, or an initialize that failed after counting it).
 func (h *heldSessions) releaseAnonymous(r *http.Request, s *sessionInfo) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), core.StoreTimeout)
 	defer cancel()
-	_ = h.store.ReleaseAnonymous(ctx, AnonSessionSlot(s.ID), s.Addr)
+	_ = h.store.ReleaseAnonymous(ctx, anonSessionSlot(s.ID), s.Addr)
 }
 
 // anonymousSessionRefused is the answer to an initialize without

@@ -36,9 +36,8 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// BridgePrefix starts the requestState of a bridged call.
-// Exported for gateway's tests (tasks2026_test.go: a bridged call's requestState).
-const BridgePrefix = "taskgate-bridge:"
+// bridgePrefix starts the requestState of a bridged call.
+const bridgePrefix = "taskgate-bridge:"
 
 // bridgedCall runs a 2026-07-28 client's plain tools/call on the owner
 // session of a session upstream; input the upstream asks for turns the
@@ -243,7 +242,7 @@ func (f *Front) answerRound(w http.ResponseWriter, r *http.Request, msg *mcpwire
 		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Result: mcpwire.MustMarshal(map[string]any{
 			"resultType":    "input_required",
 			"inputRequests": pendingInputs(t, answered),
-			"requestState":  BridgePrefix + t.ID,
+			"requestState":  bridgePrefix + t.ID,
 		})}
 	}
 	writeRound(w, sse, out)
@@ -304,8 +303,8 @@ func writeRound(w http.ResponseWriter, sse *mcpwire.Writer, out mcpwire.Response
 // bridgeState returns the hidden task id a retried tools/call continues,
 // if its requestState is one the gateway issued.
 func bridgeState(p *core.CallParams) (taskID string, responses map[string]json.RawMessage, ok bool) {
-	state, responses, ok := p.Retry(BridgePrefix)
-	id := strings.TrimPrefix(state, BridgePrefix)
+	state, responses, ok := p.Retry(bridgePrefix)
+	id := strings.TrimPrefix(state, bridgePrefix)
 	return id, responses, ok && id != ""
 }
 

@@ -76,7 +76,7 @@ func (f *Front) toolsCall(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusOK, mcpwire.CodeInvalidParams, "tools/call params must be an object with a tool name"))
 		return
 	}
-	if state, responses, ok := p.Retry(MRTRPrefix); ok {
+	if state, responses, ok := p.Retry(mrtrPrefix); ok {
 		f.continueMRTR(w, r, msg, p.Name, state, responses) // mrtr.go
 		return
 	}

@@ -23,9 +23,9 @@
 //     the gateway's notifications of the client's tasks.
 //   - bridge.go: the MRTR bridge: a plain call whose session upstream asks
 //     for input, held under a hidden task, its questions input_required
-//     rounds (BridgePrefix).
+//     rounds (bridgePrefix).
 //   - mrtr.go: MRTR rounds before the task: a signed requestState
-//     (MRTRPrefix, MaxMRTRRounds), the retry checked and its answers
+//     (mrtrPrefix, maxMRTRRounds), the retry checked and its answers
 //     handed to the held call, a round nobody retries abandoned
 //     (Config.MRTRHold, DefaultMRTRHoldFactor).
 //   - native.go: a stateless upstream's own tasks (the tasks extension

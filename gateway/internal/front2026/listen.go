@@ -15,10 +15,9 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// SubscriptionIDKey is the _meta key that ties a message to its
+// subscriptionIDKey is the _meta key that ties a message to its
 // subscriptions/listen stream (schema-2026-07-28.ts).
-// Exported for gateway's tests (listen_session_test.go, tasks2026_test.go).
-const SubscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
+const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
 // maxListenTasks bounds the task ids one subscription may watch, and
 // MaxListensPerSubscriber the subscriptions one client holds open on one
@@ -116,7 +115,7 @@ func (f *Front) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 		return
 	}
 	defer f.listens.release(subscriber)
-	ls := &listenStream{f: f, r: r, msg: msg, meta: map[string]any{SubscriptionIDKey: msg.ID},
+	ls := &listenStream{f: f, r: r, msg: msg, meta: map[string]any{subscriptionIDKey: msg.ID},
 		changes: make(chan string, 64), granted: []string{}, last: map[string]string{}, done: map[string]bool{}}
 	if err == nil && !era.Stateless && !p.Notifications.ListenFilter.Empty() {
 		defer ls.subscribeUpstream(p.Notifications.ListenFilter)()
@@ -305,7 +304,7 @@ func (ls *listenStream) relay() {
 			if !ls.upGranted.Wants(n.Method, n.Params) {
 				continue
 			}
-			if ls.sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, SubscriptionIDKey, ls.msg.ID))) != nil {
+			if ls.sse.SendRaw(mcpwire.Notification(n.Method, mcpwire.WithMeta(n.Params, subscriptionIDKey, ls.msg.ID))) != nil {
 				return
 			}
 		case <-resync.C:

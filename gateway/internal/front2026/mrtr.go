@@ -47,13 +47,11 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// MRTRPrefix starts the requestState of an MRTR round before a task.
-// Exported for gateway's tests (mrtr_test.go: a round's requestState).
-const MRTRPrefix = "taskgate-mrtr:"
+// mrtrPrefix starts the requestState of an MRTR round before a task.
+const mrtrPrefix = "taskgate-mrtr:"
 
-// MaxMRTRRounds bounds the input_required rounds of one call.
-// Exported for gateway's tests (mrtr_test.go: the bound).
-const MaxMRTRRounds = 16
+// maxMRTRRounds bounds the input_required rounds of one call.
+const maxMRTRRounds = 16
 
 // mrtrState is what a round's requestState carries, signed with the
 // deployment's secret and bound to the owner: the held call's task, the
@@ -143,14 +141,14 @@ func signState(key []byte, owner string, payload []byte) []byte {
 func encodeState(key []byte, owner string, st mrtrState) string {
 	payload := mcpwire.MustMarshal(st)
 	enc := base64.RawURLEncoding
-	return MRTRPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(signState(key, owner, payload))
+	return mrtrPrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(signState(key, owner, payload))
 }
 
 // decodeState checks a requestState: the gateway's signature for the
 // owner (auth's, else the task's own: core.AnonOwner), not expired at now. It
 // returns the state and its owner.
 func decodeState(key []byte, auth, s string, now time.Time) (mrtrState, string, bool) {
-	rest, ok := strings.CutPrefix(s, MRTRPrefix)
+	rest, ok := strings.CutPrefix(s, mrtrPrefix)
 	if !ok {
 		return mrtrState{}, "", false
 	}
@@ -324,10 +322,10 @@ func (f *Front) mrtrRound(w http.ResponseWriter, r *http.Request, msg *mcpwire.M
 	out, ended := outcomeResponse(msg.ID, t)
 	switch {
 	case ended:
-	case st.Round >= MaxMRTRRounds:
-		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", MaxMRTRRounds))
+	case st.Round >= maxMRTRRounds:
+		f.abandonRound(owner, st.Task, fmt.Sprintf("The upstream asked for input in more than %d rounds before the task began.", maxMRTRRounds))
 		out = mcpwire.Response{JSONRPC: "2.0", ID: msg.ID, Error: core.InternalError(fmt.Sprintf(
-			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", MaxMRTRRounds))}
+			"the upstream asked for input in more than %d rounds of one call; the call was cancelled", maxMRTRRounds))}
 	default:
 		pending := pendingInputs(t, answered)
 		keys := make([]string, 0, len(pending))

@@ -10,6 +10,16 @@
 //     it over.
 //   - metrics.go: Scrape, MetricValue and WaitMetric, a /metrics
 //     endpoint read.
+//   - client.go: raw clients over HTTP: Client (2025-11-25, a session),
+//     ModernClient (2026-07-28, stateless), the answers they read (Reply,
+//     ReadMessages, Detailed, WireTask, ResultText), Eras.
+//   - sdk.go: a go-sdk client through the gateway (ConnectSDK, Echo), the
+//     initialize answer it got (Capture).
+//   - era.go: EraUpstream, an upstream that records what reaches it and
+//     can change era.
+//   - policy.go: fixed policies (Rules, RulesPolicy, HybridPolicy,
+//     WithWait, DirectWait).
+//   - frontrig/: the parts a front stands on, for the fronts' tests.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.
 //   - oauth.go: OwnServer, an upstream that is its own OAuth

@@ -206,7 +206,7 @@ func (a *Answer) Close() { a.Resp.Body.Close() }
 // answer the gateway reads whole. On failure it answers the client and
 // returns nil; a response it cannot rewrite it relays and returns nil.
 func (u *Side) ForwardForRewrite(w http.ResponseWriter, r *http.Request, msg *mcpwire.Message, header http.Header, body []byte) *Answer {
-	resp, err := u.Client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
+	resp, err := u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil

@@ -98,7 +98,7 @@ func (u *Side) listTools(ctx context.Context, sess *upstream.Session, tool strin
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		resp, err := u.Client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
+		resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/list", Params: mcpwire.MustMarshal(params)}, upstream.CallOptions{})
 		if err == nil && resp.Error != nil {
 			err = resp.Error
 		}

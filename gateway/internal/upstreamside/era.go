@@ -110,8 +110,8 @@ func (u *Side) ForgetEra(was *upstreamEra) {
 	u.log.Info().Str("op", "era").Msg("the upstream answered unlike its era; probing again")
 }
 
-// KnownEra is the era if probed, else nil.
-// Exported for gateway's tests (front2026_test.go: the era re-detected).
+// KnownEra is the era if probed, else nil. Exported for a test only:
+// front2026's TestUpstreamEraRedetected watches it change behind a front.
 func (u *Side) KnownEra() *upstreamEra {
 	p := &u.probe
 	p.mu.Lock()
@@ -127,7 +127,7 @@ func (u *Side) probeEra(ctx context.Context, auth http.Header) (*upstreamEra, er
 		core.MetaClientCaps:      map[string]any{},
 	}})
 	sess := &upstream.Session{ProtocolVersion: core.Version2026, Header: auth}
-	resp, err := u.Client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
+	resp, err := u.client.Call(ctx, sess, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "server/discover", Params: params}, upstream.CallOptions{})
 	if err != nil {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && refusesEra(se.Status) {

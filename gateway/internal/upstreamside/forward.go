@@ -37,8 +37,8 @@ import (
 // Side is everything that talks to the upstream on a client's
 // behalf: the era probe, the owner sessions, and forwarding.
 type Side struct {
-	// Exported for the tests of gateway and cmd/taskgate, which reach the upstream client the Handler was built with.
-	Client *upstream.Client
+	// client is the upstream client the Handler was built with.
+	client *upstream.Client
 	store  ownerStore // nil: no owner sessions (no store: plain pass-through)
 	// observe records a forwarded tools/call's latency, learnTools what a
 	// tools/list answer declared (the decider).
@@ -71,7 +71,7 @@ type ownerStore interface {
 }
 
 func New(client *upstream.Client, store *taskstore.Store, d *decide.Decider, keepAlive time.Duration, log zerolog.Logger) *Side {
-	u := &Side{Client: client, catalogue: d, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
+	u := &Side{client: client, catalogue: d, observe: d.Observe, learnTools: d.LearnToolsList, learnServer: d.LearnServerCaps, log: log, KeepAlive: max(keepAlive, 0)}
 	if store != nil {
 		u.store = store
 	}
@@ -90,7 +90,7 @@ func (u *Side) Forward(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 		header = IdentityHeader(header)
 	}
 	send := func() (*http.Response, error) {
-		return u.Client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
+		return u.client.Forward(obs.MethodCtx(r, msg), http.MethodPost, header, bytes.NewReader(msg.Raw))
 	}
 	if ka != nil {
 		resp, started, err := awaitHeaders(w, r, ka, send)
@@ -220,7 +220,7 @@ func (u *Side) PostStateless(r *http.Request, body []byte, identity bool) (resp 
 	if identity {
 		delete(header, "Accept-Encoding") // see forward: keep-alives need plain bytes
 	}
-	resp, err = u.Client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
+	resp, err = u.client.Forward(r.Context(), http.MethodPost, header, bytes.NewReader(body))
 	if err != nil {
 		return nil, false, err
 	}
@@ -387,7 +387,7 @@ func (u *Side) ForwardToSession(w http.ResponseWriter, r *http.Request, msg *mcp
 	sse := mcpwire.NewWriter(w)
 	opts := upstream.CallOptions{
 		OnRequest: func(m *jsonrpc.Request) {
-			_ = u.Client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
+			_ = u.client.Respond(context.WithoutCancel(ctx), target.Session, &jsonrpc.Response{ID: m.ID, Error: &jsonrpc.Error{
 				Code: mcpwire.CodeMethodNotFound,
 				Message: "taskgate cannot relay " + m.Method + " to a " + core.Version2026 +
 					" client during a plain call (only during a task: the client declares " + core.TasksExtension + ")"}})
@@ -400,10 +400,10 @@ func (u *Side) ForwardToSession(w http.ResponseWriter, r *http.Request, msg *mcp
 			}
 		},
 	}
-	resp, err := u.Client.Call(ctx, target.Session, req, opts)
+	resp, err := u.client.Call(ctx, target.Session, req, opts)
 	if errors.Is(err, upstream.ErrSessionNotFound) {
 		if target, err = u.ReopenTarget(ctx, owner, auth, version, target); err == nil {
-			resp, err = u.Client.Call(ctx, target.Session, req, opts)
+			resp, err = u.client.Call(ctx, target.Session, req, opts)
 		}
 	}
 	if err != nil {
@@ -428,7 +428,7 @@ func (u *Side) ForwardToSession(w http.ResponseWriter, r *http.Request, msg *mcp
 // went away (notifications/cancelled), best effort.
 func (u *Side) CancelOnSession(ctx context.Context, target *Target, id jsonrpc.ID) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), core.StoreTimeout)
-	_ = u.Client.Cancel(cctx, target.Session, id, "the client closed the request")
+	_ = u.client.Cancel(cctx, target.Session, id, "the client closed the request")
 	cancel()
 }
 

@@ -64,8 +64,8 @@ func (f ListenFilter) Empty() bool {
 	return !f.ToolsListChanged && !f.PromptsListChanged && !f.ResourcesListChanged && len(f.ResourceSubscriptions) == 0
 }
 
-// Offered is the part of f a session upstream's initialize result offers.
-func (f ListenFilter) Offered(init json.RawMessage) ListenFilter {
+// offered is the part of f a session upstream's initialize result offers.
+func (f ListenFilter) offered(init json.RawMessage) ListenFilter {
 	type listChanged struct {
 		ListChanged bool `json:"listChanged"`
 		Subscribe   bool `json:"subscribe"`
@@ -130,7 +130,7 @@ func (u *Side) ListenUpstream(ctx context.Context, owner string, auth http.Heade
 	if err != nil {
 		return ListenFilter{}, nil, nil, nil, err
 	}
-	granted := want.Offered(rec.Init)
+	granted := want.offered(rec.Init)
 	if n := len(granted.ResourceSubscriptions); n > 0 {
 		granted.ResourceSubscriptions = u.subscribeOwner(ctx, ownerTarget(rec, auth), granted.ResourceSubscriptions[:min(n, maxSubscribeURIs)])
 	}
@@ -148,7 +148,7 @@ func (u *Side) ListenUpstream(ctx context.Context, owner string, auth http.Heade
 func (u *Side) subscribeOwner(ctx context.Context, target *Target, uris []string) []string {
 	var ok []string
 	for _, uri := range slices.Compact(slices.Sorted(slices.Values(uris))) {
-		resp, err := u.Client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
+		resp, err := u.client.Call(ctx, target.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "resources/subscribe",
 			Params: mcpwire.MustMarshal(map[string]string{"uri": uri})}, upstream.CallOptions{})
 		if err == nil && resp.Error == nil {
 			ok = append(ok, uri)
@@ -290,7 +290,7 @@ func (u *Side) openGet(ctx context.Context, s *upstream.Session) (*http.Response
 	if s.ProtocolVersion != "" {
 		h.Set("MCP-Protocol-Version", s.ProtocolVersion)
 	}
-	return u.Client.Forward(ctx, http.MethodGet, h, nil)
+	return u.client.Forward(ctx, http.MethodGet, h, nil)
 }
 
 // answerOnFeed answers a request the upstream sent on an owner session's
@@ -310,7 +310,7 @@ func (u *Side) answerOnFeed(ctx context.Context, target *Target, rawID json.RawM
 		resp = &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: mcpwire.CodeMethodNotFound,
 			Message: "taskgate cannot relay " + method + " outside a call"}}
 	}
-	_ = u.Client.Respond(ctx, target.Session, resp)
+	_ = u.client.Respond(ctx, target.Session, resp)
 }
 
 // listenFeeds are the feeds this replica runs, one per owner.

@@ -174,7 +174,7 @@ func (u *Side) loadOwnerSession(ctx context.Context, owner string, auth http.Hea
 		return nil, err
 	}
 
-	sess, init, err := u.Client.Initialize(ctx, auth, ownerInitParams)
+	sess, init, err := u.client.Initialize(ctx, auth, ownerInitParams)
 	if err != nil {
 		var se *upstream.StatusError
 		var pe *upstream.ProtocolError
@@ -195,7 +195,7 @@ func (u *Side) loadOwnerSession(ctx context.Context, owner string, auth http.Hea
 	}
 	won, mine, err := u.store.PutOwnerSession(ctx, owner, *next, stale, ownerSessionTTL)
 	if err != nil || !mine {
-		if cerr := u.Client.CloseSession(ctx, sess); cerr != nil {
+		if cerr := u.client.CloseSession(ctx, sess); cerr != nil {
 			u.log.Debug().Str("op", "owner_session").Err(cerr).Msg("cannot close the unused upstream session")
 		}
 		if err != nil {

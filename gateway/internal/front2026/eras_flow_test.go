@@ -1,143 +1,22 @@
-package gateway
+package front2026
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
-	"github.com/taskgate/taskgate/upstream"
 )
-
-// eraUpstream is a testupstream behind a spy that records every POST, and
-// whose server can be swapped for one of the other era.
-type eraUpstream struct {
-	url  string
-	next atomic.Pointer[http.Handler]
-	mu   sync.Mutex
-	seen []upstreamPost
-}
-
-type upstreamPost struct {
-	method, session, version, name, auth string
-}
-
-func newEraUpstream(t *testing.T, stateless bool) *eraUpstream {
-	t.Helper()
-	u := &eraUpstream{}
-	u.swap(stateless)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			u.mu.Lock()
-			u.seen = append(u.seen, upstreamPost{method: "DELETE", session: r.Header.Get("Mcp-Session-Id")})
-			u.mu.Unlock()
-		}
-		if r.Method == http.MethodPost {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var m struct {
-				Method string `json:"method"`
-			}
-			_ = json.Unmarshal(body, &m)
-			u.mu.Lock()
-			u.seen = append(u.seen, upstreamPost{m.Method, r.Header.Get("Mcp-Session-Id"),
-				r.Header.Get("Mcp-Protocol-Version"), r.Header.Get("Mcp-Name"), r.Header.Get("Authorization")})
-			u.mu.Unlock()
-		}
-		(*u.next.Load()).ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	u.url = srv.URL + "/mcp"
-	return u
-}
-
-// swap replaces the server with a fresh one of the given era.
-func (u *eraUpstream) swap(stateless bool) {
-	h := testupstream.Handler(testupstream.Options{Stateless: stateless})
-	u.next.Store(&h)
-}
-
-// posts returns the recorded POSTs of JSON-RPC method m ("" for all).
-func (u *eraUpstream) posts(m string) []upstreamPost {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var out []upstreamPost
-	for _, p := range u.seen {
-		if m == "" || p.method == m {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func modernMeta() map[string]any {
-	return map[string]any{
-		core.MetaProtocolVersion: core.Version2026,
-		core.MetaClientInfo:      map[string]any{"name": "modern-test", "version": "1.0.0"},
-		core.MetaClientCaps:      map[string]any{},
-	}
-}
-
-// mpost sends one 2026-07-28 request: meta becomes params._meta (none when
-// nil) and the standard headers are set from the body, then edit may change
-// them.
-func mpost(t *testing.T, url, method string, params, meta map[string]any, edit func(http.Header)) *http.Response {
-	t.Helper()
-	p := map[string]any{}
-	for k, v := range params {
-		p[k] = v
-	}
-	if meta != nil {
-		p["_meta"] = meta
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": p})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", core.Version2026)
-	req.Header.Set("Mcp-Method", method)
-	if n, ok := params["name"].(string); ok {
-		req.Header.Set("Mcp-Name", upstream.HeaderValue(n))
-	}
-	if edit != nil {
-		edit(req.Header)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-// okResult reads a successful reply's result into v.
-func okResult(t *testing.T, resp *http.Response, v any) {
-	t.Helper()
-	r := reply(t, resp)
-	if r.Error != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("HTTP %d, error %+v, want a result", resp.StatusCode, r.Error)
-	}
-	if err := json.Unmarshal(r.Result, v); err != nil {
-		t.Fatalf("result %s: %v", r.Result, err)
-	}
-}
 
 type discoverResult struct {
 	ResultType        string   `json:"resultType"`
@@ -157,16 +36,11 @@ type discoverResult struct {
 	} `json:"_meta"`
 }
 
-var upstreamEras = []struct {
-	name      string
-	stateless bool
-}{{"modern-upstream", true}, {"legacy-upstream", false}}
-
 func Test2026Discover(t *testing.T) {
 	for _, era := range upstreamEras {
-		t.Run(era.name, func(t *testing.T) {
-			up := newEraUpstream(t, era.stateless)
-			rp := newReplicas(t, up.url, 1, nil)
+		t.Run(era.Name, func(t *testing.T) {
+			up := gwtest.NewEraUpstream(t, era.Stateless)
+			rp := newReplicas(t, up.URL, 1, nil)
 			for i := 0; i < 2; i++ {
 				var d discoverResult
 				okResult(t, mpost(t, rp.urls[0], "server/discover", nil, modernMeta(), func(h http.Header) {
@@ -191,9 +65,9 @@ func Test2026Discover(t *testing.T) {
 			}
 			// One era probe; a legacy upstream is initialized once (the held
 			// session), not per discover.
-			probes, inits := up.posts("server/discover"), up.posts("initialize")
+			probes, inits := up.Posts("server/discover"), up.Posts("initialize")
 			wantProbes, wantInits := 3, 0 // the probe, then both discovers forwarded
-			if !era.stateless {
+			if !era.Stateless {
 				wantProbes, wantInits = 1, 1
 			}
 			if len(probes) != wantProbes || len(inits) != wantInits {
@@ -204,8 +78,8 @@ func Test2026Discover(t *testing.T) {
 }
 
 func Test2026Validation(t *testing.T) {
-	up := newEraUpstream(t, true)
-	gw := newReplicas(t, up.url, 1, nil).urls[0]
+	up := gwtest.NewEraUpstream(t, true)
+	gw := newReplicas(t, up.URL, 1, nil).urls[0]
 	echoArgs := map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}}
 	without := func(key string) map[string]any {
 		m := modernMeta()
@@ -247,7 +121,7 @@ func Test2026Validation(t *testing.T) {
 		{"ping is gone", "ping", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(up.posts(tc.method))
+			before := len(up.Posts(tc.method))
 			resp := mpost(t, gw, tc.method, tc.params, tc.meta, tc.edit)
 			r := reply(t, resp)
 			if resp.StatusCode != tc.status || r.Error == nil || r.Error.Code != tc.code {
@@ -265,7 +139,7 @@ func Test2026Validation(t *testing.T) {
 					t.Errorf("data = %s, want supported with %s and requested 2099-01-01", r.Error.Data, core.Version2026)
 				}
 			}
-			if n := len(up.posts(tc.method)); n != before {
+			if n := len(up.Posts(tc.method)); n != before {
 				t.Errorf("the rejected request reached the upstream")
 			}
 		})
@@ -282,7 +156,7 @@ func Test2026Validation(t *testing.T) {
 	if len(res.Content) != 1 || res.Content[0].Text != "hi" || res.ResultType != "complete" {
 		t.Errorf("echo = %+v", res)
 	}
-	if calls := up.posts("tools/call"); len(calls) != 1 || calls[0].name != "echo" || calls[0].session != "" {
+	if calls := up.Posts("tools/call"); len(calls) != 1 || calls[0].Name != "echo" || calls[0].Session != "" {
 		t.Errorf("upstream tools/call = %+v, want one, Mcp-Name echo, no session", calls)
 	}
 }
@@ -291,9 +165,9 @@ func Test2026Validation(t *testing.T) {
 // client reach an upstream of either era and come back in the modern shape.
 func Test2026ThroughBothEras(t *testing.T) {
 	for _, era := range upstreamEras {
-		t.Run(era.name, func(t *testing.T) {
-			up := newEraUpstream(t, era.stateless)
-			rp := newReplicas(t, up.url, 2, nil)
+		t.Run(era.Name, func(t *testing.T) {
+			up := gwtest.NewEraUpstream(t, era.Stateless)
+			rp := newReplicas(t, up.URL, 2, nil)
 			var tools struct {
 				ResultType string `json:"resultType"`
 				TTLMs      *int64 `json:"ttlMs"`
@@ -317,20 +191,20 @@ func Test2026ThroughBothEras(t *testing.T) {
 					t.Errorf("replica %d: echo = %+v", i, res)
 				}
 			}
-			calls := up.posts("tools/call")
+			calls := up.Posts("tools/call")
 			if len(calls) != 2 {
 				t.Fatalf("upstream saw %d tools/call, want 2", len(calls))
 			}
-			if era.stateless {
+			if era.Stateless {
 				for _, c := range calls {
-					if c.session != "" || c.version != core.Version2026 {
-						t.Errorf("modern upstream got session %q version %q", c.session, c.version)
+					if c.Session != "" || c.Version != core.Version2026 {
+						t.Errorf("modern upstream got session %q version %q", c.Session, c.Version)
 					}
 				}
 				return
 			}
 			// Legacy: one held session, shared by both replicas, in Redis.
-			if n := len(up.posts("initialize")); n != 1 {
+			if n := len(up.Posts("initialize")); n != 1 {
 				t.Errorf("upstream initialized %d sessions, want 1", n)
 			}
 			held, err := rp.store.GetOwnerSession(context.Background(), "anonymous")
@@ -338,8 +212,8 @@ func Test2026ThroughBothEras(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range calls {
-				if c.session != held.SessionID || c.version != held.ProtocolVersion || held.ProtocolVersion != core.Version2025 {
-					t.Errorf("call on session %q version %q, want the held %q at %q", c.session, c.version, held.SessionID, held.ProtocolVersion)
+				if c.Session != held.SessionID || c.Version != held.ProtocolVersion || held.ProtocolVersion != core.Version2025 {
+					t.Errorf("call on session %q version %q, want the held %q at %q", c.Session, c.Version, held.SessionID, held.ProtocolVersion)
 				}
 			}
 		})
@@ -350,8 +224,8 @@ func Test2026ThroughBothEras(t *testing.T) {
 // session (here: it restarted) gets a new one, transparently, and every
 // replica moves to it.
 func TestOwnerSessionReopenedOn404(t *testing.T) {
-	up := newEraUpstream(t, false)
-	rp := newReplicas(t, up.url, 2, nil)
+	up := gwtest.NewEraUpstream(t, false)
+	rp := newReplicas(t, up.URL, 2, nil)
 	auth := func(h http.Header) { h.Set("Authorization", "Bearer tenant-1") }
 	call := func(url string) {
 		t.Helper()
@@ -372,7 +246,7 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up.swap(false) // a restarted upstream knows no session
+	up.Swap(false) // a restarted upstream knows no session
 	call(rp.urls[0])
 	call(rp.urls[1])
 	second, err := rp.store.GetOwnerSession(context.Background(), owner)
@@ -382,12 +256,12 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 	if second.SessionID == first.SessionID {
 		t.Fatal("the held session was not replaced")
 	}
-	if n := len(up.posts("initialize")); n != 2 {
+	if n := len(up.Posts("initialize")); n != 2 {
 		t.Errorf("upstream initialized %d sessions, want 2 (one reopen for both replicas)", n)
 	}
-	calls := up.posts("tools/call")
-	if last := calls[len(calls)-1]; last.session != second.SessionID {
-		t.Errorf("last call on %q, want the new session %q", last.session, second.SessionID)
+	calls := up.Posts("tools/call")
+	if last := calls[len(calls)-1]; last.Session != second.SessionID {
+		t.Errorf("last call on %q, want the new session %q", last.Session, second.SessionID)
 	}
 	// Another owner has a session of its own.
 	call2 := mpost(t, rp.urls[0], "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, modernMeta(),
@@ -395,7 +269,7 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 	if r := reply(t, call2); r.Error != nil {
 		t.Fatal(r.Error)
 	}
-	if n := len(up.posts("initialize")); n != 3 {
+	if n := len(up.Posts("initialize")); n != 3 {
 		t.Errorf("upstream initialized %d sessions, want 3", n)
 	}
 }
@@ -404,8 +278,8 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 // client on the response stream; an input request during a plain call is
 // refused upstream, and the call ends instead of hanging.
 func Test2026From2025UpstreamStreams(t *testing.T) {
-	up := newEraUpstream(t, false)
-	gw := newReplicas(t, up.url, 1, nil).urls[0]
+	up := gwtest.NewEraUpstream(t, false)
+	gw := newReplicas(t, up.URL, 1, nil).urls[0]
 	meta := modernMeta()
 	meta["progressToken"] = "p-1"
 	resp := mpost(t, gw, "tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3}}, meta, nil)
@@ -455,8 +329,8 @@ func Test2026From2025UpstreamStreams(t *testing.T) {
 // TestUpstreamEraRedetected: an upstream that stops being modern is probed
 // again on the first refusal, and the request goes the legacy way at once.
 func TestUpstreamEraRedetected(t *testing.T) {
-	up := newEraUpstream(t, true)
-	rp := newReplicas(t, up.url, 1, nil)
+	up := gwtest.NewEraUpstream(t, true)
+	rp := newReplicas(t, up.URL, 1, nil)
 	list := func() {
 		t.Helper()
 		var tools struct {
@@ -468,15 +342,15 @@ func TestUpstreamEraRedetected(t *testing.T) {
 		}
 	}
 	list()
-	if era := rp.hs[0].up.KnownEra(); era == nil || !era.Stateless {
+	if era := rp.rs[0].Deps.Up.KnownEra(); era == nil || !era.Stateless {
 		t.Fatalf("era = %+v, want modern", era)
 	}
-	up.swap(false)
+	up.Swap(false)
 	list()
-	if era := rp.hs[0].up.KnownEra(); era == nil || era.Stateless {
+	if era := rp.rs[0].Deps.Up.KnownEra(); era == nil || era.Stateless {
 		t.Fatalf("era = %+v, want legacy after the swap", era)
 	}
-	if n := len(up.posts("initialize")); n != 1 {
+	if n := len(up.Posts("initialize")); n != 1 {
 		t.Errorf("initialize = %d, want the held session's", n)
 	}
 }
@@ -485,9 +359,9 @@ func TestUpstreamEraRedetected(t *testing.T) {
 // (2026-07-28) goes modern through the gateway in front of either era.
 func TestGoSDKClient2026ThroughGateway(t *testing.T) {
 	for _, era := range upstreamEras {
-		t.Run(era.name, func(t *testing.T) {
-			up := newEraUpstream(t, era.stateless)
-			gw := newReplicas(t, up.url, 1, nil).urls[0]
+		t.Run(era.Name, func(t *testing.T) {
+			up := gwtest.NewEraUpstream(t, era.Stateless)
+			gw := newReplicas(t, up.URL, 1, nil).urls[0]
 			cs, _ := connectSDK(t, gw, "")
 			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
 				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
@@ -496,7 +370,7 @@ func TestGoSDKClient2026ThroughGateway(t *testing.T) {
 				t.Errorf("serverInfo = %+v", si)
 			}
 			echo(t, cs, "via the gateway")
-			if !era.stateless {
+			if !era.Stateless {
 				return
 			}
 			// MRTR passes through a modern upstream untouched.
@@ -516,8 +390,8 @@ func TestGoSDKClient2026ThroughGateway(t *testing.T) {
 // TestOwnerSessionRace: replicas that open an owner's session at once agree
 // on one; the losers close theirs and every call lands on the winner.
 func TestOwnerSessionRace(t *testing.T) {
-	up := newEraUpstream(t, false)
-	rp := newReplicas(t, up.url, 2, nil)
+	up := gwtest.NewEraUpstream(t, false)
+	rp := newReplicas(t, up.URL, 2, nil)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
@@ -535,50 +409,13 @@ func TestOwnerSessionRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range up.posts("tools/call") {
-		if c.session != held.SessionID {
-			t.Errorf("a call went to session %q, not the held %q", c.session, held.SessionID)
+	for _, c := range up.Posts("tools/call") {
+		if c.Session != held.SessionID {
+			t.Errorf("a call went to session %q, not the held %q", c.Session, held.SessionID)
 		}
 	}
-	inits, deletes := len(up.posts("initialize")), len(up.posts("DELETE"))
+	inits, deletes := len(up.Posts("initialize")), len(up.Posts("DELETE"))
 	if inits < 1 || inits > 2 || deletes != inits-1 {
 		t.Errorf("%d initialize and %d DELETE, want one per replica at most and every loser closed", inits, deletes)
-	}
-}
-
-// Test2026TargetForWorkers: the calls a worker makes outside any client
-// request: the owner's target, and its replacement after a 404, shared.
-func Test2026TargetForWorkers(t *testing.T) {
-	up := newEraUpstream(t, false)
-	rp := newReplicas(t, up.url, 2, nil)
-	ctx := context.Background()
-	auth := http.Header{"Authorization": {"Bearer w"}}
-	owner := core.OwnerOf(&http.Request{Header: auth})
-	a, err := rp.hs[0].up.Target(ctx, owner, auth, "")
-	if err != nil || a.Stateless || a.Session.ID == "" || a.Session.ProtocolVersion != core.Version2025 || a.Session.Header.Get("Authorization") != "Bearer w" {
-		t.Fatalf("target = %+v, %v", a, err)
-	}
-	b, err := rp.hs[1].up.Target(ctx, owner, auth, "")
-	if err != nil || b.Session.ID != a.Session.ID {
-		t.Fatalf("replica 1 target = %+v, %v; want session %s", b, err, a.Session.ID)
-	}
-	up.swap(false)
-	na, err := rp.hs[0].up.ReopenTarget(ctx, owner, auth, "", a)
-	if err != nil || na.Session.ID == a.Session.ID {
-		t.Fatalf("reopened = %+v, %v", na, err)
-	}
-	nb, err := rp.hs[1].up.ReopenTarget(ctx, owner, auth, "", b)
-	if err != nil || nb.Session.ID != na.Session.ID {
-		t.Fatalf("replica 1 reopened = %+v, %v; want %s", nb, err, na.Session.ID)
-	}
-	if n := len(up.posts("initialize")); n != 2 {
-		t.Errorf("initialize = %d, want 2", n)
-	}
-	// The new session works for a worker's call.
-	resp, err := rp.hs[1].up.Client.Call(ctx, nb.Session, &jsonrpc.Request{ID: core.NewUpstreamID(), Method: "tools/call",
-		Params: upstreamside.ParamsFor(json.RawMessage(`{"name":"echo","arguments":{"text":"w"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`), nb)},
-		upstream.CallOptions{})
-	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"w"`) {
-		t.Errorf("call on the reopened session: %v %+v", err, resp)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -25,7 +24,7 @@ func decodeRound(t *testing.T, what string, r rpcReply) mrtrRound {
 	t.Helper()
 	var rd mrtrRound
 	if r.Error != nil || json.Unmarshal(r.Result, &rd) != nil || rd.ResultType != "input_required" || rd.TaskID != "" ||
-		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, front2026.MRTRPrefix) {
+		len(rd.InputRequests) == 0 || !strings.HasPrefix(rd.RequestState, mrtrPrefix) {
 		t.Fatalf("%s: %+v %s, want an input_required round with the gateway's requestState and no task", what, r.Error, r.Result)
 	}
 	return rd
@@ -51,7 +50,7 @@ func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Record
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	for range 2 {
-		fl.add(func(c *Config) {
+		fl.Add(func(c *config) {
 			c.Policy = hybridPolicy(withWait(rules(t, "test_tool_with_task", policy.Auto), testupstream.ConformanceComposeWait), directWait)
 			c.MRTRHold = hold
 		})
@@ -67,15 +66,15 @@ func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Record
 // plain result.
 func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	fl, rec := mrtrCluster(t, 0)
-	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer mrtr"}
+	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer mrtr"}
 	args := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
-	rd := decodeRound(t, "round 1", c.call("tools/call", args))
+	rd := decodeRound(t, "round 1", c.Call("tools/call", args))
 	if len(rd.InputRequests) != 1 || !strings.Contains(string(rd.InputRequests["1"]), "What is your name?") {
 		t.Errorf("round 1 asks %v, want the name under key 1", rd.InputRequests)
 	}
 	retry := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{},
 		"inputResponses": answerAll(rd, "Alice"), "requestState": rd.RequestState}
-	r := c.call("tools/call", retry)
+	r := c.Call("tools/call", retry)
 	var created detailed
 	if r.Error != nil || json.Unmarshal(r.Result, &created) != nil || created.ResultType != "task" || created.TaskID == "" {
 		t.Fatalf("round 2: %+v %s, want the CreateTaskResult", r.Error, r.Result)
@@ -83,7 +82,7 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	if strings.Contains(string(r.Result), "requestState") || strings.Contains(string(r.Result), "inputRequests") {
 		t.Errorf("the CreateTaskResult carries round fields: %s", r.Result)
 	}
-	done := c.waitTask(created.TaskID, "completed")
+	done := c.WaitTask(created.TaskID, "completed")
 	if text, _, _ := resultText(t, done.Result); !strings.Contains(text, "Alice") {
 		t.Errorf("result %q", text)
 	}
@@ -92,15 +91,15 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	}
 
 	// The same requestState again: used already.
-	if r := c.call("tools/call", retry); r.Error == nil || r.Error.Code != -32602 {
+	if r := c.Call("tools/call", retry); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("a replayed requestState: %+v %s, want -32602", r.Error, r.Result)
 	}
 
 	// A round whose retry finishes within the wait is a plain result.
-	rd = decodeRound(t, "elicit round", c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}))
-	rd = decodeRound(t, "elicit round 2", c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+	rd = decodeRound(t, "elicit round", c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}))
+	rd = decodeRound(t, "elicit round 2", c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState}))
-	r = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+	r = c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "y"), "requestState": rd.RequestState})
 	if text, _, _ := resultText(t, r.Result); text != "answered 2" || strings.Contains(string(r.Result), `"taskId"`) {
 		t.Errorf("after two rounds: %+v %s, want the plain result", r.Error, r.Result)
@@ -113,31 +112,31 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 // 16 rounds fails the call.
 func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	fl, rec := mrtrCluster(t, 500*time.Millisecond)
-	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer owner"}
+	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer owner"}
 	args := func() map[string]any {
 		return map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
 	}
-	rd := decodeRound(t, "round 1", c.call("tools/call", args()))
+	rd := decodeRound(t, "round 1", c.Call("tools/call", args()))
 	with := func(state string, responses map[string]any) map[string]any {
 		a := args()
 		a["requestState"], a["inputResponses"] = state, responses
 		return a
 	}
-	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, front2026.MRTRPrefix), ".")
+	payload, sig, _ := strings.Cut(strings.TrimPrefix(rd.RequestState, mrtrPrefix), ".")
 	flipped := []byte(sig)
 	if flipped[0] == 'A' { // another valid base64url letter: the MAC must fail, not the decoding
 		flipped[0] = 'B'
 	} else {
 		flipped[0] = 'A'
 	}
-	other := &modernClient{t: t, urls: fl.urls, auth: "Bearer someone-else"}
+	other := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer someone-else"}
 	for name, tc := range map[string]struct {
 		c      *modernClient
 		params map[string]any
 		want   string
 	}{
-		"forged signature": {c, with(front2026.MRTRPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
-		"garbage":          {c, with(front2026.MRTRPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
+		"forged signature": {c, with(mrtrPrefix+payload+"."+string(flipped), answerAll(rd, "x")), "requestState is invalid"},
+		"garbage":          {c, with(mrtrPrefix+"xyz", answerAll(rd, "x")), "requestState is invalid"},
 		"another owner":    {other, with(rd.RequestState, answerAll(rd, "x")), "requestState is invalid"},
 		"another tool": {c, map[string]any{"name": "greet", "arguments": map[string]any{"name": "x"},
 			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
@@ -145,7 +144,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		"other arguments": {c, map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{"x": 1},
 			"requestState": rd.RequestState, "inputResponses": answerAll(rd, "x")}, "requestState is invalid"},
 	} {
-		r := tc.c.call("tools/call", tc.params)
+		r := tc.c.Call("tools/call", tc.params)
 		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, tc.want) {
 			t.Errorf("%s: %+v %s, want -32602 %q", name, r.Error, r.Result, tc.want)
 		}
@@ -153,17 +152,17 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	// None of them reached the held call; nobody retries it: cancelled
 	// upstream once the hold passes, and a late retry is refused.
 	gwtest.WaitFor(t, func() bool { return rec.Count("test_tool_with_task", testupstream.Cancelled) == 1 })
-	if r := c.call("tools/call", with(rd.RequestState, answerAll(rd, "late"))); r.Error == nil || r.Error.Code != -32602 {
+	if r := c.Call("tools/call", with(rd.RequestState, answerAll(rd, "late"))); r.Error == nil || r.Error.Code != -32602 {
 		t.Errorf("a retry after the hold: %+v %s, want -32602", r.Error, r.Result)
 	}
 
 	// An upstream that keeps asking: the 17th round fails the call.
 	a := map[string]any{"name": "asks", "arguments": map[string]any{"n": 40}}
-	rd = decodeRound(t, "asks round 1", c.call("tools/call", a))
+	rd = decodeRound(t, "asks round 1", c.Call("tools/call", a))
 	var last rpcReply
 	rounds := 1
-	for i := 0; i < front2026.MaxMRTRRounds; i++ {
-		last = c.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
+	for i := 0; i < maxMRTRRounds; i++ {
+		last = c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState})
 		if last.Error != nil {
 			break
@@ -171,8 +170,8 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 		rd = decodeRound(t, "asks round", last)
 		rounds++
 	}
-	if rounds != front2026.MaxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
-		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, front2026.MaxMRTRRounds)
+	if rounds != maxMRTRRounds || last.Error == nil || !strings.Contains(last.Error.Message, "more than 16 rounds") {
+		t.Errorf("after %d rounds: %+v %s, want %d rounds, then the call failed", rounds, last.Error, last.Result, maxMRTRRounds)
 	}
 	gwtest.WaitFor(t, func() bool { return rec.Count("asks", testupstream.Cancelled) == 1 })
 }
@@ -181,17 +180,17 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 // others get -32602; an anonymous client's rounds work across replicas.
 func TestMRTRConcurrentRetries(t *testing.T) {
 	fl, _ := mrtrCluster(t, 0)
-	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer race"}
+	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer race"}
 	args := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}
-	rd := decodeRound(t, "round 1", c.call("tools/call", args))
+	rd := decodeRound(t, "round 1", c.Call("tools/call", args))
 	const n = 4
 	results := make(chan rpcReply, n)
 	for i := 0; i < n; i++ {
 		retry := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState} // call adds _meta: one each
 		go func() {
-			cl := &modernClient{t: t, urls: fl.urls[i%2 : i%2+1], auth: "Bearer race"}
-			results <- cl.call("tools/call", retry)
+			cl := &modernClient{T: t, URLs: fl.URLs[i%2 : i%2+1], Auth: "Bearer race"}
+			results <- cl.Call("tools/call", retry)
 		}()
 	}
 	wins := 0
@@ -208,11 +207,11 @@ func TestMRTRConcurrentRetries(t *testing.T) {
 		t.Errorf("%d retries with one state went on, want 1", wins)
 	}
 
-	anon := &modernClient{t: t, urls: fl.urls}
-	rd = decodeRound(t, "anonymous round 1", anon.call("tools/call", args))
-	rd = decodeRound(t, "anonymous round 2", anon.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+	anon := &modernClient{T: t, URLs: fl.URLs}
+	rd = decodeRound(t, "anonymous round 1", anon.Call("tools/call", args))
+	rd = decodeRound(t, "anonymous round 2", anon.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "a"), "requestState": rd.RequestState}))
-	r := anon.call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
+	r := anon.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "b"), "requestState": rd.RequestState})
 	if text, _, _ := resultText(t, r.Result); text != "answered 2" {
 		t.Errorf("anonymous: %+v %s", r.Error, r.Result)

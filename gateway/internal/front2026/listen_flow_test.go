@@ -1,4 +1,4 @@
-package gateway
+package front2026
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -31,8 +31,8 @@ import (
 // GET stream into the listen stream).
 func TestListenListChangedEveryEra(t *testing.T) {
 	for _, era := range upstreamEras {
-		t.Run(era.name, func(t *testing.T) {
-			srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.stateless, ListChanged: true}))
+		t.Run(era.Name, func(t *testing.T) {
+			srv := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.Stateless, ListChanged: true}))
 			t.Cleanup(srv.Close)
 			gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
 			changed := make(chan struct{}, 8)
@@ -120,7 +120,7 @@ func TestListenSessionUpstreamGrants(t *testing.T) {
 		if subs, _ := p.Notifications["resourceSubscriptions"].([]any); len(subs) != 1 || subs[0] != testupstream.NoteURI {
 			t.Errorf("granted subscriptions %v, want [%s]", p.Notifications["resourceSubscriptions"], testupstream.NoteURI)
 		}
-		if p.Meta[front2026.SubscriptionIDKey] != float64(7) {
+		if p.Meta[subscriptionIDKey] != float64(7) {
 			t.Errorf("_meta %v, want the subscription id 7", p.Meta)
 		}
 	})
@@ -190,7 +190,7 @@ func TestListenResourceUpdated(t *testing.T) {
 				} `json:"params"`
 			}
 			_ = json.Unmarshal(data, &n)
-			if n.Method != "notifications/resources/updated" || n.Params.URI != testupstream.NoteURI || n.Params.Meta[front2026.SubscriptionIDKey] != float64(7) {
+			if n.Method != "notifications/resources/updated" || n.Params.URI != testupstream.NoteURI || n.Params.Meta[subscriptionIDKey] != float64(7) {
 				t.Fatalf("event %s, want the note's update with subscription id 7", data)
 			}
 			return
@@ -276,40 +276,6 @@ func TestListenUpstreamDown(t *testing.T) {
 	}
 }
 
-// FuzzListenFilter: whatever a client's filter, the upstream's initialize
-// result and a notification hold, granting and filtering never panic, the
-// grant is within what was asked, and a notification passes only a
-// filter that asked for its kind.
-func FuzzListenFilter(f *testing.F) {
-	f.Add(`{"toolsListChanged":true,"resourceSubscriptions":["file:///a/"]}`,
-		`{"capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}}}`,
-		"notifications/resources/updated", `{"uri":"file:///a/b"}`)
-	f.Add(`{"promptsListChanged":true}`, `{"capabilities":null}`, "notifications/prompts/list_changed", `null`)
-	f.Add(`{"resourceSubscriptions":[""]}`, `[]`, "notifications/resources/updated", `{"uri":""}`)
-	f.Fuzz(func(t *testing.T, filter, init, method, params string) {
-		var want upstreamside.ListenFilter
-		if json.Unmarshal([]byte(filter), &want) != nil {
-			return
-		}
-		got := want.Offered(json.RawMessage(init))
-		if got.ToolsListChanged && !want.ToolsListChanged || got.PromptsListChanged && !want.PromptsListChanged ||
-			got.ResourcesListChanged && !want.ResourcesListChanged || len(got.ResourceSubscriptions) > len(want.ResourceSubscriptions) {
-			t.Fatalf("granted %+v of %+v", got, want)
-		}
-		if got.Wants(method, json.RawMessage(params)) {
-			switch method {
-			case "notifications/tools/list_changed", "notifications/prompts/list_changed",
-				"notifications/resources/list_changed", "notifications/resources/updated":
-			default:
-				t.Fatalf("%s passed %+v", method, got)
-			}
-		}
-		if (upstreamside.ListenFilter{}).Wants(method, json.RawMessage(params)) {
-			t.Fatalf("%s passed an empty filter", method)
-		}
-	})
-}
-
 // TestListenKeepAlive: a quiet listen stream carries an SSE comment every
 // Config.KeepAlive.
 func TestListenKeepAlive(t *testing.T) {
@@ -324,12 +290,7 @@ func TestListenKeepAlive(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close() })
-	h, err := New(Config{Upstream: up, Store: store, KeepAlive: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := httptest.NewServer(h)
-	t.Cleanup(func() { h.Close() })
+	gw := httptest.NewServer(serveFront(frontrig.New(t, config{Upstream: up, Store: store, KeepAlive: 20 * time.Millisecond})))
 	t.Cleanup(gw.Close)
 	_, resp := listenAck(t, gw.URL+"/mcp", map[string]any{"toolsListChanged": true})
 	br := bufio.NewReader(resp.Body)

@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -96,21 +97,21 @@ func TestTerminalCacheRaces(t *testing.T) {
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	cmdsA := &keyCounter{} // replica A's commands on task records
-	fl.redis = func() redis.UniversalClient {
+	fl.Redis = func() redis.UniversalClient {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		if len(fl.hs) == 0 {
+		if len(fl.Rs) == 0 {
 			rdb.AddHook(cmdsA)
 		}
 		return rdb
 	}
-	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
-	a, b := fl.add(pol), fl.add(pol)
-	for _, h := range []*Handler{a, b} {
-		gwtest.WaitFor(t, func() bool { return h.f2025.Renders.Live() })
+	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
+	a, b := fl.Add(pol), fl.Add(pol)
+	for _, h := range []*frontrig.Replica{a, b} {
+		gwtest.WaitFor(t, func() bool { return h.Deps.Renders.Live() })
 	}
-	c := &mcpClient{t: t, urls: fl.urls[:1]}
-	c.initialize()
-	onB := &mcpClient{t: t, urls: fl.urls[1:], sid: c.sid}
+	c := &mcpClient{T: t, URLs: fl.URLs[:1]}
+	c.Initialize()
+	onB := &mcpClient{T: t, URLs: fl.URLs[1:], SID: c.SID}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
@@ -122,7 +123,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 		return keys[0]
 	}
 	start := func(tool string, args map[string]any, ttl int) string {
-		r := c.call("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": ttl}})
+		r := c.Call("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": ttl}})
 		var res struct {
 			Task wireTask `json:"task"`
 		}
@@ -131,19 +132,19 @@ func TestTerminalCacheRaces(t *testing.T) {
 		}
 		return res.Task.TaskID
 	}
-	urlA := fl.urls[0]
+	urlA := fl.URLs[0]
 
 	t.Run("zero round trips", func(t *testing.T) {
 		id := start("echo", map[string]any{"text": "x"}, 60000)
-		c.waitStatus(id, "completed")
+		c.WaitStatus(id, "completed")
 		// The worker releases its lease after the outcome is visible: a
 		// command on the record that is not a poll's.
 		key := keyOf(id)
 		gwtest.WaitFor(t, func() bool { v, _ := rdb.HGet(ctx, key, "lease_holder").Result(); return v == "" })
-		c.getTask(id) // rendered and cached
+		c.GetTask(id) // rendered and cached
 		cmdsA.n.Store(0)
 		for i := 0; i < 50; i++ {
-			if st, found, err := pollOnce(urlA, c.sid, id); err != nil || !found || st != "completed" {
+			if st, found, err := pollOnce(urlA, c.SID, id); err != nil || !found || st != "completed" {
 				t.Fatalf("poll: %s %v %v", st, found, err)
 			}
 		}
@@ -168,7 +169,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for p := 0; p < 40; p++ {
-					st, found, err := pollOnce(urlA, c.sid, id)
+					st, found, err := pollOnce(urlA, c.SID, id)
 					if err != nil || !found {
 						errs <- fmt.Errorf("poll %s: %q %v %v", id, st, found, err)
 						return
@@ -181,10 +182,10 @@ func TestTerminalCacheRaces(t *testing.T) {
 				defer wg.Done()
 				time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
 				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/cancel", "params": map[string]any{"taskId": id}})
-				req, _ := http.NewRequest(http.MethodPost, fl.urls[1], bytes.NewReader(b))
+				req, _ := http.NewRequest(http.MethodPost, fl.URLs[1], bytes.NewReader(b))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
-				req.Header.Set("Mcp-Session-Id", onB.sid)
+				req.Header.Set("Mcp-Session-Id", onB.SID)
 				req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
@@ -221,7 +222,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 				}
 			}
 			// After the race, A agrees with Redis from its cache too.
-			if st, found, err := pollOnce(urlA, c.sid, id); err != nil || !found || st != final {
+			if st, found, err := pollOnce(urlA, c.SID, id); err != nil || !found || st != final {
 				t.Errorf("task %s after the race: A answers %q (found %v, %v), Redis %s", id, st, found, err, final)
 			}
 		}
@@ -253,7 +254,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 				defer wg.Done()
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(3 * time.Millisecond) {
 					sent := time.Now().UnixNano()
-					st, found, err := pollOnce(urlA, c.sid, id)
+					st, found, err := pollOnce(urlA, c.SID, id)
 					if err != nil {
 						errs <- err
 						return
@@ -284,8 +285,8 @@ func TestTerminalCacheRaces(t *testing.T) {
 		ids := make([]string, tasks)
 		for i := range ids {
 			ids[i] = start("echo", map[string]any{"text": "x"}, 60000)
-			c.waitStatus(ids[i], "completed")
-			c.getTask(ids[i])
+			c.WaitStatus(ids[i], "completed")
+			c.GetTask(ids[i])
 		}
 		var wg sync.WaitGroup
 		errs := make(chan error, tasks)
@@ -296,7 +297,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 				defer wg.Done()
 				gone := false
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-					st, found, err := pollOnce(urlA, c.sid, id)
+					st, found, err := pollOnce(urlA, c.SID, id)
 					switch {
 					case err != nil:
 						errs <- err
@@ -313,7 +314,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 						}
 						gone = true
 						for k := 0; k < 20; k++ {
-							if _, found, err := pollOnce(urlA, c.sid, id); err != nil || found {
+							if _, found, err := pollOnce(urlA, c.SID, id); err != nil || found {
 								errs <- fmt.Errorf("task %s: found again (%v) after not found", id, err)
 								return
 							}

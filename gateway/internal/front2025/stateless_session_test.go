@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"bufio"
@@ -29,41 +29,41 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) }
-	fl.add(pol)
-	fl.add(pol)
-	c := &mcpClient{t: t, urls: fl.urls}
-	c.initialize() // fails the test without a session id, 2025-11-25 and tasks
+	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) }
+	fl.Add(pol)
+	fl.Add(pol)
+	c := &mcpClient{T: t, URLs: fl.URLs}
+	c.Initialize() // fails the test without a session id, 2025-11-25 and tasks
 
-	if r := c.call("ping", map[string]any{}); r.Error != nil || string(r.Result) != "{}" {
+	if r := c.Call("ping", map[string]any{}); r.Error != nil || string(r.Result) != "{}" {
 		t.Errorf("ping: %+v %s", r.Error, r.Result)
 	}
 	// The session id alone is no credential: another Authorization gets
 	// 404, as for an unknown session.
-	thief := &mcpClient{t: t, urls: fl.urls, sid: c.sid, auth: "Bearer someone-else"}
-	if resp := thief.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 9, "method": "ping"}); resp.StatusCode != http.StatusNotFound {
+	thief := &mcpClient{T: t, URLs: fl.URLs, SID: c.SID, Auth: "Bearer someone-else"}
+	if resp := thief.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 9, "method": "ping"}); resp.StatusCode != http.StatusNotFound {
 		resp.Body.Close()
 		t.Errorf("another principal's request of the session: HTTP %d, want 404", resp.StatusCode)
 	} else {
 		resp.Body.Close()
 	}
-	r := c.call("tools/list", map[string]any{})
+	r := c.Call("tools/list", map[string]any{})
 	if r.Error != nil || !strings.Contains(string(r.Result), `"name":"slow","execution":{"taskSupport":"optional"}`) && !strings.Contains(string(r.Result), `"taskSupport":"optional"`) {
 		t.Errorf("tools/list: %+v %s", r.Error, r.Result)
 	}
 	if strings.Contains(string(r.Result), "resultType") {
 		t.Errorf("tools/list carries the 2026-07-28 resultType: %s", r.Result)
 	}
-	r = c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
+	r = c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
 	if text, isErr, _ := resultText(t, r.Result); text != "hi" || isErr {
 		t.Errorf("echo: %+v %s", r.Error, r.Result)
 	}
-	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
+	task := c.StartTask("slow", map[string]any{"seconds": 0.1}, nil)
 	if task.TTL == nil || *task.TTL > core.AnonymousTTL.Milliseconds() {
 		t.Errorf("an unauthenticated session's task lives %v ms, want at most %d", task.TTL, core.AnonymousTTL.Milliseconds())
 	}
-	c.waitStatus(task.TaskID, "completed")
-	r = c.call("tasks/list", map[string]any{})
+	c.WaitStatus(task.TaskID, "completed")
+	r = c.Call("tasks/list", map[string]any{})
 	var list struct {
 		Tasks []wireTask `json:"tasks"`
 	}
@@ -75,8 +75,8 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	}
 
 	// DELETE ends the session on every replica.
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, fl.urls[0], nil)
-	req.Header.Set("Mcp-Session-Id", c.sid)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, fl.URLs[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.SID)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -87,10 +87,10 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	}
 	// (The other replica's cache of the session is re-checked against
 	// Redis within its recheck interval.)
-	for _, u := range fl.urls {
-		one := &mcpClient{t: t, urls: []string{u}, sid: c.sid}
+	for _, u := range fl.URLs {
+		one := &mcpClient{T: t, URLs: []string{u}, SID: c.SID}
 		gwtest.WaitFor(t, func() bool {
-			resp := one.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
+			resp := one.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusNotFound
 		})
@@ -129,14 +129,14 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	fl.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
-	c := &mcpClient{t: t, urls: fl.urls}
-	c.initialize()
+	fl.Add(func(c *config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
+	c := &mcpClient{T: t, URLs: fl.URLs}
+	c.Initialize()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fl.urls[0], nil)
-	req.Header.Set("Mcp-Session-Id", c.sid)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fl.URLs[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.SID)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("GET: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	task := c.startTask("slow", map[string]any{"seconds": 0.1}, nil)
+	task := c.StartTask("slow", map[string]any{"seconds": 0.1}, nil)
 	sawList, sawStatus := false, false
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !(sawList && sawStatus) {
@@ -167,11 +167,10 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 func TestStatelessUpstreamSessionBounds(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
-	h := newFleet(t, up.URL+"/mcp").add(nil)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	fl := newFleet(t, up.URL+"/mcp")
+	fl.Add(nil)
 	big := strings.Repeat("x", 70<<10)
-	resp := rawPost(t, srv.URL+"/mcp", "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+big+`","version":"1"}}}`)
+	resp := rawPost(t, fl.URLs[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+big+`","version":"1"}}}`)
 	r := reply(t, resp)
 	if r.Error == nil || r.Error.Code != -32602 || resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Errorf("an initialize of %d bytes: %+v, session %q; want -32602 and no session", len(big), r.Error, resp.Header.Get("Mcp-Session-Id"))

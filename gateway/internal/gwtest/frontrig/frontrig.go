@@ -1,0 +1,210 @@
+// Package frontrig builds what a protocol front stands on, without the
+// Handler: one replica's front.Deps (a runner, the upstream side, the
+// decider, the metrics, the render cache, the fallback tools) on a store
+// and an upstream, wired as gateway.New wires them, and fleets of such
+// replicas on one Redis. The tests of front2025 and front2026 build their
+// front on it, each with the few lines of routing the Handler does for
+// that front. Only tests import it.
+//
+//   - frontrig.go: Config, Replica (New), Fleet, ReadPost.
+package frontrig
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/decide"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
+	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/obs"
+	"github.com/taskgate/taskgate/gateway/internal/runner"
+	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
+	"github.com/taskgate/taskgate/internal/mcpwire"
+	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/taskstore"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// Config is the part of gateway.Config a front's tests set. Each zero
+// value means what it means for gateway.Config.
+type Config struct {
+	Upstream  *upstream.Client // required
+	Store     *taskstore.Store // required
+	ReplicaID string           // "": "r0"
+	Policy    *policy.Current  // nil: the policy package's defaults
+	PollLimit float64          // zero: 10 polls a second; negative: none
+	KeepAlive time.Duration    // zero: upstreamside.DefaultKeepAlive; negative: none
+	MRTRHold  time.Duration
+	Anonymous core.AnonymousTasks // zero: 10,000 and 100 per address
+	Fallback  fallback.Config
+	Logger    zerolog.Logger
+}
+
+// Replica is one replica's components, as gateway.New builds them.
+type Replica struct {
+	Cfg  Config // with the defaults filled in
+	Deps front.Deps
+	// Life ends when the test ends (the Handler's life: the streams the
+	// gateway serves itself).
+	Life context.Context
+}
+
+// New builds a replica's components on cfg; the test's cleanup stops
+// them.
+func New(t testing.TB, cfg Config) *Replica {
+	t.Helper()
+	c := withDefaults(cfg)
+	r := &Replica{Cfg: c}
+	life, end := context.WithCancel(context.Background())
+	r.Life = life
+	decider := decide.NewDecider(c.Policy, c.Store, c.Logger)
+	up := upstreamside.New(c.Upstream, c.Store, decider, c.KeepAlive, c.Logger)
+	var inflight func() int
+	metrics := obs.NewMetrics(func() float64 {
+		if inflight == nil {
+			return 0
+		}
+		return float64(inflight())
+	})
+	var polls *front.PollLimiter
+	if c.PollLimit > 0 {
+		polls = front.NewPollLimiter(c.PollLimit, 2*c.PollLimit)
+	}
+	renders := front.NewRenderCache(front.CacheEntries, front.CacheBytes)
+	stopRemovals, err := c.Store.WatchRemovals(context.Background(), renders.Removals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runner.New(runner.Params{
+		Store: c.Store, Up: c.Upstream, Observe: decider.Observe,
+		Metrics: metrics, Log: c.Logger, Replica: c.ReplicaID,
+		Lease: 15 * time.Second, Renew: 5 * time.Second, TaskRate: 600,
+		Anonymous: core.Anonymous{Store: c.Store, Caps: c.Anonymous},
+		Durable:   runner.Durable{MaxAttempts: runner.DefaultMaxAttempts, Backoff: runner.DefaultRerunBackoff, Reruns: metrics.NewReruns()},
+	})
+	inflight = run.Inflight
+	fb, err := fallback.New(c.Fallback, c.Store, metrics, c.Logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decider.StartSync(decide.DefaultLatencySync, c.ReplicaID)
+	// The Handler's Close order: streams, the runner, the removals, the
+	// latency sync.
+	t.Cleanup(func() {
+		end()
+		run.Stop()
+		stopRemovals()
+		decider.StopSync()
+	})
+	r.Deps = front.Deps{Runner: run, Up: up, Decider: decider, Metrics: metrics, Log: c.Logger,
+		Polls: polls, Renders: renders, Fallback: fb}
+	return r
+}
+
+func withDefaults(c Config) Config {
+	if c.ReplicaID == "" {
+		c.ReplicaID = "r0"
+	}
+	c.Logger = c.Logger.With().Str("replica", c.ReplicaID).Logger()
+	if c.Policy == nil {
+		c.Policy = policy.NewCurrent(&policy.Config{})
+	}
+	if c.PollLimit == 0 {
+		c.PollLimit = 10
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = upstreamside.DefaultKeepAlive
+	}
+	if c.Anonymous.Max == 0 {
+		c.Anonymous.Max = 10000
+	}
+	if c.Anonymous.PerAddress == 0 {
+		c.Anonymous.PerAddress = 100
+	}
+	return c
+}
+
+// ReadPost reads and parses a POSTed JSON-RPC body as the Handler does
+// (gateway/handler.go, servePost), answering what it refuses itself.
+func ReadPost(w http.ResponseWriter, r *http.Request) (*mcpwire.Message, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	if err != nil {
+		mcpwire.WriteError(w, nil, mcpwire.NewError(http.StatusBadRequest, mcpwire.CodeParseError, "Parse error: "+err.Error()))
+		return nil, false
+	}
+	msg, perr := mcpwire.Parse(body)
+	if perr != nil {
+		mcpwire.WriteError(w, nil, perr)
+		return nil, false
+	}
+	return msg, true
+}
+
+// Fleet is replicas of one front on one Redis in front of one upstream,
+// each built with its own Config (the mod of Add).
+type Fleet struct {
+	T  *testing.T
+	Up string // the upstream's MCP endpoint
+	MR *miniredis.Miniredis
+	// Redis, when set, makes each replica's Redis client instead of one
+	// on MR (a real redis-server, the production options).
+	Redis func() redis.UniversalClient
+	// Serve is the front's routing: the http.Handler of a replica.
+	Serve func(*Replica) http.Handler
+	Rs    []*Replica
+	URLs  []string
+	Cmds  []*atomic.Int64 // Redis commands each replica's store sent
+}
+
+// NewFleet is a fleet in front of upstreamURL on a fresh miniredis, its
+// replicas served by serve.
+func NewFleet(t *testing.T, upstreamURL string, serve func(*Replica) http.Handler) *Fleet {
+	return &Fleet{T: t, Up: upstreamURL, MR: miniredis.RunT(t), Serve: serve}
+}
+
+// Add starts one more replica; mod may change its Config.
+func (f *Fleet) Add(mod func(*Config)) *Replica {
+	t := f.T
+	t.Helper()
+	var rdb redis.UniversalClient
+	if f.Redis != nil {
+		rdb = f.Redis()
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: f.MR.Addr()})
+	}
+	n := &atomic.Int64{}
+	rdb.AddHook(redistest.CountHook{N: n})
+	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
+	client, err := upstream.New(f.Up, upstream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tests poll in tight loops; the poll limit has its own tests.
+	cfg := Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.Rs)), PollLimit: -1}
+	if mod != nil {
+		mod(&cfg)
+	}
+	// Cleanups run last-registered first: the HTTP server, the
+	// components (their workers), the store, the client.
+	t.Cleanup(func() { rdb.Close() })
+	t.Cleanup(func() { store.Close() })
+	r := New(t, cfg)
+	srv := httptest.NewServer(f.Serve(r))
+	t.Cleanup(srv.Close)
+	f.Rs = append(f.Rs, r)
+	f.URLs = append(f.URLs, srv.URL+"/mcp")
+	f.Cmds = append(f.Cmds, n)
+	return r
+}
