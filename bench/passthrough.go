@@ -152,11 +152,12 @@ func initSession(ctx context.Context, c *http.Client, url string) (string, error
 	if err != nil {
 		return "", err
 	}
-	io.Copy(io.Discard, resp.Body)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	resp.Body.Close()
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
-		return "", fmt.Errorf("upstream initialize: HTTP %d and no session id", resp.StatusCode)
+		// The answer says why (a JSON-RPC error comes with HTTP 200).
+		return "", fmt.Errorf("initialize: HTTP %d and no session id: %s", resp.StatusCode, bytes.TrimSpace(answer))
 	}
 	resp, err = post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid)
 	if err != nil {

@@ -72,9 +72,15 @@ func stdioPeerBench(ctx context.Context, o options, tg, tu string) (string, erro
 	serve := func(addr string, extra ...string) []string {
 		// error: the test server writes a stderr line per call, which
 		// taskgate would otherwise warn about each second (supergateway
-		// runs with --logLevel none).
-		return append([]string{"serve", "--listen", addr, "--upstream-command", child, "--log-level", "error",
-			"--max-sessions", strconv.Itoa(o.concurrency + 8)}, extra...)
+		// runs with --logLevel none). Every bench client comes from
+		// 127.0.0.1 without credentials, so taskgate takes them all for
+		// one principal: its share (--max-sessions-per-principal, half of
+		// --max-sessions) refused the later clients' initialize ("no
+		// session id"). The clients stand for different users and
+		// supergateway has no such cap: fairArgs turns the shares off.
+		args := append([]string{"serve", "--listen", addr, "--upstream-command", child, "--log-level", "error",
+			"--max-sessions", strconv.Itoa(o.concurrency + 8)}, fairArgs(tg)...)
+		return append(args, extra...)
 	}
 	_, sgPort, _ := strings.Cut(addrs[2], ":")
 	starts := []struct {

@@ -63,16 +63,17 @@ func pollArgs(tg string) []string {
 var fairCache = map[string][]string{}
 
 // fairArgs turn off the per-principal limits of a build that has them
-// (--max-inflight-per-principal, --max-task-rate): a benchmark's load is
-// one principal, and measures the gateway, not its limits on one
-// principal (BenchmarkNoisyNeighbour measures those).
+// (--max-inflight-per-principal, --max-task-rate,
+// --max-sessions-per-principal): a benchmark's load is one principal (every
+// client from 127.0.0.1, without credentials), and measures the gateway,
+// not its limits on one principal (BenchmarkNoisyNeighbour measures those).
 func fairArgs(tg string) []string {
 	if a, ok := fairCache[tg]; ok {
 		return a
 	}
 	out, _ := exec.Command(tg, "serve", "--help").CombinedOutput()
 	var a []string
-	for _, name := range []string{"max-inflight-per-principal", "max-task-rate"} {
+	for _, name := range []string{"max-inflight-per-principal", "max-task-rate", "max-sessions-per-principal"} {
 		if strings.Contains(string(out), "--"+name+" ") || strings.Contains(string(out), "--"+name+"=") || strings.Contains(string(out), "--"+name+"\t") {
 			a = append(a, "--"+name, "0")
 		}

@@ -28,8 +28,8 @@
 // A write can land without its caller hearing so: Redis runs the script and
 // dies (or the connection breaks) before the reply arrives, and the caller
 // sees ErrUnavailable. The writes the gateway retries until Redis answers
-// (AddInputRequests, and Finish, Complete and Fail through
-// Outcome.WriteID) carry a write id, stored with what they wrote; a retry
+// (AddInputRequests, and Finish, FinishAndRelease, Complete and Fail
+// through Outcome.WriteID) carry a write id, stored with what they wrote; a retry
 // that finds its own id reports success and changes nothing, where it would
 // otherwise meet "key already used" or "already terminal".
 // TakeInputResponses, which removes what it returns, takes a take id for

@@ -26,9 +26,9 @@ import (
 //     ZADD XX, the entries its previous call renewed, to the deadlines
 //     that call set, so a sweep does not meet live leases as long as
 //     twice --lease-renew stays under --lease plus the grace (otherwise
-//     the sweep re-scores them, as it did before); Release removes the
-//     entry after its script (one more round trip; a failure leaves it to
-//     the sweep);
+//     the sweep re-scores them, as it did before); Release (and
+//     FinishAndRelease, when it gave the lease up) removes the entry after
+//     its script (one more round trip; a failure leaves it to the sweep);
 //   - ListExpiredLeases checks every candidate against its hash, drops
 //     entries of tasks that are gone, terminal or released, re-scores
 //     extended ones, and returns only leases that really expired.

@@ -441,3 +441,137 @@ func TestSharedSecret(t *testing.T) {
 		}
 	})
 }
+
+// TestFinishAndRelease: a worker's last write records the outcome, gives
+// its lease up (the index entry too) and publishes the session's
+// notification, made from the task as the write left it, only when the
+// write changed the task; a holder that lost the lease keeps none of it
+// from the new holder; a task already terminal still has its lease given
+// up, and tells nobody.
+func TestFinishAndRelease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t, func(o *Options) { o.LeaseGrace = time.Second })
+		create := func() *Task {
+			t.Helper()
+			task, err := s.Create(ctx, NewTask{Owner: "o", Tool: "slow", Protocol: Protocol2025,
+				Upstream: Upstream{SessionID: "s1"}, Lease: &LeaseRequest{Holder: "r1", Duration: 10 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		w, err := s.WatchSession(ctx, "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		next := func() string {
+			t.Helper()
+			for {
+				select {
+				case ev := <-w.C:
+					if ev.Kind == EventMessage {
+						return ev.Data
+					}
+				case <-time.After(10 * time.Second): // a bound on a hang, not a timed assertion
+					t.Fatal("no message published to the session")
+				}
+			}
+		}
+		// A marker published after a write: the next message is the
+		// write's own if it published one, else the marker.
+		marker := func(n int) string {
+			t.Helper()
+			m := "marker " + strconv.Itoa(n)
+			if err := s.PublishSession(ctx, "s1", []byte(m)); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		var noted []*Task
+		note := func(after *Task) []byte {
+			noted = append(noted, after)
+			return []byte("status " + string(after.Status) + " " + after.StatusMessage + " " + after.LastUpdatedAt.Format(time.RFC3339Nano))
+		}
+
+		task := create()
+		e.clock.Advance(time.Second)
+		o := Outcome{Result: json.RawMessage(`{"content":[]}`), Message: "done", WriteID: "w1"}
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCompleted, o, note), nil)
+		got, err := s.Get(ctx, "o", task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != StatusCompleted || string(got.Result) != `{"content":[]}` || got.Lease.Holder != "" {
+			t.Fatalf("after the write: %+v", got)
+		}
+		if h := e.hash(s.k.task("o", task.ID)); h["lease_until"] != "" || h["lease_from"] != "" {
+			t.Errorf("lease fields left: %v", h)
+		}
+		if e.isMember(s.k.leases(), leaseMember("o", task.ID)) {
+			t.Error("the leases index keeps the released lease")
+		}
+		want := "status completed done " + got.LastUpdatedAt.Format(time.RFC3339Nano)
+		if msg := next(); msg != want {
+			t.Fatalf("session got %q, want %q (the task as stored)", msg, want)
+		}
+		if a := noted[len(noted)-1]; a.ID != task.ID || a.CreatedAt != got.CreatedAt || a.TTL != got.TTL || a.PollInterval != got.PollInterval {
+			t.Errorf("note got %+v, want the stored task's fields %+v", a, got)
+		}
+		// A retried write that had landed: no error, no second notification.
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCompleted, o, note), nil)
+		if m := marker(1); next() != m {
+			t.Error("a replayed write published its notification again")
+		}
+
+		// r1 lost the lease to r2: its outcome is written, r2's lease stays.
+		task = create()
+		e.clock.Advance(12 * time.Second)
+		wantErr(t, s.Claim(ctx, "o", task.ID, "r2", 10*time.Second), nil)
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusFailed, Outcome{Message: "boom"}, note), nil)
+		if h := e.hash(s.k.task("o", task.ID)); h["status"] != "failed" || h["lease_holder"] != "r2" {
+			t.Errorf("after r1's write: %v", h)
+		}
+		if !e.isMember(s.k.leases(), leaseMember("o", task.ID)) {
+			t.Error("r1 removed r2's leases index entry")
+		}
+		if msg := next(); !strings.HasPrefix(msg, "status failed boom ") {
+			t.Errorf("session got %q", msg)
+		}
+
+		// Cancelled meanwhile: ErrTerminal, the lease given up, nobody told.
+		task = create()
+		if _, err := s.RequestCancel(ctx, "o", task.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCompleted, o, note), ErrTerminal)
+		if h := e.hash(s.k.task("o", task.ID)); h["status"] != "cancelled" || h["lease_holder"] != "" {
+			t.Errorf("after a refused write: %v", h)
+		}
+		if e.isMember(s.k.leases(), leaseMember("o", task.ID)) {
+			t.Error("the leases index keeps the lease given up")
+		}
+		if m := marker(2); next() != m {
+			t.Error("a refused write published a notification")
+		}
+
+		// No note, or a nil message: nothing published.
+		task = create()
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCompleted, Outcome{}, nil), nil)
+		task = create()
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCompleted, Outcome{}, func(*Task) []byte { return nil }), nil)
+		if m := marker(3); next() != m {
+			t.Error("a write without a note published one")
+		}
+
+		// Bad input: a precise error, nothing written.
+		task = create()
+		if err := s.FinishAndRelease(ctx, task, "", StatusCompleted, Outcome{}, nil); err == nil || !strings.Contains(err.Error(), "empty lease holder") {
+			t.Errorf("no holder: err = %v", err)
+		}
+		wantErr(t, s.FinishAndRelease(ctx, task, "r1", StatusCancelled, Outcome{}, nil), ErrInvalidTransition)
+		if h := e.hash(s.k.task("o", task.ID)); h["status"] != "working" || h["lease_holder"] != "r1" {
+			t.Errorf("after refused calls: %v", h)
+		}
+	})
+}

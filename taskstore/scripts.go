@@ -229,17 +229,29 @@ return {0, status}
 // ARGV[11] -> the webhook notify channel, empty when events are not recorded
 // ARGV[12] -> the outcome's size in bytes (result and error), for the event
 // ARGV[13] -> "1": the outcome is an error (JSON-RPC error or isError), "0": not
+// ARGV[14] -> a lease holder, or empty: when set, the script also gives
+// that holder's lease up (as releaseCmd does), also when the task was
+// already terminal
+// ARGV[15], ARGV[16] -> a channel and a message published on it when
+// the write changes the task (a session's notification), or empty
 // KEYS[3] -> <prefix>:{<owner>}:wh         the owner's webhook outbox
 // KEYS[4] -> <prefix>:{<owner>}:t:<id>:log  the timeline, absent when off
 // KEYS[5..12] -> the operator's index (keys.ops), absent on Cluster or off
 //
 // Returns {0, old status}, {1}, {2}, {3, status}. A task already terminal
 // through a write with this write id answers {0, status}: a retry of a
-// write that landed, whose reply was lost.
+// write that landed, whose reply was lost. A third element says whether
+// the lease was given up (1) or not (0: no holder given, or it was not
+// that holder's).
 var finishCmd = redis.NewScript(luaPrologue + `
+local function give()
+  if not ARGV[14] or ARGV[14] == '' or redis.call('HGET', KEYS[1], 'lease_holder') ~= ARGV[14] then return 0 end
+  redis.call('HDEL', KEYS[1], 'lease_holder', 'lease_until', 'lease_from')
+  return 1
+end
 if terminal(status) then
-  if ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'write') == ARGV[9] then return {0, status} end
-  return {3, status}
+  if ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'write') == ARGV[9] then return {0, status, give()} end
+  return {3, status, give()}
 end
 local to = ARGV[5]
 local set = {'status', to, 'updated', ARGV[2]}
@@ -253,7 +265,9 @@ opsEnd(5, ARGV[10], to)
 tlog(4, tentry('status', to, ARGV[6]))
 whEmit(3, ARGV[11], 'task.' .. to, {'rbytes', ARGV[12], 'err', ARGV[13]})
 redis.call('PUBLISH', ARGV[4], 'status:' .. to)
-return {0, status}
+local released = give()
+if ARGV[15] and ARGV[15] ~= '' then redis.call('PUBLISH', ARGV[15], ARGV[16]) end
+return {0, status, released}
 `)
 
 // cancelCmd records a cancellation request and moves the task to cancelled

@@ -456,11 +456,60 @@ type Outcome struct {
 func (s *Store) Finish(ctx context.Context, owner, id string, to Status, o Outcome) error {
 	switch to {
 	case StatusCompleted:
-		return s.finish(ctx, "complete", owner, id, to, o)
+		_, err := s.finish(ctx, "complete", owner, id, finishing{}, to, o)
+		return err
 	case StatusFailed:
-		return s.finish(ctx, "fail", owner, id, to, o)
+		_, err := s.finish(ctx, "fail", owner, id, finishing{}, to, o)
+		return err
 	}
 	return fmt.Errorf("taskstore: finish %s: %w: to %q", id, ErrInvalidTransition, to)
+}
+
+// FinishAndRelease is what a worker's last writes were (Finish, Release
+// of holder's lease, the status notification to the task's session), in
+// one script, so in one round trip, and the leases index entry follows as
+// Release's does. The lease is given up also when the task was already
+// terminal (ErrTerminal), as Release after a refused Finish did. note, when
+// not nil, makes the message (as PublishSession takes it) published to
+// t's session when the write changes the task; it gets the task as the
+// write leaves it (t with the new status, statusMessage and
+// lastUpdatedAt), and returns nil for none. t is the task as created (its
+// owner, id, session and the fields a write never changes).
+func (s *Store) FinishAndRelease(ctx context.Context, t *Task, holder string, to Status, o Outcome, note func(*Task) []byte) error {
+	if to != StatusCompleted && to != StatusFailed {
+		return fmt.Errorf("taskstore: finish %s: %w: to %q", t.ID, ErrInvalidTransition, to)
+	}
+	if holder == "" {
+		return fmt.Errorf("taskstore: finish %s: empty lease holder", t.ID)
+	}
+	f := finishing{holder: holder}
+	if note != nil && t.Upstream.SessionID != "" {
+		f.note = func(to Status, message string, nowMS int64) (string, string) {
+			after := *t
+			after.Status, after.StatusMessage, after.LastUpdatedAt = to, message, fromMS(nowMS)
+			msg := note(&after)
+			if msg == nil {
+				return "", ""
+			}
+			return s.k.sessionChannel(t.Upstream.SessionID), string(EventMessage) + ":" + string(msg)
+		}
+	}
+	vals, err := s.finish(ctx, "finish", t.Owner, t.ID, f, to, o)
+	if len(vals) > 2 {
+		if released, _ := vals[2].(int64); released == 1 {
+			// The index entry is only a hint: if this fails, a sweep drops it.
+			_ = s.rdb.ZRem(ctx, s.k.leases(), leaseMember(t.Owner, t.ID)).Err()
+		}
+	}
+	return err
+}
+
+// finishing is what FinishAndRelease adds to a finish: the holder whose
+// lease goes, and the session notification (channel and message, made
+// from the status, message and time the write sets).
+type finishing struct {
+	holder string
+	note   func(to Status, message string, nowMS int64) (channel, msg string)
 }
 
 // Complete makes the task completed with result. A task already terminal is
@@ -468,26 +517,38 @@ func (s *Store) Finish(ctx context.Context, owner, id string, to Status, o Outco
 // cancel leaves the task cancelled. A result over Options.MaxResultBytes
 // fails the task instead and returns ErrResultTooLarge.
 func (s *Store) Complete(ctx context.Context, owner, id string, result json.RawMessage) error {
-	return s.finish(ctx, "complete", owner, id, StatusCompleted, Outcome{Result: result})
+	_, err := s.finish(ctx, "complete", owner, id, finishing{}, StatusCompleted, Outcome{Result: result})
+	return err
 }
 
 // Fail makes the task failed with the outcome. Rules as for Complete.
 func (s *Store) Fail(ctx context.Context, owner, id string, o Outcome) error {
-	return s.finish(ctx, "fail", owner, id, StatusFailed, o)
+	_, err := s.finish(ctx, "fail", owner, id, finishing{}, StatusFailed, o)
+	return err
 }
 
-func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o Outcome) error {
+// finish runs finishCmd (with f's additions: its ARGV[14..16]) and
+// returns its reply with the error the reply means.
+func (s *Store) finish(ctx context.Context, op, owner, id string, f finishing, to Status, o Outcome) ([]interface{}, error) {
 	var tooLarge error
 	if size := len(o.Result) + len(o.Error) + len(o.Message); size > s.opt.MaxResultBytes {
 		tooLarge = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, size, s.opt.MaxResultBytes)
 		to, o = StatusFailed, tooLargeOutcome(size, s.opt.MaxResultBytes, o.WriteID)
 	}
 	err := ErrNotFound
+	var vals []interface{}
 	if validID(id) {
-		var vals []interface{}
-		vals, err = s.runWith(ctx, finishCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true),
-			[]interface{}{owner, s.nowMS(), id, s.k.channel(owner, id), string(to), o.Message, string(o.Result),
-				string(o.Error), o.WriteID, opsMember(owner, id), s.whArg(), len(o.Result) + len(o.Error), s.isErrorArg(o)},
+		now := s.nowMS()
+		args := []interface{}{owner, now, id, s.k.channel(owner, id), string(to), o.Message, string(o.Result),
+			string(o.Error), o.WriteID, opsMember(owner, id), s.whArg(), len(o.Result) + len(o.Error), s.isErrorArg(o)}
+		if f.holder != "" || f.note != nil {
+			channel, msg := "", ""
+			if f.note != nil {
+				channel, msg = f.note(to, o.Message, now)
+			}
+			args = append(args, f.holder, channel, msg)
+		}
+		vals, err = s.runWith(ctx, finishCmd, s.withRecords(s.k.taskKeys(owner, id), owner, id, true), args,
 			s.whHint(ctx, owner))
 		if err == nil {
 			err = s.replyErr(ctx, owner, id, vals)
@@ -497,9 +558,9 @@ func (s *Store) finish(ctx context.Context, op, owner, id string, to Status, o O
 		err = tooLarge
 	}
 	if err != nil {
-		return fmt.Errorf("taskstore: %s %s: %w", op, id, err)
+		return vals, fmt.Errorf("taskstore: %s %s: %w", op, id, err)
 	}
-	return nil
+	return vals, nil
 }
 
 // tooLargeOutcome is the failure stored instead of an oversized outcome: an

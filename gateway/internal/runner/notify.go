@@ -53,11 +53,19 @@ func (rn *Runner) notifyStatusByID(ctx context.Context, j *Job) {
 // StatusChanged publishes notifications/tasks/status for t, as read, to
 // its session.
 func (rn *Runner) StatusChanged(ctx context.Context, t *taskstore.Task) {
-	if !notified(t) || t.Upstream.SessionID == "" {
-		return
+	if msg := statusNote(t); msg != nil {
+		_ = rn.Store.PublishSession(ctx, t.Upstream.SessionID, msg)
 	}
-	msg := mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(core.ToTask2025(t)))
-	_ = rn.Store.PublishSession(ctx, t.Upstream.SessionID, msg)
+}
+
+// statusNote is the notifications/tasks/status of t for its session; nil
+// when it has nobody to tell. A worker's outcome hands it to the store,
+// which publishes it in the same script as the write (outcome.go).
+func statusNote(t *taskstore.Task) []byte {
+	if !notified(t) || t.Upstream.SessionID == "" {
+		return nil
+	}
+	return mcpwire.Notification("notifications/tasks/status", mcpwire.MustMarshal(core.ToTask2025(t)))
 }
 
 // progress sends a progress notification of job j's task, with

@@ -118,11 +118,17 @@ func (rn *Runner) finish(ctx context.Context, j *Job, log zerolog.Logger, res Ca
 	default:
 		o.Result = res.Resp.Result
 	}
-	err := rn.retry.do(ctx, func() error { return rn.Store.Finish(ctx, j.Owner, t.ID, status, o) })
+	// The outcome, the lease's release and the status notification in one
+	// write: one round trip where there were four (and a read).
+	err := rn.retry.do(ctx, func() error {
+		return rn.Store.FinishAndRelease(ctx, t, rn.Replica, status, o, statusNote)
+	})
 	if errors.Is(err, taskstore.ErrResultTooLarge) {
 		status, err = taskstore.StatusFailed, nil
 	}
-	rn.settle(ctx, j, err)
+	if !finishReleased(err) {
+		rn.settle(ctx, j, err)
+	}
 	switch {
 	case errors.Is(err, taskstore.ErrTerminal):
 		log.Info().Str("op", "discarded").Msg("upstream answered after the task ended; its result is dropped")
@@ -146,7 +152,15 @@ func (rn *Runner) finish(ctx context.Context, j *Job, log zerolog.Logger, res Ca
 		}
 	}
 	ev.Str("op", string(status)).Float64("duration_seconds", time.Since(t.CreatedAt).Seconds()).Msg("task " + string(status))
-	rn.notifyStatusByID(ctx, j)
+}
+
+// finishReleased reports whether FinishAndRelease ran its script, which
+// gave the lease up (or found it not this replica's, or the task gone);
+// otherwise (the store unavailable, the call failed before Redis
+// answered) settle decides, as after Finish.
+func finishReleased(err error) bool {
+	return err == nil || errors.Is(err, taskstore.ErrTerminal) || errors.Is(err, taskstore.ErrExpired) ||
+		errors.Is(err, taskstore.ErrNotFound)
 }
 
 // settle gives the task's lease up once its outcome is written, or moot

@@ -42,7 +42,7 @@ type runnerStore interface {
 	AddInputRequests(ctx context.Context, owner, id string, reqs map[string]taskstore.InputRequest, message, writeID string) error
 	TakeInputResponses(ctx context.Context, owner, id, takeID string) (map[string]json.RawMessage, taskstore.Status, error)
 	SetProgress(ctx context.Context, owner, id string, progress json.RawMessage, message string) error
-	Finish(ctx context.Context, owner, id string, to taskstore.Status, o taskstore.Outcome) error
+	FinishAndRelease(ctx context.Context, t *taskstore.Task, holder string, to taskstore.Status, o taskstore.Outcome, note func(*taskstore.Task) []byte) error
 	Extend(ctx context.Context, owner, id, holder string, d time.Duration) error
 	ExtendMany(ctx context.Context, refs []taskstore.LeaseRef, holder string, d time.Duration) []error
 	recovererStore // Get, Fail, Release, Options, and the lease sweeps
