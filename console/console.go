@@ -291,14 +291,23 @@ func (c *Console) authed(next handler) http.Handler {
 	})
 }
 
+// readForm parses a POSTed form of 4 KiB at most, and answers 400 when
+// the body is not one.
+func readForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, http.StatusOK, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Failed": false})
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
+	if !readForm(w, r) {
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,12 +39,19 @@ type fixture struct {
 
 func newFixture(t testing.TB, tok string, cfg func(*Config)) *fixture {
 	t.Helper()
+	return openFixture(t, taskstore.Options{}, Config{Token: tok, TraceURL: "https://traces.example/trace/{trace_id}"}, cfg)
+}
+
+// openFixture serves a console with c, then cfg, on a store with opts
+// on a miniredis.
+func openFixture(t testing.TB, opts taskstore.Options, c Config, cfg func(*Config)) *fixture {
+	t.Helper()
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	st := taskstore.New(rdb, taskstore.Options{})
+	st := taskstore.New(rdb, opts)
 	t.Cleanup(func() { st.Close() })
-	c := Config{Store: st, Token: tok, TraceURL: "https://traces.example/trace/{trace_id}"}
+	c.Store = st
 	if cfg != nil {
 		cfg(&c)
 	}
@@ -76,31 +82,14 @@ func (f *fixture) create(owner, tool string) *taskstore.Task {
 // own origin; auth is an Authorization value or "".
 func (f *fixture) do(method, path, auth string, form url.Values, cookies ...*http.Cookie) (*http.Response, string) {
 	f.t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, _ := http.NewRequest(method, f.srv.URL+path, body)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
+	hdr := map[string]string{}
 	if method != http.MethodGet {
-		req.Header.Set("Origin", f.srv.URL) // as a browser posts the console's own forms
+		hdr["Origin"] = f.srv.URL // as a browser posts the console's own forms
 	}
 	if auth != "" {
-		req.Header.Set("Authorization", auth)
+		hdr["Authorization"] = auth
 	}
-	for _, c := range cookies {
-		req.AddCookie(c)
-	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return f.send(method, path, hdr, form, cookies...)
 }
 
 func TestAccessControl(t *testing.T) {

@@ -242,12 +242,7 @@ func (c *Console) deliveriesError(w http.ResponseWriter, err error) {
 // (taskstore RetryDead), and sends the operator back to the page, which
 // says so.
 func (c *Console) retryDelivery(w http.ResponseWriter, r *http.Request, how string) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !c.csrfOK(w, r, how) {
+	if !c.actionForm(w, r, how) {
 		return
 	}
 	ep, ev := r.PostForm.Get("endpoint"), r.PostForm.Get("event")

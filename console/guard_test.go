@@ -13,10 +13,10 @@ import (
 	"github.com/taskgate/taskgate/taskstore"
 )
 
-// send sends a request with the headers in hdr ("Host" sets the Host),
-// without following redirects. An event stream's body is not read (it
-// would not end): only its status and headers count.
-func (f *fixture) send(method, path string, hdr map[string]string, form url.Values) (*http.Response, string) {
+// send sends a request with the headers in hdr ("Host" sets the Host)
+// and the cookies, without following redirects. An event stream's body
+// is not read (it would not end): only its status and headers count.
+func (f *fixture) send(method, path string, hdr map[string]string, form url.Values, cookies ...*http.Cookie) (*http.Response, string) {
 	f.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -32,6 +32,9 @@ func (f *fixture) send(method, path string, hdr map[string]string, form url.Valu
 		} else {
 			req.Header.Set(k, v)
 		}
+	}
+	for _, c := range cookies {
+		req.AddCookie(c)
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)

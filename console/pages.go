@@ -175,12 +175,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request, how string) {
 }
 
 func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !c.csrfOK(w, r, how) {
+	if !c.actionForm(w, r, how) {
 		return
 	}
 	id := r.PathValue("id")
@@ -202,10 +197,14 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, how string) {
 	http.Redirect(w, r, "/tasks/"+url.PathEscape(t.ID), http.StatusSeeOther)
 }
 
-// csrfOK checks a parsed form's CSRF token, and answers 403 without it.
-// A cookie or no token: the form's CSRF token too (besides
-// SameSite=Strict). Bearer: no browser sends that header by itself.
-func (c *Console) csrfOK(w http.ResponseWriter, r *http.Request, how string) bool {
+// actionForm reads the form of an operator's action (cancel, retry) and
+// checks its CSRF token, answering 400 or 403 when it fails. A cookie or
+// no token: the form's CSRF token too (besides SameSite=Strict). Bearer:
+// no browser sends that header by itself.
+func (c *Console) actionForm(w http.ResponseWriter, r *http.Request, how string) bool {
+	if !readForm(w, r) {
+		return false
+	}
 	if how != "bearer" && subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(c.csrf)) != 1 {
 		http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
 		return false

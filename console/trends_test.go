@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/html"
 
 	"github.com/taskgate/taskgate/taskstore"
@@ -27,20 +25,7 @@ var trendNow = time.Now().Truncate(time.Minute).Add(30 * time.Second)
 // newTrendFixture is newFixture with the store on trendNow.
 func newTrendFixture(t testing.TB, tok string, cfg func(*Config)) *fixture {
 	t.Helper()
-	m := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	st := taskstore.New(rdb, taskstore.Options{Clock: func() time.Time { return trendNow }})
-	t.Cleanup(func() { st.Close() })
-	c := Config{Store: st, Token: tok}
-	if cfg != nil {
-		cfg(&c)
-	}
-	con, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, store: st, rdb: rdb, srv: newServer(t, con), con: con}
+	return openFixture(t, taskstore.Options{Clock: func() time.Time { return trendNow }}, Config{Token: tok}, cfg)
 }
 
 // seedTrends writes figures as replicas' flushes would: for tool and

@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,10 +25,7 @@ import (
 // attacker's name, refused. Every wait is on a DOM condition. With UPDATE_SCREENSHOTS=1 it saves the screenshots that
 // docs/console.md shows into docs/.
 func TestConsoleBrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("headless Chromium is not installed (apt-get install chromium): " + err.Error())
-	}
+	browser := chromium(t)
 	t.Parallel()
 	const token = "console-browser-token"
 	rec := &testupstream.Recorder{}
@@ -59,40 +53,18 @@ func TestConsoleBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
+	bctx, closeBrowser := startChromium(ctx, browser, 1280, 800,
 		// An attacker's DNS, after its page loaded: its name is 127.0.0.1.
 		chromedp.Flag("host-resolver-rules", "MAP rebind.attacker.example 127.0.0.1"))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-
-	shots := t.TempDir()
-	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
-		shots = "../docs"
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	defer closeBrowser()
+	shot := screenshotter(t, bctx)
 	// open loads path on B's console, waits for sel and returns main's text.
 	open := func(path string, sel string) string {
 		t.Helper()
 		if err := chromedp.Do(bctx, chromedp.Navigate(consoles[1]+path), chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return text
+		return mainText(t, bctx)
 	}
 	// Log in on B's console with the form; the list shows every task.
 	if err := chromedp.Do(bctx,

@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,10 +24,7 @@ import (
 // it is queued (the flash, 1 waiting, no dead letter), as does the store.
 // With UPDATE_SCREENSHOTS=1 it saves docs/console-deliveries.png.
 func TestConsoleDeliveriesBrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("headless Chromium is not installed (apt-get install chromium): " + err.Error())
-	}
+	browser := chromium(t)
 	t.Parallel()
 	up := newUpstream(t, testupstream.Options{})
 	raddr := redistest.Start(t)
@@ -81,20 +75,8 @@ func TestConsoleDeliveriesBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.WindowSize(1280, 640))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	mainText := func() string {
-		t.Helper()
-		text, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return text
-	}
+	bctx, closeBrowser := startChromium(ctx, browser, 1280, 640)
+	defer closeBrowser()
 	// The page, from the nav link.
 	if err := chromedp.Do(bctx, chromedp.Navigate(console+"/"), chromedp.WaitVisible(chromedp.CSS(`nav a[href="/deliveries"]`)),
 		chromedp.Click(chromedp.CSS(`nav a[href="/deliveries"]`)), chromedp.WaitVisible(chromedp.CSS("table.dead-letters"))); err != nil {
@@ -103,29 +85,19 @@ func TestConsoleDeliveriesBrowser(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`table.dead-letters a[href="/tasks/`+waiting+`"]`))); err != nil {
 		t.Fatalf("no link to the task: %v", err)
 	}
-	text := mainText()
+	text := mainText(t, bctx)
 	for _, want := range []string{ep, "0 waiting", "1 dead letter", ev, "task.input_required", waiting, "HTTP 500 from the receiver", "What is your name?", "6"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the deliveries page lacks %q:\n%s", want, text)
 		}
 	}
-	shots := t.TempDir()
-	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
-		shots = "../docs"
-	}
-	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(shots, "console-deliveries.png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	screenshotter(t, bctx)("console-deliveries.png")
 	// Retry: the page comes back saying it is queued.
 	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`table.dead-letters button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.ID("flash"))); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
-	text = mainText()
+	text = mainText(t, bctx)
 	for _, want := range []string{ev + " to " + ep + " is queued again", "1 waiting", "0 dead letters"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("after the retry the page lacks %q:\n%s", want, text)

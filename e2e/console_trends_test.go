@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -29,10 +26,7 @@ import (
 // durations. With UPDATE_SCREENSHOTS=1 it saves docs/console-trends.png
 // and docs/console-tools.png.
 func TestConsoleTrendsBrowser(t *testing.T) {
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("headless Chromium is not installed (apt-get install chromium): " + err.Error())
-	}
+	browser := chromium(t)
 	t.Parallel()
 	rec := &testupstream.Recorder{}
 	up := newStoppableHTTP(t, func() http.Handler { return testupstream.Handler(testupstream.Options{Recorder: rec}) })
@@ -107,26 +101,9 @@ func TestConsoleTrendsBrowser(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(browser),
-		chromedp.NoSandbox, chromedp.WindowSize(1100, 900))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	shots := t.TempDir()
-	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
-		shots = "../docs"
-	}
-	shoot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bctx, closeBrowser := startChromium(ctx, browser, 1100, 900)
+	defer closeBrowser()
+	shoot := screenshotter(t, bctx)
 	// points reads a chart's points as the browser has them: start →
 	// the data-* attributes named.
 	points := func(chart string, attrs ...string) map[string][]string {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -235,6 +236,32 @@ func (g *gateway) stop() {
 		_ = g.cmd.Process.Kill()
 		<-g.done
 	}
+}
+
+// toolRow is a line of `taskgate tools --json`.
+type toolRow struct {
+	Tool   string `json:"tool"`
+	Legacy string `json:"legacy"`
+	Modern string `json:"modern"`
+}
+
+// toolsJSON runs `taskgate tools --json` with args, bounded by ctx, and
+// returns its rows, its output and its stderr (the progress lines); a
+// failed run or an output that is not the rows fails the test.
+func toolsJSON(t *testing.T, ctx context.Context, args ...string) ([]toolRow, []byte, string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, taskgateBin, append([]string{"tools", "--json"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("taskgate tools: %v\n%s", err, stderr.String())
+	}
+	var rows []toolRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("output %s: %v", out, err)
+	}
+	return rows, out, stderr.String()
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.

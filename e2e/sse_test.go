@@ -197,17 +197,7 @@ func TestSSEServerStartup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	up := newSSEUpstream(t, testupstream.Options{ProtocolVersion: "2024-11-05"})
-	cmd := exec.CommandContext(ctx, taskgateBin, "tools", "--upstream", up, "--task", "echo", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var rows []struct {
-		Tool   string `json:"tool"`
-		Legacy string `json:"legacy"`
-	}
-	if err != nil || json.Unmarshal(out, &rows) != nil {
-		t.Fatalf("taskgate tools: %v %s\n%s", err, out, stderr.String())
-	}
+	rows, out, _ := toolsJSON(t, ctx, "--upstream", up, "--task", "echo")
 	found := false
 	for _, r := range rows {
 		found = found || r.Tool == "echo" && r.Legacy == "optional"

@@ -349,20 +349,7 @@ func TestStdioToolsCommand(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, taskgateBin, "tools", "--upstream-command", strings.TrimPrefix(stdioUpstream(t), "stdio:"), "--task", "slow", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("taskgate tools: %v\n%s", err, stderr.String())
-	}
-	var rows []struct {
-		Tool   string `json:"tool"`
-		Legacy string `json:"legacy"`
-	}
-	if err := json.Unmarshal(out, &rows); err != nil {
-		t.Fatalf("output %s: %v", out, err)
-	}
+	rows, out, stderr := toolsJSON(t, ctx, "--upstream-command", strings.TrimPrefix(stdioUpstream(t), "stdio:"), "--task", "slow")
 	found := map[string]string{}
 	for _, r := range rows {
 		found[r.Tool] = r.Legacy
@@ -370,8 +357,8 @@ func TestStdioToolsCommand(t *testing.T) {
 	if _, ok := found["echo"]; !ok || found["slow"] != "optional" {
 		t.Fatalf("tools: %s", out)
 	}
-	if !strings.Contains(stderr.String(), "stdio: ") {
-		t.Errorf("the progress line does not name the stdio server: %s", stderr.String())
+	if !strings.Contains(stderr, "stdio: ") {
+		t.Errorf("the progress line does not name the stdio server: %s", stderr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,26 +125,15 @@ func TestOldServerToolsCommand(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, taskgateBin, "tools", "--upstream-command", mcpServerCommands(t), "--task", "run_command", "--json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("taskgate tools: %v\n%s", err, stderr.String())
-	}
-	var rows []struct {
-		Tool   string `json:"tool"`
-		Legacy string `json:"legacy"`
-		Modern string `json:"modern"`
-	}
-	if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
-		t.Fatalf("output %s: %v", out, err)
+	rows, out, stderr := toolsJSON(t, ctx, "--upstream-command", mcpServerCommands(t), "--task", "run_command")
+	if len(rows) != 1 {
+		t.Fatalf("output %s", out)
 	}
 	if rows[0].Tool != "run_command" || rows[0].Legacy != "optional" || rows[0].Modern != "task" {
 		t.Errorf("rows %+v, want run_command optional/task", rows)
 	}
-	if !bytes.Contains(stderr.Bytes(), []byte("the upstream speaks 2024-11-05: presented to 2025-11-25 clients as 2025-11-25")) {
-		t.Errorf("progress does not say the upstream's version: %s", stderr.String())
+	if !strings.Contains(stderr, "the upstream speaks 2024-11-05: presented to 2025-11-25 clients as 2025-11-25") {
+		t.Errorf("progress does not say the upstream's version: %s", stderr)
 	}
 }
 

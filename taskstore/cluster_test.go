@@ -11,11 +11,11 @@ import (
 	"github.com/taskgate/taskgate/internal/redistest"
 )
 
-// TestCluster runs the main paths against a real 3-master Redis Cluster
-// through a URL of the redis+cluster:// form: every script must stay in one
-// slot, the leases index lives in another, and PUBLISH inside scripts must
-// reach the shared pub/sub connection wherever it sits.
-func TestCluster(t *testing.T) {
+// clusterClient starts a real 3-master Redis Cluster (skipped with
+// -short) and returns a client of it made from a redis+cluster:// URL, as
+// serve makes one.
+func clusterClient(t *testing.T) redis.UniversalClient {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
@@ -25,10 +25,19 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := redis.NewUniversalClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// TestCluster runs the main paths against a real 3-master Redis Cluster
+// through a URL of the redis+cluster:// form: every script must stay in one
+// slot, the leases index lives in another, and PUBLISH inside scripts must
+// reach the shared pub/sub connection wherever it sits.
+func TestCluster(t *testing.T) {
+	rdb := clusterClient(t)
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("client is %T", rdb)
 	}
-	defer rdb.Close()
 	s := New(rdb, Options{ResyncInterval: time.Minute, LeaseGrace: 10 * time.Millisecond})
 	defer s.Close()
 	// The operator's index is in its own slot: no script can write it

@@ -6,10 +6,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/taskgate/taskgate/internal/redistest"
 )
 
 // trendCounts builds counts with a few of each kind.
@@ -210,16 +206,7 @@ func TestTrendsBadStoredField(t *testing.T) {
 // TestTrendsCluster: on a real 3-master Cluster every trend key is in one
 // slot, so the flush script and a page's pipeline run there.
 func TestTrendsCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	addrs := redistest.StartCluster(t, 3)
-	o, err := ParseURL("redis+cluster://" + addrs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewUniversalClient(o)
-	defer rdb.Close()
+	rdb := clusterClient(t)
 	s := New(rdb, Options{})
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -192,16 +192,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 // script stays in one slot: events of owners on several shards are
 // recorded, read, acknowledged and swept, and an endpoint's queue works.
 func TestWebhooksCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	addrs := redistest.StartCluster(t, 3)
-	o, err := ParseURL("redis+cluster://" + addrs[0] + "," + addrs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewUniversalClient(o)
-	defer rdb.Close()
+	rdb := clusterClient(t)
 	s := New(rdb, Options{Webhooks: true, ResyncInterval: time.Minute})
 	defer s.Close()
 	owners := []string{"alice", "bob", "carol", "dave", "erin", "frank"}

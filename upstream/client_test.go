@@ -120,7 +120,14 @@ func TestCall(t *testing.T) {
 
 func TestCallRelaysServerRequests(t *testing.T) {
 	c := start(t, testupstream.Options{})
-	s := open(t, c)
+	callElicit(t, c, open(t, c))
+}
+
+// callElicit calls the elicit tool on s and answers the upstream's
+// elicitation/create with a name: the call must end "Hello, Ada!" after
+// that one request.
+func callElicit(t *testing.T, c *upstream.Client, s *upstream.Session) {
+	t.Helper()
 	ctx := context.Background()
 	var asked atomic.Int32
 	r, err := c.Call(ctx, s, toolCall(7, "elicit", `{}`, ""), upstream.CallOptions{
@@ -355,24 +362,15 @@ func TestObservationNotMCP(t *testing.T) {
 // right after the response event, before the stream's end, so Go dropped
 // the connection and every call dialled anew.
 func TestCallReusesConnections(t *testing.T) {
-	var dials atomic.Int32
-	srv := httptest.NewUnstartedServer(testupstream.Handler(testupstream.Options{Stateless: true}))
-	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			dials.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{Stateless: true}), false)
 	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &upstream.Session{ProtocolVersion: "2026-07-28"}
-	meta := `{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	before := dials.Load()
 	for i := 0; i < 20; i++ {
-		r, err := c.Call(context.Background(), s, toolCall(100+i, "echo", `{"text":"x"}`, meta), upstream.CallOptions{})
+		r, err := c.Call(context.Background(), s, toolCall(100+i, "echo", `{"text":"x"}`, modernMeta), upstream.CallOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

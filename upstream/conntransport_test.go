@@ -3,7 +3,6 @@ package upstream_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -16,18 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// countingServer is a test upstream that counts the connections opened to
-// it (dials of the client under test).
-func countingServer(t *testing.T, opts testupstream.Options, tlsOn bool) (*httptest.Server, *atomic.Int32) {
+// countingServer serves h (a test upstream) and counts the connections
+// opened to it (dials of the client under test).
+func countingServer(t *testing.T, h http.Handler, tlsOn bool) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	var dials atomic.Int32
-	srv := httptest.NewUnstartedServer(testupstream.Handler(opts))
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			dials.Add(1)
@@ -68,7 +65,7 @@ func transportGoroutines() int {
 // notifications, DELETE) and stateless ones alike.
 func TestOwnTransportReusesConnections(t *testing.T) {
 	for _, jsonResp := range []bool{false, true} {
-		srv, dials := countingServer(t, testupstream.Options{JSONResponse: jsonResp}, false)
+		srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{JSONResponse: jsonResp}), false)
 		c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +94,7 @@ func TestOwnTransportReusesConnections(t *testing.T) {
 // pool and are reused by the next wave.
 func TestOwnTransportConcurrentHeldCalls(t *testing.T) {
 	rec := &testupstream.Recorder{}
-	srv, dials := countingServer(t, testupstream.Options{Stateless: true, Recorder: rec}, false)
+	srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}), false)
 	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +205,7 @@ func TestOwnTransportCancelMidCall(t *testing.T) {
 // closed while it was idle is found dead before anything is written on it,
 // and the POST goes out once, on a fresh connection.
 func TestOwnTransportStaleIdleConnection(t *testing.T) {
-	srv, dials := countingServer(t, testupstream.Options{Stateless: true}, false)
+	srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{Stateless: true}), false)
 	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -228,32 +225,14 @@ func TestOwnTransportStaleIdleConnection(t *testing.T) {
 // TestOwnTransportTLS: https upstreams, with the client's TLS config,
 // keep their connection too.
 func TestOwnTransportTLS(t *testing.T) {
-	srv, dials := countingServer(t, testupstream.Options{}, true)
+	srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{}), true)
 	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig
 	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{TLSConfig: tc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := open(t, c)
-	var asked atomic.Int32
-	r, err := c.Call(context.Background(), s, toolCall(7, "elicit", `{}`, ""), upstream.CallOptions{
-		OnRequest: func(req *jsonrpc.Request) {
-			asked.Add(1)
-			go func() {
-				err := c.Respond(context.Background(), s, &jsonrpc.Response{ID: req.ID,
-					Result: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)})
-				if err != nil {
-					t.Errorf("respond: %v", err)
-				}
-			}()
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := text(t, r); got != "Hello, Ada!" || asked.Load() != 1 {
-		t.Errorf("elicit = %q after %d requests", got, asked.Load())
-	}
+	callElicit(t, c, s)
 	for i := 0; i < 5; i++ {
 		echoCall(t, c, s, 20+i, "")
 	}

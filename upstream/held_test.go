@@ -105,19 +105,11 @@ func TestCallAsyncAnswers(t *testing.T) {
 	for _, jsonResp := range []bool{false, true} {
 		rec := &testupstream.Recorder{}
 		release := make(chan struct{})
-		var dials atomic.Int32
 		up := testupstream.Handler(testupstream.Options{Stateless: true, JSONResponse: jsonResp, Recorder: rec})
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv, dials := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			<-release // the first call waits for the test
 			up.ServeHTTP(w, r)
-		}))
-		srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-			if st == http.StateNew {
-				dials.Add(1)
-			}
-		}
-		srv.Start()
-		defer srv.Close()
+		}), false)
 		c, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -340,7 +332,7 @@ func TestCallAsyncStatusAndInvalid(t *testing.T) {
 // TestCallAsyncTLS: over TLS (where a socket cannot be watched without
 // reading it) CallAsync answers as Call does, on the calling goroutine.
 func TestCallAsyncTLS(t *testing.T) {
-	srv, dials := countingServer(t, testupstream.Options{Stateless: true}, true)
+	srv, dials := countingServer(t, testupstream.Handler(testupstream.Options{Stateless: true}), true)
 	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig
 	c, err := upstream.New(srv.URL+"/mcp", upstream.Options{TLSConfig: tc})
 	if err != nil {

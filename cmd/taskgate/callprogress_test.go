@@ -2,58 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/creack/pty"
-	"github.com/rs/zerolog"
-
-	"github.com/taskgate/taskgate/gateway"
-	"github.com/taskgate/taskgate/internal/testupstream"
-	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
-
-// startTaskGateway starts a gateway (embedded store) in front of the test
-// upstream that runs tools as tasks, and returns its MCP URL.
-func startTaskGateway(t *testing.T, tools ...string) string {
-	t.Helper()
-	up := httptest.NewServer(testupstream.Mux(testupstream.Options{}))
-	t.Cleanup(up.Close)
-	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb, err := taskstore.OpenEmbedded(zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Close() })
-	store := taskstore.New(emb.Client(), taskstore.Options{})
-	var rules policy.Rules
-	for _, tool := range tools {
-		r, err := policy.NewRule(tool, policy.Task)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rules = append(rules, r)
-	}
-	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, PollLimit: -1,
-		Policy: policy.NewCurrent(&policy.Config{Rules: rules})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close(); _ = store.Close() })
-	_ = h.CheckUpstream(context.Background())
-	gw := httptest.NewServer(h)
-	t.Cleanup(gw.Close)
-	return gw.URL + "/mcp"
-}
 
 // callOnPTY runs taskgate call with stderr on a pseudo-terminal and
 // returns stdout, what the terminal got, and the error.
@@ -85,7 +40,7 @@ func callOnPTY(t *testing.T, args ...string) (string, string, error) {
 // progress with a total; the line is ended with a newline and the result
 // goes to stdout.
 func TestCallProgressOnTerminal(t *testing.T) {
-	url := startTaskGateway(t, "progress")
+	url := startGateway(t, "/mcp", "progress") + "/mcp"
 	out, term, err := callOnPTY(t, url, "progress", "steps=4", "delayMs=200", "--task")
 	if err != nil {
 		t.Fatalf("call: %v\nterminal: %q", err, term)
@@ -111,7 +66,7 @@ func TestCallProgressOnTerminal(t *testing.T) {
 // TestCallProgressOnPipe: on a pipe the status changes stay plain lines,
 // with no control characters.
 func TestCallProgressOnPipe(t *testing.T) {
-	url := startTaskGateway(t, "progress")
+	url := startGateway(t, "/mcp", "progress") + "/mcp"
 	var out, errOut bytes.Buffer
 	err := run([]string{"taskgate", "call", url, "progress", "steps=2", "--task"}, &out, &errOut)
 	if err != nil || out.String() != "done 2\n" {

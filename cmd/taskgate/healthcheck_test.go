@@ -11,14 +11,15 @@ import (
 
 	"github.com/taskgate/taskgate/gateway"
 	"github.com/taskgate/taskgate/internal/testupstream"
+	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
 // startGateway serves a real gateway (embedded store) in front of the test
-// upstream, which serves MCP at /mcp, reached at upstreamPath; it returns
-// the gateway's base URL.
-func startGateway(t *testing.T, upstreamPath string) string {
+// upstream, which serves MCP at /mcp, reached at upstreamPath; the tools
+// named run as tasks (none: no policy). It returns the gateway's base URL.
+func startGateway(t *testing.T, upstreamPath string, tools ...string) string {
 	t.Helper()
 	up := httptest.NewServer(testupstream.Mux(testupstream.Options{}))
 	t.Cleanup(up.Close)
@@ -32,7 +33,19 @@ func startGateway(t *testing.T, upstreamPath string) string {
 	}
 	t.Cleanup(func() { _ = emb.Close() })
 	store := taskstore.New(emb.Client(), taskstore.Options{})
-	h, err := gateway.New(gateway.Config{Upstream: client, Store: store, PollLimit: -1})
+	cfg := gateway.Config{Upstream: client, Store: store, PollLimit: -1}
+	if len(tools) > 0 {
+		var rules policy.Rules
+		for _, tool := range tools {
+			r, err := policy.NewRule(tool, policy.Task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rules = append(rules, r)
+		}
+		cfg.Policy = policy.NewCurrent(&policy.Config{Rules: rules})
+	}
+	h, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
