@@ -28,6 +28,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -408,6 +409,14 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, own
 			return hopServed
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body)) // served here after all if the owner is gone
+		var env envelope
+		if json.Unmarshal(body, &env) == nil && env.Method == "initialize" {
+			// An initialize opens a new session, whatever session id it
+			// carries: it is served here, where its principal is known
+			// (a hop by session id carries none; principal.go sends a
+			// principal's initialize on itself).
+			return hopNotServed
+		}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, owner+HopPath, bytes.NewReader(body))
 	if err != nil {
