@@ -329,3 +329,65 @@ func TestReplicasInitializeNamingASession(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgePrincipalIsolation (issue 37, item 3, "what it never shares"):
+// a principal's child's log messages reach the GET streams of that
+// principal's sessions, never another principal's; the child's question
+// on a call of one of her sessions is answered only by that session, not
+// by another of hers nor by another principal's; and a cancellation names
+// only the canceller's own calls: one of her sessions, or another
+// principal, sending notifications/cancelled with the id of her call in
+// flight cancels nothing.
+func TestBridgePrincipalIsolation(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour })
+	a1, a2, bob := newClientAs(t, b, "alice"), newClientAs(t, b, "alice"), newClientAs(t, b, "bob")
+	a2s, bobs := a2.stream(), bob.stream()
+	// afterlog logs once its call is over: on the GET streams of the
+	// sessions its child serves, all of them at once.
+	if got := a1.tool(2, "afterlog", map[string]any{"text": "alice-secret"}); got != "ok" {
+		t.Fatalf("alice's afterlog: %q", got)
+	}
+	if m := next(t, a2s, "alice's log on her other session"); m.Method != "notifications/message" || !strings.Contains(string(m.Params), "alice-secret") {
+		t.Fatalf("alice's other session's GET stream: %s %s", m.Method, m.Params)
+	}
+	if got := bob.tool(2, "afterlog", map[string]any{"text": "bob's"}); got != "ok" {
+		t.Fatalf("bob's afterlog: %q", got)
+	}
+	if m := next(t, bobs, "bob's log"); m.Method != "notifications/message" || !strings.Contains(string(m.Params), "bob's") {
+		t.Fatalf("bob's GET stream: %s %s; want his own child's log first (alice's went out before)", m.Method, m.Params)
+	}
+
+	status := func(c *client, body map[string]any) int {
+		t.Helper()
+		r := c.post(body)
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return r.StatusCode
+	}
+	var final msg
+	asked := false
+	each(t, a1.post(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": map[string]any{"name": "elicit", "arguments": map[string]any{}}}), func(m msg) bool {
+		switch {
+		case m.Method == "elicitation/create":
+			asked = true
+			mallory := map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Mallory"}}}
+			for name, c := range map[string]*client{"alice's other session": a2, "bob": bob} {
+				if s := status(c, mallory); s != http.StatusNotFound {
+					t.Errorf("%s answering alice's question: HTTP %d, want 404", name, s)
+				}
+				cancel := map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 9, "reason": "not yours"}}
+				if s := status(c, cancel); s != http.StatusAccepted {
+					t.Errorf("%s cancelling id 9: HTTP %d", name, s)
+				}
+			}
+			a1.answer(m, map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}})
+		case string(m.ID) == "9":
+			final = m
+			return false
+		}
+		return true
+	})
+	if !asked || !strings.Contains(string(final.Result), "Hello, Ada!") {
+		t.Fatalf("alice's elicit (asked %v): %s %+v; want her own answer, the call not cancelled", asked, final.Result, final.Error)
+	}
+}
