@@ -181,3 +181,54 @@ func TestReplicasSessionIDNamesPrincipalRecord(t *testing.T) {
 	later := newClientAs(t, b.b, "alice")
 	oneChild(t, dir, "alice", []string{alice.sid, later.sid}, a, b)
 }
+
+// TestReplicasPrincipalClaimNotRemovedByFormerHolder: a replica whose
+// claim on a principal's child another replica took over (it did not
+// answer a hop in time, and lives on) keeps serving the sessions it has;
+// when the last of them ends, or when it leaves, the claim it removes is
+// only its own: the new holder's stays, so that the principal's next
+// session joins the new holder's child rather than starting another.
+func TestReplicasPrincipalClaimNotRemovedByFormerHolder(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b, c := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	rec := principalRecord("alice")
+	// takeOver moves the claim as a replica does from one that does not
+	// answer the hop (forwardPrincipal).
+	takeOver := func(from, to *replica) {
+		t.Helper()
+		if owner, err := dir.ClaimSessionReplica(context.Background(), rec, to.srv.URL, from.srv.URL, time.Hour); owner != to.srv.URL || err != nil {
+			t.Fatalf("takeover: %q, %v", owner, err)
+		}
+	}
+	old := newClientAs(t, a.b, "alice")
+	takeOver(a, b)
+	current := newClientAs(t, b.b, "alice")
+	if childOf(b.b, current.sid) == nil {
+		t.Fatal("alice's session through B is not on a child of B")
+	}
+	// Her last session on A ends; a removal A queues after hers is done.
+	bob := newClientAs(t, a.b, "bob")
+	deleteSession(t, a.b, old.sid)
+	deleteSession(t, a.b, bob.sid)
+	waitFor(t, "the record of bob's child on A to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), principalRecord("bob"))
+		return url == "" && err == nil
+	})
+	if url, err := dir.SessionReplica(context.Background(), rec); url != b.srv.URL || err != nil {
+		t.Fatalf("record of alice's child after A's last session of hers ended = %q, %v; want B's, which runs it", url, err)
+	}
+	// C runs a child of hers whose claim B took back; C leaves.
+	takeOver(b, c)
+	onC := newClientAs(t, c.b, "alice")
+	if childOf(c.b, onC.sid) == nil {
+		t.Fatal("alice's session through C is not on a child of C")
+	}
+	takeOver(c, b)
+	c.leave(context.Background())
+	if url, err := dir.SessionReplica(context.Background(), rec); url != b.srv.URL || err != nil {
+		t.Fatalf("record of alice's child after C left = %q, %v; want B's", url, err)
+	}
+	later := newClientAs(t, a.b, "alice")
+	oneChild(t, dir, "alice", []string{current.sid, later.sid}, a, b)
+}
