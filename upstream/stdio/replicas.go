@@ -112,7 +112,7 @@ type replicas struct {
 	once sync.Once
 
 	mu    sync.Mutex
-	ended []string      // sessions ended, their records not yet removed
+	ended []string // sessions ended, their records not yet removed
 	// released are the records of principals' children stopped here
 	// (principalRecord), not yet released: each is deleted only if it
 	// still names this replica, as another may have taken it over.
