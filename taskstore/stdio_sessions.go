@@ -18,7 +18,9 @@ package taskstore
 // same kind of key, under an id no session can have. Two replicas may try
 // to start that child at once, so it is claimed, not put
 // (ClaimSessionReplica): SET-if-absent in one script, which also renews a
-// replica's own claim and takes over one whose replica does not answer.
+// replica's own claim and takes over one whose replica does not answer;
+// and released, not removed (ReleaseSessionReplicas): deleted only while
+// it names the releasing replica.
 
 import (
 	"context"
@@ -84,6 +86,29 @@ func (s *Store) ClaimSessionReplica(ctx context.Context, id, url, from string, t
 		}
 	}
 	return url, nil
+}
+
+// releaseReplicaCmd deletes a record only while it names the releasing
+// replica: a claim another replica took over stays that one's.
+//
+// KEYS[1] -> <prefix>:stdio:<sha>
+// ARGV[1] -> the releasing replica's URL
+var releaseReplicaCmd = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// ReleaseSessionReplicas deletes the records of ids that name the replica
+// at url (claims, ClaimSessionReplica); a record naming another replica,
+// which took the claim over, is left alone. One script per record: they
+// end as rarely as principals' children stop.
+func (s *Store) ReleaseSessionReplicas(ctx context.Context, ids []string, url string) error {
+	for _, id := range ids {
+		if err := releaseReplicaCmd.Run(ctx, s.rdb, []string{s.k.sessionReplica(id)}, url).Err(); err != nil {
+			return fmt.Errorf("taskstore: release session replica: %w", classify(ctx, err))
+		}
+	}
+	return nil
 }
 
 // SessionReplica returns the URL of the replica running session id's

@@ -86,6 +86,9 @@ func TestSessionReplicasUnavailable(t *testing.T) {
 	if err := s.RemoveSessionReplicas(ctx, []string{"x"}); !isUnavailable(err) {
 		t.Errorf("RemoveSessionReplicas with Redis down: %v, want ErrUnavailable", err)
 	}
+	if err := s.ReleaseSessionReplicas(ctx, []string{"x"}, "http://h:1"); !isUnavailable(err) {
+		t.Errorf("ReleaseSessionReplicas with Redis down: %v, want ErrUnavailable", err)
+	}
 }
 
 func isUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
@@ -131,6 +134,38 @@ func TestClaimSessionReplica(t *testing.T) {
 		}
 		if _, err := s.ClaimSessionReplica(ctx, id, a, "", 0); err == nil {
 			t.Error("a claim with no ttl: no error")
+		}
+	})
+}
+
+// TestReleaseSessionReplicas: a replica releasing its claims deletes only
+// those that still name it: one another replica took over stays.
+func TestReleaseSessionReplicas(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		s := e.store(t)
+		const mine, taken, a, b = "\x00principal\x00alice", "\x00principal\x00bob", "http://10.0.0.1:8080", "http://10.0.0.2:8080"
+		for _, id := range []string{mine, taken} {
+			if _, err := s.ClaimSessionReplica(ctx, id, a, "", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.ClaimSessionReplica(ctx, taken, b, a, time.Minute); got != b || err != nil {
+			t.Fatalf("B's takeover = %q, %v", got, err)
+		}
+		if err := s.ReleaseSessionReplicas(ctx, []string{mine, taken, "never recorded"}, a); err != nil {
+			t.Fatal(err)
+		}
+		if url, err := s.SessionReplica(ctx, mine); url != "" || err != nil {
+			t.Errorf("A's own claim after its release = %q, %v; want none", url, err)
+		}
+		if url, err := s.SessionReplica(ctx, taken); url != b || err != nil {
+			t.Errorf("the claim B took over, after A's release = %q, %v; want B's", url, err)
+		}
+		if e.exists(s.k.sessionReplica("never recorded")) {
+			t.Error("a release created a record")
+		}
+		if err := s.ReleaseSessionReplicas(ctx, nil, a); err != nil {
+			t.Errorf("releasing nothing: %v", err)
 		}
 	})
 }

@@ -18,8 +18,8 @@ package stdio
 //	              killed (a runaway loop, not a burst).
 //	memory total  the watcher: while the children's resident memory
 //	              together is over it, one child a tick is stopped (victim:
-//	              a warm one, else an idle session's, else a busy one's,
-//	              whose stop suffices).
+//	              a warm one, else an idle session's or principal's, else
+//	              a busy one's, whose stop suffices).
 //
 // A child stopped over its budget ends its session as a crash does (the
 // client gets 404 and initializes again), fails its calls in flight with
@@ -200,15 +200,21 @@ func (bu *budget) cpu(p *proc, now time.Time, ticks int64) (float64, time.Durati
 
 // victim is the child to stop when the total is over by excess bytes:
 // the first, in this order, whose stop alone brings the total under: a
-// warm child, an idle session's (no call in flight), a busy session's,
-// each largest first; if none would, the largest of them. The shared
-// child serves everyone: never it.
+// warm child, an idle session's or principal's (no call in flight), a
+// busy one's, each largest first; if none would, the largest of them. The
+// shared child serves everyone: never it. A principal's child is one
+// user's, bounded as a session's is: stopping it ends her sessions on it.
 func (bu *budget) victim(procs []*proc, use map[*proc]usage, excess int64) *proc {
 	b := bu.b
 	rank := func(p *proc) int {
 		switch {
 		case b.fleet.isWarmLocked(p):
 			return 0
+		case p.principal != "": // a principal's child: idle when no call of her sessions is on it
+			if len(b.calls.CallsOfPeerLocked(p)) == 0 {
+				return 1
+			}
+			return 2
 		case p.sess == nil:
 			return -1
 		case p.sess.Inflight == 0:

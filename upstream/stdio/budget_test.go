@@ -230,3 +230,39 @@ func FuzzParseStat(f *testing.F) {
 		f.Fatalf("parseStat: %d %+v %v", pgrp, u, ok)
 	}
 }
+
+// TestBudgetMemoryTotalPrincipal: --upstream-memory-total bounds the
+// principals' children too (--upstream-scope principal): over the total,
+// the largest principal's child whose stop suffices gives way, an idle one
+// before one with a call in flight, so that one principal's child cannot
+// take the replica's memory from the others'. (Usage made up: a child
+// that grows without end would take the machine's memory when the test
+// fails.)
+func TestBudgetMemoryTotalPrincipal(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) {
+		o.PerPrincipal = true
+		o.MemoryTotal = 128 << 20
+		o.BudgetEvery = time.Hour // no tick of its own: victim is asked below
+	})
+	alice, bob, carol := newClientAs(t, b, "alice"), newClientAs(t, b, "bob"), newClientAs(t, b, "carol")
+	pa, pb, pc := childOf(b, alice.sid), childOf(b, bob.sid), childOf(b, carol.sid)
+	procs := []*proc{pa, pb, pc}
+	use := map[*proc]usage{pa: {rss: 20 << 20}, pb: {rss: 200 << 20}, pc: {rss: 30 << 20}}
+	if v := b.fleet.budget.victim(procs, use, 250<<20-128<<20); v != pb {
+		t.Fatalf("over the total by bob's child: victim %p, want bob's %p (alice's %p, carol's %p)", v, pb, pa, pc)
+	}
+	// A call in flight on bob's child: carol's idle one goes first when its
+	// stop suffices.
+	done := make(chan string, 1)
+	go func() { done <- bob.tool(2, "slow", map[string]any{"seconds": 30, "text": "b"}) }()
+	waitFor(t, "bob's call in flight", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.calls.CallsOfPeerLocked(pb)) == 1
+	})
+	if v := b.fleet.budget.victim(procs, use, 25<<20); v != pc {
+		t.Fatalf("over the total by 25 MiB with bob's call in flight: victim %p, want carol's idle %p", v, pc)
+	}
+	deleteSession(t, b, bob.sid)
+	<-done
+}

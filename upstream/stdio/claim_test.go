@@ -140,3 +140,95 @@ func TestReplicasPrincipalClaimTakeover(t *testing.T) {
 		t.Fatalf("record of alice's child after the renewals = %q, want %q", url, on.srv.URL)
 	}
 }
+
+// TestReplicasSessionIDNamesPrincipalRecord: a request whose session id
+// is the record id of a principal's child (NUL bytes, which no client's
+// id has: validSessionID) reaches no session and leaves the claim alone,
+// on the replica holding it (where a session id recorded as here but
+// unknown has its record removed) and on another (which would hop by it):
+// it cannot end a principal's claim so that her next session starts a
+// second child.
+func TestReplicasSessionIDNamesPrincipalRecord(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	alice, bob := newClientAs(t, a.b, "alice"), newClientAs(t, a.b, "bob")
+	for _, r := range []*replica{a, b} {
+		forged := &client{t: t, h: &http.Client{Transport: r.b.Transport()}, key: "bob", sid: principalRecord("alice")}
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			var resp *http.Response
+			if method == http.MethodPost {
+				resp = forged.post(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}})
+			} else {
+				resp = forged.send(method, nil)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("%s naming alice's child's record: HTTP %d, want 404", method, resp.StatusCode)
+			}
+		}
+	}
+	// A removal queued by them goes before that of a session ended now.
+	deleteSession(t, a.b, bob.sid)
+	waitFor(t, "the record of bob's ended session to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), bob.sid)
+		return url == "" && err == nil
+	})
+	if url, err := dir.SessionReplica(context.Background(), principalRecord("alice")); url != a.srv.URL || err != nil {
+		t.Fatalf("record of alice's child = %q, %v; want A's", url, err)
+	}
+	later := newClientAs(t, b.b, "alice")
+	oneChild(t, dir, "alice", []string{alice.sid, later.sid}, a, b)
+}
+
+// TestReplicasPrincipalClaimNotRemovedByFormerHolder: a replica whose
+// claim on a principal's child another replica took over (it did not
+// answer a hop in time, and lives on) keeps serving the sessions it has;
+// when the last of them ends, or when it leaves, the claim it removes is
+// only its own: the new holder's stays, so that the principal's next
+// session joins the new holder's child rather than starting another.
+func TestReplicasPrincipalClaimNotRemovedByFormerHolder(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b, c := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	rec := principalRecord("alice")
+	// takeOver moves the claim as a replica does from one that does not
+	// answer the hop (forwardPrincipal).
+	takeOver := func(from, to *replica) {
+		t.Helper()
+		if owner, err := dir.ClaimSessionReplica(context.Background(), rec, to.srv.URL, from.srv.URL, time.Hour); owner != to.srv.URL || err != nil {
+			t.Fatalf("takeover: %q, %v", owner, err)
+		}
+	}
+	old := newClientAs(t, a.b, "alice")
+	takeOver(a, b)
+	current := newClientAs(t, b.b, "alice")
+	if childOf(b.b, current.sid) == nil {
+		t.Fatal("alice's session through B is not on a child of B")
+	}
+	// Her last session on A ends; a removal A queues after hers is done.
+	bob := newClientAs(t, a.b, "bob")
+	deleteSession(t, a.b, old.sid)
+	deleteSession(t, a.b, bob.sid)
+	waitFor(t, "the record of bob's child on A to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), principalRecord("bob"))
+		return url == "" && err == nil
+	})
+	if url, err := dir.SessionReplica(context.Background(), rec); url != b.srv.URL || err != nil {
+		t.Fatalf("record of alice's child after A's last session of hers ended = %q, %v; want B's, which runs it", url, err)
+	}
+	// C runs a child of hers whose claim B took back; C leaves.
+	takeOver(b, c)
+	onC := newClientAs(t, c.b, "alice")
+	if childOf(c.b, onC.sid) == nil {
+		t.Fatal("alice's session through C is not on a child of C")
+	}
+	takeOver(c, b)
+	c.leave(context.Background())
+	if url, err := dir.SessionReplica(context.Background(), rec); url != b.srv.URL || err != nil {
+		t.Fatalf("record of alice's child after C left = %q, %v; want B's", url, err)
+	}
+	later := newClientAs(t, a.b, "alice")
+	oneChild(t, dir, "alice", []string{current.sid, later.sid}, a, b)
+}

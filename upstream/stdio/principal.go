@@ -28,8 +28,11 @@ package stdio
 // principal), so that the new session, and with it every later request of
 // that session, lives beside P's child. The claim is atomic
 // (Directory.ClaimSessionReplica), so two replicas never both start one;
-// it is renewed while the child runs or starts (renew), and taken over
-// from a holder that does not answer the hop (forwardPrincipal).
+// it is renewed while the child runs or starts (renew), taken over from
+// a holder that does not answer the hop (forwardPrincipal), and released
+// when the child stops (Directory.ReleaseSessionReplicas: only while it
+// names this replica, so that a holder found gone that was only slow
+// never removes the claim of the replica that took it over).
 //
 // A session without a principal (no sign-in: taskgate refuses the scope
 // at start) gets a child of its own.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // childOf is the child serving session sid, nil when the session is gone.
@@ -248,5 +251,143 @@ func TestHopRerunMarkBound(t *testing.T) {
 		if forged != tc.refused {
 			t.Errorf("%s: HTTP %d %q; refused as forged = %v, want %v", tc.name, resp.StatusCode, resp.Header.Get(hopErrorHeader), forged, tc.refused)
 		}
+	}
+}
+
+// TestReplicasInitializeNamingASession: an initialize that carries a
+// session id (the gateway passes the client's headers on, and its session
+// guard lets a principal name its own session) opens a new session for
+// the principal on its context, whichever replica the named session lives
+// on. It is not sent on as a request of that session: the hop would carry
+// no principal, and the replica running the session would open one that
+// counts in nobody's share, on a child of its own, so that one principal
+// could take every child of that replica (--max-sessions) from the others.
+func TestReplicasInitializeNamingASession(t *testing.T) {
+	dir, _ := newDirectory(t)
+	heard := &refusals{}
+	per := func(o *Options) {
+		o.PerPrincipal = true
+		o.MaxSessions = 3
+		o.MaxSessionsPerPrincipal = 1
+		o.SessionIdle = time.Hour
+	}
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	bob := newClientAs(t, a.b, "bob") // his child, and his one session, on A
+	initialize := func(through *replica) (sid, reason string) {
+		t.Helper()
+		body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		ctx := upstream.WithPrincipal(context.Background(), upstream.Principal{Key: "bob", Refused: heard.add})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, URL, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Mcp-Session-Id", bob.sid) // his own session, which lives on A
+		resp, err := (&http.Client{Transport: through.b.Transport()}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Error *struct {
+				Data struct {
+					Reason string `json:"reason"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		if m.Error != nil {
+			return "", m.Error.Data.Reason
+		}
+		return resp.Header.Get("Mcp-Session-Id"), ""
+	}
+	for _, through := range []*replica{b, a} {
+		if sid, reason := initialize(through); reason != "max_sessions_per_principal" {
+			t.Fatalf("bob's second initialize naming his session, through %s: session %q, reason %q; want max_sessions_per_principal",
+				map[*replica]string{a: "A", b: "B"}[through], sid, reason)
+		}
+	}
+	// The replica running the session refuses such a hop too (one from a
+	// replica of a version that sent it on).
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Mcp-Session-Id", bob.sid)
+	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, bob.sid, time.Now(), body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("an initialize hopped as a request of bob's session: HTTP %d, session %q; want 400", resp.StatusCode, resp.Header.Get("Mcp-Session-Id"))
+	}
+	for name, r := range map[string]*replica{"A": a, "B": b} {
+		r.b.mu.Lock()
+		n, owned := len(r.b.sessions), r.b.owned
+		r.b.mu.Unlock()
+		if want := map[string]int{"A": 1, "B": 0}[name]; n != want || owned != want {
+			t.Fatalf("%s has %d sessions, %d children counted; want %d (bob's one session, on his child on A)", name, n, owned, want)
+		}
+	}
+}
+
+// TestBridgePrincipalIsolation (issue 37, item 3, "what it never shares"):
+// a principal's child's log messages reach the GET streams of that
+// principal's sessions, never another principal's; the child's question
+// on a call of one of her sessions is answered only by that session, not
+// by another of hers nor by another principal's; and a cancellation names
+// only the canceller's own calls: one of her sessions, or another
+// principal, sending notifications/cancelled with the id of her call in
+// flight cancels nothing.
+func TestBridgePrincipalIsolation(t *testing.T) {
+	b, _ := startBridge(t, func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour })
+	a1, a2, bob := newClientAs(t, b, "alice"), newClientAs(t, b, "alice"), newClientAs(t, b, "bob")
+	a2s, bobs := a2.stream(), bob.stream()
+	// afterlog logs once its call is over: on the GET streams of the
+	// sessions its child serves, all of them at once.
+	if got := a1.tool(2, "afterlog", map[string]any{"text": "alice-secret"}); got != "ok" {
+		t.Fatalf("alice's afterlog: %q", got)
+	}
+	if m := next(t, a2s, "alice's log on her other session"); m.Method != "notifications/message" || !strings.Contains(string(m.Params), "alice-secret") {
+		t.Fatalf("alice's other session's GET stream: %s %s", m.Method, m.Params)
+	}
+	if got := bob.tool(2, "afterlog", map[string]any{"text": "bob's"}); got != "ok" {
+		t.Fatalf("bob's afterlog: %q", got)
+	}
+	if m := next(t, bobs, "bob's log"); m.Method != "notifications/message" || !strings.Contains(string(m.Params), "bob's") {
+		t.Fatalf("bob's GET stream: %s %s; want his own child's log first (alice's went out before)", m.Method, m.Params)
+	}
+
+	status := func(c *client, body map[string]any) int {
+		t.Helper()
+		r := c.post(body)
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return r.StatusCode
+	}
+	var final msg
+	asked := false
+	each(t, a1.post(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": map[string]any{"name": "elicit", "arguments": map[string]any{}}}), func(m msg) bool {
+		switch {
+		case m.Method == "elicitation/create":
+			asked = true
+			mallory := map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": map[string]any{"action": "accept", "content": map[string]any{"name": "Mallory"}}}
+			for name, c := range map[string]*client{"alice's other session": a2, "bob": bob} {
+				if s := status(c, mallory); s != http.StatusNotFound {
+					t.Errorf("%s answering alice's question: HTTP %d, want 404", name, s)
+				}
+				cancel := map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": 9, "reason": "not yours"}}
+				if s := status(c, cancel); s != http.StatusAccepted {
+					t.Errorf("%s cancelling id 9: HTTP %d", name, s)
+				}
+			}
+			a1.answer(m, map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}})
+		case string(m.ID) == "9":
+			final = m
+			return false
+		}
+		return true
+	})
+	if !asked || !strings.Contains(string(final.Result), "Hello, Ada!") {
+		t.Fatalf("alice's elicit (asked %v): %s %+v; want her own answer, the call not cancelled", asked, final.Result, final.Error)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,10 @@ type Directory interface {
 	RenewSessionReplicas(ctx context.Context, ids []string, ttl time.Duration) ([]string, error)
 	// RemoveSessionReplicas deletes the records of ids.
 	RemoveSessionReplicas(ctx context.Context, ids []string) error
+	// ReleaseSessionReplicas deletes the records of ids that name the
+	// replica at url: a claim another replica took over stays that
+	// replica's (principal.go).
+	ReleaseSessionReplicas(ctx context.Context, ids []string, url string) error
 	// ClaimSessionReplica records that id's child runs on the replica at
 	// url, for ttl, unless another replica's record is there, in one
 	// atomic step; a record naming from (a replica found gone; "" for
@@ -107,8 +112,12 @@ type replicas struct {
 	once sync.Once
 
 	mu    sync.Mutex
-	ended []string      // sessions ended, their records not yet removed
-	kick  chan struct{} // ended grew
+	ended []string // sessions ended, their records not yet removed
+	// released are the records of principals' children stopped here
+	// (principalRecord), not yet released: each is deleted only if it
+	// still names this replica, as another may have taken it over.
+	released []string
+	kick     chan struct{} // ended or released grew
 
 	seen    seenHops     // hops accepted here, to refuse a replay (hop.go)
 	lastHop atomic.Int64 // the t (unix ms) of the last hop signed here
@@ -198,14 +207,12 @@ func (rp *replicas) leave(b *Bridge) func(context.Context) {
 		rp.once.Do(func() { close(rp.quit) })
 		<-rp.done
 		ids, principals := b.localSessions()
-		ids = append(ids, principals...)
 		rp.mu.Lock()
 		ids = append(ids, rp.ended...)
-		rp.ended = nil
+		principals = append(principals, rp.released...)
+		rp.ended, rp.released = nil, nil
 		rp.mu.Unlock()
-		if err := rp.Directory.RemoveSessionReplicas(ctx, ids); err != nil {
-			b.log.Warn().Str("op", "stdio").Err(err).Int("sessions", len(ids)).Msg("cannot remove this replica's session records; they expire on their own")
-		}
+		rp.remove(ctx, b, ids, principals)
 	}
 }
 
@@ -226,15 +233,27 @@ func (b *Bridge) follow(rp *replicas) {
 			b.renew(rp)
 		case <-rp.kick:
 			rp.mu.Lock()
-			ids := rp.ended
-			rp.ended = nil
+			ids, principals := rp.ended, rp.released
+			rp.ended, rp.released = nil, nil
 			rp.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
-			if err := rp.Directory.RemoveSessionReplicas(ctx, ids); err != nil {
-				b.log.Warn().Str("op", "stdio").Err(err).Int("sessions", len(ids)).Msg("cannot remove the records of ended sessions; they expire on their own")
-			}
+			rp.remove(ctx, b, ids, principals)
 			cancel()
 		}
+	}
+}
+
+// remove deletes the records of sessions ids and releases the claims
+// principals (principalRecord) of this replica.
+func (rp *replicas) remove(ctx context.Context, b *Bridge, ids, principals []string) {
+	if err := rp.Directory.RemoveSessionReplicas(ctx, ids); err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Int("sessions", len(ids)).Msg("cannot remove the records of ended sessions; they expire on their own")
+	}
+	if len(principals) == 0 {
+		return
+	}
+	if err := rp.Directory.ReleaseSessionReplicas(ctx, principals, rp.URL); err != nil {
+		b.log.Warn().Str("op", "stdio").Err(err).Int("principals", len(principals)).Msg("cannot remove the records of principals' upstream processes stopped here; they expire on their own")
 	}
 }
 
@@ -300,13 +319,21 @@ func (b *Bridge) recordPrincipal(rp *replicas, id string) {
 	}
 }
 
-// principalEnded queues the removal of the record of principal key's
-// child, with b.mu held.
+// principalEnded queues the release of the record of principal key's
+// child, with b.mu held: deleted only if it still names this replica (a
+// replica that took the claim over from this one keeps it).
 func (b *Bridge) principalEnded(key string) {
-	if b.fleet.principals[key] != nil {
+	rp := b.rep.Load()
+	if rp == nil || b.fleet.principals[key] != nil {
 		return // another child of key runs here already: its record stays
 	}
-	b.sessionEnded(&session{id: principalRecord(key)})
+	rp.mu.Lock()
+	rp.released = append(rp.released, principalRecord(key))
+	rp.mu.Unlock()
+	select {
+	case rp.kick <- struct{}{}:
+	default:
+	}
 }
 
 // recordSession records a session opened here before its id is shown
@@ -408,6 +435,14 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, own
 			return hopServed
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body)) // served here after all if the owner is gone
+		var env envelope
+		if json.Unmarshal(body, &env) == nil && env.Method == "initialize" {
+			// An initialize opens a new session, whatever session id it
+			// carries: it is served here, where its principal is known
+			// (a hop by session id carries none; principal.go sends a
+			// principal's initialize on itself).
+			return hopNotServed
+		}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, owner+HopPath, bytes.NewReader(body))
 	if err != nil {

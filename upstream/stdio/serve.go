@@ -129,6 +129,13 @@ func (b *Bridge) evictAdoptedLocked() bool {
 // client's own params (what it can do, its version, its name), or, when
 // Shared, answered from the shared child's initialize result.
 func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte, env envelope) {
+	if hopped(r.Context()) && r.Header.Get("Mcp-Session-Id") != "" {
+		// A hop by session id carries no principal: the session it would
+		// open would count in nobody's share. The sender serves an
+		// initialize itself (hopTo); a principal's is sent without the id.
+		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request: an initialize is not sent on as a request of another session")
+		return
+	}
 	p := upstream.PrincipalFrom(r.Context())
 	if b.forwardPrincipal(w, r, p.Key, body) { // the principal's child runs on another replica (principal.go)
 		return
