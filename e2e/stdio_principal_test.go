@@ -159,6 +159,72 @@ func TestStdioPrincipal(t *testing.T) {
 	}
 }
 
+// TestStdioPrincipalDualEra (issue 37, item 3: a principal's child
+// "serves no one else"): the test server as a stdio child that speaks
+// 2026-07-28 as well as 2025-11-25 (as go-sdk 1.8's servers do), each of
+// its processes telling its PID (the pid tool). With --upstream-scope
+// principal, Alice's 2025-11-25 session and her two 2026-07-28 clients
+// (go-sdk, two tokens) are served by her one child, and Bob's 2026-07-28
+// client by another: no stateless child serves both. With
+// --upstream-scope session (the contrast, documented in docs/stdio.md),
+// the 2026-07-28 clients of both share the one stateless child, and
+// Alice's 2025-11-25 session has a child of its own.
+func TestStdioPrincipalDualEra(t *testing.T) {
+	if stdioBuildErr != nil {
+		t.Fatalf("test server binary unavailable: %v", stdioBuildErr)
+	}
+	const public = "http://dual.gateway.test/mcp"
+	iss := authtest.NewIssuer(t, "", false)
+	token := func(sub string) string {
+		claims := iss.Claims(public)
+		claims["sub"] = sub
+		return iss.Token(claims)
+	}
+	alice, alice2, bob := token("alice"), token("alice"), token("bob")
+	if alice == alice2 {
+		t.Fatal("alice's two tokens are one: want two owners of one principal")
+	}
+	command := "stdio:" + stdioServerBin + " --stdio --protocol-version 2026-07-28"
+	pid := func(gc *goClient) string {
+		t.Helper()
+		text, isErr := gc.callText(t, &mcp.CallToolParams{Name: "pid", Arguments: map[string]any{}})
+		if isErr || text == "" {
+			t.Fatalf("pid: %q (error %v)", text, isErr)
+		}
+		return text
+	}
+	for _, scope := range []string{"principal", "session"} {
+		t.Run(scope, func(t *testing.T) {
+			g := startGateway(t, command, "--auth-issuer", iss.URL, "--public-url", public,
+				"--upstream-scope", scope, "--upstream-warm", "0")
+			aliceOld := connectGo(t, g.URL, "2025-11-25", withToken(alice), false)
+			aliceNew := connectGo(t, g.URL, "", withToken(alice), false)
+			aliceNew2 := connectGo(t, g.URL, "", withToken(alice2), false)
+			bobNew := connectGo(t, g.URL, "", withToken(bob), false)
+			for name, gc := range map[string]*goClient{"alice's": aliceNew, "alice's second": aliceNew2, "bob's": bobNew} {
+				if v := gc.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+					t.Fatalf("%s go-sdk default client is at %q, want 2026-07-28", name, v)
+				}
+			}
+			old, mine, mine2, his := pid(aliceOld), pid(aliceNew), pid(aliceNew2), pid(bobNew)
+			t.Logf("--upstream-scope %s: alice 2025-11-25 in %s, alice 2026-07-28 in %s and %s, bob 2026-07-28 in %s", scope, old, mine, mine2, his)
+			if scope == "session" {
+				if mine != his || mine2 != his || old == his {
+					t.Errorf("session scope: want the 2026-07-28 clients on the one stateless child and the 2025-11-25 session on its own")
+				}
+				return
+			}
+			if old != mine || mine2 != mine {
+				t.Errorf("alice's 2025-11-25 session and her 2026-07-28 clients ran in different processes; want her one child")
+			}
+			if his == mine {
+				t.Errorf("bob's 2026-07-28 client ran in alice's process")
+			}
+			checkChildren(t, []*gateway{g}, scope, 2) // alice's and bob's; no stateless one
+		})
+	}
+}
+
 // memoryCreate adds an entity named name to gc's graph.
 func memoryCreate(t *testing.T, gc *goClient, name string) {
 	t.Helper()

@@ -39,7 +39,11 @@ type Options struct {
 	// (upstream.Principal on the initialize's context) with one child,
 	// started for its first session (principal.go), instead of a child
 	// per session; a session without a principal gets a child of its
-	// own. Ignored when Shared.
+	// own. The bridge is then a session server whatever versions the
+	// command speaks: it never serves a child statelessly (a 2026-07-28
+	// request of no session is refused as a session server refuses it),
+	// since that one child would serve every principal. Ignored when
+	// Shared.
 	PerPrincipal bool
 	// MaxSessions bounds the sessions (each a child of its own unless
 	// Shared; with PerPrincipal, it bounds the children, and
@@ -175,10 +179,11 @@ func (b *Bridge) newCallTable() *callTable {
 	})
 }
 
-// Start checks that the command can run, starts the shared child (when
-// Shared) and its supervisor, and returns the Bridge. A command that
-// is not found or not executable is an error; a child that starts but
-// fails its handshake is restarted like one that exited.
+// Start checks that the command can run, probes whether it speaks
+// 2026-07-28 (stateless.go; not with PerPrincipal), starts the shared
+// child (when Shared) and its supervisor, and returns the Bridge. A
+// command that is not found or not executable is an error; a child that
+// starts but fails its handshake is restarted like one that exited.
 func Start(opts Options) (*Bridge, error) {
 	if len(opts.Command) == 0 {
 		return nil, errors.New("stdio: no command")
@@ -223,7 +228,17 @@ func Start(opts Options) (*Bridge, error) {
 	b.metrics = NewMetrics()
 	b.metrics.children.b = b
 	b.fleet.startBudget() // before the first child: its limits apply to every one
-	if stateless, err := b.startStateless(); err != nil {
+	if b.fleet.principalsOnly() {
+		// The stateless child would serve every principal's 2026-07-28
+		// clients in one process. No probe: the bridge is a session
+		// server, and the gateway holds a session per owner for its
+		// 2026-07-28 clients, which joins the principal's child.
+		if err := checkDir(opts.Command[0], opts.Dir); err != nil {
+			return nil, err
+		}
+		b.log.Info().Str("op", "stdio").
+			Msg("principal scope: the upstream process is served with sessions, a child per principal, whatever versions it speaks")
+	} else if stateless, err := b.startStateless(); err != nil {
 		return nil, err
 	} else if stateless {
 		if !opts.Shared { // sessions of 2025-11-25 clients, a child each

@@ -322,6 +322,18 @@ func TestBridgeCommandErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("not executable: %v", err)
 	}
+	// A working directory it cannot start in, under principal scope, whose
+	// bridge starts no child at Start.
+	missing := filepath.Join(t.TempDir(), "gone")
+	for _, o := range []Options{{Command: []string{serverBin, "--stdio"}, Dir: missing, PerPrincipal: true},
+		{Command: []string{serverBin, "--stdio"}, Dir: plain, PerPrincipal: true}} {
+		if b, err := Start(o); err == nil {
+			_ = b.Close(context.Background())
+			t.Errorf("Dir %s (per principal %v): started", o.Dir, o.PerPrincipal)
+		} else if !strings.Contains(err.Error(), "cannot start") || !strings.Contains(err.Error(), o.Dir) {
+			t.Errorf("Dir %s (per principal %v): %v", o.Dir, o.PerPrincipal, err)
+		}
+	}
 }
 
 // TestBridgeEnvAndDir: --upstream-env and --upstream-dir reach the child.

@@ -66,7 +66,9 @@
 //   - replicas.go, hop.go: sessions (and principals' children, claimed
 //     atomically) followed across replicas over a signed hop.
 //   - stateless.go, stateless_serve.go, stateless_headers.go: a child that
-//     speaks 2026-07-28, served statelessly.
+//     speaks 2026-07-28, served statelessly (not with PerPrincipal, whose
+//     bridge serves only sessions: one stateless child would serve every
+//     principal).
 //   - metrics.go: the bridge's Prometheus collectors.
 //   - transport.go: the in-process transport for the upstream client.
 //   - split.go: SplitCommand, a command line into its words.

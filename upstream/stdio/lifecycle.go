@@ -84,6 +84,9 @@ func (r *refusal) Error() string { return r.msg }
 // forget fails the calls of a child that exited, ends its session (a
 // session's own child) and drops it.
 func (b *Bridge) forget(p *proc) {
+	// Whether taskgate stopped it, read before its sessions end: ending
+	// the last one stops the child (already gone) and names that reason.
+	byItself := p.killReason() == ""
 	b.mu.Lock()
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
 	if key := p.principal; key != "" { // a principal's child: every session on it ends, unless a fresh child replaces it (respawn.go)
@@ -98,14 +101,14 @@ func (b *Bridge) forget(p *proc) {
 					n++
 				}
 			}
-			if n > 0 && p.killReason() == "" {
+			if n > 0 && byItself {
 				b.log.Warn().Str("op", "stdio").Int("sessions", n).Err(p.exitErr).
 					Msg("a principal's upstream process exited; its sessions ended (their clients get 404 and initialize again)")
 			}
 		}
 	} else if s := p.sess; s != nil && !s.Ended && b.sessions[s.id] == s && !b.fleet.respawnLocked(s, p) { // respawn.go
 		b.endSessionLocked(s)
-		if p.killReason() == "" { // it ended by itself, not because its session did
+		if byItself { // it ended by itself, not because its session did
 			b.log.Warn().Str("op", "stdio").Str("session", s.id).Err(p.exitErr).
 				Msg("the session's upstream process exited; the session ended (its client gets 404 and initializes again)")
 		}

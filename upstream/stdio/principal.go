@@ -71,8 +71,18 @@ func principalRecord(key string) string { return "\x00principal\x00" + key }
 // perPrincipal reports whether the session of principal key is served by
 // the principal's child.
 func (f *fleet) perPrincipal(key string) bool {
+	return f.principalsOnly() && key != ""
+}
+
+// principalsOnly reports whether the bridge serves principal scope: no
+// child serves two principals. Then no child is served statelessly, even
+// one that speaks 2026-07-28 (bridge.go, Start): the one stateless child
+// would serve every principal's 2026-07-28 clients. The gateway serves
+// those with a session it holds per owner (a 2026-07-28 client in front
+// of a session upstream), and that session joins its principal's child.
+func (f *fleet) principalsOnly() bool {
 	b := f.b
-	return b.opts.PerPrincipal && !b.opts.Shared && key != ""
+	return b.opts.PerPrincipal && !b.opts.Shared
 }
 
 // joinPrincipalLocked counts a session of principal key being opened

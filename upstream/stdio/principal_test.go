@@ -391,3 +391,73 @@ func TestBridgePrincipalIsolation(t *testing.T) {
 		t.Fatalf("alice's elicit (asked %v): %s %+v; want her own answer, the call not cancelled", asked, final.Result, final.Error)
 	}
 }
+
+// TestBridgePrincipalScopeServesNoStatelessChild (issue 37, item 3:
+// "what it never shares: anything with another principal"): a child that
+// speaks 2026-07-28 as well as 2025-11-25 (the test server as the go-sdk
+// makes one) is served statelessly under session scope, one child for
+// every 2026-07-28 request whoever sends it; under principal scope the
+// bridge starts no such child and answers a 2026-07-28 request of no
+// session as a session server does (400, -32600), so the gateway takes it
+// for a session upstream and serves its 2026-07-28 clients through the
+// sessions it holds per owner, which join their principals' children.
+func TestBridgePrincipalScopeServesNoStatelessChild(t *testing.T) {
+	dual := []string{serverBin, "--stdio", "--protocol-version", "2026-07-28"}
+	pidOf := func(b *Bridge, key string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ctx = upstream.WithPrincipal(ctx, upstream.Principal{Key: key})
+		resp := post2026(t, ctx, b, "tools/call", map[string]any{"name": "pid", "arguments": map[string]any{}}, map[string]string{"Mcp-Name": "pid"})
+		a := answer(t, resp)
+		var r struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if resp.StatusCode != http.StatusOK || a.Error != nil || json.Unmarshal(a.Result, &r) != nil || len(r.Content) == 0 {
+			t.Fatalf("%s's 2026-07-28 pid call: HTTP %d %s %+v", key, resp.StatusCode, a.Result, a.Error)
+		}
+		return r.Content[0].Text
+	}
+
+	t.Run("session", func(t *testing.T) {
+		b, _ := startBridge(t, func(o *Options) { o.Command = dual })
+		if b.st == nil {
+			t.Fatal("session scope serves the dual-version child with sessions only; want its stateless child")
+		}
+		if a, o := pidOf(b, "alice"), pidOf(b, "bob"); a != o {
+			t.Fatalf("session scope: alice's 2026-07-28 call ran in %s, bob's in %s; want the one stateless child", a, o)
+		}
+	})
+
+	t.Run("principal", func(t *testing.T) {
+		b, logs := startBridge(t, func(o *Options) { o.Command = dual; o.PerPrincipal = true; o.SessionIdle = time.Hour })
+		if b.st != nil {
+			t.Fatal("principal scope serves a stateless child: it would serve every principal's 2026-07-28 clients")
+		}
+		if n := running(b); n != 0 {
+			t.Fatalf("%d children before any session, want none (no probe, no stateless child)", n)
+		}
+		if !strings.Contains(logs.String(), "served with sessions, a child per principal") {
+			t.Errorf("no log line says principal scope serves sessions:\n%s", logs.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ctx = upstream.WithPrincipal(ctx, upstream.Principal{Key: "alice"})
+		for _, method := range []string{"server/discover", "tools/call"} {
+			resp := post2026(t, ctx, b, method, map[string]any{"name": "pid", "arguments": map[string]any{}}, nil)
+			if a := answer(t, resp); resp.StatusCode != http.StatusBadRequest || a.Error == nil || a.Error.Code != -32600 {
+				t.Fatalf("a 2026-07-28 %s of no session: HTTP %d %s %+v; want 400 and -32600, as from a session server", method, resp.StatusCode, a.Result, a.Error)
+			}
+		}
+		if n := running(b); n != 0 {
+			t.Fatalf("%d children after 2026-07-28 requests of no session, want none", n)
+		}
+		// The sessions (the gateway's own for a 2026-07-28 client among
+		// them) are on their principals' children.
+		a1, a2, bob := newClientAs(t, b, "alice"), newClientAs(t, b, "alice"), newClientAs(t, b, "bob")
+		pa, pb := a1.tool(1, "pid", nil), bob.tool(1, "pid", nil)
+		if pa == "" || a2.tool(1, "pid", nil) != pa || pb == pa {
+			t.Fatalf("alice's sessions ran in %s and %s, bob's in %s; want hers on one child, his on another", pa, a2.tool(2, "pid", nil), pb)
+		}
+	})
+}

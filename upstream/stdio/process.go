@@ -165,6 +165,23 @@ func (p *proc) writeLoop() {
 	}
 }
 
+// checkDir is the error a child's start in dir would get when dir is
+// not a directory it can start in (startProc's, for a bridge that starts
+// no child at Start).
+func checkDir(command, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cannot start %s: %w", command, unwrapExec(err))
+	case !fi.IsDir():
+		return fmt.Errorf("cannot start %s: %s: not a directory", command, dir)
+	}
+	return nil
+}
+
 // unwrapExec makes exec's "fork/exec /x: permission denied" one clause.
 func unwrapExec(err error) error {
 	var pe *os.PathError

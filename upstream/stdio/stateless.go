@@ -13,7 +13,9 @@ package stdio
 //	            the bridge stateless, for its whole life; any other answer
 //	            (an error, none within the probe timeout, an exit) stops that
 //	            child and the bridge serves sessions as before, each child
-//	            then initialized.
+//	            then initialized. With PerPrincipal there is no probe: the
+//	            bridge serves sessions, for no child may serve two
+//	            principals (principal.go).
 //	POST        one request, its id rewritten to a bridge id (and its
 //	            progressToken to a bridge token) so that concurrent requests
 //	            of all clients never collide on the child's one stdin; the

@@ -22,6 +22,7 @@ import (
 //	hugeline {bytes} writes one line of that many bytes to stdout, then answers "ok"
 //	afterlog {text}  answers "ok", then (its call over) writes a log message of text
 //	counter {}       a count kept by this process: 1, 2, 3…
+//	pid {}           this process's id, to tell which process served a call
 //	env {name}       the value of an environment variable, and the working directory
 //	bigtext {bytes}  answers with a text of that many bytes (one long stdout line)
 //	flood {lines}    writes that many lines to stderr, then answers "ok"
@@ -75,6 +76,9 @@ func serveStdio(version string, rootsAtStart bool) error {
 	var count atomic.Int64
 	mcp.AddTool(s, &mcp.Tool{Name: "counter", Description: "Counts the calls this process served."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return text(fmt.Sprint(count.Add(1))), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "pid", Description: "The id of the process that serves the call."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return text(strconv.Itoa(os.Getpid())), nil, nil
 	})
 	type envIn struct {
 		Name string `json:"name"`
