@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -55,14 +56,14 @@ func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *callGate, 
 			mod(c)
 		}
 	})
-	return h, f.urls[0], gate, log
+	return h, f.URLs[0], gate, log
 }
 
 // principalClient is a 2025-11-25 client whose Authorization makes it a
 // principal of its own (the header's digest, without sign-in).
-func principalClient(t *testing.T, url, auth string) *mcpClient {
-	c := &mcpClient{t: t, urls: []string{url}, auth: auth}
-	c.initialize()
+func principalClient(t *testing.T, url, auth string) *gwtest.Client {
+	c := &gwtest.Client{T: t, URLs: []string{url}, Auth: auth}
+	c.Initialize()
 	return c
 }
 
@@ -93,7 +94,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	var refusals []rpcReply
 	held := 0
 	for range 20 {
-		if r := a.taskCall("slow", map[string]any{"seconds": 0, "text": gateMarker}); r.Error != nil {
+		if r := taskCall(a, "slow", map[string]any{"seconds": 0, "text": gateMarker}); r.Error != nil {
 			refusals = append(refusals, r)
 		} else {
 			held++
@@ -101,7 +102,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	}
 	var bTasks []string
 	for i := range 4 {
-		r := b.taskCall("slow", map[string]any{"seconds": 0, "text": "b"})
+		r := taskCall(b, "slow", map[string]any{"seconds": 0, "text": "b"})
 		if r.Error != nil {
 			t.Fatalf("B's task %d refused for A's load: %s", i, r.Error.Message)
 		}
@@ -112,7 +113,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 		bTasks = append(bTasks, res.Task.TaskID)
 	}
 	for _, id := range bTasks {
-		b.waitStatus(id, "completed")
+		b.WaitStatus(id, "completed")
 	}
 	if held != 4 || len(refusals) != 16 {
 		t.Fatalf("A held %d and was refused %d, want 4 (half of --max-inflight) and 16", held, len(refusals))
@@ -151,10 +152,10 @@ func TestTaskRateRefusesOnlyItsPrincipal(t *testing.T) {
 	a := principalClient(t, url, "Bearer alice")
 	b := principalClient(t, url, "Bearer bob")
 	for range 2 {
-		a.startTask("echo", map[string]any{"text": "a"}, nil)
+		a.StartTask("echo", map[string]any{"text": "a"}, nil)
 	}
 	waitIdle(t, h)
-	r := a.taskCall("echo", map[string]any{"text": "a"})
+	r := taskCall(a, "echo", map[string]any{"text": "a"})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "--max-task-rate") {
 		t.Fatalf("A's third task a minute = %+v, want refused naming --max-task-rate", r.Error)
 	}
@@ -164,7 +165,7 @@ func TestTaskRateRefusesOnlyItsPrincipal(t *testing.T) {
 	if n := h.runner.Inflight(); n != 0 {
 		t.Fatalf("the refusal holds %d in-flight slots", n)
 	}
-	b.startTask("echo", map[string]any{"text": "b"}, nil)
+	b.StartTask("echo", map[string]any{"text": "b"}, nil)
 	if n := metricValue(scrape(t, url), "taskgate_refusals_total", map[string]string{"reason": obs.RefusedTaskRate}); n != 1 {
 		t.Errorf("taskgate_refusals_total{reason=max_task_rate} = %v, want 1", n)
 	}

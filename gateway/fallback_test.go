@@ -39,39 +39,7 @@ func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *callGate) {
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
-	return &cluster{urls: f.urls, rec: rec}, gate
-}
-
-// initializeAs opens a session of a client of version with capabilities
-// caps, and returns the initialize result.
-func (c *mcpClient) initializeAs(version string, caps map[string]any) json.RawMessage {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp := c.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{
-		"protocolVersion": version, "capabilities": caps,
-		"clientInfo": map[string]any{"name": "no-tasks", "version": "0"},
-	}})
-	c.sid = resp.Header.Get("Mcp-Session-Id")
-	var result json.RawMessage
-	readMessages(c.t, resp, func(m rpcReply) bool { result = m.Result; return false })
-	if c.sid == "" || result == nil {
-		c.t.Fatalf("initialize: session %q result %s", c.sid, result)
-	}
-	r := c.do(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	r.Body.Close()
-	return result
-}
-
-// callAll sends a request and returns every message of its answer.
-func (c *mcpClient) callAll(method string, params any) []rpcReply {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out []rpcReply
-	readMessages(c.t, c.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 1000 + c.nextID.Add(1), "method": method, "params": params}),
-		func(m rpcReply) bool { out = append(out, m); return true })
-	return out
+	return &cluster{urls: f.URLs, rec: rec}, gate
 }
 
 type toolAnswer struct {
@@ -95,16 +63,16 @@ func (a toolAnswer) text() string {
 	return b.String()
 }
 
-// tool calls a tool and decodes its CallToolResult.
-func (c *mcpClient) tool(name string, args map[string]any) toolAnswer {
-	c.t.Helper()
-	r := c.call("tools/call", map[string]any{"name": name, "arguments": args})
+// callTool calls a tool and decodes its CallToolResult.
+func callTool(c *gwtest.Client, name string, args map[string]any) toolAnswer {
+	c.T.Helper()
+	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
 	if r.Error != nil {
-		c.t.Fatalf("%s: JSON-RPC error %+v", name, r.Error)
+		c.T.Fatalf("%s: JSON-RPC error %+v", name, r.Error)
 	}
 	var a toolAnswer
 	if err := json.Unmarshal(r.Result, &a); err != nil {
-		c.t.Fatalf("%s: result %s: %v", name, r.Result, err)
+		c.T.Fatalf("%s: result %s: %v", name, r.Result, err)
 	}
 	return a
 }
@@ -133,8 +101,8 @@ func toolNames(t *testing.T, result json.RawMessage) map[string]bool {
 // arguments say what to fix; cancel.
 func TestFallbackSessionClient(t *testing.T) {
 	cl, gate := gatedFallbackCluster(t, 2)
-	c := &mcpClient{t: t, urls: cl.urls}
-	init := c.initializeAs("2025-06-18", map[string]any{})
+	c := &gwtest.Client{T: t, URLs: cl.urls}
+	init := c.InitializeAs("2025-06-18", map[string]any{})
 	var caps struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		Capabilities    struct {
@@ -148,19 +116,19 @@ func TestFallbackSessionClient(t *testing.T) {
 	if caps.ProtocolVersion != "2025-06-18" || !caps.Capabilities.Tools.ListChanged || caps.Capabilities.Tasks != nil {
 		t.Fatalf("initialize result %s: want 2025-06-18, tools.listChanged, no tasks", init)
 	}
-	if names := toolNames(t, c.call("tools/list", map[string]any{}).Result); names["taskgate_task_result"] || !names["slow"] {
+	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_result"] || !names["slow"] {
 		t.Fatalf("tools/list before any fallback task: %v", names)
 	}
 
 	// A task candidate answered within its hybrid wait is a plain answer.
-	if a := c.tool("echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
+	if a := callTool(c, "echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
 		t.Fatalf("fast call: %+v", a)
 	}
 
 	// The first fallback task: list_changed, then the result naming it.
 	// Its call stays in flight until the gate opens: it is working
 	// however long the checks below take.
-	msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gateMarker}})
+	msgs := c.CallAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gateMarker}})
 	if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
 		t.Fatalf("first fallback answer: %+v, want list_changed then the result", msgs)
 	}
@@ -171,32 +139,32 @@ func TestFallbackSessionClient(t *testing.T) {
 		!strings.Contains(started.text(), "taskgate_task_result") || !strings.Contains(started.text(), id) {
 		t.Fatalf("started: %s", msgs[1].Result)
 	}
-	if names := toolNames(t, c.call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] ||
+	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] ||
 		!names["taskgate_task_cancel"] || !names["taskgate_task_answer"] || !names["slow"] {
 		t.Fatalf("tools/list after the first fallback task: %v", names)
 	}
 	// Only the first page gains them.
-	if r := c.call("tools/list", map[string]any{"cursor": "x"}); r.Result != nil && toolNames(t, r.Result)["taskgate_task_status"] {
+	if r := c.Call("tools/list", map[string]any{"cursor": "x"}); r.Result != nil && toolNames(t, r.Result)["taskgate_task_status"] {
 		t.Fatalf("a later page has the fallback tools: %s", r.Result)
 	}
 
-	if a := c.tool("taskgate_task_status", map[string]any{"taskId": id}); a.IsError || a.StructuredContent.Status != "working" ||
+	if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.IsError || a.StructuredContent.Status != "working" ||
 		!strings.Contains(a.text(), "working") {
 		t.Fatalf("status: %+v", a)
 	}
 	// Another session (same replicas) is another owner.
-	other := &mcpClient{t: t, urls: cl.urls}
-	other.initializeAs("2025-06-18", map[string]any{})
+	other := &gwtest.Client{T: t, URLs: cl.urls}
+	other.InitializeAs("2025-06-18", map[string]any{})
 	for _, tool := range []string{"taskgate_task_status", "taskgate_task_result", "taskgate_task_cancel"} {
-		if a := other.tool(tool, map[string]any{"taskId": id}); !a.IsError || !strings.Contains(a.text(), "task not found") {
+		if a := callTool(other, tool, map[string]any{"taskId": id}); !a.IsError || !strings.Contains(a.text(), "task not found") {
 			t.Fatalf("%s of another session's task: %+v", tool, a)
 		}
 	}
 	gate.release()
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 0 s: "+gateMarker || a.IsError {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 0 s: "+gateMarker || a.IsError {
 		t.Fatalf("result: %+v", a)
 	}
-	if a := c.tool("taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "completed" {
+	if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "completed" {
 		t.Fatalf("status after the result: %+v", a)
 	}
 
@@ -214,24 +182,24 @@ func TestFallbackSessionClient(t *testing.T) {
 		{"taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{"k": 1}}, "must be an object"},
 		{"taskgate_task_status", map[string]any{"taskId": "no-such-task"}, "task not found"},
 	} {
-		if a := c.tool(tc.tool, tc.args); !a.IsError || !strings.Contains(a.text(), tc.want) {
+		if a := callTool(c, tc.tool, tc.args); !a.IsError || !strings.Contains(a.text(), tc.want) {
 			t.Errorf("%s %v: %+v, want isError with %q", tc.tool, tc.args, a, tc.want)
 		}
 	}
 
 	// Cancel: the task and the upstream call end.
-	second := c.tool("slow", map[string]any{"seconds": 20, "text": "never"})
+	second := callTool(c, "slow", map[string]any{"seconds": 20, "text": "never"})
 	sid := second.StructuredContent.TaskID
 	if sid == "" {
 		t.Fatalf("second fallback answer: %+v", second)
 	}
-	if a := c.tool("taskgate_task_cancel", map[string]any{"taskId": sid}); a.IsError || a.StructuredContent.Status != "cancelled" {
+	if a := callTool(c, "taskgate_task_cancel", map[string]any{"taskId": sid}); a.IsError || a.StructuredContent.Status != "cancelled" {
 		t.Fatalf("cancel: %+v", a)
 	}
-	if a := c.tool("taskgate_task_cancel", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "already") {
+	if a := callTool(c, "taskgate_task_cancel", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "already") {
 		t.Fatalf("cancel again: %+v", a)
 	}
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "cancelled") {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "cancelled") {
 		t.Fatalf("result of a cancelled task: %+v", a)
 	}
 	gwtest.WaitFor(t, func() bool { return cl.rec.Count("slow", testupstream.Cancelled) == 1 })
@@ -241,16 +209,16 @@ func TestFallbackSessionClient(t *testing.T) {
 // task's question with task_answer, read from task_status.
 func TestFallbackInputByTool(t *testing.T) {
 	cl := fallbackCluster(t, 2)
-	c := &mcpClient{t: t, urls: cl.urls}
-	c.initializeAs("2025-11-25", map[string]any{})
-	started := c.tool("elicit", map[string]any{})
+	c := &gwtest.Client{T: t, URLs: cl.urls}
+	c.InitializeAs("2025-11-25", map[string]any{})
+	started := callTool(c, "elicit", map[string]any{})
 	id := started.StructuredContent.TaskID
 	if id == "" || started.StructuredContent.Status != "input_required" || !strings.Contains(started.text(), "needs input") {
 		t.Fatalf("elicit: %+v", started)
 	}
 	var st toolAnswer
 	gwtest.WaitFor(t, func() bool {
-		st = c.tool("taskgate_task_status", map[string]any{"taskId": id})
+		st = callTool(c, "taskgate_task_status", map[string]any{"taskId": id})
 		return len(st.StructuredContent.InputRequests) == 1
 	})
 	var key string
@@ -261,18 +229,18 @@ func TestFallbackInputByTool(t *testing.T) {
 		t.Fatalf("status text: %s", st.text())
 	}
 	// The result cannot ask this client: it returns the status at once.
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 30}); a.StructuredContent.Status != "input_required" {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 30}); a.StructuredContent.Status != "input_required" {
 		t.Fatalf("result while waiting for input: %+v", a)
 	}
-	if a := c.tool("taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{"nope": map[string]any{}}}); !a.IsError ||
+	if a := callTool(c, "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{"nope": map[string]any{}}}); !a.IsError ||
 		!strings.Contains(a.text(), `"`+key+`"`) {
 		t.Fatalf("answer with a wrong key: %+v", a)
 	}
-	if a := c.tool("taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
+	if a := callTool(c, "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
 		key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); a.IsError {
 		t.Fatalf("answer: %+v", a)
 	}
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id}); a.text() != "Hello, Ada!" {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id}); a.text() != "Hello, Ada!" {
 		t.Fatalf("result: %+v", a)
 	}
 }
@@ -281,15 +249,15 @@ func TestFallbackInputByTool(t *testing.T) {
 // the stream of its pending task_result, and answers on another replica.
 func TestFallbackInputOnResultStream(t *testing.T) {
 	cl := fallbackCluster(t, 2)
-	c := &mcpClient{t: t, urls: cl.urls}
-	c.initializeAs("2025-11-25", map[string]any{"elicitation": map[string]any{}})
-	id := c.tool("elicit", map[string]any{}).StructuredContent.TaskID
+	c := &gwtest.Client{T: t, URLs: cl.urls}
+	c.InitializeAs("2025-11-25", map[string]any{"elicitation": map[string]any{}})
+	id := callTool(c, "elicit", map[string]any{}).StructuredContent.TaskID
 	if id == "" {
 		t.Fatal("no task")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp := c.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+	resp := c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/call",
 		"params": map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 20}}})
 	asked := 0
 	var final rpcReply
@@ -297,7 +265,7 @@ func TestFallbackInputOnResultStream(t *testing.T) {
 		switch {
 		case m.Method == "elicitation/create":
 			asked++
-			ar := c.do(ctx, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID),
+			ar := c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID),
 				"result": map[string]any{"action": "accept", "content": map[string]any{"name": "Grace"}}})
 			ar.Body.Close()
 			if ar.StatusCode != http.StatusAccepted {
@@ -380,15 +348,15 @@ func TestFallbackOff(t *testing.T) {
 	f.add(func(c *Config) {
 		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 100*time.Millisecond)
 	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initializeAs("2025-06-18", map[string]any{})
-	if a := c.tool("slow", map[string]any{"seconds": 0.5, "text": "x"}); a.text() != "slept 0.5 s: x" {
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.InitializeAs("2025-06-18", map[string]any{})
+	if a := callTool(c, "slow", map[string]any{"seconds": 0.5, "text": "x"}); a.text() != "slept 0.5 s: x" {
 		t.Fatalf("slow call: %+v", a)
 	}
-	if names := toolNames(t, c.call("tools/list", map[string]any{}).Result); names["taskgate_task_status"] {
+	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_status"] {
 		t.Fatalf("tools/list: %v", names)
 	}
-	if r := c.call("tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": "x"}}); r.Error == nil {
+	if r := c.Call("tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": "x"}}); r.Error == nil {
 		var a toolAnswer
 		_ = json.Unmarshal(r.Result, &a)
 		if strings.Contains(a.text(), "task not found") {
@@ -401,50 +369,48 @@ func TestFallbackOff(t *testing.T) {
 // extension and without elicitation answers its fallback task's question
 // with task_answer, in front of either era of upstream.
 func TestFallbackStatelessClientInput(t *testing.T) {
-	for _, era := range upstreamEras {
-		t.Run(era.name, func(t *testing.T) {
-			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: era.stateless}))
-			t.Cleanup(up.Close)
-			f := newFleet(t, up.URL+"/mcp")
-			for i := 0; i < 2; i++ {
-				f.add(func(c *Config) {
-					c.Policy = hybridPolicy(rules(t, "elicit", policy.Task), 200*time.Millisecond)
-					c.Fallback = FallbackTools{Enabled: true}
-				})
-			}
-			call := func(url, tool string, args map[string]any) toolAnswer {
-				var a toolAnswer
-				okResult(t, mpost(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, modernMeta(), nil), &a)
-				return a
-			}
-			var list json.RawMessage
-			okResult(t, mpost(t, f.urls[1], "tools/list", nil, modernMeta(), nil), &list)
-			if names := toolNames(t, list); !names["elicit"] || !names["taskgate_task_answer"] {
-				t.Fatalf("tools/list: %v", names)
-			}
-			started := call(f.urls[0], "elicit", map[string]any{})
-			id := started.StructuredContent.TaskID
-			if id == "" {
-				t.Fatalf("elicit: %+v", started)
-			}
-			var st toolAnswer
-			gwtest.WaitFor(t, func() bool {
-				st = call(f.urls[1], "taskgate_task_status", map[string]any{"taskId": id})
-				return len(st.StructuredContent.InputRequests) == 1
+	eras(t, func(t *testing.T, stateless bool) {
+		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		t.Cleanup(up.Close)
+		f := newFleet(t, up.URL+"/mcp")
+		for i := 0; i < 2; i++ {
+			f.add(func(c *Config) {
+				c.Policy = hybridPolicy(rules(t, "elicit", policy.Task), 200*time.Millisecond)
+				c.Fallback = FallbackTools{Enabled: true}
 			})
-			var key string
-			for k := range st.StructuredContent.InputRequests {
-				key = k
-			}
-			if a := call(f.urls[0], "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
-				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Lin"}}}}); a.IsError {
-				t.Fatalf("answer: %+v", a)
-			}
-			if a := call(f.urls[1], "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "Hello, Lin!" {
-				t.Fatalf("result: %+v", a)
-			}
+		}
+		call := func(url, tool string, args map[string]any) toolAnswer {
+			var a toolAnswer
+			okResult(t, mpost(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, modernMeta(), nil), &a)
+			return a
+		}
+		var list json.RawMessage
+		okResult(t, mpost(t, f.URLs[1], "tools/list", nil, modernMeta(), nil), &list)
+		if names := toolNames(t, list); !names["elicit"] || !names["taskgate_task_answer"] {
+			t.Fatalf("tools/list: %v", names)
+		}
+		started := call(f.URLs[0], "elicit", map[string]any{})
+		id := started.StructuredContent.TaskID
+		if id == "" {
+			t.Fatalf("elicit: %+v", started)
+		}
+		var st toolAnswer
+		gwtest.WaitFor(t, func() bool {
+			st = call(f.URLs[1], "taskgate_task_status", map[string]any{"taskId": id})
+			return len(st.StructuredContent.InputRequests) == 1
 		})
-	}
+		var key string
+		for k := range st.StructuredContent.InputRequests {
+			key = k
+		}
+		if a := call(f.URLs[0], "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
+			key: map[string]any{"action": "accept", "content": map[string]any{"name": "Lin"}}}}); a.IsError {
+			t.Fatalf("answer: %+v", a)
+		}
+		if a := call(f.URLs[1], "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "Hello, Lin!" {
+			t.Fatalf("result: %+v", a)
+		}
+	})
 }
 
 // TestFallbackProgressInStatus: progress the upstream reports for a
@@ -459,9 +425,9 @@ func TestFallbackProgressInStatus(t *testing.T) {
 		c.Policy = hybridPolicy(rules(t, "progress", policy.Task), 200*time.Millisecond)
 		c.Fallback = FallbackTools{Enabled: true}
 	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initializeAs("2025-11-25", map[string]any{})
-	msgs := c.callAll("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3, "delayMs": 400},
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.InitializeAs("2025-11-25", map[string]any{})
+	msgs := c.CallAll("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3, "delayMs": 400},
 		"_meta": map[string]any{"progressToken": "p1"}})
 	var started toolAnswer
 	_ = json.Unmarshal(msgs[len(msgs)-1].Result, &started)
@@ -471,13 +437,13 @@ func TestFallbackProgressInStatus(t *testing.T) {
 	}
 	var st toolAnswer
 	gwtest.WaitFor(t, func() bool {
-		st = c.tool("taskgate_task_status", map[string]any{"taskId": id})
+		st = callTool(c, "taskgate_task_status", map[string]any{"taskId": id})
 		return strings.Contains(st.text(), "Progress: ")
 	})
 	if !strings.Contains(st.text(), "/3 (step ") {
 		t.Fatalf("status text: %s", st.text())
 	}
-	if a := c.tool("taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 10}); a.IsError {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 10}); a.IsError {
 		t.Fatalf("result: %+v", a)
 	}
 }
@@ -493,8 +459,8 @@ func TestFallbackRequiredTool(t *testing.T) {
 		c.Policy = hybridPolicy(rules(t, "slow", policy.TaskRequired), 100*time.Millisecond)
 		c.Fallback = FallbackTools{Enabled: true}
 	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initializeAs("2025-11-25", map[string]any{})
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.InitializeAs("2025-11-25", map[string]any{})
 	var list struct {
 		Tools []struct {
 			Name      string `json:"name"`
@@ -503,19 +469,19 @@ func TestFallbackRequiredTool(t *testing.T) {
 			} `json:"execution"`
 		} `json:"tools"`
 	}
-	_ = json.Unmarshal(c.call("tools/list", map[string]any{}).Result, &list)
+	_ = json.Unmarshal(c.Call("tools/list", map[string]any{}).Result, &list)
 	for _, tl := range list.Tools {
 		if tl.Name == "slow" && tl.Execution.TaskSupport != "optional" {
 			t.Fatalf("slow taskSupport %q, want optional for a client without tasks", tl.Execution.TaskSupport)
 		}
 	}
-	if a := c.tool("slow", map[string]any{"seconds": 0.5, "text": "x"}); a.StructuredContent.TaskID == "" {
+	if a := callTool(c, "slow", map[string]any{"seconds": 0.5, "text": "x"}); a.StructuredContent.TaskID == "" {
 		t.Fatalf("required tool without params.task: %+v", a)
 	}
 	// A client with tasks still sees "required".
-	w := &mcpClient{t: t, urls: f.urls}
-	w.initializeAs("2025-11-25", map[string]any{"tasks": map[string]any{"requests": map[string]any{}}})
-	_ = json.Unmarshal(w.call("tools/list", map[string]any{}).Result, &list)
+	w := &gwtest.Client{T: t, URLs: f.URLs}
+	w.InitializeAs("2025-11-25", map[string]any{"tasks": map[string]any{"requests": map[string]any{}}})
+	_ = json.Unmarshal(w.Call("tools/list", map[string]any{}).Result, &list)
 	for _, tl := range list.Tools {
 		if tl.Name == "slow" && tl.Execution.TaskSupport != "required" {
 			t.Fatalf("slow taskSupport %q for a client with tasks, want required", tl.Execution.TaskSupport)

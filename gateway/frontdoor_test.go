@@ -119,14 +119,14 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
 	for i := range 3 {
-		c := &modernClient{t: t, urls: f.urls, header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
-		d := c.toolTask("slow", map[string]any{"seconds": 0.01})
+		c := &gwtest.ModernClient{T: t, URLs: f.URLs, Header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
+		d := c.ToolTask("slow", map[string]any{"seconds": 0.01})
 		if *d.TTLMs > core.AnonymousTTL.Milliseconds() {
 			t.Errorf("task %d: ttl %d ms, want an anonymous task's (at most %d)", i, *d.TTLMs, core.AnonymousTTL.Milliseconds())
 		}
 		// Its id is its credential: another anonymous client reads it.
-		other := &modernClient{t: t, urls: f.urls}
-		other.waitTask(d.TaskID, "completed")
+		other := &gwtest.ModernClient{T: t, URLs: f.URLs}
+		other.WaitTask(d.TaskID, "completed")
 	}
 	if n := inits.Load(); n != 1 {
 		t.Errorf("the upstream saw %d initialize requests, want 1 (one anonymous owner session)", n)
@@ -139,27 +139,27 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{MaxTasksPerOwner: 1},
 		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{PerAddress: 2}})
-	a := rig.c.toolTask("slow", map[string]any{"seconds": 30})
-	b := rig.c.toolTask("slow", map[string]any{"seconds": 30}) // the per-owner cap of 1 does not apply
-	r := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}})
+	a := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
+	b := rig.c.ToolTask("slow", map[string]any{"seconds": 30}) // the per-owner cap of 1 does not apply
+	r := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "from this address") {
 		t.Errorf("third anonymous task from one address: %+v, want refused by the per-address cap", r)
 	}
 	for _, id := range []string{a.TaskID, b.TaskID} {
-		rig.c.call("tasks/cancel", map[string]any{"taskId": id})
+		rig.c.Call("tasks/cancel", map[string]any{"taskId": id})
 	}
 	// An authenticated client is an owner of its own, with its own cap.
-	authed := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer x"}
-	authed.toolTask("slow", map[string]any{"seconds": 0.01})
+	authed := &gwtest.ModernClient{T: t, URLs: rig.c.URLs, Auth: "Bearer x"}
+	authed.ToolTask("slow", map[string]any{"seconds": 0.01})
 
 	noAnon := newStoreRig(t, true, taskstore.Options{},
 		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{Disabled: true}})
-	r = noAnon.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.01}})
+	r = noAnon.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.01}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "Authorization") {
 		t.Errorf("anonymous task with anonymous tasks disabled: %+v, want refused", r)
 	}
 	// An "auto" call is made a plain one instead.
-	r = noAnon.c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
+	r = noAnon.c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
 	if r.Error != nil || !strings.Contains(string(r.Result), "plain") || strings.Contains(string(r.Result), `"task"`) {
 		t.Errorf("auto call with anonymous tasks disabled: %+v, want the plain result", r)
 	}
@@ -173,28 +173,28 @@ func TestTasksUpdateIsBounded(t *testing.T) {
 	// Leases long enough that no renewal runs a script during the test.
 	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)),
 		Lease: 10 * time.Minute, LeaseRenew: 5 * time.Minute}, cmds)
-	d := rig.c.toolTask("slow", map[string]any{"seconds": 30})
+	d := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
 	many := map[string]any{}
 	for i := range 10000 {
 		many[fmt.Sprint(i)] = map[string]any{"action": "accept"}
 	}
 	cmds.reset()
-	r := rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": many})
+	r := rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": many})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams || !strings.Contains(r.Error.Message, "at most") {
 		t.Errorf("tasks/update with 10000 answers: %+v, want -32602", r)
 	}
 	if n := cmds.reset(); n["evalsha"]+n["eval"] != 0 {
 		t.Errorf("the refused tasks/update ran scripts: %v", n)
 	}
-	r = rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": []int{1}})
+	r = rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": []int{1}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "inputResponses must be an object") {
 		t.Errorf("tasks/update with an array: %+v, want a message about inputResponses", r)
 	}
-	r = rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{strings.Repeat("k", 100): 1}})
+	r = rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{strings.Repeat("k", 100): 1}})
 	if r.Error != nil {
 		t.Errorf("tasks/update with an unknown key: %+v, want it ignored", r)
 	}
-	rig.c.call("tasks/cancel", map[string]any{"taskId": d.TaskID})
+	rig.c.Call("tasks/cancel", map[string]any{"taskId": d.TaskID})
 }
 
 // newMiniStore is a store on an in-process Redis.
@@ -212,8 +212,8 @@ func newMiniStore(t *testing.T) *taskstore.Store {
 func TestWorkerStopsWhenTheRecordIsGone(t *testing.T) {
 	rig := newStoreRig(t, false, taskstore.Options{},
 		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Lease: 2 * time.Second, LeaseRenew: 100 * time.Millisecond})
-	rig.c.auth = "Bearer gone"
-	rig.c.toolTask("slow", map[string]any{"seconds": 60})
+	rig.c.Auth = "Bearer gone"
+	rig.c.ToolTask("slow", map[string]any{"seconds": 60})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := rig.rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
@@ -402,9 +402,9 @@ func TestListenIsBounded(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 20 * time.Millisecond},
 		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))}, cmds)
 	c := rig.c
-	c.auth = "Bearer listener"
-	done := c.toolTask("slow", map[string]any{"seconds": 0.01})
-	c.waitTask(done.TaskID, "completed")
+	c.Auth = "Bearer listener"
+	done := c.ToolTask("slow", map[string]any{"seconds": 0.01})
+	c.WaitTask(done.TaskID, "completed")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -420,12 +420,12 @@ func TestListenIsBounded(t *testing.T) {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"taskIds":%s},`+
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,
 			mustJSONList(ids))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.urls[0], strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URLs[0], strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", "subscriptions/listen")
-		req.Header.Set("Authorization", c.auth)
+		req.Header.Set("Authorization", c.Auth)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -475,11 +475,11 @@ func mustJSONList(ids []string) string {
 func TestAnonymousCapKeepsAutoCallsAlive(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{},
 		Config{Policy: hybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
-	first := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
+	first := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
 	if !strings.Contains(string(first.Result), `"task"`) {
 		t.Fatalf("first auto call: %s %+v, want a task", first.Result, first.Error)
 	}
-	second := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "b"}})
+	second := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "b"}})
 	if second.Error != nil || !strings.Contains(string(second.Result), "slept 0.5 s") {
 		t.Errorf("second auto call past the per-address cap: %s %+v, want its plain result", second.Result, second.Error)
 	}
@@ -514,7 +514,7 @@ func TestEndStreamsClosesListens(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))})
 	done := make(chan rpcReply, 1)
 	go func() {
-		r := rig.c.call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
+		r := rig.c.Call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
 		done <- r
 	}()
 	time.Sleep(100 * time.Millisecond) // let the stream open; the assertion below does not depend on it

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 )
 
 // gateMarker is the text that marks a tool call for a callGate.
@@ -68,15 +70,15 @@ func waitIdle(t *testing.T, h *Handler) {
 // callAnswer calls tool name and returns its CallToolResult: the direct
 // answer or, when the call outlived the hybrid wait (a busy machine can
 // stretch any call past a short one), its task's result.
-func (c *modernClient) callAnswer(name string, args map[string]any) json.RawMessage {
-	c.t.Helper()
-	r := c.call("tools/call", map[string]any{"name": name, "arguments": args})
+func callAnswer(c *gwtest.ModernClient, name string, args map[string]any) json.RawMessage {
+	c.T.Helper()
+	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
 	if r.Error != nil {
-		c.t.Fatalf("tools/call %s: error %d %s", name, r.Error.Code, r.Error.Message)
+		c.T.Fatalf("tools/call %s: error %d %s", name, r.Error.Code, r.Error.Message)
 	}
 	var d detailed
 	if json.Unmarshal(r.Result, &d) == nil && d.ResultType == "task" {
-		return c.waitTask(d.TaskID, "completed").Result
+		return c.WaitTask(d.TaskID, "completed").Result
 	}
 	return r.Result
 }

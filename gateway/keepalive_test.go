@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -132,8 +133,8 @@ func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Dura
 // idle proxy at via (what names it in the failure); it must answer.
 func slowModernCallVia(t *testing.T, via, what string) {
 	t.Helper()
-	c := &modernClient{t: t, urls: []string{via}, noExt: true}
-	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
+	c := &gwtest.ModernClient{T: t, URLs: []string{via}, NoExt: true}
+	r := c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
 	if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
 		t.Fatalf("%s through the idle proxy: %+v", what, r)
 	}
@@ -213,7 +214,7 @@ func TestKeepAlive2026(t *testing.T) {
 			defer up.Close()
 			f := newFleet(t, up.URL+"/mcp")
 			f.add(func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
-			slowModernCallVia(t, idleProxyURL(t, f.urls[0]), "call")
+			slowModernCallVia(t, idleProxyURL(t, f.URLs[0]), "call")
 		})
 	}
 }

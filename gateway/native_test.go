@@ -80,72 +80,72 @@ func TestNative2026PassThrough(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*swap.Load()).ServeHTTP(w, r) }))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
+	fl.Redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
 	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "fail", policy.Task)) }
 	fl.add(pol)
 	fl.add(pol)
-	c := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026"}
+	c := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer native-2026"}
 
-	tk := c.toolTask("elicit", map[string]any{})
+	tk := c.ToolTask("elicit", map[string]any{})
 	if _, err := uuid.Parse(tk.TaskID); err != nil {
 		t.Fatalf("task id %q", tk.TaskID)
 	}
-	owner := core.AuthOwner(&http.Request{Header: http.Header{"Authorization": {c.auth}}})
+	owner := core.AuthOwner(&http.Request{Header: http.Header{"Authorization": {c.Auth}}})
 	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, tk.TaskID); err == nil {
 		t.Fatal("the gateway made a task of its own")
 	}
-	ir := c.waitTask(tk.TaskID, "input_required")
+	ir := c.WaitTask(tk.TaskID, "input_required")
 	if ir.InputRequests["name"].Method != "elicitation/create" {
 		t.Fatalf("inputRequests = %+v", ir.InputRequests)
 	}
-	if r := c.call("tasks/update", map[string]any{"taskId": tk.TaskID,
+	if r := c.Call("tasks/update", map[string]any{"taskId": tk.TaskID,
 		"inputResponses": map[string]any{"name": map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); r.Error != nil {
 		t.Fatalf("tasks/update: %+v", r.Error)
 	}
-	done := c.waitTask(tk.TaskID, "completed")
+	done := c.WaitTask(tk.TaskID, "completed")
 	if text, _, _ := resultText(t, done.Result); text != "Hello, Ada!" {
 		t.Errorf("result %s", done.Result)
 	}
 
-	other := &modernClient{t: t, urls: fl.urls, auth: "Bearer someone-else"}
+	other := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer someone-else"}
 	for _, m := range []string{"tasks/get", "tasks/cancel"} {
-		if r := other.call(m, map[string]any{"taskId": tk.TaskID}); r.Error == nil || r.Error.Code != -32602 {
+		if r := other.Call(m, map[string]any{"taskId": tk.TaskID}); r.Error == nil || r.Error.Code != -32602 {
 			t.Errorf("another owner's %s: %+v %s, want -32602", m, r.Error, r.Result)
 		}
 	}
 
-	slow := c.toolTask("slow", map[string]any{"seconds": 30})
+	slow := c.ToolTask("slow", map[string]any{"seconds": 30})
 	// Running upstream (a cancel before its run starts has nothing to stop).
 	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
-	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
+	if r := c.Call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
 		t.Fatalf("tasks/cancel: %+v", r.Error)
 	}
-	c.waitTask(slow.TaskID, "cancelled")
+	c.WaitTask(slow.TaskID, "cancelled")
 	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Cancelled) == 1 })
 
-	plain := &modernClient{t: t, urls: fl.urls, auth: "Bearer native-2026", noExt: true}
+	plain := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer native-2026", NoExt: true}
 	var round struct {
 		ResultType string `json:"resultType"`
 	}
-	if r := plain.call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}}); json.Unmarshal(r.Result, &round) != nil || round.ResultType != "input_required" {
+	if r := plain.Call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}}); json.Unmarshal(r.Result, &round) != nil || round.ResultType != "input_required" {
 		t.Errorf("a client without the extension: %s %+v, want the upstream's MRTR round", r.Result, r.Error)
 	}
 
 	// --task fail: the gateway's own task, the extension withheld upstream
 	// (the upstream runs it synchronously).
-	ruled := c.toolTask("fail", map[string]any{})
+	ruled := c.ToolTask("fail", map[string]any{})
 	if _, err := fl.hs[0].runner.Store.Get(t.Context(), owner, ruled.TaskID); err != nil {
 		t.Errorf("the ruled tool's task is not the gateway's: %v", err)
 	}
-	if got := c.waitTask(ruled.TaskID, "completed"); !strings.Contains(string(got.Result), testupstream.FailText) {
+	if got := c.WaitTask(ruled.TaskID, "completed"); !strings.Contains(string(got.Result), testupstream.FailText) {
 		t.Errorf("ruled task result %s", got.Result)
 	}
 
 	// The upstream restarts: its tasks are gone.
-	lostTask := c.toolTask("slow", map[string]any{"seconds": 30})
+	lostTask := c.ToolTask("slow", map[string]any{"seconds": 30})
 	fresh := testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true})
 	swap.Store(&fresh)
-	if got := c.waitTask(lostTask.TaskID, "failed"); got.Error == nil || !strings.Contains(got.StatusMessage, "no longer knows") {
+	if got := c.WaitTask(lostTask.TaskID, "failed"); got.Error == nil || !strings.Contains(got.StatusMessage, "no longer knows") {
 		t.Errorf("a lost task: %+v", got)
 	}
 }
@@ -227,9 +227,9 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 	}
 	want := testupstream.Elicit2Text("Ada", "teal")
 
-	modern := &modernClient{t: t, urls: fl.urls, auth: "Bearer held"}
-	tk := modern.toolTask("elicit2", map[string]any{})
-	ir := modern.waitTask(tk.TaskID, "input_required")
+	modern := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer held"}
+	tk := modern.ToolTask("elicit2", map[string]any{})
+	ir := modern.WaitTask(tk.TaskID, "input_required")
 	responses := map[string]any{}
 	for k, in := range ir.InputRequests {
 		for q, a := range answers {
@@ -241,29 +241,29 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 	if len(responses) != 2 {
 		t.Fatalf("input requests %+v, want the upstream's two questions", ir.InputRequests)
 	}
-	if r := modern.call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
+	if r := modern.Call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
 		t.Fatalf("tasks/update: %+v", r.Error)
 	}
-	done := modern.waitTask(tk.TaskID, "completed")
+	done := modern.WaitTask(tk.TaskID, "completed")
 	if text, _, _ := resultText(t, done.Result); text != want {
 		t.Errorf("2026-07-28 client: result %s, want %q", done.Result, want)
 	}
 
 	// A 2025-11-25 client, the gateway its session: the questions come on
 	// tasks/result as elicitation requests.
-	legacy := &mcpClient{t: t, urls: fl.urls, auth: "Bearer held"}
-	legacy.initialize()
-	task := legacy.startTask("elicit2", map[string]any{}, nil)
-	legacy.waitStatus(task.TaskID, "input_required")
+	legacy := &gwtest.Client{T: t, URLs: fl.URLs, Auth: "Bearer held"}
+	legacy.Initialize()
+	task := legacy.StartTask("elicit2", map[string]any{}, nil)
+	legacy.WaitStatus(task.TaskID, "input_required")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp := legacy.do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result", "params": map[string]any{"taskId": task.TaskID}})
+	resp := legacy.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result", "params": map[string]any{"taskId": task.TaskID}})
 	var final rpcReply
 	readMessages(t, resp, func(m rpcReply) bool {
 		if m.Method == "elicitation/create" {
 			for q, a := range answers {
 				if strings.Contains(string(m.Params), testupstream.Elicit2Questions[q]) {
-					ans := legacy.do(ctx, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": a})
+					ans := legacy.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(m.ID), "result": a})
 					ans.Body.Close()
 				}
 			}

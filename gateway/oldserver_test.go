@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/upstream"
@@ -74,12 +75,12 @@ func TestFallbackOldServer(t *testing.T) {
 					300*time.Millisecond)
 				c.Fallback = FallbackTools{Enabled: true}
 			})
-			c := &mcpClient{t: t, urls: f.urls}
-			c.initializeAs("2025-11-25", map[string]any{})
-			if a := c.tool("echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.StructuredContent.TaskID != "" {
+			c := &gwtest.Client{T: t, URLs: f.URLs}
+			c.InitializeAs("2025-11-25", map[string]any{})
+			if a := callTool(c, "echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.StructuredContent.TaskID != "" {
 				t.Fatalf("fast call: %+v", a)
 			}
-			msgs := c.callAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.2, "text": "late"}})
+			msgs := c.CallAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.2, "text": "late"}})
 			if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
 				t.Fatalf("the fallback answer: %+v, want list_changed then the result", msgs)
 			}
@@ -89,13 +90,13 @@ func TestFallbackOldServer(t *testing.T) {
 			if id == "" || started.StructuredContent.Status != "working" || !strings.Contains(started.text(), "taskgate_task_result") {
 				t.Fatalf("started: %s", msgs[1].Result)
 			}
-			if names := toolNames(t, c.call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] || !names["slow"] {
+			if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] || !names["slow"] {
 				t.Fatalf("tools/list after the fallback task: %v", names)
 			}
-			if a := c.tool("taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "working" && a.StructuredContent.Status != "completed" {
+			if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "working" && a.StructuredContent.Status != "completed" {
 				t.Errorf("status: %+v", a)
 			}
-			if a := c.tool("taskgate_task_result", map[string]any{"taskId": id}); a.text() != "slept 1.2 s: late" || a.IsError {
+			if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id}); a.text() != "slept 1.2 s: late" || a.IsError {
 				t.Errorf("result: %+v", a)
 			}
 			if n := rec.Count("slow", testupstream.Completed); n != 1 {
@@ -117,7 +118,7 @@ func TestKeepAliveOldServer(t *testing.T) {
 				url, client := oldUpstream(t, transport, testupstream.Options{})
 				f := newFleet(t, url)
 				f.add(func(c *Config) { c.Upstream, c.KeepAlive = client, keep })
-				via := idleProxyURL(t, f.urls[0])
+				via := idleProxyURL(t, f.URLs[0])
 				slowCallsThroughIdleProxy(t, via, "2025-11-25", keep)
 				if keep < 0 {
 					return

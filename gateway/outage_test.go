@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -132,14 +133,14 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options, mods 
 	rig.redis = redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
 	upOpts.Recorder = rig.rec
 	rig.up = newStoppableUpstream(t, upOpts)
-	f := &fleet{t: t, up: rig.up.URL, redis: func() redis.UniversalClient {
+	f := &fleet{Fleet: &frontrig.Fleet{T: t, Up: rig.up.URL, Redis: func() redis.UniversalClient {
 		// The production client options (fail fast), as --redis-url gives them.
 		o, err := taskstore.ParseURL("redis://" + rig.redis.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return redis.NewUniversalClient(o)
-	}}
+	}}}
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
 			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), hybridPolicy(outageRules(t), 200*time.Millisecond), -1
@@ -147,8 +148,8 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options, mods 
 				mod(i, c)
 			}
 		})
-		rig.urls = append(rig.urls, f.urls[i])
-		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
+		rig.urls = append(rig.urls, f.URLs[i])
+		rig.bases = append(rig.bases, strings.TrimSuffix(f.URLs[i], "/mcp"))
 	}
 	rig.hs = f.hs
 	return rig

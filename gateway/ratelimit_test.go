@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -22,7 +23,7 @@ func TestPollRateLimit(t *testing.T) {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) { c.Policy, c.PollLimit = rulesPolicy(rules(t, "*", policy.Task)), 2 }) // bursts of 4
-	url := f.urls[0]
+	url := f.URLs[0]
 
 	type refusal struct {
 		status     int
@@ -61,8 +62,8 @@ func TestPollRateLimit(t *testing.T) {
 	}
 
 	// 2026-07-28.
-	mc := &modernClient{t: t, urls: f.urls, auth: "Bearer poller"}
-	task := mc.toolTask("echo", map[string]any{"text": "x"})
+	mc := &gwtest.ModernClient{T: t, URLs: f.URLs, Auth: "Bearer poller"}
+	task := mc.ToolTask("echo", map[string]any{"text": "x"})
 	modernGet := func(id, auth string) func() (*http.Response, rpcReply) {
 		return func() (*http.Response, rpcReply) {
 			meta := modernMeta()
@@ -85,14 +86,14 @@ func TestPollRateLimit(t *testing.T) {
 	}
 
 	// 2025-11-25: tasks/get and tasks/list.
-	lc := &mcpClient{t: t, urls: f.urls, auth: "Bearer legacy"}
-	lc.initialize()
-	lt := lc.startTask("echo", map[string]any{"text": "y"}, nil)
+	lc := &gwtest.Client{T: t, URLs: f.URLs, Auth: "Bearer legacy"}
+	lc.Initialize()
+	lt := lc.StartTask("echo", map[string]any{"text": "y"}, nil)
 	legacyPoll := func(method string, params any) func() (*http.Response, rpcReply) {
 		return func() (*http.Response, rpcReply) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			resp := lc.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+			resp := lc.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
 			var out rpcReply
 			readMessages(t, resp, func(m rpcReply) bool { out = m; return false })
 			return resp, out

@@ -60,15 +60,15 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: rulesPolicy(rules(t, "echo", policy.Task))}, cmds)
 	mr := rig.mr
-	alice := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer alice"}
-	task := alice.toolTask("echo", map[string]any{"text": "stamped"})
-	alice.waitTask(task.TaskID, "completed")
+	alice := &gwtest.ModernClient{T: t, URLs: rig.c.URLs, Auth: "Bearer alice"}
+	task := alice.ToolTask("echo", map[string]any{"text": "stamped"})
+	alice.WaitTask(task.TaskID, "completed")
 	// The worker's last writes and reads (lease release, notification)
 	// would count with the polls' commands: wait until it is gone.
 	waitIdle(t, rig.h)
-	get := func(c *modernClient) (string, map[string]int) {
+	get := func(c *gwtest.ModernClient) (string, map[string]int) {
 		cmds.reset()
-		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
+		r := c.Call("tasks/get", map[string]any{"taskId": task.TaskID})
 		return string(r.Result), cmds.reset()
 	}
 	renders := rig.h.f2026.Renders
@@ -85,7 +85,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// The record changed (here by hand: a terminal task is never written
 	// again) and a removal notice came: the stamp is read, and the record
 	// read and rendered anew.
-	key := rig.taskKey(t, task.TaskID)
+	key := gwtest.MiniTaskKey(t, rig.mr, task.TaskID)
 	updated, err := strconv.ParseInt(mr.HGet(key, "updated"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +106,8 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	}
 
 	// Another owner: not found, as without the cache.
-	mallory := &modernClient{t: t, urls: alice.urls, auth: "Bearer mallory"}
-	if r := mallory.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
+	mallory := &gwtest.ModernClient{T: t, URLs: alice.URLs, Auth: "Bearer mallory"}
+	if r := mallory.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("another owner's tasks/get = %s %+v, want -32602 not found", r.Result, r.Error)
 	}
 
@@ -121,7 +121,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 		}
 	}
 	skew.Store(int64(ttl + time.Second))
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("tasks/get of an expired task = %s %+v, want an error", r.Result, r.Error)
 	}
 	skew.Store(0)
@@ -133,10 +133,10 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cachedNow, _ := get(alice)
 	mr.Close()
 	gwtest.WaitFor(t, func() bool { return !renders.Live() })
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
 		t.Errorf("tasks/get with Redis down = %s %+v, want the cached answer %s", r.Result, r.Error, cachedNow)
 	}
-	if r := alice.call("tasks/get", map[string]any{"taskId": "never-cached"}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": "never-cached"}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
 		t.Errorf("tasks/get of a task not cached with Redis down = %s %+v, want task store unavailable", r.Result, r.Error)
 	}
 }

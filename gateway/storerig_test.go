@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -18,7 +18,7 @@ import (
 type storeRig struct {
 	mr  *miniredis.Miniredis
 	rec *testupstream.Recorder
-	c   *modernClient
+	c   *gwtest.ModernClient
 	h   *Handler
 }
 
@@ -46,18 +46,6 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg Config,
 	t.Cleanup(func() { rig.h.Close() })
 	srv := httptest.NewServer(rig.h)
 	t.Cleanup(srv.Close)
-	rig.c = &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+	rig.c = &gwtest.ModernClient{T: t, URLs: []string{srv.URL + "/mcp"}}
 	return rig
-}
-
-// taskKey is the Redis key of task id's hash.
-func (rig *storeRig) taskKey(t *testing.T, id string) string {
-	t.Helper()
-	for _, k := range rig.mr.Keys() {
-		if strings.HasSuffix(k, ":t:"+id) {
-			return k
-		}
-	}
-	t.Fatalf("no task hash for %s among %v", id, rig.mr.Keys())
-	return ""
 }

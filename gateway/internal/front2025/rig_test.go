@@ -15,10 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
@@ -129,11 +127,7 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	for i := 0; i < n; i++ {
 		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = rulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
 	}
-	rp.urls, rp.mr = fl.URLs, fl.MR
-	rdb := redis.NewClient(&redis.Options{Addr: fl.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-	rp.store = taskstore.New(rdb, taskstore.Options{})
-	t.Cleanup(func() { rdb.Close() })
-	t.Cleanup(func() { rp.store.Close() })
+	rp.urls, rp.mr, rp.store = fl.URLs, fl.MR, fl.Observer()
 	return rp
 }
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
@@ -120,11 +119,7 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	for i := 0; i < n; i++ {
 		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: fl.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-	store := taskstore.New(rdb, taskstore.Options{})
-	t.Cleanup(func() { rdb.Close() })
-	t.Cleanup(func() { store.Close() })
-	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: store}
+	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: fl.Observer()}
 }
 
 // upstreamEras are the two eras of upstream, by name.

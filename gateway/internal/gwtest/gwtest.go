@@ -5,7 +5,8 @@
 //   - gwtest.go: LockedWriter, a writer safe for a logger's concurrent
 //     writes that a test reads afterwards; WaitFor, a condition polled
 //     until it holds; Traced, a tracer provider that records the spans;
-//     CounterValue, a counter read; TaskKey, the Redis key of a task.
+//     CounterValue, a counter read; TaskKey and MiniTaskKey, the Redis key
+//     of a task.
 //   - http.go: UpstreamResponse, an upstream's answer as net/http hands
 //     it over.
 //   - metrics.go: Scrape, MetricValue and WaitMetric, a /metrics
@@ -35,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
@@ -109,4 +111,17 @@ func TaskKey(rdb *redis.Client, id string) string {
 		return "none"
 	}
 	return keys[0]
+}
+
+// MiniTaskKey is the key of task id's hash among mr's keys; the test
+// fails when there is none.
+func MiniTaskKey(t testing.TB, mr *miniredis.Miniredis, id string) string {
+	t.Helper()
+	for _, k := range mr.Keys() {
+		if strings.HasSuffix(k, ":t:"+id) {
+			return k
+		}
+	}
+	t.Fatalf("no task hash for %s among %v", id, mr.Keys())
+	return ""
 }
