@@ -31,6 +31,7 @@ var (
 	mpost          = gwtest.MPost
 	modernMeta     = gwtest.ModernMeta
 	okResult       = gwtest.OKResult
+	initBody       = gwtest.InitBody
 )
 
 // cluster is N gateway replicas on one Redis, in front of one upstream.

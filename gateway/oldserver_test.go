@@ -118,12 +118,12 @@ func TestKeepAliveOldServer(t *testing.T) {
 				url, client := oldUpstream(t, transport, testupstream.Options{})
 				f := newFleet(t, url)
 				f.add(func(c *Config) { c.Upstream, c.KeepAlive = client, keep })
-				via := idleProxyURL(t, f.URLs[0])
-				slowCallsThroughIdleProxy(t, via, "2025-11-25", keep)
+				via := gwtest.IdleProxyURL(t, f.URLs[0])
+				gwtest.SlowCallsThroughIdleProxy(t, via, "2025-11-25", keep)
 				if keep < 0 {
 					return
 				}
-				slowModernCallVia(t, via, "a 2026-07-28 call")
+				gwtest.SlowModernCallVia(t, via, "a 2026-07-28 call")
 			})
 		}
 	}

@@ -20,6 +20,9 @@
 //     can change era.
 //   - policy.go: fixed policies (Rules, RulesPolicy, HybridPolicy,
 //     WithWait, DirectWait).
+//   - idle.go: a proxy that cuts a connection quiet for a second in
+//     front of a gateway (IdleProxyURL), slow calls through it
+//     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody.
 //   - frontrig/: the parts a front stands on, for the fronts' tests.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.

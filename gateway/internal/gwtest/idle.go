@@ -1,4 +1,4 @@
-package gateway
+package gwtest
 
 import (
 	"bufio"
@@ -7,14 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/taskgate/taskgate/gateway/internal/gwtest"
-	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
 // idleProxy is a TCP proxy that cuts a connection when the server side
@@ -73,38 +69,20 @@ func (p *idleProxy) serve() {
 	}
 }
 
-// TestKeepAliveThroughAnIdleTimeout: a call longer than a proxy's idle
-// timeout succeeds with keep-alive on (SSE comments, or progress for the
-// client's progressToken) and fails with it off; for an upstream that
-// streams its answer and for one that answers with JSON only at the end.
-func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
-	for _, json := range []bool{false, true} {
-		for _, keep := range []time.Duration{100 * time.Millisecond, -1} {
-			name := fmt.Sprintf("json=%v/keepalive=%v", json, keep)
-			t.Run(name, func(t *testing.T) {
-				up := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: json}))
-				defer up.Close()
-				gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.KeepAlive = keep })
-				slowCallsThroughIdleProxy(t, idleProxyURL(t, gw), "2025-06-18", keep)
-			})
-		}
-	}
-}
-
-// idleProxyURL puts an idleProxy cutting after a second of silence in
+// IdleProxyURL puts an idleProxy cutting after a second of silence in
 // front of the gateway at gw (its …/mcp URL) and returns the proxy's /mcp URL.
-func idleProxyURL(t *testing.T, gw string) string {
+func IdleProxyURL(t *testing.T, gw string) string {
 	t.Helper()
 	proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), time.Second)
 	return "http://" + proxy.ln.Addr().String() + "/mcp"
 }
 
-// slowCallsThroughIdleProxy opens a session of version through the idle
+// SlowCallsThroughIdleProxy opens a session of version through the idle
 // proxy at via and calls slow for 1.6 s on it, without a progress token and
 // with one: with keep-alive on (keep >= 0) each call must answer, and the
 // one with a token must get progress for it; with it off (keep < 0) none
 // may answer.
-func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Duration) {
+func SlowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Duration) {
 	t.Helper()
 	sid := initSession(t, via, version)
 	for _, token := range []string{"", "tok-1"} {
@@ -129,11 +107,11 @@ func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Dura
 	}
 }
 
-// slowModernCallVia is a 2026-07-28 client's 1.6 s slow call through the
+// SlowModernCallVia is a 2026-07-28 client's 1.6 s slow call through the
 // idle proxy at via (what names it in the failure); it must answer.
-func slowModernCallVia(t *testing.T, via, what string) {
+func SlowModernCallVia(t *testing.T, via, what string) {
 	t.Helper()
-	c := &gwtest.ModernClient{T: t, URLs: []string{via}, NoExt: true}
+	c := &ModernClient{T: t, URLs: []string{via}, NoExt: true}
 	r := c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
 	if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
 		t.Fatalf("%s through the idle proxy: %+v", what, r)
@@ -143,15 +121,34 @@ func slowModernCallVia(t *testing.T, via, what string) {
 // initSession opens a session of version on url and returns its id.
 func initSession(t *testing.T, url, version string) string {
 	t.Helper()
-	resp := post(t, url, "application/json", initBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
-	io.Copy(io.Discard, resp.Body)
+	resp := postJSON(t, url, InitBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
 	}
-	post(t, url, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	postJSON(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {version}})
 	return sid
+}
+
+// postJSON POSTs a JSON body with header and reads the answer to its end.
+func postJSON(t *testing.T, url, body string, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vv := range header {
+		req.Header[k] = vv
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
 
 // postStream posts body on session sid of version and reads the answer: every SSE
@@ -188,12 +185,13 @@ func postStream(url, sid, version, body string) (events []string, result string,
 	return events, "", fmt.Errorf("the stream ended without a result: %v", sc.Err())
 }
 
-// initBody is an initialize request for protocol version.
-func initBody(version string) string {
+// InitBody is an initialize request for protocol version.
+func InitBody(version string) string {
 	return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version +
 		`","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 }
 
+// resultOf is the result of JSON-RPC message msg (raw), "" without one.
 func resultOf(msg string) string {
 	var m struct {
 		Result json.RawMessage `json:"result"`
@@ -202,19 +200,4 @@ func resultOf(msg string) string {
 		return ""
 	}
 	return string(m.Result)
-}
-
-// TestKeepAlive2026: a 2026-07-28 client's plain call is kept alive too,
-// in front of a stateless upstream that answers with JSON at the end
-// (forwarded) and in front of a session upstream (on the owner session).
-func TestKeepAlive2026(t *testing.T) {
-	for _, stateless := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
-			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, JSONResponse: stateless}))
-			defer up.Close()
-			f := newFleet(t, up.URL+"/mcp")
-			f.add(func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
-			slowModernCallVia(t, idleProxyURL(t, f.URLs[0]), "call")
-		})
-	}
 }
