@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
-	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
 // The Handler tests use the fronts' tests' clients (gwtest.Client,
@@ -33,9 +32,3 @@ var (
 	okResult       = gwtest.OKResult
 	initBody       = gwtest.InitBody
 )
-
-// cluster is N gateway replicas on one Redis, in front of one upstream.
-type cluster struct {
-	urls []string
-	rec  *testupstream.Recorder
-}

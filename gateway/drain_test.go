@@ -115,15 +115,15 @@ func TestDrainTimeoutFailsWhatRemains(t *testing.T) {
 // flight is refused (and leaves no task behind); once that one ends, the
 // next is accepted and the count is back to zero.
 func TestMaxInflight(t *testing.T) {
-	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{}))
+	upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{}))
 	h, c, _ := drainGatewayOn(t, upURL, func(cfg *Config) { cfg.MaxInflight = 1 })
-	first := c.StartTask("slow", map[string]any{"seconds": 0, "text": gateMarker}, nil) // in flight until the gate opens
+	first := c.StartTask("slow", map[string]any{"seconds": 0, "text": gwtest.GateMarker}, nil) // in flight until the gate opens
 	wantRefused(t, taskCall(c, "slow", map[string]any{"seconds": 0.1, "text": "b"}),
 		"too many upstream calls in flight on this replica (limit 1, --max-inflight), and this principal holds at least its fair share of them; retry later")
 	if r := c.Call("tasks/list", map[string]any{}); r.Error != nil || strings.Count(string(r.Result), "taskId") != 1 {
 		t.Errorf("tasks/list after the refusal: %+v %s, want only the first task", r.Error, r.Result)
 	}
-	gate.release()
+	gate.Release()
 	c.WaitStatus(first.TaskID, "completed")
 	waitIdle(t, h)
 	third := c.StartTask("slow", map[string]any{"seconds": 0.05, "text": "c"}, nil)
@@ -139,7 +139,7 @@ func TestMaxInflight(t *testing.T) {
 // task completed the slot is free again.
 func TestMaxInflightModernHybrid(t *testing.T) {
 	eras(t, func(t *testing.T, stateless bool) {
-		upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{Stateless: stateless}))
+		upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{Stateless: stateless}))
 		f := newFleet(t, upURL)
 		h := f.add(func(c *Config) { c.Policy, c.MaxInflight = hybridPolicy(nil, 100*time.Millisecond), 1 })
 		c := &gwtest.ModernClient{T: t, URLs: f.URLs}
@@ -148,10 +148,10 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		// before the slot is counted on.
 		callAnswer(c, "echo", map[string]any{"text": "warm"})
 		waitIdle(t, h)
-		task := c.ToolTask("slow", map[string]any{"seconds": 0, "text": gateMarker}) // in flight until the gate opens
+		task := c.ToolTask("slow", map[string]any{"seconds": 0, "text": gwtest.GateMarker}) // in flight until the gate opens
 		wantRefused(t, c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.1}}),
 			"too many upstream calls in flight on this replica (limit 1, --max-inflight), and this principal holds at least its fair share of them; retry later")
-		gate.release()
+		gate.Release()
 		c.WaitTask(task.TaskID, "completed")
 		waitIdle(t, h)
 		if text, isErr, _ := resultText(t, callAnswer(c, "echo", map[string]any{"text": "again"})); text != "again" || isErr {

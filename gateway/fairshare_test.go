@@ -43,10 +43,10 @@ func (b *syncBuffer) lines(substr string) []map[string]any {
 }
 
 // fairGateway is one replica in front of a gated upstream (calls with
-// gateMarker wait for the gate), every tool a task, logging to log.
-func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *callGate, *syncBuffer) {
+// gwtest.GateMarker wait for the gate), every tool a task, logging to log.
+func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *gwtest.Gate, *syncBuffer) {
 	t.Helper()
-	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{}))
+	upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{}))
 	f := newFleet(t, upURL)
 	log := &syncBuffer{}
 	h := f.add(func(c *Config) {
@@ -94,7 +94,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	var refusals []rpcReply
 	held := 0
 	for range 20 {
-		if r := taskCall(a, "slow", map[string]any{"seconds": 0, "text": gateMarker}); r.Error != nil {
+		if r := taskCall(a, "slow", map[string]any{"seconds": 0, "text": gwtest.GateMarker}); r.Error != nil {
 			refusals = append(refusals, r)
 		} else {
 			held++
@@ -140,7 +140,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	if len(lines) == 0 || len(lines) > most || lines[0]["refused"] != 1.0 {
 		t.Errorf("refusal log lines = %v, want 1 to %d, the first with refused 1", lines, most)
 	}
-	gate.release()
+	gate.Release()
 	waitIdle(t, h)
 }
 

@@ -81,23 +81,23 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 
 	t.Run("fallback tools", func(t *testing.T) {
 		as := func(v string) func(http.Header) { return func(h http.Header) { h.Set("Authorization", v) } }
-		var started toolAnswer
+		var started gwtest.ToolAnswer
 		okResult(t, mpost(t, fl.URLs[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
 			modernMeta(), as(alice1)), &started)
 		id := started.StructuredContent.TaskID
 		if id == "" || started.IsError {
 			t.Fatalf("started: %+v", started)
 		}
-		var a toolAnswer
+		var a gwtest.ToolAnswer
 		okResult(t, mpost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
 			modernMeta(), as(bob)), &a)
-		if !a.IsError || !strings.Contains(a.text(), "task not found") {
+		if !a.IsError || !strings.Contains(a.Text(), "task not found") {
 			t.Fatalf("bob's status: %+v", a)
 		}
-		a = toolAnswer{}
+		a = gwtest.ToolAnswer{}
 		okResult(t, mpost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
 			modernMeta(), as(alice2)), &a)
-		if a.text() != "slept 1 s: m" {
+		if a.Text() != "slept 1 s: m" {
 			t.Fatalf("alice's result with her second token: %+v", a)
 		}
 	})

@@ -23,6 +23,12 @@
 //   - idle.go: a proxy that cuts a connection quiet for a second in
 //     front of a gateway (IdleProxyURL), slow calls through it
 //     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody.
+//   - gate.go: GatedUpstream, an upstream that holds the calls marked
+//     with GateMarker until the test releases its Gate.
+//   - tools.go: ToolAnswer and ToolNames, the fallback tools' answers
+//     read.
+//   - old.go: OldUpstream, a 2024-11-05 server over either of its
+//     transports (OldTransports).
 //   - frontrig/: the parts a front stands on, for the fronts' tests.
 //   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
 //     of) the scripts a test picks.

@@ -6,7 +6,8 @@
 // front on it, each with the few lines of routing the Handler does for
 // that front. Only tests import it.
 //
-//   - frontrig.go: Config, Replica (New), Fleet (Add, or Next and Start; Observer), ReadPost.
+//   - frontrig.go: Config, Replica (New), Fleet (Add, or Next and Start;
+//     Observer), FallbackFleet, ReadPost.
 package frontrig
 
 import (
@@ -27,11 +28,13 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -233,4 +236,26 @@ func (f *Fleet) Observer() *taskstore.Store {
 	f.T.Cleanup(func() { rdb.Close() })
 	f.T.Cleanup(func() { store.Close() })
 	return store
+}
+
+// FallbackFleet is replicas served by serve with the fallback tools on
+// and three task candidates (--task): "slow" with a 300 ms hybrid wait
+// (its calls that must become tasks are held at the gate or run far
+// longer), "elicit" and "echo" with a long one (gwtest.DirectWait), so
+// that elicit's question always comes before the wait ends and echo is
+// always answered directly. The upstream records its calls and sits
+// behind a gate (gwtest.GatedUpstream).
+func FallbackFleet(t *testing.T, replicas int, serve func(*Replica) http.Handler) (*Fleet, *testupstream.Recorder, *gwtest.Gate) {
+	t.Helper()
+	rec := &testupstream.Recorder{}
+	upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{Recorder: rec}))
+	f := NewFleet(t, upURL, serve)
+	for i := 0; i < replicas; i++ {
+		f.Add(func(c *Config) {
+			c.Policy = gwtest.HybridPolicy(append(gwtest.Rules(t, "slow", policy.Task),
+				gwtest.WithWait(gwtest.Rules(t, "elicit", policy.Task, "echo", policy.Task), gwtest.DirectWait)...), 300*time.Millisecond)
+			c.Fallback = fallback.Config{Enabled: true}
+		})
+	}
+	return f, rec, gate
 }

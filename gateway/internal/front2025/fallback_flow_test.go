@@ -1,4 +1,4 @@
-package gateway
+package front2025
 
 import (
 	"context"
@@ -9,90 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
 
-// fallbackCluster is replicas with the fallback tools on and three task
-// candidates (--task): "slow" with a 300 ms hybrid wait (its calls that
-// must become tasks are held at the gate or run far longer), "elicit" and
-// "echo" with a long one (directWait), so that elicit's question always
-// comes before the wait ends and echo is always answered directly.
-func fallbackCluster(t *testing.T, replicas int) *cluster {
-	cl, _ := gatedFallbackCluster(t, replicas)
-	return cl
-}
-
-// gatedFallbackCluster is fallbackCluster with its upstream behind a
-// gate (gate_test.go).
-func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *callGate) {
-	t.Helper()
-	rec := &testupstream.Recorder{}
-	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{Recorder: rec}))
-	f := newFleet(t, upURL)
-	for i := 0; i < replicas; i++ {
-		f.add(func(c *Config) {
-			c.Policy = hybridPolicy(append(rules(t, "slow", policy.Task),
-				withWait(rules(t, "elicit", policy.Task, "echo", policy.Task), directWait)...), 300*time.Millisecond)
-			c.Fallback = FallbackTools{Enabled: true}
-		})
-	}
-	return &cluster{urls: f.URLs, rec: rec}, gate
-}
-
-type toolAnswer struct {
-	Content []struct {
-		Text string `json:"text"`
-	} `json:"content"`
-	StructuredContent struct {
-		TaskID        string                     `json:"taskId"`
-		Status        string                     `json:"status"`
-		PollInterval  int64                      `json:"pollIntervalMs"`
-		InputRequests map[string]json.RawMessage `json:"inputRequests"`
-	} `json:"structuredContent"`
-	IsError bool `json:"isError"`
-}
-
-func (a toolAnswer) text() string {
-	var b strings.Builder
-	for _, c := range a.Content {
-		b.WriteString(c.Text)
-	}
-	return b.String()
-}
-
-// callTool calls a tool and decodes its CallToolResult.
-func callTool(c *gwtest.Client, name string, args map[string]any) toolAnswer {
-	c.T.Helper()
-	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
-	if r.Error != nil {
-		c.T.Fatalf("%s: JSON-RPC error %+v", name, r.Error)
-	}
-	var a toolAnswer
-	if err := json.Unmarshal(r.Result, &a); err != nil {
-		c.T.Fatalf("%s: result %s: %v", name, r.Result, err)
-	}
-	return a
-}
-
-func toolNames(t *testing.T, result json.RawMessage) map[string]bool {
-	t.Helper()
-	var res struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(result, &res); err != nil {
-		t.Fatalf("tools/list result %s: %v", result, err)
-	}
-	out := map[string]bool{}
-	for _, tl := range res.Tools {
-		out[tl.Name] = true
-	}
-	return out
-}
+// The fallback task tools (internal/fallback) as this front serves them
+// to a session client that declares no tasks (fallback.go), in front of
+// a session server of any protocol version.
 
 // TestFallbackSessionClient: a 2025-06-18 client without tasks, across two
 // replicas: a fast call of a task candidate stays plain; a slow one answers early with a task
@@ -116,52 +42,52 @@ func TestFallbackSessionClient(t *testing.T) {
 	if caps.ProtocolVersion != "2025-06-18" || !caps.Capabilities.Tools.ListChanged || caps.Capabilities.Tasks != nil {
 		t.Fatalf("initialize result %s: want 2025-06-18, tools.listChanged, no tasks", init)
 	}
-	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_result"] || !names["slow"] {
+	if names := gwtest.ToolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_result"] || !names["slow"] {
 		t.Fatalf("tools/list before any fallback task: %v", names)
 	}
 
 	// A task candidate answered within its hybrid wait is a plain answer.
-	if a := callTool(c, "echo", map[string]any{"text": "quick"}); a.text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
+	if a := callTool(c, "echo", map[string]any{"text": "quick"}); a.Text() != "quick" || a.IsError || a.StructuredContent.TaskID != "" {
 		t.Fatalf("fast call: %+v", a)
 	}
 
 	// The first fallback task: list_changed, then the result naming it.
 	// Its call stays in flight until the gate opens: it is working
 	// however long the checks below take.
-	msgs := c.CallAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gateMarker}})
+	msgs := c.CallAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0, "text": gwtest.GateMarker}})
 	if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
 		t.Fatalf("first fallback answer: %+v, want list_changed then the result", msgs)
 	}
-	var started toolAnswer
+	var started gwtest.ToolAnswer
 	_ = json.Unmarshal(msgs[1].Result, &started)
 	id := started.StructuredContent.TaskID
 	if id == "" || started.IsError || started.StructuredContent.Status != "working" || started.StructuredContent.PollInterval <= 0 ||
-		!strings.Contains(started.text(), "taskgate_task_result") || !strings.Contains(started.text(), id) {
+		!strings.Contains(started.Text(), "taskgate_task_result") || !strings.Contains(started.Text(), id) {
 		t.Fatalf("started: %s", msgs[1].Result)
 	}
-	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] ||
+	if names := gwtest.ToolNames(t, c.Call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] ||
 		!names["taskgate_task_cancel"] || !names["taskgate_task_answer"] || !names["slow"] {
 		t.Fatalf("tools/list after the first fallback task: %v", names)
 	}
 	// Only the first page gains them.
-	if r := c.Call("tools/list", map[string]any{"cursor": "x"}); r.Result != nil && toolNames(t, r.Result)["taskgate_task_status"] {
+	if r := c.Call("tools/list", map[string]any{"cursor": "x"}); r.Result != nil && gwtest.ToolNames(t, r.Result)["taskgate_task_status"] {
 		t.Fatalf("a later page has the fallback tools: %s", r.Result)
 	}
 
 	if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.IsError || a.StructuredContent.Status != "working" ||
-		!strings.Contains(a.text(), "working") {
+		!strings.Contains(a.Text(), "working") {
 		t.Fatalf("status: %+v", a)
 	}
 	// Another session (same replicas) is another owner.
 	other := &gwtest.Client{T: t, URLs: cl.urls}
 	other.InitializeAs("2025-06-18", map[string]any{})
 	for _, tool := range []string{"taskgate_task_status", "taskgate_task_result", "taskgate_task_cancel"} {
-		if a := callTool(other, tool, map[string]any{"taskId": id}); !a.IsError || !strings.Contains(a.text(), "task not found") {
+		if a := callTool(other, tool, map[string]any{"taskId": id}); !a.IsError || !strings.Contains(a.Text(), "task not found") {
 			t.Fatalf("%s of another session's task: %+v", tool, a)
 		}
 	}
-	gate.release()
-	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "slept 0 s: "+gateMarker || a.IsError {
+	gate.Release()
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.Text() != "slept 0 s: "+gwtest.GateMarker || a.IsError {
 		t.Fatalf("result: %+v", a)
 	}
 	if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "completed" {
@@ -182,7 +108,7 @@ func TestFallbackSessionClient(t *testing.T) {
 		{"taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{"k": 1}}, "must be an object"},
 		{"taskgate_task_status", map[string]any{"taskId": "no-such-task"}, "task not found"},
 	} {
-		if a := callTool(c, tc.tool, tc.args); !a.IsError || !strings.Contains(a.text(), tc.want) {
+		if a := callTool(c, tc.tool, tc.args); !a.IsError || !strings.Contains(a.Text(), tc.want) {
 			t.Errorf("%s %v: %+v, want isError with %q", tc.tool, tc.args, a, tc.want)
 		}
 	}
@@ -196,10 +122,10 @@ func TestFallbackSessionClient(t *testing.T) {
 	if a := callTool(c, "taskgate_task_cancel", map[string]any{"taskId": sid}); a.IsError || a.StructuredContent.Status != "cancelled" {
 		t.Fatalf("cancel: %+v", a)
 	}
-	if a := callTool(c, "taskgate_task_cancel", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "already") {
+	if a := callTool(c, "taskgate_task_cancel", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.Text(), "already") {
 		t.Fatalf("cancel again: %+v", a)
 	}
-	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.text(), "cancelled") {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": sid}); !a.IsError || !strings.Contains(a.Text(), "cancelled") {
 		t.Fatalf("result of a cancelled task: %+v", a)
 	}
 	gwtest.WaitFor(t, func() bool { return cl.rec.Count("slow", testupstream.Cancelled) == 1 })
@@ -213,10 +139,10 @@ func TestFallbackInputByTool(t *testing.T) {
 	c.InitializeAs("2025-11-25", map[string]any{})
 	started := callTool(c, "elicit", map[string]any{})
 	id := started.StructuredContent.TaskID
-	if id == "" || started.StructuredContent.Status != "input_required" || !strings.Contains(started.text(), "needs input") {
+	if id == "" || started.StructuredContent.Status != "input_required" || !strings.Contains(started.Text(), "needs input") {
 		t.Fatalf("elicit: %+v", started)
 	}
-	var st toolAnswer
+	var st gwtest.ToolAnswer
 	gwtest.WaitFor(t, func() bool {
 		st = callTool(c, "taskgate_task_status", map[string]any{"taskId": id})
 		return len(st.StructuredContent.InputRequests) == 1
@@ -225,22 +151,22 @@ func TestFallbackInputByTool(t *testing.T) {
 	for k := range st.StructuredContent.InputRequests {
 		key = k
 	}
-	if !strings.Contains(st.text(), "elicitation/create") || !strings.Contains(st.text(), "taskgate_task_answer") {
-		t.Fatalf("status text: %s", st.text())
+	if !strings.Contains(st.Text(), "elicitation/create") || !strings.Contains(st.Text(), "taskgate_task_answer") {
+		t.Fatalf("status text: %s", st.Text())
 	}
 	// The result cannot ask this client: it returns the status at once.
 	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 30}); a.StructuredContent.Status != "input_required" {
 		t.Fatalf("result while waiting for input: %+v", a)
 	}
 	if a := callTool(c, "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{"nope": map[string]any{}}}); !a.IsError ||
-		!strings.Contains(a.text(), `"`+key+`"`) {
+		!strings.Contains(a.Text(), `"`+key+`"`) {
 		t.Fatalf("answer with a wrong key: %+v", a)
 	}
 	if a := callTool(c, "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
 		key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); a.IsError {
 		t.Fatalf("answer: %+v", a)
 	}
-	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id}); a.text() != "Hello, Ada!" {
+	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id}); a.Text() != "Hello, Ada!" {
 		t.Fatalf("result: %+v", a)
 	}
 }
@@ -277,66 +203,10 @@ func TestFallbackInputOnResultStream(t *testing.T) {
 		}
 		return true
 	})
-	var a toolAnswer
+	var a gwtest.ToolAnswer
 	_ = json.Unmarshal(final.Result, &a)
-	if asked != 1 || a.text() != "Hello, Grace!" {
+	if asked != 1 || a.Text() != "Hello, Grace!" {
 		t.Fatalf("asked %d times, final %s", asked, final.Result)
-	}
-}
-
-// TestFallbackStatelessClient: a 2026-07-28 client without the extension
-// sees the tools at once and follows its task with them; another
-// Authorization cannot.
-func TestFallbackStatelessClient(t *testing.T) {
-	cl := fallbackCluster(t, 2)
-	auth := func(v string) func(http.Header) { return func(h http.Header) { h.Set("Authorization", v) } }
-	var list struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	okResult(t, mpost(t, cl.urls[0], "tools/list", nil, modernMeta(), auth("Bearer a")), &list)
-	found := 0
-	for _, tl := range list.Tools {
-		if strings.HasPrefix(tl.Name, "taskgate_task_") {
-			found++
-		}
-	}
-	if found != 4 {
-		t.Fatalf("tools/list: %d fallback tools in %+v", found, list.Tools)
-	}
-	var started struct {
-		toolAnswer
-		ResultType string `json:"resultType"`
-	}
-	okResult(t, mpost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
-		modernMeta(), auth("Bearer a")), &started)
-	id := started.StructuredContent.TaskID
-	if started.ResultType != "complete" || id == "" || started.IsError {
-		t.Fatalf("started: %+v", started)
-	}
-	var a toolAnswer
-	okResult(t, mpost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
-		modernMeta(), auth("Bearer b")), &a)
-	if !a.IsError || !strings.Contains(a.text(), "task not found") {
-		t.Fatalf("another owner's status: %+v", a)
-	}
-	a = toolAnswer{}
-	okResult(t, mpost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
-		modernMeta(), auth("Bearer a")), &a)
-	if a.text() != "slept 1 s: m" {
-		t.Fatalf("result: %+v", a)
-	}
-	// With the extension declared, the same call is a real task.
-	meta := modernMeta()
-	meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
-	var task struct {
-		ResultType string `json:"resultType"`
-	}
-	okResult(t, mpost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
-		meta, auth("Bearer a")), &task)
-	if task.ResultType != "task" {
-		t.Fatalf("with the extension: %+v", task)
 	}
 }
 
@@ -345,72 +215,24 @@ func TestFallbackOff(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) {
+	f.Add(func(c *config) {
 		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 100*time.Millisecond)
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
 	c.InitializeAs("2025-06-18", map[string]any{})
-	if a := callTool(c, "slow", map[string]any{"seconds": 0.5, "text": "x"}); a.text() != "slept 0.5 s: x" {
+	if a := callTool(c, "slow", map[string]any{"seconds": 0.5, "text": "x"}); a.Text() != "slept 0.5 s: x" {
 		t.Fatalf("slow call: %+v", a)
 	}
-	if names := toolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_status"] {
+	if names := gwtest.ToolNames(t, c.Call("tools/list", map[string]any{}).Result); names["taskgate_task_status"] {
 		t.Fatalf("tools/list: %v", names)
 	}
 	if r := c.Call("tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": "x"}}); r.Error == nil {
-		var a toolAnswer
+		var a gwtest.ToolAnswer
 		_ = json.Unmarshal(r.Result, &a)
-		if strings.Contains(a.text(), "task not found") {
+		if strings.Contains(a.Text(), "task not found") {
 			t.Fatalf("a fallback tool answered with the tools off: %s", r.Result)
 		}
 	}
-}
-
-// TestFallbackStatelessClientInput: a 2026-07-28 client without the
-// extension and without elicitation answers its fallback task's question
-// with task_answer, in front of either era of upstream.
-func TestFallbackStatelessClientInput(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
-		t.Cleanup(up.Close)
-		f := newFleet(t, up.URL+"/mcp")
-		for i := 0; i < 2; i++ {
-			f.add(func(c *Config) {
-				c.Policy = hybridPolicy(rules(t, "elicit", policy.Task), 200*time.Millisecond)
-				c.Fallback = FallbackTools{Enabled: true}
-			})
-		}
-		call := func(url, tool string, args map[string]any) toolAnswer {
-			var a toolAnswer
-			okResult(t, mpost(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, modernMeta(), nil), &a)
-			return a
-		}
-		var list json.RawMessage
-		okResult(t, mpost(t, f.URLs[1], "tools/list", nil, modernMeta(), nil), &list)
-		if names := toolNames(t, list); !names["elicit"] || !names["taskgate_task_answer"] {
-			t.Fatalf("tools/list: %v", names)
-		}
-		started := call(f.URLs[0], "elicit", map[string]any{})
-		id := started.StructuredContent.TaskID
-		if id == "" {
-			t.Fatalf("elicit: %+v", started)
-		}
-		var st toolAnswer
-		gwtest.WaitFor(t, func() bool {
-			st = call(f.URLs[1], "taskgate_task_status", map[string]any{"taskId": id})
-			return len(st.StructuredContent.InputRequests) == 1
-		})
-		var key string
-		for k := range st.StructuredContent.InputRequests {
-			key = k
-		}
-		if a := call(f.URLs[0], "taskgate_task_answer", map[string]any{"taskId": id, "inputResponses": map[string]any{
-			key: map[string]any{"action": "accept", "content": map[string]any{"name": "Lin"}}}}); a.IsError {
-			t.Fatalf("answer: %+v", a)
-		}
-		if a := call(f.URLs[1], "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 20}); a.text() != "Hello, Lin!" {
-			t.Fatalf("result: %+v", a)
-		}
-	})
 }
 
 // TestFallbackProgressInStatus: progress the upstream reports for a
@@ -421,27 +243,27 @@ func TestFallbackProgressInStatus(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) {
+	f.Add(func(c *config) {
 		c.Policy = hybridPolicy(rules(t, "progress", policy.Task), 200*time.Millisecond)
-		c.Fallback = FallbackTools{Enabled: true}
+		c.Fallback = fallback.Config{Enabled: true}
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
 	c.InitializeAs("2025-11-25", map[string]any{})
 	msgs := c.CallAll("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3, "delayMs": 400},
 		"_meta": map[string]any{"progressToken": "p1"}})
-	var started toolAnswer
+	var started gwtest.ToolAnswer
 	_ = json.Unmarshal(msgs[len(msgs)-1].Result, &started)
 	id := started.StructuredContent.TaskID
 	if id == "" {
 		t.Fatalf("progress call: %+v", msgs)
 	}
-	var st toolAnswer
+	var st gwtest.ToolAnswer
 	gwtest.WaitFor(t, func() bool {
 		st = callTool(c, "taskgate_task_status", map[string]any{"taskId": id})
-		return strings.Contains(st.text(), "Progress: ")
+		return strings.Contains(st.Text(), "Progress: ")
 	})
-	if !strings.Contains(st.text(), "/3 (step ") {
-		t.Fatalf("status text: %s", st.text())
+	if !strings.Contains(st.Text(), "/3 (step ") {
+		t.Fatalf("status text: %s", st.Text())
 	}
 	if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id, "waitSeconds": 10}); a.IsError {
 		t.Fatalf("result: %+v", a)
@@ -455,9 +277,9 @@ func TestFallbackRequiredTool(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) {
+	f.Add(func(c *config) {
 		c.Policy = hybridPolicy(rules(t, "slow", policy.TaskRequired), 100*time.Millisecond)
-		c.Fallback = FallbackTools{Enabled: true}
+		c.Fallback = fallback.Config{Enabled: true}
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
 	c.InitializeAs("2025-11-25", map[string]any{})
@@ -487,4 +309,85 @@ func TestFallbackRequiredTool(t *testing.T) {
 			t.Fatalf("slow taskSupport %q for a client with tasks, want required", tl.Execution.TaskSupport)
 		}
 	}
+}
+
+// TestFallbackOldServer: a 2025-11-25 client that declares no tasks in
+// front of a 2024-11-05 server (presented to it as 2025-11-25): a fast call
+// of a task candidate is answered directly; a slow call answers early with
+// a task id (the session told the tools appeared), and the fallback tools
+// read its status and its result back; the server ran the call once.
+func TestFallbackOldServer(t *testing.T) {
+	for _, transport := range gwtest.OldTransports {
+		t.Run(transport, func(t *testing.T) {
+			rec := &testupstream.Recorder{}
+			url, client := gwtest.OldUpstream(t, transport, testupstream.Options{Recorder: rec})
+			f := newFleet(t, url)
+			f.Add(func(c *config) {
+				c.Upstream = client
+				// echo, a task candidate too, has a long hybrid wait: it is
+				// answered directly however busy the machine.
+				c.Policy = hybridPolicy(append(rules(t, "slow", policy.Task), gwtest.WithWait(rules(t, "echo", policy.Task), gwtest.DirectWait)...),
+					300*time.Millisecond)
+				c.Fallback = fallback.Config{Enabled: true}
+			})
+			c := &gwtest.Client{T: t, URLs: f.URLs}
+			c.InitializeAs("2025-11-25", map[string]any{})
+			if a := callTool(c, "echo", map[string]any{"text": "quick"}); a.Text() != "quick" || a.StructuredContent.TaskID != "" {
+				t.Fatalf("fast call: %+v", a)
+			}
+			msgs := c.CallAll("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.2, "text": "late"}})
+			if len(msgs) != 2 || msgs[0].Method != "notifications/tools/list_changed" {
+				t.Fatalf("the fallback answer: %+v, want list_changed then the result", msgs)
+			}
+			var started gwtest.ToolAnswer
+			_ = json.Unmarshal(msgs[1].Result, &started)
+			id := started.StructuredContent.TaskID
+			if id == "" || started.StructuredContent.Status != "working" || !strings.Contains(started.Text(), "taskgate_task_result") {
+				t.Fatalf("started: %s", msgs[1].Result)
+			}
+			if names := gwtest.ToolNames(t, c.Call("tools/list", map[string]any{}).Result); !names["taskgate_task_status"] || !names["taskgate_task_result"] || !names["slow"] {
+				t.Fatalf("tools/list after the fallback task: %v", names)
+			}
+			if a := callTool(c, "taskgate_task_status", map[string]any{"taskId": id}); a.StructuredContent.Status != "working" && a.StructuredContent.Status != "completed" {
+				t.Errorf("status: %+v", a)
+			}
+			if a := callTool(c, "taskgate_task_result", map[string]any{"taskId": id}); a.Text() != "slept 1.2 s: late" || a.IsError {
+				t.Errorf("result: %+v", a)
+			}
+			if n := rec.Count("slow", testupstream.Completed); n != 1 {
+				t.Errorf("the server completed slow %d times, want once", n)
+			}
+		})
+	}
+}
+
+// fallbackCluster is replicas with the fallback tools on
+// (frontrig.FallbackFleet).
+func fallbackCluster(t *testing.T, replicas int) *cluster {
+	cl, _ := gatedFallbackCluster(t, replicas)
+	return cl
+}
+
+// gatedFallbackCluster is fallbackCluster with its gate.
+func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *gwtest.Gate) {
+	t.Helper()
+	f, rec, gate := frontrig.FallbackFleet(t, replicas, func(r *frontrig.Replica) http.Handler {
+		_, h := serveFront(r)
+		return h
+	})
+	return &cluster{urls: f.URLs, rec: rec}, gate
+}
+
+// callTool calls a tool and decodes its CallToolResult.
+func callTool(c *mcpClient, name string, args map[string]any) gwtest.ToolAnswer {
+	c.T.Helper()
+	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
+	if r.Error != nil {
+		c.T.Fatalf("%s: JSON-RPC error %+v", name, r.Error)
+	}
+	var a gwtest.ToolAnswer
+	if err := json.Unmarshal(r.Result, &a); err != nil {
+		c.T.Fatalf("%s: result %s: %v", name, r.Result, err)
+	}
+	return a
 }
