@@ -21,7 +21,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -169,7 +168,7 @@ func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 // over more answers than a task can have outstanding (it used to take any
 // number: 250,000 keys kept Redis busy 381 ms for every replica).
 func TestTasksUpdateIsBounded(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
+	cmds := gwtest.NewCommandCounter()
 	// Leases long enough that no renewal runs a script during the test.
 	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)),
 		Lease: 10 * time.Minute, LeaseRenew: 5 * time.Minute}, cmds)
@@ -178,12 +177,12 @@ func TestTasksUpdateIsBounded(t *testing.T) {
 	for i := range 10000 {
 		many[fmt.Sprint(i)] = map[string]any{"action": "accept"}
 	}
-	cmds.reset()
+	cmds.Reset()
 	r := rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": many})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams || !strings.Contains(r.Error.Message, "at most") {
 		t.Errorf("tasks/update with 10000 answers: %+v, want -32602", r)
 	}
-	if n := cmds.reset(); n["evalsha"]+n["eval"] != 0 {
+	if n := cmds.Reset(); n["evalsha"]+n["eval"] != 0 {
 		t.Errorf("the refused tasks/update ran scripts: %v", n)
 	}
 	r = rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": []int{1}})
@@ -391,82 +390,6 @@ func TestFrontDoorSmallItems(t *testing.T) {
 	if code, body := post(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, http.Header{}); code != http.StatusBadRequest || !strings.Contains(body, "batches") {
 		t.Errorf("batch: %d %s", code, body)
 	}
-}
-
-// TestListenIsBounded: one client holds at most maxListensPerSubscriber
-// subscriptions/listen streams on a replica, and a finished task on a
-// stream is never read again (streams used to re-read every task, finished
-// or not, on every resync, and any number of them).
-func TestListenIsBounded(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
-	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 20 * time.Millisecond},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))}, cmds)
-	c := rig.c
-	c.Auth = "Bearer listener"
-	done := c.ToolTask("slow", map[string]any{"seconds": 0.01})
-	c.WaitTask(done.TaskID, "completed")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// The worker that stored the outcome reads the task once more as it
-	// ends (the status notification); only after it is gone may every
-	// read of the task be blamed on the stream.
-	idleCtx, idleDone := context.WithTimeout(ctx, 30*time.Second)
-	defer idleDone()
-	if err := rig.h.runner.Idle(idleCtx); err != nil {
-		t.Fatalf("the task's worker did not end: %v", err)
-	}
-	listen := func(ids ...string) *http.Response {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"taskIds":%s},`+
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,
-			mustJSONList(ids))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URLs[0], strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "subscriptions/listen")
-		req.Header.Set("Authorization", c.Auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	first := listen(done.TaskID)
-	defer first.Body.Close()
-	ack := bufio.NewReader(first.Body)
-	if line, _ := ack.ReadString('\n'); !strings.Contains(line, "event") && !strings.Contains(line, "data") {
-		t.Fatalf("no acknowledgement: %q", line)
-	}
-	cmds.reset()
-	time.Sleep(200 * time.Millisecond) // ten resync periods
-	if n := cmds.reset()["hgetall"]; n != 0 {
-		t.Errorf("a stream re-read its finished task %d times", n)
-	}
-	var open []*http.Response
-	for range front2026.MaxListensPerSubscriber - 1 {
-		r := listen()
-		if r.StatusCode != http.StatusOK {
-			t.Fatalf("stream %d: HTTP %d", len(open)+2, r.StatusCode)
-		}
-		open = append(open, r)
-	}
-	over := listen()
-	body, _ := io.ReadAll(over.Body)
-	over.Body.Close()
-	if over.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too many subscriptions/listen streams") {
-		t.Errorf("stream %d: HTTP %d %s, want 429", front2026.MaxListensPerSubscriber+1, over.StatusCode, body)
-	}
-	for _, r := range open {
-		r.Body.Close()
-	}
-}
-
-func mustJSONList(ids []string) string {
-	if ids == nil {
-		ids = []string{}
-	}
-	return string(mcpwire.MustMarshal(ids))
 }
 
 // TestAnonymousCapKeepsAutoCallsAlive: an "auto" call still running when

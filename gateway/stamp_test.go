@@ -1,15 +1,11 @@
 package gateway
 
 import (
-	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
@@ -17,35 +13,6 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
-
-// commandCounter counts the commands a Store sends, by name.
-type commandCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (*commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.n[strings.ToLower(cmd.Name())]++
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (*commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (c *commandCounter) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.n
-	c.n = map[string]int{}
-	return old
-}
 
 // TestTasksGetTerminalZeroRTT: once the store's removal notices are live, a
 // poll of a terminal task already rendered sends no command at all and
@@ -55,7 +22,7 @@ func (c *commandCounter) reset() map[string]int {
 // owner and an expired task get what they get without the cache; with the
 // store unreachable the cached task is still answered, an uncached one not.
 func TestTasksGetTerminalZeroRTT(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
+	cmds := gwtest.NewCommandCounter()
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: rulesPolicy(rules(t, "echo", policy.Task))}, cmds)
@@ -67,9 +34,9 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// would count with the polls' commands: wait until it is gone.
 	waitIdle(t, rig.h)
 	get := func(c *gwtest.ModernClient) (string, map[string]int) {
-		cmds.reset()
+		cmds.Reset()
 		r := c.Call("tasks/get", map[string]any{"taskId": task.TaskID})
-		return string(r.Result), cmds.reset()
+		return string(r.Result), cmds.Reset()
 	}
 	renders := rig.h.f2026.Renders
 	gwtest.WaitFor(t, func() bool { return renders.Live() })

@@ -8,13 +8,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// storeRig is one gateway on a miniredis store (its client with the given
-// hooks, go-redis's own retries off) in front of a test upstream.
+// storeRig is one gateway on a miniredis store (frontrig.MiniStore: its
+// client with the given hooks, go-redis's own retries off) in front of a
+// test upstream.
 type storeRig struct {
 	mr  *miniredis.Miniredis
 	rec *testupstream.Recorder
@@ -28,13 +30,7 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg Config,
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rig.rec}))
 	t.Cleanup(up.Close)
 	rig.mr = miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rig.mr.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	for _, hook := range hooks {
-		rdb.AddHook(hook)
-	}
-	store := taskstore.New(rdb, so)
-	t.Cleanup(func() { store.Close() })
+	store := frontrig.MiniStore(t, rig.mr, so, hooks...)
 	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,8 @@
 //   - idle.go: a proxy that cuts a connection quiet for a second in
 //     front of a gateway (IdleProxyURL), slow calls through it
 //     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody.
+//   - counter.go: CommandCounter, a redis.Hook counting a store's
+//     commands by name.
 //   - gate.go: GatedUpstream, an upstream that holds the calls marked
 //     with GateMarker until the test releases its Gate.
 //   - tools.go: ToolAnswer and ToolNames, the fallback tools' answers

@@ -7,7 +7,7 @@
 // that front. Only tests import it.
 //
 //   - frontrig.go: Config, Replica (New), Fleet (Add, or Next and Start;
-//     Observer), FallbackFleet, ReadPost.
+//     Observer), FallbackFleet, MiniStore, ReadPost.
 package frontrig
 
 import (
@@ -258,4 +258,17 @@ func FallbackFleet(t *testing.T, replicas int, serve func(*Replica) http.Handler
 		})
 	}
 	return f, rec, gate
+}
+
+// MiniStore is a store with options so on mr, its client with hooks and
+// go-redis's own retries off; the test's cleanup closes both.
+func MiniStore(t testing.TB, mr *miniredis.Miniredis, so taskstore.Options, hooks ...redis.Hook) *taskstore.Store {
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	for _, hook := range hooks {
+		rdb.AddHook(hook)
+	}
+	store := taskstore.New(rdb, so)
+	t.Cleanup(func() { store.Close() })
+	return store
 }
