@@ -5,10 +5,8 @@
 //   - gwtest.go: LockedWriter, a writer safe for a logger's concurrent
 //     writes that a test reads afterwards; WaitFor, a condition polled
 //     until it holds; Traced, a tracer provider that records the spans;
-//     CounterValue, a counter read; TaskKey and MiniTaskKey, the Redis key
-//     of a task.
-//   - http.go: UpstreamResponse, an upstream's answer as net/http hands
-//     it over.
+//     CounterValue, a counter read; MiniTaskKey, the Redis key of a
+//     task.
 //   - metrics.go: Scrape, MetricValue and WaitMetric, a /metrics
 //     endpoint read.
 //   - client.go: raw clients over HTTP: Client (2025-11-25, a session),
@@ -31,16 +29,14 @@
 //     read.
 //   - old.go: OldUpstream, a 2024-11-05 server over either of its
 //     transports (OldTransports).
-//   - frontrig/: the parts a front stands on, for the fronts' tests.
-//   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
-//     of) the scripts a test picks.
+//   - frontrig/: the parts a front stands on, for the fronts' tests
+//     (and fleets of Handlers, for gateway's).
 //   - oauth.go: OwnServer, an upstream that is its own OAuth
 //     authorization server (its metadata and endpoints); WriteJSON, a
 //     metadata document answered.
 package gwtest
 
 import (
-	"context"
 	"io"
 	"strings"
 	"sync"
@@ -49,7 +45,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -112,16 +107,6 @@ func CounterValue(c interface{ Write(*dto.Metric) error }) float64 {
 		return -1
 	}
 	return m.Counter.GetValue()
-}
-
-// TaskKey finds the Redis key of task id's hash (its key names the owner
-// by a digest), or "none".
-func TaskKey(rdb *redis.Client, id string) string {
-	keys, _ := rdb.Keys(context.Background(), "tg:*:t:"+id).Result()
-	if len(keys) != 1 {
-		return "none"
-	}
-	return keys[0]
 }
 
 // MiniTaskKey is the key of task id's hash among mr's keys; the test

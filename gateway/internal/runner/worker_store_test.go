@@ -31,7 +31,7 @@ import (
 // modern upstream's task failed.
 func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 	gwtest.Eras(t, func(t *testing.T, stateless bool) {
-		blip := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 3}
+		blip := &failScriptHook{Match: "waiting for the client to answer", Left: 3}
 		rig := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond}, Params{}, blip)
 		task := rig.toolTask(t, "elicit", map[string]any{})
 		d := rig.waitTask(t, task.ID, "input_required")
@@ -56,9 +56,9 @@ func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 // long enough to fsync its AOF to be killed between a write and its reply.
 func TestStoreWriteReplyLost(t *testing.T) {
 	gwtest.Eras(t, func(t *testing.T, stateless bool) {
-		asked := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 1, LostReply: true}
-		took := &gwtest.FailScriptHook{Match: "take-", Left: 1, LostReply: true}
-		done := &gwtest.FailScriptHook{Match: string(taskstore.StatusCompleted), Left: 2, LostReply: true}
+		asked := &failScriptHook{Match: "waiting for the client to answer", Left: 1, LostReply: true}
+		took := &failScriptHook{Match: "take-", Left: 1, LostReply: true}
+		done := &failScriptHook{Match: string(taskstore.StatusCompleted), Left: 2, LostReply: true}
 		rig := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond}, Params{}, asked, took, done)
 		task := rig.toolTask(t, "elicit", map[string]any{})
 		d := rig.waitTask(t, task.ID, "input_required")
