@@ -72,7 +72,7 @@ func legacyTaskSupport(t *testing.T, c *gwtest.Client) map[string]string {
 }
 
 // resultType is the resultType of a modern tools/call answer.
-func resultType(t *testing.T, r rpcReply) string {
+func resultType(t *testing.T, r gwtest.Reply) string {
 	t.Helper()
 	if r.Error != nil {
 		t.Fatalf("error %d: %s", r.Error.Code, r.Error.Message)
@@ -94,7 +94,7 @@ func slowArgs(seconds float64) map[string]any {
 func TestPolicyReloadAppliesToNextCall(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
-	taskRule := rules(t, "slow", policy.Task)
+	taskRule := gwtest.Rules(t, "slow", policy.Task)
 	cur := policy.NewCurrent(&policy.Config{Rules: taskRule})
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) { c.Policy = cur })
@@ -110,7 +110,7 @@ func TestPolicyReloadAppliesToNextCall(t *testing.T) {
 		t.Fatalf("modern call under a task rule: resultType %q", rt)
 	}
 
-	cur.Store(&policy.Config{Rules: rules(t, "slow", policy.Sync)})
+	cur.Store(&policy.Config{Rules: gwtest.Rules(t, "slow", policy.Sync)})
 	if ts, ok := legacyTaskSupport(t, legacy)["slow"]; ts != "" || !ok {
 		t.Errorf("slow under a sync rule: taskSupport %q", ts)
 	}
@@ -148,10 +148,10 @@ func TestAnnotationRulesAtToolsCall(t *testing.T) {
 		{Glob: "*", Mode: policy.Sync, When: policy.Annotations{ReadOnlyHint: &ro}, Source: "test"},
 		{Glob: "*", Mode: policy.Task, Source: "test"},
 	}
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, annotatedUpstream(t, stateless))
 		for i := 0; i < 2; i++ {
-			f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
+			f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(rs) })
 		}
 		// A modern client lists on replica 0 and calls on replica 1.
 		modern := &gwtest.ModernClient{T: t, URLs: f.URLs}
@@ -187,13 +187,13 @@ func TestRuleSetsTaskTTLAndPollInterval(t *testing.T) {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	rs := policy.Rules{{Glob: "slow", Mode: policy.Task, TTL: 90 * time.Second, PollInterval: 3 * time.Second, Source: "test"}}
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(rs) })
 
 	legacy := &gwtest.Client{T: t, URLs: f.URLs}
 	legacy.Initialize()
 	r := legacy.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{"ttl": 60000}})
 	var res struct {
-		Task wireTask `json:"task"`
+		Task gwtest.WireTask `json:"task"`
 	}
 	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Task.TTL == nil {
 		t.Fatalf("legacy task: %+v %s", r.Error, r.Result)

@@ -29,7 +29,7 @@ func drainGatewayOn(t *testing.T, upURL string, mod func(*Config)) (*Handler, *g
 	t.Helper()
 	f := newFleet(t, upURL)
 	h := f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "*", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task))
 		if mod != nil {
 			mod(c)
 		}
@@ -39,12 +39,12 @@ func drainGatewayOn(t *testing.T, upURL string, mod func(*Config)) (*Handler, *g
 	return h, c, strings.TrimSuffix(f.URLs[0], "/mcp")
 }
 
-func taskCall(c *gwtest.Client, tool string, args any) rpcReply {
+func taskCall(c *gwtest.Client, tool string, args any) gwtest.Reply {
 	c.T.Helper()
 	return c.Call("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": 60000}})
 }
 
-func wantRefused(t *testing.T, r rpcReply, want string) {
+func wantRefused(t *testing.T, r gwtest.Reply, want string) {
 	t.Helper()
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInternalError || r.Error.Message != want {
 		t.Fatalf("tools/call = %+v %s, want -32603 %q", r.Error, r.Result, want)
@@ -138,10 +138,10 @@ func TestMaxInflight(t *testing.T) {
 // task now) holds the one slot, a second call is refused, and once the
 // task completed the slot is free again.
 func TestMaxInflightModernHybrid(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{Stateless: stateless}))
 		f := newFleet(t, upURL)
-		h := f.add(func(c *Config) { c.Policy, c.MaxInflight = hybridPolicy(nil, 100*time.Millisecond), 1 })
+		h := f.add(func(c *Config) { c.Policy, c.MaxInflight = gwtest.HybridPolicy(nil, 100*time.Millisecond), 1 })
 		c := &gwtest.ModernClient{T: t, URLs: f.URLs}
 		// The first call learns the upstream's era; on a busy machine it
 		// may itself outlive the hybrid wait, so its worker must be gone
@@ -154,7 +154,7 @@ func TestMaxInflightModernHybrid(t *testing.T) {
 		gate.Release()
 		c.WaitTask(task.TaskID, "completed")
 		waitIdle(t, h)
-		if text, isErr, _ := resultText(t, callAnswer(c, "echo", map[string]any{"text": "again"})); text != "again" || isErr {
+		if text, isErr, _ := gwtest.ResultText(t, callAnswer(c, "echo", map[string]any{"text": "again"})); text != "again" || isErr {
 			t.Fatalf("echo after the task = %q (isError %v)", text, isErr)
 		}
 		waitIdle(t, h)
@@ -177,7 +177,7 @@ func TestDrainTimeoutAloneSaysLost(t *testing.T) {
 			h, c, _ := drainGateway(t, func(cfg *Config) {
 				cfg.Alone = true
 				if rerunnable {
-					cfg.Policy = rulesPolicy(append(rules(t, "*", policy.Task), rerun))
+					cfg.Policy = gwtest.RulesPolicy(append(gwtest.Rules(t, "*", policy.Task), rerun))
 				}
 			})
 			task := c.StartTask("slow", map[string]any{"seconds": 30, "text": "x"}, nil)

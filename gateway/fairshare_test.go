@@ -50,7 +50,7 @@ func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *gwtest.Gat
 	f := newFleet(t, upURL)
 	log := &syncBuffer{}
 	h := f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "*", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task))
 		c.Logger = zerolog.New(log)
 		if mod != nil {
 			mod(c)
@@ -68,7 +68,7 @@ func principalClient(t *testing.T, url, auth string) *gwtest.Client {
 }
 
 // retryAfter is a refusal's data.retryAfterMs and reason.
-func retryAfter(t *testing.T, r rpcReply) (int64, string) {
+func retryAfter(t *testing.T, r gwtest.Reply) (int64, string) {
 	t.Helper()
 	var d struct {
 		RetryAfterMs int64  `json:"retryAfterMs"`
@@ -91,7 +91,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	a := principalClient(t, url, "Bearer alice")
 	b := principalClient(t, url, "Bearer bob")
 	start := time.Now()
-	var refusals []rpcReply
+	var refusals []gwtest.Reply
 	held := 0
 	for range 20 {
 		if r := taskCall(a, "slow", map[string]any{"seconds": 0, "text": gwtest.GateMarker}); r.Error != nil {
@@ -107,7 +107,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 			t.Fatalf("B's task %d refused for A's load: %s", i, r.Error.Message)
 		}
 		var res struct {
-			Task wireTask `json:"task"`
+			Task gwtest.WireTask `json:"task"`
 		}
 		_ = json.Unmarshal(r.Result, &res)
 		bTasks = append(bTasks, res.Task.TaskID)

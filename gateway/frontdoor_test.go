@@ -116,7 +116,7 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 	}))
 	defer up.Close()
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)) })
 	for i := range 3 {
 		c := &gwtest.ModernClient{T: t, URLs: f.URLs, Header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
 		d := c.ToolTask("slow", map[string]any{"seconds": 0.01})
@@ -137,7 +137,7 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 // per client address and in all instead.
 func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{MaxTasksPerOwner: 1},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{PerAddress: 2}})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{PerAddress: 2}})
 	a := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
 	b := rig.c.ToolTask("slow", map[string]any{"seconds": 30}) // the per-owner cap of 1 does not apply
 	r := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}})
@@ -152,7 +152,7 @@ func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 	authed.ToolTask("slow", map[string]any{"seconds": 0.01})
 
 	noAnon := newStoreRig(t, true, taskstore.Options{},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{Disabled: true}})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{Disabled: true}})
 	r = noAnon.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.01}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "Authorization") {
 		t.Errorf("anonymous task with anonymous tasks disabled: %+v, want refused", r)
@@ -170,7 +170,7 @@ func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 func TestTasksUpdateIsBounded(t *testing.T) {
 	cmds := gwtest.NewCommandCounter()
 	// Leases long enough that no renewal runs a script during the test.
-	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)),
+	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)),
 		Lease: 10 * time.Minute, LeaseRenew: 5 * time.Minute}, cmds)
 	d := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
 	many := map[string]any{}
@@ -210,7 +210,7 @@ func newMiniStore(t *testing.T) *taskstore.Store {
 // its in-flight slot freed at the next lease renewal, not at its ttl.
 func TestWorkerStopsWhenTheRecordIsGone(t *testing.T) {
 	rig := newStoreRig(t, false, taskstore.Options{},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Lease: 2 * time.Second, LeaseRenew: 100 * time.Millisecond})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Lease: 2 * time.Second, LeaseRenew: 100 * time.Millisecond})
 	rig.c.Auth = "Bearer gone"
 	rig.c.ToolTask("slow", map[string]any{"seconds": 60})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -259,7 +259,7 @@ func TestNoUpstreamSecrets(t *testing.T) {
 		seen = append(seen, string(b))
 	}
 	post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil)
-	post(initBody("2025-11-25"), nil)
+	post(gwtest.InitBody("2025-11-25"), nil)
 	post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
 	resp, err := http.Get(srv.URL + "/readyz")
@@ -373,7 +373,7 @@ func TestFrontDoorSmallItems(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, string(b)
 	}
-	init := initBody("2025-06-18")
+	init := gwtest.InitBody("2025-06-18")
 	if code, body := post(init, http.Header{"Authorization": {"Bearer a", "Bearer b"}}); code != http.StatusBadRequest || !strings.Contains(body, "more than one Authorization") {
 		t.Errorf("two Authorization headers: %d %s", code, body)
 	}
@@ -397,7 +397,7 @@ func TestFrontDoorSmallItems(t *testing.T) {
 // plain call, instead of being cut off.
 func TestAnonymousCapKeepsAutoCallsAlive(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{},
-		Config{Policy: hybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
+		Config{Policy: gwtest.HybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
 	first := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
 	if !strings.Contains(string(first.Result), `"task"`) {
 		t.Fatalf("first auto call: %s %+v, want a task", first.Result, first.Error)
@@ -420,7 +420,7 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 	}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.AllowedOrigins = []string{"https://app.example"} })
-	resp := post(t, gw, "application/json", initBody("2025-06-18"),
+	resp := post(t, gw, "application/json", gwtest.InitBody("2025-06-18"),
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Origin": {"https://app.example"}})
 	io.Copy(io.Discard, resp.Body)
 	if got := resp.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" ||
@@ -434,8 +434,8 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 // waits for open requests) ends a subscriptions/listen stream with its
 // closing response at once.
 func TestEndStreamsClosesListens(t *testing.T) {
-	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))})
-	done := make(chan rpcReply, 1)
+	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))})
+	done := make(chan gwtest.Reply, 1)
 	go func() {
 		r := rig.c.Call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
 		done <- r

@@ -28,7 +28,7 @@ func callAnswer(c *gwtest.ModernClient, name string, args map[string]any) json.R
 	if r.Error != nil {
 		c.T.Fatalf("tools/call %s: error %d %s", name, r.Error.Code, r.Error.Message)
 	}
-	var d detailed
+	var d gwtest.Detailed
 	if json.Unmarshal(r.Result, &d) == nil && d.ResultType == "task" {
 		return c.WaitTask(d.TaskID, "completed").Result
 	}

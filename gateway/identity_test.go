@@ -44,7 +44,7 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 		}
 		fl.add(func(c *Config) {
 			c.Auth, c.PublicURL = g, public
-			c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
+			c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.Task), 200*time.Millisecond)
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
@@ -82,21 +82,21 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 	t.Run("fallback tools", func(t *testing.T) {
 		as := func(v string) func(http.Header) { return func(h http.Header) { h.Set("Authorization", v) } }
 		var started gwtest.ToolAnswer
-		okResult(t, mpost(t, fl.URLs[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
-			modernMeta(), as(alice1)), &started)
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
+			gwtest.ModernMeta(), as(alice1)), &started)
 		id := started.StructuredContent.TaskID
 		if id == "" || started.IsError {
 			t.Fatalf("started: %+v", started)
 		}
 		var a gwtest.ToolAnswer
-		okResult(t, mpost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
-			modernMeta(), as(bob)), &a)
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
+			gwtest.ModernMeta(), as(bob)), &a)
 		if !a.IsError || !strings.Contains(a.Text(), "task not found") {
 			t.Fatalf("bob's status: %+v", a)
 		}
 		a = gwtest.ToolAnswer{}
-		okResult(t, mpost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
-			modernMeta(), as(alice2)), &a)
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
+			gwtest.ModernMeta(), as(alice2)), &a)
 		if a.Text() != "slept 1 s: m" {
 			t.Fatalf("alice's result with her second token: %+v", a)
 		}
@@ -142,7 +142,7 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 		}
 		hs = append(hs, fl.add(func(c *Config) {
 			c.Auth, c.PublicURL = g, public
-			c.Policy = rulesPolicy(rules(t, "elicit2", policy.Task))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "elicit2", policy.Task))
 		}))
 	}
 	// Replica A's clock jumps past credLocal once B took the new token, as
@@ -179,7 +179,7 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 		t.Fatalf("tasks/update with the refreshed token on B: %+v", r.Error)
 	}
 	done := onB.WaitTask(tk.TaskID, "completed")
-	if text, _, _ := resultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
+	if text, _, _ := gwtest.ResultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
 		t.Fatalf("result %s", done.Result)
 	}
 	later := up.Posts("")[before:]
@@ -216,7 +216,7 @@ func TestPrincipalSharesPollLimit(t *testing.T) {
 	const public = "http://gw.test/mcp"
 	fl, _ := signedFleet(t, iss, public, false, 1, func(c *Config) {
 		c.PollLimit = 0.5 // a burst of one poll, then one in 2 s
-		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
+		c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.Task), 200*time.Millisecond)
 	})
 	token := func(n int) string {
 		c := iss.Claims(public)

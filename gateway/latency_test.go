@@ -90,7 +90,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
 	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
 	st = h.decider.Latency("slow") // the worker learned before it completed the task
-	d := decodeDetailed(t, modern.Call("tools/call", slowArgs(0.6)))
+	d := gwtest.DecodeDetailed(t, modern.Call("tools/call", slowArgs(0.6)))
 	if d.ResultType != "task" {
 		t.Fatalf("modern call of the promoted tool: %+v", d)
 	}
@@ -105,9 +105,9 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 // TestLatencyInputWaitExcluded: the time a task waits for the client's
 // answer is not the tool's latency.
 func TestLatencyInputWaitExcluded(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
-		h := f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "elicit", policy.Task)) })
+		h := f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "elicit", policy.Task)) })
 		c := &gwtest.ModernClient{T: t, URLs: f.URLs}
 		c.Call("tools/list", nil)
 		start := time.Now()
@@ -220,10 +220,10 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 // entry and the session are cached: sync pass-through, a modern hybrid
 // call that answers in time, and a modern sync call.
 func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
 		h := f.add(func(c *Config) {
-			c.Policy = rulesPolicy(rules(t, "progress", policy.Sync))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "progress", policy.Sync))
 			c.LatencySync = time.Hour // no merge during the test
 			c.Lease = time.Hour       // nor a recovery sweep
 		})

@@ -45,7 +45,7 @@ func TestMetricsFollowTasks(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "*", policy.Task)) })
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task)) })
 	url := f.URLs[0]
 	c := &gwtest.ModernClient{T: t, URLs: f.URLs, Auth: "Bearer metrics"}
 

@@ -25,7 +25,7 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	pol := func(c *Config) { c.Policy = rulesPolicy(rules(t, "elicit2", policy.Task)) }
+	pol := func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "elicit2", policy.Task)) }
 	fl.add(pol)
 	fl.add(pol)
 
@@ -53,7 +53,7 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 		t.Fatalf("tasks/update: %+v", r.Error)
 	}
 	done := modern.WaitTask(tk.TaskID, "completed")
-	if text, _, _ := resultText(t, done.Result); text != want {
+	if text, _, _ := gwtest.ResultText(t, done.Result); text != want {
 		t.Errorf("2026-07-28 client: result %s, want %q", done.Result, want)
 	}
 
@@ -66,8 +66,8 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp := legacy.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result", "params": map[string]any{"taskId": task.TaskID}})
-	var final rpcReply
-	readMessages(t, resp, func(m rpcReply) bool {
+	var final gwtest.Reply
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		if m.Method == "elicitation/create" {
 			for q, a := range answers {
 				if strings.Contains(string(m.Params), testupstream.Elicit2Questions[q]) {
@@ -83,7 +83,7 @@ func TestHeldUpstreamTask2026(t *testing.T) {
 		}
 		return true
 	})
-	if text, _, _ := resultText(t, final.Result); text != want {
+	if text, _, _ := gwtest.ResultText(t, final.Result); text != want {
 		t.Errorf("2025-11-25 client: tasks/result %s %+v, want %q", final.Result, final.Error, want)
 	}
 	if n := rec.Count("elicit2", testupstream.Called); n < 2 {

@@ -25,7 +25,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cmds := gwtest.NewCommandCounter()
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: rulesPolicy(rules(t, "echo", policy.Task))}, cmds)
+	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "echo", policy.Task))}, cmds)
 	mr := rig.mr
 	alice := &gwtest.ModernClient{T: t, URLs: rig.c.URLs, Auth: "Bearer alice"}
 	task := alice.ToolTask("echo", map[string]any{"text": "stamped"})

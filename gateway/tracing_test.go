@@ -69,7 +69,7 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	a, b := gwtest.NewTraced(), gwtest.NewTraced()
 	for _, tr := range []gwtest.Traced{a, b} {
 		f.add(func(c *Config) {
-			c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))
 			c.Tracer = tr.TP
 			c.Upstream, _ = upstream.New(up.URL+"/mcp", upstream.Options{Tracer: tr.TP})
 		})
@@ -160,7 +160,7 @@ func startTraced(t *testing.T, c *gwtest.Client, url, traceparent string) string
 		t.Fatal(err)
 	}
 	var id string
-	readMessages(t, resp, func(m rpcReply) bool {
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		var r struct {
 			Task struct {
 				TaskID string `json:"taskId"`
@@ -184,7 +184,7 @@ func TestTracingCompletedOnWorker(t *testing.T) {
 	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "echo", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "echo", policy.Task))
 		c.Tracer = tr.TP
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
@@ -281,7 +281,7 @@ func TestTracingExpiredTask(t *testing.T) {
 	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))
 		c.Tracer = tr.TP
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}

@@ -186,8 +186,8 @@ func TestFallbackInputOnResultStream(t *testing.T) {
 	resp := c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tools/call",
 		"params": map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 20}}})
 	asked := 0
-	var final rpcReply
-	readMessages(t, resp, func(m rpcReply) bool {
+	var final gwtest.Reply
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		switch {
 		case m.Method == "elicitation/create":
 			asked++
@@ -215,8 +215,8 @@ func TestFallbackOff(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.Add(func(c *config) {
-		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 100*time.Millisecond)
+	f.Add(func(c *frontrig.Config) {
+		c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.Task), 100*time.Millisecond)
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
 	c.InitializeAs("2025-06-18", map[string]any{})
@@ -243,8 +243,8 @@ func TestFallbackProgressInStatus(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Recorder: rec}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.Add(func(c *config) {
-		c.Policy = hybridPolicy(rules(t, "progress", policy.Task), 200*time.Millisecond)
+	f.Add(func(c *frontrig.Config) {
+		c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "progress", policy.Task), 200*time.Millisecond)
 		c.Fallback = fallback.Config{Enabled: true}
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
@@ -277,8 +277,8 @@ func TestFallbackRequiredTool(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.Add(func(c *config) {
-		c.Policy = hybridPolicy(rules(t, "slow", policy.TaskRequired), 100*time.Millisecond)
+	f.Add(func(c *frontrig.Config) {
+		c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.TaskRequired), 100*time.Millisecond)
 		c.Fallback = fallback.Config{Enabled: true}
 	})
 	c := &gwtest.Client{T: t, URLs: f.URLs}
@@ -322,11 +322,11 @@ func TestFallbackOldServer(t *testing.T) {
 			rec := &testupstream.Recorder{}
 			url, client := gwtest.OldUpstream(t, transport, testupstream.Options{Recorder: rec})
 			f := newFleet(t, url)
-			f.Add(func(c *config) {
+			f.Add(func(c *frontrig.Config) {
 				c.Upstream = client
 				// echo, a task candidate too, has a long hybrid wait: it is
 				// answered directly however busy the machine.
-				c.Policy = hybridPolicy(append(rules(t, "slow", policy.Task), gwtest.WithWait(rules(t, "echo", policy.Task), gwtest.DirectWait)...),
+				c.Policy = gwtest.HybridPolicy(append(gwtest.Rules(t, "slow", policy.Task), gwtest.WithWait(gwtest.Rules(t, "echo", policy.Task), gwtest.DirectWait)...),
 					300*time.Millisecond)
 				c.Fallback = fallback.Config{Enabled: true}
 			})
@@ -379,7 +379,7 @@ func gatedFallbackCluster(t *testing.T, replicas int) (*cluster, *gwtest.Gate) {
 }
 
 // callTool calls a tool and decodes its CallToolResult.
-func callTool(c *mcpClient, name string, args map[string]any) gwtest.ToolAnswer {
+func callTool(c *gwtest.Client, name string, args map[string]any) gwtest.ToolAnswer {
 	c.T.Helper()
 	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
 	if r.Error != nil {

@@ -30,7 +30,7 @@ func TestFallbackStatelessClient(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"tools"`
 	}
-	okResult(t, mpost(t, cl.urls[0], "tools/list", nil, modernMeta(), auth("Bearer a")), &list)
+	gwtest.OKResult(t, gwtest.MPost(t, cl.urls[0], "tools/list", nil, gwtest.ModernMeta(), auth("Bearer a")), &list)
 	found := 0
 	for _, tl := range list.Tools {
 		if strings.HasPrefix(tl.Name, "taskgate_task_") {
@@ -44,31 +44,31 @@ func TestFallbackStatelessClient(t *testing.T) {
 		gwtest.ToolAnswer
 		ResultType string `json:"resultType"`
 	}
-	okResult(t, mpost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
-		modernMeta(), auth("Bearer a")), &started)
+	gwtest.OKResult(t, gwtest.MPost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
+		gwtest.ModernMeta(), auth("Bearer a")), &started)
 	id := started.StructuredContent.TaskID
 	if started.ResultType != "complete" || id == "" || started.IsError {
 		t.Fatalf("started: %+v", started)
 	}
 	var a gwtest.ToolAnswer
-	okResult(t, mpost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
-		modernMeta(), auth("Bearer b")), &a)
+	gwtest.OKResult(t, gwtest.MPost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
+		gwtest.ModernMeta(), auth("Bearer b")), &a)
 	if !a.IsError || !strings.Contains(a.Text(), "task not found") {
 		t.Fatalf("another owner's status: %+v", a)
 	}
 	a = gwtest.ToolAnswer{}
-	okResult(t, mpost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
-		modernMeta(), auth("Bearer a")), &a)
+	gwtest.OKResult(t, gwtest.MPost(t, cl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
+		gwtest.ModernMeta(), auth("Bearer a")), &a)
 	if a.Text() != "slept 1 s: m" {
 		t.Fatalf("result: %+v", a)
 	}
 	// With the extension declared, the same call is a real task.
-	meta := modernMeta()
+	meta := gwtest.ModernMeta()
 	meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
 	var task struct {
 		ResultType string `json:"resultType"`
 	}
-	okResult(t, mpost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
+	gwtest.OKResult(t, gwtest.MPost(t, cl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
 		meta, auth("Bearer a")), &task)
 	if task.ResultType != "task" {
 		t.Fatalf("with the extension: %+v", task)
@@ -79,23 +79,23 @@ func TestFallbackStatelessClient(t *testing.T) {
 // extension and without elicitation answers its fallback task's question
 // with task_answer, in front of either era of upstream.
 func TestFallbackStatelessClientInput(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
 		t.Cleanup(up.Close)
 		f := newFleet(t, up.URL+"/mcp")
 		for i := 0; i < 2; i++ {
-			f.Add(func(c *config) {
-				c.Policy = hybridPolicy(rules(t, "elicit", policy.Task), 200*time.Millisecond)
+			f.Add(func(c *frontrig.Config) {
+				c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "elicit", policy.Task), 200*time.Millisecond)
 				c.Fallback = fallback.Config{Enabled: true}
 			})
 		}
 		call := func(url, tool string, args map[string]any) gwtest.ToolAnswer {
 			var a gwtest.ToolAnswer
-			okResult(t, mpost(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, modernMeta(), nil), &a)
+			gwtest.OKResult(t, gwtest.MPost(t, url, "tools/call", map[string]any{"name": tool, "arguments": args}, gwtest.ModernMeta(), nil), &a)
 			return a
 		}
 		var list json.RawMessage
-		okResult(t, mpost(t, f.URLs[1], "tools/list", nil, modernMeta(), nil), &list)
+		gwtest.OKResult(t, gwtest.MPost(t, f.URLs[1], "tools/list", nil, gwtest.ModernMeta(), nil), &list)
 		if names := gwtest.ToolNames(t, list); !names["elicit"] || !names["taskgate_task_answer"] {
 			t.Fatalf("tools/list: %v", names)
 		}

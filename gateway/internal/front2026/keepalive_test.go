@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -19,7 +20,7 @@ func TestKeepAlive2026(t *testing.T) {
 			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, JSONResponse: stateless}))
 			defer up.Close()
 			f := newFleet(t, up.URL+"/mcp")
-			f.Add(func(c *config) { c.KeepAlive = 100 * time.Millisecond })
+			f.Add(func(c *frontrig.Config) { c.KeepAlive = 100 * time.Millisecond })
 			gwtest.SlowModernCallVia(t, gwtest.IdleProxyURL(t, f.URLs[0]), "call")
 		})
 	}

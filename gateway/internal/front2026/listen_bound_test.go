@@ -29,7 +29,7 @@ import (
 func TestListenIsBounded(t *testing.T) {
 	cmds := gwtest.NewCommandCounter()
 	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 20 * time.Millisecond},
-		config{Policy: gwtest.RulesPolicy(rules(t, "slow", policy.Task))}, cmds)
+		frontrig.Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))}, cmds)
 	c := rig.c
 	c.Auth = "Bearer listener"
 	done := c.ToolTask("slow", map[string]any{"seconds": 0.01})
@@ -104,10 +104,10 @@ func mustJSONList(ids []string) string {
 // newStoreRig).
 type storeRig struct {
 	r *frontrig.Replica
-	c *modernClient
+	c *gwtest.ModernClient
 }
 
-func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg config, hooks ...redis.Hook) *storeRig {
+func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg frontrig.Config, hooks ...redis.Hook) *storeRig {
 	t.Helper()
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless}))
 	t.Cleanup(up.Close)
@@ -120,6 +120,6 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg config,
 	rig := &storeRig{r: frontrig.New(t, cfg)}
 	srv := httptest.NewServer(serveFront(rig.r))
 	t.Cleanup(srv.Close)
-	rig.c = &modernClient{T: t, URLs: []string{srv.URL + "/mcp"}}
+	rig.c = &gwtest.ModernClient{T: t, URLs: []string{srv.URL + "/mcp"}}
 	return rig
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -39,7 +40,7 @@ func TestNative2026PassThrough(t *testing.T) {
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	fl.Redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
-	pol := func(c *config) { c.Policy = gwtest.RulesPolicy(rules(t, "fail", policy.Task)) }
+	pol := func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "fail", policy.Task)) }
 	fl.Add(pol)
 	fl.Add(pol)
 	c := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer native-2026"}
@@ -61,7 +62,7 @@ func TestNative2026PassThrough(t *testing.T) {
 		t.Fatalf("tasks/update: %+v", r.Error)
 	}
 	done := c.WaitTask(tk.TaskID, "completed")
-	if text, _, _ := resultText(t, done.Result); text != "Hello, Ada!" {
+	if text, _, _ := gwtest.ResultText(t, done.Result); text != "Hello, Ada!" {
 		t.Errorf("result %s", done.Result)
 	}
 
