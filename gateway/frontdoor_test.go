@@ -420,7 +420,7 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 	}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.AllowedOrigins = []string{"https://app.example"} })
-	resp := post(t, gw, "application/json", gwtest.InitBody("2025-06-18"),
+	resp := gwtest.Post(t, gw, "application/json", gwtest.InitBody("2025-06-18"),
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Origin": {"https://app.example"}})
 	io.Copy(io.Discard, resp.Body)
 	if got := resp.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" ||

@@ -20,7 +20,7 @@
 //     WithWait, DirectWait).
 //   - idle.go: a proxy that cuts a connection quiet for a second in
 //     front of a gateway (IdleProxyURL), slow calls through it
-//     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody.
+//     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody, Post.
 //   - counter.go: CommandCounter, a redis.Hook counting a store's
 //     commands by name.
 //   - gate.go: GatedUpstream, an upstream that holds the calls marked

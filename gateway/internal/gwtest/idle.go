@@ -121,18 +121,20 @@ func SlowModernCallVia(t *testing.T, via, what string) {
 // initSession opens a session of version on url and returns its id.
 func initSession(t *testing.T, url, version string) string {
 	t.Helper()
-	resp := postJSON(t, url, InitBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
+	resp := Post(t, url, "application/json", InitBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
+	io.Copy(io.Discard, resp.Body)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
 	}
-	postJSON(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	Post(t, url, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {version}})
 	return sid
 }
 
-// postJSON POSTs a JSON body with header and reads the answer to its end.
-func postJSON(t *testing.T, url, body string, header http.Header) *http.Response {
+// Post POSTs body with contentType (none when empty) and header; the
+// answer's body is closed when the test ends.
+func Post(t testing.TB, url, contentType, body string, header http.Header) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -141,13 +143,14 @@ func postJSON(t *testing.T, url, body string, header http.Header) *http.Response
 	for k, vv := range header {
 		req.Header[k] = vv
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	return resp
 }
 
