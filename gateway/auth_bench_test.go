@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskgate/taskgate/auth"
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/authtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -56,7 +57,7 @@ func BenchmarkTasksGetAuth(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := New(Config{Upstream: client, Store: store, PollLimit: -1, Policy: rulesPolicy(policy.Rules{echo}),
+		h, err := New(Config{Upstream: client, Store: store, PollLimit: -1, Policy: gwtest.RulesPolicy(policy.Rules{echo}),
 			Auth: a, PublicURL: authPublicURL})
 		if err != nil {
 			b.Fatal(err)
@@ -100,7 +101,7 @@ func median(ds []time.Duration) time.Duration {
 // to complete, and returns a function sending one tasks/get for it.
 func benchTask(b *testing.B, h *Handler, authz string) func() {
 	b.Helper()
-	send := func(method string, params map[string]any) (rpcReply, int) {
+	send := func(method string, params map[string]any) (gwtest.Reply, int) {
 		params["_meta"] = map[string]any{
 			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}},
@@ -117,8 +118,8 @@ func benchTask(b *testing.B, h *Handler, authz string) func() {
 		req.Header.Set("Authorization", authz)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		var out rpcReply
-		if err := scanMessages(rec.Result(), func(m rpcReply) bool { out = m; return string(m.ID) != "1" }); err != nil {
+		var out gwtest.Reply
+		if err := gwtest.ScanMessages(rec.Result(), func(m gwtest.Reply) bool { out = m; return string(m.ID) != "1" }); err != nil {
 			b.Fatal(err)
 		}
 		return out, rec.Code

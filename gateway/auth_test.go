@@ -102,7 +102,7 @@ func TestAuthRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := strings.Count(ag.logLines(), "\n")
-			resp := post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": tc.auth})
+			resp := gwtest.Post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": tc.auth})
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
 			}
@@ -140,7 +140,7 @@ func TestAuthRefusals(t *testing.T) {
 		}
 	}
 	// The valid token passes, and is forwarded as sent.
-	resp := post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + valid}})
+	resp := gwtest.Post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + valid}})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("valid token: status %d", resp.StatusCode)
 	}
@@ -155,7 +155,7 @@ func TestAuthIssuerDown(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	iss.Down.Store(true)
 	ag := newAuthGateway(t, iss, false)
-	resp := post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + iss.Token(iss.Claims(authPublicURL))}})
+	resp := gwtest.Post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + iss.Token(iss.Claims(authPublicURL))}})
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
@@ -172,7 +172,7 @@ func TestAuthIssuerDown(t *testing.T) {
 func TestAuthStrip(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	ag := newAuthGateway(t, iss, true)
-	resp := post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + iss.Token(iss.Claims(authPublicURL))}})
+	resp := gwtest.Post(t, ag.url, "application/json", toolsList, http.Header{"Authorization": {"Bearer " + iss.Token(iss.Claims(authPublicURL))}})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}

@@ -3,62 +3,38 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/mcpwire"
-	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
-	"github.com/taskgate/taskgate/taskstore"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // fleet is replicas of one gateway on one Redis in front of one upstream,
-// each built with its own Config (mod), for policy and latency tests.
+// each built with its own Config (mod), for policy and latency tests: a
+// front's fleet (frontrig) whose replicas are Handlers.
 type fleet struct {
-	t  *testing.T
-	up string // the upstream's MCP endpoint
-	mr *miniredis.Miniredis
-	// redis, when set, makes each replica's Redis client instead of one
-	// on mr (a real redis-server, the production options).
-	redis func() redis.UniversalClient
-	hs    []*Handler
-	urls  []string
-	cmds  []*atomic.Int64 // Redis commands each replica's store sent
+	*frontrig.Fleet
+	hs []*Handler
 }
 
 func newFleet(t *testing.T, upstreamURL string) *fleet {
-	return &fleet{t: t, up: upstreamURL, mr: miniredis.RunT(t)}
+	return &fleet{Fleet: frontrig.NewFleet(t, upstreamURL, nil)}
 }
 
 // add starts one more replica; mod may change its Config.
 func (f *fleet) add(mod func(*Config)) *Handler {
-	t := f.t
+	t := f.T
 	t.Helper()
-	var rdb redis.UniversalClient
-	if f.redis != nil {
-		rdb = f.redis()
-	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: f.mr.Addr()})
-	}
-	n := &atomic.Int64{}
-	rdb.AddHook(redistest.CountHook{N: n})
-	store := taskstore.New(rdb, taskstore.Options{ResyncInterval: 500 * time.Millisecond})
-	client, err := upstream.New(f.up, upstream.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Tests poll in tight loops; the poll limit has its own tests.
-	cfg := Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.hs)), PollLimit: -1}
+	rc := f.Next()
+	cfg := Config{Upstream: rc.Upstream, Store: rc.Store, ReplicaID: rc.ReplicaID, PollLimit: rc.PollLimit}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -66,24 +42,17 @@ func (f *fleet) add(mod func(*Config)) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	// Cleanups run last-registered first: the HTTP server, the Handler
-	// (its workers), the store, the client.
-	t.Cleanup(func() { rdb.Close() })
-	t.Cleanup(func() { store.Close() })
 	t.Cleanup(func() { h.Close() })
-	t.Cleanup(srv.Close)
+	f.Start(h)
 	f.hs = append(f.hs, h)
-	f.urls = append(f.urls, srv.URL+"/mcp")
-	f.cmds = append(f.cmds, n)
 	return h
 }
 
 // legacyTaskSupport lists the tools on a 2025-11-25 session and returns
 // each one's execution.taskSupport ("" when absent).
-func legacyTaskSupport(t *testing.T, c *mcpClient) map[string]string {
+func legacyTaskSupport(t *testing.T, c *gwtest.Client) map[string]string {
 	t.Helper()
-	r := c.call("tools/list", map[string]any{})
+	r := c.Call("tools/list", map[string]any{})
 	var res struct {
 		Tools []struct {
 			Name      string `json:"name"`
@@ -103,7 +72,7 @@ func legacyTaskSupport(t *testing.T, c *mcpClient) map[string]string {
 }
 
 // resultType is the resultType of a modern tools/call answer.
-func resultType(t *testing.T, r rpcReply) string {
+func resultType(t *testing.T, r gwtest.Reply) string {
 	t.Helper()
 	if r.Error != nil {
 		t.Fatalf("error %d: %s", r.Error.Code, r.Error.Message)
@@ -125,34 +94,34 @@ func slowArgs(seconds float64) map[string]any {
 func TestPolicyReloadAppliesToNextCall(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
-	taskRule := rules(t, "slow", policy.Task)
+	taskRule := gwtest.Rules(t, "slow", policy.Task)
 	cur := policy.NewCurrent(&policy.Config{Rules: taskRule})
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) { c.Policy = cur })
 
-	legacy := &mcpClient{t: t, urls: f.urls}
-	legacy.initialize()
-	modern := &modernClient{t: t, urls: f.urls}
+	legacy := &gwtest.Client{T: t, URLs: f.URLs}
+	legacy.Initialize()
+	modern := &gwtest.ModernClient{T: t, URLs: f.URLs}
 	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "optional" {
 		t.Fatalf("slow under a task rule: taskSupport %q", ts)
 	}
-	running := legacy.startTask("slow", map[string]any{"seconds": 1, "text": "old rules"}, nil)
-	if rt := resultType(t, modern.call("tools/call", slowArgs(0))); rt != "task" {
+	running := legacy.StartTask("slow", map[string]any{"seconds": 1, "text": "old rules"}, nil)
+	if rt := resultType(t, modern.Call("tools/call", slowArgs(0))); rt != "task" {
 		t.Fatalf("modern call under a task rule: resultType %q", rt)
 	}
 
-	cur.Store(&policy.Config{Rules: rules(t, "slow", policy.Sync)})
+	cur.Store(&policy.Config{Rules: gwtest.Rules(t, "slow", policy.Sync)})
 	if ts, ok := legacyTaskSupport(t, legacy)["slow"]; ts != "" || !ok {
 		t.Errorf("slow under a sync rule: taskSupport %q", ts)
 	}
-	r := legacy.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{}})
+	r := legacy.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{}})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 		t.Errorf("task on a tool now --sync = %+v", r.Error)
 	}
-	if rt := resultType(t, modern.call("tools/call", slowArgs(0))); rt != "complete" {
+	if rt := resultType(t, modern.Call("tools/call", slowArgs(0))); rt != "complete" {
 		t.Errorf("modern call under a sync rule: resultType %q", rt)
 	}
-	legacy.waitStatus(running.TaskID, "completed") // the reload did not touch it
+	legacy.WaitStatus(running.TaskID, "completed") // the reload did not touch it
 }
 
 // annotatedUpstream serves two tools told apart only by annotations.
@@ -179,32 +148,32 @@ func TestAnnotationRulesAtToolsCall(t *testing.T) {
 		{Glob: "*", Mode: policy.Sync, When: policy.Annotations{ReadOnlyHint: &ro}, Source: "test"},
 		{Glob: "*", Mode: policy.Task, Source: "test"},
 	}
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, annotatedUpstream(t, stateless))
 		for i := 0; i < 2; i++ {
-			f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
+			f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(rs) })
 		}
 		// A modern client lists on replica 0 and calls on replica 1.
-		modern := &modernClient{t: t, urls: f.urls}
-		if r := modern.call("tools/list", nil); r.Error != nil {
+		modern := &gwtest.ModernClient{T: t, URLs: f.URLs}
+		if r := modern.Call("tools/list", nil); r.Error != nil {
 			t.Fatalf("tools/list: %+v", r.Error)
 		}
-		if rt := resultType(t, modern.call("tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{}})); rt != "complete" {
+		if rt := resultType(t, modern.Call("tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{}})); rt != "complete" {
 			t.Errorf("read-only lookup: resultType %q, want complete (sync)", rt)
 		}
-		if rt := resultType(t, modern.call("tools/call", map[string]any{"name": "update", "arguments": map[string]any{}})); rt != "task" {
+		if rt := resultType(t, modern.Call("tools/call", map[string]any{"name": "update", "arguments": map[string]any{}})); rt != "task" {
 			t.Errorf("update: resultType %q, want task", rt)
 		}
 		if stateless {
 			return // a 2025-11-25 client needs a session upstream
 		}
-		legacy := &mcpClient{t: t, urls: f.urls}
-		legacy.initialize()
+		legacy := &gwtest.Client{T: t, URLs: f.URLs}
+		legacy.Initialize()
 		ts := legacyTaskSupport(t, legacy)
 		if ts["lookup"] != "" || ts["update"] != "optional" {
 			t.Errorf("legacy tools/list taskSupport = %v", ts)
 		}
-		r := legacy.call("tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{}, "task": map[string]any{}})
+		r := legacy.Call("tools/call", map[string]any{"name": "lookup", "arguments": map[string]any{}, "task": map[string]any{}})
 		if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 			t.Errorf("task on the read-only tool = %+v", r.Error)
 		}
@@ -218,13 +187,13 @@ func TestRuleSetsTaskTTLAndPollInterval(t *testing.T) {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	rs := policy.Rules{{Glob: "slow", Mode: policy.Task, TTL: 90 * time.Second, PollInterval: 3 * time.Second, Source: "test"}}
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rs) })
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(rs) })
 
-	legacy := &mcpClient{t: t, urls: f.urls}
-	legacy.initialize()
-	r := legacy.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{"ttl": 60000}})
+	legacy := &gwtest.Client{T: t, URLs: f.URLs}
+	legacy.Initialize()
+	r := legacy.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}, "task": map[string]any{"ttl": 60000}})
 	var res struct {
-		Task wireTask `json:"task"`
+		Task gwtest.WireTask `json:"task"`
 	}
 	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Task.TTL == nil {
 		t.Fatalf("legacy task: %+v %s", r.Error, r.Result)
@@ -233,8 +202,8 @@ func TestRuleSetsTaskTTLAndPollInterval(t *testing.T) {
 		t.Errorf("legacy task ttl %d pollInterval %d, want 90000 and 3000", *res.Task.TTL, res.Task.PollInterval)
 	}
 
-	modern := &modernClient{t: t, urls: f.urls, auth: "Bearer m"}
-	d := modern.toolTask("slow", map[string]any{"seconds": 0})
+	modern := &gwtest.ModernClient{T: t, URLs: f.URLs, Auth: "Bearer m"}
+	d := modern.ToolTask("slow", map[string]any{"seconds": 0})
 	if *d.TTLMs != 90000 || *d.PollIntervalMs != 3000 {
 		t.Errorf("modern task ttlMs %d pollIntervalMs %d, want 90000 and 3000", *d.TTLMs, *d.PollIntervalMs)
 	}

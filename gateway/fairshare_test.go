@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -42,32 +43,32 @@ func (b *syncBuffer) lines(substr string) []map[string]any {
 }
 
 // fairGateway is one replica in front of a gated upstream (calls with
-// gateMarker wait for the gate), every tool a task, logging to log.
-func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *callGate, *syncBuffer) {
+// gwtest.GateMarker wait for the gate), every tool a task, logging to log.
+func fairGateway(t *testing.T, mod func(*Config)) (*Handler, string, *gwtest.Gate, *syncBuffer) {
 	t.Helper()
-	upURL, gate := gatedUpstream(t, testupstream.Handler(testupstream.Options{}))
+	upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{}))
 	f := newFleet(t, upURL)
 	log := &syncBuffer{}
 	h := f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "*", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task))
 		c.Logger = zerolog.New(log)
 		if mod != nil {
 			mod(c)
 		}
 	})
-	return h, f.urls[0], gate, log
+	return h, f.URLs[0], gate, log
 }
 
 // principalClient is a 2025-11-25 client whose Authorization makes it a
 // principal of its own (the header's digest, without sign-in).
-func principalClient(t *testing.T, url, auth string) *mcpClient {
-	c := &mcpClient{t: t, urls: []string{url}, auth: auth}
-	c.initialize()
+func principalClient(t *testing.T, url, auth string) *gwtest.Client {
+	c := &gwtest.Client{T: t, URLs: []string{url}, Auth: auth}
+	c.Initialize()
 	return c
 }
 
 // retryAfter is a refusal's data.retryAfterMs and reason.
-func retryAfter(t *testing.T, r rpcReply) (int64, string) {
+func retryAfter(t *testing.T, r gwtest.Reply) (int64, string) {
 	t.Helper()
 	var d struct {
 		RetryAfterMs int64  `json:"retryAfterMs"`
@@ -90,10 +91,10 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	a := principalClient(t, url, "Bearer alice")
 	b := principalClient(t, url, "Bearer bob")
 	start := time.Now()
-	var refusals []rpcReply
+	var refusals []gwtest.Reply
 	held := 0
 	for range 20 {
-		if r := a.taskCall("slow", map[string]any{"seconds": 0, "text": gateMarker}); r.Error != nil {
+		if r := taskCall(a, "slow", map[string]any{"seconds": 0, "text": gwtest.GateMarker}); r.Error != nil {
 			refusals = append(refusals, r)
 		} else {
 			held++
@@ -101,18 +102,18 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	}
 	var bTasks []string
 	for i := range 4 {
-		r := b.taskCall("slow", map[string]any{"seconds": 0, "text": "b"})
+		r := taskCall(b, "slow", map[string]any{"seconds": 0, "text": "b"})
 		if r.Error != nil {
 			t.Fatalf("B's task %d refused for A's load: %s", i, r.Error.Message)
 		}
 		var res struct {
-			Task wireTask `json:"task"`
+			Task gwtest.WireTask `json:"task"`
 		}
 		_ = json.Unmarshal(r.Result, &res)
 		bTasks = append(bTasks, res.Task.TaskID)
 	}
 	for _, id := range bTasks {
-		b.waitStatus(id, "completed")
+		b.WaitStatus(id, "completed")
 	}
 	if held != 4 || len(refusals) != 16 {
 		t.Fatalf("A held %d and was refused %d, want 4 (half of --max-inflight) and 16", held, len(refusals))
@@ -139,7 +140,7 @@ func TestNoisyNeighbourNeverRefusesOthers(t *testing.T) {
 	if len(lines) == 0 || len(lines) > most || lines[0]["refused"] != 1.0 {
 		t.Errorf("refusal log lines = %v, want 1 to %d, the first with refused 1", lines, most)
 	}
-	gate.release()
+	gate.Release()
 	waitIdle(t, h)
 }
 
@@ -151,10 +152,10 @@ func TestTaskRateRefusesOnlyItsPrincipal(t *testing.T) {
 	a := principalClient(t, url, "Bearer alice")
 	b := principalClient(t, url, "Bearer bob")
 	for range 2 {
-		a.startTask("echo", map[string]any{"text": "a"}, nil)
+		a.StartTask("echo", map[string]any{"text": "a"}, nil)
 	}
 	waitIdle(t, h)
-	r := a.taskCall("echo", map[string]any{"text": "a"})
+	r := taskCall(a, "echo", map[string]any{"text": "a"})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "--max-task-rate") {
 		t.Fatalf("A's third task a minute = %+v, want refused naming --max-task-rate", r.Error)
 	}
@@ -164,7 +165,7 @@ func TestTaskRateRefusesOnlyItsPrincipal(t *testing.T) {
 	if n := h.runner.Inflight(); n != 0 {
 		t.Fatalf("the refusal holds %d in-flight slots", n)
 	}
-	b.startTask("echo", map[string]any{"text": "b"}, nil)
+	b.StartTask("echo", map[string]any{"text": "b"}, nil)
 	if n := metricValue(scrape(t, url), "taskgate_refusals_total", map[string]string{"reason": obs.RefusedTaskRate}); n != 1 {
 		t.Errorf("taskgate_refusals_total{reason=max_task_rate} = %v, want 1", n)
 	}

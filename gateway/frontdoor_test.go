@@ -21,7 +21,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
-	"github.com/taskgate/taskgate/gateway/internal/front2026"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -117,16 +116,16 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 	}))
 	defer up.Close()
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)) })
 	for i := range 3 {
-		c := &modernClient{t: t, urls: f.urls, header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
-		d := c.toolTask("slow", map[string]any{"seconds": 0.01})
+		c := &gwtest.ModernClient{T: t, URLs: f.URLs, Header: http.Header{"Mcp-Session-Id": {fmt.Sprintf("made-up-%d", i)}}}
+		d := c.ToolTask("slow", map[string]any{"seconds": 0.01})
 		if *d.TTLMs > core.AnonymousTTL.Milliseconds() {
 			t.Errorf("task %d: ttl %d ms, want an anonymous task's (at most %d)", i, *d.TTLMs, core.AnonymousTTL.Milliseconds())
 		}
 		// Its id is its credential: another anonymous client reads it.
-		other := &modernClient{t: t, urls: f.urls}
-		other.waitTask(d.TaskID, "completed")
+		other := &gwtest.ModernClient{T: t, URLs: f.URLs}
+		other.WaitTask(d.TaskID, "completed")
 	}
 	if n := inits.Load(); n != 1 {
 		t.Errorf("the upstream saw %d initialize requests, want 1 (one anonymous owner session)", n)
@@ -138,28 +137,28 @@ func TestStatelessSessionHeaderIsNoOwner(t *testing.T) {
 // per client address and in all instead.
 func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{MaxTasksPerOwner: 1},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{PerAddress: 2}})
-	a := rig.c.toolTask("slow", map[string]any{"seconds": 30})
-	b := rig.c.toolTask("slow", map[string]any{"seconds": 30}) // the per-owner cap of 1 does not apply
-	r := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{PerAddress: 2}})
+	a := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
+	b := rig.c.ToolTask("slow", map[string]any{"seconds": 30}) // the per-owner cap of 1 does not apply
+	r := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "from this address") {
 		t.Errorf("third anonymous task from one address: %+v, want refused by the per-address cap", r)
 	}
 	for _, id := range []string{a.TaskID, b.TaskID} {
-		rig.c.call("tasks/cancel", map[string]any{"taskId": id})
+		rig.c.Call("tasks/cancel", map[string]any{"taskId": id})
 	}
 	// An authenticated client is an owner of its own, with its own cap.
-	authed := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer x"}
-	authed.toolTask("slow", map[string]any{"seconds": 0.01})
+	authed := &gwtest.ModernClient{T: t, URLs: rig.c.URLs, Auth: "Bearer x"}
+	authed.ToolTask("slow", map[string]any{"seconds": 0.01})
 
 	noAnon := newStoreRig(t, true, taskstore.Options{},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{Disabled: true}})
-	r = noAnon.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.01}})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Anonymous: AnonymousTasks{Disabled: true}})
+	r = noAnon.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.01}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "Authorization") {
 		t.Errorf("anonymous task with anonymous tasks disabled: %+v, want refused", r)
 	}
 	// An "auto" call is made a plain one instead.
-	r = noAnon.c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
+	r = noAnon.c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
 	if r.Error != nil || !strings.Contains(string(r.Result), "plain") || strings.Contains(string(r.Result), `"task"`) {
 		t.Errorf("auto call with anonymous tasks disabled: %+v, want the plain result", r)
 	}
@@ -169,32 +168,32 @@ func TestAnonymousTasksAreTheirOwnOwners(t *testing.T) {
 // over more answers than a task can have outstanding (it used to take any
 // number: 250,000 keys kept Redis busy 381 ms for every replica).
 func TestTasksUpdateIsBounded(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
+	cmds := gwtest.NewCommandCounter()
 	// Leases long enough that no renewal runs a script during the test.
-	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)),
+	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)),
 		Lease: 10 * time.Minute, LeaseRenew: 5 * time.Minute}, cmds)
-	d := rig.c.toolTask("slow", map[string]any{"seconds": 30})
+	d := rig.c.ToolTask("slow", map[string]any{"seconds": 30})
 	many := map[string]any{}
 	for i := range 10000 {
 		many[fmt.Sprint(i)] = map[string]any{"action": "accept"}
 	}
-	cmds.reset()
-	r := rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": many})
+	cmds.Reset()
+	r := rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": many})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams || !strings.Contains(r.Error.Message, "at most") {
 		t.Errorf("tasks/update with 10000 answers: %+v, want -32602", r)
 	}
-	if n := cmds.reset(); n["evalsha"]+n["eval"] != 0 {
+	if n := cmds.Reset(); n["evalsha"]+n["eval"] != 0 {
 		t.Errorf("the refused tasks/update ran scripts: %v", n)
 	}
-	r = rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": []int{1}})
+	r = rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": []int{1}})
 	if r.Error == nil || !strings.Contains(r.Error.Message, "inputResponses must be an object") {
 		t.Errorf("tasks/update with an array: %+v, want a message about inputResponses", r)
 	}
-	r = rig.c.call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{strings.Repeat("k", 100): 1}})
+	r = rig.c.Call("tasks/update", map[string]any{"taskId": d.TaskID, "inputResponses": map[string]any{strings.Repeat("k", 100): 1}})
 	if r.Error != nil {
 		t.Errorf("tasks/update with an unknown key: %+v, want it ignored", r)
 	}
-	rig.c.call("tasks/cancel", map[string]any{"taskId": d.TaskID})
+	rig.c.Call("tasks/cancel", map[string]any{"taskId": d.TaskID})
 }
 
 // newMiniStore is a store on an in-process Redis.
@@ -211,9 +210,9 @@ func newMiniStore(t *testing.T) *taskstore.Store {
 // its in-flight slot freed at the next lease renewal, not at its ttl.
 func TestWorkerStopsWhenTheRecordIsGone(t *testing.T) {
 	rig := newStoreRig(t, false, taskstore.Options{},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task)), Lease: 2 * time.Second, LeaseRenew: 100 * time.Millisecond})
-	rig.c.auth = "Bearer gone"
-	rig.c.toolTask("slow", map[string]any{"seconds": 60})
+		Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)), Lease: 2 * time.Second, LeaseRenew: 100 * time.Millisecond})
+	rig.c.Auth = "Bearer gone"
+	rig.c.ToolTask("slow", map[string]any{"seconds": 60})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := rig.rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
@@ -260,7 +259,7 @@ func TestNoUpstreamSecrets(t *testing.T) {
 		seen = append(seen, string(b))
 	}
 	post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil)
-	post(initBody("2025-11-25"), nil)
+	post(gwtest.InitBody("2025-11-25"), nil)
 	post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
 	resp, err := http.Get(srv.URL + "/readyz")
@@ -374,7 +373,7 @@ func TestFrontDoorSmallItems(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, string(b)
 	}
-	init := initBody("2025-06-18")
+	init := gwtest.InitBody("2025-06-18")
 	if code, body := post(init, http.Header{"Authorization": {"Bearer a", "Bearer b"}}); code != http.StatusBadRequest || !strings.Contains(body, "more than one Authorization") {
 		t.Errorf("two Authorization headers: %d %s", code, body)
 	}
@@ -393,93 +392,17 @@ func TestFrontDoorSmallItems(t *testing.T) {
 	}
 }
 
-// TestListenIsBounded: one client holds at most maxListensPerSubscriber
-// subscriptions/listen streams on a replica, and a finished task on a
-// stream is never read again (streams used to re-read every task, finished
-// or not, on every resync, and any number of them).
-func TestListenIsBounded(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
-	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 20 * time.Millisecond},
-		Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))}, cmds)
-	c := rig.c
-	c.auth = "Bearer listener"
-	done := c.toolTask("slow", map[string]any{"seconds": 0.01})
-	c.waitTask(done.TaskID, "completed")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// The worker that stored the outcome reads the task once more as it
-	// ends (the status notification); only after it is gone may every
-	// read of the task be blamed on the stream.
-	idleCtx, idleDone := context.WithTimeout(ctx, 30*time.Second)
-	defer idleDone()
-	if err := rig.h.runner.Idle(idleCtx); err != nil {
-		t.Fatalf("the task's worker did not end: %v", err)
-	}
-	listen := func(ids ...string) *http.Response {
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":"s","method":"subscriptions/listen","params":{"notifications":{"taskIds":%s},`+
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`,
-			mustJSONList(ids))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.urls[0], strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "subscriptions/listen")
-		req.Header.Set("Authorization", c.auth)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	first := listen(done.TaskID)
-	defer first.Body.Close()
-	ack := bufio.NewReader(first.Body)
-	if line, _ := ack.ReadString('\n'); !strings.Contains(line, "event") && !strings.Contains(line, "data") {
-		t.Fatalf("no acknowledgement: %q", line)
-	}
-	cmds.reset()
-	time.Sleep(200 * time.Millisecond) // ten resync periods
-	if n := cmds.reset()["hgetall"]; n != 0 {
-		t.Errorf("a stream re-read its finished task %d times", n)
-	}
-	var open []*http.Response
-	for range front2026.MaxListensPerSubscriber - 1 {
-		r := listen()
-		if r.StatusCode != http.StatusOK {
-			t.Fatalf("stream %d: HTTP %d", len(open)+2, r.StatusCode)
-		}
-		open = append(open, r)
-	}
-	over := listen()
-	body, _ := io.ReadAll(over.Body)
-	over.Body.Close()
-	if over.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too many subscriptions/listen streams") {
-		t.Errorf("stream %d: HTTP %d %s, want 429", front2026.MaxListensPerSubscriber+1, over.StatusCode, body)
-	}
-	for _, r := range open {
-		r.Body.Close()
-	}
-}
-
-func mustJSONList(ids []string) string {
-	if ids == nil {
-		ids = []string{}
-	}
-	return string(mcpwire.MustMarshal(ids))
-}
-
 // TestAnonymousCapKeepsAutoCallsAlive: an "auto" call still running when
 // the anonymous caps leave no room for a task answers when it ends, as a
 // plain call, instead of being cut off.
 func TestAnonymousCapKeepsAutoCallsAlive(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{},
-		Config{Policy: hybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
-	first := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
+		Config{Policy: gwtest.HybridPolicy(nil, 100*time.Millisecond), Anonymous: AnonymousTasks{PerAddress: 1}})
+	first := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "a"}})
 	if !strings.Contains(string(first.Result), `"task"`) {
 		t.Fatalf("first auto call: %s %+v, want a task", first.Result, first.Error)
 	}
-	second := rig.c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "b"}})
+	second := rig.c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0.5, "text": "b"}})
 	if second.Error != nil || !strings.Contains(string(second.Result), "slept 0.5 s") {
 		t.Errorf("second auto call past the per-address cap: %s %+v, want its plain result", second.Result, second.Error)
 	}
@@ -497,7 +420,7 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 	}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.AllowedOrigins = []string{"https://app.example"} })
-	resp := post(t, gw, "application/json", initBody("2025-06-18"),
+	resp := gwtest.Post(t, gw, "application/json", gwtest.InitBody("2025-06-18"),
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Origin": {"https://app.example"}})
 	io.Copy(io.Discard, resp.Body)
 	if got := resp.Header.Values("Access-Control-Allow-Origin"); len(got) != 1 || got[0] != "https://app.example" ||
@@ -511,10 +434,10 @@ func TestCORSAnswerSurvivesTheUpstreamsHeaders(t *testing.T) {
 // waits for open requests) ends a subscriptions/listen stream with its
 // closing response at once.
 func TestEndStreamsClosesListens(t *testing.T) {
-	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: rulesPolicy(rules(t, "slow", policy.Task))})
-	done := make(chan rpcReply, 1)
+	rig := newStoreRig(t, true, taskstore.Options{}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))})
+	done := make(chan gwtest.Reply, 1)
 	go func() {
-		r := rig.c.call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
+		r := rig.c.Call("subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{}}})
 		done <- r
 	}()
 	time.Sleep(100 * time.Millisecond) // let the stream open; the assertion below does not depend on it

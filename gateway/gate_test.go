@@ -1,59 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 )
-
-// gateMarker is the text that marks a tool call for a callGate.
-const gateMarker = "held-at-the-gate"
-
-// callGate holds the upstream requests that carry gateMarker before they
-// reach the upstream, until release: a call that stays in flight exactly
-// as long as the test needs, however slow the machine, where a tool that
-// sleeps a fixed time would end early under load.
-type callGate struct {
-	released chan struct{}
-	once     sync.Once
-}
-
-// gatedUpstream serves next behind a gate and returns its MCP endpoint.
-// The gate is released at the test's end, before the server closes
-// (which waits for its handlers).
-func gatedUpstream(t *testing.T, next http.Handler) (string, *callGate) {
-	g := &callGate{released: make(chan struct{})}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if bytes.Contains(body, []byte(gateMarker)) {
-			select {
-			case <-g.released:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		g.release()
-		srv.Close()
-	})
-	return srv.URL + "/mcp", g
-}
-
-// release lets the held requests (and later ones) through.
-func (g *callGate) release() { g.once.Do(func() { close(g.released) }) }
 
 // waitIdle waits until h has no upstream call and no task worker left.
 func waitIdle(t *testing.T, h *Handler) {
@@ -68,15 +22,15 @@ func waitIdle(t *testing.T, h *Handler) {
 // callAnswer calls tool name and returns its CallToolResult: the direct
 // answer or, when the call outlived the hybrid wait (a busy machine can
 // stretch any call past a short one), its task's result.
-func (c *modernClient) callAnswer(name string, args map[string]any) json.RawMessage {
-	c.t.Helper()
-	r := c.call("tools/call", map[string]any{"name": name, "arguments": args})
+func callAnswer(c *gwtest.ModernClient, name string, args map[string]any) json.RawMessage {
+	c.T.Helper()
+	r := c.Call("tools/call", map[string]any{"name": name, "arguments": args})
 	if r.Error != nil {
-		c.t.Fatalf("tools/call %s: error %d %s", name, r.Error.Code, r.Error.Message)
+		c.T.Fatalf("tools/call %s: error %d %s", name, r.Error.Code, r.Error.Message)
 	}
-	var d detailed
+	var d gwtest.Detailed
 	if json.Unmarshal(r.Result, &d) == nil && d.ResultType == "task" {
-		return c.waitTask(d.TaskID, "completed").Result
+		return c.WaitTask(d.TaskID, "completed").Result
 	}
 	return r.Result
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 
@@ -40,26 +41,6 @@ func newGateway(t *testing.T, upstreamURL string, mod func(*Config)) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL + cfg.withDefaults().Path
-}
-
-func post(t *testing.T, url, contentType, body string, header http.Header) *http.Response {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, vv := range header {
-		req.Header[k] = vv
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
 }
 
 type wireError struct {
@@ -107,7 +88,7 @@ func TestForwardsHeadersBothWays(t *testing.T) {
 		"X-Drop-Me":            {"hop-by-hop by Connection"},
 		"Proxy-Authorization":  {"hop"},
 	}
-	resp := post(t, gw, "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","extra":true}}`, sent)
+	resp := gwtest.Post(t, gw, "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","extra":true}}`, sent)
 	for _, k := range []string{"Mcp-Session-Id", "Mcp-Protocol-Version", "Authorization", "Last-Event-Id", "Accept", "Mcp-Method", "Mcp-Name", "Mcp-Param-Region", "X-Unknown"} {
 		if got.Get(k) != sent.Get(k) {
 			t.Errorf("upstream got %s=%q, want %q", k, got.Get(k), sent.Get(k))
@@ -240,7 +221,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := post(t, gw, tt.contentType, tt.body, nil)
+			resp := gwtest.Post(t, gw, tt.contentType, tt.body, nil)
 			if resp.StatusCode != tt.status {
 				t.Errorf("HTTP status = %d, want %d", resp.StatusCode, tt.status)
 			}
@@ -290,7 +271,7 @@ func TestUpstreamUnreachable(t *testing.T) {
 	gw := newGateway(t, dead, nil)
 
 	t.Run("POST request", func(t *testing.T) {
-		resp := post(t, gw, "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
+		resp := gwtest.Post(t, gw, "application/json", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
 		we := decodeError(t, resp)
 		if we.Error.Code != mcpwire.CodeInternalError || string(we.ID) != "9" {
 			t.Errorf("got code %d id %s, want -32603 for id 9", we.Error.Code, we.ID)
@@ -305,7 +286,7 @@ func TestUpstreamUnreachable(t *testing.T) {
 		}
 	})
 	t.Run("POST notification", func(t *testing.T) {
-		resp := post(t, gw, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+		resp := gwtest.Post(t, gw, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 		if resp.StatusCode != http.StatusBadGateway {
 			t.Errorf("status = %d, want 502", resp.StatusCode)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/auth"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/authtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
@@ -33,9 +34,9 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
 	addr := redistest.Start(t)
-	up := newEraUpstream(t, false) // a session server: 2026-07-28 clients get owner sessions
-	fl := newFleet(t, up.url)
-	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
+	up := gwtest.NewEraUpstream(t, false) // a session server: 2026-07-28 clients get owner sessions
+	fl := newFleet(t, up.URL)
+	fl.Redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
 	for range 2 {
 		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
 		if err != nil {
@@ -43,7 +44,7 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 		}
 		fl.add(func(c *Config) {
 			c.Auth, c.PublicURL = g, public
-			c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
+			c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.Task), 200*time.Millisecond)
 			c.Fallback = FallbackTools{Enabled: true}
 		})
 	}
@@ -56,56 +57,56 @@ func TestPrincipalOwnsTasks(t *testing.T) {
 	if alice1 == alice2 {
 		t.Fatal("the two tokens of alice are one string")
 	}
-	onA := &modernClient{t: t, urls: fl.urls[:1], auth: alice1}
-	onB := &modernClient{t: t, urls: fl.urls[1:], auth: alice2}
-	bobB := &modernClient{t: t, urls: fl.urls[1:], auth: bob}
+	onA := &gwtest.ModernClient{T: t, URLs: fl.URLs[:1], Auth: alice1}
+	onB := &gwtest.ModernClient{T: t, URLs: fl.URLs[1:], Auth: alice2}
+	bobB := &gwtest.ModernClient{T: t, URLs: fl.URLs[1:], Auth: bob}
 
 	t.Run("extension", func(t *testing.T) {
-		onA.t, onB.t, bobB.t = t, t, t
-		id := onA.toolTask("slow", map[string]any{"seconds": 30}).TaskID
-		if d := onB.waitTask(id, "working"); d.TaskID != id {
+		onA.T, onB.T, bobB.T = t, t, t
+		id := onA.ToolTask("slow", map[string]any{"seconds": 30}).TaskID
+		if d := onB.WaitTask(id, "working"); d.TaskID != id {
 			t.Fatalf("alice's second token: %+v", d)
 		}
-		if r := bobB.call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
+		if r := bobB.Call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
 			t.Fatalf("bob's tasks/get: %+v %s", r.Error, r.Result)
 		}
-		if r := bobB.call("tasks/cancel", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
+		if r := bobB.Call("tasks/cancel", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
 			t.Fatalf("bob's tasks/cancel: %+v %s", r.Error, r.Result)
 		}
-		if r := onB.call("tasks/cancel", map[string]any{"taskId": id}); r.Error != nil {
+		if r := onB.Call("tasks/cancel", map[string]any{"taskId": id}); r.Error != nil {
 			t.Fatalf("alice's cancel with her second token: %+v", r.Error)
 		}
-		onA.waitTask(id, "cancelled")
+		onA.WaitTask(id, "cancelled")
 	})
 
 	t.Run("fallback tools", func(t *testing.T) {
 		as := func(v string) func(http.Header) { return func(h http.Header) { h.Set("Authorization", v) } }
-		var started toolAnswer
-		okResult(t, mpost(t, fl.urls[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
-			modernMeta(), as(alice1)), &started)
+		var started gwtest.ToolAnswer
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[0], "tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1, "text": "m"}},
+			gwtest.ModernMeta(), as(alice1)), &started)
 		id := started.StructuredContent.TaskID
 		if id == "" || started.IsError {
 			t.Fatalf("started: %+v", started)
 		}
-		var a toolAnswer
-		okResult(t, mpost(t, fl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
-			modernMeta(), as(bob)), &a)
-		if !a.IsError || !strings.Contains(a.text(), "task not found") {
+		var a gwtest.ToolAnswer
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_status", "arguments": map[string]any{"taskId": id}},
+			gwtest.ModernMeta(), as(bob)), &a)
+		if !a.IsError || !strings.Contains(a.Text(), "task not found") {
 			t.Fatalf("bob's status: %+v", a)
 		}
-		a = toolAnswer{}
-		okResult(t, mpost(t, fl.urls[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
-			modernMeta(), as(alice2)), &a)
-		if a.text() != "slept 1 s: m" {
+		a = gwtest.ToolAnswer{}
+		gwtest.OKResult(t, gwtest.MPost(t, fl.URLs[1], "tools/call", map[string]any{"name": "taskgate_task_result", "arguments": map[string]any{"taskId": id, "waitSeconds": 9}},
+			gwtest.ModernMeta(), as(alice2)), &a)
+		if a.Text() != "slept 1 s: m" {
 			t.Fatalf("alice's result with her second token: %+v", a)
 		}
 	})
 
 	// One owner session upstream for alice, whichever token and replica.
 	sessions := map[string]bool{}
-	for _, p := range up.posts("") {
-		if p.session != "" && (p.auth == alice1 || p.auth == alice2) {
-			sessions[p.session] = true
+	for _, p := range up.Posts("") {
+		if p.Session != "" && (p.Auth == alice1 || p.Auth == alice2) {
+			sessions[p.Session] = true
 		}
 	}
 	if len(sessions) != 1 {
@@ -128,11 +129,11 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 	iss := authtest.NewIssuer(t, "", false)
 	const public = "http://gw.test/mcp"
 	addr := redistest.Start(t)
-	up := newEraUpstream(t, true)
+	up := gwtest.NewEraUpstream(t, true)
 	native := testupstream.Handler(testupstream.Options{Stateless: true, NativeTasks: true, Elicit2: true})
-	up.next.Store(&native)
-	fl := newFleet(t, up.url)
-	fl.redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
+	up.Serve(native)
+	fl := newFleet(t, up.URL)
+	fl.Redis = func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) }
 	var hs []*Handler
 	for range 2 {
 		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
@@ -141,7 +142,7 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 		}
 		hs = append(hs, fl.add(func(c *Config) {
 			c.Auth, c.PublicURL = g, public
-			c.Policy = rulesPolicy(rules(t, "elicit2", policy.Task))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "elicit2", policy.Task))
 		}))
 	}
 	// Replica A's clock jumps past credLocal once B took the new token, as
@@ -154,11 +155,11 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 		return "Bearer " + iss.Token(c)
 	}
 	first, refreshed := token(1), token(2)
-	onA := &modernClient{t: t, urls: fl.urls[:1], auth: first}
-	onB := &modernClient{t: t, urls: fl.urls[1:], auth: refreshed}
+	onA := &gwtest.ModernClient{T: t, URLs: fl.URLs[:1], Auth: first}
+	onB := &gwtest.ModernClient{T: t, URLs: fl.URLs[1:], Auth: refreshed}
 
-	tk := onA.toolTask("elicit2", map[string]any{})
-	ir := onA.waitTask(tk.TaskID, "input_required")
+	tk := onA.ToolTask("elicit2", map[string]any{})
+	ir := onA.WaitTask(tk.TaskID, "input_required")
 	responses := map[string]any{}
 	for k, in := range ir.InputRequests {
 		for q, v := range map[string]string{"name": "Ada", "color": "teal"} {
@@ -167,27 +168,27 @@ func TestFreshestTokenForLaterCalls(t *testing.T) {
 			}
 		}
 	}
-	before := len(up.posts(""))
-	for _, p := range up.posts("") {
-		if p.auth != first {
-			t.Fatalf("before the refresh, the upstream got %s without the first token", p.method)
+	before := len(up.Posts(""))
+	for _, p := range up.Posts("") {
+		if p.Auth != first {
+			t.Fatalf("before the refresh, the upstream got %s without the first token", p.Method)
 		}
 	}
 	skew.Store(int64(time.Minute))
-	if r := onB.call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
+	if r := onB.Call("tasks/update", map[string]any{"taskId": tk.TaskID, "inputResponses": responses}); r.Error != nil {
 		t.Fatalf("tasks/update with the refreshed token on B: %+v", r.Error)
 	}
-	done := onB.waitTask(tk.TaskID, "completed")
-	if text, _, _ := resultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
+	done := onB.WaitTask(tk.TaskID, "completed")
+	if text, _, _ := gwtest.ResultText(t, done.Result); text != testupstream.Elicit2Text("Ada", "teal") {
 		t.Fatalf("result %s", done.Result)
 	}
-	later := up.posts("")[before:]
+	later := up.Posts("")[before:]
 	if len(later) == 0 {
 		t.Fatal("the upstream got no request after the answer")
 	}
 	for _, p := range later {
-		if p.auth != refreshed {
-			t.Errorf("after the refresh, the upstream got %s with the first token %v, want the refreshed one", p.method, p.auth == first)
+		if p.Auth != refreshed {
+			t.Errorf("after the refresh, the upstream got %s with the first token %v, want the refreshed one", p.Method, p.Auth == first)
 		}
 	}
 	// In the store, only sealed.
@@ -215,20 +216,20 @@ func TestPrincipalSharesPollLimit(t *testing.T) {
 	const public = "http://gw.test/mcp"
 	fl, _ := signedFleet(t, iss, public, false, 1, func(c *Config) {
 		c.PollLimit = 0.5 // a burst of one poll, then one in 2 s
-		c.Policy = hybridPolicy(rules(t, "slow", policy.Task), 200*time.Millisecond)
+		c.Policy = gwtest.HybridPolicy(gwtest.Rules(t, "slow", policy.Task), 200*time.Millisecond)
 	})
 	token := func(n int) string {
 		c := iss.Claims(public)
 		c["jti"] = string(rune('0' + n))
 		return "Bearer " + iss.Token(c)
 	}
-	first := &modernClient{t: t, urls: fl.urls, auth: token(1)}
-	refreshed := &modernClient{t: t, urls: fl.urls, auth: token(2)}
-	id := first.toolTask("slow", map[string]any{"seconds": 30}).TaskID
-	if r := first.call("tasks/get", map[string]any{"taskId": id}); r.Error != nil {
+	first := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: token(1)}
+	refreshed := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: token(2)}
+	id := first.ToolTask("slow", map[string]any{"seconds": 30}).TaskID
+	if r := first.Call("tasks/get", map[string]any{"taskId": id}); r.Error != nil {
 		t.Fatalf("the first poll: %+v", r.Error)
 	}
-	if r := refreshed.call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != mcpwire.CodeRateLimited {
+	if r := refreshed.Call("tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != mcpwire.CodeRateLimited {
 		t.Fatalf("the second poll, with the refreshed token: %+v, want the poll limit's error", r.Error)
 	}
 }

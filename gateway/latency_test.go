@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -50,16 +51,16 @@ func learnedPolicy(c *Config) {
 func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	f := newFleet(t, testUpstream(t, false))
 	h := f.add(learnedPolicy)
-	legacy := &mcpClient{t: t, urls: f.urls}
-	legacy.initialize()
-	modern := &modernClient{t: t, urls: f.urls}
+	legacy := &gwtest.Client{T: t, URLs: f.URLs}
+	legacy.Initialize()
+	modern := &gwtest.ModernClient{T: t, URLs: f.URLs}
 
 	// Never seen: auto for modern clients (direct within --hybrid-wait),
 	// unchanged (no taskSupport) for legacy ones.
 	if ts := legacyTaskSupport(t, legacy)["slow"]; ts != "" {
 		t.Fatalf("slow before any call: taskSupport %q", ts)
 	}
-	if rt := resultType(t, modern.call("tools/call", slowArgs(0.05))); rt != "complete" {
+	if rt := resultType(t, modern.Call("tools/call", slowArgs(0.05))); rt != "complete" {
 		t.Fatalf("first modern call of slow (50ms): resultType %q, want complete", rt)
 	}
 	if st := h.decider.Latency("slow"); st.Count != 1 || st.P50 < 40*time.Millisecond {
@@ -75,7 +76,7 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 		if calls++; calls > 8 {
 			t.Fatalf("slow not promoted after %d calls up to %.2fs: %+v", calls-1, secs, h.decider.Latency("slow"))
 		}
-		if r := legacy.call("tools/call", slowArgs(secs)); r.Error != nil {
+		if r := legacy.Call("tools/call", slowArgs(secs)); r.Error != nil {
 			t.Fatalf("sync call: %+v", r.Error)
 		}
 	}
@@ -83,20 +84,20 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 	t.Logf("promoted after %d sync calls: %+v", calls, st)
 
 	// Legacy clients may now ask for a task.
-	task := legacy.startTask("slow", map[string]any{"seconds": 0.05}, nil)
-	legacy.waitStatus(task.TaskID, "completed")
+	task := legacy.StartTask("slow", map[string]any{"seconds": 0.05}, nil)
+	legacy.WaitStatus(task.TaskID, "completed")
 
 	// Modern clients: held about 2×p50 (not the 1s --hybrid-wait), so a
 	// 600ms call becomes a task, polled every p50/4 ≥ 250ms.
 	st = h.decider.Latency("slow") // the worker learned before it completed the task
-	d := decodeDetailed(t, modern.call("tools/call", slowArgs(0.6)))
+	d := gwtest.DecodeDetailed(t, modern.Call("tools/call", slowArgs(0.6)))
 	if d.ResultType != "task" {
 		t.Fatalf("modern call of the promoted tool: %+v", d)
 	}
 	if want := min(max(st.P50/4, policy.MinPollInterval), policy.MaxPollInterval); *d.PollIntervalMs != want.Milliseconds() {
 		t.Errorf("pollIntervalMs = %d, want %d (p50 %v)", *d.PollIntervalMs, want.Milliseconds(), st.P50)
 	}
-	modern.waitTask(d.TaskID, "completed")
+	modern.WaitTask(d.TaskID, "completed")
 	// Every path taught the tool: 1 hybrid + the sync calls + 2 tasks.
 	waitLearned(t, h, "slow", 1+calls+2)
 }
@@ -104,22 +105,22 @@ func TestLatencyThresholdFlipsDecisions(t *testing.T) {
 // TestLatencyInputWaitExcluded: the time a task waits for the client's
 // answer is not the tool's latency.
 func TestLatencyInputWaitExcluded(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
-		h := f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "elicit", policy.Task)) })
-		c := &modernClient{t: t, urls: f.urls}
-		c.call("tools/list", nil)
+		h := f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "elicit", policy.Task)) })
+		c := &gwtest.ModernClient{T: t, URLs: f.URLs}
+		c.Call("tools/list", nil)
 		start := time.Now()
-		task := c.toolTask("elicit", map[string]any{})
-		d := c.waitTask(task.TaskID, "input_required")
+		task := c.ToolTask("elicit", map[string]any{})
+		d := c.WaitTask(task.TaskID, "input_required")
 		asked := time.Now()
 		time.Sleep(600 * time.Millisecond) // the user thinks
 		thought := time.Since(asked)
 		for key := range d.InputRequests {
-			c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+			c.Call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
 				key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}})
 		}
-		c.waitTask(task.TaskID, "completed")
+		c.WaitTask(task.TaskID, "completed")
 		total := time.Since(start)
 		st := waitLearned(t, h, "elicit", 1)
 		// The worker learns its call's time less the input wait it
@@ -128,7 +129,7 @@ func TestLatencyInputWaitExcluded(t *testing.T) {
 		// client saw less that wait, however slow the machine (the
 		// sketch's quantile reads up to about 19% high). Counted, the wait
 		// would make it about the whole.
-		waited := inputWaitObserved(t, f.urls[0], "elicit")
+		waited := inputWaitObserved(t, f.URLs[0], "elicit")
 		if waited <= 0 {
 			t.Errorf("no input wait observed; the user thought for %v", thought)
 		}
@@ -161,16 +162,16 @@ func inputWaitObserved(t *testing.T, url, tool string) time.Duration {
 func TestLatencyOnlyListedTools(t *testing.T) {
 	f := newFleet(t, testUpstream(t, false))
 	h := f.add(nil)
-	legacy := &mcpClient{t: t, urls: f.urls}
-	legacy.initialize()
-	legacy.call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
-	legacy.call("tools/call", slowArgs(0))
+	legacy := &gwtest.Client{T: t, URLs: f.URLs}
+	legacy.Initialize()
+	legacy.Call("tools/call", map[string]any{"name": "no_such_tool", "arguments": map[string]any{}})
+	legacy.Call("tools/call", slowArgs(0))
 	if st := h.decider.Latency("no_such_tool"); st.Count != 0 {
 		t.Errorf("unlisted tool learned: %+v", st)
 	}
 	waitLearned(t, h, "slow", 1)
 	legacyTaskSupport(t, legacy)
-	legacy.call("tools/call", slowArgs(0))
+	legacy.Call("tools/call", slowArgs(0))
 	waitLearned(t, h, "slow", 2)
 }
 
@@ -181,17 +182,17 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 	share := func(c *Config) { learnedPolicy(c); c.LatencySync = 50 * time.Millisecond }
 	a := f.add(share)
 	b := f.add(share)
-	la := &mcpClient{t: t, urls: f.urls[:1]}
-	la.initialize()
+	la := &gwtest.Client{T: t, URLs: f.URLs[:1]}
+	la.Initialize()
 	legacyTaskSupport(t, la)
 	for i := 0; i < 3; i++ {
-		la.call("tools/call", slowArgs(0.25))
+		la.Call("tools/call", slowArgs(0.25))
 	}
 	waitLearned(t, a, "slow", 3)
 
 	// B has not served slow, yet decides with A's knowledge after a merge.
-	lb := &mcpClient{t: t, urls: f.urls[1:2]}
-	lb.initialize()
+	lb := &gwtest.Client{T: t, URLs: f.URLs[1:2]}
+	lb.Initialize()
 	deadline := time.Now().Add(5 * time.Second)
 	for legacyTaskSupport(t, lb)["slow"] != "optional" || b.decider.Latency("slow").Count != 3 {
 		if time.Now().After(deadline) {
@@ -219,27 +220,27 @@ func TestLatencySharedBetweenReplicas(t *testing.T) {
 // entry and the session are cached: sync pass-through, a modern hybrid
 // call that answers in time, and a modern sync call.
 func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		f := newFleet(t, testUpstream(t, stateless))
 		h := f.add(func(c *Config) {
-			c.Policy = rulesPolicy(rules(t, "progress", policy.Sync))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "progress", policy.Sync))
 			c.LatencySync = time.Hour // no merge during the test
 			c.Lease = time.Hour       // nor a recovery sweep
 		})
-		modern := &modernClient{t: t, urls: f.urls}
-		modern.call("tools/list", nil)
-		var legacy *mcpClient
+		modern := &gwtest.ModernClient{T: t, URLs: f.URLs}
+		modern.Call("tools/list", nil)
+		var legacy *gwtest.Client
 		if !stateless {
-			legacy = &mcpClient{t: t, urls: f.urls}
-			legacy.initialize()
+			legacy = &gwtest.Client{T: t, URLs: f.URLs}
+			legacy.Initialize()
 			legacyTaskSupport(t, legacy)
 		}
 		round := func() {
 			if legacy != nil {
-				legacy.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
+				legacy.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
 			}
-			modern.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
-			modern.call("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 1}})
+			modern.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
+			modern.Call("tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 1}})
 		}
 		perRound := 2
 		if legacy != nil {
@@ -258,15 +259,15 @@ func TestLatencyLearningAddsNoRedisCommand(t *testing.T) {
 		}
 		round() // warm: era, held session, catalogue entries
 		waitTotal(perRound)
-		before := f.cmds[0].Load()
+		before := f.Cmds[0].Load()
 		const rounds = 20
 		for i := 0; i < rounds; i++ {
 			round()
 		}
 		waitTotal((rounds + 1) * perRound)
-		if n := f.cmds[0].Load() - before; n != 0 {
+		if n := f.Cmds[0].Load() - before; n != 0 {
 			t.Errorf("%d Redis commands for %d calls, want 0", n, rounds*perRound)
 		}
-		t.Logf("%d calls, %d Redis commands", rounds*perRound, f.cmds[0].Load()-before)
+		t.Logf("%d calls, %d Redis commands", rounds*perRound, f.Cmds[0].Load()-before)
 	})
 }

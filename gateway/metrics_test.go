@@ -45,9 +45,9 @@ func TestMetricsFollowTasks(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy = rulesPolicy(rules(t, "*", policy.Task)) })
-	url := f.urls[0]
-	c := &modernClient{t: t, urls: f.urls, auth: "Bearer metrics"}
+	f.add(func(c *Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task)) })
+	url := f.URLs[0]
+	c := &gwtest.ModernClient{T: t, URLs: f.URLs, Auth: "Bearer metrics"}
 
 	// Before any task: the families exist, live tasks at 0.
 	fams := scrape(t, url)
@@ -61,7 +61,7 @@ func TestMetricsFollowTasks(t *testing.T) {
 	}
 
 	// A completed task.
-	c.waitTask(c.toolTask("echo", map[string]any{"text": "hi"}).TaskID, "completed")
+	c.WaitTask(c.ToolTask("echo", map[string]any{"text": "hi"}).TaskID, "completed")
 	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "echo", "status": "completed"}, 1)
 	fams = scrape(t, url)
 	if v := metricValue(fams, "taskgate_tasks_created_total", map[string]string{"tool": "echo", "flavour": "modern"}); v != 1 {
@@ -78,26 +78,26 @@ func TestMetricsFollowTasks(t *testing.T) {
 	}
 
 	// A failed task (JSON-RPC error from the tool).
-	c.waitTask(c.toolTask("rpcerror", map[string]any{}).TaskID, "failed")
+	c.WaitTask(c.ToolTask("rpcerror", map[string]any{}).TaskID, "failed")
 	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "rpcerror", "status": "failed"}, 1)
 
 	// A task waiting for input is live as input_required, then its wait is
 	// observed once answered.
-	task := c.toolTask("elicit", map[string]any{})
-	d := c.waitTask(task.TaskID, "input_required")
+	task := c.ToolTask("elicit", map[string]any{})
+	d := c.WaitTask(task.TaskID, "input_required")
 	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "input_required"}, 1)
 	for key := range d.InputRequests {
-		if r := c.call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
+		if r := c.Call("tasks/update", map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{
 			key: map[string]any{"action": "accept", "content": map[string]any{"name": "Ada"}}}}); r.Error != nil {
 			t.Fatal(r.Error.Message)
 		}
 	}
-	c.waitTask(task.TaskID, "completed")
+	c.WaitTask(task.TaskID, "completed")
 	waitMetric(t, url, "taskgate_task_input_wait_seconds", map[string]string{"tool": "elicit"}, 1)
 	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "input_required"}, 0)
 
 	// A running task is held and live; cancelling counts it cancelled.
-	slow := c.toolTask("slow", map[string]any{"seconds": 30})
+	slow := c.ToolTask("slow", map[string]any{"seconds": 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := rec.WaitFor(ctx, "slow", testupstream.Called, 1); err != nil {
@@ -105,7 +105,7 @@ func TestMetricsFollowTasks(t *testing.T) {
 	}
 	waitMetric(t, url, "taskgate_held_calls", nil, 1)
 	waitMetric(t, url, "taskgate_tasks_live", map[string]string{"status": "working"}, 1)
-	if r := c.call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
+	if r := c.Call("tasks/cancel", map[string]any{"taskId": slow.TaskID}); r.Error != nil {
 		t.Fatal(r.Error.Message)
 	}
 	waitMetric(t, url, "taskgate_tasks_finished_total", map[string]string{"tool": "slow", "status": "cancelled"}, 1)
@@ -117,21 +117,21 @@ func TestMetricsUpstreamErrorsAndStoreErrors(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(nil)
-	url := f.urls[0]
-	c := &modernClient{t: t, urls: f.urls}
-	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error != nil {
+	url := f.URLs[0]
+	c := &gwtest.ModernClient{T: t, URLs: f.URLs}
+	if r := c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error != nil {
 		t.Fatal(r.Error.Message)
 	}
 	up.Close() // the upstream goes away
-	if r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error == nil {
+	if r := c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}); r.Error == nil {
 		t.Fatal("a call to a stopped upstream succeeded")
 	}
 	fams := scrape(t, url)
 	if v := metricValue(fams, "taskgate_upstream_errors_total", map[string]string{"reason": "unreachable"}); v < 1 {
 		t.Errorf("upstream unreachable errors = %v, want ≥ 1", v)
 	}
-	f.mr.Close() // and so does Redis
-	if r := c.call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil ||
+	f.MR.Close() // and so does Redis
+	if r := c.Call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil ||
 		!strings.Contains(r.Error.Message, "task store unavailable") {
 		t.Fatalf("tasks/get with Redis down = %+v", r.Error)
 	}
@@ -146,7 +146,7 @@ func TestMetricsOnOwnListener(t *testing.T) {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	h := f.add(func(c *Config) { c.MetricsPath = "-" })
-	resp, err := http.Get(strings.TrimSuffix(f.urls[0], "/mcp") + "/metrics")
+	resp, err := http.Get(strings.TrimSuffix(f.URLs[0], "/mcp") + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +176,8 @@ func TestIdleEmbeddedStoreHasNoErrors(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.Store = store })
-	c := &modernClient{t: t, urls: []string{gw}}
-	c.call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
+	c := &gwtest.ModernClient{T: t, URLs: []string{gw}}
+	c.Call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
 	fams := scrape(t, gw)
 	if f := fams["taskgate_store_errors_total"]; f != nil {
 		for _, m := range f.GetMetric() {
@@ -194,8 +194,8 @@ func TestBuildAndPoolMetrics(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	defer up.Close()
 	gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.Store = newMiniStore(t); c.Version = "v9.9.9-test" })
-	c := &modernClient{t: t, urls: []string{gw}}
-	c.call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
+	c := &gwtest.ModernClient{T: t, URLs: []string{gw}}
+	c.Call("tasks/get", map[string]any{"taskId": "6f1c2a44-0000-4000-8000-000000000000"})
 	fams := scrape(t, gw)
 	if v := metricValue(fams, "taskgate_build_info", map[string]string{"version": "v9.9.9-test"}); v != 1 {
 		t.Errorf("taskgate_build_info{version=v9.9.9-test} = %v", v)
@@ -222,8 +222,8 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 		c.AccessLog = true
 		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
-	c := &modernClient{t: t, urls: []string{gw}}
-	c.call("tools/list", map[string]any{})
+	c := &gwtest.ModernClient{T: t, URLs: []string{gw}}
+	c.Call("tools/list", map[string]any{})
 	resp, err := http.Post(gw, "text/plain", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestRequestMetricsAndAccessLog(t *testing.T) {
 		c.Store = newMiniStore(t)
 		c.Logger = zerolog.New(gwtest.LockedWriter{W: &logs, Mu: &mu})
 	})
-	(&modernClient{t: t, urls: []string{quiet}}).call("tools/list", map[string]any{})
+	(&gwtest.ModernClient{T: t, URLs: []string{quiet}}).Call("tools/list", map[string]any{})
 	mu.Lock()
 	defer mu.Unlock()
 	if strings.Contains(logs.String(), `"op":"access"`) {

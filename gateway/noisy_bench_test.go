@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
@@ -37,7 +38,7 @@ type benchClient struct {
 	id             atomic.Int64
 }
 
-func (c *benchClient) post(method string, params any) (*rpcReply, error) {
+func (c *benchClient) post(method string, params any) (*gwtest.Reply, error) {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id.Add(1), "method": method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -54,8 +55,8 @@ func (c *benchClient) post(method string, params any) (*rpcReply, error) {
 	if c.sid == "" {
 		c.sid = resp.Header.Get("Mcp-Session-Id")
 	}
-	var out *rpcReply
-	err = scanMessages(resp, func(m rpcReply) bool {
+	var out *gwtest.Reply
+	err = gwtest.ScanMessages(resp, func(m gwtest.Reply) bool {
 		if m.Method != "" {
 			return true
 		}
@@ -97,7 +98,7 @@ func noisyGateway(b *testing.B) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := New(Config{Upstream: client, Store: store, PollLimit: -1, Policy: rulesPolicy(policy.Rules{all}),
+	h, err := New(Config{Upstream: client, Store: store, PollLimit: -1, Policy: gwtest.RulesPolicy(policy.Rules{all}),
 		MaxInflight: 1000}) // serve's default
 	if err != nil {
 		b.Fatal(err)

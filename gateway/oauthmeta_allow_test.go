@@ -125,7 +125,7 @@ func TestDiscoveryIntrospectionOnly(t *testing.T) {
 	if status != 200 || doc["issuer"] != gw.URL || doc["token_endpoint"] != gw.URL+"/oauth/token" {
 		t.Fatalf("authorization server metadata: %d %v", status, doc)
 	}
-	r := post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
+	r := gwtest.Post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
 	r.Body.Close()
 	if r.StatusCode != 200 || own.Got.Load() != "grant_type=authorization_code&code=x" {
 		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.Got.Load())

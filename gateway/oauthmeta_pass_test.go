@@ -121,7 +121,7 @@ func TestDiscoveryPassThroughHeaders(t *testing.T) {
 		hdr  http.Header
 		auth string
 	}{{"/token", tok, "Basic Y2xpZW50OnNlY3JldA=="}, {"/register", forged, ""}, {"/authorize", forged, ""}} {
-		resp := post(t, gw.URL+tc.path, "application/x-www-form-urlencoded", "x=1", tc.hdr)
+		resp := gwtest.Post(t, gw.URL+tc.path, "application/x-www-form-urlencoded", "x=1", tc.hdr)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d", tc.path, resp.StatusCode)

@@ -72,7 +72,7 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 
 	// The challenge points at the gateway's metadata; a parameter named
 	// inside another's quoted value is left alone.
-	resp := post(t, gw.URL+"/mcp", "application/json", toolsList, nil)
+	resp := gwtest.Post(t, gw.URL+"/mcp", "application/json", toolsList, nil)
 	resp.Body.Close()
 	want := `Bearer error="invalid_token", error_description="say resource_metadata=\"x\"", resource_metadata="` + gw.URL + `/.well-known/oauth-protected-resource/mcp"`
 	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || got != want {
@@ -106,7 +106,7 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 	if loc := r.Header.Get("Location"); r.StatusCode != http.StatusFound || loc != gw.URL+"/login?client_id=c&state=s" {
 		t.Fatalf("authorize: %d Location %q", r.StatusCode, loc)
 	}
-	r = post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
+	r = gwtest.Post(t, gw.URL+"/oauth/token", "application/x-www-form-urlencoded", "grant_type=authorization_code&code=x", nil)
 	r.Body.Close()
 	if r.StatusCode != 200 || own.Got.Load() != "grant_type=authorization_code&code=x" {
 		t.Fatalf("token: %d, the upstream got %v", r.StatusCode, own.Got.Load())
@@ -118,7 +118,7 @@ func TestDiscoveryOwnAuthorizationServer(t *testing.T) {
 			t.Errorf("%s: %d, want 404", path, status)
 		}
 	}
-	if r := post(t, gw.URL+"/.well-known/oauth-authorization-server", "application/json", "{}", nil); r.StatusCode != http.StatusMethodNotAllowed {
+	if r := gwtest.Post(t, gw.URL+"/.well-known/oauth-authorization-server", "application/json", "{}", nil); r.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST to metadata: %d", r.StatusCode)
 	}
 }
@@ -140,7 +140,7 @@ func TestDiscoveryDefaultEndpoints(t *testing.T) {
 	t.Cleanup(up.Close)
 	gw := metaGateway(t, up.URL+"/mcp", nil)
 	for _, path := range []string{"/authorize", "/token", "/register"} {
-		resp := post(t, gw.URL+path, "application/x-www-form-urlencoded", "x=1", nil)
+		resp := gwtest.Post(t, gw.URL+path, "application/x-www-form-urlencoded", "x=1", nil)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 || string(body) != path {
@@ -162,7 +162,7 @@ func TestDiscoveryBehindProxy(t *testing.T) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	})
 	fwd := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"mcp.example.com"}}
-	resp := post(t, gw.URL+"/mcp", "application/json", toolsList, fwd)
+	resp := gwtest.Post(t, gw.URL+"/mcp", "application/json", toolsList, fwd)
 	resp.Body.Close()
 	want := `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`
 	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != 401 || !strings.Contains(got, want) {

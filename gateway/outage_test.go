@@ -22,6 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
 	"github.com/taskgate/taskgate/internal/testupstream"
@@ -110,11 +112,11 @@ type outageRig struct {
 }
 
 // outageRules: slow is a task (both flavours), echo is always sync, fail
-// is auto with a long hybrid wait (directWait: a modern client's call is
+// is auto with a long hybrid wait (gwtest.DirectWait: a modern client's call is
 // answered directly, however busy the machine, so it needs no store), every
 // other tool follows the policy's defaults.
 func outageRules(t *testing.T) policy.Rules {
-	return append(rules(t, "slow", policy.Task, "echo", policy.Sync), withWait(rules(t, "fail", policy.Auto), directWait)...)
+	return append(gwtest.Rules(t, "slow", policy.Task, "echo", policy.Sync), gwtest.WithWait(gwtest.Rules(t, "fail", policy.Auto), gwtest.DirectWait)...)
 }
 
 // quietRedis keeps go-redis from logging every refused dial of an outage.
@@ -132,23 +134,23 @@ func newOutageRig(t *testing.T, replicas int, upOpts testupstream.Options, mods 
 	rig.redis = redistest.NewWithArgs(t, "--appendonly", "yes", "--appendfsync", "always")
 	upOpts.Recorder = rig.rec
 	rig.up = newStoppableUpstream(t, upOpts)
-	f := &fleet{t: t, up: rig.up.URL, redis: func() redis.UniversalClient {
+	f := &fleet{Fleet: &frontrig.Fleet{T: t, Up: rig.up.URL, Redis: func() redis.UniversalClient {
 		// The production client options (fail fast), as --redis-url gives them.
 		o, err := taskstore.ParseURL("redis://" + rig.redis.Addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return redis.NewUniversalClient(o)
-	}}
+	}}}
 	for i := 0; i < replicas; i++ {
 		f.add(func(c *Config) {
-			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), hybridPolicy(outageRules(t), 200*time.Millisecond), -1
+			c.ReplicaID, c.Policy, c.LatencySync = fmt.Sprintf("r%d", i), gwtest.HybridPolicy(outageRules(t), 200*time.Millisecond), -1
 			for _, mod := range mods {
 				mod(i, c)
 			}
 		})
-		rig.urls = append(rig.urls, f.urls[i])
-		rig.bases = append(rig.bases, strings.TrimSuffix(f.urls[i], "/mcp"))
+		rig.urls = append(rig.urls, f.URLs[i])
+		rig.bases = append(rig.bases, strings.TrimSuffix(f.URLs[i], "/mcp"))
 	}
 	rig.hs = f.hs
 	return rig
@@ -239,13 +241,13 @@ func (c *outageClient) on(url string) *outageClient {
 
 // call sends one request and returns the HTTP status and the response to
 // it. A request not answered within hangGuard fails the test as hung.
-func (c *outageClient) call(method string, params map[string]any) (int, rpcReply) {
+func (c *outageClient) call(method string, params map[string]any) (int, gwtest.Reply) {
 	c.t.Helper()
 	status, r, _ := c.send(method, params)
 	return status, r
 }
 
-func (c *outageClient) send(method string, params map[string]any) (int, rpcReply, http.Header) {
+func (c *outageClient) send(method string, params map[string]any) (int, gwtest.Reply, http.Header) {
 	c.t.Helper()
 	if params == nil {
 		params = map[string]any{}
@@ -282,8 +284,8 @@ func (c *outageClient) send(method string, params map[string]any) (int, rpcReply
 		}
 		c.t.Fatalf("%s: %v", method, err)
 	}
-	var out rpcReply
-	err = scanMessages(resp, func(m rpcReply) bool {
+	var out gwtest.Reply
+	err = gwtest.ScanMessages(resp, func(m gwtest.Reply) bool {
 		if string(m.ID) == fmt.Sprint(c.id) && m.Method == "" {
 			out = m
 			return false
@@ -301,7 +303,7 @@ func (c *outageClient) send(method string, params map[string]any) (int, rpcReply
 
 // initialize opens a session with the client's version and returns the
 // initialize response; the session id is kept.
-func (c *outageClient) initialize() (int, rpcReply) {
+func (c *outageClient) initialize() (int, gwtest.Reply) {
 	c.t.Helper()
 	status, r, header := c.send("initialize", map[string]any{
 		"protocolVersion": c.version,
@@ -411,7 +413,7 @@ func (c *outageClient) waitTask(id string) taskState {
 
 // wantRPCError checks a JSON-RPC -32603 answered with HTTP 200 whose
 // message contains every one of want.
-func wantRPCError(t *testing.T, what string, status int, r rpcReply, want ...string) {
+func wantRPCError(t *testing.T, what string, status int, r gwtest.Reply, want ...string) {
 	t.Helper()
 	if r.Error == nil {
 		t.Errorf("%s: HTTP %d result %s, want a -32603 error", what, status, r.Result)
@@ -429,7 +431,7 @@ func wantRPCError(t *testing.T, what string, status int, r rpcReply, want ...str
 
 // wantCachedTask checks a tasks/get answered, during a store outage, from
 // the replica's render cache: HTTP 200 and the completed task id.
-func wantCachedTask(t *testing.T, what string, status int, r rpcReply, id string) {
+func wantCachedTask(t *testing.T, what string, status int, r gwtest.Reply, id string) {
 	t.Helper()
 	var ts taskState
 	if r.Error != nil || status != http.StatusOK || json.Unmarshal(r.Result, &ts) != nil || ts.TaskID != id || ts.Status != "completed" {
@@ -453,7 +455,7 @@ func (rig *outageRig) waitNoticesLost(i int) {
 // resultTextOf is the text of a CallToolResult.
 func resultTextOf(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
-	text, _, _ := resultText(t, raw)
+	text, _, _ := gwtest.ResultText(t, raw)
 	return text
 }
 
@@ -698,7 +700,7 @@ func TestRedisOutageReadiness(t *testing.T) {
 // taskgate_upstream_up 0, except on the replica that requires the upstream
 // (Config.ReadyRequiresUpstream), which says 503 until it is back.
 func TestUpstreamOutage(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		rig := newOutageRig(t, 2, testupstream.Options{Stateless: stateless}, func(i int, c *Config) {
 			c.ReadyRequiresUpstream = i == 1
 		})

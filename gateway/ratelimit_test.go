@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -21,8 +22,8 @@ func TestPollRateLimit(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.add(func(c *Config) { c.Policy, c.PollLimit = rulesPolicy(rules(t, "*", policy.Task)), 2 }) // bursts of 4
-	url := f.urls[0]
+	f.add(func(c *Config) { c.Policy, c.PollLimit = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task)), 2 }) // bursts of 4
+	url := f.URLs[0]
 
 	type refusal struct {
 		status     int
@@ -31,7 +32,7 @@ func TestPollRateLimit(t *testing.T) {
 		retryMs    int64
 	}
 	// pollUntilRefused polls with poll until it is refused, at most 50 times.
-	pollUntilRefused := func(poll func() (*http.Response, rpcReply)) (int, refusal) {
+	pollUntilRefused := func(poll func() (*http.Response, gwtest.Reply)) (int, refusal) {
 		for n := 1; n <= 50; n++ {
 			resp, r := poll()
 			if r.Error == nil {
@@ -61,14 +62,14 @@ func TestPollRateLimit(t *testing.T) {
 	}
 
 	// 2026-07-28.
-	mc := &modernClient{t: t, urls: f.urls, auth: "Bearer poller"}
-	task := mc.toolTask("echo", map[string]any{"text": "x"})
-	modernGet := func(id, auth string) func() (*http.Response, rpcReply) {
-		return func() (*http.Response, rpcReply) {
-			meta := modernMeta()
+	mc := &gwtest.ModernClient{T: t, URLs: f.URLs, Auth: "Bearer poller"}
+	task := mc.ToolTask("echo", map[string]any{"text": "x"})
+	modernGet := func(id, auth string) func() (*http.Response, gwtest.Reply) {
+		return func() (*http.Response, gwtest.Reply) {
+			meta := gwtest.ModernMeta()
 			meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
-			resp := mpost(t, url, "tasks/get", map[string]any{"taskId": id}, meta, func(h http.Header) { h.Set("Authorization", auth) })
-			return resp, reply(t, resp)
+			resp := gwtest.MPost(t, url, "tasks/get", map[string]any{"taskId": id}, meta, func(h http.Header) { h.Set("Authorization", auth) })
+			return resp, gwtest.OneReply(t, resp)
 		}
 	}
 	n, got := pollUntilRefused(modernGet(task.TaskID, "Bearer poller"))
@@ -85,16 +86,16 @@ func TestPollRateLimit(t *testing.T) {
 	}
 
 	// 2025-11-25: tasks/get and tasks/list.
-	lc := &mcpClient{t: t, urls: f.urls, auth: "Bearer legacy"}
-	lc.initialize()
-	lt := lc.startTask("echo", map[string]any{"text": "y"}, nil)
-	legacyPoll := func(method string, params any) func() (*http.Response, rpcReply) {
-		return func() (*http.Response, rpcReply) {
+	lc := &gwtest.Client{T: t, URLs: f.URLs, Auth: "Bearer legacy"}
+	lc.Initialize()
+	lt := lc.StartTask("echo", map[string]any{"text": "y"}, nil)
+	legacyPoll := func(method string, params any) func() (*http.Response, gwtest.Reply) {
+		return func() (*http.Response, gwtest.Reply) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			resp := lc.do(ctx, map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
-			var out rpcReply
-			readMessages(t, resp, func(m rpcReply) bool { out = m; return false })
+			resp := lc.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+			var out gwtest.Reply
+			gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool { out = m; return false })
 			return resp, out
 		}
 	}

@@ -56,10 +56,10 @@ func sessionHTTP(t *testing.T, method, url, token, sid, body string) (int, strin
 // signedFleet is a fleet of replicas in front of an era upstream
 // (stateless or a session server), each validating iss's JWTs for public,
 // mod changing its Config after that.
-func signedFleet(t *testing.T, iss *authtest.Issuer, public string, stateless bool, replicas int, mod func(*Config)) (*fleet, *eraUpstream) {
+func signedFleet(t *testing.T, iss *authtest.Issuer, public string, stateless bool, replicas int, mod func(*Config)) (*fleet, *gwtest.EraUpstream) {
 	t.Helper()
-	up := newEraUpstream(t, stateless)
-	fl := newFleet(t, up.url)
+	up := gwtest.NewEraUpstream(t, stateless)
+	fl := newFleet(t, up.URL)
 	for range replicas {
 		g, err := auth.New(auth.Config{Issuer: iss.URL, Audience: []string{public}})
 		if err != nil {
@@ -106,15 +106,15 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 			}
 			alice, alice2, bob := token("alice", "a1"), token("alice", "a2"), token("bob", "b1")
 
-			status, sid, body := sessionHTTP(t, http.MethodPost, fl.urls[0], alice, "", initialize2025)
+			status, sid, body := sessionHTTP(t, http.MethodPost, fl.URLs[0], alice, "", initialize2025)
 			if status != http.StatusOK || sid == "" {
 				t.Fatalf("alice's initialize: HTTP %d, session %q: %s", status, sid, body)
 			}
-			sessionHTTP(t, http.MethodPost, fl.urls[0], alice, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			sessionHTTP(t, http.MethodPost, fl.URLs[0], alice, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
 			const call = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
 
-			for i, url := range fl.urls {
+			for i, url := range fl.URLs {
 				for _, req := range []struct{ method, body string }{
 					{http.MethodPost, call}, {http.MethodPost, list}, {http.MethodGet, ""}, {http.MethodDelete, ""},
 				} {
@@ -128,15 +128,15 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 				}
 			}
 			// Exactly what an unknown id gets.
-			_, _, unknown := sessionHTTP(t, http.MethodPost, fl.urls[1], bob, "no-such-session", list)
-			_, _, foreign := sessionHTTP(t, http.MethodPost, fl.urls[1], bob, sid, list)
+			_, _, unknown := sessionHTTP(t, http.MethodPost, fl.URLs[1], bob, "no-such-session", list)
+			_, _, foreign := sessionHTTP(t, http.MethodPost, fl.URLs[1], bob, sid, list)
 			if unknown != foreign {
 				t.Errorf("an unknown session: %s\nalice's session: %s\nbob can tell them apart", unknown, foreign)
 			}
 			// Alice's session is untouched, with her refreshed token and on
 			// the other replica too.
 			for i, tok := range []string{alice, alice2} {
-				st, _, b := sessionHTTP(t, http.MethodPost, fl.urls[i], tok, sid, list)
+				st, _, b := sessionHTTP(t, http.MethodPost, fl.URLs[i], tok, sid, list)
 				if st != http.StatusOK || !strings.Contains(b, `"tools"`) {
 					t.Fatalf("alice's tools/list (token %d) after bob's attempts: HTTP %d: %s", i+1, st, b)
 				}
@@ -148,15 +148,15 @@ func TestSessionBoundToPrincipal(t *testing.T) {
 			if refused != 9 { // 4 on each replica, and one more
 				t.Errorf("other_principal refusals counted: %v, want 9", refused)
 			}
-			if len(up.posts("DELETE")) != 0 {
+			if len(up.Posts("DELETE")) != 0 {
 				t.Errorf("bob's DELETE reached the upstream")
 			}
 			// Alice ends her session: its binding goes, and the id is
 			// unknown to her too.
-			if st, _, b := sessionHTTP(t, http.MethodDelete, fl.urls[1], alice, sid, ""); st/100 != 2 {
+			if st, _, b := sessionHTTP(t, http.MethodDelete, fl.URLs[1], alice, sid, ""); st/100 != 2 {
 				t.Fatalf("alice's DELETE: HTTP %d: %s", st, b)
 			}
-			if st, _, _ := sessionHTTP(t, http.MethodPost, fl.urls[1], alice, sid, list); st != http.StatusNotFound {
+			if st, _, _ := sessionHTTP(t, http.MethodPost, fl.URLs[1], alice, sid, list); st != http.StatusNotFound {
 				t.Errorf("alice's ended session: HTTP %d, want 404", st)
 			}
 		})
@@ -170,11 +170,11 @@ func TestSessionBindingFailsClosed(t *testing.T) {
 	const public = "http://gw.test/mcp"
 	fl, _ := signedFleet(t, iss, public, false, 1, nil)
 	tok := "Bearer " + iss.Token(iss.Claims(public))
-	fl.mr.SetError("LOADING the store is restarting")
+	fl.MR.SetError("LOADING the store is restarting")
 	// A 2025-06-18 client: its session is passed through, recorded by
 	// nothing but its binding.
-	status, sid, body := sessionHTTP(t, http.MethodPost, fl.urls[0], tok, "", strings.Replace(initialize2025, "2025-11-25", "2025-06-18", 1))
-	fl.mr.SetError("")
+	status, sid, body := sessionHTTP(t, http.MethodPost, fl.URLs[0], tok, "", strings.Replace(initialize2025, "2025-11-25", "2025-06-18", 1))
+	fl.MR.SetError("")
 	if sid != "" || !bytes.Contains([]byte(body), []byte(`"error"`)) {
 		t.Fatalf("initialize with the store down: HTTP %d, session %q: %s; want an error and no session", status, sid, body)
 	}

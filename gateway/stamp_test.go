@@ -1,15 +1,11 @@
 package gateway
 
 import (
-	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/front"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
@@ -17,35 +13,6 @@ import (
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 )
-
-// commandCounter counts the commands a Store sends, by name.
-type commandCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (*commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.mu.Lock()
-		c.n[strings.ToLower(cmd.Name())]++
-		c.mu.Unlock()
-		return next(ctx, cmd)
-	}
-}
-
-func (*commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (c *commandCounter) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.n
-	c.n = map[string]int{}
-	return old
-}
 
 // TestTasksGetTerminalZeroRTT: once the store's removal notices are live, a
 // poll of a terminal task already rendered sends no command at all and
@@ -55,21 +22,21 @@ func (c *commandCounter) reset() map[string]int {
 // owner and an expired task get what they get without the cache; with the
 // store unreachable the cached task is still answered, an uncached one not.
 func TestTasksGetTerminalZeroRTT(t *testing.T) {
-	cmds := &commandCounter{n: map[string]int{}}
+	cmds := gwtest.NewCommandCounter()
 	var skew atomic.Int64
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: rulesPolicy(rules(t, "echo", policy.Task))}, cmds)
+	rig := newStoreRig(t, true, taskstore.Options{Clock: clock}, Config{Policy: gwtest.RulesPolicy(gwtest.Rules(t, "echo", policy.Task))}, cmds)
 	mr := rig.mr
-	alice := &modernClient{t: t, urls: rig.c.urls, auth: "Bearer alice"}
-	task := alice.toolTask("echo", map[string]any{"text": "stamped"})
-	alice.waitTask(task.TaskID, "completed")
+	alice := &gwtest.ModernClient{T: t, URLs: rig.c.URLs, Auth: "Bearer alice"}
+	task := alice.ToolTask("echo", map[string]any{"text": "stamped"})
+	alice.WaitTask(task.TaskID, "completed")
 	// The worker's last writes and reads (lease release, notification)
 	// would count with the polls' commands: wait until it is gone.
 	waitIdle(t, rig.h)
-	get := func(c *modernClient) (string, map[string]int) {
-		cmds.reset()
-		r := c.call("tasks/get", map[string]any{"taskId": task.TaskID})
-		return string(r.Result), cmds.reset()
+	get := func(c *gwtest.ModernClient) (string, map[string]int) {
+		cmds.Reset()
+		r := c.Call("tasks/get", map[string]any{"taskId": task.TaskID})
+		return string(r.Result), cmds.Reset()
 	}
 	renders := rig.h.f2026.Renders
 	gwtest.WaitFor(t, func() bool { return renders.Live() })
@@ -85,7 +52,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	// The record changed (here by hand: a terminal task is never written
 	// again) and a removal notice came: the stamp is read, and the record
 	// read and rendered anew.
-	key := rig.taskKey(t, task.TaskID)
+	key := gwtest.MiniTaskKey(t, rig.mr, task.TaskID)
 	updated, err := strconv.ParseInt(mr.HGet(key, "updated"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +73,8 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	}
 
 	// Another owner: not found, as without the cache.
-	mallory := &modernClient{t: t, urls: alice.urls, auth: "Bearer mallory"}
-	if r := mallory.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
+	mallory := &gwtest.ModernClient{T: t, URLs: alice.URLs, Auth: "Bearer mallory"}
+	if r := mallory.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("another owner's tasks/get = %s %+v, want -32602 not found", r.Result, r.Error)
 	}
 
@@ -121,7 +88,7 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 		}
 	}
 	skew.Store(int64(ttl + time.Second))
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("tasks/get of an expired task = %s %+v, want an error", r.Result, r.Error)
 	}
 	skew.Store(0)
@@ -133,10 +100,10 @@ func TestTasksGetTerminalZeroRTT(t *testing.T) {
 	cachedNow, _ := get(alice)
 	mr.Close()
 	gwtest.WaitFor(t, func() bool { return !renders.Live() })
-	if r := alice.call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil || string(r.Result) != cachedNow {
 		t.Errorf("tasks/get with Redis down = %s %+v, want the cached answer %s", r.Result, r.Error, cachedNow)
 	}
-	if r := alice.call("tasks/get", map[string]any{"taskId": "never-cached"}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
+	if r := alice.Call("tasks/get", map[string]any{"taskId": "never-cached"}); r.Error == nil || !strings.HasPrefix(r.Error.Message, "task store unavailable") {
 		t.Errorf("tasks/get of a task not cached with Redis down = %s %+v, want task store unavailable", r.Result, r.Error)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
@@ -33,7 +34,7 @@ func TestStatelessUpstreamChallenge(t *testing.T) {
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	fl.add(nil)
-	pointed := `Bearer resource_metadata="` + strings.TrimSuffix(fl.urls[0], "/mcp") + `/.well-known/oauth-protected-resource/mcp"`
+	pointed := `Bearer resource_metadata="` + strings.TrimSuffix(fl.URLs[0], "/mcp") + `/.well-known/oauth-protected-resource/mcp"`
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 	check := func(what string, resp *http.Response) {
 		t.Helper()
@@ -44,24 +45,24 @@ func TestStatelessUpstreamChallenge(t *testing.T) {
 	}
 	// Before any initialize with good credentials, and after.
 	for _, first := range []bool{true, false} {
-		bad := &mcpClient{t: t, urls: fl.urls, auth: "Bearer bad"}
+		bad := &gwtest.Client{T: t, URLs: fl.URLs, Auth: "Bearer bad"}
 		var m map[string]any
 		_ = json.Unmarshal([]byte(body), &m)
-		check(fmt.Sprintf("initialize with a refused token (first %v)", first), bad.do(context.Background(), m))
+		check(fmt.Sprintf("initialize with a refused token (first %v)", first), bad.Do(context.Background(), m))
 		if first {
-			(&mcpClient{t: t, urls: fl.urls, auth: "Bearer good"}).initializeAs("2025-11-25", map[string]any{})
+			(&gwtest.Client{T: t, URLs: fl.URLs, Auth: "Bearer good"}).InitializeAs("2025-11-25", map[string]any{})
 		}
 	}
 
-	c := &mcpClient{t: t, urls: fl.urls, auth: "Bearer good"}
-	c.initializeAs("2025-11-25", map[string]any{})
+	c := &gwtest.Client{T: t, URLs: fl.URLs, Auth: "Bearer good"}
+	c.InitializeAs("2025-11-25", map[string]any{})
 	refuse.Store(true) // the token expires
-	resp := c.do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+	resp := c.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
 	check("tools/list after the token expired", resp)
 	// The GET stream too: its upstream listen is refused.
-	req, _ := http.NewRequest(http.MethodGet, fl.urls[0], nil)
-	req.Header.Set("Mcp-Session-Id", c.sid)
-	req.Header.Set("Authorization", c.auth)
+	req, _ := http.NewRequest(http.MethodGet, fl.URLs[0], nil)
+	req.Header.Set("Mcp-Session-Id", c.SID)
+	req.Header.Set("Authorization", c.Auth)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -2,23 +2,25 @@ package gateway
 
 import (
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// storeRig is one gateway on a miniredis store (its client with the given
-// hooks, go-redis's own retries off) in front of a test upstream.
+// storeRig is one gateway on a miniredis store (frontrig.MiniStore: its
+// client with the given hooks, go-redis's own retries off) in front of a
+// test upstream.
 type storeRig struct {
 	mr  *miniredis.Miniredis
 	rec *testupstream.Recorder
-	c   *modernClient
+	c   *gwtest.ModernClient
 	h   *Handler
 }
 
@@ -28,13 +30,7 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg Config,
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, Recorder: rig.rec}))
 	t.Cleanup(up.Close)
 	rig.mr = miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rig.mr.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rdb.Close() })
-	for _, hook := range hooks {
-		rdb.AddHook(hook)
-	}
-	store := taskstore.New(rdb, so)
-	t.Cleanup(func() { store.Close() })
+	store := frontrig.MiniStore(t, rig.mr, so, hooks...)
 	client, err := upstream.New(up.URL+"/mcp", upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -46,18 +42,6 @@ func newStoreRig(t *testing.T, stateless bool, so taskstore.Options, cfg Config,
 	t.Cleanup(func() { rig.h.Close() })
 	srv := httptest.NewServer(rig.h)
 	t.Cleanup(srv.Close)
-	rig.c = &modernClient{t: t, urls: []string{srv.URL + "/mcp"}}
+	rig.c = &gwtest.ModernClient{T: t, URLs: []string{srv.URL + "/mcp"}}
 	return rig
-}
-
-// taskKey is the Redis key of task id's hash.
-func (rig *storeRig) taskKey(t *testing.T, id string) string {
-	t.Helper()
-	for _, k := range rig.mr.Keys() {
-		if strings.HasSuffix(k, ":t:"+id) {
-			return k
-		}
-	}
-	t.Fatalf("no task hash for %s among %v", id, rig.mr.Keys())
-	return ""
 }

@@ -69,16 +69,16 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	a, b := gwtest.NewTraced(), gwtest.NewTraced()
 	for _, tr := range []gwtest.Traced{a, b} {
 		f.add(func(c *Config) {
-			c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+			c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))
 			c.Tracer = tr.TP
 			c.Upstream, _ = upstream.New(up.URL+"/mcp", upstream.Options{Tracer: tr.TP})
 		})
 	}
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initialize()
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.Initialize()
 	const clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	traceparent := "00-" + clientTrace + "-00f067aa0ba902b7-01"
-	task := startTraced(t, c, f.urls[0], traceparent) // on A
+	task := startTraced(t, c, f.URLs[0], traceparent) // on A
 	gwtest.WaitFor(t, func() bool {                   // the worker's call reached the upstream
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
@@ -86,9 +86,9 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 	})
 
 	// Poll and cancel on B.
-	c.urls = []string{f.urls[1]}
-	c.getTask(task)
-	if r := c.call("tasks/cancel", map[string]any{"taskId": task}); r.Error != nil {
+	c.URLs = []string{f.URLs[1]}
+	c.GetTask(task)
+	if r := c.Call("tasks/cancel", map[string]any{"taskId": task}); r.Error != nil {
 		t.Fatalf("cancel: %+v", r.Error)
 	}
 
@@ -145,14 +145,14 @@ func TestTracingTaskAcrossReplicas(t *testing.T) {
 }
 
 // startTraced creates a task of slow at url with traceparent.
-func startTraced(t *testing.T, c *mcpClient, url, traceparent string) string {
+func startTraced(t *testing.T, c *gwtest.Client, url, traceparent string) string {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 77, "method": "tools/call",
 		"params": map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30, "text": "x"}, "task": map[string]any{"ttl": 60000}}})
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.sid)
+	req.Header.Set("Mcp-Session-Id", c.SID)
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 	req.Header.Set("Traceparent", traceparent)
 	resp, err := http.DefaultClient.Do(req)
@@ -160,7 +160,7 @@ func startTraced(t *testing.T, c *mcpClient, url, traceparent string) string {
 		t.Fatal(err)
 	}
 	var id string
-	readMessages(t, resp, func(m rpcReply) bool {
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		var r struct {
 			Task struct {
 				TaskID string `json:"taskId"`
@@ -184,13 +184,13 @@ func TestTracingCompletedOnWorker(t *testing.T) {
 	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "echo", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "echo", policy.Task))
 		c.Tracer = tr.TP
 	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initialize()
-	task := c.startTask("echo", map[string]any{"text": "hi"}, nil)
-	c.waitStatus(task.TaskID, "completed")
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.Initialize()
+	task := c.StartTask("echo", map[string]any{"text": "hi"}, nil)
+	c.WaitStatus(task.TaskID, "completed")
 	gwtest.WaitFor(t, func() bool { return len(tr.Named("mcp.task echo")) == 1 })
 	s := tr.Named("mcp.task echo")[0]
 	if s.Parent().SpanID() != tr.Named("mcp tools/call")[0].SpanContext().SpanID() || s.SpanContext().TraceID() != tr.Named("mcp tools/call")[0].SpanContext().TraceID() {
@@ -239,9 +239,9 @@ func BenchmarkTracing(b *testing.B) {
 			b.Cleanup(func() { h.Close() })
 			srv := httptest.NewServer(h)
 			b.Cleanup(srv.Close)
-			c := &mcpClient{t: &testing.T{}, urls: []string{srv.URL + "/mcp"}}
-			c.initializeAs("2025-11-25", map[string]any{})
-			r := c.call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}})
+			c := &gwtest.Client{T: &testing.T{}, URLs: []string{srv.URL + "/mcp"}}
+			c.InitializeAs("2025-11-25", map[string]any{})
+			r := c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}, "task": map[string]any{}})
 			var ct struct {
 				Task struct {
 					TaskID string `json:"taskId"`
@@ -250,7 +250,7 @@ func BenchmarkTracing(b *testing.B) {
 			_ = json.Unmarshal(r.Result, &ct)
 			id := ct.Task.TaskID
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				if wt, _ := c.getTask(id); wt.Status == "completed" || time.Now().After(deadline) {
+				if wt, _ := c.GetTask(id); wt.Status == "completed" || time.Now().After(deadline) {
 					break
 				}
 				time.Sleep(5 * time.Millisecond)
@@ -261,7 +261,7 @@ func BenchmarkTracing(b *testing.B) {
 				req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
-				req.Header.Set("Mcp-Session-Id", c.sid)
+				req.Header.Set("Mcp-Session-Id", c.SID)
 				req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, req)
@@ -281,12 +281,12 @@ func TestTracingExpiredTask(t *testing.T) {
 	tr := gwtest.NewTraced()
 	f := newFleet(t, up.URL+"/mcp")
 	f.add(func(c *Config) {
-		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))
 		c.Tracer = tr.TP
 	})
-	c := &mcpClient{t: t, urls: f.urls}
-	c.initialize()
-	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30, "text": "x"}, "task": map[string]any{"ttl": 1000}})
+	c := &gwtest.Client{T: t, URLs: f.URLs}
+	c.Initialize()
+	r := c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30, "text": "x"}, "task": map[string]any{"ttl": 1000}})
 	if r.Error != nil {
 		t.Fatalf("create: %+v", r.Error)
 	}

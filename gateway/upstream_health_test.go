@@ -111,7 +111,7 @@ func TestUpstreamWrongPath(t *testing.T) {
 		t.Errorf("taskgate_upstream_up = %s, want 0", up)
 	}
 	for i := 0; i < 3; i++ {
-		resp := post(t, rig.base+"/mcp", "application/json", initBody("2025-11-25"), http.Header{"Accept": {"application/json, text/event-stream"}})
+		resp := gwtest.Post(t, rig.base+"/mcp", "application/json", gwtest.InitBody("2025-11-25"), http.Header{"Accept": {"application/json, text/event-stream"}})
 		resp.Body.Close()
 	}
 	if n := len(rig.lines("not an MCP endpoint")); n != 1 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -20,13 +22,13 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	fl.Add(func(c *config) {
+	fl.Add(func(c *frontrig.Config) {
 		c.Anonymous.PerAddress = 3
-		c.Policy = rulesPolicy(rules(t, "slow", policy.Task))
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task))
 	})
 	initialize := func() (sid string, msg string) {
 		resp := rawPost(t, fl.URLs[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"anon","version":"1"}}}`)
-		r := reply(t, resp)
+		r := gwtest.OneReply(t, resp)
 		if r.Error != nil {
 			return "", r.Error.Message
 		}
@@ -49,7 +51,7 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 		t.Fatal("the anonymous session has no place in the caps")
 	}
 	time.Sleep(emulatedRecheck + 100*time.Millisecond) // the replica's next look at the record renews it
-	ping := &mcpClient{T: t, URLs: fl.URLs, SID: first}
+	ping := &gwtest.Client{T: t, URLs: fl.URLs, SID: first}
 	if r := ping.Call("ping", map[string]any{}); r.Error != nil {
 		t.Fatal(r.Error.Message)
 	}
@@ -57,7 +59,7 @@ func TestStatelessUpstreamAnonymousSessions(t *testing.T) {
 		t.Errorf("the session's place expires at %v after use, %v before: not renewed", after, before)
 	}
 	// The third place goes to a task of the first session.
-	c := &mcpClient{T: t, URLs: fl.URLs, SID: first}
+	c := &gwtest.Client{T: t, URLs: fl.URLs, SID: first}
 	c.StartTask("slow", map[string]any{"seconds": 0.01}, nil)
 	if sid, msg := initialize(); sid != "" || !strings.Contains(msg, "too many sessions and tasks without Authorization from this address") {
 		t.Fatalf("an anonymous session past the per-address cap: session %q, error %q", sid, msg)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -24,7 +25,7 @@ func TestInitializeStripsClientTasksCapability(t *testing.T) {
 	resp := rawPost(t, rp.urls[0], "", "2025-11-25", `{"jsonrpc":"2.0","id":"i-1","method":"initialize","params":{"protocolVersion":"2025-11-25",`+
 		`"capabilities":{"tasks":{"list":{},"requests":{"elicitation":{"create":{}}}},"elicitation":{"form":{}},"x-custom":{"k":1}},`+
 		`"clientInfo":{"name":"raw","version":"0"},"x-param":true}}`)
-	r := reply(t, resp)
+	r := gwtest.OneReply(t, resp)
 	if r.Error != nil || resp.Header.Get("Mcp-Session-Id") == "" || string(r.ID) != `"i-1"` {
 		t.Fatalf("initialize: %+v %s", r.Error, r.Result)
 	}
@@ -57,22 +58,22 @@ func TestInitializeStripsClientTasksCapability(t *testing.T) {
 func TestInitializeOlderClientUntouched(t *testing.T) {
 	upSrv := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: true}))
 	t.Cleanup(upSrv.Close)
-	rp := newReplicas(t, upSrv.URL+"/mcp", 1, rules(t, "*", policy.Task))
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, gwtest.Rules(t, "*", policy.Task))
 
-	cs, cap := connectSDK(t, rp.urls[0], "2025-06-18")
+	cs, cap := gwtest.ConnectSDK(t, rp.urls[0], "2025-06-18")
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-06-18" {
 		t.Fatalf("protocolVersion = %q", v)
 	}
 	if strings.Contains(string(cap.InitAnswer(t).Result), `"tasks"`) {
 		t.Errorf("tasks capability offered to a 2025-06-18 client: %s", cap.InitAnswer(t).Result)
 	}
-	echo(t, cs, "plain")
+	gwtest.Echo(t, cs, "plain")
 	if keys := rp.mr.Keys(); len(keys) != 0 {
 		t.Errorf("Redis keys for a pass-through session: %v", keys)
 	}
 	// tools/list is relayed byte for byte.
-	direct := reply(t, rawPost(t, upSrv.URL, cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
-	via := reply(t, rawPost(t, rp.urls[0], cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	direct := gwtest.OneReply(t, rawPost(t, upSrv.URL, cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	via := gwtest.OneReply(t, rawPost(t, rp.urls[0], cs.ID(), "2025-06-18", `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
 	if string(direct.Result) != string(via.Result) || strings.Contains(string(via.Result), "taskSupport") {
 		t.Errorf("tools/list changed for a pass-through session:\n%s\n%s", direct.Result, via.Result)
 	}
@@ -86,7 +87,7 @@ func TestInitializeStoreDown(t *testing.T) {
 	rp.mr.Close()
 
 	resp := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
-	r := reply(t, resp)
+	r := gwtest.OneReply(t, resp)
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInternalError || !strings.HasPrefix(r.Error.Message, "task store unavailable") || string(r.ID) != "1" {
 		t.Fatalf("initialize with Redis down: %+v %s", r.Error, r.Result)
 	}
@@ -157,14 +158,14 @@ func fakeToolsUpstream(t *testing.T, v string, sse bool) *httptest.Server {
 }
 
 func TestToolsListRewrite(t *testing.T) {
-	rs := rules(t, "sync_*", policy.Sync, "req_*", policy.TaskRequired, "opt_*", policy.Task)
+	rs := gwtest.Rules(t, "sync_*", policy.Sync, "req_*", policy.TaskRequired, "opt_*", policy.Task)
 	for _, sse := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "sse"}[sse], func(t *testing.T) {
 			upSrv := fakeToolsUpstream(t, "2025-11-25", sse)
 			rp := newReplicas(t, upSrv.URL, 2, rs)
-			c := &mcpClient{T: t, URLs: rp.urls[:1]}
+			c := &gwtest.Client{T: t, URLs: rp.urls[:1]}
 			init := rawPost(t, rp.urls[0], "", "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
-			if r := reply(t, init); !strings.Contains(string(r.Result), `"tasks"`) {
+			if r := gwtest.OneReply(t, init); !strings.Contains(string(r.Result), `"tasks"`) {
 				t.Fatalf("initialize: %+v %s", r.Error, r.Result)
 			}
 			c.SID = init.Header.Get("Mcp-Session-Id")
@@ -179,7 +180,7 @@ func TestToolsListRewrite(t *testing.T) {
 				}
 				resp = &http.Response{Header: resp.Header, Body: io.NopCloser(bytes.NewReader(raw))}
 			}
-			r := reply(t, resp)
+			r := gwtest.OneReply(t, resp)
 			var page struct {
 				Tools      []json.RawMessage `json:"tools"`
 				NextCursor string            `json:"nextCursor"`
@@ -228,8 +229,8 @@ func TestToolsListOlderUpstream(t *testing.T) {
 	// A 2025-06-18 upstream knows no execution.taskSupport; the rules add it.
 	upSrv := httptest.NewServer(testupstream.Handler(testupstream.Options{ProtocolVersion: "2025-06-18"}))
 	t.Cleanup(upSrv.Close)
-	rp := newReplicas(t, upSrv.URL+"/mcp", 1, rules(t, "slow", policy.TaskRequired, "e*", policy.Task))
-	c := &mcpClient{T: t, URLs: rp.urls}
+	rp := newReplicas(t, upSrv.URL+"/mcp", 1, gwtest.Rules(t, "slow", policy.TaskRequired, "e*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: rp.urls}
 	c.Initialize()
 	r := c.Call("tools/list", map[string]any{})
 	var res struct {

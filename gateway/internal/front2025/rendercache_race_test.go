@@ -67,8 +67,8 @@ func pollOnce(url, sid, id string) (status string, found bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	var m rpcReply
-	if err := scanMessages(resp, func(r rpcReply) bool { m = r; return false }); err != nil {
+	var m gwtest.Reply
+	if err := gwtest.ScanMessages(resp, func(r gwtest.Reply) bool { m = r; return false }); err != nil {
 		return "", false, err
 	}
 	if m.Error != nil {
@@ -77,7 +77,7 @@ func pollOnce(url, sid, id string) (status string, found bool, err error) {
 		}
 		return "", false, fmt.Errorf("tasks/get %s: %d %s", id, m.Error.Code, m.Error.Message)
 	}
-	var wt wireTask
+	var wt gwtest.WireTask
 	if err := json.Unmarshal(m.Result, &wt); err != nil {
 		return "", false, err
 	}
@@ -104,14 +104,16 @@ func TestTerminalCacheRaces(t *testing.T) {
 		}
 		return rdb
 	}
-	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "echo", policy.Task, "slow", policy.Task)) }
+	pol := func(c *frontrig.Config) {
+		c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "echo", policy.Task, "slow", policy.Task))
+	}
 	a, b := fl.Add(pol), fl.Add(pol)
 	for _, h := range []*frontrig.Replica{a, b} {
 		gwtest.WaitFor(t, func() bool { return h.Deps.Renders.Live() })
 	}
-	c := &mcpClient{T: t, URLs: fl.URLs[:1]}
+	c := &gwtest.Client{T: t, URLs: fl.URLs[:1]}
 	c.Initialize()
-	onB := &mcpClient{T: t, URLs: fl.URLs[1:], SID: c.SID}
+	onB := &gwtest.Client{T: t, URLs: fl.URLs[1:], SID: c.SID}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
@@ -125,7 +127,7 @@ func TestTerminalCacheRaces(t *testing.T) {
 	start := func(tool string, args map[string]any, ttl int) string {
 		r := c.Call("tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{"ttl": ttl}})
 		var res struct {
-			Task wireTask `json:"task"`
+			Task gwtest.WireTask `json:"task"`
 		}
 		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Task.TaskID == "" {
 			t.Fatalf("tools/call %s as task: %+v %s", tool, r.Error, r.Result)

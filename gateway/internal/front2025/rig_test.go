@@ -15,37 +15,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-)
-
-type (
-	config    = frontrig.Config
-	fleet     = frontrig.Fleet
-	rpcReply  = gwtest.Reply
-	wireTask  = gwtest.WireTask
-	mcpClient = gwtest.Client
-	capture   = gwtest.Capture
-)
-
-var (
-	rules        = gwtest.Rules
-	rulesPolicy  = gwtest.RulesPolicy
-	hybridPolicy = gwtest.HybridPolicy
-	reply        = gwtest.OneReply
-	readMessages = gwtest.ReadMessages
-	scanMessages = gwtest.ScanMessages
-	resultText   = gwtest.ResultText
-	connectSDK   = gwtest.ConnectSDK
-	echo         = gwtest.Echo
 )
 
 // serveFront is one replica's Front behind the Handler's routing.
@@ -83,7 +60,7 @@ func serveFront(r *frontrig.Replica) (*Front, http.Handler) {
 	})
 }
 
-func newFleet(t *testing.T, upstreamURL string) *fleet {
+func newFleet(t *testing.T, upstreamURL string) *frontrig.Fleet {
 	return frontrig.NewFleet(t, upstreamURL, func(r *frontrig.Replica) http.Handler {
 		_, h := serveFront(r)
 		return h
@@ -104,7 +81,7 @@ func newCluster(t *testing.T, replicas int, rules policy.Rules) *cluster {
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		f.Add(func(c *config) { c.Policy = rulesPolicy(rules) })
+		f.Add(func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(rules) })
 	}
 	return &cluster{urls: f.URLs, rec: rec}
 }
@@ -127,13 +104,11 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 		return h
 	})
 	for i := 0; i < n; i++ {
-		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = rulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
+		fl.Add(func(c *frontrig.Config) {
+			c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i)
+		})
 	}
-	rp.urls, rp.mr = fl.URLs, fl.MR
-	rdb := redis.NewClient(&redis.Options{Addr: fl.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-	rp.store = taskstore.New(rdb, taskstore.Options{})
-	t.Cleanup(func() { rdb.Close() })
-	t.Cleanup(func() { rp.store.Close() })
+	rp.urls, rp.mr, rp.store = fl.URLs, fl.MR, fl.Observer()
 	return rp
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/taskstore"
 )
@@ -22,7 +23,7 @@ func TestInitializeAddsTasksCapability(t *testing.T) {
 			t.Cleanup(upSrv.Close)
 			rp := newReplicas(t, upSrv.URL+"/mcp", 1, nil)
 
-			cs, cap := connectSDK(t, rp.urls[0], "2025-11-25")
+			cs, cap := gwtest.ConnectSDK(t, rp.urls[0], "2025-11-25")
 			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 				t.Fatalf("protocolVersion = %q", v)
 			}
@@ -38,7 +39,7 @@ func TestInitializeAddsTasksCapability(t *testing.T) {
 			if string(res.Capabilities["tasks"]) != string(tasksCapability) || res.ServerInfo.Name != testupstream.Implementation.Name {
 				t.Errorf("initialize result = %s", init.Result)
 			}
-			echo(t, cs, "through")
+			gwtest.Echo(t, cs, "through")
 
 			// Recorded, with the client's capabilities.
 			rec, err := rp.store.GetSession(context.Background(), cs.ID())
@@ -58,14 +59,14 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 	t.Cleanup(upSrv.Close)
 	rp := newReplicas(t, upSrv.URL+"/mcp", 2, nil)
 
-	cs, cap := connectSDK(t, rp.urls[0], "2025-11-25")
+	cs, cap := gwtest.ConnectSDK(t, rp.urls[0], "2025-11-25")
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 		t.Fatalf("client sees protocolVersion %q, want 2025-11-25", v)
 	}
 	if !strings.Contains(string(cap.InitAnswer(t).Result), `"tasks":`) {
 		t.Error("no tasks capability")
 	}
-	echo(t, cs, "old server")
+	gwtest.Echo(t, cs, "old server")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cs.ListTools(ctx, nil); err != nil {
@@ -79,11 +80,11 @@ func TestOlderUpstreamGainsTasks(t *testing.T) {
 
 	// Replica B never saw the session: it learns it from Redis, serves its
 	// tasks/* and speaks 2025-06-18 upstream.
-	r := reply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via B"}}}`))
+	r := gwtest.OneReply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via B"}}}`))
 	if r.Error != nil || !strings.Contains(string(r.Result), "via B") {
 		t.Fatalf("tools/call on B: %+v %s", r.Error, r.Result)
 	}
-	r = reply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":6,"method":"tasks/list","params":{}}`))
+	r = gwtest.OneReply(t, rawPost(t, rp.urls[1], sid, "2025-11-25", `{"jsonrpc":"2.0","id":6,"method":"tasks/list","params":{}}`))
 	if r.Error != nil || !strings.Contains(string(r.Result), `"tasks"`) {
 		t.Fatalf("tasks/list on B: %+v %s", r.Error, r.Result)
 	}

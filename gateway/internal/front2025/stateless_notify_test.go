@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
 
 // openStream opens the GET stream of session sid on url and returns its
 // messages; the channel closes when the stream ends.
-func openStream(t *testing.T, ctx context.Context, url, sid, auth string) <-chan rpcReply {
+func openStream(t *testing.T, ctx context.Context, url, sid, auth string) <-chan gwtest.Reply {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
@@ -32,10 +33,10 @@ func openStream(t *testing.T, ctx context.Context, url, sid, auth string) <-chan
 		resp.Body.Close()
 		t.Fatalf("GET: HTTP %d", resp.StatusCode)
 	}
-	out := make(chan rpcReply, 64)
+	out := make(chan gwtest.Reply, 64)
 	go func() {
 		defer close(out)
-		_ = scanMessages(resp, func(m rpcReply) bool {
+		_ = gwtest.ScanMessages(resp, func(m gwtest.Reply) bool {
 			select {
 			case out <- m:
 				return true
@@ -49,7 +50,7 @@ func openStream(t *testing.T, ctx context.Context, url, sid, auth string) <-chan
 
 // awaitNote reads stream until a message matching want, failing the test
 // after 10 s or when the stream ends.
-func awaitNote(t *testing.T, stream <-chan rpcReply, what string, want func(rpcReply) bool) rpcReply {
+func awaitNote(t *testing.T, stream <-chan gwtest.Reply, what string, want func(gwtest.Reply) bool) gwtest.Reply {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -80,10 +81,10 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Notify: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "log", policy.Task)) }
+	pol := func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "log", policy.Task)) }
 	fl.Add(pol)
 	fl.Add(pol)
-	a := &mcpClient{T: t, URLs: fl.URLs[:1], Auth: "Bearer alice"}
+	a := &gwtest.Client{T: t, URLs: fl.URLs[:1], Auth: "Bearer alice"}
 	init := a.InitializeAs("2025-11-25", map[string]any{})
 	var caps struct {
 		Capabilities struct {
@@ -97,7 +98,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	if err := json.Unmarshal(init, &caps); err != nil || caps.Capabilities.Logging == nil || !caps.Capabilities.Resources.Subscribe || caps.Capabilities.Tasks == nil {
 		t.Fatalf("initialize: %s; want logging, resources.subscribe and tasks", init)
 	}
-	b := &mcpClient{T: t, URLs: fl.URLs[1:], SID: a.SID, Auth: a.Auth} // the same session on the other replica
+	b := &gwtest.Client{T: t, URLs: fl.URLs[1:], SID: a.SID, Auth: a.Auth} // the same session on the other replica
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	stream := openStream(t, ctx, fl.URLs[1], a.SID, a.Auth)
@@ -108,7 +109,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	if r := a.Call("resources/subscribe", map[string]any{"uri": testupstream.NoteURI}); r.Error != nil || string(r.Result) != "{}" {
 		t.Fatalf("resources/subscribe: %+v %s", r.Error, r.Result)
 	}
-	got := make(chan rpcReply, 1)
+	got := make(chan gwtest.Reply, 1)
 	go func() {
 		for m := range stream {
 			if m.Method == "notifications/resources/updated" {
@@ -117,9 +118,9 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 			}
 		}
 	}()
-	var update rpcReply
+	var update gwtest.Reply
 	gwtest.WaitFor(t, func() bool {
-		if text, _, _ := resultText(t, a.Call("tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}).Result); text != "touched" {
+		if text, _, _ := gwtest.ResultText(t, a.Call("tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}).Result); text != "touched" {
 			t.Fatalf("touch: %q", text)
 		}
 		select {
@@ -159,7 +160,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	}
 	// A task's log messages go to the GET stream, tied to the task.
 	task := a.StartTask("log", map[string]any{"text": "tasked"}, nil)
-	m := awaitNote(t, stream, "the task's log message", func(m rpcReply) bool {
+	m := awaitNote(t, stream, "the task's log message", func(m gwtest.Reply) bool {
 		return m.Method == "notifications/message" && strings.Contains(string(m.Params), "tasked")
 	})
 	if !strings.Contains(string(m.Params), task.TaskID) {
@@ -169,12 +170,12 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 
 	// notifications/cancelled, sent through the other replica, cancels a
 	// plain call upstream.
-	done := make(chan []rpcReply, 1)
+	done := make(chan []gwtest.Reply, 1)
 	go func() {
 		resp := a.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "long-1", "method": "tools/call",
 			"params": map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 30}}})
-		var out []rpcReply
-		_ = scanMessages(resp, func(m rpcReply) bool { out = append(out, m); return true })
+		var out []gwtest.Reply
+		_ = gwtest.ScanMessages(resp, func(m gwtest.Reply) bool { out = append(out, m); return true })
 		done <- out
 	}()
 	gwtest.WaitFor(t, func() bool { return rec.Count("slow", testupstream.Called) == 1 })
@@ -209,7 +210,7 @@ func TestStatelessUpstreamSessionNotify(t *testing.T) {
 	}
 }
 
-func countMethod(msgs []rpcReply, method string) int {
+func countMethod(msgs []gwtest.Reply, method string) int {
 	n := 0
 	for _, m := range msgs {
 		if m.Method == method {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -29,10 +30,10 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	pol := func(c *config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) }
+	pol := func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)) }
 	fl.Add(pol)
 	fl.Add(pol)
-	c := &mcpClient{T: t, URLs: fl.URLs}
+	c := &gwtest.Client{T: t, URLs: fl.URLs}
 	c.Initialize() // fails the test without a session id, 2025-11-25 and tasks
 
 	if r := c.Call("ping", map[string]any{}); r.Error != nil || string(r.Result) != "{}" {
@@ -40,7 +41,7 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	}
 	// The session id alone is no credential: another Authorization gets
 	// 404, as for an unknown session.
-	thief := &mcpClient{T: t, URLs: fl.URLs, SID: c.SID, Auth: "Bearer someone-else"}
+	thief := &gwtest.Client{T: t, URLs: fl.URLs, SID: c.SID, Auth: "Bearer someone-else"}
 	if resp := thief.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 9, "method": "ping"}); resp.StatusCode != http.StatusNotFound {
 		resp.Body.Close()
 		t.Errorf("another principal's request of the session: HTTP %d, want 404", resp.StatusCode)
@@ -55,7 +56,7 @@ func TestStatelessUpstreamSession(t *testing.T) {
 		t.Errorf("tools/list carries the 2026-07-28 resultType: %s", r.Result)
 	}
 	r = c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
-	if text, isErr, _ := resultText(t, r.Result); text != "hi" || isErr {
+	if text, isErr, _ := gwtest.ResultText(t, r.Result); text != "hi" || isErr {
 		t.Errorf("echo: %+v %s", r.Error, r.Result)
 	}
 	task := c.StartTask("slow", map[string]any{"seconds": 0.1}, nil)
@@ -65,7 +66,7 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	c.WaitStatus(task.TaskID, "completed")
 	r = c.Call("tasks/list", map[string]any{})
 	var list struct {
-		Tasks []wireTask `json:"tasks"`
+		Tasks []gwtest.WireTask `json:"tasks"`
 	}
 	if err := json.Unmarshal(r.Result, &list); err != nil || len(list.Tasks) != 1 || list.Tasks[0].TaskID != task.TaskID {
 		t.Errorf("tasks/list = %s, want only the task (no task of the plain call)", r.Result)
@@ -88,7 +89,7 @@ func TestStatelessUpstreamSession(t *testing.T) {
 	// (The other replica's cache of the session is re-checked against
 	// Redis within its recheck interval.)
 	for _, u := range fl.URLs {
-		one := &mcpClient{T: t, URLs: []string{u}, SID: c.SID}
+		one := &gwtest.Client{T: t, URLs: []string{u}, SID: c.SID}
 		gwtest.WaitFor(t, func() bool {
 			resp := one.Do(context.Background(), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "ping"})
 			resp.Body.Close()
@@ -129,8 +130,8 @@ func TestStatelessUpstreamSessionStream(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
-	fl.Add(func(c *config) { c.Policy = rulesPolicy(rules(t, "slow", policy.Task)) })
-	c := &mcpClient{T: t, URLs: fl.URLs}
+	fl.Add(func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "slow", policy.Task)) })
+	c := &gwtest.Client{T: t, URLs: fl.URLs}
 	c.Initialize()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -171,7 +172,7 @@ func TestStatelessUpstreamSessionBounds(t *testing.T) {
 	fl.Add(nil)
 	big := strings.Repeat("x", 70<<10)
 	resp := rawPost(t, fl.URLs[0], "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"`+big+`","version":"1"}}}`)
-	r := reply(t, resp)
+	r := gwtest.OneReply(t, resp)
 	if r.Error == nil || r.Error.Code != -32602 || resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Errorf("an initialize of %d bytes: %+v, session %q; want -32602 and no session", len(big), r.Error, resp.Header.Get("Mcp-Session-Id"))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 
@@ -16,8 +17,8 @@ import (
 )
 
 func Test2025TaskCompletes(t *testing.T) {
-	cl := newCluster(t, 2, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 2, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	task := c.StartTask("slow", map[string]any{"seconds": 0.3, "text": "x"}, nil)
 	if wt, _ := c.GetTask(task.TaskID); wt.Status != "working" {
@@ -29,7 +30,7 @@ func Test2025TaskCompletes(t *testing.T) {
 	if r.Error != nil {
 		t.Fatalf("tasks/result: %+v", r.Error)
 	}
-	text, isErr, related := resultText(t, r.Result)
+	text, isErr, related := gwtest.ResultText(t, r.Result)
 	if text != "slept 0.3 s: x" || isErr || related != task.TaskID {
 		t.Errorf("tasks/result = %q isError=%v related=%q", text, isErr, related)
 	}
@@ -40,8 +41,8 @@ func Test2025TaskCompletes(t *testing.T) {
 }
 
 func Test2025TaskElicitationAcrossReplicas(t *testing.T) {
-	cl := newCluster(t, 2, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 2, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	task := c.StartTask("elicit", map[string]any{}, nil)
 	c.WaitStatus(task.TaskID, "input_required")
@@ -49,9 +50,9 @@ func Test2025TaskElicitationAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp := c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": 99, "method": "tasks/result", "params": map[string]any{"taskId": task.TaskID}})
-	var final rpcReply
+	var final gwtest.Reply
 	asked := 0
-	readMessages(t, resp, func(m rpcReply) bool {
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		switch {
 		case m.Method == "elicitation/create":
 			asked++
@@ -84,22 +85,22 @@ func Test2025TaskElicitationAcrossReplicas(t *testing.T) {
 	if final.Error != nil {
 		t.Fatalf("tasks/result error: %+v", final.Error)
 	}
-	if text, _, _ := resultText(t, final.Result); text != "Hello, Ada!" {
+	if text, _, _ := gwtest.ResultText(t, final.Result); text != "Hello, Ada!" {
 		t.Errorf("result %q", text)
 	}
 	c.WaitStatus(task.TaskID, "completed")
 }
 
 func Test2025TaskFailures(t *testing.T) {
-	cl := newCluster(t, 1, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 1, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 
 	// isError: failed under 2025-11-25, and tasks/result returns the result.
 	task := c.StartTask("fail", map[string]any{}, nil)
 	c.WaitStatus(task.TaskID, "failed")
 	r := c.Call("tasks/result", map[string]any{"taskId": task.TaskID})
-	if text, isErr, _ := resultText(t, r.Result); !isErr || text != testupstream.FailText {
+	if text, isErr, _ := gwtest.ResultText(t, r.Result); !isErr || text != testupstream.FailText {
 		t.Errorf("fail: %q isError=%v", text, isErr)
 	}
 
@@ -113,8 +114,8 @@ func Test2025TaskFailures(t *testing.T) {
 }
 
 func Test2025TaskCancel(t *testing.T) {
-	cl := newCluster(t, 2, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 2, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	task := c.StartTask("slow", map[string]any{"seconds": 30}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -123,7 +124,7 @@ func Test2025TaskCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Call("tasks/cancel", map[string]any{"taskId": task.TaskID})
-	var wt wireTask
+	var wt gwtest.WireTask
 	if r.Error != nil || json.Unmarshal(r.Result, &wt) != nil || wt.Status != "cancelled" {
 		t.Fatalf("tasks/cancel = %+v %s", r.Error, r.Result)
 	}
@@ -138,13 +139,13 @@ func Test2025TaskCancel(t *testing.T) {
 }
 
 func Test2025TaskOwners(t *testing.T) {
-	cl := newCluster(t, 1, rules(t, "*", policy.Task))
-	alice := &mcpClient{T: t, URLs: cl.urls, Auth: "Bearer alice"}
+	cl := newCluster(t, 1, gwtest.Rules(t, "*", policy.Task))
+	alice := &gwtest.Client{T: t, URLs: cl.urls, Auth: "Bearer alice"}
 	alice.Initialize()
 	task := alice.StartTask("echo", map[string]any{"text": "secret"}, nil)
 	alice.WaitStatus(task.TaskID, "completed")
 
-	mallory := &mcpClient{T: t, URLs: cl.urls, Auth: "Bearer mallory"}
+	mallory := &gwtest.Client{T: t, URLs: cl.urls, Auth: "Bearer mallory"}
 	mallory.Initialize()
 	for _, m := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
 		r := mallory.Call(m, map[string]any{"taskId": task.TaskID})
@@ -171,8 +172,8 @@ func Test2025TaskOwners(t *testing.T) {
 }
 
 func Test2025ToolNegotiation(t *testing.T) {
-	cl := newCluster(t, 1, rules(t, "slow", policy.TaskRequired, "echo", policy.Sync))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 1, gwtest.Rules(t, "slow", policy.TaskRequired, "echo", policy.Sync))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	r := c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
@@ -189,14 +190,14 @@ func Test2025ToolNegotiation(t *testing.T) {
 	}
 	// A sync tool without task passes straight through.
 	r = c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "plain"}})
-	if text, _, _ := resultText(t, r.Result); text != "plain" {
+	if text, _, _ := gwtest.ResultText(t, r.Result); text != "plain" {
 		t.Errorf("sync call = %q", text)
 	}
 }
 
 func Test2025ProgressOnGetStream(t *testing.T) {
-	cl := newCluster(t, 2, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 2, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -209,8 +210,8 @@ func Test2025ProgressOnGetStream(t *testing.T) {
 	if err != nil || get.StatusCode != http.StatusOK {
 		t.Fatalf("GET stream: %v %v", err, get.Status)
 	}
-	seen := make(chan rpcReply, 64)
-	go scanMessages(get, func(m rpcReply) bool { seen <- m; return true })
+	seen := make(chan gwtest.Reply, 64)
+	go gwtest.ScanMessages(get, func(m gwtest.Reply) bool { seen <- m; return true })
 	time.Sleep(100 * time.Millisecond) // let the stream subscribe
 	c.URLs = cl.urls[1:]               // the next requests → replica 1
 	task := c.StartTask("progress", map[string]any{"steps": 3, "delayMs": 50}, map[string]any{"progressToken": "p-1"})
@@ -237,7 +238,7 @@ func Test2025ProgressOnGetStream(t *testing.T) {
 				}
 				progress++
 			case "notifications/tasks/status":
-				var wt wireTask
+				var wt gwtest.WireTask
 				_ = json.Unmarshal(m.Params, &wt)
 				if wt.TaskID == task.TaskID {
 					statuses[wt.Status] = true
@@ -254,16 +255,16 @@ func Test2025ProgressOnGetStream(t *testing.T) {
 // before the result, was lost does not reproduce in-process; the e2e
 // TestTasksTypeScript lifecycle runs catch it.)
 func TestProgressOnResultStream(t *testing.T) {
-	cl := newCluster(t, 2, rules(t, "*", policy.Task))
-	c := &mcpClient{T: t, URLs: cl.urls}
+	cl := newCluster(t, 2, gwtest.Rules(t, "*", policy.Task))
+	c := &gwtest.Client{T: t, URLs: cl.urls}
 	c.Initialize()
 	for round := 0; round < 5; round++ {
 		task := c.StartTask("progress", map[string]any{"steps": 4, "delayMs": 20}, map[string]any{"progressToken": "tok"})
 		progress := 0
-		var final rpcReply
+		var final gwtest.Reply
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		readMessages(t, c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result",
-			"params": map[string]any{"taskId": task.TaskID}}), func(m rpcReply) bool {
+		gwtest.ReadMessages(t, c.Do(ctx, map[string]any{"jsonrpc": "2.0", "id": "res", "method": "tasks/result",
+			"params": map[string]any{"taskId": task.TaskID}}), func(m gwtest.Reply) bool {
 			switch {
 			case m.Method == "notifications/progress":
 				progress++
@@ -275,7 +276,7 @@ func TestProgressOnResultStream(t *testing.T) {
 			return true
 		})
 		cancel()
-		if text, _, _ := resultText(t, final.Result); text != "done 4" {
+		if text, _, _ := gwtest.ResultText(t, final.Result); text != "done 4" {
 			t.Fatalf("round %d: result %q", round, text)
 		}
 		// The stream opened right after creation, so at most the first

@@ -43,7 +43,7 @@ func Test2026Discover(t *testing.T) {
 			rp := newReplicas(t, up.URL, 1, nil)
 			for i := 0; i < 2; i++ {
 				var d discoverResult
-				okResult(t, mpost(t, rp.urls[0], "server/discover", nil, modernMeta(), func(h http.Header) {
+				gwtest.OKResult(t, gwtest.MPost(t, rp.urls[0], "server/discover", nil, gwtest.ModernMeta(), func(h http.Header) {
 					h.Set("Authorization", "Bearer discover")
 				}), &d)
 				if d.ResultType != "complete" || d.TTLMs == nil || d.CacheScope == "" {
@@ -82,12 +82,12 @@ func Test2026Validation(t *testing.T) {
 	gw := newReplicas(t, up.URL, 1, nil).urls[0]
 	echoArgs := map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}}
 	without := func(key string) map[string]any {
-		m := modernMeta()
+		m := gwtest.ModernMeta()
 		delete(m, key)
 		return m
 	}
 	withMeta := func(key string, v any) map[string]any {
-		m := modernMeta()
+		m := gwtest.ModernMeta()
 		m[key] = v
 		return m
 	}
@@ -107,23 +107,23 @@ func Test2026Validation(t *testing.T) {
 		{"no clientCapabilities", "tools/list", nil, without(core.MetaClientCaps), nil, mcpwire.CodeInvalidParams, 400},
 		{"clientCapabilities not an object", "tools/list", nil, withMeta(core.MetaClientCaps, "all"), nil, mcpwire.CodeInvalidParams, 400},
 		{"clientInfo not an object", "tools/list", nil, withMeta(core.MetaClientInfo, 3), nil, mcpwire.CodeInvalidParams, 400},
-		{"no MCP-Protocol-Version header", "tools/list", nil, modernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
+		{"no MCP-Protocol-Version header", "tools/list", nil, gwtest.ModernMeta(), del("Mcp-Protocol-Version"), mcpwire.CodeHeaderMismatch, 400},
 		{"version header disagrees", "tools/list", nil, withMeta(core.MetaProtocolVersion, "2099-01-01"), nil, mcpwire.CodeHeaderMismatch, 400},
 		{"unsupported version", "tools/list", nil, withMeta(core.MetaProtocolVersion, "2099-01-01"), set("Mcp-Protocol-Version", "2099-01-01"), mcpwire.CodeUnsupportedVersion, 400},
-		{"no Mcp-Method", "tools/list", nil, modernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
-		{"Mcp-Method disagrees", "tools/list", nil, modernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
-		{"no Mcp-Name on tools/call", "tools/call", echoArgs, modernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
-		{"Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "slow"), mcpwire.CodeHeaderMismatch, 400},
-		{"Base64 Mcp-Name disagrees", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?c2xvdw==?="), mcpwire.CodeHeaderMismatch, 400},
-		{"Mcp-Name bad Base64", "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?%%%?="), mcpwire.CodeHeaderMismatch, 400},
-		{"Mcp-Name on tasks/get disagrees", "tasks/get", map[string]any{"taskId": "t1"}, modernMeta(), set("Mcp-Name", "t2"), mcpwire.CodeHeaderMismatch, 400},
-		{"initialize is legacy only", "initialize", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
-		{"ping is gone", "ping", nil, modernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
+		{"no Mcp-Method", "tools/list", nil, gwtest.ModernMeta(), del("Mcp-Method"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Method disagrees", "tools/list", nil, gwtest.ModernMeta(), set("Mcp-Method", "tools/call"), mcpwire.CodeHeaderMismatch, 400},
+		{"no Mcp-Name on tools/call", "tools/call", echoArgs, gwtest.ModernMeta(), del("Mcp-Name"), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name disagrees", "tools/call", echoArgs, gwtest.ModernMeta(), set("Mcp-Name", "slow"), mcpwire.CodeHeaderMismatch, 400},
+		{"Base64 Mcp-Name disagrees", "tools/call", echoArgs, gwtest.ModernMeta(), set("Mcp-Name", "=?base64?c2xvdw==?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name bad Base64", "tools/call", echoArgs, gwtest.ModernMeta(), set("Mcp-Name", "=?base64?%%%?="), mcpwire.CodeHeaderMismatch, 400},
+		{"Mcp-Name on tasks/get disagrees", "tasks/get", map[string]any{"taskId": "t1"}, gwtest.ModernMeta(), set("Mcp-Name", "t2"), mcpwire.CodeHeaderMismatch, 400},
+		{"initialize is legacy only", "initialize", nil, gwtest.ModernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
+		{"ping is gone", "ping", nil, gwtest.ModernMeta(), nil, mcpwire.CodeMethodNotFound, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(up.Posts(tc.method))
-			resp := mpost(t, gw, tc.method, tc.params, tc.meta, tc.edit)
-			r := reply(t, resp)
+			resp := gwtest.MPost(t, gw, tc.method, tc.params, tc.meta, tc.edit)
+			r := gwtest.OneReply(t, resp)
 			if resp.StatusCode != tc.status || r.Error == nil || r.Error.Code != tc.code {
 				t.Fatalf("HTTP %d, error %+v; want HTTP %d, code %d", resp.StatusCode, r.Error, tc.status, tc.code)
 			}
@@ -152,7 +152,7 @@ func Test2026Validation(t *testing.T) {
 			Text string `json:"text"`
 		} `json:"content"`
 	}
-	okResult(t, mpost(t, gw, "tools/call", echoArgs, modernMeta(), set("Mcp-Name", "=?base64?ZWNobw==?=")), &res)
+	gwtest.OKResult(t, gwtest.MPost(t, gw, "tools/call", echoArgs, gwtest.ModernMeta(), set("Mcp-Name", "=?base64?ZWNobw==?=")), &res)
 	if len(res.Content) != 1 || res.Content[0].Text != "hi" || res.ResultType != "complete" {
 		t.Errorf("echo = %+v", res)
 	}
@@ -174,7 +174,7 @@ func Test2026ThroughBothEras(t *testing.T) {
 				CacheScope string `json:"cacheScope"`
 				Tools      []any  `json:"tools"`
 			}
-			okResult(t, mpost(t, rp.urls[0], "tools/list", nil, modernMeta(), nil), &tools)
+			gwtest.OKResult(t, gwtest.MPost(t, rp.urls[0], "tools/list", nil, gwtest.ModernMeta(), nil), &tools)
 			if tools.ResultType != "complete" || tools.TTLMs == nil || tools.CacheScope == "" || len(tools.Tools) != 8 {
 				t.Errorf("tools/list = %+v, want 8 tools, resultType, ttlMs, cacheScope", tools)
 			}
@@ -186,7 +186,7 @@ func Test2026ThroughBothEras(t *testing.T) {
 					} `json:"content"`
 				}
 				text := "héllo ✓"
-				okResult(t, mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": text}}, modernMeta(), nil), &res)
+				gwtest.OKResult(t, gwtest.MPost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": text}}, gwtest.ModernMeta(), nil), &res)
 				if res.ResultType != "complete" || len(res.Content) != 1 || res.Content[0].Text != text {
 					t.Errorf("replica %d: echo = %+v", i, res)
 				}
@@ -234,7 +234,7 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 				Text string `json:"text"`
 			} `json:"content"`
 		}
-		okResult(t, mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "ok"}}, modernMeta(), auth), &res)
+		gwtest.OKResult(t, gwtest.MPost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "ok"}}, gwtest.ModernMeta(), auth), &res)
 		if len(res.Content) != 1 || res.Content[0].Text != "ok" {
 			t.Fatalf("echo = %+v", res)
 		}
@@ -264,9 +264,9 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 		t.Errorf("last call on %q, want the new session %q", last.Session, second.SessionID)
 	}
 	// Another owner has a session of its own.
-	call2 := mpost(t, rp.urls[0], "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, modernMeta(),
+	call2 := gwtest.MPost(t, rp.urls[0], "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, gwtest.ModernMeta(),
 		func(h http.Header) { h.Set("Authorization", "Bearer tenant-2") })
-	if r := reply(t, call2); r.Error != nil {
+	if r := gwtest.OneReply(t, call2); r.Error != nil {
 		t.Fatal(r.Error)
 	}
 	if n := len(up.Posts("initialize")); n != 3 {
@@ -280,12 +280,12 @@ func TestOwnerSessionReopenedOn404(t *testing.T) {
 func Test2026From2025UpstreamStreams(t *testing.T) {
 	up := gwtest.NewEraUpstream(t, false)
 	gw := newReplicas(t, up.URL, 1, nil).urls[0]
-	meta := modernMeta()
+	meta := gwtest.ModernMeta()
 	meta["progressToken"] = "p-1"
-	resp := mpost(t, gw, "tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3}}, meta, nil)
+	resp := gwtest.MPost(t, gw, "tools/call", map[string]any{"name": "progress", "arguments": map[string]any{"steps": 3}}, meta, nil)
 	var progress int
-	var final rpcReply
-	readMessages(t, resp, func(m rpcReply) bool {
+	var final gwtest.Reply
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		if m.Method == "notifications/progress" {
 			progress++
 			if !strings.Contains(string(m.Params), `"progressToken":"p-1"`) {
@@ -301,27 +301,27 @@ func Test2026From2025UpstreamStreams(t *testing.T) {
 	}
 
 	start := time.Now()
-	r := reply(t, mpost(t, gw, "tools/call", map[string]any{"name": "elicit"}, modernMeta(), nil))
+	r := gwtest.OneReply(t, gwtest.MPost(t, gw, "tools/call", map[string]any{"name": "elicit"}, gwtest.ModernMeta(), nil))
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("elicit took %v", time.Since(start))
 	}
-	// modernMeta declares no elicitation: the request is declined upstream
+	// gwtest.ModernMeta declares no elicitation: the request is declined upstream
 	// and never shown to the client.
 	if r.Error != nil || !strings.Contains(string(r.Result), "elicitation declined") {
 		t.Errorf("elicit during a plain call, client without elicitation = %s %+v, want the upstream's decline result", r.Result, r.Error)
 	}
 	// The upstream still serves the session.
-	if r := reply(t, mpost(t, gw, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "after"}}, modernMeta(), nil)); r.Error != nil {
+	if r := gwtest.OneReply(t, gwtest.MPost(t, gw, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "after"}}, gwtest.ModernMeta(), nil)); r.Error != nil {
 		t.Errorf("echo after the refusal: %+v", r.Error)
 	}
 	// A JSON-RPC error of the upstream keeps its code; a method it refuses
 	// with a bare HTTP 400 (go-sdk: "JSON RPC not handled") is a 400.
-	resp = mpost(t, gw, "tools/call", map[string]any{"name": "rpcerror"}, modernMeta(), nil)
-	if r := reply(t, resp); r.Error == nil || r.Error.Code != testupstream.RPCErrorCode || resp.StatusCode != http.StatusOK {
+	resp = gwtest.MPost(t, gw, "tools/call", map[string]any{"name": "rpcerror"}, gwtest.ModernMeta(), nil)
+	if r := gwtest.OneReply(t, resp); r.Error == nil || r.Error.Code != testupstream.RPCErrorCode || resp.StatusCode != http.StatusOK {
 		t.Errorf("rpcerror: HTTP %d %+v", resp.StatusCode, r.Error)
 	}
-	resp = mpost(t, gw, "no/such", nil, modernMeta(), nil)
-	if r := reply(t, resp); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidRequest || resp.StatusCode != http.StatusBadRequest {
+	resp = gwtest.MPost(t, gw, "no/such", nil, gwtest.ModernMeta(), nil)
+	if r := gwtest.OneReply(t, resp); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidRequest || resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("unknown method: HTTP %d %+v", resp.StatusCode, r.Error)
 	}
 }
@@ -336,7 +336,7 @@ func TestUpstreamEraRedetected(t *testing.T) {
 		var tools struct {
 			Tools []any `json:"tools"`
 		}
-		okResult(t, mpost(t, rp.urls[0], "tools/list", nil, modernMeta(), nil), &tools)
+		gwtest.OKResult(t, gwtest.MPost(t, rp.urls[0], "tools/list", nil, gwtest.ModernMeta(), nil), &tools)
 		if len(tools.Tools) != 8 {
 			t.Fatalf("tools/list has %d tools", len(tools.Tools))
 		}
@@ -362,14 +362,14 @@ func TestGoSDKClient2026ThroughGateway(t *testing.T) {
 		t.Run(era.Name, func(t *testing.T) {
 			up := gwtest.NewEraUpstream(t, era.Stateless)
 			gw := newReplicas(t, up.URL, 1, nil).urls[0]
-			cs, _ := connectSDK(t, gw, "")
+			cs, _ := gwtest.ConnectSDK(t, gw, "")
 			if v := cs.InitializeResult().ProtocolVersion; v != core.Version2026 {
 				t.Fatalf("negotiated %q, want %s", v, core.Version2026)
 			}
 			if si := cs.InitializeResult().ServerInfo; si == nil || si.Name != testupstream.Implementation.Name {
 				t.Errorf("serverInfo = %+v", si)
 			}
-			echo(t, cs, "via the gateway")
+			gwtest.Echo(t, cs, "via the gateway")
 			if !era.Stateless {
 				return
 			}
@@ -397,9 +397,9 @@ func TestOwnerSessionRace(t *testing.T) {
 		wg.Add(1)
 		go func(url string) {
 			defer wg.Done()
-			resp := mpost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "race"}}, modernMeta(), nil)
-			var m rpcReply
-			if err := scanMessages(resp, func(r rpcReply) bool { m = r; return false }); err != nil || m.Error != nil {
+			resp := gwtest.MPost(t, url, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "race"}}, gwtest.ModernMeta(), nil)
+			var m gwtest.Reply
+			if err := gwtest.ScanMessages(resp, func(r gwtest.Reply) bool { m = r; return false }); err != nil || m.Error != nil {
 				t.Errorf("call: %v %+v", err, m.Error)
 			}
 		}(rp.urls[i%2])

@@ -45,7 +45,7 @@ type Front struct {
 // (listen streams end), mrtrHold is Config.MRTRHold.
 func New(deps front.Deps, store store, anonymous core.AnonymousTasks, life context.Context, mrtrHold time.Duration) *Front {
 	return &Front{Deps: deps, store: store, anonymous: anonymous, life: life,
-		listens: newStreamCounter(MaxListensPerSubscriber), mrtrHoldFor: mrtrHold}
+		listens: newStreamCounter(maxListensPerSubscriber), mrtrHoldFor: mrtrHold}
 }
 
 // statelessReq is a validated 2026-07-28 request (SEP-2575 per-request

@@ -20,12 +20,11 @@ import (
 const subscriptionIDKey = "io.modelcontextprotocol/subscriptionId"
 
 // maxListenTasks bounds the task ids one subscription may watch, and
-// MaxListensPerSubscriber the subscriptions one client holds open on one
+// maxListensPerSubscriber the subscriptions one client holds open on one
 // replica.
 const (
-	maxListenTasks = 1000
-	// Exported for gateway's tests (frontdoor_test.go: the bound).
-	MaxListensPerSubscriber = 16
+	maxListenTasks          = 1000
+	maxListensPerSubscriber = 16
 )
 
 // streamCounter counts the open streams per subscriber, up to a limit.
@@ -111,7 +110,7 @@ func (f *Front) listen(w http.ResponseWriter, r *http.Request, msg *mcpwire.Mess
 	}
 	if !f.listens.acquire(subscriber) {
 		core.WriteStatelessError(w, msg.ID, mcpwire.NewError(http.StatusTooManyRequests, mcpwire.CodeInvalidRequest,
-			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", MaxListensPerSubscriber)))
+			fmt.Sprintf("too many subscriptions/listen streams open (at most %d per client on this replica); close one first", maxListensPerSubscriber)))
 		return
 	}
 	defer f.listens.release(subscriber)

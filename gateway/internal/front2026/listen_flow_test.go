@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
@@ -79,7 +80,7 @@ func TestListenListChangedEveryEra(t *testing.T) {
 // headers must come at once.
 func listenAck(t *testing.T, url string, filter map[string]any) (json.RawMessage, *http.Response) {
 	t.Helper()
-	resp := mpost(t, url, "subscriptions/listen", map[string]any{"notifications": filter}, modernMeta(), nil)
+	resp := gwtest.MPost(t, url, "subscriptions/listen", map[string]any{"notifications": filter}, gwtest.ModernMeta(), nil)
 	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		t.Fatalf("listen: HTTP %d %s, want an event stream", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -170,13 +171,13 @@ func TestListenResourceUpdated(t *testing.T) {
 	for {
 		// Touch until an update comes: the feed's GET stream opens after
 		// the acknowledgement, and an update before it is not delivered.
-		r := mpost(t, gw, "tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}, modernMeta(), nil)
+		r := gwtest.MPost(t, gw, "tools/call", map[string]any{"name": "touch", "arguments": map[string]any{}}, gwtest.ModernMeta(), nil)
 		var res struct {
 			Content []struct {
 				Text string `json:"text"`
 			} `json:"content"`
 		}
-		okResult(t, r, &res)
+		gwtest.OKResult(t, r, &res)
 		select {
 		case data, ok := <-events:
 			if !ok {
@@ -226,10 +227,10 @@ func TestListenSharedAcrossReplicas(t *testing.T) {
 		}()
 	}
 	got := map[int]bool{}
-	deadline := time.After(9 * time.Second) // a hang guard (mpost's streams end at 10 s)
+	deadline := time.After(9 * time.Second) // a hang guard (gwtest.MPost's streams end at 10 s)
 	for len(got) < 2 {
 		var res json.RawMessage
-		okResult(t, mpost(t, rp.urls[0], "tools/call", map[string]any{"name": "grow", "arguments": map[string]any{}}, modernMeta(), nil), &res)
+		gwtest.OKResult(t, gwtest.MPost(t, rp.urls[0], "tools/call", map[string]any{"name": "grow", "arguments": map[string]any{}}, gwtest.ModernMeta(), nil), &res)
 		wait := time.After(200 * time.Millisecond)
 	drain:
 		for {
@@ -264,9 +265,9 @@ func TestListenUpstreamDown(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	gw := newReplicas(t, srv.URL+"/mcp", 1, nil).urls[0]
-	meta := modernMeta()
+	meta := gwtest.ModernMeta()
 	meta[core.MetaClientCaps] = map[string]any{"extensions": map[string]any{core.TasksExtension: map[string]any{}}}
-	resp := mpost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
+	resp := gwtest.MPost(t, gw, "subscriptions/listen", map[string]any{"notifications": map[string]any{"toolsListChanged": true, "taskIds": []string{}}}, meta, nil)
 	if resp.StatusCode != http.StatusOK || !upstreamside.IsStream(resp) {
 		t.Fatalf("listen: HTTP %d, want the stream", resp.StatusCode)
 	}
@@ -290,7 +291,7 @@ func TestListenKeepAlive(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	store := taskstore.New(rdb, taskstore.Options{})
 	t.Cleanup(func() { store.Close() })
-	gw := httptest.NewServer(serveFront(frontrig.New(t, config{Upstream: up, Store: store, KeepAlive: 20 * time.Millisecond})))
+	gw := httptest.NewServer(serveFront(frontrig.New(t, frontrig.Config{Upstream: up, Store: store, KeepAlive: 20 * time.Millisecond})))
 	t.Cleanup(gw.Close)
 	_, resp := listenAck(t, gw.URL+"/mcp", map[string]any{"toolsListChanged": true})
 	br := bufio.NewReader(resp.Body)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -14,8 +15,8 @@ func TestPollLimitOff(t *testing.T) {
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: true}))
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
-	f.Add(func(c *config) { c.Policy = gwtest.RulesPolicy(rules(t, "*", policy.Task)) }) // the fixture's PollLimit: -1
-	mc := &modernClient{T: t, URLs: f.URLs}
+	f.Add(func(c *frontrig.Config) { c.Policy = gwtest.RulesPolicy(gwtest.Rules(t, "*", policy.Task)) }) // the fixture's PollLimit: -1
+	mc := &gwtest.ModernClient{T: t, URLs: f.URLs}
 	task := mc.ToolTask("echo", map[string]any{"text": "x"})
 	for i := 0; i < 100; i++ {
 		if r := mc.Call("tasks/get", map[string]any{"taskId": task.TaskID}); r.Error != nil {

@@ -13,31 +13,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
-)
-
-type (
-	config       = frontrig.Config
-	fleet        = frontrig.Fleet
-	rpcReply     = gwtest.Reply
-	modernClient = gwtest.ModernClient
-	detailed     = gwtest.Detailed
-)
-
-const directWait = gwtest.DirectWait
-
-var (
-	rules          = gwtest.Rules
-	withWait       = gwtest.WithWait
-	hybridPolicy   = gwtest.HybridPolicy
-	eras           = gwtest.Eras
-	decodeDetailed = gwtest.DecodeDetailed
 )
 
 // serveFront is one replica's Front behind the Handler's routing of a POST.
@@ -65,7 +46,7 @@ func serveFront(r *frontrig.Replica) http.Handler {
 	})
 }
 
-func newFleet(t *testing.T, upstreamURL string) *fleet {
+func newFleet(t *testing.T, upstreamURL string) *frontrig.Fleet {
 	return frontrig.NewFleet(t, upstreamURL, serveFront)
 }
 
@@ -84,26 +65,10 @@ func newModernCluster(t *testing.T, replicas int, stateless bool, rules policy.R
 	t.Cleanup(up.Close)
 	f := newFleet(t, up.URL+"/mcp")
 	for i := 0; i < replicas; i++ {
-		f.Add(func(c *config) { c.Policy = hybridPolicy(rules, hybrid) })
+		f.Add(func(c *frontrig.Config) { c.Policy = gwtest.HybridPolicy(rules, hybrid) })
 	}
 	return &modernCluster{urls: f.URLs, rec: rec, mr: f.MR}
 }
-
-var resultText = gwtest.ResultText
-
-var (
-	readMessages = gwtest.ReadMessages
-	scanMessages = gwtest.ScanMessages
-	reply        = gwtest.OneReply
-	connectSDK   = gwtest.ConnectSDK
-	echo         = gwtest.Echo
-)
-
-var (
-	mpost      = gwtest.MPost
-	modernMeta = gwtest.ModernMeta
-	okResult   = gwtest.OKResult
-)
 
 // replicas is n replicas of the Front on one Redis with the rules rs
 // (the Handler tests' newReplicas).
@@ -118,13 +83,11 @@ func newReplicas(t *testing.T, upstreamURL string, n int, rs policy.Rules) *repl
 	t.Helper()
 	fl := newFleet(t, upstreamURL)
 	for i := 0; i < n; i++ {
-		fl.Add(func(c *config) { c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i) })
+		fl.Add(func(c *frontrig.Config) {
+			c.Policy, c.PollLimit, c.ReplicaID = gwtest.RulesPolicy(rs), 0, fmt.Sprintf("r%d", i)
+		})
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: fl.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
-	store := taskstore.New(rdb, taskstore.Options{})
-	t.Cleanup(func() { rdb.Close() })
-	t.Cleanup(func() { store.Close() })
-	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: store}
+	return &replicas{rs: fl.Rs, urls: fl.URLs, mr: fl.MR, store: fl.Observer()}
 }
 
 // upstreamEras are the two eras of upstream, by name.

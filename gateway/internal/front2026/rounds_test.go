@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/gwtest"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest/frontrig"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -20,7 +21,7 @@ type mrtrRound struct {
 	RequestState  string                     `json:"requestState"`
 }
 
-func decodeRound(t *testing.T, what string, r rpcReply) mrtrRound {
+func decodeRound(t *testing.T, what string, r gwtest.Reply) mrtrRound {
 	t.Helper()
 	var rd mrtrRound
 	if r.Error != nil || json.Unmarshal(r.Result, &rd) != nil || rd.ResultType != "input_required" || rd.TaskID != "" ||
@@ -40,18 +41,18 @@ func answerAll(rd mrtrRound, name string) map[string]any {
 
 // mrtrCluster is two replicas in front of a session upstream with the
 // conformance fixtures. Their questions come back as rounds within the
-// long hybrid wait (directWait); test_tool_with_task's retry becomes the
+// long hybrid wait (gwtest.DirectWait); test_tool_with_task's retry becomes the
 // task after its own wait (testupstream.ConformancePolicy), which its work
 // after the answer outlasts.
-func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Recorder) {
+func mrtrCluster(t *testing.T, hold time.Duration) (*frontrig.Fleet, *testupstream.Recorder) {
 	t.Helper()
 	rec := &testupstream.Recorder{}
 	up := httptest.NewServer(testupstream.Handler(testupstream.Options{Conformance: true, Recorder: rec}))
 	t.Cleanup(up.Close)
 	fl := newFleet(t, up.URL+"/mcp")
 	for range 2 {
-		fl.Add(func(c *config) {
-			c.Policy = hybridPolicy(withWait(rules(t, "test_tool_with_task", policy.Auto), testupstream.ConformanceComposeWait), directWait)
+		fl.Add(func(c *frontrig.Config) {
+			c.Policy = gwtest.HybridPolicy(gwtest.WithWait(gwtest.Rules(t, "test_tool_with_task", policy.Auto), testupstream.ConformanceComposeWait), gwtest.DirectWait)
 			c.MRTRHold = hold
 		})
 	}
@@ -66,7 +67,7 @@ func mrtrCluster(t *testing.T, hold time.Duration) (*fleet, *testupstream.Record
 // plain result.
 func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	fl, rec := mrtrCluster(t, 0)
-	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer mrtr"}
+	c := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer mrtr"}
 	args := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
 	rd := decodeRound(t, "round 1", c.Call("tools/call", args))
 	if len(rd.InputRequests) != 1 || !strings.Contains(string(rd.InputRequests["1"]), "What is your name?") {
@@ -75,7 +76,7 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 	retry := map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{},
 		"inputResponses": answerAll(rd, "Alice"), "requestState": rd.RequestState}
 	r := c.Call("tools/call", retry)
-	var created detailed
+	var created gwtest.Detailed
 	if r.Error != nil || json.Unmarshal(r.Result, &created) != nil || created.ResultType != "task" || created.TaskID == "" {
 		t.Fatalf("round 2: %+v %s, want the CreateTaskResult", r.Error, r.Result)
 	}
@@ -83,7 +84,7 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 		t.Errorf("the CreateTaskResult carries round fields: %s", r.Result)
 	}
 	done := c.WaitTask(created.TaskID, "completed")
-	if text, _, _ := resultText(t, done.Result); !strings.Contains(text, "Alice") {
+	if text, _, _ := gwtest.ResultText(t, done.Result); !strings.Contains(text, "Alice") {
 		t.Errorf("result %q", text)
 	}
 	if n := rec.Count("test_tool_with_task", testupstream.Called); n != 1 {
@@ -101,7 +102,7 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 		"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState}))
 	r = c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "y"), "requestState": rd.RequestState})
-	if text, _, _ := resultText(t, r.Result); text != "answered 2" || strings.Contains(string(r.Result), `"taskId"`) {
+	if text, _, _ := gwtest.ResultText(t, r.Result); text != "answered 2" || strings.Contains(string(r.Result), `"taskId"`) {
 		t.Errorf("after two rounds: %+v %s, want the plain result", r.Error, r.Result)
 	}
 }
@@ -112,7 +113,7 @@ func TestMRTRBeforeTaskLegacy(t *testing.T) {
 // 16 rounds fails the call.
 func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	fl, rec := mrtrCluster(t, 500*time.Millisecond)
-	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer owner"}
+	c := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer owner"}
 	args := func() map[string]any {
 		return map[string]any{"name": "test_tool_with_task", "arguments": map[string]any{}}
 	}
@@ -129,9 +130,9 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	} else {
 		flipped[0] = 'A'
 	}
-	other := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer someone-else"}
+	other := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer someone-else"}
 	for name, tc := range map[string]struct {
-		c      *modernClient
+		c      *gwtest.ModernClient
 		params map[string]any
 		want   string
 	}{
@@ -159,7 +160,7 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 	// An upstream that keeps asking: the 17th round fails the call.
 	a := map[string]any{"name": "asks", "arguments": map[string]any{"n": 40}}
 	rd = decodeRound(t, "asks round 1", c.Call("tools/call", a))
-	var last rpcReply
+	var last gwtest.Reply
 	rounds := 1
 	for i := 0; i < maxMRTRRounds; i++ {
 		last = c.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 40},
@@ -180,16 +181,16 @@ func TestMRTRBeforeTaskBadInput(t *testing.T) {
 // others get -32602; an anonymous client's rounds work across replicas.
 func TestMRTRConcurrentRetries(t *testing.T) {
 	fl, _ := mrtrCluster(t, 0)
-	c := &modernClient{T: t, URLs: fl.URLs, Auth: "Bearer race"}
+	c := &gwtest.ModernClient{T: t, URLs: fl.URLs, Auth: "Bearer race"}
 	args := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2}}
 	rd := decodeRound(t, "round 1", c.Call("tools/call", args))
 	const n = 4
-	results := make(chan rpcReply, n)
+	results := make(chan gwtest.Reply, n)
 	for i := 0; i < n; i++ {
 		retry := map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 			"inputResponses": answerAll(rd, "x"), "requestState": rd.RequestState} // call adds _meta: one each
 		go func() {
-			cl := &modernClient{T: t, URLs: fl.URLs[i%2 : i%2+1], Auth: "Bearer race"}
+			cl := &gwtest.ModernClient{T: t, URLs: fl.URLs[i%2 : i%2+1], Auth: "Bearer race"}
 			results <- cl.Call("tools/call", retry)
 		}()
 	}
@@ -207,13 +208,13 @@ func TestMRTRConcurrentRetries(t *testing.T) {
 		t.Errorf("%d retries with one state went on, want 1", wins)
 	}
 
-	anon := &modernClient{T: t, URLs: fl.URLs}
+	anon := &gwtest.ModernClient{T: t, URLs: fl.URLs}
 	rd = decodeRound(t, "anonymous round 1", anon.Call("tools/call", args))
 	rd = decodeRound(t, "anonymous round 2", anon.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "a"), "requestState": rd.RequestState}))
 	r := anon.Call("tools/call", map[string]any{"name": "asks", "arguments": map[string]any{"n": 2},
 		"inputResponses": answerAll(rd, "b"), "requestState": rd.RequestState})
-	if text, _, _ := resultText(t, r.Result); text != "answered 2" {
+	if text, _, _ := gwtest.ResultText(t, r.Result); text != "answered 2" {
 		t.Errorf("anonymous: %+v %s", r.Error, r.Result)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
@@ -17,13 +18,13 @@ import (
 
 // it a task).
 func Test2026AutoFastIsDirect(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		cl := newModernCluster(t, 1, stateless, nil, directWait)
-		c := &modernClient{T: t, URLs: cl.urls}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		cl := newModernCluster(t, 1, stateless, nil, gwtest.DirectWait)
+		c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 		c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "warm"}}) // held session, era detection
 		before := len(cl.mr.Keys())
 		r := c.Call("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "fast"}})
-		if text, isErr, _ := resultText(t, r.Result); text != "fast" || isErr {
+		if text, isErr, _ := gwtest.ResultText(t, r.Result); text != "fast" || isErr {
 			t.Fatalf("echo = %q", text)
 		}
 		var rt struct {
@@ -40,12 +41,12 @@ func Test2026AutoFastIsDirect(t *testing.T) {
 }
 
 func Test2026AutoSlowBecomesTask(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
 		cl := newModernCluster(t, 2, stateless, nil, 100*time.Millisecond)
-		c := &modernClient{T: t, URLs: cl.urls}
+		c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 		task := c.ToolTask("slow", map[string]any{"seconds": 0.5, "text": "late"})
 		d := c.WaitTask(task.TaskID, "completed")
-		if text, _, _ := resultText(t, d.Result); text != "slept 0.5 s: late" {
+		if text, _, _ := gwtest.ResultText(t, d.Result); text != "slept 0.5 s: late" {
 			t.Errorf("result = %q", text)
 		}
 		if n := cl.rec.Count("slow", testupstream.Called); n != 1 {
@@ -55,9 +56,9 @@ func Test2026AutoSlowBecomesTask(t *testing.T) {
 }
 
 func Test2026ElicitationThroughUpdate(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		cl := newModernCluster(t, 2, stateless, rules(t, "elicit", policy.Task), time.Second)
-		c := &modernClient{T: t, URLs: cl.urls}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		cl := newModernCluster(t, 2, stateless, gwtest.Rules(t, "elicit", policy.Task), time.Second)
+		c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 		task := c.ToolTask("elicit", map[string]any{})
 		d := c.WaitTask(task.TaskID, "input_required")
 		if len(d.InputRequests) != 1 {
@@ -81,18 +82,18 @@ func Test2026ElicitationThroughUpdate(t *testing.T) {
 			t.Fatalf("tasks/update: %+v", ack.Error)
 		}
 		d = c.WaitTask(task.TaskID, "completed")
-		if text, _, _ := resultText(t, d.Result); text != "Hello, Ada!" {
+		if text, _, _ := gwtest.ResultText(t, d.Result); text != "Hello, Ada!" {
 			t.Errorf("result = %q", text)
 		}
 	})
 }
 
 // Test2026MRTRRoundBeforeTheTask: a stateless upstream's input_required
-// round and the retry's result pass through directly (within directWait:
+// round and the retry's result pass through directly (within gwtest.DirectWait:
 // no busy machine makes either a task).
 func Test2026MRTRRoundBeforeTheTask(t *testing.T) {
-	cl := newModernCluster(t, 1, true, nil, directWait)
-	c := &modernClient{T: t, URLs: cl.urls}
+	cl := newModernCluster(t, 1, true, nil, gwtest.DirectWait)
+	c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 	r := c.Call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}})
 	var ir struct {
 		ResultType    string                     `json:"resultType"`
@@ -111,18 +112,18 @@ func Test2026MRTRRoundBeforeTheTask(t *testing.T) {
 		params["requestState"] = ir.RequestState
 	}
 	r = c.Call("tools/call", params)
-	if text, _, _ := resultText(t, r.Result); text != "Hello, Lin!" {
+	if text, _, _ := gwtest.ResultText(t, r.Result); text != "Hello, Lin!" {
 		t.Errorf("retry = %q", text)
 	}
 }
 
 func Test2026Outcomes(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		cl := newModernCluster(t, 1, stateless, rules(t, "*", policy.Task), time.Second)
-		c := &modernClient{T: t, URLs: cl.urls}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		cl := newModernCluster(t, 1, stateless, gwtest.Rules(t, "*", policy.Task), time.Second)
+		c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 		// isError stays completed: only JSON-RPC errors fail (SEP-2663).
 		d := c.WaitTask(c.ToolTask("fail", map[string]any{}).TaskID, "completed")
-		if text, isErr, _ := resultText(t, d.Result); !isErr || text != testupstream.FailText {
+		if text, isErr, _ := gwtest.ResultText(t, d.Result); !isErr || text != testupstream.FailText {
 			t.Errorf("fail: %q isError=%v", text, isErr)
 		}
 		if strings.Contains(string(d.Result), core.RelatedTaskKey) {
@@ -136,9 +137,9 @@ func Test2026Outcomes(t *testing.T) {
 }
 
 func Test2026CancelAcrossReplicas(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		cl := newModernCluster(t, 2, stateless, rules(t, "slow", policy.Task), time.Second)
-		c := &modernClient{T: t, URLs: cl.urls}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		cl := newModernCluster(t, 2, stateless, gwtest.Rules(t, "slow", policy.Task), time.Second)
+		c := &gwtest.ModernClient{T: t, URLs: cl.urls}
 		task := c.ToolTask("slow", map[string]any{"seconds": 30})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -161,8 +162,8 @@ func Test2026CancelAcrossReplicas(t *testing.T) {
 }
 
 func Test2026Errors(t *testing.T) {
-	cl := newModernCluster(t, 1, true, rules(t, "slow", policy.TaskRequired), time.Second)
-	c := &modernClient{T: t, URLs: cl.urls, Auth: "Bearer a"}
+	cl := newModernCluster(t, 1, true, gwtest.Rules(t, "slow", policy.TaskRequired), time.Second)
+	c := &gwtest.ModernClient{T: t, URLs: cl.urls, Auth: "Bearer a"}
 	for _, m := range []string{"tasks/result", "tasks/list"} {
 		if r := c.Call(m, map[string]any{"taskId": "x"}); r.Error == nil || r.Error.Code != mcpwire.CodeMethodNotFound {
 			t.Errorf("%s = %+v, want -32601", m, r.Error)
@@ -171,7 +172,7 @@ func Test2026Errors(t *testing.T) {
 	if r := c.Call("tasks/get", map[string]any{"taskId": "00000000-0000-4000-8000-000000000000"}); r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
 		t.Errorf("unknown task = %+v, want -32602", r.Error)
 	}
-	noExt := &modernClient{T: t, URLs: cl.urls, NoExt: true}
+	noExt := &gwtest.ModernClient{T: t, URLs: cl.urls, NoExt: true}
 	r := noExt.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 0}})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeMissingCapability || !strings.Contains(string(r.Error.Data), core.TasksExtension) {
 		t.Errorf("required tool without the extension = %+v", r.Error)
@@ -181,7 +182,7 @@ func Test2026Errors(t *testing.T) {
 	}
 	// Owner isolation: another Authorization cannot see the task.
 	task := c.ToolTask("slow", map[string]any{"seconds": 0.1})
-	other := &modernClient{T: t, URLs: cl.urls, Auth: "Bearer b"}
+	other := &gwtest.ModernClient{T: t, URLs: cl.urls, Auth: "Bearer b"}
 	for _, m := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
 		r := other.Call(m, map[string]any{"taskId": task.TaskID, "inputResponses": map[string]any{}})
 		if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {
@@ -192,10 +193,10 @@ func Test2026Errors(t *testing.T) {
 }
 
 func Test2026Listen(t *testing.T) {
-	cl := newModernCluster(t, 2, true, rules(t, "slow", policy.Task), time.Second)
-	c := &modernClient{T: t, URLs: cl.urls, Auth: "Bearer me"}
+	cl := newModernCluster(t, 2, true, gwtest.Rules(t, "slow", policy.Task), time.Second)
+	c := &gwtest.ModernClient{T: t, URLs: cl.urls, Auth: "Bearer me"}
 	mine := c.ToolTask("slow", map[string]any{"seconds": 0.3})
-	theirs := (&modernClient{T: t, URLs: cl.urls, Auth: "Bearer them"}).ToolTask("slow", map[string]any{"seconds": 0.1})
+	theirs := (&gwtest.ModernClient{T: t, URLs: cl.urls, Auth: "Bearer them"}).ToolTask("slow", map[string]any{"seconds": 0.1})
 
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen", "params": map[string]any{
 		"notifications": map[string]any{"taskIds": []string{mine.TaskID, theirs.TaskID}},
@@ -214,7 +215,7 @@ func Test2026Listen(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := true
-	readMessages(t, resp, func(m rpcReply) bool {
+	gwtest.ReadMessages(t, resp, func(m gwtest.Reply) bool {
 		var p struct {
 			Notifications struct {
 				TaskIDs []string `json:"taskIds"`
@@ -239,7 +240,7 @@ func Test2026Listen(t *testing.T) {
 			t.Fatalf("unexpected %s %s", m.Method, m.Params)
 		}
 		if p.Status == "completed" {
-			if text, _, _ := resultText(t, p.Result); text != "slept 0.3 s: " {
+			if text, _, _ := gwtest.ResultText(t, p.Result); text != "slept 0.3 s: " {
 				t.Errorf("notification result = %q", text)
 			}
 			return false
@@ -256,7 +257,7 @@ func Test2026Listen(t *testing.T) {
 // plain call, gets MRTR rounds; its retries may land on any replica.
 func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 	cl := newModernCluster(t, 2, false, nil, time.Second)
-	c := &modernClient{T: t, URLs: cl.urls, NoExt: true, Auth: "Bearer bridge"}
+	c := &gwtest.ModernClient{T: t, URLs: cl.urls, NoExt: true, Auth: "Bearer bridge"}
 	for round := 0; round < 2; round++ {
 		r := c.Call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{}})
 		var ir struct {
@@ -281,7 +282,7 @@ func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 		if r.Error != nil {
 			t.Fatalf("retry: %+v", r.Error)
 		}
-		if text, _, _ := resultText(t, r.Result); text != fmt.Sprint("Hello, Ada", round, "!") {
+		if text, _, _ := gwtest.ResultText(t, r.Result); text != fmt.Sprint("Hello, Ada", round, "!") {
 			t.Errorf("retry result = %q", text)
 		}
 		if !strings.Contains(string(r.Result), `"resultType":"complete"`) {
@@ -289,7 +290,7 @@ func TestBridgeElicitationForPlain2026Calls(t *testing.T) {
 		}
 	}
 	// Another owner cannot continue someone's call.
-	other := &modernClient{T: t, URLs: cl.urls, NoExt: true, Auth: "Bearer other"}
+	other := &gwtest.ModernClient{T: t, URLs: cl.urls, NoExt: true, Auth: "Bearer other"}
 	r := other.Call("tools/call", map[string]any{"name": "elicit", "arguments": map[string]any{},
 		"inputResponses": map[string]any{"1": map[string]any{"action": "decline"}}, "requestState": bridgePrefix + "00000000-0000-4000-8000-000000000000"})
 	if r.Error == nil || r.Error.Code != mcpwire.CodeInvalidParams {

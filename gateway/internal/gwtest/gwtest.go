@@ -5,9 +5,8 @@
 //   - gwtest.go: LockedWriter, a writer safe for a logger's concurrent
 //     writes that a test reads afterwards; WaitFor, a condition polled
 //     until it holds; Traced, a tracer provider that records the spans;
-//     CounterValue, a counter read; TaskKey, the Redis key of a task.
-//   - http.go: UpstreamResponse, an upstream's answer as net/http hands
-//     it over.
+//     CounterValue, a counter read; MiniTaskKey, the Redis key of a
+//     task.
 //   - metrics.go: Scrape, MetricValue and WaitMetric, a /metrics
 //     endpoint read.
 //   - client.go: raw clients over HTTP: Client (2025-11-25, a session),
@@ -19,24 +18,33 @@
 //     can change era.
 //   - policy.go: fixed policies (Rules, RulesPolicy, HybridPolicy,
 //     WithWait, DirectWait).
-//   - frontrig/: the parts a front stands on, for the fronts' tests.
-//   - hooks.go: FailScriptHook, a Redis that fails (or loses the reply
-//     of) the scripts a test picks.
+//   - idle.go: a proxy that cuts a connection quiet for a second in
+//     front of a gateway (IdleProxyURL), slow calls through it
+//     (SlowCallsThroughIdleProxy, SlowModernCallVia), InitBody, Post.
+//   - counter.go: CommandCounter, a redis.Hook counting a store's
+//     commands by name.
+//   - gate.go: GatedUpstream, an upstream that holds the calls marked
+//     with GateMarker until the test releases its Gate.
+//   - tools.go: ToolAnswer and ToolNames, the fallback tools' answers
+//     read.
+//   - old.go: OldUpstream, a 2024-11-05 server over either of its
+//     transports (OldTransports).
+//   - frontrig/: the parts a front stands on, for the fronts' tests
+//     (and fleets of Handlers, for gateway's).
 //   - oauth.go: OwnServer, an upstream that is its own OAuth
 //     authorization server (its metadata and endpoints); WriteJSON, a
 //     metadata document answered.
 package gwtest
 
 import (
-	"context"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -101,12 +109,15 @@ func CounterValue(c interface{ Write(*dto.Metric) error }) float64 {
 	return m.Counter.GetValue()
 }
 
-// TaskKey finds the Redis key of task id's hash (its key names the owner
-// by a digest), or "none".
-func TaskKey(rdb *redis.Client, id string) string {
-	keys, _ := rdb.Keys(context.Background(), "tg:*:t:"+id).Result()
-	if len(keys) != 1 {
-		return "none"
+// MiniTaskKey is the key of task id's hash among mr's keys; the test
+// fails when there is none.
+func MiniTaskKey(t testing.TB, mr *miniredis.Miniredis, id string) string {
+	t.Helper()
+	for _, k := range mr.Keys() {
+		if strings.HasSuffix(k, ":t:"+id) {
+			return k
+		}
 	}
-	return keys[0]
+	t.Fatalf("no task hash for %s among %v", id, mr.Keys())
+	return ""
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -187,7 +186,7 @@ func TestRecovererSweepsManyAtOnce(t *testing.T) {
 // sweep fails it naming the sweeper as the replica that stopped (found by
 // e2e TestChaos, a sweep cut by the Redis restart).
 func TestRecovererRetriesTheFailAfterItsClaim(t *testing.T) {
-	blip := &gwtest.FailScriptHook{Match: "the gateway replica running the task (dead)", Left: 2}
+	blip := &failScriptHook{Match: "the gateway replica running the task (dead)", Left: 2}
 	rig := newSweepRig(t, "survivor", blip, 0)
 	store, rn, ctx := rig.store, rig.rn, context.Background()
 	dead := rig.leased(t, "dead")
@@ -278,7 +277,7 @@ func (*failCmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // ttl. Once the store takes writes again, a later sweep fails the task,
 // naming the replica that stopped.
 func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
-	down := &gwtest.FailScriptHook{Match: "the gateway replica running the task (dead)", Left: 1 << 40}
+	down := &failScriptHook{Match: "the gateway replica running the task (dead)", Left: 1 << 40}
 	// LeaseRenew near Lease: the background sweep (on the real clock)
 	// stays out of the way of the test's own sweeps.
 	rig := newSweepRig(t, "survivor", down, 1900*time.Millisecond)
@@ -319,7 +318,7 @@ func TestRecovererKeepsItsClaimWhileTheStoreIsDown(t *testing.T) {
 // ends the task instead of it staying working with no lease until its ttl.
 func TestWorkerKeepsItsLeaseWhenTheOutcomeStaysUnwritten(t *testing.T) {
 	// Only the outcome write fails: the result's bytes are its argument.
-	down := &gwtest.FailScriptHook{Match: `{"content":[],"unwritten"`, Left: 1 << 40}
+	down := &failScriptHook{Match: `{"content":[],"unwritten"`, Left: 1 << 40}
 	rig := newSweepRig(t, "worker", down, 1900*time.Millisecond)
 	store, rn, ctx := rig.store, rig.rn, context.Background()
 	rn.retry.Max = 100 * time.Millisecond

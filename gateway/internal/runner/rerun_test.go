@@ -265,7 +265,7 @@ func TestRerunAfterReplicaStops(t *testing.T) {
 		t.Errorf("taskgate_task_reruns_total{echo,replica_stopped} = %v, want 1", n)
 	}
 	// The credentials are in the record, sealed: never in clear.
-	raw, _ := g.rdb.HGet(context.Background(), gwtest.TaskKey(g.rdb, j.Task.ID), "rerun").Result()
+	raw, _ := g.rdb.HGet(context.Background(), taskKey(g.rdb, j.Task.ID), "rerun").Result()
 	if raw == "" || strings.Contains(raw, "owner-token") {
 		t.Errorf("the rerun record %q: want it, without the token in clear", raw)
 	}
@@ -391,7 +391,7 @@ func TestRerunReplaysAnswers(t *testing.T) {
 				t.Fatalf("task = %s %q %s, attempts %d; want completed with %q after 2", got.Status, got.StatusMessage, got.Result, got.Attempts, tc.want)
 			}
 			used := 0
-			for _, f := range g.rdb.HKeys(ctx, gwtest.TaskKey(g.rdb, j.Task.ID)).Val() {
+			for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.Task.ID)).Val() {
 				if strings.HasPrefix(f, "used:") {
 					used++
 				}
@@ -488,7 +488,7 @@ func TestRerunReplaysAnswersOnASession(t *testing.T) {
 		t.Fatalf("task = %s %q %s, attempts %d (%s); want completed with Ada's answer after a rerun", got.Status, got.StatusMessage, got.Result, got.Attempts, got.LastCause)
 	}
 	used := 0
-	for _, f := range g.rdb.HKeys(ctx, gwtest.TaskKey(g.rdb, j.Task.ID)).Val() {
+	for _, f := range g.rdb.HKeys(ctx, taskKey(g.rdb, j.Task.ID)).Val() {
 		if strings.HasPrefix(f, "used:") {
 			used++
 		}

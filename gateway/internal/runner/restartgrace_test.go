@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/taskgate/taskgate/gateway/internal/core"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/taskstore"
 )
 
@@ -146,7 +147,7 @@ func TestHeldUpstreamTaskSurvivesUpstreamRestart(t *testing.T) {
 	if wt.Status == taskstore.StatusFailed || wt.Status == taskstore.StatusCancelled {
 		t.Fatalf("the task %s across the upstream's restart: %s", wt.Status, wt.StatusMessage)
 	}
-	if text, isErr, _ := resultText(t, wt.Result); len(wt.Error) != 0 || text != "survived the restart" || isErr {
+	if text, isErr, _ := gwtest.ResultText(t, wt.Result); len(wt.Error) != 0 || text != "survived the restart" || isErr {
 		t.Errorf("result = %q isError=%v %s", text, isErr, wt.Error)
 	}
 	if n := up.cancels.Load(); n != 0 {

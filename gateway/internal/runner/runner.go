@@ -166,7 +166,7 @@ func (rn *Runner) Inflight() int {
 }
 
 // Idle waits until no call is in flight and no worker runs, or ctx ends.
-// Exported for gateway's tests (waitIdle in gate_test.go, drain_test.go, frontdoor_test.go).
+// Exported for tests elsewhere (gateway's waitIdle in gate_test.go, drain_test.go and frontdoor_test.go; front2026's listen_bound_test.go).
 func (rn *Runner) Idle(ctx context.Context) error {
 	for {
 		rn.mu.Lock()

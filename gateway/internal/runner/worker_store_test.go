@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +30,8 @@ import (
 // completed with "taskgate could not relay elicitation/create", and a
 // modern upstream's task failed.
 func TestInputRequestSurvivesStoreBlip(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		blip := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 3}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		blip := &failScriptHook{Match: "waiting for the client to answer", Left: 3}
 		rig := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond}, Params{}, blip)
 		task := rig.toolTask(t, "elicit", map[string]any{})
 		d := rig.waitTask(t, task.ID, "input_required")
@@ -56,10 +55,10 @@ func TestInputRequestSurvivesStoreBlip(t *testing.T) {
 // Found by e2e TestChaos on a machine with a slow disk, where Redis took
 // long enough to fsync its AOF to be killed between a write and its reply.
 func TestStoreWriteReplyLost(t *testing.T) {
-	eras(t, func(t *testing.T, stateless bool) {
-		asked := &gwtest.FailScriptHook{Match: "waiting for the client to answer", Left: 1, LostReply: true}
-		took := &gwtest.FailScriptHook{Match: "take-", Left: 1, LostReply: true}
-		done := &gwtest.FailScriptHook{Match: string(taskstore.StatusCompleted), Left: 2, LostReply: true}
+	gwtest.Eras(t, func(t *testing.T, stateless bool) {
+		asked := &failScriptHook{Match: "waiting for the client to answer", Left: 1, LostReply: true}
+		took := &failScriptHook{Match: "take-", Left: 1, LostReply: true}
+		done := &failScriptHook{Match: string(taskstore.StatusCompleted), Left: 2, LostReply: true}
 		rig := newStoreRig(t, stateless, taskstore.Options{ResyncInterval: 500 * time.Millisecond}, Params{}, asked, took, done)
 		task := rig.toolTask(t, "elicit", map[string]any{})
 		d := rig.waitTask(t, task.ID, "input_required")
@@ -94,7 +93,7 @@ func TestWorkerFindsLostEvents(t *testing.T) {
 	rig := newStoreRig(t, true, taskstore.Options{ResyncInterval: 300 * time.Millisecond},
 		Params{Renew: 200 * time.Millisecond, Lease: 5 * time.Second})
 	rec, mr := rig.rec, rig.mr
-	keyOf := func(id string) string { return rig.taskKey(t, id) }
+	keyOf := func(id string) string { return gwtest.MiniTaskKey(t, rig.mr, id) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -120,7 +119,7 @@ func TestWorkerFindsLostEvents(t *testing.T) {
 			mr.HSet(key, "re:"+k, string(answer), "pending", "0", "status", "working")
 		}
 		d = rig.waitTask(t, task.ID, "completed")
-		if text, _, _ := resultText(t, d.Result); text != "Hello, Lost!" {
+		if text, _, _ := gwtest.ResultText(t, d.Result); text != "Hello, Lost!" {
 			t.Errorf("result %q, want Hello, Lost!", text)
 		}
 	})
@@ -238,18 +237,6 @@ func (rig *storeRig) waitTask(t *testing.T, id, status string) *taskstore.Task {
 	return got
 }
 
-// taskKey is the Redis key of task id's hash.
-func (rig *storeRig) taskKey(t *testing.T, id string) string {
-	t.Helper()
-	for _, k := range rig.mr.Keys() {
-		if strings.HasSuffix(k, ":t:"+id) {
-			return k
-		}
-	}
-	t.Fatalf("no task hash for %s among %v", id, rig.mr.Keys())
-	return ""
-}
-
 // answerAda answers the elicit tool's question (its task in
 // input_required, d) with "Ada", as a 2026-07-28 client's tasks/update
 // does, and checks the greeting it completes with.
@@ -262,35 +249,7 @@ func answerAda(t *testing.T, rig *storeRig, id string, d *taskstore.Task) {
 		}
 	}
 	d = rig.waitTask(t, id, "completed")
-	if text, isErr, _ := resultText(t, d.Result); text != "Hello, Ada!" || isErr {
+	if text, isErr, _ := gwtest.ResultText(t, d.Result); text != "Hello, Ada!" || isErr {
 		t.Errorf("result = %q (isError %t), want Hello, Ada!", text, isErr)
-	}
-}
-
-// resultText is a CallToolResult's first text, isError, and the task its
-// related-task _meta names.
-func resultText(t *testing.T, raw json.RawMessage) (string, bool, string) {
-	t.Helper()
-	var r struct {
-		Content []struct{ Text string } `json:"content"`
-		IsError bool                    `json:"isError"`
-		Meta    map[string]struct {
-			TaskID string `json:"taskId"`
-		} `json:"_meta"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 {
-		t.Fatalf("bad CallToolResult %s", raw)
-	}
-	return r.Content[0].Text, r.IsError, r.Meta[core.RelatedTaskKey].TaskID
-}
-
-// eras runs fn in front of a stateless upstream and one with sessions.
-func eras(t *testing.T, fn func(t *testing.T, stateless bool)) {
-	for _, stateless := range []bool{true, false} {
-		name := "modern-upstream"
-		if !stateless {
-			name = "legacy-upstream"
-		}
-		t.Run(name, func(t *testing.T) { fn(t, stateless) })
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 )
 
@@ -35,7 +34,7 @@ func rewriteOnce(t *testing.T, resp *http.Response, id string, newResult string)
 
 func TestRewriteJSONAnswer(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":7,"result":{"a":1,"unknown":{"deep":[1,2]}},"x-envelope":true}`
-	rec, a := rewriteOnce(t, gwtest.UpstreamResponse("application/json", body), "7", `{"a":2,"unknown":{"deep":[1,2]}}`)
+	rec, a := rewriteOnce(t, upstreamResponse("application/json", body), "7", `{"a":2,"unknown":{"deep":[1,2]}}`)
 	if string(a.Result) != `{"a":1,"unknown":{"deep":[1,2]}}` {
 		t.Errorf("result = %s", a.Result)
 	}
@@ -53,13 +52,13 @@ func TestRewriteJSONAnswer(t *testing.T) {
 	}
 
 	// Unchanged: the exact bytes.
-	rec, _ = rewriteOnce(t, gwtest.UpstreamResponse("application/json", body), "7", "")
+	rec, _ = rewriteOnce(t, upstreamResponse("application/json", body), "7", "")
 	if rec.Body.String() != body || rec.Header().Get("Content-Length") != strconv.Itoa(len(body)) {
 		t.Errorf("unchanged answer = %s (Content-Length %s)", rec.Body.String(), rec.Header().Get("Content-Length"))
 	}
 
 	// A JSON-RPC error has no result to change.
-	_, a = rewriteOnce(t, gwtest.UpstreamResponse("application/json", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`), "7", "")
+	_, a = rewriteOnce(t, upstreamResponse("application/json", `{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`), "7", "")
 	if a.Result != nil {
 		t.Errorf("error answer has result %s", a.Result)
 	}
@@ -74,7 +73,7 @@ func TestRewriteSSEAnswer(t *testing.T) {
 		"id: e2\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"7\",\"result\":{\"not\":\"ours: string id\"}}\n\n"
 	response := "event: message\nid: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata:\"result\":{\"a\":1}}\n\n"
 	after := "id: e4\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n"
-	rec, a := rewriteOnce(t, gwtest.UpstreamResponse("text/event-stream", before+response+after), "7", `{"a":2}`)
+	rec, a := rewriteOnce(t, upstreamResponse("text/event-stream", before+response+after), "7", `{"a":2}`)
 	if string(a.Result) != `{"a":1}` {
 		t.Errorf("result = %s", a.Result)
 	}
@@ -88,7 +87,7 @@ func TestRewriteSSEAnswer(t *testing.T) {
 	}
 
 	// Unchanged: the response's data comes back as received.
-	rec, _ = rewriteOnce(t, gwtest.UpstreamResponse("text/event-stream", before+response), "7", "")
+	rec, _ = rewriteOnce(t, upstreamResponse("text/event-stream", before+response), "7", "")
 	if got := rec.Body.String(); got != before+"event: message\nid: e3\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\ndata: \"result\":{\"a\":1}}\n\n" {
 		t.Errorf("unchanged stream = %q", got)
 	}
@@ -100,7 +99,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		"stream ends inside the response": "data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
 		"empty stream":                    "",
 	} {
-		if _, err := ReadAnswer(gwtest.UpstreamResponse("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, errNoAnswer) {
+		if _, err := ReadAnswer(upstreamResponse("text/event-stream", body), json.RawMessage("7")); !errors.Is(err, errNoAnswer) {
 			t.Errorf("%s: err = %v, want errNoAnswer", name, err)
 		}
 	}

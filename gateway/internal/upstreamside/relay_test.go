@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/taskgate/taskgate/gateway/internal/decide"
-	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -35,7 +34,7 @@ func TestRelayCallSkipsInputRounds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tool := "t-" + strings.ReplaceAll(tt.name, " ", "-")
-			resp := gwtest.UpstreamResponse(tt.ct, tt.body)
+			resp := upstreamResponse(tt.ct, tt.body)
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			u.relayAnswer(rec, req, resp, nil, tool, time.Now().Add(-time.Second))

@@ -6,7 +6,8 @@
 // front on it, each with the few lines of routing the Handler does for
 // that front. Only tests import it.
 //
-//   - frontrig.go: Config, Replica (New), Fleet, ReadPost.
+//   - frontrig.go: Config, Replica (New), Fleet (Add, or Next and Start;
+//     Observer), FallbackFleet, MiniStore, ReadPost.
 package frontrig
 
 import (
@@ -27,11 +28,13 @@ import (
 	"github.com/taskgate/taskgate/gateway/internal/decide"
 	"github.com/taskgate/taskgate/gateway/internal/fallback"
 	"github.com/taskgate/taskgate/gateway/internal/front"
+	"github.com/taskgate/taskgate/gateway/internal/gwtest"
 	"github.com/taskgate/taskgate/gateway/internal/obs"
 	"github.com/taskgate/taskgate/gateway/internal/runner"
 	"github.com/taskgate/taskgate/gateway/internal/upstreamside"
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/internal/redistest"
+	"github.com/taskgate/taskgate/internal/testupstream"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskstore"
 	"github.com/taskgate/taskgate/upstream"
@@ -161,7 +164,9 @@ type Fleet struct {
 	// Redis, when set, makes each replica's Redis client instead of one
 	// on MR (a real redis-server, the production options).
 	Redis func() redis.UniversalClient
-	// Serve is the front's routing: the http.Handler of a replica.
+	// Serve is the front's routing: the http.Handler of a replica Add
+	// starts (nil for a fleet that builds its replicas itself, on Next
+	// and Start).
 	Serve func(*Replica) http.Handler
 	Rs    []*Replica
 	URLs  []string
@@ -176,6 +181,23 @@ func NewFleet(t *testing.T, upstreamURL string, serve func(*Replica) http.Handle
 
 // Add starts one more replica; mod may change its Config.
 func (f *Fleet) Add(mod func(*Config)) *Replica {
+	f.T.Helper()
+	cfg := f.Next()
+	if mod != nil {
+		mod(&cfg)
+	}
+	r := New(f.T, cfg)
+	f.Rs = append(f.Rs, r)
+	f.Start(f.Serve(r))
+	return r
+}
+
+// Next is the Config of the next replica: a store of its own on the
+// fleet's Redis, its commands counted in Cmds, and a client of the
+// upstream. The test's cleanup closes them after what it registers later
+// (cleanups run last-registered first): the HTTP server, the replica's
+// components (their workers), the store, the client.
+func (f *Fleet) Next() Config {
 	t := f.T
 	t.Helper()
 	var rdb redis.UniversalClient
@@ -191,20 +213,62 @@ func (f *Fleet) Add(mod func(*Config)) *Replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Tests poll in tight loops; the poll limit has its own tests.
-	cfg := Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.Rs)), PollLimit: -1}
-	if mod != nil {
-		mod(&cfg)
-	}
-	// Cleanups run last-registered first: the HTTP server, the
-	// components (their workers), the store, the client.
 	t.Cleanup(func() { rdb.Close() })
 	t.Cleanup(func() { store.Close() })
-	r := New(t, cfg)
-	srv := httptest.NewServer(f.Serve(r))
-	t.Cleanup(srv.Close)
-	f.Rs = append(f.Rs, r)
-	f.URLs = append(f.URLs, srv.URL+"/mcp")
 	f.Cmds = append(f.Cmds, n)
-	return r
+	// Tests poll in tight loops; the poll limit has its own tests.
+	return Config{Upstream: client, Store: store, ReplicaID: fmt.Sprintf("f%d", len(f.URLs)), PollLimit: -1}
+}
+
+// Start serves h, the replica made on Next's Config, as the fleet's next
+// replica.
+func (f *Fleet) Start(h http.Handler) {
+	srv := httptest.NewServer(h)
+	f.T.Cleanup(srv.Close)
+	f.URLs = append(f.URLs, srv.URL+"/mcp")
+}
+
+// Observer is a store of its own on the fleet's Redis, for a test's
+// assertions: no retries, so it fails fast while Redis is down.
+func (f *Fleet) Observer() *taskstore.Store {
+	rdb := redis.NewClient(&redis.Options{Addr: f.MR.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond, DialerRetries: 1})
+	store := taskstore.New(rdb, taskstore.Options{})
+	f.T.Cleanup(func() { rdb.Close() })
+	f.T.Cleanup(func() { store.Close() })
+	return store
+}
+
+// FallbackFleet is replicas served by serve with the fallback tools on
+// and three task candidates (--task): "slow" with a 300 ms hybrid wait
+// (its calls that must become tasks are held at the gate or run far
+// longer), "elicit" and "echo" with a long one (gwtest.DirectWait), so
+// that elicit's question always comes before the wait ends and echo is
+// always answered directly. The upstream records its calls and sits
+// behind a gate (gwtest.GatedUpstream).
+func FallbackFleet(t *testing.T, replicas int, serve func(*Replica) http.Handler) (*Fleet, *testupstream.Recorder, *gwtest.Gate) {
+	t.Helper()
+	rec := &testupstream.Recorder{}
+	upURL, gate := gwtest.GatedUpstream(t, testupstream.Handler(testupstream.Options{Recorder: rec}))
+	f := NewFleet(t, upURL, serve)
+	for i := 0; i < replicas; i++ {
+		f.Add(func(c *Config) {
+			c.Policy = gwtest.HybridPolicy(append(gwtest.Rules(t, "slow", policy.Task),
+				gwtest.WithWait(gwtest.Rules(t, "elicit", policy.Task, "echo", policy.Task), gwtest.DirectWait)...), 300*time.Millisecond)
+			c.Fallback = fallback.Config{Enabled: true}
+		})
+	}
+	return f, rec, gate
+}
+
+// MiniStore is a store with options so on mr, its client with hooks and
+// go-redis's own retries off; the test's cleanup closes both.
+func MiniStore(t testing.TB, mr *miniredis.Miniredis, so taskstore.Options, hooks ...redis.Hook) *taskstore.Store {
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	for _, hook := range hooks {
+		rdb.AddHook(hook)
+	}
+	store := taskstore.New(rdb, so)
+	t.Cleanup(func() { store.Close() })
+	return store
 }

@@ -1,4 +1,4 @@
-package gwtest
+package runner
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FailScriptHook answers the first Left scripts (EVALSHA, EVAL) with an
+// failScriptHook answers the first Left scripts (EVALSHA, EVAL) with an
 // argument starting with Match with LOADING, as a restarting Redis does,
 // without sending them. With LostReply it sends them, and Redis runs them,
 // but the caller gets io.EOF instead of the reply, as when Redis dies
 // between running a script and answering.
-type FailScriptHook struct {
+type failScriptHook struct {
 	Match     string
 	Left      int64
 	LostReply bool
 	Failed    atomic.Int64
 }
 
-func (*FailScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*failScriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (f *FailScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f *failScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		name := strings.ToLower(cmd.Name())
 		if name != "evalsha" && name != "eval" {
@@ -50,6 +50,16 @@ func (f *FailScriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (*FailScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*failScriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// taskKey finds the Redis key of task id's hash (its key names the owner
+// by a digest), or "none".
+func taskKey(rdb *redis.Client, id string) string {
+	keys, _ := rdb.Keys(context.Background(), "tg:*:t:"+id).Result()
+	if len(keys) != 1 {
+		return "none"
+	}
+	return keys[0]
 }

@@ -1,4 +1,4 @@
-package gateway
+package upstreamside
 
 import (
 	"bufio"
@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // brokenStreamUpstream answers every POST with an SSE stream holding one
@@ -60,19 +58,9 @@ func TestBrokenUpstreamStreamAnswersTheRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := brokenStreamUpstream(t, tc.clean, tc.cut)
-			client, err := upstream.New(up.URL, upstream.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := New(Config{Upstream: client})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { h.Close() })
-			gw := httptest.NewServer(h)
-			t.Cleanup(gw.Close)
+			gw := relayOnly(t, up.URL, 0)
 
-			req, _ := http.NewRequest(http.MethodPost, gw.URL+"/mcp", strings.NewReader(
+			req, _ := http.NewRequest(http.MethodPost, gw, strings.NewReader(
 				`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"x","_meta":{"progressToken":1}}}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")

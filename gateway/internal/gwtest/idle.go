@@ -1,4 +1,4 @@
-package gateway
+package gwtest
 
 import (
 	"bufio"
@@ -7,13 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/taskgate/taskgate/internal/testupstream"
 )
 
 // idleProxy is a TCP proxy that cuts a connection when the server side
@@ -72,38 +69,20 @@ func (p *idleProxy) serve() {
 	}
 }
 
-// TestKeepAliveThroughAnIdleTimeout: a call longer than a proxy's idle
-// timeout succeeds with keep-alive on (SSE comments, or progress for the
-// client's progressToken) and fails with it off; for an upstream that
-// streams its answer and for one that answers with JSON only at the end.
-func TestKeepAliveThroughAnIdleTimeout(t *testing.T) {
-	for _, json := range []bool{false, true} {
-		for _, keep := range []time.Duration{100 * time.Millisecond, -1} {
-			name := fmt.Sprintf("json=%v/keepalive=%v", json, keep)
-			t.Run(name, func(t *testing.T) {
-				up := httptest.NewServer(testupstream.Handler(testupstream.Options{JSONResponse: json}))
-				defer up.Close()
-				gw := newGateway(t, up.URL+"/mcp", func(c *Config) { c.KeepAlive = keep })
-				slowCallsThroughIdleProxy(t, idleProxyURL(t, gw), "2025-06-18", keep)
-			})
-		}
-	}
-}
-
-// idleProxyURL puts an idleProxy cutting after a second of silence in
+// IdleProxyURL puts an idleProxy cutting after a second of silence in
 // front of the gateway at gw (its …/mcp URL) and returns the proxy's /mcp URL.
-func idleProxyURL(t *testing.T, gw string) string {
+func IdleProxyURL(t *testing.T, gw string) string {
 	t.Helper()
 	proxy := newIdleProxy(t, strings.TrimPrefix(strings.TrimSuffix(gw, "/mcp"), "http://"), time.Second)
 	return "http://" + proxy.ln.Addr().String() + "/mcp"
 }
 
-// slowCallsThroughIdleProxy opens a session of version through the idle
+// SlowCallsThroughIdleProxy opens a session of version through the idle
 // proxy at via and calls slow for 1.6 s on it, without a progress token and
 // with one: with keep-alive on (keep >= 0) each call must answer, and the
 // one with a token must get progress for it; with it off (keep < 0) none
 // may answer.
-func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Duration) {
+func SlowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Duration) {
 	t.Helper()
 	sid := initSession(t, via, version)
 	for _, token := range []string{"", "tok-1"} {
@@ -128,12 +107,12 @@ func slowCallsThroughIdleProxy(t *testing.T, via, version string, keep time.Dura
 	}
 }
 
-// slowModernCallVia is a 2026-07-28 client's 1.6 s slow call through the
+// SlowModernCallVia is a 2026-07-28 client's 1.6 s slow call through the
 // idle proxy at via (what names it in the failure); it must answer.
-func slowModernCallVia(t *testing.T, via, what string) {
+func SlowModernCallVia(t *testing.T, via, what string) {
 	t.Helper()
-	c := &modernClient{t: t, urls: []string{via}, noExt: true}
-	r := c.call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
+	c := &ModernClient{T: t, URLs: []string{via}, NoExt: true}
+	r := c.Call("tools/call", map[string]any{"name": "slow", "arguments": map[string]any{"seconds": 1.6, "text": "done"}})
 	if r.Error != nil || !strings.Contains(string(r.Result), "slept 1.6 s") {
 		t.Fatalf("%s through the idle proxy: %+v", what, r)
 	}
@@ -142,15 +121,37 @@ func slowModernCallVia(t *testing.T, via, what string) {
 // initSession opens a session of version on url and returns its id.
 func initSession(t *testing.T, url, version string) string {
 	t.Helper()
-	resp := post(t, url, "application/json", initBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
+	resp := Post(t, url, "application/json", InitBody(version), http.Header{"Accept": {"application/json, text/event-stream"}})
 	io.Copy(io.Discard, resp.Body)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatalf("initialize: HTTP %d, no session", resp.StatusCode)
 	}
-	post(t, url, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	Post(t, url, "application/json", `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		http.Header{"Accept": {"application/json, text/event-stream"}, "Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {version}})
 	return sid
+}
+
+// Post POSTs body with contentType (none when empty) and header; the
+// answer's body is closed when the test ends.
+func Post(t testing.TB, url, contentType, body string, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vv := range header {
+		req.Header[k] = vv
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
 
 // postStream posts body on session sid of version and reads the answer: every SSE
@@ -187,12 +188,13 @@ func postStream(url, sid, version, body string) (events []string, result string,
 	return events, "", fmt.Errorf("the stream ended without a result: %v", sc.Err())
 }
 
-// initBody is an initialize request for protocol version.
-func initBody(version string) string {
+// InitBody is an initialize request for protocol version.
+func InitBody(version string) string {
 	return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version +
 		`","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`
 }
 
+// resultOf is the result of JSON-RPC message msg (raw), "" without one.
 func resultOf(msg string) string {
 	var m struct {
 		Result json.RawMessage `json:"result"`
@@ -201,19 +203,4 @@ func resultOf(msg string) string {
 		return ""
 	}
 	return string(m.Result)
-}
-
-// TestKeepAlive2026: a 2026-07-28 client's plain call is kept alive too,
-// in front of a stateless upstream that answers with JSON at the end
-// (forwarded) and in front of a session upstream (on the owner session).
-func TestKeepAlive2026(t *testing.T) {
-	for _, stateless := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stateless=%v", stateless), func(t *testing.T) {
-			up := httptest.NewServer(testupstream.Handler(testupstream.Options{Stateless: stateless, JSONResponse: stateless}))
-			defer up.Close()
-			f := newFleet(t, up.URL+"/mcp")
-			f.add(func(c *Config) { c.KeepAlive = 100 * time.Millisecond })
-			slowModernCallVia(t, idleProxyURL(t, f.urls[0]), "call")
-		})
-	}
 }

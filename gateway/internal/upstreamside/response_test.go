@@ -1,4 +1,4 @@
-package gwtest
+package upstreamside
 
 import (
 	"io"
@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// UpstreamResponse is an upstream HTTP response with the given content type and body.
-func UpstreamResponse(ct, body string) *http.Response {
+// upstreamResponse is an upstream HTTP response with the given content type and body.
+func upstreamResponse(ct, body string) *http.Response {
 	return &http.Response{
 		StatusCode:    http.StatusOK,
 		Header:        http.Header{"Content-Type": {ct}, "Mcp-Session-Id": {"s-1"}, "X-Custom": {"kept"}, "Content-Length": {"999"}},
