@@ -18,7 +18,7 @@ import (
 // refuses get the client its 401 and WWW-Authenticate challenge, at
 // initialize (server/discover) and later, so its authorization flow starts;
 // the challenge's resource_metadata names the gateway's metadata
-// (oauthmeta.go), whose resource is the URL the client calls.
+// (internal/identity/oauthmeta.go), whose resource is the URL the client calls.
 func TestStatelessUpstreamChallenge(t *testing.T) {
 	inner := testupstream.Handler(testupstream.Options{Stateless: true})
 	const challenge = `Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"`
