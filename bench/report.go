@@ -206,7 +206,7 @@ Notes that go with the figures:
   without a second pass, and the rendered answer of a terminal task is
   cached (gateway/internal/front/rendercache.go: bounded LRU, reused only while every
   field it was rendered from is unchanged), all byte for byte as before
-  (gateway/fastpath_test.go). CPU per 2026-07-28 tasks/get went from
+  (internal/mcpwire/fastpath_test.go). CPU per 2026-07-28 tasks/get went from
   ~1.8× the baseline's to ~1.6×. Since then a poll of a terminal task
   already rendered reads only its stamp (one HMGET of owner, status and
   lastUpdatedAt: terminal states are sticky, so an equal stamp is the same
