@@ -216,9 +216,9 @@ Notes that go with the figures:
   reads nothing at all while the store's removal notices are live (the
   cache's epoch: gateway/internal/front/rendercache.go, zeroRTT; a terminal record only
   goes away, at its expiry or by a script that announces it), so taskgate
-  does less than the baseline's one GET: 1.23× (2026-07-28) and 1.55×
-  (2025-11-25) its throughput here, 1.04× and 1.59× in a -mode ratios run
-  the same day.
+  does less than the baseline's one GET: 1.07–1.38× (2026-07-28) and
+  1.15–1.32× (2025-11-25) its throughput in the runs of 2026-11-29 (this
+  table and six interleaved -mode tasksget runs).
 - The tasks/get throughput ratios move by ±0.1 between runs on this
   machine; CPU per request, in the same table, moves less.
 - Pass-through moves too: on this VM instance the same day, taskgate /
