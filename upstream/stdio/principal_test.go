@@ -191,7 +191,7 @@ func TestHopPrincipalForged(t *testing.T) {
 	a := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = true }, nil)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
 	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
-	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, principalRecord("alice"), time.Now(), body))
+	req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, principalRecord("alice"), time.Now(), body))
 	req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("mallory")))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -211,6 +211,86 @@ func TestHopPrincipalForged(t *testing.T) {
 	}
 }
 
+// hopRecorder is a Replicas.Client transport that keeps a copy of every
+// hop it sends: a captured hop, as an attacker on the network sees it.
+type hopRecorder struct {
+	mu   sync.Mutex
+	hops []capturedHop
+}
+
+type capturedHop struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+func (h *hopRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	h.mu.Lock()
+	h.hops = append(h.hops, capturedHop{r.Method, r.Header.Clone(), body})
+	h.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// replay sends the captured hop h to the replica r.
+func (h capturedHop) replay(t *testing.T, to *replica) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(h.method, to.srv.URL+HopPath, bytes.NewReader(h.body))
+	req.Header = h.header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestHopBoundToReplica: a hop captured on its way to one replica and
+// replayed, fresh, to another is refused there (each replica remembers
+// only the hops it accepted itself): the MAC binds the replica it was
+// addressed to. A principal's initialize signed for A starts no child on
+// B, and a session's request signed for A is not served by B.
+func TestHopBoundToReplica(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	rec := &hopRecorder{}
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	c := startReplicaWith(t, dir, per, func(r *Replicas) { r.Client = &http.Client{Transport: rec} })
+	newClientAs(t, a.b, "alice")         // her child, and its claim, on A
+	viaC := newClientAs(t, c.b, "alice") // hops to A
+	if got := viaC.tool(2, "echo", map[string]any{"text": "via C"}); got != "via C" {
+		t.Fatalf("a call of alice's session through C: %q", got)
+	}
+	rec.mu.Lock()
+	hops := append([]capturedHop(nil), rec.hops...)
+	rec.mu.Unlock()
+	if len(hops) != 2 || hops[0].header.Get(hopPrincipalHeader) == "" || hops[1].header.Get("Mcp-Session-Id") != viaC.sid {
+		t.Fatalf("C sent %d hops, want alice's initialize and her call", len(hops))
+	}
+	for i, what := range []string{"alice's initialize", "a call of alice's session"} {
+		resp := hops[i].replay(t, b)
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(hopErrorHeader) != errHopForged.Error() {
+			t.Errorf("%s signed for A, replayed to B: HTTP %d %q; want 403, refused as forged", what, resp.StatusCode, resp.Header.Get(hopErrorHeader))
+		}
+	}
+	b.b.mu.Lock()
+	children, sessions := len(b.b.fleet.principals), len(b.b.sessions)
+	b.b.mu.Unlock()
+	if children != 0 || sessions != 0 {
+		t.Fatalf("B has %d principals' children and %d sessions after the replays; want none", children, sessions)
+	}
+	// To A, the one it was signed for, it is a replay.
+	if resp := hops[0].replay(t, a); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("alice's initialize replayed to A: HTTP %d %q; want 409", resp.StatusCode, resp.Header.Get(hopErrorHeader))
+	}
+}
+
 // TestHopRerunMarkBound: the rerun mark a hop carries is bound by its MAC:
 // a verified hop with the mark added on the way, or a marked one with the
 // mark stripped, is refused; each as signed is served.
@@ -223,7 +303,7 @@ func TestHopRerunMarkBound(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, hopMACID(principalRecord("alice"), signedMarked), time.Now(), body))
+		req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, hopMACID(principalRecord("alice"), signedMarked), time.Now(), body))
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("alice")))
 		if sentMarked {
 			req.Header.Set(rerunHeader, "1")
@@ -310,7 +390,7 @@ func TestReplicasInitializeNamingASession(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Mcp-Session-Id", bob.sid)
-	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, bob.sid, time.Now(), body))
+	req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, bob.sid, time.Now(), body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -459,7 +459,7 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, own
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte(principal)))
 	}
 	rerunHop(r, req) // respawn.go
-	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, hopMACID(id, req.Header.Get(rerunHeader) == "1"), rp.hopTime(time.Now()), body))
+	req.Header.Set(HopHeader, signHop(rp.Secret, owner, r.Method, hopMACID(id, req.Header.Get(rerunHeader) == "1"), rp.hopTime(time.Now()), body))
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {
