@@ -179,7 +179,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	if first {
-		b.recordPrincipal(b.rep.Load(), principalRecord(p.Key)) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
+		b.recordPrincipal(b.rep.Load(), p.Key) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
 	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
 		if s.proc != nil && s.pc == nil {
