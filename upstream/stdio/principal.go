@@ -16,10 +16,12 @@ package stdio
 //	P's last session ends     (DELETE, idle, or the child's exit) the child
 //	                          is stopped
 //	the child exits           every session of P on it ends (404: its
-//	                          clients initialize again), unless a call
-//	                          the gateway runs again was in flight on it:
-//	                          then they all live on, on a fresh child
-//	                          (respawn.go)
+//	                          clients initialize again; one joining it
+//	                          as its exit is processed has its
+//	                          initialize refused: childGoneLocked),
+//	                          unless a call the gateway runs again was
+//	                          in flight on it: then they all live on, on
+//	                          a fresh child (respawn.go)
 //
 // Across replicas, the replica running P's child claims it in the
 // Directory under principalRecord(P) (beside the sessions' records, with

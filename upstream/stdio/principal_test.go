@@ -541,3 +541,113 @@ func TestBridgePrincipalScopeServesNoStatelessChild(t *testing.T) {
 		}
 	})
 }
+
+// seamDirectory is a Directory whose PutSessionReplica first runs put,
+// once, when set: initialize records a new session there after its child
+// is given to it and before the session is added (replicas.go,
+// recordSession), so put runs in that window.
+type seamDirectory struct {
+	Directory
+	mu  sync.Mutex
+	put func(id string)
+}
+
+func (d *seamDirectory) PutSessionReplica(ctx context.Context, id, url string, ttl time.Duration) error {
+	d.mu.Lock()
+	put := d.put
+	d.put = nil
+	d.mu.Unlock()
+	if put != nil {
+		put(id)
+	}
+	return d.Directory.PutSessionReplica(ctx, id, url, ttl)
+}
+
+// TestBridgeChildDiesAsSessionJoins: a session whose child exits, and
+// whose exit is processed, between the child given to the session and the
+// session added (a principal's child it joins, or its own) is not opened
+// on the dead child, where each of its requests would fail until it idled
+// out: its initialize is refused, its record goes, and the client's next
+// initialize gets a live child.
+func TestBridgeChildDiesAsSessionJoins(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		principal bool
+	}{{"principal's child", true}, {"session's own child", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, _ := newDirectory(t)
+			dir := &seamDirectory{Directory: base}
+			r := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = tc.principal; o.SessionIdle = time.Hour }, nil)
+			if tc.principal {
+				newClientAs(t, r.b, "alice") // her child
+			}
+			// The seam holds the joining session's initialize while the
+			// child it was given is killed, and its exit processed.
+			reached, resume := make(chan string, 1), make(chan struct{})
+			dir.mu.Lock()
+			dir.put = func(id string) { reached <- id; <-resume }
+			dir.mu.Unlock()
+			answered := make(chan *http.Response, 1)
+			go func() {
+				body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+				ctx := upstream.WithPrincipal(context.Background(), upstream.Principal{Key: "alice"})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, URL, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := (&http.Client{Transport: r.b.Transport()}).Do(req)
+				if err != nil {
+					resp = nil
+				}
+				answered <- resp
+			}()
+			joining := <-reached
+			r.b.mu.Lock()
+			var p *proc // the child the joining session was given: its own, or alice's
+			for _, q := range r.b.fleet.procs {
+				if (q.sess != nil && q.sess.id == joining) || (tc.principal && q.principal == "alice") {
+					p = q
+				}
+			}
+			r.b.mu.Unlock()
+			if p == nil {
+				close(resume)
+				t.Fatal("no child given to the joining session")
+			}
+			_ = p.cmd.Process.Kill()
+			waitFor(t, "the child's exit to be processed", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				for _, q := range r.b.fleet.procs {
+					if q == p {
+						return false
+					}
+				}
+				return true
+			})
+			close(resume)
+			resp := <-answered
+			if resp == nil {
+				t.Fatal("the initialize got no answer")
+			}
+			sid, ms := resp.Header.Get("Mcp-Session-Id"), readAll(t, resp)
+			if sid != "" || len(ms) != 1 || ms[0].Error == nil {
+				t.Fatalf("initialize as its child died: session %q, %+v; want it refused", sid, ms)
+			}
+			// (Its count is given back as its initialize returns, once the
+			// answer is written.)
+			waitFor(t, "no session, child or principal's child left counted", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				return len(r.b.sessions) == 0 && r.b.owned == 0 && len(r.b.fleet.principals) == 0
+			})
+			waitFor(t, "the refused session's record to go", func() bool {
+				url, err := base.SessionReplica(context.Background(), joining)
+				return url == "" && err == nil
+			})
+			again := newClientAs(t, r.b, "alice")
+			if got := again.tool(2, "echo", map[string]any{"text": "again"}); got != "again" {
+				t.Fatalf("a call of the session opened again: %q", got)
+			}
+		})
+	}
+}

@@ -199,6 +199,16 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
 		return
 	}
+	if b.fleet.childGoneLocked(s) { // lifecycle.go
+		s.Ended = true
+		s.Streams.DropHeldLocked()
+		b.sessionEnded(s) // its record goes (replicas.go)
+		b.mu.Unlock()
+		b.log.Warn().Str("op", "stdio").Str("session", s.id).Bool("principal", s.pc != nil).
+			Msg("the upstream process given to a new session exited before the session opened; its initialize was refused (its client initializes again)")
+		jsonError(w, http.StatusOK, env.ID, -32603, "taskgate could not start the stdio server for this session: its upstream process exited as the session opened; initialize again")
+		return
+	}
 	if s.pc != nil { // its principal's child now: it may have been replaced meanwhile (respawn.go)
 		s.proc, s.respawn = s.pc.proc, s.pc.respawn
 	}
