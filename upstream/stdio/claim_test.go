@@ -232,3 +232,50 @@ func TestReplicasPrincipalClaimNotRemovedByFormerHolder(t *testing.T) {
 	later := newClientAs(t, a.b, "alice")
 	oneChild(t, dir, "alice", []string{current.sid, later.sid}, a, b)
 }
+
+// TestReplicasPrincipalClaimLostAtJoin: a replica whose claim on a
+// principal's child another replica took over (it did not answer a hop in
+// time, and lives on) stops seating the principal's new sessions on its
+// own child once its renewal finds the claim taken: they hop to the new
+// holder's child, while the sessions already on its child stay there. When
+// the claim is free again, its child takes new sessions again.
+func TestReplicasPrincipalClaimLostAtJoin(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	rec := principalRecord("alice")
+	old := newClientAs(t, a.b, "alice")
+	if owner, err := dir.ClaimSessionReplica(context.Background(), rec, b.srv.URL, a.srv.URL, time.Hour); owner != b.srv.URL || err != nil {
+		t.Fatalf("takeover: %q, %v", owner, err)
+	}
+	current := newClientAs(t, b.b, "alice")
+	if childOf(b.b, current.sid) == nil {
+		t.Fatal("alice's session through B is not on a child of B")
+	}
+	a.b.renew(a.b.rep.Load()) // finds the claim B's
+	later := newClientAs(t, a.b, "alice")
+	if p := childOf(b.b, later.sid); p == nil || p != childOf(b.b, current.sid) || childOf(a.b, later.sid) != nil {
+		t.Fatal("alice's new session through A, whose claim B took over, is not on her child on B")
+	}
+	if got := later.tool(2, "echo", map[string]any{"text": "via A"}); got != "via A" {
+		t.Fatalf("a call of alice's new session through A: %q", got)
+	}
+	if got := old.tool(2, "echo", map[string]any{"text": "old"}); got != "old" || childOf(a.b, old.sid) == nil {
+		t.Fatalf("a call of alice's session on A's child: %q; want it served there still", got)
+	}
+	// B's sessions of hers end, and B releases the claim: A's child is
+	// hers to join again.
+	deleteSession(t, b.b, current.sid)
+	deleteSession(t, b.b, later.sid)
+	waitFor(t, "B's claim on alice's child to go", func() bool {
+		url, err := dir.SessionReplica(context.Background(), rec)
+		return url == "" && err == nil
+	})
+	again := newClientAs(t, a.b, "alice")
+	if p := childOf(a.b, again.sid); p == nil || p != childOf(a.b, old.sid) {
+		t.Fatal("alice's session through A, once the claim was free, is not on her child on A")
+	}
+	if url, err := dir.SessionReplica(context.Background(), rec); url != a.srv.URL || err != nil {
+		t.Fatalf("record of alice's child = %q, %v; want A's, which runs it", url, err)
+	}
+}

@@ -4,13 +4,19 @@ package stdio
 //
 //	Taskgate-Hop: t=<unix ms>,b=<hex SHA-256 of the body>,s=<hex MAC>
 //
-// s is HMAC-SHA256(secret, "taskgate-stdio-hop/1" NUL method NUL session
-// id NUL t NUL b NUL). The session id and the body are bound, so a captured
-// hop cannot be turned into another request; t must be within MaxSkew of
-// the receiver's clock, so it cannot be replayed later, and the receiver
-// remembers the MACs it accepted for that long (seenHops), so it cannot be
-// replayed sooner either: the sender never signs two hops with the same
-// t (replicas.hopTime), so a repeated MAC is a replay. The header is
+// s is HMAC-SHA256(secret, "taskgate-stdio-hop/2" NUL to NUL method NUL
+// session id NUL t NUL b NUL), where to is the URL of the replica the hop
+// is addressed to (the one the Directory records, that replica's own
+// Replicas.URL, which it checks the hop against). The session id and the
+// body are bound, so a captured hop cannot be turned into another
+// request; the replica is bound, so it cannot be replayed to another
+// replica, which never saw it (each remembers only the hops it accepted);
+// t must be within MaxSkew of the receiver's clock, so it cannot be
+// replayed later, and the receiver remembers the MACs it accepted for that
+// long (seenHops), so it cannot be replayed sooner either: the sender never
+// signs two hops with the same t (replicas.hopTime), so a repeated MAC is
+// a replay. All replicas run one build: a replica signing /1 hops (no
+// replica bound) is refused as forged. The header is
 // checked before the body is read (a request not signed costs no more
 // than its header), then the body against b. A refused hop is answered
 // with a precise status and Taskgate-Hop-Error naming the reason, which
@@ -63,15 +69,16 @@ type hopSig struct {
 	mac  []byte
 }
 
-// signHop is the Taskgate-Hop value for a request sent at now.
-func signHop(secret []byte, method, session string, now time.Time, body []byte) string {
+// signHop is the Taskgate-Hop value for a request sent at now to the
+// replica at to (its Replicas.URL).
+func signHop(secret []byte, to, method, session string, now time.Time, body []byte) string {
 	t, sum := now.UnixMilli(), sha256.Sum256(body)
-	return "t=" + strconv.FormatInt(t, 10) + ",b=" + hex.EncodeToString(sum[:]) + ",s=" + hex.EncodeToString(hopMAC(secret, method, session, t, sum[:]))
+	return "t=" + strconv.FormatInt(t, 10) + ",b=" + hex.EncodeToString(sum[:]) + ",s=" + hex.EncodeToString(hopMAC(secret, to, method, session, t, sum[:]))
 }
 
-func hopMAC(secret []byte, method, session string, t int64, bodySum []byte) []byte {
+func hopMAC(secret []byte, to, method, session string, t int64, bodySum []byte) []byte {
 	m := hmac.New(sha256.New, secret)
-	for _, part := range []string{"taskgate-stdio-hop/1", method, session, strconv.FormatInt(t, 10), hex.EncodeToString(bodySum)} {
+	for _, part := range []string{"taskgate-stdio-hop/2", to, method, session, strconv.FormatInt(t, 10), hex.EncodeToString(bodySum)} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
@@ -107,9 +114,10 @@ func parseHop(v string) (hopSig, error) {
 	return sig, nil
 }
 
-// checkHop verifies a hop's header against its method and session at now,
-// and returns it: sig.body is the SHA-256 its body must have.
-func checkHop(secret []byte, header, method, session string, now time.Time, skew time.Duration) (hopSig, error) {
+// checkHop verifies a hop's header against the replica it reached (to, its
+// own Replicas.URL), its method and session at now, and returns it:
+// sig.body is the SHA-256 its body must have.
+func checkHop(secret []byte, header, to, method, session string, now time.Time, skew time.Duration) (hopSig, error) {
 	sig, err := parseHop(header)
 	if err != nil {
 		return hopSig{}, err
@@ -117,7 +125,7 @@ func checkHop(secret []byte, header, method, session string, now time.Time, skew
 	if d := now.UnixMilli() - sig.t; d > skew.Milliseconds() || -d > skew.Milliseconds() {
 		return hopSig{}, errHopStale
 	}
-	if !hmac.Equal(sig.mac, hopMAC(secret, method, session, sig.t, sig.body)) {
+	if !hmac.Equal(sig.mac, hopMAC(secret, to, method, session, sig.t, sig.body)) {
 		return hopSig{}, errHopForged
 	}
 	return sig, nil
@@ -209,7 +217,7 @@ func (b *Bridge) serveHop(w http.ResponseWriter, r *http.Request) {
 		principal = string(raw)
 		id = principalRecord(principal)
 	}
-	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), r.Method, hopMACID(id, r.Header.Get(rerunHeader) == "1"), time.Now(), rp.MaxSkew)
+	sig, err := checkHop(rp.Secret, r.Header.Get(HopHeader), rp.URL, r.Method, hopMACID(id, r.Header.Get(rerunHeader) == "1"), time.Now(), rp.MaxSkew)
 	var body []byte
 	if err == nil && r.Body != nil {
 		if body, err = io.ReadAll(io.LimitReader(r.Body, int64(b.opts.MaxMessage)+1)); err != nil {

@@ -73,6 +73,22 @@ func (b *Bridge) childFor(s *session, body []byte, shared *proc, down error, pc 
 	return p.init, nil
 }
 
+// childGoneLocked reports whether the child session s was given, before
+// s is added to the sessions, exited meanwhile and its exit was processed
+// (forget): forget ended the sessions on it, but not s, which it could not
+// see yet. Added, s would be a session on a dead child, each of its
+// requests an error until it idled out, rather than the 404 that tells
+// its client to initialize again. A principal's child is gone when its
+// principal's entry no longer names pc (forget dropped it, or its fresh
+// child failed: respawn.go); while a fresh one starts, pc stays, and s
+// joins that one.
+func (f *fleet) childGoneLocked(s *session) bool {
+	if s.pc != nil {
+		return f.principals[s.pc.key] != s.pc
+	}
+	return s.proc != nil && s.proc.forgotten
+}
+
 // refusal is an initialize refused with an HTTP status and a JSON-RPC code.
 type refusal struct {
 	status, code int
@@ -88,6 +104,7 @@ func (b *Bridge) forget(p *proc) {
 	// the last one stops the child (already gone) and names that reason.
 	byItself := p.killReason() == ""
 	b.mu.Lock()
+	p.forgotten = true // a session being opened on it is refused (initialize)
 	failed := b.calls.FailPeerLocked(p, func(c *call) []byte { return exitedMessage(c.OrigID, p.exitErr.Error()) })
 	if key := p.principal; key != "" { // a principal's child: every session on it ends, unless a fresh child replaces it (respawn.go)
 		if pc := b.fleet.principals[key]; pc == nil || !b.fleet.respawnPrincipalLocked(pc, p) {

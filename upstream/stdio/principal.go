@@ -16,10 +16,12 @@ package stdio
 //	P's last session ends     (DELETE, idle, or the child's exit) the child
 //	                          is stopped
 //	the child exits           every session of P on it ends (404: its
-//	                          clients initialize again), unless a call
-//	                          the gateway runs again was in flight on it:
-//	                          then they all live on, on a fresh child
-//	                          (respawn.go)
+//	                          clients initialize again; one joining it
+//	                          as its exit is processed has its
+//	                          initialize refused: childGoneLocked),
+//	                          unless a call the gateway runs again was
+//	                          in flight on it: then they all live on, on
+//	                          a fresh child (respawn.go)
 //
 // Across replicas, the replica running P's child claims it in the
 // Directory under principalRecord(P) (beside the sessions' records, with
@@ -29,7 +31,10 @@ package stdio
 // that session, lives beside P's child. The claim is atomic
 // (Directory.ClaimSessionReplica), so two replicas never both start one;
 // it is renewed while the child runs or starts (renew), taken over from
-// a holder that does not answer the hop (forwardPrincipal), and released
+// a holder that does not answer the hop (forwardPrincipal): the former
+// holder, when it lives on, learns it at its next renewal and sends the
+// principal's new sessions to the new holder from then on, keeping its
+// child for the sessions it has (principalChild.elsewhere); it is released
 // when the child stops (Directory.ReleaseSessionReplicas: only while it
 // names this replica, so that a holder found gone that was only slow
 // never removes the claim of the replica that took it over).
@@ -62,6 +67,11 @@ type principalChild struct {
 	respawn chan struct{}
 	// sessions are the sessions on it, and those being opened.
 	sessions int
+	// elsewhere: the claim on its record is another replica's (a renewal
+	// found it taken over: this replica did not answer a hop in time), so
+	// the principal's new sessions go to that replica's child
+	// (forwardPrincipal); the sessions on this one stay until they end.
+	elsewhere bool
 }
 
 // principalRecord is the Directory id of key's child. A session id is
@@ -126,6 +136,18 @@ func (f *fleet) leavePrincipalLocked(pc *principalChild) *proc {
 		b.principalEnded(pc.key) // its record goes (replicas.go)
 	}
 	return pc.proc
+}
+
+// claimed records whether this replica holds the claim on principal key's
+// child (held), when its child runs here: a child whose claim another
+// replica holds takes none of the principal's new sessions.
+func (f *fleet) claimed(key string, held bool) {
+	b := f.b
+	b.mu.Lock()
+	if pc := f.principals[key]; pc != nil {
+		pc.elsewhere = !held
+	}
+	b.mu.Unlock()
 }
 
 // principalChildFor gives session s the child of its principal: started
@@ -196,8 +218,12 @@ func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key st
 	if rp == nil || !b.fleet.perPrincipal(key) || hopped(r.Context()) {
 		return false
 	}
+	// Cheap: a child here is the principal's unless a renewal of its
+	// claim found it taken over (recordPrincipal); then the claim is
+	// tried again, which sends the session to the holder.
 	b.mu.Lock()
-	_, here := b.fleet.principals[key]
+	pc := b.fleet.principals[key]
+	here := pc != nil && !pc.elsewhere
 	b.mu.Unlock()
 	if here {
 		return false
@@ -215,6 +241,7 @@ func (b *Bridge) forwardPrincipal(w http.ResponseWriter, r *http.Request, key st
 			jsonError(w, http.StatusServiceUnavailable, nil, -32603, "cannot find where this principal's upstream process runs: the store is unavailable")
 			return true
 		case owner == rp.URL:
+			b.fleet.claimed(key, true)
 			return false // claimed: its child runs here
 		}
 		if b.hopTo(w, r, rp, owner, id, key, body) == hopServed {

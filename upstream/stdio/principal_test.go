@@ -191,7 +191,7 @@ func TestHopPrincipalForged(t *testing.T) {
 	a := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = true }, nil)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
 	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
-	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, principalRecord("alice"), time.Now(), body))
+	req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, principalRecord("alice"), time.Now(), body))
 	req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("mallory")))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -211,6 +211,86 @@ func TestHopPrincipalForged(t *testing.T) {
 	}
 }
 
+// hopRecorder is a Replicas.Client transport that keeps a copy of every
+// hop it sends: a captured hop, as an attacker on the network sees it.
+type hopRecorder struct {
+	mu   sync.Mutex
+	hops []capturedHop
+}
+
+type capturedHop struct {
+	method string
+	header http.Header
+	body   []byte
+}
+
+func (h *hopRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	h.mu.Lock()
+	h.hops = append(h.hops, capturedHop{r.Method, r.Header.Clone(), body})
+	h.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// replay sends the captured hop h to the replica r.
+func (h capturedHop) replay(t *testing.T, to *replica) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(h.method, to.srv.URL+HopPath, bytes.NewReader(h.body))
+	req.Header = h.header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestHopBoundToReplica: a hop captured on its way to one replica and
+// replayed, fresh, to another is refused there (each replica remembers
+// only the hops it accepted itself): the MAC binds the replica it was
+// addressed to. A principal's initialize signed for A starts no child on
+// B, and a session's request signed for A is not served by B.
+func TestHopBoundToReplica(t *testing.T) {
+	dir, _ := newDirectory(t)
+	per := func(o *Options) { o.PerPrincipal = true; o.SessionIdle = time.Hour }
+	rec := &hopRecorder{}
+	a, b := startReplicaWith(t, dir, per, nil), startReplicaWith(t, dir, per, nil)
+	c := startReplicaWith(t, dir, per, func(r *Replicas) { r.Client = &http.Client{Transport: rec} })
+	newClientAs(t, a.b, "alice")         // her child, and its claim, on A
+	viaC := newClientAs(t, c.b, "alice") // hops to A
+	if got := viaC.tool(2, "echo", map[string]any{"text": "via C"}); got != "via C" {
+		t.Fatalf("a call of alice's session through C: %q", got)
+	}
+	rec.mu.Lock()
+	hops := append([]capturedHop(nil), rec.hops...)
+	rec.mu.Unlock()
+	if len(hops) != 2 || hops[0].header.Get(hopPrincipalHeader) == "" || hops[1].header.Get("Mcp-Session-Id") != viaC.sid {
+		t.Fatalf("C sent %d hops, want alice's initialize and her call", len(hops))
+	}
+	for i, what := range []string{"alice's initialize", "a call of alice's session"} {
+		resp := hops[i].replay(t, b)
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(hopErrorHeader) != errHopForged.Error() {
+			t.Errorf("%s signed for A, replayed to B: HTTP %d %q; want 403, refused as forged", what, resp.StatusCode, resp.Header.Get(hopErrorHeader))
+		}
+	}
+	b.b.mu.Lock()
+	children, sessions := len(b.b.fleet.principals), len(b.b.sessions)
+	b.b.mu.Unlock()
+	if children != 0 || sessions != 0 {
+		t.Fatalf("B has %d principals' children and %d sessions after the replays; want none", children, sessions)
+	}
+	// To A, the one it was signed for, it is a replay.
+	if resp := hops[0].replay(t, a); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("alice's initialize replayed to A: HTTP %d %q; want 409", resp.StatusCode, resp.Header.Get(hopErrorHeader))
+	}
+}
+
 // TestHopRerunMarkBound: the rerun mark a hop carries is bound by its MAC:
 // a verified hop with the mark added on the way, or a marked one with the
 // mark stripped, is refused; each as signed is served.
@@ -223,7 +303,7 @@ func TestHopRerunMarkBound(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, hopMACID(principalRecord("alice"), signedMarked), time.Now(), body))
+		req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, hopMACID(principalRecord("alice"), signedMarked), time.Now(), body))
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte("alice")))
 		if sentMarked {
 			req.Header.Set(rerunHeader, "1")
@@ -310,7 +390,7 @@ func TestReplicasInitializeNamingASession(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Mcp-Session-Id", bob.sid)
-	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, bob.sid, time.Now(), body))
+	req.Header.Set(HopHeader, signHop(testSecret, a.srv.URL, http.MethodPost, bob.sid, time.Now(), body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -460,4 +540,114 @@ func TestBridgePrincipalScopeServesNoStatelessChild(t *testing.T) {
 			t.Fatalf("alice's sessions ran in %s and %s, bob's in %s; want hers on one child, his on another", pa, a2.tool(2, "pid", nil), pb)
 		}
 	})
+}
+
+// seamDirectory is a Directory whose PutSessionReplica first runs put,
+// once, when set: initialize records a new session there after its child
+// is given to it and before the session is added (replicas.go,
+// recordSession), so put runs in that window.
+type seamDirectory struct {
+	Directory
+	mu  sync.Mutex
+	put func(id string)
+}
+
+func (d *seamDirectory) PutSessionReplica(ctx context.Context, id, url string, ttl time.Duration) error {
+	d.mu.Lock()
+	put := d.put
+	d.put = nil
+	d.mu.Unlock()
+	if put != nil {
+		put(id)
+	}
+	return d.Directory.PutSessionReplica(ctx, id, url, ttl)
+}
+
+// TestBridgeChildDiesAsSessionJoins: a session whose child exits, and
+// whose exit is processed, between the child given to the session and the
+// session added (a principal's child it joins, or its own) is not opened
+// on the dead child, where each of its requests would fail until it idled
+// out: its initialize is refused, its record goes, and the client's next
+// initialize gets a live child.
+func TestBridgeChildDiesAsSessionJoins(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		principal bool
+	}{{"principal's child", true}, {"session's own child", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, _ := newDirectory(t)
+			dir := &seamDirectory{Directory: base}
+			r := startReplicaWith(t, dir, func(o *Options) { o.PerPrincipal = tc.principal; o.SessionIdle = time.Hour }, nil)
+			if tc.principal {
+				newClientAs(t, r.b, "alice") // her child
+			}
+			// The seam holds the joining session's initialize while the
+			// child it was given is killed, and its exit processed.
+			reached, resume := make(chan string, 1), make(chan struct{})
+			dir.mu.Lock()
+			dir.put = func(id string) { reached <- id; <-resume }
+			dir.mu.Unlock()
+			answered := make(chan *http.Response, 1)
+			go func() {
+				body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+				ctx := upstream.WithPrincipal(context.Background(), upstream.Principal{Key: "alice"})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, URL, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				resp, err := (&http.Client{Transport: r.b.Transport()}).Do(req)
+				if err != nil {
+					resp = nil
+				}
+				answered <- resp
+			}()
+			joining := <-reached
+			r.b.mu.Lock()
+			var p *proc // the child the joining session was given: its own, or alice's
+			for _, q := range r.b.fleet.procs {
+				if (q.sess != nil && q.sess.id == joining) || (tc.principal && q.principal == "alice") {
+					p = q
+				}
+			}
+			r.b.mu.Unlock()
+			if p == nil {
+				close(resume)
+				t.Fatal("no child given to the joining session")
+			}
+			_ = p.cmd.Process.Kill()
+			waitFor(t, "the child's exit to be processed", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				for _, q := range r.b.fleet.procs {
+					if q == p {
+						return false
+					}
+				}
+				return true
+			})
+			close(resume)
+			resp := <-answered
+			if resp == nil {
+				t.Fatal("the initialize got no answer")
+			}
+			sid, ms := resp.Header.Get("Mcp-Session-Id"), readAll(t, resp)
+			if sid != "" || len(ms) != 1 || ms[0].Error == nil {
+				t.Fatalf("initialize as its child died: session %q, %+v; want it refused", sid, ms)
+			}
+			// (Its count is given back as its initialize returns, once the
+			// answer is written.)
+			waitFor(t, "no session, child or principal's child left counted", func() bool {
+				r.b.mu.Lock()
+				defer r.b.mu.Unlock()
+				return len(r.b.sessions) == 0 && r.b.owned == 0 && len(r.b.fleet.principals) == 0
+			})
+			waitFor(t, "the refused session's record to go", func() bool {
+				url, err := base.SessionReplica(context.Background(), joining)
+				return url == "" && err == nil
+			})
+			again := newClientAs(t, r.b, "alice")
+			if got := again.tool(2, "echo", map[string]any{"text": "again"}); got != "again" {
+				t.Fatalf("a call of the session opened again: %q", got)
+			}
+		})
+	}
 }

@@ -42,6 +42,9 @@ type proc struct {
 	// principal is whose sessions it serves (principal.go); "" unless a
 	// principal's child. Guarded by Bridge.mu.
 	principal string
+	// forgotten: its exit was processed (Bridge.forget), which ended the
+	// sessions on it then; guarded by Bridge.mu.
+	forgotten bool
 
 	initDone chan json.RawMessage // the answer to initialize (response message)
 	exited   chan struct{}        // closed once the process has exited

@@ -206,7 +206,11 @@ func (rp *replicas) leave(b *Bridge) func(context.Context) {
 	return func(ctx context.Context) {
 		rp.once.Do(func() { close(rp.quit) })
 		<-rp.done
-		ids, principals := b.localSessions()
+		ids, keys := b.localSessions()
+		principals := make([]string, 0, len(keys)+len(rp.released))
+		for _, key := range keys {
+			principals = append(principals, principalRecord(key))
+		}
 		rp.mu.Lock()
 		ids = append(ids, rp.ended...)
 		principals = append(principals, rp.released...)
@@ -260,11 +264,12 @@ func (rp *replicas) remove(ctx context.Context, b *Bridge, ids, principals []str
 // renew extends the records of this replica's sessions, and puts back
 // those that are missing (lost by Redis, or never written); the claims of
 // the principals' children here are renewed as claims, so that a record
-// another replica took over (this one did not answer) stays that one's.
+// another replica took over (this one did not answer) stays that one's,
+// and the child here takes none of that principal's new sessions.
 func (b *Bridge) renew(rp *replicas) {
 	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 	defer cancel()
-	ids, principals := b.localSessions()
+	ids, keys := b.localSessions()
 	missing, err := rp.Directory.RenewSessionReplicas(ctx, ids, rp.TTL)
 	for _, id := range missing {
 		if err == nil {
@@ -274,15 +279,14 @@ func (b *Bridge) renew(rp *replicas) {
 	if err != nil {
 		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot renew this replica's session records: other replicas may answer 404 for its sessions")
 	}
-	for _, id := range principals {
-		b.recordPrincipal(rp, id)
+	for _, key := range keys {
+		b.recordPrincipal(rp, key)
 	}
 }
 
 // localSessions are the ids of the sessions whose child runs here, and
-// the records of the principals' children here (principalRecord), those
-// being started included.
-func (b *Bridge) localSessions() (ids, principals []string) {
+// the principals whose children run here, those being started included.
+func (b *Bridge) localSessions() (ids, keys []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ids = make([]string, 0, len(b.sessions))
@@ -292,24 +296,29 @@ func (b *Bridge) localSessions() (ids, principals []string) {
 		}
 	}
 	for key := range b.fleet.principals {
-		principals = append(principals, principalRecord(key))
+		keys = append(keys, key)
 	}
-	return ids, principals
+	return ids, keys
 }
 
-// recordPrincipal claims (or renews) the record id (principalRecord) of a
-// principal's child running here, so that its sessions opened on other
-// replicas hop here. A failure is logged, not refused: the sessions work
-// here, and the renewal claims the record again. A record another replica
-// holds stays that replica's: this child serves the sessions it has, and
-// the principal's new sessions go there.
-func (b *Bridge) recordPrincipal(rp *replicas, id string) {
+// recordPrincipal claims (or renews) the record (principalRecord) of
+// principal key's child running here, so that its sessions opened on
+// other replicas hop here. A failure is logged, not refused: the sessions
+// work here, and the renewal claims the record again. A record another
+// replica holds stays that replica's: this child serves the sessions it
+// has, and the principal's new sessions go there (the child is marked
+// elsewhere: forwardPrincipal sends them on), until this replica holds
+// the claim again.
+func (b *Bridge) recordPrincipal(rp *replicas, key string) {
 	if rp == nil || rp.left() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), directoryTimeout)
 	defer cancel()
-	owner, err := rp.Directory.ClaimSessionReplica(ctx, id, rp.URL, "", rp.TTL)
+	owner, err := rp.Directory.ClaimSessionReplica(ctx, principalRecord(key), rp.URL, "", rp.TTL)
+	if err == nil {
+		b.fleet.claimed(key, owner == rp.URL)
+	}
 	switch {
 	case err != nil:
 		b.log.Warn().Str("op", "stdio").Err(err).Msg("cannot record a principal's upstream process for the other replicas; they may start one of their own")
@@ -459,7 +468,7 @@ func (b *Bridge) hopTo(w http.ResponseWriter, r *http.Request, rp *replicas, own
 		req.Header.Set(hopPrincipalHeader, base64.RawURLEncoding.EncodeToString([]byte(principal)))
 	}
 	rerunHop(r, req) // respawn.go
-	req.Header.Set(HopHeader, signHop(rp.Secret, r.Method, hopMACID(id, req.Header.Get(rerunHeader) == "1"), rp.hopTime(time.Now()), body))
+	req.Header.Set(HopHeader, signHop(rp.Secret, owner, r.Method, hopMACID(id, req.Header.Get(rerunHeader) == "1"), rp.hopTime(time.Now()), body))
 	resp, err := rp.Client.Do(req)
 	var badCert *tls.CertificateVerificationError
 	switch {

@@ -251,7 +251,7 @@ func TestReplicasNoLoop(t *testing.T) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	req, _ := http.NewRequest(http.MethodPost, b.srv.URL+HopPath, bytes.NewReader(body))
 	req.Header.Set("Mcp-Session-Id", "on-a")
-	req.Header.Set(HopHeader, signHop(testSecret, http.MethodPost, "on-a", time.Now(), body))
+	req.Header.Set(HopHeader, signHop(testSecret, b.srv.URL, http.MethodPost, "on-a", time.Now(), body))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestReplicasNoLoop(t *testing.T) {
 }
 
 // TestHopAuth: the hop serves only requests signed with the shared
-// secret, for this method, session and body, within MaxSkew.
+// secret, for this replica, method, session and body, within MaxSkew.
 func TestHopAuth(t *testing.T) {
 	dir, _ := newDirectory(t)
 	a := startReplica(t, dir, nil)
@@ -292,19 +292,20 @@ func TestHopAuth(t *testing.T) {
 		session string
 		status  int
 	}{
-		{"valid", signHop(testSecret, "POST", ca.sid, now, body), ca.sid, http.StatusOK},
-		{"replayed", signHop(testSecret, "POST", ca.sid, now, body), ca.sid, http.StatusConflict},
-		{"valid again, signed later", signHop(testSecret, "POST", ca.sid, now.Add(time.Millisecond), body), ca.sid, http.StatusOK},
-		{"no session", signHop(testSecret, "POST", "", now, body), "", http.StatusBadRequest},
+		{"valid", signHop(testSecret, a.srv.URL, "POST", ca.sid, now, body), ca.sid, http.StatusOK},
+		{"replayed", signHop(testSecret, a.srv.URL, "POST", ca.sid, now, body), ca.sid, http.StatusConflict},
+		{"valid again, signed later", signHop(testSecret, a.srv.URL, "POST", ca.sid, now.Add(time.Millisecond), body), ca.sid, http.StatusOK},
+		{"no session", signHop(testSecret, a.srv.URL, "POST", "", now, body), "", http.StatusBadRequest},
 		{"missing", "", ca.sid, http.StatusUnauthorized},
 		{"malformed", "t=12,s=zz", ca.sid, http.StatusBadRequest},
 		{"no signature", "t=" + strings.Repeat("1", 13), ca.sid, http.StatusBadRequest},
-		{"old", signHop(testSecret, "POST", ca.sid, now.Add(-time.Minute), body), ca.sid, http.StatusUnauthorized},
-		{"future", signHop(testSecret, "POST", ca.sid, now.Add(time.Minute), body), ca.sid, http.StatusUnauthorized},
-		{"another secret", signHop(other, "POST", ca.sid, now, body), ca.sid, http.StatusForbidden},
-		{"another session", signHop(testSecret, "POST", "other", now, body), ca.sid, http.StatusForbidden},
-		{"another method", signHop(testSecret, "DELETE", ca.sid, now, body), ca.sid, http.StatusForbidden},
-		{"another body", signHop(testSecret, "POST", ca.sid, now, []byte(`{}`)), ca.sid, http.StatusForbidden},
+		{"old", signHop(testSecret, a.srv.URL, "POST", ca.sid, now.Add(-time.Minute), body), ca.sid, http.StatusUnauthorized},
+		{"future", signHop(testSecret, a.srv.URL, "POST", ca.sid, now.Add(time.Minute), body), ca.sid, http.StatusUnauthorized},
+		{"another secret", signHop(other, a.srv.URL, "POST", ca.sid, now, body), ca.sid, http.StatusForbidden},
+		{"another session", signHop(testSecret, a.srv.URL, "POST", "other", now, body), ca.sid, http.StatusForbidden},
+		{"another method", signHop(testSecret, a.srv.URL, "DELETE", ca.sid, now, body), ca.sid, http.StatusForbidden},
+		{"another body", signHop(testSecret, a.srv.URL, "POST", ca.sid, now, []byte(`{}`)), ca.sid, http.StatusForbidden},
+		{"another replica", signHop(testSecret, "http://127.0.0.1:1", "POST", ca.sid, now, body), ca.sid, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, a.srv.URL+HopPath, bytes.NewReader(body))
@@ -338,7 +339,7 @@ func TestHopAuth(t *testing.T) {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(15 * time.Second)) // a hang guard
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: 1048576\r\nMcp-Session-Id: %s\r\n%s: %s\r\n\r\n",
-		HopPath, ca.sid, HopHeader, signHop(other, "POST", ca.sid, now, body))
+		HopPath, ca.sid, HopHeader, signHop(other, a.srv.URL, "POST", ca.sid, now, body))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a forged hop whose body never comes: %v, %v; want 403 at once", resp, err)
@@ -525,7 +526,7 @@ func FuzzParseHop(f *testing.F) {
 	zeros := strings.Repeat("0", 64)
 	for _, s := range []string{"", "t=1,b=,s=", "t=1732630000123,b=" + zeros + ",s=" + strings.Repeat("ab", 32), "t=-1,b=" + zeros + ",s=" + zeros,
 		"t=+1,b=" + zeros + ",s=" + zeros, "s=00,t=1,b=00", ",,", "t=99999999999999999999,b=" + zeros + ",s=" + zeros,
-		signHop(testSecret, "POST", "sid", time.Unix(0, 0), nil)} {
+		signHop(testSecret, "http://h:1", "POST", "sid", time.Unix(0, 0), nil)} {
 		f.Add(s, "POST", "sid")
 	}
 	f.Fuzz(func(t *testing.T, header, method, session string) {
@@ -541,16 +542,16 @@ func FuzzParseHop(f *testing.F) {
 		}
 		// Whatever parses, only the right signature passes.
 		at := time.UnixMilli(sig.t)
-		_, good := checkHop(testSecret, header, method, session, at, time.Second)
-		want := hmac.Equal(sig.mac, hopMAC(testSecret, method, session, sig.t, sig.body))
+		_, good := checkHop(testSecret, header, "http://h:1", method, session, at, time.Second)
+		want := hmac.Equal(sig.mac, hopMAC(testSecret, "http://h:1", method, session, sig.t, sig.body))
 		if (good == nil) != want {
 			t.Fatalf("checkHop(%q) = %v, signature right: %v", header, good, want)
 		}
-		if _, err := checkHop(testSecret, header, method, session, at.Add(2*time.Second), time.Second); err == nil {
+		if _, err := checkHop(testSecret, header, "http://h:1", method, session, at.Add(2*time.Second), time.Second); err == nil {
 			t.Fatalf("checkHop(%q) accepted a hop 2 s old with a 1 s skew", header)
 		}
 		body := []byte(header)
-		fresh, err := checkHop(testSecret, signHop(testSecret, method, session, at, body), method, session, at, time.Second)
+		fresh, err := checkHop(testSecret, signHop(testSecret, "http://h:1", method, session, at, body), "http://h:1", method, session, at, time.Second)
 		if want := sha256.Sum256(body); err != nil || !bytes.Equal(fresh.body, want[:]) {
 			t.Fatalf("a fresh signature: %x, %v", fresh.body, err)
 		}

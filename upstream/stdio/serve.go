@@ -179,7 +179,7 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		return
 	}
 	if first {
-		b.recordPrincipal(b.rep.Load(), principalRecord(p.Key)) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
+		b.recordPrincipal(b.rep.Load(), p.Key) // claimed already, unless hopped here: its later sessions on other replicas hop here (replicas.go)
 	}
 	if err := b.recordSession(s.id); err != nil { // for the other replicas (replicas.go)
 		if s.proc != nil && s.pc == nil {
@@ -197,6 +197,16 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 			go stopProc(s.proc, "the gateway shut down")
 		}
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the upstream process is stopped")
+		return
+	}
+	if b.fleet.childGoneLocked(s) { // lifecycle.go
+		s.Ended = true
+		s.Streams.DropHeldLocked()
+		b.sessionEnded(s) // its record goes (replicas.go)
+		b.mu.Unlock()
+		b.log.Warn().Str("op", "stdio").Str("session", s.id).Bool("principal", s.pc != nil).
+			Msg("the upstream process given to a new session exited before the session opened; its initialize was refused (its client initializes again)")
+		jsonError(w, http.StatusOK, env.ID, -32603, "taskgate could not start the stdio server for this session: its upstream process exited as the session opened; initialize again")
 		return
 	}
 	if s.pc != nil { // its principal's child now: it may have been replaced meanwhile (respawn.go)
