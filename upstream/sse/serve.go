@@ -46,25 +46,13 @@ func (b *Bridge) serveMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if env.Method == "initialize" {
-		b.initialize(w, r, body, env)
-		return
-	}
-	s := b.session(r)
-	if s == nil {
-		bridgesession.NoSession(w, r, env.ID)
-		return
-	}
-	switch {
-	case env.Method == "" && len(env.ID) > 0: // the client answers a server's request
-		b.answer(w, r, s, body, env)
-	case env.Method != "" && len(env.ID) == 0:
-		b.notification(w, r, s, body, env)
-	case env.Method != "":
-		b.request(w, r, s, body, env)
-	default:
-		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request")
-	}
+	bridgesession.Dispatch(w, r, body, env, bridgesession.Post[*session]{
+		Initialize:   b.initialize,
+		Session:      b.session,
+		Answer:       b.answer,
+		Notification: b.notification,
+		Request:      b.request, // a ping too: the server answers it
+	})
 }
 
 // session is r's session, touched; nil when unknown or ended.
@@ -106,12 +94,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the HTTP+SSE bridge is closed")
 		return
 	case reason != "":
-		limit := b.opts.MaxSessions
-		if reason == bridgesession.ReasonPerPrincipal {
-			limit = b.opts.MaxSessionsPerPrincipal
-		}
-		b.log.Debug().Str("op", "sse").Str("reason", reason).Int("limit", limit).Msg("initialize refused")
-		bridgesession.Refuse(w, env.ID, pr, reason, bridgesession.SessionMessage(reason, "HTTP+SSE sessions of the upstream", limit), after)
+		bridgesession.RefuseSession(w, b.log, bridgesession.Limits{MaxSessions: b.opts.MaxSessions, PerPrincipal: b.opts.MaxSessionsPerPrincipal,
+			What: "HTTP+SSE sessions of the upstream", Op: "sse"}, env.ID, pr, reason, after)
 		return
 	}
 	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), principal: pr.Key}

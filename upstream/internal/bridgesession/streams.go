@@ -8,12 +8,14 @@
 //	            their ids and progress tokens rewritten to the bridge's,
 //	            their replies (FinishLocked, the one place a reply is sent),
 //	            cancellation and the end of a call; a session's Core; the
-//	            POST reading and JSON-RPC errors both bridges answer with
+//	            POST reading, its routing (Dispatch) and the JSON-RPC
+//	            errors both bridges answer with
 //	asks.go     the server's requests sent to a client (Relay: to the one
 //	            call in flight that may carry them, else the GET streams),
 //	            their answers and withdrawals
 //	reap.go     the reaper of idle sessions
-//	shares.go   the count of sessions per principal, and its refusal
+//	shares.go   the count of sessions per principal, and the refusal of
+//	            a session over a limit (RefuseSession)
 //
 // Nothing here has a lock of its own: the bridge's mutex guards it, under
 // which the methods named ...Locked are called; the others (and Serve, and
