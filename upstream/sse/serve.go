@@ -26,17 +26,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.proxy(w, r)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		b.serveMessage(w, r)
-	case http.MethodGet:
-		b.get(w, r)
-	case http.MethodDelete:
-		b.delete(w, r)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
+	bridgesession.ServeMethods(w, r, b.session, &b.mu, b.serveMessage, b.delete)
 }
 
 type envelope = bridgesession.Envelope
@@ -291,25 +281,9 @@ func (b *Bridge) cancelMessage(c *call, reason string) []byte {
 	return nil
 }
 
-// get serves a session's stream of the server's notifications and
-// requests.
-func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.Streams.Serve(w, r, &b.mu) // first what the server asked before it opened
-}
-
 // delete ends a session: its calls in flight are cancelled, its SSE
 // stream closed (which ends the server's session).
-func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
+func (b *Bridge) delete(w http.ResponseWriter, s *session) {
 	for _, c := range b.calls.CallsOf(s) { // before the stream closes, which ends the server's session
 		if msg := b.cancelMessage(c, "the session ended"); msg != nil {
 			_ = b.post(s, nil, msg)

@@ -25,17 +25,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b.forward(w, r) { // a session whose child runs on another replica (replicas.go)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		b.post(w, r)
-	case http.MethodGet:
-		b.get(w, r)
-	case http.MethodDelete:
-		b.delete(w, r)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
+	bridgesession.ServeMethods(w, r, b.session, &b.mu, b.post, b.delete)
 }
 
 // exitedError is jsonError for a call the child could not take because it
@@ -345,24 +335,9 @@ func (b *Bridge) send(s *session, p *proc, body []byte, env envelope) (*call, er
 	return c, nil
 }
 
-// get serves a session's stream of the child's notifications.
-func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.Streams.Serve(w, r, &b.mu) // first what the child asked before it opened
-}
-
 // delete ends a session: its calls in flight are cancelled, its own child
 // stopped.
-func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
+func (b *Bridge) delete(w http.ResponseWriter, s *session) {
 	calls := b.calls.CallsOf(s)
 	b.mu.Lock()
 	b.endSessionLocked(s)

@@ -2,11 +2,13 @@ package bridgesession
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,6 +110,55 @@ func TestRefuseSession(t *testing.T) {
 		want := `{"level":"debug","op":"test","reason":"` + tc.reason + `","limit":` + strconv.Itoa(tc.limit) + `,"message":"initialize refused"}`
 		if strings.TrimSpace(logs.String()) != want {
 			t.Fatalf("%s: logged %s, want %s", tc.reason, logs.String(), want)
+		}
+	}
+}
+
+// TestServeMethods routes by method, answers GET and DELETE of no session
+// 404 and any other method 405.
+func TestServeMethods(t *testing.T) {
+	type sess struct{ Core[int] }
+	known := &sess{}
+	var mu sync.Mutex
+	for _, tc := range []struct{ method, sid, want string }{
+		{http.MethodPost, "", "post"},
+		{http.MethodDelete, "s1", "delete"},
+		{http.MethodDelete, "", "404 session not found"},
+		{http.MethodGet, "nope", "404 session not found"},
+		{http.MethodGet, "s1", "200 text/event-stream"},
+		{http.MethodPut, "s1", "405 method not allowed, Allow: GET, POST, DELETE"},
+	} {
+		called := ""
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a GET stream ends as soon as it opens
+		r := httptest.NewRequest(tc.method, "/", nil).WithContext(ctx)
+		if tc.sid != "" {
+			r.Header.Set("Mcp-Session-Id", tc.sid)
+		}
+		w := httptest.NewRecorder()
+		ServeMethods(w, r, func(r *http.Request) *sess {
+			if r.Header.Get("Mcp-Session-Id") == "s1" {
+				return known
+			}
+			return nil
+		}, &mu, func(http.ResponseWriter, *http.Request) { called = "post" },
+			func(_ http.ResponseWriter, s *sess) {
+				if s == known {
+					called = "delete"
+				}
+			})
+		got := called
+		switch {
+		case got != "":
+		case w.Code == http.StatusOK:
+			got = "200 " + w.Header().Get("Content-Type")
+		case w.Header().Get("Allow") != "":
+			got = fmt.Sprintf("%d %s, Allow: %s", w.Code, strings.TrimSpace(w.Body.String()), w.Header().Get("Allow"))
+		default:
+			got = fmt.Sprintf("%d %s", w.Code, strings.TrimSpace(w.Body.String()))
+		}
+		if got != tc.want {
+			t.Errorf("%s (session %q): got %s, want %s", tc.method, tc.sid, got, tc.want)
 		}
 	}
 }
