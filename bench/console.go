@@ -11,12 +11,9 @@ package main
 // run with its defaults.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -36,15 +33,8 @@ type consoleTarget struct {
 }
 
 func consoleBench(o options) error {
-	if !o.set["duration"] {
-		o.duration = 3 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
-	}
-	if !o.set["create-requests"] {
-		o.createReqs = 500
-	}
+	shortDefaults(&o)
+	unlessGiven(&o, "create-requests", &o.createReqs, 500)
 	if o.tasks < 1 || o.createReqs < 1 || o.concurrency < 1 || o.rounds < 1 {
 		return errors.New("-tasks, -create-requests, -concurrency and -rounds must be positive")
 	}
@@ -96,43 +86,14 @@ func consoleBench(o options) error {
 		}
 	}
 	c := newClient(o.concurrency)
-	const createBody = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"task":{"ttl":60000}}}`
 	for _, t := range targets {
-		sid, err := initSession(ctx, c, t.url)
-		if err != nil {
+		if t.create, t.get, err = warmTaskRequests(ctx, c, t.name, t.url, o.tasks, o.concurrency); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
-		}
-		hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
-			"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
-		ids, _, err := completedTasks(ctx, c, t.url, hdr, o.tasks)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
-		}
-		t.create = request{body: createBody, header: hdr, want: []byte(`"taskId"`)}
-		t.get = request{header: hdr, want: []byte(`"completed"`)}
-		for _, id := range ids {
-			q, _ := json.Marshal(id)
-			t.get.bodies = append(t.get.bodies, `{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":`+
-				strings.ReplaceAll(string(q), "%", "%%")+`}}`)
-		}
-		// Warm-up: scripts loaded, connections open, every answer clean.
-		r := load(ctx, c, t.url, t.create, 1, time.Second, 200)
-		drain(ctx, c, op{opCreate, t.name, t.url, t.create})
-		g := load(ctx, c, t.url, t.get, o.concurrency, time.Second, 0)
-		if r.errors > 0 || g.errors > 0 || r.requests == 0 || g.requests == 0 {
-			msg := ""
-			if p := firstErr.Load(); p != nil {
-				msg = ": " + *p
-			}
-			return fmt.Errorf("%s: errors during warm-up%s", t.name, msg)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "bench: console: %d targets, %d rounds\n", len(targets), o.rounds)
 	for round := 0; round < o.rounds && ctx.Err() == nil; round++ {
-		xs := slices.Clone(targets)
-		if round%2 == 1 {
-			slices.Reverse(xs)
-		}
+		xs := roundOrder(targets, round)
 		for _, t := range xs {
 			r0, g0 := cpuTime(t.redis.cmd.Process.Pid), cpuTime(t.tgPID)
 			r := load(ctx, c, t.url, t.create, 1, o.duration, o.createReqs)

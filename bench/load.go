@@ -209,7 +209,7 @@ func met(ok bool) string {
 
 // roundOrder is xs in round's order: reversed every other round, so no
 // target always goes first.
-func roundOrder(xs []op, round int) []op {
+func roundOrder[T any](xs []T, round int) []T {
 	if round%2 == 1 {
 		xs = slices.Clone(xs)
 		slices.Reverse(xs)
@@ -220,11 +220,15 @@ func roundOrder(xs []op, round int) []op {
 // shortDefaults are the -duration and -latency-requests defaults of the
 // modes that keep a whole run near 90 s on 2 cores, unless given.
 func shortDefaults(o *options) {
-	if !o.set["duration"] {
-		o.duration = 3 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
+	unlessGiven(o, "duration", &o.duration, 3*time.Second)
+	unlessGiven(o, "latency-requests", &o.latencyReqs, 1000)
+}
+
+// unlessGiven sets *v to a mode's own default d for flag name, unless the
+// flag was given on o's command line.
+func unlessGiven[T any](o *options, name string, v *T, d T) {
+	if !o.set[name] {
+		*v = d
 	}
 }
 

@@ -37,18 +37,10 @@ func ratiosBench(o options) error {
 	t0 := time.Now()
 	load0 := loadAvg()
 	q := o
-	if !o.set["duration"] {
-		q.duration = 3 * time.Second
-	}
-	if !o.set["rounds"] {
-		q.rounds = 2
-	}
-	if !o.set["latency-requests"] {
-		q.latencyReqs = 500
-	}
-	if !o.set["hold-window"] {
-		q.holdWindow = 5 * time.Second
-	}
+	unlessGiven(&o, "duration", &q.duration, 3*time.Second)
+	unlessGiven(&o, "rounds", &q.rounds, 2)
+	unlessGiven(&o, "latency-requests", &q.latencyReqs, 500)
+	unlessGiven(&o, "hold-window", &q.holdWindow, 5*time.Second)
 	q.set = map[string]bool{"duration": true, "latency-requests": true}
 	dir, tg, tu, cleanup, err := buildOnce()
 	if err != nil {

@@ -38,12 +38,8 @@ func reportBench(o options) error {
 	// The memory figure with the documented GC knob too, and RSS watched
 	// long enough to see the heap grow toward the GC goal. Marked as given,
 	// so the scale section's reproduce line carries them.
-	if !o.set["gc-env"] {
-		o.gcEnv = "GOGC=50"
-	}
-	if !o.set["hold-window"] {
-		o.holdWindow = time.Minute
-	}
+	unlessGiven(&o, "gc-env", &o.gcEnv, "GOGC=50")
+	unlessGiven(&o, "hold-window", &o.holdWindow, time.Minute)
 	o.set = maps.Clone(o.set)
 	o.set["gc-env"], o.set["hold-window"] = true, true
 	if err := flag.Set("gc-env", o.gcEnv); err != nil {

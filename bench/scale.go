@@ -334,9 +334,7 @@ func scaleThroughput(ctx context.Context, o options, dir, tg, tu string) (scaleT
 }
 
 func scaleBench(o options) error {
-	if !o.set["duration"] {
-		o.duration = 5 * time.Second
-	}
+	unlessGiven(&o, "duration", &o.duration, 5*time.Second)
 	if o.held < 1 || o.tasks < 1 || o.concurrency < 1 || o.rounds < 1 {
 		return errors.New("-held, -tasks, -concurrency and -rounds must be positive")
 	}

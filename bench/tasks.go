@@ -42,12 +42,8 @@ const (
 // and the same task load against a native TypeScript SDK task server.
 func tasksBench(o options) error {
 	// Defaults that keep a whole run under ~2 minutes on 2 cores.
-	if !o.set["duration"] {
-		o.duration = 4 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
-	}
+	unlessGiven(&o, "duration", &o.duration, 4*time.Second)
+	unlessGiven(&o, "latency-requests", &o.latencyReqs, 1000)
 	if o.tasks < 1 || o.createReqs < 1 || o.concurrency < 1 || o.rounds < 1 {
 		return errors.New("-tasks, -create-requests, -concurrency and -rounds must be positive")
 	}
@@ -425,6 +421,39 @@ func waitCompleted(ctx context.Context, c *http.Client, url string, hdr http.Hea
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// warmTaskRequests opens a 2025-11-25 session at url (target name) and
+// makes what the console and webhooks modes load it with: create, an echo
+// call as a task (its CreateTaskResult), and get, tasks/get over n
+// completed tasks; then warms both up (scripts loaded, connections open,
+// every answer clean), tasks/get at conc.
+func warmTaskRequests(ctx context.Context, c *http.Client, name, url string, n, conc int) (create, get request, err error) {
+	const createBody = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"task":{"ttl":60000}}}`
+	sid, err := initSession(ctx, c, url)
+	if err != nil {
+		return create, get, err
+	}
+	hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
+	ids, _, err := completedTasks(ctx, c, url, hdr, n)
+	if err != nil {
+		return create, get, err
+	}
+	create = request{body: createBody, header: hdr, want: []byte(`"taskId"`)}
+	get = request{header: hdr, want: []byte(`"completed"`)}
+	for _, id := range ids {
+		q, _ := json.Marshal(id)
+		get.bodies = append(get.bodies, `{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":`+
+			strings.ReplaceAll(string(q), "%", "%%")+`}}`)
+	}
+	r := load(ctx, c, url, create, 1, time.Second, 200)
+	drain(ctx, c, op{opCreate, name, url, create})
+	g := load(ctx, c, url, get, conc, time.Second, 0)
+	if r.errors > 0 || g.errors > 0 || r.requests == 0 || g.requests == 0 {
+		return create, get, fmt.Errorf("errors during warm-up: %s", firstErrText())
+	}
+	return create, get, nil
 }
 
 // completedTasks creates n echo tasks and waits until all are completed;

@@ -22,12 +22,10 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,15 +67,8 @@ type whTarget struct {
 }
 
 func webhooksBench(o options) error {
-	if !o.set["duration"] {
-		o.duration = 3 * time.Second
-	}
-	if !o.set["latency-requests"] {
-		o.latencyReqs = 1000
-	}
-	if !o.set["create-requests"] {
-		o.createReqs = 500
-	}
+	shortDefaults(&o)
+	unlessGiven(&o, "create-requests", &o.createReqs, 500)
 	if o.tasks < 1 || o.createReqs < 1 || o.concurrency < 2 || o.rounds < 1 {
 		return errors.New("-tasks, -create-requests and -rounds must be positive, -concurrency at least 2")
 	}
@@ -102,16 +93,13 @@ func webhooksBench(o options) error {
 	c := newClient(o.concurrency)
 	for _, t := range targets {
 		activate(targets, t)
-		if err := prepareWebhookTarget(run, c, o, t); err != nil {
+		if t.create, t.get, err = warmTaskRequests(run.ctx, c, t.name, t.url, o.tasks, o.concurrency); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
 	fmt.Fprintf(os.Stderr, "bench: webhooks: %d targets, %d rounds\n", len(targets), o.rounds)
 	for round := 0; round < o.rounds && run.ctx.Err() == nil; round++ {
-		xs := slices.Clone(targets)
-		if round%2 == 1 {
-			slices.Reverse(xs)
-		}
+		xs := roundOrder(targets, round)
 		for _, t := range xs {
 			measureWebhookTarget(run, c, o, targets, t)
 		}
@@ -183,38 +171,6 @@ func startWebhookTargets(run *modeRun, ps *procs) ([]*whTarget, error) {
 			t.name, t.addr, t.tgPID, t.redis.addr, t.redis.cmd.Process.Pid, orDash(t.recvAddr))
 	}
 	return targets, nil
-}
-
-// prepareWebhookTarget opens a session, makes the completed tasks
-// tasks/get polls and warms up (scripts loaded, connections open, every
-// answer clean).
-func prepareWebhookTarget(run *modeRun, c *http.Client, o options, t *whTarget) error {
-	const createBody = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"task":{"ttl":60000}}}`
-	ctx := run.ctx
-	sid, err := initSession(ctx, c, t.url)
-	if err != nil {
-		return err
-	}
-	hdr := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
-		"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {"2025-11-25"}}
-	ids, _, err := completedTasks(ctx, c, t.url, hdr, o.tasks)
-	if err != nil {
-		return err
-	}
-	t.create = request{body: createBody, header: hdr, want: []byte(`"taskId"`)}
-	t.get = request{header: hdr, want: []byte(`"completed"`)}
-	for _, id := range ids {
-		q, _ := json.Marshal(id)
-		t.get.bodies = append(t.get.bodies, `{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":`+
-			strings.ReplaceAll(string(q), "%", "%%")+`}}`)
-	}
-	r := load(ctx, c, t.url, t.create, 1, time.Second, 200)
-	drain(ctx, c, op{opCreate, t.name, t.url, t.create})
-	g := load(ctx, c, t.url, t.get, o.concurrency, time.Second, 0)
-	if r.errors > 0 || g.errors > 0 || r.requests == 0 || g.requests == 0 {
-		return fmt.Errorf("errors during warm-up: %s", firstErrText())
-	}
-	return nil
 }
 
 // measureWebhookTarget runs one round's phases on t, the others stopped.

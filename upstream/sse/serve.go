@@ -26,17 +26,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.proxy(w, r)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		b.serveMessage(w, r)
-	case http.MethodGet:
-		b.get(w, r)
-	case http.MethodDelete:
-		b.delete(w, r)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
+	bridgesession.ServeMethods(w, r, b.session, &b.mu, b.serveMessage, b.delete)
 }
 
 type envelope = bridgesession.Envelope
@@ -46,25 +36,13 @@ func (b *Bridge) serveMessage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if env.Method == "initialize" {
-		b.initialize(w, r, body, env)
-		return
-	}
-	s := b.session(r)
-	if s == nil {
-		bridgesession.NoSession(w, r, env.ID)
-		return
-	}
-	switch {
-	case env.Method == "" && len(env.ID) > 0: // the client answers a server's request
-		b.answer(w, r, s, body, env)
-	case env.Method != "" && len(env.ID) == 0:
-		b.notification(w, r, s, body, env)
-	case env.Method != "":
-		b.request(w, r, s, body, env)
-	default:
-		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request")
-	}
+	bridgesession.Dispatch(w, r, body, env, bridgesession.Post[*session]{
+		Initialize:   b.initialize,
+		Session:      b.session,
+		Answer:       b.answer,
+		Notification: b.notification,
+		Request:      b.request, // a ping too: the server answers it
+	})
 }
 
 // session is r's session, touched; nil when unknown or ended.
@@ -106,12 +84,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 		jsonError(w, http.StatusServiceUnavailable, env.ID, -32603, "the HTTP+SSE bridge is closed")
 		return
 	case reason != "":
-		limit := b.opts.MaxSessions
-		if reason == bridgesession.ReasonPerPrincipal {
-			limit = b.opts.MaxSessionsPerPrincipal
-		}
-		b.log.Debug().Str("op", "sse").Str("reason", reason).Int("limit", limit).Msg("initialize refused")
-		bridgesession.Refuse(w, env.ID, pr, reason, bridgesession.SessionMessage(reason, "HTTP+SSE sessions of the upstream", limit), after)
+		bridgesession.RefuseSession(w, b.log, bridgesession.Limits{MaxSessions: b.opts.MaxSessions, PerPrincipal: b.opts.MaxSessionsPerPrincipal,
+			What: "HTTP+SSE sessions of the upstream", Op: "sse"}, env.ID, pr, reason, after)
 		return
 	}
 	s := &session{id: uuid.NewString(), header: passHeaders(r.Header), principal: pr.Key}
@@ -307,25 +281,9 @@ func (b *Bridge) cancelMessage(c *call, reason string) []byte {
 	return nil
 }
 
-// get serves a session's stream of the server's notifications and
-// requests.
-func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.Streams.Serve(w, r, &b.mu) // first what the server asked before it opened
-}
-
 // delete ends a session: its calls in flight are cancelled, its SSE
 // stream closed (which ends the server's session).
-func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
+func (b *Bridge) delete(w http.ResponseWriter, s *session) {
 	for _, c := range b.calls.CallsOf(s) { // before the stream closes, which ends the server's session
 		if msg := b.cancelMessage(c, "the session ended"); msg != nil {
 			_ = b.post(s, nil, msg)

@@ -25,17 +25,7 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if b.forward(w, r) { // a session whose child runs on another replica (replicas.go)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-		b.post(w, r)
-	case http.MethodGet:
-		b.get(w, r)
-	case http.MethodDelete:
-		b.delete(w, r)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-	}
+	bridgesession.ServeMethods(w, r, b.session, &b.mu, b.post, b.delete)
 }
 
 // exitedError is jsonError for a call the child could not take because it
@@ -54,28 +44,18 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if env.Method == "initialize" {
-		b.initialize(w, r, body, env)
-		return
-	}
-	s := b.session(r)
-	if s == nil {
-		bridgesession.NoSession(w, r, env.ID)
-		return
-	}
-	switch {
-	case env.Method == "" && len(env.ID) > 0: // the client answers a child's request
-		b.answer(w, s, body, env)
-	case env.Method != "" && len(env.ID) == 0: // a notification
-		b.notification(w, s, body, env)
-	case env.Method == "ping":
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(resultMessage(env.ID, json.RawMessage(`{}`)))
-	case env.Method != "":
-		b.request(w, r, s, body, env)
-	default:
-		jsonError(w, http.StatusBadRequest, env.ID, -32600, "Invalid Request")
-	}
+	bridgesession.Dispatch(w, r, body, env, bridgesession.Post[*session]{
+		Initialize: b.initialize,
+		Session:    b.session,
+		Answer: func(w http.ResponseWriter, _ *http.Request, s *session, body []byte, env envelope) {
+			b.answer(w, s, body, env)
+		},
+		Notification: func(w http.ResponseWriter, _ *http.Request, s *session, body []byte, env envelope) {
+			b.notification(w, s, body, env)
+		},
+		Request:     b.request,
+		AnswersPing: true, // not passed to the child
+	})
 }
 
 // session is r's session, touched; nil when unknown. A shared child keeps
@@ -145,12 +125,8 @@ func (b *Bridge) initialize(w http.ResponseWriter, r *http.Request, body []byte,
 	shared, down := b.shared, b.down
 	b.mu.Unlock()
 	if reason != "" {
-		limit := b.opts.MaxSessions
-		if reason == bridgesession.ReasonPerPrincipal {
-			limit = b.opts.MaxSessionsPerPrincipal
-		}
-		b.log.Debug().Str("op", "stdio").Str("reason", reason).Int("limit", limit).Msg("initialize refused")
-		bridgesession.Refuse(w, env.ID, p, reason, bridgesession.SessionMessage(reason, "sessions of the stdio server", limit), after)
+		bridgesession.RefuseSession(w, b.log, bridgesession.Limits{MaxSessions: b.opts.MaxSessions, PerPrincipal: b.opts.MaxSessionsPerPrincipal,
+			What: "sessions of the stdio server", Op: "stdio"}, env.ID, p, reason, after)
 		return
 	}
 	opened := false
@@ -359,24 +335,9 @@ func (b *Bridge) send(s *session, p *proc, body []byte, env envelope) (*call, er
 	return c, nil
 }
 
-// get serves a session's stream of the child's notifications.
-func (b *Bridge) get(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	s.Streams.Serve(w, r, &b.mu) // first what the child asked before it opened
-}
-
 // delete ends a session: its calls in flight are cancelled, its own child
 // stopped.
-func (b *Bridge) delete(w http.ResponseWriter, r *http.Request) {
-	s := b.session(r)
-	if s == nil {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
+func (b *Bridge) delete(w http.ResponseWriter, s *session) {
 	calls := b.calls.CallsOf(s)
 	b.mu.Lock()
 	b.endSessionLocked(s)

@@ -456,6 +456,58 @@ func ReadPost(w http.ResponseWriter, r *http.Request, max int, tooLarge, what st
 	return nil, env, false
 }
 
+// Post is what a bridge does with each kind of client POST Dispatch
+// routes; S is its session type, the zero S none. Each handler answers on
+// w.
+type Post[S comparable] struct {
+	// Initialize opens a session (whatever Mcp-Session-Id says: the
+	// bridge judges it).
+	Initialize func(w http.ResponseWriter, r *http.Request, body []byte, env Envelope)
+	// Session is r's session, touched; the zero S when there is none.
+	Session func(r *http.Request) S
+	// Answer takes the client's answer to a request of the peer.
+	Answer func(w http.ResponseWriter, r *http.Request, s S, body []byte, env Envelope)
+	// Notification takes a client notification.
+	Notification func(w http.ResponseWriter, r *http.Request, s S, body []byte, env Envelope)
+	// Request takes a client request.
+	Request func(w http.ResponseWriter, r *http.Request, s S, body []byte, env Envelope)
+	// AnswersPing: the bridge answers a client's ping itself, with an
+	// empty result (MCP 2025-11-25, schema, PingRequest), instead of
+	// passing it to the peer as a Request.
+	AnswersPing bool
+}
+
+// Dispatch routes a client's message (body, read by ReadPost as env): an
+// initialize to p.Initialize; anything else of no session to NoSession;
+// then by its shape (JSON-RPC 2.0: a response has an id and no method, a
+// notification a method and no id) to p.Answer, p.Notification or
+// p.Request, and what is none of them answered -32600 Invalid Request.
+func Dispatch[S comparable](w http.ResponseWriter, r *http.Request, body []byte, env Envelope, p Post[S]) {
+	if env.Method == "initialize" {
+		p.Initialize(w, r, body, env)
+		return
+	}
+	var none S
+	s := p.Session(r)
+	if s == none {
+		NoSession(w, r, env.ID)
+		return
+	}
+	switch {
+	case env.Method == "" && len(env.ID) > 0: // the client answers a peer's request
+		p.Answer(w, r, s, body, env)
+	case env.Method != "" && len(env.ID) == 0:
+		p.Notification(w, r, s, body, env)
+	case env.Method == "ping" && p.AnswersPing:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(ResultMessage(env.ID, json.RawMessage(`{}`)))
+	case env.Method != "":
+		p.Request(w, r, s, body, env)
+	default:
+		JSONError(w, http.StatusBadRequest, env.ID, mcpwire.CodeInvalidRequest, "Invalid Request")
+	}
+}
+
 // NoSession answers a request of no session the bridge knows: 400 without
 // Mcp-Session-Id, else 404 (MCP 2025-11-25, Transports, "Session
 // Management": the client initializes again).

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/taskgate/taskgate/internal/mcpwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -78,6 +80,26 @@ func Refuse(w http.ResponseWriter, id json.RawMessage, p upstream.Principal, rea
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// Limits are a bridge's session limits, as its refusals name them.
+type Limits struct {
+	MaxSessions  int    // --max-sessions
+	PerPrincipal int    // --max-sessions-per-principal
+	What         string // its sessions, in a refusal's message: "sessions of the stdio server"
+	Op           string // the op of its log lines: "stdio"
+}
+
+// RefuseSession refuses an initialize for reason (ReasonPerPrincipal or
+// ReasonMaxSessions): a debug line on log naming the limit, then Refuse
+// with SessionMessage.
+func RefuseSession(w http.ResponseWriter, log zerolog.Logger, l Limits, id json.RawMessage, p upstream.Principal, reason string, after time.Duration) {
+	limit := l.MaxSessions
+	if reason == ReasonPerPrincipal {
+		limit = l.PerPrincipal
+	}
+	log.Debug().Str("op", l.Op).Str("reason", reason).Int("limit", limit).Msg("initialize refused")
+	Refuse(w, id, p, reason, SessionMessage(reason, l.What, limit), after)
 }
 
 // IdleAfter is how long until the first of sessions last used at lastUsed

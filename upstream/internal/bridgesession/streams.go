@@ -3,17 +3,20 @@
 // HTTP, whatever the back end (a child's pipes, an HTTP+SSE session):
 //
 //	streams.go  a session's GET streams, the server's requests held until
-//	            one opens (HoldAsk), the GET handler
+//	            one opens (HoldAsk), the endpoint's methods (ServeMethods:
+//	            GET and DELETE of a session, POST)
 //	calls.go    the call table (Table): the client's requests in flight,
 //	            their ids and progress tokens rewritten to the bridge's,
 //	            their replies (FinishLocked, the one place a reply is sent),
 //	            cancellation and the end of a call; a session's Core; the
-//	            POST reading and JSON-RPC errors both bridges answer with
+//	            POST reading, its routing (Dispatch) and the JSON-RPC
+//	            errors both bridges answer with
 //	asks.go     the server's requests sent to a client (Relay: to the one
 //	            call in flight that may carry them, else the GET streams),
 //	            their answers and withdrawals
 //	reap.go     the reaper of idle sessions
-//	shares.go   the count of sessions per principal, and its refusal
+//	shares.go   the count of sessions per principal, and the refusal of
+//	            a session over a limit (RefuseSession)
 //
 // Nothing here has a lock of its own: the bridge's mutex guards it, under
 // which the methods named ...Locked are called; the others (and Serve, and
@@ -117,6 +120,33 @@ func (s *Streams[A]) Serve(w http.ResponseWriter, r *http.Request, mu sync.Locke
 	sse := mcpwire.NewWriter(w)
 	_ = sse.Comment("stream open")
 	sse.Pump(ch, r.Context().Done())
+}
+
+// ServeMethods answers a request to a bridge's Streamable HTTP endpoint
+// by its method: POST, a message (post); GET, the stream of r's session
+// (Serve; mu is the bridge's mutex); DELETE, the end of r's session (del);
+// any other, 405 with Allow. session is the bridge's lookup of r's
+// session: GET and DELETE of none (the zero S) are answered 404.
+func ServeMethods[S Session[A], A any](w http.ResponseWriter, r *http.Request, session func(*http.Request) S, mu sync.Locker,
+	post http.HandlerFunc, del func(http.ResponseWriter, S)) {
+	switch r.Method {
+	case http.MethodPost:
+		post(w, r)
+	case http.MethodGet, http.MethodDelete:
+		var none S
+		s := session(r)
+		switch {
+		case s == none:
+			http.Error(w, "session not found", http.StatusNotFound)
+		case r.Method == http.MethodGet:
+			s.core().Streams.Serve(w, r, mu) // first what the peer asked before it opened
+		default:
+			del(w, s)
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
 }
 
 // HoldLocked keeps the server's request msg (key, a) until the client
