@@ -227,15 +227,17 @@ func Start(opts Options) (*Bridge, error) {
 	b.calls = b.newCallTable()
 	b.metrics = NewMetrics()
 	b.metrics.children.b = b
+	// A working directory the children can't start in is named as such
+	// (exec would blame the program), whatever the scope.
+	if err := checkDir(opts.Command[0], opts.Dir); err != nil {
+		return nil, err
+	}
 	b.fleet.startBudget() // before the first child: its limits apply to every one
 	if b.fleet.principalsOnly() {
 		// The stateless child would serve every principal's 2026-07-28
 		// clients in one process. No probe: the bridge is a session
 		// server, and the gateway holds a session per owner for its
 		// 2026-07-28 clients, which joins the principal's child.
-		if err := checkDir(opts.Command[0], opts.Dir); err != nil {
-			return nil, err
-		}
 		b.log.Info().Str("op", "stdio").
 			Msg("principal scope: the upstream process is served with sessions, a child per principal, whatever versions it speaks")
 	} else if stateless, err := b.startStateless(); err != nil {

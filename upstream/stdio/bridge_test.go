@@ -322,11 +322,13 @@ func TestBridgeCommandErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("not executable: %v", err)
 	}
-	// A working directory it cannot start in, under principal scope, whose
-	// bridge starts no child at Start.
+	// A working directory it cannot start in is named, in every scope
+	// (principal scope starts no child at Start; the others probe one).
 	missing := filepath.Join(t.TempDir(), "gone")
 	for _, o := range []Options{{Command: []string{serverBin, "--stdio"}, Dir: missing, PerPrincipal: true},
-		{Command: []string{serverBin, "--stdio"}, Dir: plain, PerPrincipal: true}} {
+		{Command: []string{serverBin, "--stdio"}, Dir: plain, PerPrincipal: true},
+		{Command: []string{serverBin, "--stdio"}, Dir: missing},
+		{Command: []string{serverBin, "--stdio"}, Dir: plain, Shared: true}} {
 		if b, err := Start(o); err == nil {
 			_ = b.Close(context.Background())
 			t.Errorf("Dir %s (per principal %v): started", o.Dir, o.PerPrincipal)
